@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { type Config, loadConfig } from '../config';
+import { ConsigError } from '../domain/errors';
+import { openDatabase } from '../store/database';
+import { loadMigrations, migrate } from '../store/migrate';
+import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
+import { serve } from './serve';
+
+/**
+ * `consig-receiver` (SPEC §2). Each command is a thin wrapper over the modules; errors become one
+ * line on stderr and a non-zero exit code.
+ */
+
+const io = { out: (text: string) => process.stdout.write(`${text}\n`) };
+
+function config(program: Command, requireSecrets = false): Config {
+  const env = { ...process.env };
+  const db = program.opts<{ database?: string }>().database;
+  if (db) env.DATABASE_PATH = db;
+  return loadConfig(env, { requireSecrets });
+}
+
+export function buildProgram(): Command {
+  const program = new Command('consig-receiver')
+    .description('Partner-side receiver for the consigned-loan service webhooks')
+    .option('--database <path>', 'SQLite file (overrides DATABASE_PATH)')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+
+  program
+    .command('serve', { isDefault: true })
+    .description('migrate the database, then run the HTTP receiver')
+    .action(async () => {
+      await serve(config(program, true));
+    });
+
+  program
+    .command('migrate')
+    .description('apply pending migrations from migrations/ and exit')
+    .action(() => {
+      const c = config(program);
+      const db = openDatabase(c.databasePath, {
+        synchronous: c.sqlite.synchronous,
+        busyTimeoutMs: c.sqlite.busyTimeoutMs,
+      });
+      try {
+        const applied = migrate(db, loadMigrations());
+        io.out(
+          applied.length === 0
+            ? `${c.databasePath}: up to date`
+            : `${c.databasePath}: applied ${applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`).join(', ')}`,
+        );
+      } finally {
+        db.close();
+      }
+    });
+
+  program
+    .command('events')
+    .description('list stored events, newest first')
+    .option('--status <status>', 'pending | done | failed | dead | ignored | invalid')
+    .option('--evento <evento>', 'event name, e.g. proposta.aprovada')
+    .option('--proposal <nu_proposta>', 'only this proposal')
+    .option('--kind <kind>', 'event | registry | poll')
+    .option('--limit <n>', 'rows (default 50)')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => eventsCommand(config(program), opts, io));
+
+  program
+    .command('deliveries')
+    .description('list HTTP deliveries to the webhook routes, newest first')
+    .option(
+      '--outcome <outcome>',
+      'accepted | duplicate | quarantined | invalid_signature | payload_too_large | storage_unavailable | aborted',
+    )
+    .option('--limit <n>', 'rows (default 50)')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => deliveriesCommand(config(program), opts, io));
+
+  program
+    .command('stats')
+    .description('counts by status and outcome, duplicates, acknowledgement latency')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => statsCommand(config(program), opts, io));
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  // `serve` is the default command; a first word that names no command is a typo, not serve's argument.
+  const first = argv[2];
+  if (
+    first !== undefined &&
+    !first.startsWith('-') &&
+    !program.commands.some((c) => c.name() === first || c.aliases().includes(first)) &&
+    first !== 'help'
+  ) {
+    process.stderr.write(
+      `consig-receiver: unknown command '${first}' (commands: ${program.commands.map((c) => c.name()).join(', ')})\n`,
+    );
+    return 2;
+  }
+  try {
+    await program.parseAsync(argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version exit 0; usage errors were already printed by commander.
+      return err.exitCode === 0 ? 0 : 2;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`consig-receiver: ${message}\n`);
+    return err instanceof ConsigError && (err.code === 'CONFIG_INVALID' || err.code === 'USAGE') ? 2 : 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv).then((code) => {
+    if (code !== 0) process.exitCode = code;
+  });
+}

@@ -1,0 +1,158 @@
+import { statSync } from 'node:fs';
+import type { Config } from '../config';
+import { StorageError } from '../domain/errors';
+import { openStore, type Store } from '../store/store';
+import { renderTable } from './table';
+
+/** Read-only commands over the SQLite log: tables for people, `--json` for scripts. */
+
+export interface Output {
+  out: (text: string) => void;
+}
+
+function openReadOnly(config: Config): Store {
+  try {
+    statSync(config.databasePath);
+  } catch {
+    throw new StorageError(
+      `no database at ${config.databasePath} (set DATABASE_PATH, or create it with \`consig-receiver migrate\`)`,
+    );
+  }
+  return openStore(config.databasePath, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
+}
+
+function withStore<T>(config: Config, fn: (store: Store) => T): T {
+  const store = openReadOnly(config);
+  try {
+    return fn(store);
+  } finally {
+    store.close();
+  }
+}
+
+function parseLimit(value: string | undefined): number {
+  if (value === undefined) return 50;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 10000)
+    throw new StorageError(`--limit expects an integer from 1 to 10000, got "${value}"`);
+  return n;
+}
+
+export interface EventsOptions {
+  status?: string;
+  evento?: string;
+  proposal?: string;
+  kind?: string;
+  limit?: string;
+  json?: boolean;
+}
+
+export function eventsCommand(config: Config, opts: EventsOptions, io: Output): void {
+  withStore(config, (store) => {
+    const rows = store.events.list({
+      status: opts.status,
+      evento: opts.evento,
+      kind: opts.kind,
+      nuProposta: opts.proposal,
+      limit: parseLimit(opts.limit),
+    });
+    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+    io.out(
+      renderTable(
+        [
+          'id',
+          'received_at',
+          'kind',
+          'evento',
+          'nu_proposta',
+          'request_id',
+          'status',
+          'attempts',
+          'duplicates',
+          'webhook_id',
+          'last_error',
+        ],
+        rows as unknown as Record<string, unknown>[],
+      ),
+    );
+  });
+}
+
+export interface DeliveriesOptions {
+  outcome?: string;
+  limit?: string;
+  json?: boolean;
+}
+
+export function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): void {
+  withStore(config, (store) => {
+    const rows = store.deliveries.list({ outcome: opts.outcome, limit: parseLimit(opts.limit) });
+    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+    io.out(
+      renderTable(
+        [
+          'id',
+          'received_at',
+          'path',
+          'outcome',
+          'http_status',
+          'duration_ms',
+          'event_id',
+          'dedup_key',
+          'detail',
+        ],
+        rows as unknown as Record<string, unknown>[],
+      ),
+    );
+  });
+}
+
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+export function statsCommand(config: Config, opts: { json?: boolean }, io: Output): void {
+  withStore(config, (store) => {
+    const latency = store.deliveries.ackLatency();
+    const stats = {
+      database: config.databasePath,
+      database_bytes: fileBytes(config.databasePath) + fileBytes(`${config.databasePath}-wal`),
+      events_by_status: store.events.countByStatus(),
+      events_by_kind: store.events.countByKind(),
+      duplicates_total: store.events.duplicatesTotal(),
+      deliveries_by_outcome: store.deliveries.countByOutcome(),
+      ack_ms_avg: latency.avg === null ? null : Math.round(latency.avg * 1000) / 1000,
+      ack_ms_max: latency.max,
+      last_delivery_at: store.deliveries.lastReceivedAt(),
+    };
+    if (opts.json) return io.out(JSON.stringify(stats, null, 2));
+    const rows: Record<string, unknown>[] = [
+      { section: 'database', key: 'path', value: stats.database },
+      { section: 'database', key: 'bytes', value: stats.database_bytes },
+      ...Object.entries(stats.events_by_status).map(([key, value]) => ({
+        section: 'events by status',
+        key,
+        value,
+      })),
+      ...Object.entries(stats.events_by_kind).map(([key, value]) => ({
+        section: 'events by kind',
+        key,
+        value,
+      })),
+      { section: 'events', key: 'duplicates received', value: stats.duplicates_total },
+      ...Object.entries(stats.deliveries_by_outcome).map(([key, value]) => ({
+        section: 'deliveries by outcome',
+        key,
+        value,
+      })),
+      { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
+      { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
+      { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },
+    ];
+    io.out(renderTable(['section', 'key', 'value'], rows));
+  });
+}

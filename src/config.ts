@@ -1,0 +1,224 @@
+import { z } from 'zod';
+import { ConfigError } from './domain/errors';
+
+/**
+ * SPEC §3. `loadConfig(env)` returns a frozen Config or throws one ConfigError naming the first
+ * bad variable and what it expects. Secrets come from the environment only.
+ */
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const SYNCHRONOUS = ['FULL', 'EXTRA', 'NORMAL'] as const;
+
+function int(min: number, max: number, fallback: number) {
+  return z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return fallback;
+      const n = /^-?\d+$/.test(v.trim()) ? Number(v.trim()) : Number.NaN;
+      if (!Number.isSafeInteger(n) || n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: `expected an integer from ${min} to ${max}, got "${v}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+}
+
+function optionalText() {
+  return z
+    .string()
+    .optional()
+    .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+}
+
+function optionalUrl() {
+  return optionalText().superRefine((v, ctx) => {
+    if (v === undefined) return;
+    let ok = false;
+    try {
+      const u = new URL(v);
+      ok = u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      ok = false;
+    }
+    if (!ok) ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got "${v}"` });
+  });
+}
+
+function oneOf<T extends readonly string[]>(values: T, fallback: T[number]) {
+  return z
+    .string()
+    .optional()
+    .transform((v, ctx): T[number] => {
+      if (v === undefined || v.trim() === '') return fallback;
+      const wanted = v.trim();
+      const found = values.find((x) => x.toLowerCase() === wanted.toLowerCase());
+      if (found === undefined) {
+        ctx.addIssue({ code: 'custom', message: `expected one of ${values.join(', ')}, got "${v}"` });
+        return z.NEVER;
+      }
+      return found;
+    });
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+const schema = z.object({
+  PORT: int(0, 65535, 3000),
+  HOST: optionalText().transform((v) => v ?? '0.0.0.0'),
+  DATABASE_PATH: optionalText().transform((v) => v ?? './data/consig.db'),
+  WEBHOOK_SECRETS: optionalText(),
+  WEBHOOK_SECRET: optionalText(),
+  SIGNATURE_HEADER: optionalText()
+    .transform((v) => v ?? 'X-Service-Signature')
+    .refine((v) => HEADER_NAME.test(v), { message: 'expected an HTTP header name' }),
+  MAX_BODY_BYTES: int(1, 64 * 1024 * 1024, 262144),
+  SERVICE_BASE_URL: optionalUrl(),
+  SERVICE_ACCESS_TOKEN: optionalText(),
+  SERVICE_TOKEN_URL: optionalUrl(),
+  SERVICE_CLIENT_ID: optionalText(),
+  SERVICE_CLIENT_SECRET: optionalText(),
+  SERVICE_API_KEY: optionalText(),
+  REGISTRY_WEBHOOK_GRACE_MS: int(0, 2 ** 31, 120000),
+  REGISTRY_POLL_INTERVAL_MS: int(1, 2 ** 31, 30000),
+  REGISTRY_POLL_MAX_INTERVAL_MS: int(1, 2 ** 31, 900000),
+  REGISTRY_POLL_MAX_AGE_MS: int(1, 2 ** 40, 172800000),
+  QUEUE_CONCURRENCY: int(1, 1024, 4),
+  HANDLER_MAX_ATTEMPTS: int(1, 1000, 8),
+  ADMIN_TOKEN: optionalText(),
+  LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
+  SQLITE_SYNCHRONOUS: oneOf(SYNCHRONOUS, 'FULL'),
+  SQLITE_BUSY_TIMEOUT_MS: int(0, 60000, 1000),
+  GROUP_COMMIT_MAX_BATCH: int(1, 10000, 512),
+  SHUTDOWN_TIMEOUT_MS: int(0, 600000, 10000),
+});
+
+type Parsed = z.infer<typeof schema>;
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly databasePath: string;
+  /** Empty unless the command needs them (serve); any one that matches is accepted. */
+  readonly webhookSecrets: readonly string[];
+  readonly signatureHeader: string;
+  readonly maxBodyBytes: number;
+  readonly service: {
+    readonly baseUrl: string | undefined;
+    readonly accessToken: string | undefined;
+    readonly tokenUrl: string | undefined;
+    readonly clientId: string | undefined;
+    readonly clientSecret: string | undefined;
+    readonly apiKey: string | undefined;
+  };
+  readonly registry: {
+    readonly webhookGraceMs: number;
+    readonly pollIntervalMs: number;
+    readonly pollMaxIntervalMs: number;
+    readonly pollMaxAgeMs: number;
+  };
+  readonly queueConcurrency: number;
+  readonly handlerMaxAttempts: number;
+  readonly adminToken: string | undefined;
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+  readonly sqlite: {
+    readonly synchronous: (typeof SYNCHRONOUS)[number];
+    readonly busyTimeoutMs: number;
+  };
+  readonly groupCommitMaxBatch: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+export interface LoadOptions {
+  /** `serve` needs the webhook secrets; read-only commands do not. */
+  requireSecrets?: boolean;
+}
+
+function splitSecrets(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+function check(p: Parsed, options: LoadOptions): string[] {
+  const secrets = splitSecrets(p.WEBHOOK_SECRETS ?? p.WEBHOOK_SECRET);
+  if (options.requireSecrets && secrets.length === 0) {
+    const name =
+      p.WEBHOOK_SECRETS === undefined && p.WEBHOOK_SECRET !== undefined
+        ? 'WEBHOOK_SECRET'
+        : 'WEBHOOK_SECRETS';
+    throw new ConfigError(
+      name,
+      'required: the shared secret(s) given to the service at webhook registration, comma-separated',
+    );
+  }
+  const oauth = {
+    SERVICE_TOKEN_URL: p.SERVICE_TOKEN_URL,
+    SERVICE_CLIENT_ID: p.SERVICE_CLIENT_ID,
+    SERVICE_CLIENT_SECRET: p.SERVICE_CLIENT_SECRET,
+  };
+  const given = Object.entries(oauth).filter(([, v]) => v !== undefined);
+  if (given.length > 0 && given.length < 3) {
+    const missing = Object.entries(oauth).find(([, v]) => v === undefined)?.[0] ?? 'SERVICE_TOKEN_URL';
+    throw new ConfigError(
+      missing,
+      'required when any of SERVICE_TOKEN_URL, SERVICE_CLIENT_ID, SERVICE_CLIENT_SECRET is set',
+    );
+  }
+  if (p.REGISTRY_POLL_MAX_INTERVAL_MS < p.REGISTRY_POLL_INTERVAL_MS) {
+    throw new ConfigError(
+      'REGISTRY_POLL_MAX_INTERVAL_MS',
+      `must be at least REGISTRY_POLL_INTERVAL_MS (${p.REGISTRY_POLL_INTERVAL_MS})`,
+    );
+  }
+  return secrets;
+}
+
+/** Reads SPEC §3's variables from `env`. Throws ConfigError naming the first bad one. */
+export function loadConfig(
+  env: NodeJS.ProcessEnv | Record<string, string | undefined>,
+  options: LoadOptions = {},
+): Config {
+  const input: Record<string, string | undefined> = {};
+  for (const key of Object.keys(schema.shape)) input[key] = env[key];
+  const result = schema.safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const variable = String(issue?.path[0] ?? 'environment');
+    throw new ConfigError(variable, issue?.message ?? 'invalid');
+  }
+  const p = result.data;
+  const secrets = check(p, options);
+  const config: Config = {
+    port: p.PORT,
+    host: p.HOST,
+    databasePath: p.DATABASE_PATH,
+    webhookSecrets: Object.freeze(secrets),
+    signatureHeader: p.SIGNATURE_HEADER,
+    maxBodyBytes: p.MAX_BODY_BYTES,
+    service: Object.freeze({
+      baseUrl: p.SERVICE_BASE_URL,
+      accessToken: p.SERVICE_ACCESS_TOKEN,
+      tokenUrl: p.SERVICE_TOKEN_URL,
+      clientId: p.SERVICE_CLIENT_ID,
+      clientSecret: p.SERVICE_CLIENT_SECRET,
+      apiKey: p.SERVICE_API_KEY,
+    }),
+    registry: Object.freeze({
+      webhookGraceMs: p.REGISTRY_WEBHOOK_GRACE_MS,
+      pollIntervalMs: p.REGISTRY_POLL_INTERVAL_MS,
+      pollMaxIntervalMs: p.REGISTRY_POLL_MAX_INTERVAL_MS,
+      pollMaxAgeMs: p.REGISTRY_POLL_MAX_AGE_MS,
+    }),
+    queueConcurrency: p.QUEUE_CONCURRENCY,
+    handlerMaxAttempts: p.HANDLER_MAX_ATTEMPTS,
+    adminToken: p.ADMIN_TOKEN,
+    logLevel: p.LOG_LEVEL,
+    sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
+    groupCommitMaxBatch: p.GROUP_COMMIT_MAX_BATCH,
+    shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
+  };
+  return Object.freeze(config);
+}

@@ -1,0 +1,178 @@
+import { createHash } from 'node:crypto';
+import { isKnownEvento } from './catalogue';
+
+/**
+ * What a signed body is, decided from its bytes alone (SPEC §4): an event of the catalogue, an
+ * event of an unknown name, a registry result, or something to quarantine. Pure and total: it
+ * never throws, whatever the bytes.
+ */
+
+export type EventStatus = 'pending' | 'ignored' | 'invalid';
+export type EventKind = 'event' | 'registry';
+
+export interface ClassifiedDelivery {
+  kind: EventKind;
+  status: EventStatus;
+  dedupKey: string;
+  webhookId: string | null;
+  evento: string | null;
+  /** Integer when the payload's value is one; otherwise the value as text (never lost). */
+  nuProposta: number | string | null;
+  requestId: string | null;
+  /** The registry status carried by a registry result (`queued`, `processing`, …). */
+  registryStatus: string | null;
+  tentativa: number | null;
+  /** Why a body was quarantined; null otherwise. */
+  invalidReason: string | null;
+  /** The body as text when it is valid UTF-8 (stored byte-exact as TEXT), else null. */
+  text: string | null;
+}
+
+export type Route = 'events' | 'registry';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+type JsonObject = Record<string, unknown>;
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Own properties only: a payload's `__proto__` or `constructor` key is data, never a lookup path. */
+function own(obj: unknown, key: string): unknown {
+  return isObject(obj) && Object.hasOwn(obj, key) ? obj[key] : undefined;
+}
+
+function nonEmptyString(value: unknown): string | null {
+  if (typeof value === 'string') return value.trim() === '' ? null : value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return null;
+}
+
+function integerOrText(value: unknown): number | string | null {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : String(value);
+  if (typeof value === 'string') {
+    const trimmed = value.trim();
+    if (trimmed === '') return null;
+    if (/^\d{1,15}$/.test(trimmed)) return Number(trimmed);
+    return trimmed;
+  }
+  return null;
+}
+
+function positiveInteger(value: unknown): number | null {
+  const n = typeof value === 'string' && /^\d{1,9}$/.test(value.trim()) ? Number(value) : value;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
+export function sha256Hex(body: Uint8Array): string {
+  return createHash('sha256').update(body).digest('hex');
+}
+
+function decode(body: Uint8Array): string | null {
+  try {
+    return utf8.decode(body);
+  } catch {
+    return null;
+  }
+}
+
+function parse(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    // Malformed JSON, or nesting deep enough to overflow the parser's stack: both quarantined.
+    return { ok: false };
+  }
+}
+
+function quarantine(body: Uint8Array, text: string | null, reason: string, webhookId: string | null) {
+  return {
+    kind: 'event' as const,
+    status: 'invalid' as const,
+    dedupKey: webhookId ?? `sha256:${sha256Hex(body)}`,
+    webhookId,
+    evento: null,
+    nuProposta: null,
+    requestId: null,
+    registryStatus: null,
+    tentativa: null,
+    invalidReason: reason,
+    text,
+  };
+}
+
+/** The registry result's fields, read at the top level or under `dados` (its shape is "not shown", §6.2). */
+function registryFields(obj: JsonObject): { requestId: string; status: string | null } | null {
+  const dados = own(obj, 'dados');
+  const requestId = nonEmptyString(own(obj, 'requestId')) ?? nonEmptyString(own(dados, 'requestId'));
+  if (requestId === null) return null;
+  const status = nonEmptyString(own(obj, 'status')) ?? nonEmptyString(own(dados, 'status'));
+  return { requestId, status };
+}
+
+/**
+ * Classifies a signed body received on `route`.
+ *
+ * - `/webhooks`: an object with a string `evento` is an event; without `evento` but with
+ *   `requestId` and `status` it is a registry result; anything else is quarantined.
+ * - `/webhooks/registry`: a `requestId` (top level or under `dados`) makes a registry result even
+ *   without a status; a body with `evento` and no `requestId` is still taken as an event.
+ */
+export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDelivery {
+  const text = decode(body);
+  if (text === null) return quarantine(body, null, 'body is not valid UTF-8', null);
+  const parsed = parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+  if (!parsed.ok) return quarantine(body, text, 'body is not JSON', null);
+  const obj = parsed.value;
+  if (!isObject(obj)) return quarantine(body, text, 'body is not a JSON object', null);
+
+  const metadata = own(obj, 'metadata');
+  const webhookId = nonEmptyString(own(metadata, 'webhook_id'));
+  const tentativa = positiveInteger(own(metadata, 'tentativa'));
+  const dados = own(obj, 'dados');
+  const rawEvento = own(obj, 'evento');
+  const evento = typeof rawEvento === 'string' && rawEvento.trim() !== '' ? rawEvento.trim() : null;
+  const registry = registryFields(obj);
+
+  const isRegistry =
+    registry !== null && (route === 'registry' || (evento === null && registry.status !== null));
+
+  if (isRegistry) {
+    return {
+      kind: 'registry',
+      status: 'pending',
+      dedupKey: webhookId ?? `registry:${registry.requestId}:${registry.status ?? ''}`,
+      webhookId,
+      evento,
+      nuProposta: integerOrText(own(dados, 'nu_proposta') ?? own(obj, 'nu_proposta')),
+      requestId: registry.requestId,
+      registryStatus: registry.status,
+      tentativa,
+      invalidReason: null,
+      text,
+    };
+  }
+
+  if (evento === null) {
+    const reason =
+      rawEvento !== undefined
+        ? '`evento` is not a non-empty string'
+        : 'neither an event (`evento`) nor a registry result (`requestId` and `status`)';
+    return quarantine(body, text, reason, webhookId);
+  }
+
+  return {
+    kind: 'event',
+    status: isKnownEvento(evento) ? 'pending' : 'ignored',
+    dedupKey: webhookId ?? `sha256:${sha256Hex(body)}`,
+    webhookId,
+    evento,
+    nuProposta: integerOrText(own(dados, 'nu_proposta')),
+    requestId: nonEmptyString(own(dados, 'requestId')),
+    registryStatus: null,
+    tentativa,
+    invalidReason: null,
+    text,
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * Base class of the errors this project raises on purpose. Each carries a stable `code` that
+ * the HTTP layer maps to a status and the commands map to one line on stderr.
+ */
+export class ConsigError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    // Keep the subclass's name (and `instanceof`) after compilation to ES5-style classes.
+    this.name = new.target.name;
+    Object.setPrototypeOf(this, new.target.prototype);
+  }
+}
+
+/** A configuration value is missing or invalid; `variable` names it. */
+export class ConfigError extends ConsigError {
+  readonly variable: string;
+
+  constructor(variable: string, message: string) {
+    super('CONFIG_INVALID', `${variable}: ${message}`);
+    this.variable = variable;
+  }
+}
+
+/** The SQLite write (or read) failed: disk full, database locked, closed. */
+export class StorageError extends ConsigError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('STORAGE_UNAVAILABLE', message, options);
+  }
+}
+
+/** The database and the code disagree about migrations. */
+export class MigrationError extends ConsigError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('MIGRATION_FAILED', message, options);
+  }
+}
+
+/** A command was called with something it cannot use (unknown id, bad flag value). */
+export class UsageError extends ConsigError {
+  constructor(message: string) {
+    super('USAGE', message);
+  }
+}

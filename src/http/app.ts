@@ -1,0 +1,142 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Clock } from '../clock';
+import type { Config } from '../config';
+import { constantTimeEqual } from '../domain/signature';
+import type { Logger } from '../logger';
+import type { Metrics } from '../metrics';
+import type { IngestWriter } from '../store/ingest-writer';
+import type { Store } from '../store/store';
+import { createWebhookHandler } from './webhook-handler';
+
+export interface AppDeps {
+  config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'>;
+  store: Store;
+  writer: IngestWriter;
+  metrics: Metrics;
+  logger: Logger;
+  clock: Clock;
+}
+
+/** Builds the Express app. It never listens: main.ts (or a test) does. */
+export function createApp(deps: AppDeps): express.Express {
+  const { config, store, metrics, logger, clock } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  const webhook = createWebhookHandler({
+    secrets: config.webhookSecrets,
+    signatureHeader: config.signatureHeader,
+    maxBodyBytes: config.maxBodyBytes,
+    writer: deps.writer,
+    metrics,
+    logger,
+    clock,
+  });
+  app.post('/webhooks', (req, res) => webhook(req, res, 'events'));
+  app.post('/webhooks/registry', (req, res) => webhook(req, res, 'registry'));
+  app.all(['/webhooks', '/webhooks/registry'], (_req, res) => {
+    res.set('allow', 'POST').status(405).json({ error: 'method_not_allowed', message: 'use POST' });
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', (_req, res) => {
+    try {
+      store.probeWrite(clock.now());
+      res.json({ status: 'ready' });
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'readiness probe failed');
+      res
+        .status(503)
+        .json({ status: 'unavailable', error: 'storage_unavailable', message: (err as Error).message });
+    }
+  });
+  app.get('/metrics', async (_req, res, next) => {
+    try {
+      const text = await metrics.registry.metrics();
+      res.set('content-type', metrics.registry.contentType).send(text);
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  app.use('/admin', adminRouter(deps));
+
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found' });
+  });
+  app.use(
+    (err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+      const status =
+        typeof err.status === 'number' && err.status >= 400 && err.status < 600 ? err.status : 500;
+      if (status >= 500) logger.error({ err: err.message }, 'unhandled error in route');
+      if (res.headersSent) return;
+      res.status(status).json({ error: status >= 500 ? 'internal_error' : (err.type ?? 'bad_request') });
+    },
+  );
+  return app;
+}
+
+/** `/admin/*`: absent ADMIN_TOKEN → 404 (the routes do not exist); wrong token → 401. */
+function adminRouter(deps: AppDeps): express.Router {
+  const router = express.Router();
+  const token = deps.config.adminToken;
+  router.use((req, res, next) => {
+    if (token === undefined) {
+      res.status(404).json({ error: 'not_found' });
+      return;
+    }
+    const header = req.get('authorization') ?? '';
+    const match = /^Bearer (.+)$/i.exec(header);
+    if (!match?.[1] || !constantTimeEqual(match[1], token)) {
+      res
+        .set('www-authenticate', 'Bearer')
+        .status(401)
+        .json({ error: 'unauthorized', message: 'Authorization: Bearer $ADMIN_TOKEN required' });
+      return;
+    }
+    next();
+  });
+  const { events, deliveries } = deps.store;
+  router.get('/events', (req, res) => {
+    const q = req.query as Record<string, string | undefined>;
+    res.json({
+      events: events.list({
+        status: q.status,
+        evento: q.evento,
+        kind: q.kind,
+        nuProposta: q.nu_proposta,
+        beforeId: q.before ? Number(q.before) : undefined,
+        limit: q.limit ? Number(q.limit) : undefined,
+      }),
+    });
+  });
+  router.get('/events/:id', (req, res) => {
+    const id = Number(req.params.id);
+    const row = Number.isSafeInteger(id) ? events.get(id) : undefined;
+    if (!row) {
+      res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
+      return;
+    }
+    const body = events.body(id);
+    res.json({
+      event: {
+        ...row,
+        body: typeof body === 'string' ? body : body === null ? null : { base64: body.toString('base64') },
+      },
+    });
+  });
+  router.get('/deliveries', (req, res) => {
+    const q = req.query as Record<string, string | undefined>;
+    res.json({
+      deliveries: deliveries.list({
+        outcome: q.outcome,
+        limit: q.limit ? Number(q.limit) : undefined,
+        beforeId: q.before ? Number(q.before) : undefined,
+      }),
+    });
+  });
+  return router;
+}

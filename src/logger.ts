@@ -1,0 +1,46 @@
+import pino, { type DestinationStream, type Logger } from 'pino';
+import { maskCpf } from './domain/privacy';
+
+export type { Logger };
+
+/**
+ * JSON logs on stdout. CPF is masked and secrets, tokens and signatures are censored wherever
+ * they appear under these keys, as a safety net: the code never passes them in the first place.
+ */
+const SECRET_PATHS = [
+  'secret',
+  '*.secret',
+  'secrets',
+  '*.secrets',
+  'token',
+  '*.token',
+  'access_token',
+  '*.access_token',
+  'client_secret',
+  '*.client_secret',
+  'authorization',
+  '*.authorization',
+  '*.headers.authorization',
+  'signature',
+  '*.signature',
+  'password',
+  '*.password',
+];
+const CPF_PATHS = ['nu_cpf', '*.nu_cpf', '*.*.nu_cpf', 'cpf', '*.cpf'];
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'consig-receiver' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: {
+        paths: [...SECRET_PATHS, ...CPF_PATHS],
+        censor: (value, path) =>
+          CPF_PATHS.includes(path.join('.')) || path.at(-1)?.includes('cpf') ? maskCpf(value) : '[redacted]',
+      },
+    },
+    destination ?? pino.destination({ dest: 1, sync: false }),
+  );
+}

@@ -1,0 +1,65 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Prometheus metrics. One Registry per running app (not prom-client's global one), so tests can
+ * build many apps in one process.
+ */
+export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'consig_' });
+
+  const deliveries = new Counter({
+    name: 'consig_webhook_deliveries_total',
+    help: 'HTTP requests to the webhook routes, by outcome (accepted, duplicate, quarantined, invalid_signature, payload_too_large, storage_unavailable, aborted)',
+    labelNames: ['outcome', 'route'] as const,
+    registers: [registry],
+  });
+  const ackLatency = new Histogram({
+    name: 'consig_webhook_ack_seconds',
+    help: 'Time from the start of a webhook request to its answer, by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const eventsStored = new Counter({
+    name: 'consig_events_stored_total',
+    help: 'Events stored (new dedup keys), by evento and initial status',
+    labelNames: ['evento', 'status'] as const,
+    registers: [registry],
+  });
+  const commitBatchSize = new Histogram({
+    name: 'consig_commit_batch_size',
+    help: 'Requests written per SQLite transaction (group commit)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+    registers: [registry],
+  });
+  const commitSeconds = new Histogram({
+    name: 'consig_commit_seconds',
+    help: 'Duration of one group-commit transaction, fsync included',
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
+    registers: [registry],
+  });
+  const commitFailures = new Counter({
+    name: 'consig_commit_failures_total',
+    help: 'Group-commit transactions that failed (each request in them got 503)',
+    registers: [registry],
+  });
+  const signatureAlarm = new Gauge({
+    name: 'consig_webhook_consecutive_invalid_signatures',
+    help: 'Consecutive deliveries rejected for their signature; the service deactivates the callback at 3 (seed §6.1)',
+    registers: [registry],
+  });
+
+  return {
+    registry,
+    deliveries,
+    ackLatency,
+    eventsStored,
+    commitBatchSize,
+    commitSeconds,
+    commitFailures,
+    signatureAlarm,
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

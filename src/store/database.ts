@@ -1,0 +1,36 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { StorageError } from '../domain/errors';
+
+export type Db = Database.Database;
+
+export interface OpenOptions {
+  /** `FULL` (default): an acknowledged delivery survives a power cut. */
+  synchronous?: 'FULL' | 'EXTRA' | 'NORMAL';
+  /** How long a statement waits for another connection's write lock. It blocks the event loop. */
+  busyTimeoutMs?: number;
+  readonly?: boolean;
+  /** Create the file (and its directory) when missing. Default: true unless readonly. */
+  create?: boolean;
+}
+
+/** Opens the SQLite file in WAL mode with the pragmas the receiver relies on. */
+export function openDatabase(path: string, options: OpenOptions = {}): Db {
+  const readonly = options.readonly ?? false;
+  const create = options.create ?? !readonly;
+  if (create && path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  let db: Db;
+  try {
+    db = new Database(path, { readonly, fileMustExist: !create });
+  } catch (err) {
+    throw new StorageError(`cannot open database ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
+  if (!readonly) {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+  }
+  db.pragma('foreign_keys = ON');
+  return db;
+}

@@ -1,0 +1,92 @@
+import type { Db } from './database';
+import { clampLimit, whereClause } from './sql';
+
+/** The `deliveries` audit table (SPEC §5): one row per HTTP request to a webhook route. */
+
+export type DeliveryOutcome =
+  | 'accepted'
+  | 'duplicate'
+  | 'quarantined'
+  | 'invalid_signature'
+  | 'payload_too_large'
+  | 'storage_unavailable'
+  | 'aborted';
+
+export interface NewDelivery {
+  receivedAt: string;
+  path: string;
+  outcome: DeliveryOutcome;
+  httpStatus: number;
+  dedupKey: string | null;
+  eventId: number | null;
+  durationMs: number;
+  bodyBytes: number | null;
+  secretIndex: number | null;
+  remoteAddr: string | null;
+  detail: string | null;
+}
+
+export interface DeliveryRow {
+  id: number;
+  received_at: string;
+  path: string;
+  outcome: DeliveryOutcome;
+  http_status: number;
+  dedup_key: string | null;
+  event_id: number | null;
+  duration_ms: number;
+  body_bytes: number | null;
+  secret_index: number | null;
+  remote_addr: string | null;
+  detail: string | null;
+}
+
+export interface DeliveryFilter {
+  outcome?: string | undefined;
+  limit?: number | undefined;
+  beforeId?: number | undefined;
+}
+
+export function deliveriesRepo(db: Db) {
+  const insert = db.prepare(
+    `INSERT INTO deliveries (received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
+       secret_index, remote_addr, detail)
+     VALUES (@receivedAt, @path, @outcome, @httpStatus, @dedupKey, @eventId, @durationMs, @bodyBytes, @secretIndex,
+       @remoteAddr, @detail)`,
+  );
+  const countByOutcome = db.prepare<[], { outcome: DeliveryOutcome; n: number }>(
+    'SELECT outcome, count(*) AS n FROM deliveries GROUP BY outcome',
+  );
+  const latency = db.prepare<[], { n: number; avg: number | null; max: number | null }>(
+    `SELECT count(*) AS n, avg(duration_ms) AS avg, max(duration_ms) AS max FROM deliveries
+     WHERE outcome IN ('accepted', 'duplicate', 'quarantined')`,
+  );
+  const last = db.prepare<[], { received_at: string }>(
+    'SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1',
+  );
+
+  return {
+    insert(d: NewDelivery): void {
+      insert.run(d);
+    },
+    list(filter: DeliveryFilter = {}): DeliveryRow[] {
+      const where = whereClause([
+        ['outcome = ?', filter.outcome],
+        ['id < ?', filter.beforeId],
+      ]);
+      const sql = `SELECT * FROM deliveries ${where.sql} ORDER BY id DESC LIMIT ?`;
+      return db.prepare<(string | number)[], DeliveryRow>(sql).all(...where.params, clampLimit(filter.limit));
+    },
+    countByOutcome(): Record<string, number> {
+      return Object.fromEntries(countByOutcome.all().map((r) => [r.outcome, r.n]));
+    },
+    ackLatency(): { n: number; avg: number | null; max: number | null } {
+      return latency.get() ?? { n: 0, avg: null, max: null };
+    },
+    lastReceivedAt(): string | null {
+      return last.get()?.received_at ?? null;
+    },
+  };
+}
+
+export type DeliveriesRepo = ReturnType<typeof deliveriesRepo>;

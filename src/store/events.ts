@@ -1,0 +1,154 @@
+import type { Db } from './database';
+import { clampLimit, whereClause } from './sql';
+
+/** The `events` table (SPEC §5): prepared statements, nothing else. */
+
+export type EventKind = 'event' | 'registry' | 'poll';
+export type EventStatus = 'pending' | 'done' | 'failed' | 'dead' | 'ignored' | 'invalid';
+
+export interface NewEvent {
+  dedupKey: string;
+  webhookId: string | null;
+  kind: EventKind;
+  evento: string | null;
+  nuProposta: number | string | null;
+  requestId: string | null;
+  registryStatus: string | null;
+  tentativa: number | null;
+  receivedAt: string;
+  /** Raw body: a string when it is valid UTF-8, the bytes otherwise. */
+  body: string | Buffer;
+  bodyBytes: number;
+  status: EventStatus;
+  lastError: string | null;
+}
+
+export interface EventRow {
+  id: number;
+  dedup_key: string;
+  webhook_id: string | null;
+  kind: EventKind;
+  evento: string | null;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+  registry_status: string | null;
+  tentativa: number | null;
+  received_at: string;
+  body_bytes: number;
+  status: EventStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  processed_at: string | null;
+  duplicates: number;
+  last_duplicate_at: string | null;
+}
+
+export interface EventFilter {
+  status?: string | undefined;
+  evento?: string | undefined;
+  nuProposta?: number | string | undefined;
+  kind?: string | undefined;
+  /** Rows with an id below this one (paging backwards from the newest). */
+  beforeId?: number | undefined;
+  limit?: number | undefined;
+}
+
+const COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+  received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
+
+export function eventsRepo(db: Db) {
+  const insert = db.prepare<
+    [
+      string,
+      string | null,
+      string,
+      string | null,
+      number | string | null,
+      string | null,
+      string | null,
+      number | null,
+      string,
+      string | Buffer,
+      number,
+      string,
+      string | null,
+    ],
+    { id: number }
+  >(`INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+       received_at, body, body_bytes, status, last_error)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (dedup_key) DO NOTHING
+     RETURNING id`);
+  const bumpDuplicate = db.prepare<[string, string], { id: number; status: EventStatus }>(
+    'UPDATE events SET duplicates = duplicates + 1, last_duplicate_at = ? WHERE dedup_key = ? RETURNING id, status',
+  );
+  const byId = db.prepare<[number], EventRow>(`SELECT ${COLUMNS} FROM events WHERE id = ?`);
+  const bodyById = db.prepare<[number], { body: string | Buffer | null }>(
+    'SELECT body FROM events WHERE id = ?',
+  );
+  const byDedupKey = db.prepare<[string], EventRow>(`SELECT ${COLUMNS} FROM events WHERE dedup_key = ?`);
+  const countByStatus = db.prepare<[], { status: EventStatus; n: number }>(
+    'SELECT status, count(*) AS n FROM events GROUP BY status',
+  );
+  const countByKind = db.prepare<[], { kind: EventKind; n: number }>(
+    'SELECT kind, count(*) AS n FROM events GROUP BY kind',
+  );
+  const duplicatesTotal = db.prepare<[], { n: number | null }>('SELECT sum(duplicates) AS n FROM events');
+
+  return {
+    /** Inserts the event unless its dedup key is known; then counts the duplicate instead. */
+    insertOrCountDuplicate(e: NewEvent): { id: number; duplicate: boolean; status: EventStatus } {
+      const row = insert.get(
+        e.dedupKey,
+        e.webhookId,
+        e.kind,
+        e.evento,
+        e.nuProposta,
+        e.requestId,
+        e.registryStatus,
+        e.tentativa,
+        e.receivedAt,
+        e.body,
+        e.bodyBytes,
+        e.status,
+        e.lastError,
+      );
+      if (row) return { id: row.id, duplicate: false, status: e.status };
+      const dup = bumpDuplicate.get(e.receivedAt, e.dedupKey);
+      if (!dup) throw new Error(`dedup key conflict without a row: ${e.dedupKey}`);
+      return { id: dup.id, duplicate: true, status: dup.status };
+    },
+    get(id: number): EventRow | undefined {
+      return byId.get(id);
+    },
+    body(id: number): string | Buffer | null {
+      return bodyById.get(id)?.body ?? null;
+    },
+    getByDedupKey(key: string): EventRow | undefined {
+      return byDedupKey.get(key);
+    },
+    list(filter: EventFilter = {}): EventRow[] {
+      const where = whereClause([
+        ['status = ?', filter.status],
+        ['evento = ?', filter.evento],
+        ['kind = ?', filter.kind],
+        ['nu_proposta = ?', filter.nuProposta],
+        ['id < ?', filter.beforeId],
+      ]);
+      const sql = `SELECT ${COLUMNS} FROM events ${where.sql} ORDER BY id DESC LIMIT ?`;
+      return db.prepare<(string | number)[], EventRow>(sql).all(...where.params, clampLimit(filter.limit));
+    },
+    countByStatus(): Record<string, number> {
+      return Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n]));
+    },
+    countByKind(): Record<string, number> {
+      return Object.fromEntries(countByKind.all().map((r) => [r.kind, r.n]));
+    },
+    duplicatesTotal(): number {
+      return duplicatesTotal.get()?.n ?? 0;
+    },
+  };
+}
+
+export type EventsRepo = ReturnType<typeof eventsRepo>;

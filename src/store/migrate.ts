@@ -1,0 +1,116 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { MigrationError } from '../domain/errors';
+import type { Db } from './database';
+
+/**
+ * Forward-only numbered migrations (`migrations/0001_init.sql`, …), in the manner of
+ * graphile-worker: each runs in its own transaction and records itself in the same transaction;
+ * a database that has migrations this code does not know is refused.
+ */
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+/** Finds `migrations/` next to the package, from `src/store` (tests) or `dist/src/store` (built). */
+export function defaultMigrationsDir(): string {
+  let dir = __dirname;
+  for (let i = 0; i < 5; i++) {
+    const candidate = resolve(dir, 'migrations');
+    if (existsSync(join(candidate, '0001_init.sql'))) return candidate;
+    dir = resolve(dir, '..');
+  }
+  throw new MigrationError(`cannot find the migrations folder above ${__dirname}`);
+}
+
+export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[] {
+  const migrations = readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .map((file) => {
+      const m = FILE.exec(file);
+      if (!m?.[1] || !m[2]) throw new MigrationError(`migration file ${file} is not named NNNN_name.sql`);
+      return { version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, file), 'utf8') };
+    })
+    .sort((a, b) => a.version - b.version);
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1)
+      throw new MigrationError(
+        `migrations must be numbered 0001, 0002, … without gaps; found ${m.version} at position ${i + 1}`,
+      );
+  });
+  return migrations;
+}
+
+function ensureTable(db: Db): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+  )`);
+}
+
+export function appliedVersions(db: Db): number[] {
+  const exists = db
+    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+    .get();
+  if (!exists) return [];
+  return (
+    db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as { version: number }[]
+  ).map((r) => r.version);
+}
+
+/** Refuses a database that has migrations the code does not know (it was used by newer code). */
+export function assertKnown(db: Db, migrations: readonly Migration[]): number[] {
+  const applied = appliedVersions(db);
+  const known = new Set(migrations.map((m) => m.version));
+  const unknown = applied.filter((v) => !known.has(v));
+  if (unknown.length > 0) {
+    throw new MigrationError(
+      `the database has migration(s) ${unknown.join(', ')} that this version does not know; it was written by a newer consig-receiver — run that version, or restore a backup`,
+    );
+  }
+  return applied;
+}
+
+/** Applies the pending migrations in order; returns the versions applied now. */
+export function migrate(
+  db: Db,
+  migrations: readonly Migration[] = loadMigrations(),
+  now: () => Date = () => new Date(),
+): Migration[] {
+  ensureTable(db);
+  const applied = new Set(assertKnown(db, migrations));
+  const done: Migration[] = [];
+  for (const m of migrations) {
+    if (applied.has(m.version)) continue;
+    const run = db.transaction(() => {
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+        m.version,
+        m.name,
+        now().toISOString(),
+      );
+      db.exec(m.sql);
+    });
+    try {
+      run.immediate();
+    } catch (err) {
+      throw new MigrationError(
+        `migration ${String(m.version).padStart(4, '0')}_${m.name} failed: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    done.push(m);
+  }
+  return done;
+}
+
+/** True when every known migration is applied (and nothing unknown is). */
+export function isUpToDate(db: Db, migrations: readonly Migration[]): boolean {
+  const applied = assertKnown(db, migrations);
+  return applied.length === migrations.length;
+}
