@@ -4,8 +4,11 @@ module.exports = {
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', '/test/dockerfile/'],
-  transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
-  // p-queue and p-timeout are ESM-only; let swc turn them into CommonJS for jest.
+  // ts-jest transpiles only (type-checking is `npm run typecheck`); p-queue and p-timeout are
+  // ESM-only, so they are transformed to CommonJS too.
+  transform: {
+    '^.+\\.(t|j)s$': ['ts-jest', { tsconfig: { allowJs: true, isolatedModules: true }, diagnostics: false }],
+  },
   transformIgnorePatterns: ['/node_modules/(?!(p-queue|p-timeout)/)'],
   testTimeout: 60000,
 };

@@ -41,7 +41,11 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
       metrics.commitSeconds.observe(durationMs / 1000);
       if (!ok) metrics.commitFailures.inc();
     },
-    onAuditError: (err) => logger.error({ err: err.message }, 'could not write the deliveries audit rows'),
+    onAuditError: (err, dropped) =>
+      logger.error(
+        { err: err.message, dropped },
+        'could not write deliveries audit rows; retrying with the next batch',
+      ),
   });
   const app = createApp({ config, store, writer, metrics, logger, clock });
   const server = createServer(app);

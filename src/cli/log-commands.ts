@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import type { Config } from '../config';
-import { StorageError } from '../domain/errors';
+import { StorageError, UsageError } from '../domain/errors';
 import { openStore, type Store } from '../store/store';
 import { renderTable } from './table';
 
@@ -34,7 +34,7 @@ function parseLimit(value: string | undefined): number {
   if (value === undefined) return 50;
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < 1 || n > 10000)
-    throw new StorageError(`--limit expects an integer from 1 to 10000, got "${value}"`);
+    throw new UsageError(`--limit expects an integer from 1 to 10000, got "${value}"`);
   return n;
 }
 

@@ -12,6 +12,9 @@ import type { EventStatus, EventsRepo, NewEvent } from './events';
  * the event loop join its batch. Each request's promise settles only after its batch committed.
  */
 
+/** Audit rows kept for a later batch while the disk refuses writes. */
+const MAX_DEFERRED_AUDIT = 10_000;
+
 export type IngestOutcome = 'accepted' | 'duplicate' | 'quarantined';
 
 export interface IngestResult {
@@ -56,8 +59,11 @@ export interface IngestWriterOptions {
   /** Monotonic milliseconds (performance.now). */
   monotonic?: () => number;
   onBatch?: (info: BatchInfo) => void;
-  /** Called when an audit-only batch could not be written (nothing was acknowledged on it). */
-  onAuditError?: (err: Error) => void;
+  /**
+   * Called when the audit rows of a failed batch could not be written either; they are retried
+   * with the next batch, `dropped` of them only beyond MAX_DEFERRED_AUDIT.
+   */
+  onAuditError?: (err: Error, dropped: number) => void;
   /** Called once per inserted event, after its commit (the pipeline's hook). */
   onStored?: (eventId: number, event: NewEvent) => void;
 }
@@ -107,10 +113,11 @@ export class IngestWriter {
       clearImmediate(this.scheduled);
       this.scheduled = null;
     }
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      this.writeBatch(batch);
-    }
+    // Only what is queued now: rows put back by a failed batch wait for the next flush.
+    const pending = this.queue;
+    this.queue = [];
+    for (let i = 0; i < pending.length; i += this.maxBatch)
+      this.writeBatch(pending.slice(i, i + this.maxBatch));
   }
 
   /** Flushes what is queued and refuses further work (shutdown). */
@@ -201,13 +208,16 @@ export class IngestWriter {
         audit.push(item.delivery);
       }
     }
-    // Best effort: the same failure may stop this write too.
+    // The same failure may stop this write too: then the audit rows wait for the next batch
+    // (never scheduled on their own, so a broken disk does not spin), bounded in number.
     try {
       this.db.transaction(() => {
         for (const d of audit) this.deliveries.insert(d);
       })();
     } catch (err) {
-      this.options.onAuditError?.(err as Error);
+      const room = Math.max(0, MAX_DEFERRED_AUDIT - this.queue.length);
+      this.queue.unshift(...audit.slice(0, room).map((delivery): AuditItem => ({ type: 'audit', delivery })));
+      this.options.onAuditError?.(err as Error, audit.length - Math.min(room, audit.length));
     }
   }
 }

@@ -1,0 +1,114 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
+import { runCli, startServe } from '../helpers/process';
+import { tempDir } from '../helpers/tmp';
+
+let tmp: ReturnType<typeof tempDir>;
+let dbPath: string;
+beforeEach(() => {
+  tmp = tempDir('consig-cli-');
+  dbPath = join(tmp.dir, 'nested', 'consig.db');
+});
+afterEach(() => tmp.cleanup());
+
+const env = () => ({ DATABASE_PATH: dbPath });
+
+function expectOneLineError(
+  r: { status: number | null; stderr: string; stdout: string },
+  code: number,
+  pattern: RegExp,
+) {
+  expect(r.status).toBe(code);
+  expect(r.stdout).toBe('');
+  const lines = r.stderr.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+}
+
+describe('configuration errors stop startup with one line naming the variable', () => {
+  it.each([
+    [{}, /^consig-receiver: WEBHOOK_SECRETS: required/],
+    [
+      { WEBHOOK_SECRETS: 's', PORT: 'abc' },
+      /^consig-receiver: PORT: expected an integer from 0 to 65535, got "abc"$/,
+    ],
+    [{ WEBHOOK_SECRETS: 's', MAX_BODY_BYTES: '-1' }, /^consig-receiver: MAX_BODY_BYTES: /],
+  ])('%j', (vars, pattern) => {
+    expectOneLineError(runCli(['serve'], { ...env(), ...vars }), 2, pattern);
+  });
+});
+
+it('migrate creates the directory and the database, then says it is up to date', () => {
+  const first = runCli(['migrate'], env());
+  expect(first.status).toBe(0);
+  expect(first.stdout).toContain('applied 0001_init');
+  const again = runCli(['migrate'], env());
+  expect(again.stdout).toContain('up to date');
+  const db = new Database(dbPath, { readonly: true });
+  expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+  db.close();
+});
+
+it('refuses a database with migrations this code does not know', () => {
+  expect(runCli(['migrate'], env()).status).toBe(0);
+  const db = new Database(dbPath);
+  db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 'x')").run();
+  db.close();
+  expectOneLineError(runCli(['migrate'], env()), 1, /migration\(s\) 9999 that this version does not know/);
+  expectOneLineError(runCli(['serve'], { ...env(), WEBHOOK_SECRETS: 's' }), 1, /9999/);
+  expectOneLineError(runCli(['events'], env()), 1, /9999/);
+});
+
+it('read commands on a missing database say so in one line', () => {
+  expectOneLineError(runCli(['events'], env()), 1, /no database at .*consig\.db/);
+  expectOneLineError(runCli(['stats'], env()), 1, /no database at/);
+});
+
+it('unknown commands and flags exit 2', () => {
+  expectOneLineError(runCli(['evnets'], env()), 2, /unknown command 'evnets'/);
+  const r = runCli(['events', '--bogus'], env());
+  expect(r.status).toBe(2);
+  expectOneLineError(runCli(['events', '--limit', 'many'], env()), 2, /--limit expects an integer/);
+});
+
+it('events, deliveries and stats read what serve stored, as tables and as JSON', async () => {
+  const server = await startServe({ ...env(), WEBHOOK_SECRETS: SECRET });
+  try {
+    const body = delivery('proposta.aprovada', { webhook_id: 'wh_cli', nu_proposta: 4242 });
+    const { raw, signature } = signed(body);
+    await postRaw(`${server.url}/webhooks`, raw, { 'x-service-signature': signature });
+    await postRaw(`${server.url}/webhooks`, raw, { 'x-service-signature': signature });
+    await postRaw(`${server.url}/webhooks`, raw, { 'x-service-signature': 'sha256=00' });
+  } finally {
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }
+  const table = runCli(['events'], env());
+  expect(table.status).toBe(0);
+  expect(table.stdout).toMatch(/^id\s+received_at\s+kind\s+evento/);
+  expect(table.stdout).toContain('proposta.aprovada');
+  expect(table.stdout).not.toContain('12345678909');
+
+  const json = JSON.parse(runCli(['events', '--json', '--proposal', '4242'], env()).stdout);
+  expect(json).toEqual([
+    expect.objectContaining({ dedup_key: 'wh_cli', nu_proposta: 4242, status: 'pending', duplicates: 1 }),
+  ]);
+  expect(JSON.parse(runCli(['events', '--json', '--status', 'done'], env()).stdout)).toEqual([]);
+
+  const deliveries = JSON.parse(runCli(['deliveries', '--json'], env()).stdout);
+  expect(deliveries.map((d: { outcome: string }) => d.outcome)).toEqual([
+    'invalid_signature',
+    'duplicate',
+    'accepted',
+  ]);
+  expect(runCli(['deliveries', '--outcome', 'duplicate'], env()).stdout).toContain('wh_cli');
+
+  const stats = JSON.parse(runCli(['stats', '--json'], env()).stdout);
+  expect(stats).toMatchObject({
+    events_by_status: { pending: 1 },
+    duplicates_total: 1,
+    deliveries_by_outcome: { accepted: 1, duplicate: 1, invalid_signature: 1 },
+  });
+  expect(runCli(['stats'], env()).stdout).toContain('deliveries by outcome');
+});

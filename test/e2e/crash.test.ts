@@ -1,0 +1,157 @@
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
+import { type ServerProcess, startServe } from '../helpers/process';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * Real processes: the receiver is killed with SIGKILL while deliveries are in flight, restarted on
+ * the same SQLite file, and every delivery that had received 200 must be stored exactly once.
+ */
+
+let tmp: ReturnType<typeof tempDir>;
+let dbPath: string;
+let servers: ServerProcess[] = [];
+
+beforeEach(() => {
+  tmp = tempDir('consig-e2e-');
+  dbPath = join(tmp.dir, 'data', 'consig.db');
+  servers = [];
+});
+afterEach(() => {
+  for (const s of servers) s.child.kill('SIGKILL');
+  tmp.cleanup();
+});
+
+async function serve(extra: Record<string, string> = {}): Promise<ServerProcess> {
+  const s = await startServe({ DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET, LOG_LEVEL: 'info', ...extra });
+  servers.push(s);
+  return s;
+}
+
+function send(url: string, body: Record<string, unknown>) {
+  const { raw, signature } = signed(body);
+  return postRaw(`${url}/webhooks`, raw, {
+    'content-type': 'application/json',
+    'x-service-signature': signature,
+  });
+}
+
+it('SIGKILL with deliveries in flight: every 200 is stored exactly once after restart', async () => {
+  const first = await serve();
+  const acked = new Map<string, number>();
+  const failed: string[] = [];
+  let stop = false;
+  let sent = 0;
+  const loop = async () => {
+    while (!stop) {
+      const body = delivery('proposta.criada');
+      const id = (body.metadata as { webhook_id: string }).webhook_id;
+      sent += 1;
+      try {
+        const res = await send(first.url, body);
+        if (res.status === 200 && res.body.status === 'accepted') acked.set(id, res.body.event_id);
+        else failed.push(id);
+      } catch {
+        failed.push(id);
+        // Connection refused after the kill: the loop ends.
+        if (first.child.exitCode !== null || first.child.signalCode !== null) return;
+      }
+    }
+  };
+  const loops = Array.from({ length: 16 }, loop);
+  // Kill once a good number of deliveries has been acknowledged, with requests still in flight.
+  while (acked.size < 400) await new Promise((r) => setTimeout(r, 5));
+  first.child.kill('SIGKILL');
+  const { signal } = await first.exited;
+  stop = true;
+  await Promise.all(loops);
+  expect(signal).toBe('SIGKILL');
+  expect(failed.length).toBeGreaterThan(0); // some were in flight when it died
+
+  const db = new Database(dbPath, { readonly: true });
+  const rows = db.prepare('SELECT dedup_key, id, status FROM events').all() as {
+    dedup_key: string;
+    id: number;
+  }[];
+  db.close();
+  const stored = new Map(rows.map((r) => [r.dedup_key, r.id]));
+  for (const [id, eventId] of acked) expect(stored.get(id)).toBe(eventId);
+  expect(rows.length).toBeGreaterThanOrEqual(acked.size);
+  expect(rows.length).toBeLessThanOrEqual(sent);
+
+  // Restart on the same file: it opens, and the service's retries of acknowledged deliveries are
+  // duplicates while the ones that never got a 200 are stored now.
+  const second = await serve();
+  const retryAcked = [...acked.keys()].slice(0, 20);
+  for (const id of retryAcked) {
+    const res = await send(second.url, delivery('proposta.criada', { webhook_id: id, tentativa: 2 }));
+    expect(res.body.status).toBe('duplicate');
+  }
+  for (const id of failed.slice(0, 20)) {
+    const res = await send(second.url, delivery('proposta.criada', { webhook_id: id, tentativa: 2 }));
+    expect(res.status).toBe(200);
+    expect(['accepted', 'duplicate']).toContain(res.body.status);
+  }
+  second.child.kill('SIGTERM');
+  expect((await second.exited).code).toBe(0);
+
+  const check = new Database(dbPath, { readonly: true });
+  expect(check.pragma('integrity_check', { simple: true })).toBe('ok');
+  const dupKeys = check
+    .prepare(
+      'SELECT count(*) AS n FROM (SELECT dedup_key FROM events GROUP BY dedup_key HAVING count(*) > 1)',
+    )
+    .get() as { n: number };
+  expect(dupKeys.n).toBe(0);
+  check.close();
+});
+
+it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces the exit', async () => {
+  const s = await serve({ SHUTDOWN_TIMEOUT_MS: '30000' });
+  // A request whose body is still arriving when the signal comes.
+  const body = signed(delivery('proposta.aprovada', { webhook_id: 'wh_inflight' }));
+  const { port } = new URL(s.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  let answer = '';
+  socket.on('data', (d) => (answer += d.toString('utf8')));
+  socket.write(
+    `POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Service-Signature: ${body.signature}\r\nContent-Length: ${body.raw.length}\r\n\r\n`,
+  );
+  socket.write(body.raw.subarray(0, 10));
+  await new Promise((r) => setTimeout(r, 100));
+  s.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  expect(s.child.exitCode).toBeNull(); // still waiting for the in-flight request
+  // New connections are refused meanwhile.
+  await expect(send(s.url, delivery())).rejects.toThrow();
+  socket.write(body.raw.subarray(10));
+  const { code } = await s.exited;
+  expect(code).toBe(0);
+  expect(answer).toMatch(/^HTTP\/1\.1 200/);
+  expect(answer).toContain('"status":"accepted"');
+  socket.destroy();
+  const db = new Database(dbPath, { readonly: true });
+  expect(db.prepare("SELECT count(*) AS n FROM events WHERE dedup_key = 'wh_inflight'").get()).toEqual({
+    n: 1,
+  });
+  db.close();
+  expect(s.output()).toContain('consig-receiver stopped');
+
+  // Second signal: a request that never completes would hold the shutdown; the second SIGTERM ends it.
+  const t = await serve({ SHUTDOWN_TIMEOUT_MS: '60000' });
+  const stuck = connect(Number(new URL(t.url).port), '127.0.0.1');
+  await new Promise((r) => stuck.once('connect', r));
+  stuck.write(`POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{`);
+  await new Promise((r) => setTimeout(r, 100));
+  t.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  expect(t.child.exitCode).toBeNull();
+  t.child.kill('SIGTERM');
+  const forced = await t.exited;
+  expect(forced.code).toBe(130);
+  expect(t.output()).toContain('second signal: forcing exit');
+  stuck.destroy();
+});

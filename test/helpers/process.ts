@@ -1,0 +1,60 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+
+/** The built command-line entry point (`npm test` builds before jest runs). */
+export const BIN = resolve(__dirname, '../../dist/src/cli/bin.js');
+
+export interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to completion. */
+export function runCli(args: string[], env: Record<string, string> = {}): RunResult {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export interface ServerProcess {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `serve` as a real child process and resolves once it logs its URL. */
+export function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    child.once('exit', (code, signal) => res({ code, signal })),
+  );
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`serve did not start within ${timeoutMs} ms:\n${out}`));
+    }, timeoutMs);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      const match = /"url":"(http:\/\/[^"]+)".*"msg":"consig-receiver listening"/.exec(out);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolvePromise({ child, url: match[1], output: () => out, exited });
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited (${code ?? signal}) before listening:\n${out}`));
+    });
+  });
+}

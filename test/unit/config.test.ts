@@ -1,0 +1,81 @@
+import { loadConfig } from '../../src/config';
+import { ConfigError } from '../../src/domain/errors';
+
+function error(env: Record<string, string>, requireSecrets = true): ConfigError {
+  try {
+    loadConfig(env, { requireSecrets });
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('applies SPEC §3 defaults', () => {
+    const c = loadConfig({ WEBHOOK_SECRETS: 's1' }, { requireSecrets: true });
+    expect(c).toMatchObject({
+      port: 3000,
+      host: '0.0.0.0',
+      databasePath: './data/consig.db',
+      webhookSecrets: ['s1'],
+      signatureHeader: 'X-Service-Signature',
+      maxBodyBytes: 262144,
+      registry: {
+        webhookGraceMs: 120000,
+        pollIntervalMs: 30000,
+        pollMaxIntervalMs: 900000,
+        pollMaxAgeMs: 172800000,
+      },
+      queueConcurrency: 4,
+      handlerMaxAttempts: 8,
+      adminToken: undefined,
+      logLevel: 'info',
+      sqlite: { synchronous: 'FULL' },
+    });
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('splits rotated secrets and accepts WEBHOOK_SECRET as the single form', () => {
+    expect(loadConfig({ WEBHOOK_SECRETS: ' new , old ,' }).webhookSecrets).toEqual(['new', 'old']);
+    expect(loadConfig({ WEBHOOK_SECRET: 'only' }, { requireSecrets: true }).webhookSecrets).toEqual(['only']);
+  });
+
+  it.each([
+    [{}, 'WEBHOOK_SECRETS'],
+    [{ WEBHOOK_SECRETS: ' , ' }, 'WEBHOOK_SECRETS'],
+    [{ WEBHOOK_SECRETS: 's', PORT: 'http' }, 'PORT'],
+    [{ WEBHOOK_SECRETS: 's', PORT: '70000' }, 'PORT'],
+    [{ WEBHOOK_SECRETS: 's', MAX_BODY_BYTES: '0' }, 'MAX_BODY_BYTES'],
+    [{ WEBHOOK_SECRETS: 's', MAX_BODY_BYTES: '1.5' }, 'MAX_BODY_BYTES'],
+    [{ WEBHOOK_SECRETS: 's', LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
+    [{ WEBHOOK_SECRETS: 's', SERVICE_BASE_URL: 'not a url' }, 'SERVICE_BASE_URL'],
+    [{ WEBHOOK_SECRETS: 's', SERVICE_BASE_URL: 'ftp://x' }, 'SERVICE_BASE_URL'],
+    [{ WEBHOOK_SECRETS: 's', SERVICE_CLIENT_ID: 'id' }, 'SERVICE_TOKEN_URL'],
+    [
+      { WEBHOOK_SECRETS: 's', SERVICE_TOKEN_URL: 'https://t', SERVICE_CLIENT_ID: 'id' },
+      'SERVICE_CLIENT_SECRET',
+    ],
+    [{ WEBHOOK_SECRETS: 's', SIGNATURE_HEADER: 'bad header' }, 'SIGNATURE_HEADER'],
+    [{ WEBHOOK_SECRETS: 's', QUEUE_CONCURRENCY: '0' }, 'QUEUE_CONCURRENCY'],
+    [{ WEBHOOK_SECRETS: 's', SQLITE_SYNCHRONOUS: 'OFF' }, 'SQLITE_SYNCHRONOUS'],
+    [
+      { WEBHOOK_SECRETS: 's', REGISTRY_POLL_INTERVAL_MS: '5000', REGISTRY_POLL_MAX_INTERVAL_MS: '1000' },
+      'REGISTRY_POLL_MAX_INTERVAL_MS',
+    ],
+  ])('%j names %s', (env, variable) => {
+    const err = error(env as Record<string, string>);
+    expect(err.variable).toBe(variable);
+    expect(err.message.startsWith(`${variable}: `)).toBe(true);
+    expect(err.message).not.toContain('\n');
+  });
+
+  it('does not require secrets for read-only commands', () => {
+    expect(loadConfig({}, { requireSecrets: false }).webhookSecrets).toEqual([]);
+  });
+
+  it('never echoes a secret in its errors', () => {
+    const err = error({ WEBHOOK_SECRETS: 'super-secret-value', PORT: 'x' });
+    expect(err.message).not.toContain('super-secret-value');
+  });
+});
