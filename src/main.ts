@@ -4,7 +4,12 @@ import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { createApp } from './http/app';
 import type { Logger } from './logger';
+import { EVENTOS } from './domain/catalogue';
+import { lifecycleHandler } from './handlers/lifecycle';
+import { EventRouter } from './handlers/router';
 import { createMetrics, type Metrics } from './metrics';
+import { Pipeline, workKey } from './pipeline/pipeline';
+import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import { openStore, type Store } from './store/store';
 
@@ -15,6 +20,8 @@ export interface Receiver {
   readonly store: Store;
   readonly writer: IngestWriter;
   readonly metrics: Metrics;
+  readonly pipeline: Pipeline;
+  readonly router: EventRouter;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -22,6 +29,11 @@ export interface Receiver {
 export interface StartOptions {
   logger: Logger;
   clock?: Clock;
+  /** Registers a partner's own handlers next to the life-cycle one (`router.on(…)`). */
+  configureRouter?: (router: EventRouter, db: Db) => void;
+  /** Handler retry backoff (tests shorten it). */
+  handlerBackoff?: { baseMs: number; maxMs: number };
+  sweepIntervalMs?: number;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -33,6 +45,30 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
   const metrics = createMetrics();
+
+  // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
+  // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
+  // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
+  const pipelineDb = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+  });
+  const router = new EventRouter().on(EVENTOS, lifecycleHandler(pipelineDb));
+  options.configureRouter?.(router, pipelineDb);
+  router.onError((err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
+  const pipeline = new Pipeline(pipelineDb, router, {
+    concurrency: config.queueConcurrency,
+    maxAttempts: config.handlerMaxAttempts,
+    clock,
+    logger,
+    backoff: options.handlerBackoff,
+    sweepIntervalMs: options.sweepIntervalMs,
+    metrics: {
+      processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
+      depth: (n) => metrics.queueDepth.set(n),
+    },
+  });
+
   const writer = new IngestWriter(store.db, store.events, store.deliveries, {
     maxBatch: config.groupCommitMaxBatch,
     monotonic: clock.monotonic,
@@ -46,8 +82,15 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
         { err: err.message, dropped },
         'could not write deliveries audit rows; retrying with the next batch',
       ),
+    // Handlers never run inside the request: the event is queued after its commit.
+    onStored: (id, event) => {
+      if (event.status === 'pending') {
+        pipeline.enqueue(id, workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }));
+      }
+    },
   });
-  const app = createApp({ config, store, writer, metrics, logger, clock });
+  pipeline.start();
+  const app = createApp({ config, store, writer, metrics, logger, clock, pipeline });
   const server = createServer(app);
   // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
   // to send its headers or body is not the service, and must not hold a socket forever.
@@ -99,10 +142,14 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
         server.closeAllConnections();
       }
       writer.close();
+      const finished = await pipeline.stop(config.shutdownTimeoutMs);
+      if (!finished)
+        logger.warn('pipeline did not finish in time: unfinished events stay pending for the next start');
+      pipelineDb.close();
       store.close();
       logger.info('consig-receiver stopped');
     })();
     return closing;
   };
-  return { server, url, store, writer, metrics, close };
+  return { server, url, store, writer, metrics, pipeline, router, close };
 }

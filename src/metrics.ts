@@ -50,8 +50,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     registers: [registry],
   });
 
+  const queueDepth = new Gauge({
+    name: 'consig_pipeline_queue_depth',
+    help: 'Stored events known to the pipeline and not finished (running, waiting, or waiting for a retry)',
+    registers: [registry],
+  });
+  const eventsProcessed = new Counter({
+    name: 'consig_pipeline_events_processed_total',
+    help: 'Handler runs by evento and outcome (done, retry, dead)',
+    labelNames: ['evento', 'outcome'] as const,
+    registers: [registry],
+  });
+  const handlerFailures = new Counter({
+    name: 'consig_pipeline_handler_failures_total',
+    help: 'Handler runs that threw (each is retried with backoff, or ends dead)',
+    labelNames: ['evento'] as const,
+    registers: [registry],
+  });
+  const eventsByStatus = new Gauge({
+    name: 'consig_events',
+    help: 'Events in the SQLite log by status (dead = dead letters, replayable)',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
+    queueDepth,
+    eventsProcessed,
+    handlerFailures,
+    eventsByStatus,
     deliveries,
     ackLatency,
     eventsStored,

@@ -5,6 +5,7 @@ import { ConsigError } from '../domain/errors';
 import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
+import { proposalCommand, replayCommand } from './pipeline-commands';
 import { serve } from './serve';
 
 /**
@@ -83,6 +84,21 @@ export function buildProgram(): Command {
     .description('counts by status and outcome, duplicates, acknowledgement latency')
     .option('--json', 'JSON for scripts')
     .action((opts) => statsCommand(config(program), opts, io));
+
+  program
+    .command('proposal')
+    .description("a proposal's status and timeline: each event, when it arrived, from → to, applied or not")
+    .argument('<nu_proposta>')
+    .option('--json', 'JSON for scripts')
+    .action((nu: string, opts) => proposalCommand(config(program), nu, opts, io));
+
+  program
+    .command('replay')
+    .description('put events back in the queue (a running receiver picks them up)')
+    .argument('[event-ids...]')
+    .option('--status <status>', 'every event with this status: dead | failed | done')
+    .option('--json', 'JSON for scripts')
+    .action((ids: string[], opts) => replayCommand(config(program), ids, opts, io));
 
   return program;
 }

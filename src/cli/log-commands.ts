@@ -10,7 +10,7 @@ export interface Output {
   out: (text: string) => void;
 }
 
-function openReadOnly(config: Config): Store {
+export function openReadOnly(config: Config): Store {
   try {
     statSync(config.databasePath);
   } catch {

@@ -1,7 +1,10 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Clock } from '../clock';
 import type { Config } from '../config';
+import { maskCpf } from '../domain/privacy';
 import { constantTimeEqual } from '../domain/signature';
+import { requeueEvents } from '../store/pipeline-queries';
+import { parseNuProposta } from '../store/proposals';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { IngestWriter } from '../store/ingest-writer';
@@ -15,6 +18,8 @@ export interface AppDeps {
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
+  /** In-process pipeline: replays are picked up at once instead of at the next sweep. */
+  pipeline?: { sweep(): void };
 }
 
 /** Builds the Express app. It never listens: main.ts (or a test) does. */
@@ -55,6 +60,8 @@ export function createApp(deps: AppDeps): express.Express {
   });
   app.get('/metrics', async (_req, res, next) => {
     try {
+      for (const [status, n] of Object.entries(store.events.countByStatus()))
+        metrics.eventsByStatus.set({ status }, n);
       const text = await metrics.registry.metrics();
       res.set('content-type', metrics.registry.contentType).send(text);
     } catch (err) {
@@ -127,6 +134,33 @@ function adminRouter(deps: AppDeps): express.Router {
         body: typeof body === 'string' ? body : body === null ? null : { base64: body.toString('base64') },
       },
     });
+  });
+  router.post('/events/:id/replay', (req, res) => {
+    const id = Number(req.params.id);
+    const row = Number.isSafeInteger(id) ? events.get(id) : undefined;
+    if (!row) {
+      res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
+      return;
+    }
+    if (row.status === 'ignored' || row.status === 'invalid') {
+      res
+        .status(409)
+        .json({ error: 'not_replayable', message: `event ${id} is ${row.status}: it has no handler to run` });
+      return;
+    }
+    const requeued = requeueEvents(deps.store.db, [id], deps.clock.now().toISOString());
+    deps.pipeline?.sweep();
+    res.status(202).json({ status: 'queued', event_ids: requeued });
+  });
+  router.get('/proposals/:nu', (req, res) => {
+    const nu = parseNuProposta(String(req.params.nu));
+    const proposal = deps.store.proposals.get(nu);
+    const timeline = deps.store.proposals.timeline(nu);
+    if (!proposal && timeline.length === 0) {
+      res.status(404).json({ error: 'not_found', message: `no proposal ${req.params.nu}` });
+      return;
+    }
+    res.json({ proposal: proposal ? { ...proposal, nu_cpf: maskCpf(proposal.nu_cpf) } : null, timeline });
   });
   router.get('/deliveries', (req, res) => {
     const q = req.query as Record<string, string | undefined>;

@@ -2,6 +2,7 @@ import { MigrationError, StorageError } from '../domain/errors';
 import { type Db, type OpenOptions, openDatabase } from './database';
 import { type DeliveriesRepo, deliveriesRepo } from './deliveries';
 import { type EventsRepo, eventsRepo } from './events';
+import { type ProposalsRepo, proposalsRepo } from './proposals';
 import { assertKnown, loadMigrations, type Migration, migrate } from './migrate';
 
 /** The SQLite log: one file, its repositories, and the checks /readyz needs. */
@@ -10,6 +11,7 @@ export interface Store {
   readonly path: string;
   readonly events: EventsRepo;
   readonly deliveries: DeliveriesRepo;
+  readonly proposals: ProposalsRepo;
   /** Proves the database is open, migrated and takes a write; throws StorageError otherwise. */
   probeWrite(now: Date): void;
   close(): void;
@@ -42,6 +44,7 @@ export function openStore(path: string, options: OpenStoreOptions = {}): Store {
 function buildStore(db: Db, path: string, expectedVersions: number): Store {
   const events = eventsRepo(db);
   const deliveries = deliveriesRepo(db);
+  const proposals = proposalsRepo(db);
   const probe = db.readonly ? null : db.prepare('UPDATE health_probe SET checked_at = ? WHERE id = 1');
   const versions = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM schema_migrations');
   return {
@@ -49,6 +52,7 @@ function buildStore(db: Db, path: string, expectedVersions: number): Store {
     path,
     events,
     deliveries,
+    proposals,
     probeWrite(now: Date) {
       try {
         if (!db.open) throw new Error('database is closed');

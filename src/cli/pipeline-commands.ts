@@ -1,0 +1,100 @@
+import type { Config } from '../config';
+import { UsageError } from '../domain/errors';
+import { maskCpf } from '../domain/privacy';
+import { openStore } from '../store/store';
+import { requeueEvents } from '../store/pipeline-queries';
+import { parseNuProposta } from '../store/proposals';
+import { openReadOnly, type Output } from './log-commands';
+import { renderTable } from './table';
+
+/** `proposal <nu>`: where a proposal stands and every event it received, applied or not. */
+export function proposalCommand(config: Config, nu: string, opts: { json?: boolean }, io: Output): void {
+  const store = openReadOnly(config);
+  try {
+    const key = parseNuProposta(nu);
+    const proposal = store.proposals.get(key);
+    const timeline = store.proposals.timeline(key);
+    if (!proposal && timeline.length === 0)
+      throw new UsageError(`no proposal ${nu} in ${config.databasePath}`);
+    const shown = proposal ? { ...proposal, nu_cpf: maskCpf(proposal.nu_cpf) } : null;
+    if (opts.json) return io.out(JSON.stringify({ proposal: shown, timeline }, null, 2));
+    if (shown) {
+      io.out(
+        `proposal ${shown.nu_proposta}: ${shown.stage} / ${shown.status}` +
+          `  (cpf ${shown.nu_cpf || '-'}, R$ ${shown.vl_emprestimo ?? '-'}, ${shown.no_conveniada ?? '-'}, updated ${shown.updated_at})`,
+      );
+    } else {
+      io.out(`proposal ${nu}: events stored, none processed yet`);
+    }
+    io.out(
+      renderTable(
+        [
+          'event_id',
+          'received_at',
+          'evento',
+          'event_status',
+          'from_status',
+          'to_status',
+          'applied',
+          'reason',
+          'duplicates',
+          'last_error',
+        ],
+        timeline.map((t) => ({ ...t, applied: t.applied === null ? '' : t.applied ? 'yes' : 'no' })),
+      ),
+    );
+  } finally {
+    store.close();
+  }
+}
+
+/** `replay <event-id>…` or `replay --status dead`: put events back in the queue. */
+export function replayCommand(
+  config: Config,
+  ids: string[],
+  opts: { status?: string; json?: boolean },
+  io: Output,
+): void {
+  if (ids.length === 0 && !opts.status)
+    throw new UsageError('replay needs event ids or --status (e.g. --status dead)');
+  if (ids.length > 0 && opts.status) throw new UsageError('replay takes event ids or --status, not both');
+  if (opts.status && !['dead', 'failed', 'done'].includes(opts.status)) {
+    throw new UsageError(`--status expects dead, failed or done, got "${opts.status}"`);
+  }
+  const parsed = ids.map((id) => {
+    const n = Number(id);
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new UsageError(`event ids are positive integers, got "${id}"`);
+    return n;
+  });
+  openReadOnly(config).close(); // says clearly when the database is missing or not migrated
+  const store = openStore(config.databasePath, {
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+  try {
+    const wanted =
+      opts.status !== undefined
+        ? (
+            store.db.prepare('SELECT id FROM events WHERE status = ? ORDER BY id').all(opts.status) as {
+              id: number;
+            }[]
+          ).map((r) => r.id)
+        : parsed;
+    const unknown = parsed.filter((id) => !store.events.get(id));
+    if (unknown.length > 0) throw new UsageError(`no event ${unknown.join(', ')}`);
+    const notReplayable = parsed.filter((id) =>
+      ['ignored', 'invalid'].includes(store.events.get(id)?.status ?? ''),
+    );
+    if (notReplayable.length > 0)
+      throw new UsageError(`event ${notReplayable.join(', ')} is ignored/invalid: nothing to replay`);
+    const queued = requeueEvents(store.db, wanted, new Date().toISOString());
+    if (opts.json) return io.out(JSON.stringify({ queued }));
+    io.out(
+      queued.length === 0
+        ? 'nothing to replay'
+        : `queued ${queued.length} event(s): ${queued.slice(0, 20).join(', ')}${queued.length > 20 ? ', …' : ''} (a running receiver picks them up within a second)`,
+    );
+  } finally {
+    store.close();
+  }
+}

@@ -1,0 +1,73 @@
+import type { Db } from './database';
+import type { EventKind, EventStatus } from './events';
+
+/** The statements the pipeline runs against `events` (on its own connection). */
+
+export interface WorkItem {
+  id: number;
+  kind: EventKind;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+}
+
+export interface EventForWork extends WorkItem {
+  evento: string | null;
+  registry_status: string | null;
+  webhook_id: string | null;
+  tentativa: number | null;
+  received_at: string;
+  status: EventStatus;
+  attempts: number;
+  body: string | Buffer | null;
+}
+
+export function pipelineQueries(db: Db) {
+  const backlog = db.prepare<[], WorkItem>(
+    `SELECT id, kind, nu_proposta, request_id FROM events WHERE status IN ('pending', 'failed') ORDER BY id`,
+  );
+  const due = db.prepare<[string, number], WorkItem>(
+    `SELECT id, kind, nu_proposta, request_id FROM events
+     WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ? AND status IN ('pending', 'failed')
+     ORDER BY next_attempt_at LIMIT ?`,
+  );
+  const load = db.prepare<[number], EventForWork>(
+    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, webhook_id, tentativa, received_at, status,
+       attempts, body
+     FROM events WHERE id = ?`,
+  );
+  const markDone = db.prepare<[string, number]>(
+    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = ?, next_attempt_at = NULL, last_error = NULL
+     WHERE id = ?`,
+  );
+  const markFailed = db.prepare<[string, number, string, string | null, number]>(
+    'UPDATE events SET status = ?, attempts = ?, last_error = ?, next_attempt_at = ? WHERE id = ?',
+  );
+  const countStatus = db.prepare<[string], { n: number }>(
+    'SELECT count(*) AS n FROM events WHERE status = ?',
+  );
+  return {
+    backlog: () => backlog.all(),
+    due: (now: string, limit: number) => due.all(now, limit),
+    load: (id: number) => load.get(id),
+    markDone: (id: number, at: string) => markDone.run(at, id),
+    markFailed: (
+      id: number,
+      status: 'failed' | 'dead',
+      attempts: number,
+      error: string,
+      nextAt: string | null,
+    ) => markFailed.run(status, attempts, error, nextAt, id),
+    count: (status: EventStatus) => countStatus.get(status)?.n ?? 0,
+  };
+}
+
+export type PipelineQueries = ReturnType<typeof pipelineQueries>;
+
+/** Puts events back in the queue (replay): they become `pending`, due now, with a fresh attempt count. */
+export function requeueEvents(db: Db, ids: readonly number[], now: string): number[] {
+  const stmt = db.prepare<[string, number], { id: number }>(
+    `UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = ?, processed_at = NULL
+     WHERE id = ? AND status IN ('pending', 'done', 'failed', 'dead') RETURNING id`,
+  );
+  return db.transaction(() => ids.flatMap((id) => stmt.all(now, id).map((r) => r.id)))();
+}

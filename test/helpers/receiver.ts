@@ -1,0 +1,67 @@
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config';
+import type { EventRouter } from '../../src/handlers/router';
+import { createLogger } from '../../src/logger';
+import { type Receiver, startReceiver } from '../../src/main';
+import type { Db } from '../../src/store/database';
+import { LogSink } from './app';
+import { delivery, postRaw, SECRET, signed } from './payloads';
+import { tempDir } from './tmp';
+
+export interface TestReceiver extends Receiver {
+  logs: LogSink;
+  dbPath: string;
+  send(body: unknown, path?: string): ReturnType<typeof postRaw>;
+  stop(): Promise<void>;
+}
+
+/** The real composition root (store, writer, pipeline, app) on a temp SQLite file and a loopback port. */
+export async function startTestReceiver(
+  options: {
+    env?: Record<string, string>;
+    dir?: string;
+    configureRouter?: (router: EventRouter, db: Db) => void;
+  } = {},
+): Promise<TestReceiver> {
+  const tmp = options.dir ? null : tempDir();
+  const dir = options.dir ?? (tmp as { dir: string }).dir;
+  const dbPath = join(dir, 'consig.db');
+  const config = loadConfig(
+    { WEBHOOK_SECRETS: SECRET, DATABASE_PATH: dbPath, PORT: '0', HOST: '127.0.0.1', ...options.env },
+    { requireSecrets: true },
+  );
+  const logs = new LogSink();
+  const receiver = await startReceiver(config, {
+    logger: createLogger('debug', logs as never),
+    configureRouter: options.configureRouter,
+    handlerBackoff: { baseMs: 10, maxMs: 40 },
+    sweepIntervalMs: 10,
+  });
+  return {
+    ...receiver,
+    logs,
+    dbPath,
+    send(body: unknown, path = '/webhooks') {
+      const { raw, signature } = signed(body);
+      return postRaw(`${receiver.url}${path}`, raw, {
+        'content-type': 'application/json',
+        'x-service-signature': signature,
+      });
+    },
+    async stop() {
+      await receiver.close();
+      tmp?.cleanup();
+    },
+  };
+}
+
+/** Waits until `predicate` holds, polling; fails with `what` after `timeoutMs`. */
+export async function eventually(predicate: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export { delivery };

@@ -1,0 +1,249 @@
+import { EVENTOS, type Evento } from '../../src/domain/catalogue';
+import { replay } from '../../src/domain/lifecycle';
+import { requeueEvents } from '../../src/store/pipeline-queries';
+import { delivery } from '../helpers/payloads';
+import { tempDir } from '../helpers/tmp';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+
+let r: TestReceiver | undefined;
+afterEach(async () => {
+  await r?.stop();
+  r = undefined;
+});
+
+const HAPPY: Evento[] = [
+  'proposta.criada',
+  'proposta.pre_aprovada',
+  'proposta.aprovada',
+  'averbacao.solicitada',
+  'averbacao.aprovada',
+  'formalizacao.iniciada',
+  'formalizacao.concluida',
+  'efetivacao.concluida',
+  'pagamento.falha',
+  'pagamento.realizado',
+];
+
+function shuffle<T>(items: T[], seed: number): T[] {
+  const out = [...items];
+  let s = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    s = (s * 1103515245 + 12345) & 0x7fffffff;
+    const j = s % (i + 1);
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+const q = <T>(rec: TestReceiver, sql: string, ...params: unknown[]) =>
+  rec.store.db.prepare(sql).all(...params) as T[];
+const one = <T>(rec: TestReceiver, sql: string, ...params: unknown[]) =>
+  rec.store.db.prepare(sql).get(...params) as T;
+
+describe('the life cycle through HTTP', () => {
+  it.each([1, 2, 3, 4, 5])(
+    'shuffled with duplicates (seed %i): right final status, one transition per distinct event',
+    async (seed) => {
+      r = await startTestReceiver();
+      const nu = 5000 + seed;
+      const bodies = HAPPY.map((evento, i) =>
+        delivery(evento, { nu_proposta: nu, webhook_id: `wh_${seed}_${i}` }),
+      );
+      const withDuplicates = shuffle([...bodies, ...bodies.slice(0, 4), bodies[9] as object], seed);
+      for (const body of withDuplicates) expect((await r.send(body)).status).toBe(200);
+      const rec = r;
+      await eventually(
+        () => one<{ n: number }>(rec, "SELECT count(*) AS n FROM events WHERE status = 'pending'").n === 0,
+        'all events processed',
+      );
+      const transitions = q<{ evento: Evento; applied: number; event_id: number }>(
+        r,
+        'SELECT evento, applied, event_id FROM proposal_transitions WHERE nu_proposta = ? ORDER BY id',
+        nu,
+      );
+      expect(transitions).toHaveLength(HAPPY.length);
+      expect(new Set(transitions.map((t) => t.event_id)).size).toBe(HAPPY.length);
+      // The pipeline processed them in the order received (first copy of each): the pure machine
+      // over that order predicts exactly which ones applied.
+      const order = q<{ evento: Evento }>(
+        r,
+        'SELECT evento FROM events WHERE nu_proposta = ? ORDER BY id',
+        nu,
+      ).map((e) => e.evento);
+      const predicted = replay(order);
+      expect(transitions.map((t) => [t.evento, t.applied === 1])).toEqual(
+        predicted.transitions.map((t) => [t.evento, t.applied]),
+      );
+      expect(
+        one<{ status: string }>(r, 'SELECT status FROM proposals WHERE nu_proposta = ?', nu).status,
+      ).toBe(predicted.status);
+      expect(predicted.status).toBe('paga');
+      expect(one<{ n: number }>(r, "SELECT count(*) AS n FROM events WHERE status != 'done'").n).toBe(0);
+    },
+  );
+
+  it('fills the proposal from dados, CPF padded back to 11 digits', async () => {
+    r = await startTestReceiver();
+    await r.send(
+      delivery('proposta.aprovada', {
+        nu_proposta: 77,
+        dados: { nu_cpf: 1234567890, uuid: 'u-77', vl_emprestimo: '1500.25' },
+      }),
+    );
+    const rec = r;
+    await eventually(() => rec.store.proposals.get(77) !== undefined, 'proposal 77');
+    expect(r.store.proposals.get(77)).toMatchObject({
+      nu_cpf: '01234567890',
+      uuid: 'u-77',
+      vl_emprestimo: 1500.25,
+      stage: 'Proposta',
+      status: 'aprovada',
+    });
+  });
+
+  it('unknown eventos are ignored and never reach a handler; registry results are processed', async () => {
+    const seen: string[] = [];
+    r = await startTestReceiver({
+      configureRouter: (router) => router.onAny((e) => seen.push(e.evento ?? e.kind)),
+    });
+    await r.send(delivery('proposta.reativada'));
+    await r.send({ requestId: 'req-9', status: 'completed' }, '/webhooks/registry');
+    await r.send(delivery('proposta.criada', { nu_proposta: 9 }));
+    await eventually(() => seen.length === 2, 'two events handled');
+    expect(seen.sort()).toEqual(['proposta.criada', 'registry']);
+  });
+});
+
+describe('retries and the dead letter', () => {
+  it('a handler that fails twice then succeeds: retried with backoff, done, effect applied once', async () => {
+    let calls = 0;
+    r = await startTestReceiver({
+      configureRouter: (router) =>
+        router.on('proposta.criada', () => {
+          calls += 1;
+          if (calls <= 2) throw new Error(`flaky #${calls}`);
+        }),
+    });
+    const res = await r.send(delivery('proposta.criada', { nu_proposta: 31 }));
+    const rec = r;
+    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'event done');
+    expect(r.store.events.get(res.body.event_id)).toMatchObject({
+      attempts: 3,
+      last_error: null,
+      next_attempt_at: null,
+    });
+    expect(calls).toBe(3);
+    // The life-cycle effect of the rolled-back attempts did not stick: one transition only.
+    expect(
+      one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 31').n,
+    ).toBe(1);
+    const metrics = await (await fetch(`${r.url}/metrics`)).text();
+    expect(metrics).toContain(
+      'consig_pipeline_events_processed_total{evento="proposta.criada",outcome="retry"} 2',
+    );
+    expect(metrics).toContain('consig_pipeline_handler_failures_total{evento="proposta.criada"} 2');
+  });
+
+  it('a handler that always fails ends dead after HANDLER_MAX_ATTEMPTS; replay brings it back', async () => {
+    let broken = true;
+    const errors: string[] = [];
+    r = await startTestReceiver({
+      env: { HANDLER_MAX_ATTEMPTS: '3', ADMIN_TOKEN: 'adm' },
+      configureRouter: (router) =>
+        router
+          .on('proposta.criada', () => {
+            if (broken) throw new Error('downstream is down');
+          })
+          .onError((err) => errors.push(err.message)),
+    });
+    const res = await r.send(delivery('proposta.criada', { nu_proposta: 32 }));
+    const rec = r;
+    const id = res.body.event_id as number;
+    await eventually(() => rec.store.events.get(id)?.status === 'dead', 'event dead');
+    expect(r.store.events.get(id)).toMatchObject({ attempts: 3, last_error: 'downstream is down' });
+    expect(errors).toHaveLength(3);
+    expect(
+      r.logs.lines.some((l) => l.msg === 'handler failed for the last time: event is dead (replayable)'),
+    ).toBe(true);
+    expect(r.store.proposals.get(32)).toBeUndefined();
+
+    broken = false;
+    const replayRes = await fetch(`${r.url}/admin/events/${id}/replay`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer adm' },
+    });
+    expect(replayRes.status).toBe(202);
+    await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');
+    expect(r.store.proposals.get(32)?.status).toBe('em_analise');
+  });
+
+  it('a failing event holds back the later events of its proposal, not the others', async () => {
+    let failures = 0;
+    r = await startTestReceiver({
+      configureRouter: (router) =>
+        router.on('proposta.criada', (e) => {
+          if (e.nuProposta === 41 && failures < 3) {
+            failures += 1;
+            throw new Error('not yet');
+          }
+        }),
+    });
+    await r.send(delivery('proposta.criada', { nu_proposta: 41 }));
+    await r.send(delivery('proposta.pre_aprovada', { nu_proposta: 41 }));
+    await r.send(delivery('proposta.criada', { nu_proposta: 42 }));
+    const rec = r;
+    await eventually(
+      () => rec.store.proposals.get(41)?.status === 'pre_aprovada',
+      'proposal 41 pre_aprovada',
+    );
+    const t = q<{ evento: string; applied: number }>(
+      r,
+      'SELECT evento, applied FROM proposal_transitions WHERE nu_proposta = 41 ORDER BY id',
+    );
+    expect(t).toEqual([
+      { evento: 'proposta.criada', applied: 1 },
+      { evento: 'proposta.pre_aprovada', applied: 1 },
+    ]);
+  });
+
+  it('a replay of an event already done changes nothing (idempotent handlers)', async () => {
+    r = await startTestReceiver();
+    const res = await r.send(delivery('proposta.aprovada', { nu_proposta: 51 }));
+    const rec = r;
+    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done');
+    requeueEvents(r.store.db, [res.body.event_id], new Date().toISOString());
+    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done again');
+    expect(
+      one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,
+    ).toBe(1);
+  });
+});
+
+describe('restart', () => {
+  it('events left pending by a stopped receiver are processed at the next start', async () => {
+    const tmp = tempDir();
+    try {
+      // A receiver whose handler cannot run stores the deliveries but leaves them pending/failed.
+      const first = await startTestReceiver({
+        dir: tmp.dir,
+        env: { HANDLER_MAX_ATTEMPTS: '1000' },
+        configureRouter: (router) =>
+          router.onAny(() => {
+            throw new Error('not now');
+          }),
+      });
+      for (const evento of EVENTOS.slice(0, 5)) await first.send(delivery(evento, { nu_proposta: 61 }));
+      await first.close();
+      r = await startTestReceiver({ dir: tmp.dir });
+      const rec = r;
+      await eventually(() => rec.store.events.countByStatus().done === 5, 'backlog processed');
+      expect(
+        one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 61').n,
+      ).toBe(5);
+    } finally {
+      await r?.stop();
+      r = undefined;
+      tmp.cleanup();
+    }
+  });
+});
