@@ -48,13 +48,14 @@ export interface EventsOptions {
 }
 
 export function eventsCommand(config: Config, opts: EventsOptions, io: Output): void {
+  const limit = parseLimit(opts.limit);
   withStore(config, (store) => {
     const rows = store.events.list({
       status: opts.status,
       evento: opts.evento,
       kind: opts.kind,
       nuProposta: opts.proposal,
-      limit: parseLimit(opts.limit),
+      limit,
     });
     if (opts.json) return io.out(JSON.stringify(rows, null, 2));
     io.out(
@@ -85,8 +86,9 @@ export interface DeliveriesOptions {
 }
 
 export function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): void {
+  const limit = parseLimit(opts.limit);
   withStore(config, (store) => {
-    const rows = store.deliveries.list({ outcome: opts.outcome, limit: parseLimit(opts.limit) });
+    const rows = store.deliveries.list({ outcome: opts.outcome, limit });
     if (opts.json) return io.out(JSON.stringify(rows, null, 2));
     io.out(
       renderTable(

@@ -92,9 +92,9 @@ it('events, deliveries and stats read what serve stored, as tables and as JSON',
 
   const json = JSON.parse(runCli(['events', '--json', '--proposal', '4242'], env()).stdout);
   expect(json).toEqual([
-    expect.objectContaining({ dedup_key: 'wh_cli', nu_proposta: 4242, status: 'pending', duplicates: 1 }),
+    expect.objectContaining({ dedup_key: 'wh_cli', nu_proposta: 4242, status: 'done', duplicates: 1 }),
   ]);
-  expect(JSON.parse(runCli(['events', '--json', '--status', 'done'], env()).stdout)).toEqual([]);
+  expect(JSON.parse(runCli(['events', '--json', '--status', 'pending'], env()).stdout)).toEqual([]);
 
   const deliveries = JSON.parse(runCli(['deliveries', '--json'], env()).stdout);
   expect(deliveries.map((d: { outcome: string }) => d.outcome)).toEqual([
@@ -106,9 +106,34 @@ it('events, deliveries and stats read what serve stored, as tables and as JSON',
 
   const stats = JSON.parse(runCli(['stats', '--json'], env()).stdout);
   expect(stats).toMatchObject({
-    events_by_status: { pending: 1 },
+    events_by_status: { done: 1 },
     duplicates_total: 1,
     deliveries_by_outcome: { accepted: 1, duplicate: 1, invalid_signature: 1 },
   });
   expect(runCli(['stats'], env()).stdout).toContain('deliveries by outcome');
+
+  const proposal = runCli(['proposal', '4242'], env());
+  expect(proposal.status).toBe(0);
+  expect(proposal.stdout).toContain('proposal 4242: Proposta / aprovada');
+  expect(proposal.stdout).toContain('***.456.789-**');
+  expect(proposal.stdout).not.toContain('12345678909');
+  const timeline = JSON.parse(runCli(['proposal', '4242', '--json'], env()).stdout).timeline;
+  expect(timeline).toEqual([
+    expect.objectContaining({
+      evento: 'proposta.aprovada',
+      to_status: 'aprovada',
+      applied: 1,
+      reason: 'created',
+    }),
+  ]);
+  expectOneLineError(runCli(['proposal', '999'], env()), 2, /no proposal 999/);
+
+  expect(JSON.parse(runCli(['replay', '1', '--json'], env()).stdout)).toEqual({ queued: [1] });
+  expect(JSON.parse(runCli(['events', '--json'], env()).stdout)[0]).toMatchObject({
+    status: 'pending',
+    attempts: 0,
+  });
+  expect(runCli(['replay', '--status', 'dead'], env()).stdout).toContain('nothing to replay');
+  expectOneLineError(runCli(['replay', '77'], env()), 2, /no event 77/);
+  expectOneLineError(runCli(['replay'], env()), 2, /needs event ids or --status/);
 });
