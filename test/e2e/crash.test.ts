@@ -1,8 +1,10 @@
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { Evento } from '../../src/domain/catalogue';
+import { replay } from '../../src/domain/lifecycle';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { type ServerProcess, startServe } from '../helpers/process';
+import { runCli, type ServerProcess, spawnServe, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -154,4 +156,86 @@ it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces th
   expect(forced.code).toBe(130);
   expect(t.output()).toContain('second signal: forcing exit');
   stuck.destroy();
+});
+
+it('SIGKILL while the pipeline is busy: after restart every stored event is processed exactly once', async () => {
+  // A stored backlog (as after an outage) that the pipeline starts draining as soon as it starts.
+  expect(runCli(['migrate'], { DATABASE_PATH: dbPath }).status).toBe(0);
+  const PROPOSALS = 12_000;
+  const eventos = [
+    'proposta.criada',
+    'proposta.pre_aprovada',
+    'proposta.aprovada',
+    'averbacao.solicitada',
+    'averbacao.aprovada',
+  ];
+  const fill = new Database(dbPath);
+  const insert = fill.prepare(
+    `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, received_at, body, body_bytes, status)
+     VALUES (?, ?, 'event', ?, ?, '2026-11-21T00:00:00.000Z', ?, 0, 'pending')`,
+  );
+  let total = 0;
+  fill.transaction(() => {
+    for (let p = 0; p < PROPOSALS; p++) {
+      // Every fifth proposal receives its events out of order.
+      const order = p % 5 === 0 ? [...eventos].reverse() : eventos;
+      order.forEach((evento, i) => {
+        const body = JSON.stringify(
+          delivery(evento, { nu_proposta: 70000 + p, webhook_id: `wh_k_${p}_${i}` }),
+        );
+        insert.run(`wh_k_${p}_${i}`, `wh_k_${p}_${i}`, evento, 70000 + p, body);
+        total += 1;
+      });
+    }
+  })();
+  fill.close();
+
+  // Not waiting for "listening": the backlog starts draining before the server listens.
+  const first = spawnServe({ DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET });
+  const watch = new Database(dbPath, { readonly: true });
+  const count = (status: string) =>
+    (watch.prepare('SELECT count(*) AS n FROM events WHERE status = ?').get(status) as { n: number }).n;
+  const until = Date.now() + 30_000;
+  while (count('done') < 2000 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
+  const exited = new Promise((r) => first.child.once('exit', r));
+  first.child.kill('SIGKILL');
+  await exited;
+  const pendingAtKill = count('pending');
+  watch.close();
+  expect(pendingAtKill).toBeGreaterThan(0); // the queue was busy when it died
+
+  await serve();
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    const drainUntil = Date.now() + 60_000;
+    while (
+      (db.prepare("SELECT count(*) AS n FROM events WHERE status != 'done'").get() as { n: number }).n > 0
+    ) {
+      if (Date.now() > drainUntil) throw new Error('backlog not drained');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect((db.prepare('SELECT count(*) AS n FROM proposal_transitions').get() as { n: number }).n).toBe(
+      total,
+    );
+    // Per proposal, what applied is exactly what the pure machine predicts for the received order.
+    const rows = db
+      .prepare(
+        'SELECT e.nu_proposta AS nu, e.evento, t.applied FROM events e JOIN proposal_transitions t ON t.event_id = e.id ORDER BY e.id',
+      )
+      .all() as { nu: number; evento: Evento; applied: number }[];
+    const byProposal = new Map<number, { evento: Evento; applied: number }[]>();
+    for (const row of rows) byProposal.set(row.nu, [...(byProposal.get(row.nu) ?? []), row]);
+    expect(byProposal.size).toBe(PROPOSALS);
+    for (const [, list] of byProposal) {
+      const predicted = replay(list.map((l) => l.evento));
+      expect(list.map((l) => l.applied === 1)).toEqual(predicted.transitions.map((t) => t.applied));
+    }
+    const statuses = db
+      .prepare('SELECT status, count(*) AS n FROM proposals GROUP BY status ORDER BY status')
+      .all();
+    // In order or reversed (first seen at averbada, the rest late), every proposal ends averbada.
+    expect(statuses).toEqual([{ status: 'averbada', n: PROPOSALS }]);
+  } finally {
+    db.close();
+  }
 });

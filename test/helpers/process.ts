@@ -29,6 +29,14 @@ export interface ServerProcess {
 
 /** Starts `serve` as a real child process and resolves once it logs its URL. */
 export function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  return spawnServe(env, timeoutMs).ready;
+}
+
+/** Like startServe, but hands out the child at once (to kill it before it even listens). */
+export function spawnServe(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+): { child: ChildProcess; ready: Promise<ServerProcess> } {
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -37,7 +45,7 @@ export function startServe(env: Record<string, string>, timeoutMs = 30_000): Pro
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
     child.once('exit', (code, signal) => res({ code, signal })),
   );
-  return new Promise((resolvePromise, reject) => {
+  const ready = new Promise<ServerProcess>((resolvePromise, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`serve did not start within ${timeoutMs} ms:\n${out}`));
@@ -57,4 +65,6 @@ export function startServe(env: Record<string, string>, timeoutMs = 30_000): Pro
       reject(new Error(`serve exited (${code ?? signal}) before listening:\n${out}`));
     });
   });
+  ready.catch(() => undefined);
+  return { child, ready };
 }
