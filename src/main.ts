@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { createApp } from './http/app';
+import { createRequestListener } from './http/app';
 import type { Logger } from './logger';
 import { EVENTOS } from './domain/catalogue';
 import { lifecycleHandler } from './handlers/lifecycle';
@@ -90,8 +90,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     },
   });
   pipeline.start();
-  const app = createApp({ config, store, writer, metrics, logger, clock, pipeline });
-  const server = createServer(app);
+  const server = createServer(createRequestListener({ config, store, writer, metrics, logger, clock, pipeline }));
   // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
   // to send its headers or body is not the service, and must not hold a socket forever.
   server.headersTimeout = 10_000;

@@ -48,7 +48,9 @@ interface BodyError extends Error {
   type?: string;
 }
 
-export function createWebhookHandler(deps: WebhookDeps) {
+export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
+
+export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
   const { secrets, maxBodyBytes, writer, metrics, logger, clock } = deps;
   const headerName = deps.signatureHeader.toLowerCase();
   let alarm = initialAlarmState;

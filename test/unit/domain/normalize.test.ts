@@ -1,0 +1,95 @@
+import {
+  dadosOf,
+  normalizeAmount,
+  normalizeCnpj,
+  normalizeCpf,
+  normalizeDados,
+} from '../../../src/domain/normalize';
+
+describe('normalizeCpf', () => {
+  it.each([
+    ['12345678909', '12345678909'],
+    ['123.456.789-09', '12345678909'],
+    [1234567890, '01234567890'], // a number lost its leading zero: padded back
+    ['1234567890', '01234567890'],
+    [0, '00000000000'],
+    ['abc', null],
+    ['123456789012', null],
+    [123456789012, null],
+    [1.5, null],
+    [null, null],
+    [{}, null],
+  ])('%p → %p', (input, expected) => {
+    expect(normalizeCpf(input)).toBe(expected);
+  });
+});
+
+describe('normalizeCnpj', () => {
+  it.each([
+    ['11.222.333/0001-81', '11222333000181'],
+    ['11222333000181', '11222333000181'],
+    [11222333000181, '11222333000181'],
+    [191000100, '00000191000100'],
+    ['12.ABC.345/01DE-35', '12ABC34501DE35'], // the alphanumeric CNPJ
+    ['12abc34501de35', '12ABC34501DE35'],
+    ['12ABC34501DEXX', null], // check digits stay numeric
+    ['123', null],
+    [null, null],
+  ])('%p → %p', (input, expected) => {
+    expect(normalizeCnpj(input)).toBe(expected);
+  });
+});
+
+describe('normalizeAmount', () => {
+  it.each([
+    [15000.5, 15000.5],
+    ['15000.50', 15000.5],
+    ['1.000,00', null],
+    [Number.NaN, null],
+    [Number.POSITIVE_INFINITY, null],
+    [null, null],
+  ])('%p → %p', (input, expected) => {
+    expect(normalizeAmount(input)).toBe(expected);
+  });
+});
+
+describe('normalizeDados', () => {
+  it('reads the seed §2.5 fields and ignores the rest', () => {
+    expect(
+      normalizeDados({
+        nu_proposta: '42',
+        nu_cpf: 12345678909,
+        st_proposta: 'aprovada',
+        vl_emprestimo: '1000',
+        no_conveniada: 'ACME',
+        campo_novo: { x: 1 },
+      }),
+    ).toEqual({
+      nu_proposta: 42,
+      uuid: null,
+      nu_cpf: '12345678909',
+      nu_cnpj_conveniada: null,
+      vl_emprestimo: 1000,
+      qt_parcela: null,
+      no_conveniada: 'ACME',
+      st_proposta: 'aprovada',
+      requestId: null,
+    });
+  });
+
+  it.each([[undefined], [null], ['x'], [[1, 2]], [{ __proto__: { nu_cpf: '12345678909' } }]])(
+    'is total on %p',
+    (input) => {
+      expect(normalizeDados(input).nu_cpf).toBeNull();
+    },
+  );
+});
+
+describe('dadosOf', () => {
+  it('never throws', () => {
+    expect(dadosOf('{"dados":{"a":1}}')).toEqual({ a: 1 });
+    expect(dadosOf('not json')).toBeUndefined();
+    expect(dadosOf(Buffer.from([0xff]))).toBeUndefined();
+    expect(dadosOf(null)).toBeUndefined();
+  });
+});
