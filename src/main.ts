@@ -90,7 +90,9 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     },
   });
   pipeline.start();
-  const server = createServer(createRequestListener({ config, store, writer, metrics, logger, clock, pipeline }));
+  const server = createServer(
+    createRequestListener({ config, store, writer, metrics, logger, clock, pipeline }),
+  );
   // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
   // to send its headers or body is not the service, and must not hold a socket forever.
   server.headersTimeout = 10_000;
@@ -152,3 +154,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   };
   return { server, url, store, writer, metrics, pipeline, router, close };
 }
+
+export { type Config, loadConfig } from './config';
+export type { Handler, HandlerContext, HandlerEvent } from './handlers/router';
+export { EventRouter } from './handlers/router';
+export { createLogger } from './logger';

@@ -152,7 +152,11 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
         key,
         value,
       })),
-      ...Object.entries(stats.proposals_by_status).map(([key, value]) => ({ section: 'proposals by status', key, value })),
+      ...Object.entries(stats.proposals_by_status).map(([key, value]) => ({
+        section: 'proposals by status',
+        key,
+        value,
+      })),
       { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
       { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
       { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },

@@ -15,8 +15,11 @@ import {
  * The event pipeline: stored events → handlers, in an in-process p-queue.
  *
  * - Events of one proposal (one `requestId` for registry results) run one at a time, in the order
- *   they were received (event id order); different proposals run in parallel up to `concurrency`.
- * - Each event runs all its handlers and is marked `done` in ONE transaction: effects happen once.
+ *   they were received (event id order); different proposals are interleaved.
+ * - Each event runs all its handlers and is marked `done` in ONE transaction (a savepoint inside
+ *   the turn's transaction): its effects happen once. A turn processes up to `batchSize` runnable
+ *   events in one outer transaction, so the pipeline pays one commit per turn, not per event; a
+ *   crash before that commit rolls back every effect of the turn together with its `done` marks.
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
@@ -40,19 +43,38 @@ export interface PipelineOptions {
   random?: () => number;
   /** How often due retries and replays are looked for. Default 1000 ms. */
   sweepIntervalMs?: number;
-  /** Events processed before yielding to the event loop (HTTP must not starve). Default 32. */
-  yieldEvery?: number;
+  /** Events per turn (one outer transaction), after which the event loop gets a turn. Default 256. */
+  batchSize?: number;
+  /** Events of one proposal per turn, so that a long backlog of one does not hold back others. Default 32. */
+  perKeyPerTurn?: number;
 }
 
 interface KeyState {
   ids: number[];
-  running: boolean;
-  /** The head event failed and waits for its retry. */
+  /** The head event failed and waits for its retry (or the database refused it for a moment). */
   blocked: boolean;
 }
 
 /** `unavailable`: the database refused the work itself; the event is tried again shortly. */
 export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable';
+
+interface Reported {
+  id: number;
+  outcome: ProcessOutcome;
+  row?: EventForWork;
+  event?: HandlerEvent;
+  error?: Error;
+  attempts?: number;
+  nextAt?: string | null;
+}
+
+interface TurnResult {
+  outcomes: Reported[];
+  /** Keys whose event the database refused: released again after a short wait. */
+  unavailable: string[];
+  /** Runnable events are left for another turn. */
+  more: boolean;
+}
 
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
@@ -101,8 +123,10 @@ export class Pipeline {
   private readonly tracked = new Set<number>();
   private sweeper: NodeJS.Timeout | null = null;
   private stopping = false;
+  private turnScheduled = false;
   private readonly random: () => number;
   private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
+  private readonly runTurn: (now: Date) => TurnResult;
 
   constructor(
     private readonly db: Db,
@@ -112,21 +136,21 @@ export class Pipeline {
     this.queue = new PQueue({ concurrency: options.concurrency });
     this.q = pipelineQueries(db);
     this.random = options.random ?? Math.random;
+    // Nested inside the turn's transaction, better-sqlite3 runs this as a SAVEPOINT: a handler that
+    // throws rolls back its own event only.
     this.runEvent = db.transaction((row: EventForWork, event: HandlerEvent, now: Date) => {
       const ctx = { db, now, logger: options.logger };
       for (const handler of this.router.handlersFor(event)) handler(event, ctx);
       this.q.markDone(row.id, now.toISOString());
     });
+    this.runTurn = db.transaction((now: Date) => this.collectAndProcess(now));
   }
 
   /** Queues everything left pending or failed (crash recovery) and starts the sweep. */
   start(): void {
     this.stopping = false;
-    const backlog = this.q.backlog();
-    for (const item of backlog) this.enqueue(item.id, workKey(item), false);
-    if (backlog.length > 0)
-      this.options.logger.info({ events: backlog.length }, 'pipeline: recovered backlog');
-    for (const key of this.keys.keys()) this.schedule(key);
+    const recovered = this.recover();
+    if (recovered > 0) this.options.logger.info({ events: recovered }, 'pipeline: recovered backlog');
     const interval = this.options.sweepIntervalMs ?? 1000;
     this.sweeper = setInterval(() => this.sweep(), interval);
     this.sweeper.unref();
@@ -134,19 +158,19 @@ export class Pipeline {
   }
 
   /** Queues one stored event (called right after its commit). */
-  enqueue(id: number, key: string, schedule = true): void {
+  enqueue(id: number, key: string): void {
     if (this.stopping) return; // it stays pending in the DB for the next start
     let state = this.keys.get(key);
     if (this.tracked.has(id)) {
       // A due retry found by the sweep: release the key if this is the event it waits for.
       if (state?.blocked && state.ids[0] === id) {
         state.blocked = false;
-        if (schedule) this.schedule(key);
+        this.scheduleTurn();
       }
       return;
     }
     if (!state) {
-      state = { ids: [], running: false, blocked: false };
+      state = { ids: [], blocked: false };
       this.keys.set(key, state);
     }
     const last = state.ids[state.ids.length - 1];
@@ -158,8 +182,7 @@ export class Pipeline {
         id,
       ); // a replayed older event
     this.tracked.add(id);
-    if (schedule) this.schedule(key);
-    this.reportDepth();
+    this.scheduleTurn();
   }
 
   /** Events known to the pipeline and not finished. */
@@ -169,11 +192,14 @@ export class Pipeline {
 
   /** Resolves when nothing is running or runnable (blocked retries do not count). */
   async onIdle(): Promise<void> {
-    await this.queue.onIdle();
+    while (this.turnScheduled || this.queue.size > 0 || this.queue.pending > 0) {
+      await this.queue.onIdle();
+      if (this.turnScheduled) await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 
   /**
-   * Stops taking work and waits (bounded) for running handlers. What did not finish stays
+   * Stops taking work and waits (bounded) for the running turn. What did not finish stays
    * `pending`/`failed` in the DB for the next start.
    */
   async stop(timeoutMs: number): Promise<boolean> {
@@ -203,72 +229,110 @@ export class Pipeline {
     }
   }
 
-  private schedule(key: string): void {
-    const state = this.keys.get(key);
-    if (!state || state.running || state.blocked || state.ids.length === 0 || this.stopping) return;
-    state.running = true;
-    this.queue
-      .add(() => this.runKey(key, state))
-      .catch((err: Error) => {
-        state.running = false;
-        this.options.logger.error({ err: err.message, key }, 'pipeline task failed');
-      });
+  /** Loads every pending/failed event not tracked yet; returns how many were added. */
+  private recover(): number {
+    const before = this.tracked.size;
+    for (const item of this.q.backlog()) this.enqueue(item.id, workKey(item));
+    return this.tracked.size - before;
   }
 
-  private async runKey(key: string, state: KeyState): Promise<void> {
-    const yieldEvery = this.options.yieldEvery ?? 32;
-    let n = 0;
+  private scheduleTurn(): void {
+    if (this.turnScheduled || this.stopping) return;
+    this.turnScheduled = true;
+    this.reportDepth();
+    // setImmediate: requests that arrived meanwhile are read (and their events stored) first, and
+    // a turn covers everything runnable by then.
+    setImmediate(() => {
+      this.queue
+        .add(() => this.turn())
+        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline turn failed'));
+    });
+  }
+
+  private turn(): void {
+    this.turnScheduled = false;
+    if (this.stopping) return;
+    let result: TurnResult;
     try {
-      while (state.ids.length > 0 && !this.stopping) {
+      result = this.runTurn(this.options.clock.now());
+    } catch (err) {
+      // The commit itself failed: nothing of the turn is stored. Forget what the turn took and
+      // reload from the database in a moment (those events are still pending there).
+      this.options.logger.error({ err: (err as Error).message }, 'pipeline turn could not commit; retrying');
+      for (const state of this.keys.values()) state.ids.length = 0;
+      this.keys.clear();
+      this.tracked.clear();
+      setTimeout(() => {
+        try {
+          this.recover();
+        } catch (e) {
+          this.options.logger.error(
+            { err: (e as Error).message },
+            'pipeline recovery failed; next sweep retries',
+          );
+        }
+      }, UNAVAILABLE_RETRY_MS).unref();
+      return;
+    }
+    // After the commit: tell metrics, error handlers and the log what happened.
+    for (const r of result.outcomes) this.report(r);
+    for (const key of result.unavailable) {
+      setTimeout(() => {
+        const state = this.keys.get(key);
+        if (state) state.blocked = false;
+        this.scheduleTurn();
+      }, UNAVAILABLE_RETRY_MS).unref();
+    }
+    if (result.more) this.scheduleTurn();
+    this.reportDepth();
+  }
+
+  /** Inside the turn's transaction: take runnable events, oldest proposals first, and run them. */
+  private collectAndProcess(now: Date): TurnResult {
+    const batchSize = this.options.batchSize ?? 256;
+    const perKey = this.options.perKeyPerTurn ?? 32;
+    const outcomes: Reported[] = [];
+    const unavailable: string[] = [];
+    let more = false;
+    for (const [key, state] of this.keys) {
+      if (outcomes.length >= batchSize) {
+        more = true;
+        break;
+      }
+      if (state.blocked) continue;
+      let n = 0;
+      while (state.ids.length > 0 && n < perKey && outcomes.length < batchSize) {
         const id = state.ids[0] as number;
-        const outcome = this.process(id);
-        if (outcome === 'retry' || outcome === 'unavailable') {
+        const r = this.process(id, now);
+        outcomes.push(r);
+        if (r.outcome === 'retry' || r.outcome === 'unavailable') {
           state.blocked = true;
-          if (outcome === 'unavailable') {
-            setTimeout(() => {
-              state.blocked = false;
-              this.schedule(key);
-            }, UNAVAILABLE_RETRY_MS).unref();
-          }
-          return;
+          if (r.outcome === 'unavailable') unavailable.push(key);
+          break;
         }
         state.ids.shift();
         this.tracked.delete(id);
         n += 1;
-        if (n % yieldEvery === 0) {
-          this.reportDepth();
-          await new Promise((resolve) => setImmediate(resolve));
-        }
       }
-    } finally {
-      state.running = false;
       if (state.ids.length === 0) this.keys.delete(key);
-      else if (!state.blocked) this.schedule(key);
-      this.reportDepth();
+      else if (!state.blocked) more = true;
     }
+    return { outcomes, unavailable, more };
   }
 
-  /** Runs one event's handlers in a transaction. Never throws. */
-  process(id: number): ProcessOutcome {
+  /** Runs one event's handlers in its own savepoint. Never throws. */
+  private process(id: number, now: Date): Reported {
     let row: EventForWork | undefined;
     try {
       row = this.q.load(id);
     } catch (err) {
-      // The database refused even a read: leave the event where it is and retry on the next sweep.
-      this.options.logger.error(
-        { err: (err as Error).message, event_id: id },
-        'pipeline could not load an event',
-      );
-      return 'unavailable';
+      return { id, outcome: 'unavailable', error: err as Error };
     }
-    if (!row || (row.status !== 'pending' && row.status !== 'failed')) return 'skipped';
+    if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
     const event = toHandlerEvent(row);
-    const name = row.evento ?? row.kind;
-    const now = this.options.clock.now();
     try {
       this.runEvent(row, event, now);
-      this.options.metrics?.processed(name, 'done');
-      return 'done';
+      return { id, outcome: 'done', row, event };
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
       const attempts = row.attempts + 1;
@@ -282,26 +346,36 @@ export class Pipeline {
       try {
         this.q.markFailed(id, dead ? 'dead' : 'failed', attempts, error.message.slice(0, 1000), nextAt);
       } catch (markErr) {
-        this.options.logger.error(
-          { err: (markErr as Error).message, event_id: id },
-          'could not record a handler failure',
-        );
-        return 'unavailable';
+        return { id, outcome: 'unavailable', error: markErr as Error };
       }
-      this.router.emitError(error, event);
-      this.options.metrics?.processed(name, dead ? 'dead' : 'retry');
-      const log = {
-        event_id: id,
-        evento: row.evento,
-        nu_proposta: row.nu_proposta,
-        attempts,
-        err: error.message,
-      };
-      if (dead)
-        this.options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-      else this.options.logger.warn({ ...log, retry_at: nextAt }, 'handler failed: will retry');
-      return dead ? 'dead' : 'retry';
+      return { id, outcome: dead ? 'dead' : 'retry', row, event, error, attempts, nextAt };
     }
+  }
+
+  private report(r: Reported): void {
+    if (r.outcome === 'skipped') return;
+    if (r.outcome === 'unavailable') {
+      this.options.logger.error(
+        { err: r.error?.message, event_id: r.id },
+        'pipeline could not process an event; retrying',
+      );
+      return;
+    }
+    const row = r.row as EventForWork;
+    this.options.metrics?.processed(row.evento ?? row.kind, r.outcome);
+    if (r.outcome === 'done') return;
+    const error = r.error as Error;
+    this.router.emitError(error, r.event as HandlerEvent);
+    const log = {
+      event_id: r.id,
+      evento: row.evento,
+      nu_proposta: row.nu_proposta,
+      attempts: r.attempts,
+      err: error.message,
+    };
+    if (r.outcome === 'dead')
+      this.options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
+    else this.options.logger.warn({ ...log, retry_at: r.nextAt }, 'handler failed: will retry');
   }
 
   private reportDepth(): void {

@@ -48,11 +48,24 @@ export interface DeliveryFilter {
 }
 
 export function deliveriesRepo(db: Db) {
-  const insert = db.prepare(
+  const insert = db.prepare<
+    [
+      string,
+      string,
+      string,
+      number,
+      string | null,
+      number | null,
+      number,
+      number | null,
+      number | null,
+      string | null,
+      string | null,
+    ]
+  >(
     `INSERT INTO deliveries (received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
        secret_index, remote_addr, detail)
-     VALUES (@receivedAt, @path, @outcome, @httpStatus, @dedupKey, @eventId, @durationMs, @bodyBytes, @secretIndex,
-       @remoteAddr, @detail)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const countByOutcome = db.prepare<[], { outcome: DeliveryOutcome; n: number }>(
     'SELECT outcome, count(*) AS n FROM deliveries GROUP BY outcome',
@@ -67,7 +80,19 @@ export function deliveriesRepo(db: Db) {
 
   return {
     insert(d: NewDelivery): void {
-      insert.run(d);
+      insert.run(
+        d.receivedAt,
+        d.path,
+        d.outcome,
+        d.httpStatus,
+        d.dedupKey,
+        d.eventId,
+        d.durationMs,
+        d.bodyBytes,
+        d.secretIndex,
+        d.remoteAddr,
+        d.detail,
+      );
     },
     list(filter: DeliveryFilter = {}): DeliveryRow[] {
       const where = whereClause([

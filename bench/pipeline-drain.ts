@@ -1,0 +1,99 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../src/clock';
+import { EVENTOS } from '../src/domain/catalogue';
+import { lifecycleHandler } from '../src/handlers/lifecycle';
+import { EventRouter } from '../src/handlers/router';
+import { createLogger } from '../src/logger';
+import { Pipeline } from '../src/pipeline/pipeline';
+import { openDatabase } from '../src/store/database';
+import { openStore } from '../src/store/store';
+
+/**
+ * Pipeline figure (issue #3): events/s drained from a backlog of stored `pending` events, with the
+ * real life-cycle handler, the real SQLite file and the defaults of `serve` (QUEUE_CONCURRENCY 4,
+ * pipeline connection synchronous=NORMAL). Target: ≥ 2 000 events/s.
+ */
+export interface DrainResult {
+  events: number;
+  fillSeconds: number;
+  drainSeconds: number;
+  eventsPerSecond: number;
+  done: number;
+  transitions: number;
+}
+
+const FLOW = EVENTOS.filter(
+  (e) => !e.endsWith('negada') && e !== 'proposta.cancelada' && e !== 'pagamento.falha',
+);
+
+export async function runPipelineDrain(events = 100_000, concurrency = 4): Promise<DrainResult> {
+  if (events < 1) throw new Error('runPipelineDrain needs at least one event');
+  const dir = mkdtempSync(join(tmpdir(), 'consig-bench-pipeline-'));
+  try {
+    const path = join(dir, 'consig.db');
+    const store = openStore(path, { migrate: true });
+    const fillStart = performance.now();
+    const insert = store.db.prepare(
+      `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, tentativa, received_at, body, body_bytes, status)
+       VALUES (?, ?, 'event', ?, ?, 1, ?, ?, ?, 'pending')`,
+    );
+    store.db.transaction(() => {
+      for (let i = 0; i < events; i++) {
+        const nu = 1_000_000 + Math.floor(i / FLOW.length);
+        const evento = FLOW[i % FLOW.length] as string;
+        const body = JSON.stringify({
+          evento,
+          timestamp: '2026-11-21T10:00:00-03:00',
+          dados: {
+            nu_proposta: nu,
+            nu_cpf: '12345678909',
+            st_proposta: 'x',
+            vl_emprestimo: 15000.5,
+            no_conveniada: 'Empresa',
+          },
+          metadata: { tentativa: 1, webhook_id: `wh_${i}` },
+        });
+        insert.run(`wh_${i}`, `wh_${i}`, evento, nu, new Date().toISOString(), body, body.length);
+      }
+    })();
+    const fillSeconds = (performance.now() - fillStart) / 1000;
+
+    const db = openDatabase(path, { synchronous: 'NORMAL' });
+    const router = new EventRouter().on(EVENTOS, lifecycleHandler(db));
+    const pipeline = new Pipeline(db, router, {
+      concurrency,
+      maxAttempts: 8,
+      clock: systemClock,
+      logger: createLogger('warn'),
+    });
+    const start = performance.now();
+    pipeline.start();
+    while (pipeline.depth > 0) await pipeline.onIdle();
+    const drainSeconds = (performance.now() - start) / 1000;
+    await pipeline.stop(1000);
+    const done = (
+      store.db.prepare("SELECT count(*) AS n FROM events WHERE status = 'done'").get() as { n: number }
+    ).n;
+    const transitions = (
+      store.db.prepare('SELECT count(*) AS n FROM proposal_transitions').get() as { n: number }
+    ).n;
+    db.close();
+    store.close();
+    return { events, fillSeconds, drainSeconds, eventsPerSecond: events / drainSeconds, done, transitions };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (require.main === module) {
+  const n = Number(process.argv[2] ?? 100_000);
+  runPipelineDrain(n).then((r) => {
+    console.log(
+      `pipeline drain: ${r.events} events in ${r.drainSeconds.toFixed(2)} s = ${Math.round(r.eventsPerSecond)} events/s ` +
+        `(target ≥ 2000) — done ${r.done}, transitions ${r.transitions}; backlog written in ${r.fillSeconds.toFixed(2)} s`,
+    );
+    if (r.done !== r.events || r.transitions !== r.events) process.exitCode = 1;
+  });
+}
