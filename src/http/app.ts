@@ -68,7 +68,7 @@ export function createRequestListener(deps: AppDeps): (req: IncomingMessage, res
 
 /** Builds the Express app. It never listens: main.ts (or a test) does. */
 export function createApp(deps: AppDeps): express.Express {
-  const { config, store, metrics, logger, clock } = deps;
+  const { store, metrics, logger, clock } = deps;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
