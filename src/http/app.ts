@@ -156,14 +156,17 @@ function adminRouter(deps: AppDeps): express.Router {
       }),
     });
   });
-  router.get('/events/:id', (req, res) => {
+  /** The event named by `:id`, or a 404 already sent. */
+  const eventOr404 = (req: Request, res: Response) => {
     const id = Number(req.params.id);
     const row = Number.isSafeInteger(id) ? events.get(id) : undefined;
-    if (!row) {
-      res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
-      return;
-    }
-    const body = events.body(id);
+    if (!row) res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
+    return row;
+  };
+  router.get('/events/:id', (req, res) => {
+    const row = eventOr404(req, res);
+    if (!row) return;
+    const body = events.body(row.id);
     res.json({
       event: {
         ...row,
@@ -172,12 +175,9 @@ function adminRouter(deps: AppDeps): express.Router {
     });
   });
   router.post('/events/:id/replay', (req, res) => {
-    const id = Number(req.params.id);
-    const row = Number.isSafeInteger(id) ? events.get(id) : undefined;
-    if (!row) {
-      res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
-      return;
-    }
+    const row = eventOr404(req, res);
+    if (!row) return;
+    const id = row.id;
     if (row.status === 'ignored' || row.status === 'invalid') {
       res
         .status(409)

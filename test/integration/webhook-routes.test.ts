@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import Database from 'better-sqlite3';
 import request from 'supertest';
 import { sign } from '../../src/domain/signature';
@@ -245,6 +246,65 @@ describe('body over MAX_BODY_BYTES → 413 payload_too_large', () => {
     } as RequestInit);
     expect(res.status).toBe(413);
     expect(count('events')).toBe(0);
+  });
+});
+
+describe('a 50 MB body is refused while it streams, not buffered first', () => {
+  it('chunked: 413 arrives after a few hundred kilobytes, the rest is never read', async () => {
+    await t.close();
+    t = await startTestApp(); // default MAX_BODY_BYTES (256 KiB)
+    const { port } = new URL(t.url);
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const result = await new Promise<{ status: number; written: number }>((resolve, reject) => {
+      let written = 0;
+      let done = false;
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/webhooks',
+        headers: { 'x-service-signature': sign(SECRET, 'x') },
+      });
+      req.on('response', (res) => {
+        done = true;
+        res.resume();
+        resolve({ status: res.statusCode ?? 0, written });
+        req.destroy();
+      });
+      req.on('error', (err) => (done ? undefined : reject(err)));
+      const pump = () => {
+        while (!done && written < 50 * 1024 * 1024) {
+          written += chunk.length;
+          if (!req.write(chunk)) return void req.once('drain', pump);
+        }
+        if (!done) req.end();
+      };
+      pump();
+    });
+    expect(result.status).toBe(413);
+    expect(result.written).toBeLessThan(16 * 1024 * 1024);
+    expect(count('events')).toBe(0);
+  });
+
+  it('declared: a Content-Length of 50 MB gets 413 before any byte of the body is read', async () => {
+    const { port } = new URL(t.url);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/webhooks',
+        headers: { 'content-length': String(50 * 1024 * 1024), 'x-service-signature': sign(SECRET, 'x') },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(status).toBe(413);
   });
 });
 
