@@ -9,6 +9,8 @@ import { lifecycleHandler } from './handlers/lifecycle';
 import { EventRouter } from './handlers/router';
 import { createMetrics, type Metrics } from './metrics';
 import { Pipeline, workKey } from './pipeline/pipeline';
+import { RegistryPoller, type StatusClient } from './registry/poller';
+import { registryHandlers } from './handlers/registry';
 import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import { openStore, type Store } from './store/store';
@@ -22,6 +24,7 @@ export interface Receiver {
   readonly metrics: Metrics;
   readonly pipeline: Pipeline;
   readonly router: EventRouter;
+  readonly poller: RegistryPoller | null;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -34,6 +37,10 @@ export interface StartOptions {
   /** Handler retry backoff (tests shorten it). */
   handlerBackoff?: { baseMs: number; maxMs: number };
   sweepIntervalMs?: number;
+  /** The service's status query for the registry poller; default: built from SERVICE_* (none when unset). */
+  statusClient?: StatusClient | null;
+  /** Poller tick (tests shorten it). Default 1000 ms. */
+  pollTickMs?: number;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -53,7 +60,17 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     synchronous: 'NORMAL',
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
-  const router = new EventRouter().on(EVENTOS, lifecycleHandler(pipelineDb));
+  const schedule = {
+    graceMs: config.registry.webhookGraceMs,
+    intervalMs: config.registry.pollIntervalMs,
+    maxIntervalMs: config.registry.pollMaxIntervalMs,
+    maxAgeMs: config.registry.pollMaxAgeMs,
+  };
+  const registry = registryHandlers(pipelineDb, schedule);
+  const router = new EventRouter()
+    .on(EVENTOS, lifecycleHandler(pipelineDb))
+    .on(EVENTOS, registry.trackFromEvent)
+    .on('registry', registry.result);
   options.configureRouter?.(router, pipelineDb);
   router.onError((err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const pipeline = new Pipeline(pipelineDb, router, {
@@ -90,8 +107,35 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     },
   });
   pipeline.start();
+
+  const statusClient =
+    options.statusClient === undefined ? defaultStatusClient(config, logger, metrics) : options.statusClient;
+  const poller =
+    statusClient === null
+      ? null
+      : new RegistryPoller(store.db, store.events, statusClient, {
+          schedule,
+          clock,
+          logger,
+          tickMs: options.pollTickMs,
+          onPoll: (outcome) => metrics.polls.inc({ outcome }),
+          onStored: (eventId, requestId) =>
+            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
+        });
+  poller?.start();
+  if (poller === null)
+    logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
   const server = createServer(
-    createRequestListener({ config, store, writer, metrics, logger, clock, pipeline }),
+    createRequestListener({
+      config,
+      store,
+      writer,
+      metrics,
+      logger,
+      clock,
+      pipeline,
+      registryGraceMs: config.registry.webhookGraceMs,
+    }),
   );
   // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
   // to send its headers or body is not the service, and must not hold a socket forever.
@@ -143,6 +187,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
         server.closeAllConnections();
       }
       writer.close();
+      await poller?.stop(config.shutdownTimeoutMs);
       const finished = await pipeline.stop(config.shutdownTimeoutMs);
       if (!finished)
         logger.warn('pipeline did not finish in time: unfinished events stay pending for the next start');
@@ -152,10 +197,15 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     })();
     return closing;
   };
-  return { server, url, store, writer, metrics, pipeline, router, close };
+  return { server, url, store, writer, metrics, pipeline, router, poller, close };
 }
 
 export { type Config, loadConfig } from './config';
 export type { Handler, HandlerContext, HandlerEvent } from './handlers/router';
 export { EventRouter } from './handlers/router';
 export { createLogger } from './logger';
+
+/** The status client built from SERVICE_* (null when SERVICE_BASE_URL is unset). */
+function defaultStatusClient(_config: Config, _logger: Logger, _metrics: Metrics): StatusClient | null {
+  return null;
+}

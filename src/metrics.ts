@@ -74,8 +74,41 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     registers: [registry],
   });
 
+  const polls = new Counter({
+    name: 'consig_registry_polls_total',
+    help: 'GET /request/:requestId polls by outcome (ok, not_found, unauthorized, rate_limited, unavailable, error, stale)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const averbacoes = new Gauge({
+    name: 'consig_averbacoes',
+    help: 'Tracked registrations (averbações) by status',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  });
+  const averbacoesStale = new Gauge({
+    name: 'consig_averbacoes_stale',
+    help: 'Registrations still not final after REGISTRY_POLL_MAX_AGE_MS (polling stopped)',
+    registers: [registry],
+  });
+  const averbacoesWaiting = new Gauge({
+    name: 'consig_averbacoes_waiting_poll',
+    help: 'Registrations with a poll scheduled',
+    registers: [registry],
+  });
+  const tokenRefreshes = new Counter({
+    name: 'consig_service_token_refreshes_total',
+    help: 'OAuth2 access tokens fetched from SERVICE_TOKEN_URL',
+    registers: [registry],
+  });
+
   return {
     registry,
+    polls,
+    averbacoes,
+    averbacoesStale,
+    averbacoesWaiting,
+    tokenRefreshes,
     queueDepth,
     eventsProcessed,
     handlerFailures,

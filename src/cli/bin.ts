@@ -6,6 +6,7 @@ import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
+import { averbacoesCommand, trackCommand } from './registry-commands';
 import { serve } from './serve';
 
 /**
@@ -99,6 +100,26 @@ export function buildProgram(): Command {
     .option('--status <status>', 'every event with this status: dead | failed | done')
     .option('--json', 'JSON for scripts')
     .action((ids: string[], opts) => replayCommand(config(program), ids, opts, io));
+
+  program
+    .command('averbacoes')
+    .description('tracked registrations (averbações): status, where the result came from, polling')
+    .option('--status <status>', 'queued | processing | completed | error')
+    .option('--stale', 'only those still not final after REGISTRY_POLL_MAX_AGE_MS')
+    .option('--proposal <nu_proposta>', 'only this proposal')
+    .option('--limit <n>', 'rows (default 50)')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => averbacoesCommand(config(program), opts, io));
+
+  program
+    .command('track')
+    .description(
+      'follow a registration (requestId): the webhook or, when it is late, the poller brings its result',
+    )
+    .argument('<requestId>')
+    .option('--proposal <nu_proposta>', 'the proposal it belongs to')
+    .option('--json', 'JSON for scripts')
+    .action((requestId: string, opts) => trackCommand(config(program), requestId, opts, io));
 
   return program;
 }

@@ -24,6 +24,8 @@ export interface HandlerEvent {
   readonly tentativa: number | null;
   readonly receivedAt: string;
   readonly attempts: number;
+  /** The body as stored (text), for handlers that keep it whole. */
+  readonly rawBody: string | null;
   /** The parsed body (never throws: undefined when it does not parse). */
   readonly payload: unknown;
   readonly dados: unknown;

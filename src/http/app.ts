@@ -3,6 +3,7 @@ import type { Clock } from '../clock';
 import type { Config } from '../config';
 import { maskCpf } from '../domain/privacy';
 import { constantTimeEqual } from '../domain/signature';
+import { trackRegistration } from '../registry/tracking';
 import { requeueEvents } from '../store/pipeline-queries';
 import { parseNuProposta } from '../store/proposals';
 import type { Logger } from '../logger';
@@ -22,6 +23,8 @@ export interface AppDeps {
   clock: Clock;
   /** In-process pipeline: replays are picked up at once instead of at the next sweep. */
   pipeline?: { sweep(): void };
+  /** REGISTRY_WEBHOOK_GRACE_MS: a declared registration's first poll waits this long. */
+  registryGraceMs?: number;
   /** The webhook handler to mount (shared with the fast path of createRequestListener). */
   webhook?: WebhookHandler;
 }
@@ -98,6 +101,10 @@ export function createApp(deps: AppDeps): express.Express {
     try {
       for (const [status, n] of Object.entries(store.events.countByStatus()))
         metrics.eventsByStatus.set({ status }, n);
+      const av = store.averbacoes.counts();
+      for (const [status, n] of Object.entries(av.byStatus)) metrics.averbacoes.set({ status }, n);
+      metrics.averbacoesStale.set(av.stale);
+      metrics.averbacoesWaiting.set(av.waiting);
       const text = await metrics.registry.metrics();
       res.set('content-type', metrics.registry.contentType).send(text);
     } catch (err) {
@@ -197,6 +204,47 @@ function adminRouter(deps: AppDeps): express.Router {
       return;
     }
     res.json({ proposal: proposal ? { ...proposal, nu_cpf: maskCpf(proposal.nu_cpf) } : null, timeline });
+  });
+  router.get('/averbacoes', (req, res) => {
+    const q = req.query as Record<string, string | undefined>;
+    res.json({
+      averbacoes: deps.store.averbacoes.list({
+        status: q.status,
+        stale: q.stale === undefined ? undefined : q.stale === 'true' || q.stale === '1',
+        nuProposta: q.nu_proposta === undefined ? undefined : parseNuProposta(q.nu_proposta),
+        limit: q.limit ? Number(q.limit) : undefined,
+      }),
+    });
+  });
+  router.get('/averbacoes/:requestId', (req, res) => {
+    const row = deps.store.averbacoes.get(String(req.params.requestId));
+    if (!row) {
+      res
+        .status(404)
+        .json({ error: 'not_found', message: `requestId ${req.params.requestId} is not tracked` });
+      return;
+    }
+    res.json({ averbacao: row });
+  });
+  router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const requestId = typeof body.requestId === 'string' ? body.requestId.trim() : '';
+    if (requestId === '' || requestId.length > 200) {
+      res.status(400).json({ error: 'bad_request', message: 'requestId (string) is required' });
+      return;
+    }
+    const nu = body.nu_proposta;
+    const nuProposta = typeof nu === 'number' || typeof nu === 'string' ? parseNuProposta(String(nu)) : null;
+    const created = trackRegistration(
+      deps.store.averbacoes,
+      { requestId, nuProposta, via: 'declared' },
+      deps.clock.now(),
+      deps.registryGraceMs ?? 0,
+    );
+    res.status(created ? 201 : 200).json({
+      status: created ? 'tracked' : 'already_tracked',
+      averbacao: deps.store.averbacoes.get(requestId),
+    });
   });
   router.get('/deliveries', (req, res) => {
     const q = req.query as Record<string, string | undefined>;

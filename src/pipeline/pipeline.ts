@@ -111,6 +111,7 @@ function toHandlerEvent(row: EventForWork): HandlerEvent {
     tentativa: row.tentativa,
     receivedAt: row.received_at,
     attempts: row.attempts,
+    rawBody: row.body === null ? null : typeof row.body === 'string' ? row.body : row.body.toString('utf8'),
     payload,
     dados,
   };

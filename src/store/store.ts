@@ -1,5 +1,6 @@
 import { MigrationError, StorageError } from '../domain/errors';
 import { type Db, type OpenOptions, openDatabase } from './database';
+import { type AverbacoesRepo, averbacoesRepo } from './averbacoes';
 import { type DeliveriesRepo, deliveriesRepo } from './deliveries';
 import { type EventsRepo, eventsRepo } from './events';
 import { type ProposalsRepo, proposalsRepo } from './proposals';
@@ -12,6 +13,7 @@ export interface Store {
   readonly events: EventsRepo;
   readonly deliveries: DeliveriesRepo;
   readonly proposals: ProposalsRepo;
+  readonly averbacoes: AverbacoesRepo;
   /** Proves the database is open, migrated and takes a write; throws StorageError otherwise. */
   probeWrite(now: Date): void;
   close(): void;
@@ -45,6 +47,7 @@ function buildStore(db: Db, path: string, expectedVersions: number): Store {
   const events = eventsRepo(db);
   const deliveries = deliveriesRepo(db);
   const proposals = proposalsRepo(db);
+  const averbacoes = averbacoesRepo(db);
   const probe = db.readonly ? null : db.prepare('UPDATE health_probe SET checked_at = ? WHERE id = 1');
   const versions = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM schema_migrations');
   return {
@@ -53,6 +56,7 @@ function buildStore(db: Db, path: string, expectedVersions: number): Store {
     events,
     deliveries,
     proposals,
+    averbacoes,
     probeWrite(now: Date) {
       try {
         if (!db.open) throw new Error('database is closed');

@@ -3,6 +3,7 @@ import { loadConfig } from '../../src/config';
 import type { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { type Receiver, startReceiver } from '../../src/main';
+import type { StatusClient } from '../../src/registry/poller';
 import type { Db } from '../../src/store/database';
 import { LogSink } from './app';
 import { delivery, postRaw, SECRET, signed } from './payloads';
@@ -21,6 +22,8 @@ export async function startTestReceiver(
     env?: Record<string, string>;
     dir?: string;
     configureRouter?: (router: EventRouter, db: Db) => void;
+    statusClient?: StatusClient | null;
+    pollTickMs?: number;
   } = {},
 ): Promise<TestReceiver> {
   const tmp = options.dir ? null : tempDir();
@@ -36,6 +39,8 @@ export async function startTestReceiver(
     configureRouter: options.configureRouter,
     handlerBackoff: { baseMs: 10, maxMs: 40 },
     sweepIntervalMs: 10,
+    statusClient: options.statusClient,
+    pollTickMs: options.pollTickMs ?? 20,
   });
   return {
     ...receiver,

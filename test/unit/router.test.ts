@@ -11,6 +11,7 @@ const ev = (over: Partial<HandlerEvent>): HandlerEvent => ({
   tentativa: 1,
   receivedAt: '',
   attempts: 0,
+  rawBody: null,
   payload: {},
   dados: {},
   ...over,

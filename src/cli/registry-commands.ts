@@ -1,0 +1,87 @@
+import type { Config } from '../config';
+import { UsageError } from '../domain/errors';
+import { trackRegistration } from '../registry/tracking';
+import { parseNuProposta } from '../store/proposals';
+import { openStore } from '../store/store';
+import { openReadOnly, type Output } from './log-commands';
+import { renderTable } from './table';
+
+/** `averbacoes [--status S] [--stale] [--proposal N]`: tracked registrations and their polling. */
+export function averbacoesCommand(
+  config: Config,
+  opts: { status?: string; stale?: boolean; proposal?: string; limit?: string; json?: boolean },
+  io: Output,
+): void {
+  if (opts.status && !['queued', 'processing', 'completed', 'error'].includes(opts.status)) {
+    throw new UsageError(`--status expects queued, processing, completed or error, got "${opts.status}"`);
+  }
+  const limit = opts.limit === undefined ? 50 : Number(opts.limit);
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10000)
+    throw new UsageError(`--limit expects an integer from 1 to 10000, got "${opts.limit}"`);
+  const store = openReadOnly(config);
+  try {
+    const rows = store.averbacoes.list({
+      status: opts.status,
+      stale: opts.stale ? true : undefined,
+      nuProposta: opts.proposal === undefined ? undefined : parseNuProposta(opts.proposal),
+      limit,
+    });
+    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+    io.out(
+      renderTable(
+        [
+          'request_id',
+          'nu_proposta',
+          'status',
+          'result_source',
+          'stale',
+          'poll_attempts',
+          'next_poll_at',
+          'last_poll_outcome',
+          'created_at',
+          'completed_at',
+        ],
+        rows.map((r) => ({ ...r, stale: r.stale ? 'yes' : '' })),
+      ),
+    );
+  } finally {
+    store.close();
+  }
+}
+
+/** `track <requestId> [--proposal N]`: declare a registration so the receiver follows it. */
+export function trackCommand(
+  config: Config,
+  requestId: string,
+  opts: { proposal?: string; json?: boolean },
+  io: Output,
+): void {
+  const id = requestId.trim();
+  if (id === '' || id.length > 200) throw new UsageError('track needs a requestId');
+  openReadOnly(config).close(); // says clearly when the database is missing or not migrated
+  const store = openStore(config.databasePath, {
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+  try {
+    const created = trackRegistration(
+      store.averbacoes,
+      {
+        requestId: id,
+        nuProposta: opts.proposal === undefined ? null : parseNuProposta(opts.proposal),
+        via: 'declared',
+      },
+      new Date(),
+      config.registry.webhookGraceMs,
+    );
+    const row = store.averbacoes.get(id);
+    if (opts.json)
+      return io.out(JSON.stringify({ status: created ? 'tracked' : 'already_tracked', averbacao: row }));
+    io.out(
+      created
+        ? `tracking ${id}: first poll at ${row?.next_poll_at} unless the registry webhook comes first`
+        : `${id} was already tracked (status ${row?.status})`,
+    );
+  } finally {
+    store.close();
+  }
+}

@@ -1,0 +1,78 @@
+import { backoffDelayMs } from './backoff';
+import { REGISTRY_STATUSES, type RegistryStatus } from './catalogue';
+
+/**
+ * Rules of a registration (averbação) request, seed §3.2: queued → processing → completed | error.
+ * Pure: no clock, no I/O.
+ */
+
+const RANK: Record<RegistryStatus, number> = { queued: 0, processing: 1, completed: 2, error: 2 };
+
+export function isRegistryStatus(value: unknown): value is RegistryStatus {
+  return typeof value === 'string' && (REGISTRY_STATUSES as readonly string[]).includes(value);
+}
+
+export function isFinalRegistryStatus(status: RegistryStatus): boolean {
+  return status === 'completed' || status === 'error';
+}
+
+export type MergeReason = 'forward' | 'same' | 'older' | 'after_final' | 'unknown_status';
+
+/**
+ * What a reported status (from the webhook or a poll) does to the tracked one. A final status is
+ * never overwritten — whichever of webhook and poll brings it first wins, the other is a no-op —
+ * and a non-final one only moves forward (a late `queued` after `processing` changes nothing).
+ */
+export function mergeRegistryStatus(
+  current: RegistryStatus | null,
+  reported: unknown,
+): { apply: boolean; status: RegistryStatus | null; reason: MergeReason } {
+  if (!isRegistryStatus(reported)) return { apply: false, status: current, reason: 'unknown_status' };
+  if (current === null) return { apply: true, status: reported, reason: 'forward' };
+  if (isFinalRegistryStatus(current)) return { apply: false, status: current, reason: 'after_final' };
+  if (reported === current) return { apply: false, status: current, reason: 'same' };
+  if (RANK[reported] < RANK[current]) return { apply: false, status: current, reason: 'older' };
+  return { apply: true, status: reported, reason: 'forward' };
+}
+
+export interface PollScheduleOptions {
+  /** How long a registration may wait for its webhook before polling starts. */
+  graceMs: number;
+  /** First poll interval, growing exponentially (with jitter) up to `maxIntervalMs`. */
+  intervalMs: number;
+  maxIntervalMs: number;
+  /** After this (since tracking began) a registration still not final is stale: polling stops. */
+  maxAgeMs: number;
+}
+
+/** When a freshly tracked registration is first polled: after the webhook's grace period. */
+export function firstPollAt(trackedAt: number, o: PollScheduleOptions): number {
+  return trackedAt + o.graceMs;
+}
+
+/**
+ * When to poll again after `attempts` polls (≥ 1), or null when the registration is stale by then.
+ * A `retryAfterMs` from a 429 is honoured when it asks for more.
+ */
+export function nextPollAt(
+  trackedAt: number,
+  now: number,
+  attempts: number,
+  o: PollScheduleOptions,
+  random: () => number,
+  retryAfterMs = 0,
+): number | null {
+  const deadline = trackedAt + o.maxAgeMs;
+  if (now >= deadline) return null;
+  const delay = Math.max(
+    retryAfterMs,
+    backoffDelayMs(attempts, { baseMs: o.intervalMs, maxMs: o.maxIntervalMs, jitter: 0.2 }, random),
+  );
+  // One last poll at the deadline, then the registration is stale.
+  return Math.min(now + delay, deadline);
+}
+
+/** Stale: tracked longer than `maxAgeMs` and still not final. */
+export function isStale(trackedAt: number, now: number, o: PollScheduleOptions): boolean {
+  return now - trackedAt > o.maxAgeMs;
+}

@@ -1,0 +1,29 @@
+import type { AverbacoesRepo, TrackedVia } from '../store/averbacoes';
+
+/**
+ * Starts tracking a registration declared here (started through the client, or named by an
+ * operator): status `queued` until the service says more, first poll after the webhook's grace.
+ * Returns false when it was tracked already (missing fields are filled, nothing overwritten).
+ */
+export function trackRegistration(
+  repo: AverbacoesRepo,
+  t: {
+    requestId: string;
+    nuProposta: number | string | null;
+    correlationId?: string | null;
+    via: TrackedVia;
+    status?: 'queued' | 'processing';
+  },
+  now: Date,
+  graceMs: number,
+): boolean {
+  return repo.track({
+    requestId: t.requestId,
+    correlationId: t.correlationId ?? null,
+    nuProposta: t.nuProposta,
+    status: t.status ?? 'queued',
+    via: t.via,
+    now: now.toISOString(),
+    nextPollAt: new Date(now.getTime() + graceMs).toISOString(),
+  });
+}

@@ -1,0 +1,147 @@
+import type { RegistryStatus } from '../domain/catalogue';
+import type { Db } from './database';
+import { clampLimit, whereClause } from './sql';
+
+/** The `averbacoes` table (SPEC §5): tracked registration requests and the poller's schedule. */
+
+export type TrackedVia = 'started' | 'declared' | 'event' | 'registry';
+
+export interface AverbacaoRow {
+  request_id: string;
+  correlation_id: string | null;
+  nu_proposta: number | string | null;
+  status: RegistryStatus;
+  result_source: 'webhook' | 'poll' | null;
+  tracked_via: TrackedVia;
+  poll_attempts: number;
+  next_poll_at: string | null;
+  last_poll_at: string | null;
+  last_poll_outcome: string | null;
+  stale: number;
+  result_body: string | null;
+  result_event_id: number | null;
+  created_at: string;
+  updated_at: string;
+  completed_at: string | null;
+}
+
+export interface TrackInput {
+  requestId: string;
+  correlationId: string | null;
+  nuProposta: number | string | null;
+  status: RegistryStatus;
+  via: TrackedVia;
+  now: string;
+  /** null: do not poll (already final). */
+  nextPollAt: string | null;
+}
+
+export function averbacoesRepo(db: Db) {
+  const insert = db.prepare<
+    [string, string | null, number | string | null, string, string, string | null, string, string],
+    { request_id: string }
+  >(
+    `INSERT INTO averbacoes (request_id, correlation_id, nu_proposta, status, tracked_via, next_poll_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (request_id) DO NOTHING
+     RETURNING request_id`,
+  );
+  // Known already: fill what was missing, never overwrite.
+  const fill = db.prepare<[string | null, number | string | null, string, string]>(
+    `UPDATE averbacoes SET correlation_id = coalesce(correlation_id, ?), nu_proposta = coalesce(nu_proposta, ?),
+       updated_at = ? WHERE request_id = ?`,
+  );
+  const get = db.prepare<[string], AverbacaoRow>('SELECT * FROM averbacoes WHERE request_id = ?');
+  const due = db.prepare<[string, number], AverbacaoRow>(
+    'SELECT * FROM averbacoes WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
+  );
+  const setStatus = db.prepare<[string, string, string]>(
+    'UPDATE averbacoes SET status = ?, updated_at = ? WHERE request_id = ?',
+  );
+  const setFinal = db.prepare<[string, string, string | null, number, string, string, string]>(
+    `UPDATE averbacoes SET status = ?, result_source = ?, result_body = ?, result_event_id = ?, completed_at = ?,
+       next_poll_at = NULL, updated_at = ? WHERE request_id = ?`,
+  );
+  // A final result (from the webhook) that landed while the poll was in flight keeps polling off.
+  const recordPoll = db.prepare<[number, string | null, string, string, string, string]>(
+    `UPDATE averbacoes SET poll_attempts = ?,
+       next_poll_at = CASE WHEN status IN ('completed', 'error') OR stale = 1 THEN NULL ELSE ? END,
+       last_poll_at = ?, last_poll_outcome = ?, updated_at = ?
+     WHERE request_id = ?`,
+  );
+  const markStale = db.prepare<[string, string]>(
+    'UPDATE averbacoes SET stale = 1, next_poll_at = NULL, updated_at = ? WHERE request_id = ?',
+  );
+  const countByStatus = db.prepare<[], { status: string; stale: number; n: number }>(
+    'SELECT status, stale, count(*) AS n FROM averbacoes GROUP BY status, stale',
+  );
+  const waiting = db.prepare<[], { n: number }>(
+    'SELECT count(*) AS n FROM averbacoes WHERE next_poll_at IS NOT NULL',
+  );
+
+  return {
+    /** Starts tracking; returns false when the request was tracked already (then fills missing fields). */
+    track(t: TrackInput): boolean {
+      const created = insert.get(
+        t.requestId,
+        t.correlationId,
+        t.nuProposta,
+        t.status,
+        t.via,
+        t.nextPollAt,
+        t.now,
+        t.now,
+      );
+      if (!created) fill.run(t.correlationId, t.nuProposta, t.now, t.requestId);
+      return created !== undefined;
+    },
+    get: (requestId: string) => get.get(requestId),
+    due: (now: string, limit: number) => due.all(now, limit),
+    setStatus: (requestId: string, status: RegistryStatus, now: string) =>
+      setStatus.run(status, now, requestId),
+    setFinal(
+      requestId: string,
+      r: {
+        status: RegistryStatus;
+        source: 'webhook' | 'poll';
+        body: string | null;
+        eventId: number;
+        now: string;
+      },
+    ) {
+      setFinal.run(r.status, r.source, r.body, r.eventId, r.now, r.now, requestId);
+    },
+    recordPoll(
+      requestId: string,
+      p: { attempts: number; nextPollAt: string | null; outcome: string; now: string },
+    ) {
+      recordPoll.run(p.attempts, p.nextPollAt, p.now, p.outcome, p.now, requestId);
+    },
+    markStale: (requestId: string, now: string) => markStale.run(now, requestId),
+    list(
+      filter: { status?: string; stale?: boolean; nuProposta?: number | string; limit?: number } = {},
+    ): AverbacaoRow[] {
+      const where = whereClause([
+        ['status = ?', filter.status],
+        ['stale = ?', filter.stale === undefined ? undefined : filter.stale ? 1 : 0],
+        ['nu_proposta = ?', filter.nuProposta],
+      ]);
+      return db
+        .prepare<(string | number)[], AverbacaoRow>(
+          `SELECT * FROM averbacoes ${where.sql} ORDER BY created_at DESC LIMIT ?`,
+        )
+        .all(...where.params, clampLimit(filter.limit));
+    },
+    counts(): { byStatus: Record<string, number>; stale: number; waiting: number } {
+      const byStatus: Record<string, number> = {};
+      let stale = 0;
+      for (const r of countByStatus.all()) {
+        byStatus[r.status] = (byStatus[r.status] ?? 0) + r.n;
+        if (r.stale) stale += r.n;
+      }
+      return { byStatus, stale, waiting: waiting.get()?.n ?? 0 };
+    },
+  };
+}
+
+export type AverbacoesRepo = ReturnType<typeof averbacoesRepo>;
