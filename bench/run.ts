@@ -1,4 +1,5 @@
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
+import { type PollerIdleResult, runPollerIdle } from './poller-idle';
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -84,6 +85,8 @@ interface Options {
   targets: Target[];
   json: boolean;
   pipelineEvents: number;
+  pollerTracked: number;
+  quick: boolean;
   cpuProfDir: string | null;
   /** The commit measured (see sourceVersion). */
   source: string;
@@ -114,6 +117,7 @@ const USAGE = `usage: npm run bench -- [options]
   --cpu-prof <dir>     write a V8 CPU profile of each receiver process into <dir>
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
                        --quick 20000, 0 skips it)
+  --poller <n>         tracked registrations waiting while the idle poller is measured (default 10000, 0 skips)
   --json               print the results as JSON instead of the table`;
 
 function parseOptions(argv: string[]): Options {
@@ -128,6 +132,7 @@ function parseOptions(argv: string[]): Options {
       only: { type: 'string' },
       'cpu-prof': { type: 'string' },
       pipeline: { type: 'string' },
+      poller: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -174,6 +179,13 @@ function parseOptions(argv: string[]): Options {
         throw new BenchError(`--pipeline: expected an event count, got ${values.pipeline}`);
       return n;
     })(),
+    pollerTracked: (() => {
+      const n = Number(values.poller ?? 10_000);
+      if (!Number.isSafeInteger(n) || n < 0)
+        throw new BenchError(`--poller: expected a count, got ${values.poller}`);
+      return n;
+    })(),
+    quick,
     cpuProfDir: values['cpu-prof'] === undefined ? null : resolve(values['cpu-prof']),
     source: sourceVersion(),
   };
@@ -626,6 +638,13 @@ async function main(): Promise<number> {
       );
     }
   }
+  let poller: PollerIdleResult | null = null;
+  if (options.pollerTracked > 0) {
+    process.stderr.write(`bench: idle poller with ${options.pollerTracked} tracked registrations ...`);
+    poller = await runPollerIdle(options.pollerTracked, options.quick ? 2 : 5);
+    process.stderr.write(` ${poller.passMsMean.toFixed(3)} ms per pass\n`);
+    if (poller.polls !== 0) errors.push(`poller: ${poller.polls} polls made while none was due`);
+  }
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -637,7 +656,7 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, errors, ...all }, null, 2)}\n`,
     );
   } else {
     process.stdout.write(`${report(results, summary, options, errors)}\n`);
@@ -646,6 +665,13 @@ async function main(): Promise<number> {
         `\npipeline: drained ${pipeline.events} stored events (life-cycle handler, real SQLite) in ` +
           `${pipeline.drainSeconds.toFixed(2)} s = ${Math.round(pipeline.eventsPerSecond)} events/s\n` +
           `target "pipeline ≥ 2000 events/s from a 100 000-event backlog": ${pipeline.eventsPerSecond >= 2000 ? 'MET' : 'MISSED'}\n`,
+      );
+    }
+    if (poller !== null) {
+      process.stdout.write(
+        `\nregistry poller, ${poller.tracked} registrations waiting: scheduling pass ${poller.passMsMean.toFixed(3)} ms mean, ` +
+          `${poller.passMsP99.toFixed(3)} ms p99; idle CPU ${poller.idleCpuPercent.toFixed(2)} % over ${poller.idleSeconds} s; ` +
+          `bench process RSS ${poller.rssMb.toFixed(0)} MB\n`,
       );
     }
   }
