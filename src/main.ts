@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { createRequestListener } from './http/app';
@@ -9,7 +10,7 @@ import { lifecycleHandler } from './handlers/lifecycle';
 import { EventRouter } from './handlers/router';
 import { createMetrics, type Metrics } from './metrics';
 import { Pipeline, workKey } from './pipeline/pipeline';
-import { RegistryPoller, type StatusClient } from './registry/poller';
+import { RegistryPoller } from './registry/poller';
 import { registryHandlers } from './handlers/registry';
 import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
@@ -37,8 +38,8 @@ export interface StartOptions {
   /** Handler retry backoff (tests shorten it). */
   handlerBackoff?: { baseMs: number; maxMs: number };
   sweepIntervalMs?: number;
-  /** The service's status query for the registry poller; default: built from SERVICE_* (none when unset). */
-  statusClient?: StatusClient | null;
+  /** The service's API (status query for the poller, averbação start for the admin route); default: built from SERVICE_* (none when unset). */
+  serviceClient?: ServiceClient | null;
   /** Poller tick (tests shorten it). Default 1000 ms. */
   pollTickMs?: number;
 }
@@ -109,7 +110,9 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   pipeline.start();
 
   const statusClient =
-    options.statusClient === undefined ? defaultStatusClient(config, logger, metrics) : options.statusClient;
+    options.serviceClient === undefined
+      ? defaultStatusClient(config, logger, metrics)
+      : options.serviceClient;
   const poller =
     statusClient === null
       ? null
@@ -135,6 +138,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
       clock,
       pipeline,
       registryGraceMs: config.registry.webhookGraceMs,
+      serviceClient: statusClient,
     }),
   );
   // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
@@ -206,6 +210,6 @@ export { EventRouter } from './handlers/router';
 export { createLogger } from './logger';
 
 /** The status client built from SERVICE_* (null when SERVICE_BASE_URL is unset). */
-function defaultStatusClient(_config: Config, _logger: Logger, _metrics: Metrics): StatusClient | null {
-  return null;
+function defaultStatusClient(config: Config, logger: Logger, metrics: Metrics): ServiceClient | null {
+  return serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc() });
 }

@@ -1,4 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
+import type { ServiceClient } from '../client';
 import type { Clock } from '../clock';
 import type { Config } from '../config';
 import { maskCpf } from '../domain/privacy';
@@ -23,6 +24,8 @@ export interface AppDeps {
   clock: Clock;
   /** In-process pipeline: replays are picked up at once instead of at the next sweep. */
   pipeline?: { sweep(): void };
+  /** The service's API, for POST /admin/averbacoes (start one and track it); null when unset. */
+  serviceClient?: Pick<ServiceClient, 'startAverbacao'> | null;
   /** REGISTRY_WEBHOOK_GRACE_MS: a declared registration's first poll waits this long. */
   registryGraceMs?: number;
   /** The webhook handler to mount (shared with the fast path of createRequestListener). */
@@ -245,6 +248,45 @@ function adminRouter(deps: AppDeps): express.Router {
       status: created ? 'tracked' : 'already_tracked',
       averbacao: deps.store.averbacoes.get(requestId),
     });
+  });
+  router.post('/averbacoes', express.json({ limit: '64kb' }), async (req, res) => {
+    const client = deps.serviceClient;
+    if (!client) {
+      res.status(503).json({ error: 'service_not_configured', message: 'SERVICE_BASE_URL is not set' });
+      return;
+    }
+    const body = req.body as unknown;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      res.status(400).json({
+        error: 'bad_request',
+        message: 'a JSON object is required (the body of POST /contract/averbacao)',
+      });
+      return;
+    }
+    try {
+      const accepted = await client.startAverbacao(body as Record<string, unknown>);
+      const nu = (body as Record<string, unknown>).nu_proposta;
+      trackRegistration(
+        deps.store.averbacoes,
+        {
+          requestId: accepted.requestId,
+          correlationId: accepted.correlationId,
+          nuProposta: typeof nu === 'number' || typeof nu === 'string' ? parseNuProposta(String(nu)) : null,
+          via: 'started',
+        },
+        deps.clock.now(),
+        deps.registryGraceMs ?? 0,
+      );
+      res.status(202).json({ status: 'tracked', averbacao: deps.store.averbacoes.get(accepted.requestId) });
+    } catch (err) {
+      const e = err as Error & { code?: string; error?: string; status?: number };
+      const status = e.code === 'INVALID_REQUEST' ? 400 : e.code === 'SERVICE_BUSINESS_ERROR' ? 422 : 502;
+      res.status(status).json({
+        error: e.code ?? 'service_error',
+        message: e.message,
+        ...(e.error ? { service_error: e.error } : {}),
+      });
+    }
   });
   router.get('/deliveries', (req, res) => {
     const q = req.query as Record<string, string | undefined>;

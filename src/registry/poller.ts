@@ -63,14 +63,14 @@ function classify(err: unknown): { outcome: PollOutcome; retryAfterMs: number; m
   const e = err as { code?: string; retryAfterMs?: number; message?: string; status?: number };
   const message = e?.message ?? String(err);
   switch (e?.code) {
-    case 'NOT_FOUND':
+    case 'SERVICE_NOT_FOUND':
       return { outcome: 'not_found', retryAfterMs: 0, message };
-    case 'AUTH_FAILED':
+    case 'SERVICE_AUTH_FAILED':
       return { outcome: 'unauthorized', retryAfterMs: 0, message };
-    case 'RATE_LIMITED':
+    case 'SERVICE_RATE_LIMITED':
       return { outcome: 'rate_limited', retryAfterMs: e.retryAfterMs ?? 0, message };
     case 'SERVICE_UNAVAILABLE':
-    case 'NETWORK_ERROR':
+    case 'SERVICE_NETWORK_ERROR':
       return { outcome: 'unavailable', retryAfterMs: 0, message };
     default:
       return { outcome: 'error', retryAfterMs: 0, message };

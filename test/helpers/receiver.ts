@@ -3,7 +3,7 @@ import { loadConfig } from '../../src/config';
 import type { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { type Receiver, startReceiver } from '../../src/main';
-import type { StatusClient } from '../../src/registry/poller';
+import type { ServiceClient } from '../../src/client';
 import type { Db } from '../../src/store/database';
 import { LogSink } from './app';
 import { delivery, postRaw, SECRET, signed } from './payloads';
@@ -22,7 +22,7 @@ export async function startTestReceiver(
     env?: Record<string, string>;
     dir?: string;
     configureRouter?: (router: EventRouter, db: Db) => void;
-    statusClient?: StatusClient | null;
+    serviceClient?: ServiceClient | null;
     pollTickMs?: number;
   } = {},
 ): Promise<TestReceiver> {
@@ -39,7 +39,7 @@ export async function startTestReceiver(
     configureRouter: options.configureRouter,
     handlerBackoff: { baseMs: 10, maxMs: 40 },
     sweepIntervalMs: 10,
-    statusClient: options.statusClient,
+    serviceClient: options.serviceClient,
     pollTickMs: options.pollTickMs ?? 20,
   });
   return {

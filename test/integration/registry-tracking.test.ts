@@ -8,7 +8,7 @@ afterEach(async () => {
 });
 
 const start = (env: Record<string, string> = {}) =>
-  startTestReceiver({ env: { ADMIN_TOKEN: 'adm', ...env }, statusClient: null });
+  startTestReceiver({ env: { ADMIN_TOKEN: 'adm', ...env }, serviceClient: null });
 
 describe('averbação tracking from webhooks (no poller)', () => {
   it('an event whose dados carries a requestId starts tracking it', async () => {

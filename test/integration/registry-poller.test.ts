@@ -1,0 +1,173 @@
+import { type FakeService, startFakeService } from '../helpers/fake-service';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * The registry poller against a real HTTP fake of the service on loopback, with the real client
+ * built from SERVICE_* (Bearer token and x-api-key), the real pipeline and a real SQLite file.
+ */
+
+let fake: FakeService;
+let r: TestReceiver | undefined;
+beforeEach(async () => {
+  fake = await startFakeService();
+});
+afterEach(async () => {
+  await r?.stop();
+  r = undefined;
+  await fake.close();
+});
+
+function env(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ADMIN_TOKEN: 'adm',
+    SERVICE_BASE_URL: fake.url,
+    SERVICE_ACCESS_TOKEN: 'access-token-1',
+    SERVICE_API_KEY: 'api-key-1',
+    REGISTRY_WEBHOOK_GRACE_MS: '0',
+    REGISTRY_POLL_INTERVAL_MS: '20',
+    REGISTRY_POLL_MAX_INTERVAL_MS: '40',
+    ...extra,
+  };
+}
+
+async function track(rec: TestReceiver, requestId: string, nu?: number) {
+  const res = await fetch(`${rec.url}/admin/averbacoes/track`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer adm', 'content-type': 'application/json' },
+    body: JSON.stringify({ requestId, nu_proposta: nu }),
+  });
+  expect(res.status).toBe(201);
+}
+
+const statusReply = (requestId: string, status: string) => ({
+  json: { requestId, correlationId: 'corr-9', status },
+});
+
+it('the registry webhook never comes: the poller asks /request/:id, sees processing then completed', async () => {
+  fake.on(
+    'GET',
+    '/request/:id',
+    statusReply('req-p1', 'processing'),
+    statusReply('req-p1', 'processing'),
+    statusReply('req-p1', 'completed'),
+  );
+  r = await startTestReceiver({ env: env() });
+  await track(r, 'req-p1', 501);
+  const rec = r;
+  await eventually(() => rec.store.averbacoes.get('req-p1')?.status === 'completed', 'completed by polling');
+  const row = rec.store.averbacoes.get('req-p1');
+  expect(row).toMatchObject({ result_source: 'poll', next_poll_at: null, nu_proposta: 501 });
+  expect(JSON.parse(row?.result_body as string)).toMatchObject({ requestId: 'req-p1', status: 'completed' });
+  const polls = fake.requestsTo('GET', '/request/');
+  expect(polls.length).toBeGreaterThanOrEqual(3);
+  for (const p of polls) {
+    expect(p.path).toBe('/request/req-p1');
+    expect(p.headers.authorization).toBe('Bearer access-token-1');
+    expect(p.headers['x-api-key']).toBe('api-key-1');
+  }
+  // No poll after the final answer, and never the broken `_links.result` route.
+  const count = polls.length;
+  await new Promise((res) => setTimeout(res, 150));
+  expect(fake.requestsTo('GET', '/request/')).toHaveLength(count);
+  expect(fake.requestsTo('*', '/result/')).toHaveLength(0);
+  // Repeated `processing` answers are one event (poll:<id>:<status>), counted as duplicates.
+  const events = rec.store.events.list({ kind: 'poll' });
+  expect(events.map((e) => e.registry_status).sort()).toEqual(['completed', 'processing']);
+  const metrics = await (await fetch(`${rec.url}/metrics`)).text();
+  expect(metrics).toMatch(/consig_registry_polls_total\{outcome="ok"\} [3-9]/);
+  expect(metrics).toContain('consig_averbacoes{status="completed"} 1');
+});
+
+it('the webhook arrives first: no poll is made after it', async () => {
+  fake.on('GET', '/request/:id', statusReply('req-w1', 'processing'));
+  r = await startTestReceiver({ env: env({ REGISTRY_WEBHOOK_GRACE_MS: '300' }) });
+  await track(r, 'req-w1');
+  await r.send({ requestId: 'req-w1', status: 'completed' }, '/webhooks/registry');
+  const rec = r;
+  await eventually(() => rec.store.averbacoes.get('req-w1')?.status === 'completed', 'completed by webhook');
+  expect(rec.store.averbacoes.get('req-w1')).toMatchObject({
+    result_source: 'webhook',
+    next_poll_at: null,
+    poll_attempts: 0,
+  });
+  await new Promise((res) => setTimeout(res, 500)); // past the grace period
+  expect(fake.requestsTo('GET', '/request/')).toHaveLength(0);
+});
+
+it('an averbação started through the admin route: 202, tracked, _links.result never followed, then polled', async () => {
+  fake.on('POST', '/contract/averbacao', {
+    status: 202,
+    json: { requestId: 'req-s1', status: 'queued', _links: { result: { href: '/result/req-s1' } } },
+  });
+  fake.on('GET', '/request/:id', statusReply('req-s1', 'error'));
+  fake.on('GET', '/result/:id', 'hang');
+  r = await startTestReceiver({ env: env() });
+  const res = await fetch(`${r.url}/admin/averbacoes`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer adm', 'content-type': 'application/json' },
+    body: JSON.stringify({ nu_proposta: 777 }),
+  });
+  expect(res.status).toBe(202);
+  const rec = r;
+  await eventually(() => rec.store.averbacoes.get('req-s1')?.status === 'error', 'error by polling');
+  expect(rec.store.averbacoes.get('req-s1')).toMatchObject({
+    tracked_via: 'started',
+    nu_proposta: 777,
+    result_source: 'poll',
+  });
+  expect(fake.requestsTo('*', '/result/')).toHaveLength(0);
+});
+
+it('404 and 429 are retried deliberately; after REGISTRY_POLL_MAX_AGE_MS it is stale and polling stops', async () => {
+  fake.on(
+    'GET',
+    '/request/:id',
+    { status: 404, json: { error: 'NOT_FOUND', message: 'desconhecido' } },
+    { status: 429, headers: { 'retry-after': '0' }, json: {} },
+    { status: 404, json: { error: 'NOT_FOUND', message: 'desconhecido' } },
+  );
+  r = await startTestReceiver({ env: env({ REGISTRY_POLL_MAX_AGE_MS: '400' }) });
+  await track(r, 'req-x1');
+  const rec = r;
+  await eventually(() => rec.store.averbacoes.get('req-x1')?.stale === 1, 'stale');
+  const row = rec.store.averbacoes.get('req-x1');
+  expect(row).toMatchObject({ status: 'queued', next_poll_at: null });
+  expect(row?.last_poll_outcome).toMatch(/^not_found/);
+  expect(rec.logs.lines.some((l) => String(l.msg).includes('marked stale, polling stopped'))).toBe(true);
+  const count = fake.requestsTo('GET', '/request/').length;
+  await new Promise((res) => setTimeout(res, 150));
+  expect(fake.requestsTo('GET', '/request/')).toHaveLength(count);
+  const metrics = await (await fetch(`${rec.url}/metrics`)).text();
+  expect(metrics).toMatch(/consig_registry_polls_total\{outcome="not_found"\} \d+/);
+  expect(metrics).toContain('consig_averbacoes_stale 1');
+});
+
+it('a restart keeps the schedule of tracked registrations', async () => {
+  const tmp = tempDir();
+  try {
+    fake.on('GET', '/request/:id', statusReply('req-r1', 'completed'));
+    const first = await startTestReceiver({ dir: tmp.dir, env: env({ REGISTRY_WEBHOOK_GRACE_MS: '800' }) });
+    await track(first, 'req-r1');
+    const scheduled = first.store.averbacoes.get('req-r1')?.next_poll_at;
+    await first.close();
+    expect(fake.requestsTo('GET', '/request/')).toHaveLength(0);
+    r = await startTestReceiver({ dir: tmp.dir, env: env({ REGISTRY_WEBHOOK_GRACE_MS: '800' }) });
+    expect(r.store.averbacoes.get('req-r1')?.next_poll_at).toBe(scheduled);
+    const rec = r;
+    await eventually(
+      () => rec.store.averbacoes.get('req-r1')?.status === 'completed',
+      'completed after restart',
+    );
+    // It was polled when its time came, not before.
+    const first_poll = fake.requestsTo('GET', '/request/')[0];
+    expect(first_poll).toBeDefined();
+    expect(Date.parse(rec.store.averbacoes.get('req-r1')?.last_poll_at as string)).toBeGreaterThanOrEqual(
+      Date.parse(scheduled as string),
+    );
+  } finally {
+    await r?.stop();
+    r = undefined;
+    tmp.cleanup();
+  }
+});
