@@ -7,6 +7,14 @@ import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { averbacoesCommand, trackCommand } from './registry-commands';
+import {
+  createProposalCommand,
+  offersCommand,
+  registerWebhookCommand,
+  reportCommand,
+  requestStatusCommand,
+  startAverbacaoCommand,
+} from './service-commands';
 import { serve } from './serve';
 
 /**
@@ -121,6 +129,64 @@ export function buildProgram(): Command {
     .option('--json', 'JSON for scripts')
     .action((requestId: string, opts) => trackCommand(config(program), requestId, opts, io));
 
+  program
+    .command('start-averbacao')
+    .description('POST /contract/averbacao (seed §4.2) and track the requestId it returns')
+    .option('--proposal <nu_proposta>', 'the proposal (sent as nu_proposta unless --body has it)')
+    .option('--body <json>', 'the request body (its fields are "not shown" in the seed)')
+    .option('--deprecated-path', 'use the deprecated POST /contract')
+    .option('--no-track', 'do not track it in the database')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => startAverbacaoCommand(config(program), opts, io));
+
+  program
+    .command('request-status')
+    .description('GET /request/:requestId (seed §4.3), never the broken _links.result')
+    .argument('<requestId>')
+    .option('--json', 'the raw answer')
+    .action((requestId: string, opts) => requestStatusCommand(config(program), requestId, opts, io));
+
+  program
+    .command('register-webhook')
+    .description('POST /api/v1/webhooks (seed §4.5): register this receiver as the callback URL')
+    .option('--url <url>', "this receiver's public URL, e.g. https://partner.example/webhooks")
+    .option('--eventos <list>', 'comma-separated event names (default: all 13)')
+    .option('--secret <secret>', 'the shared secret (default: the first of WEBHOOK_SECRETS)')
+    .option('--json', 'the raw answer')
+    .action((opts) => registerWebhookCommand(config(program), opts, io));
+
+  program
+    .command('create-proposal')
+    .description(
+      'POST /api/v1/propostas (seed §4.1), validated before sending (CPF/CNPJ check digits, 6–96 instalments)',
+    )
+    .option('--cpf <cpf>', "the employee's CPF")
+    .option('--cnpj <cnpj>', "the company's CNPJ (numeric or alphanumeric)")
+    .option('--amount <reais>', 'vl_emprestimo')
+    .option('--installments <n>', 'qt_parcela, 6 to 96')
+    .option('--pix <key>', 'dados_bancarios.pix')
+    .option('--banco <code>', 'dados_bancarios.banco')
+    .option('--agencia <n>', 'dados_bancarios.agencia')
+    .option('--conta <n>', 'dados_bancarios.conta')
+    .option('--json', 'the raw answer')
+    .action((opts) => createProposalCommand(config(program), opts, io));
+
+  program
+    .command('report')
+    .description(
+      'one of the four portfolio reports (seed §4.6): new-relationships, relationship-ended, accounting-and-remuneration, repasse-pagamentos',
+    )
+    .argument('<name>')
+    .option('--param <key=value...>', 'query parameters, passed through')
+    .action((name: string, opts) => reportCommand(config(program), name, opts, io));
+
+  program
+    .command('offers')
+    .description('POST /offers/search (public, seed §4.7), following its pages')
+    .option('--body <json>', 'the search body')
+    .option('--max-pages <n>', 'pages to follow at most (default 10)')
+    .action((opts) => offersCommand(config(program), opts, io));
+
   return program;
 }
 
@@ -148,8 +214,16 @@ export async function main(argv: string[]): Promise<number> {
       return err.exitCode === 0 ? 0 : 2;
     }
     const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`consig-receiver: ${message}\n`);
-    return err instanceof ConsigError && (err.code === 'CONFIG_INVALID' || err.code === 'USAGE') ? 2 : 1;
+    // A business error of the service: its own code and (Portuguese) message, on one line.
+    const business = err as { code?: string; error?: string };
+    const line =
+      business.code === 'SERVICE_BUSINESS_ERROR' && business.error
+        ? `${business.error}: ${message}`
+        : message;
+    process.stderr.write(`consig-receiver: ${line.replace(/\s*\n\s*/g, ' ')}\n`);
+    return err instanceof ConsigError && ['CONFIG_INVALID', 'USAGE', 'INVALID_REQUEST'].includes(err.code)
+      ? 2
+      : 1;
   }
 }
 

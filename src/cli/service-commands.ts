@@ -1,0 +1,193 @@
+import {
+  type ProposalRequest,
+  REPORT_PATHS,
+  type ReportName,
+  type ServiceClient,
+  serviceClientFromConfig,
+} from '../client';
+import type { Config } from '../config';
+import { EVENTOS } from '../domain/catalogue';
+import { ConfigError, UsageError } from '../domain/errors';
+import { createLogger } from '../logger';
+import { trackRegistration } from '../registry/tracking';
+import { parseNuProposta } from '../store/proposals';
+import { openStore } from '../store/store';
+import type { Output } from './log-commands';
+
+/**
+ * The service API calls a partner needs (SPEC §2; seed §4.1–4.7), as thin commands over the
+ * client. Business errors print their code and message and exit non-zero (bin.ts).
+ */
+
+function client(config: Config, command: string): ServiceClient {
+  // Warnings (e.g. Deprecation: true) go to stderr as JSON lines; stdout stays the command's answer.
+  const logger = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, {
+    write: (s: string) => process.stderr.write(s),
+  } as never);
+  const c = serviceClientFromConfig(config, logger);
+  if (c === null)
+    throw new ConfigError('SERVICE_BASE_URL', `required for ${command}: the {base_url} of the service`);
+  return c;
+}
+
+function parseJson(text: string | undefined, flag: string): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new UsageError(`${flag} expects a JSON object, got ${text.slice(0, 60)}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new UsageError(`${flag} expects a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+function number(value: string | undefined, flag: string): number {
+  const n = Number(value);
+  if (value === undefined || value.trim() === '' || !Number.isFinite(n))
+    throw new UsageError(`${flag} expects a number, got "${value ?? ''}"`);
+  return n;
+}
+
+export interface CreateProposalOptions {
+  cpf?: string;
+  cnpj?: string;
+  amount?: string;
+  installments?: string;
+  pix?: string;
+  banco?: string;
+  agencia?: string;
+  conta?: string;
+  json?: boolean;
+}
+
+export async function createProposalCommand(
+  config: Config,
+  o: CreateProposalOptions,
+  io: Output,
+): Promise<void> {
+  if (!o.cpf || !o.cnpj) throw new UsageError('create-proposal needs --cpf and --cnpj');
+  const dados_bancarios: Record<string, string> = {};
+  for (const k of ['pix', 'banco', 'agencia', 'conta'] as const)
+    if (o[k] !== undefined) dados_bancarios[k] = o[k] as string;
+  const body: ProposalRequest = {
+    nu_cpf: o.cpf,
+    nu_cnpj_conveniada: o.cnpj,
+    vl_emprestimo: number(o.amount, '--amount'),
+    qt_parcela: number(o.installments, '--installments'),
+    dados_bancarios,
+  };
+  const created = await client(config, 'create-proposal').createProposal(body);
+  if (o.json) return io.out(JSON.stringify(created.raw ?? created));
+  io.out(
+    `proposal ${created.nu_proposta} created: ${created.status} (uuid ${created.uuid ?? '-'}, ${created.dt_criacao ?? ''})`,
+  );
+}
+
+export async function startAverbacaoCommand(
+  config: Config,
+  o: { proposal?: string; body?: string; deprecatedPath?: boolean; track?: boolean; json?: boolean },
+  io: Output,
+): Promise<void> {
+  const body = parseJson(o.body, '--body');
+  const nu = o.proposal === undefined ? null : parseNuProposta(o.proposal);
+  if (nu !== null && body.nu_proposta === undefined) body.nu_proposta = nu;
+  const accepted = await client(config, 'start-averbacao').startAverbacao(body, {
+    deprecatedPath: o.deprecatedPath ?? false,
+  });
+  if (o.track !== false) {
+    const store = openStore(config.databasePath, {
+      migrate: true,
+      busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+    });
+    try {
+      trackRegistration(
+        store.averbacoes,
+        {
+          requestId: accepted.requestId,
+          correlationId: accepted.correlationId,
+          nuProposta: nu,
+          via: 'started',
+        },
+        new Date(),
+        config.registry.webhookGraceMs,
+      );
+    } finally {
+      store.close();
+    }
+  }
+  if (o.json)
+    return io.out(
+      JSON.stringify({ requestId: accepted.requestId, status: accepted.status, tracked: o.track !== false }),
+    );
+  io.out(
+    `averbação accepted: requestId ${accepted.requestId}, status ${accepted.status ?? '-'}` +
+      (o.track !== false
+        ? ` — tracked in ${config.databasePath} (webhook, or polling after REGISTRY_WEBHOOK_GRACE_MS)`
+        : ''),
+  );
+}
+
+export async function requestStatusCommand(
+  config: Config,
+  requestId: string,
+  o: { json?: boolean },
+  io: Output,
+): Promise<void> {
+  const status = await client(config, 'request-status').requestStatus(requestId);
+  if (o.json) return io.out(JSON.stringify(status.raw ?? status));
+  io.out(`${status.requestId}: ${status.status} (correlationId ${status.correlationId ?? '-'})`);
+}
+
+export async function registerWebhookCommand(
+  config: Config,
+  o: { url?: string; eventos?: string; secret?: string; json?: boolean },
+  io: Output,
+): Promise<void> {
+  if (!o.url)
+    throw new UsageError('register-webhook needs --url (this receiver’s public URL, ending in /webhooks)');
+  const secret = o.secret ?? config.webhookSecrets[0];
+  if (!secret) throw new ConfigError('WEBHOOK_SECRETS', 'required for register-webhook (or pass --secret)');
+  const eventos = o.eventos
+    ? o.eventos
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean)
+    : [...EVENTOS];
+  const registered = await client(config, 'register-webhook').registerWebhook({
+    url: o.url,
+    eventos,
+    secret,
+  });
+  if (o.json) return io.out(JSON.stringify(registered.raw ?? {}));
+  io.out(`webhook registered (HTTP ${registered.httpStatus}): ${o.url} for ${eventos.length} event(s)`);
+}
+
+export async function reportCommand(
+  config: Config,
+  name: string,
+  o: { param?: string[] },
+  io: Output,
+): Promise<void> {
+  if (!Object.hasOwn(REPORT_PATHS, name)) {
+    throw new UsageError(`unknown report "${name}" (reports: ${Object.keys(REPORT_PATHS).join(', ')})`);
+  }
+  const query: Record<string, string> = {};
+  for (const p of o.param ?? []) {
+    const i = p.indexOf('=');
+    if (i < 1) throw new UsageError(`--param expects key=value, got "${p}"`);
+    query[p.slice(0, i)] = p.slice(i + 1);
+  }
+  io.out(JSON.stringify(await client(config, 'report').report(name as ReportName, query), null, 2));
+}
+
+export async function offersCommand(
+  config: Config,
+  o: { body?: string; maxPages?: string },
+  io: Output,
+): Promise<void> {
+  const maxPages = o.maxPages === undefined ? 10 : number(o.maxPages, '--max-pages');
+  const result = await client(config, 'offers').searchOffers(parseJson(o.body, '--body'), { maxPages });
+  io.out(JSON.stringify(result, null, 2));
+}

@@ -1,0 +1,154 @@
+import { join } from 'node:path';
+import { type FakeService, startFakeService } from '../helpers/fake-service';
+import { runCli, runCliAsync } from '../helpers/process';
+import { tempDir } from '../helpers/tmp';
+
+/** The service API commands, as real processes against a real HTTP fake of the service. */
+
+let fake: FakeService;
+let tmp: ReturnType<typeof tempDir>;
+let env: Record<string, string>;
+beforeEach(async () => {
+  fake = await startFakeService();
+  tmp = tempDir('consig-svc-');
+  env = {
+    DATABASE_PATH: join(tmp.dir, 'consig.db'),
+    SERVICE_BASE_URL: fake.url,
+    SERVICE_ACCESS_TOKEN: 'tok-1',
+    SERVICE_API_KEY: 'key-1',
+    WEBHOOK_SECRETS: 'partner-secret',
+  };
+});
+afterEach(async () => {
+  await fake.close();
+  tmp.cleanup();
+});
+
+const proposalArgs = [
+  '--cpf',
+  '529.982.247-25',
+  '--cnpj',
+  '12.ABC.345/01DE-35',
+  '--amount',
+  '15000.5',
+  '--installments',
+  '48',
+  '--pix',
+  'chave@pix',
+];
+
+it('create-proposal sends a validated body and prints the proposal', async () => {
+  fake.on('POST', '/api/v1/propostas', {
+    status: 201,
+    json: { nu_proposta: 100001, status: 'em_analise', dt_criacao: '2026-11-21T10:00:00-03:00', uuid: 'u-1' },
+  });
+  const r = await runCliAsync(['create-proposal', ...proposalArgs], env);
+  expect(r.stderr).toBe('');
+  expect(r.status).toBe(0);
+  expect(r.stdout).toContain('proposal 100001 created: em_analise');
+  const [sent] = fake.requestsTo('POST', '/api/v1/propostas');
+  expect(sent?.json).toMatchObject({
+    nu_cpf: '52998224725',
+    nu_cnpj_conveniada: '12ABC34501DE35',
+    qt_parcela: 48,
+    dados_bancarios: { pix: 'chave@pix' },
+  });
+  expect(sent?.headers.authorization).toBe('Bearer tok-1');
+});
+
+it('a business error prints its code and message on one line, exits non-zero, is not retried', async () => {
+  fake.on('POST', '/api/v1/propostas', {
+    status: 422,
+    json: { error: 'BUSINESS_RULE_VIOLATION', message: 'Funcionário não encontrado na empresa conveniada' },
+  });
+  const r = await runCliAsync(['create-proposal', ...proposalArgs], env);
+  expect(r.status).toBe(1);
+  expect(r.stdout).toBe('');
+  expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  expect(r.stderr).toContain('BUSINESS_RULE_VIOLATION: ');
+  expect(r.stderr).toContain('Funcionário não encontrado na empresa conveniada');
+  expect(fake.requestsTo('POST', '/api/v1/propostas')).toHaveLength(1);
+});
+
+it.each([
+  [['--installments', '5'], 'qt_parcela'],
+  [['--installments', '97'], 'qt_parcela'],
+  [['--cpf', '529.982.247-24'], 'nu_cpf'],
+  [['--cnpj', '12.ABC.345/01DE-36'], 'nu_cnpj_conveniada'],
+])('invalid input %j is refused before sending (%s)', async (override, field) => {
+  const args = [...proposalArgs];
+  const i = args.indexOf(override[0] as string);
+  args[i + 1] = override[1] as string;
+  const r = await runCliAsync(['create-proposal', ...args], env);
+  expect(r.status).toBe(2);
+  expect(r.stderr).toContain(field);
+  expect(fake.requests).toHaveLength(0);
+});
+
+it('start-averbacao tracks the requestId; request-status asks /request/:id; averbacoes lists it', async () => {
+  fake.on('POST', '/contract/averbacao', {
+    status: 202,
+    json: { requestId: 'req-cli-1', status: 'queued', _links: { result: { href: '/result/req-cli-1' } } },
+  });
+  fake.on('GET', '/request/:id', {
+    json: { requestId: 'req-cli-1', correlationId: 'c-1', status: 'processing' },
+  });
+  const started = await runCliAsync(['start-averbacao', '--proposal', '100001'], env);
+  expect(started.status).toBe(0);
+  expect(started.stdout).toContain('requestId req-cli-1');
+  expect(fake.requestsTo('POST', '/contract/averbacao')[0]?.json).toEqual({ nu_proposta: 100001 });
+  const status = await runCliAsync(['request-status', 'req-cli-1'], env);
+  expect(status.stdout.trim()).toBe('req-cli-1: processing (correlationId c-1)');
+  expect(fake.requestsTo('GET', '/request/req-cli-1')[0]?.headers['x-api-key']).toBe('key-1');
+  expect(fake.requestsTo('*', '/result/')).toHaveLength(0);
+  const list = JSON.parse(runCli(['averbacoes', '--json'], env).stdout);
+  expect(list).toEqual([
+    expect.objectContaining({
+      request_id: 'req-cli-1',
+      nu_proposta: 100001,
+      tracked_via: 'started',
+      status: 'queued',
+    }),
+  ]);
+  expect(runCli(['averbacoes', '--stale'], env).stdout).toContain('(no rows)');
+});
+
+it('track declares a registration; the deprecated path is warned about on stderr', async () => {
+  expect(runCli(['migrate'], env).status).toBe(0);
+  const tracked = runCli(['track', 'req-decl-1', '--proposal', '7'], env);
+  expect(tracked.status).toBe(0);
+  expect(tracked.stdout).toContain('tracking req-decl-1');
+  expect(runCli(['track', 'req-decl-1'], env).stdout).toContain('already tracked');
+  fake.on('POST', '/contract', {
+    status: 202,
+    headers: { deprecation: 'true' },
+    json: { requestId: 'req-old', status: 'queued' },
+  });
+  const old = await runCliAsync(['start-averbacao', '--deprecated-path', '--no-track'], env);
+  expect(old.status).toBe(0);
+  expect(old.stderr).toContain('deprecated');
+});
+
+it('register-webhook sends url, all 13 eventos and the secret', async () => {
+  fake.on('POST', '/api/v1/webhooks', { status: 201, json: { id: 'wh-1' } });
+  const r = await runCliAsync(['register-webhook', '--url', 'https://partner.example/webhooks'], env);
+  expect(r.status).toBe(0);
+  const sent = fake.requestsTo('POST', '/api/v1/webhooks')[0]?.json as {
+    url: string;
+    eventos: string[];
+    secret: string;
+  };
+  expect(sent.url).toBe('https://partner.example/webhooks');
+  expect(sent.eventos).toHaveLength(13);
+  expect(sent.secret).toBe('partner-secret');
+  expect(r.stdout).not.toContain('partner-secret');
+});
+
+it('without SERVICE_BASE_URL the API commands say so in one line', () => {
+  const { SERVICE_BASE_URL: _unset, ...noService } = env;
+  const r = runCli(['request-status', 'x'], noService);
+  expect(r.status).toBe(2);
+  expect(r.stderr.trim()).toBe(
+    'consig-receiver: SERVICE_BASE_URL: required for request-status: the {base_url} of the service',
+  );
+});
