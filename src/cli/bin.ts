@@ -7,6 +7,7 @@ import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { averbacoesCommand, trackCommand } from './registry-commands';
+import { sendTestEventCommand } from './send-test-event';
 import {
   createProposalCommand,
   offersCommand,
@@ -186,6 +187,22 @@ export function buildProgram(): Command {
     .option('--body <json>', 'the search body')
     .option('--max-pages <n>', 'pages to follow at most (default 10)')
     .action((opts) => offersCommand(config(program), opts, io));
+
+  program
+    .command('send-test-event')
+    .description(
+      'sign and POST one realistic delivery to a receiver (registry: a registry result); exits ≠ 0 unless 200',
+    )
+    .argument('<evento>', 'a catalogue event name, or registry')
+    .option('--url <url>', 'the receiver, e.g. http://127.0.0.1:3000/webhooks')
+    .option('--secret <secret>', 'the shared secret')
+    .option('--proposal <nu_proposta>', 'nu_proposta in dados (default 100001)')
+    .option('--request-id <id>', 'requestId (registry and averbacao.* events)')
+    .option('--status <status>', 'registry status (default completed)')
+    .option('--header <name>', 'signature header name (default X-Service-Signature)')
+    .option('--webhook-id <id>', 'metadata.webhook_id (default: a fresh one)')
+    .option('--json', 'JSON for scripts')
+    .action((evento: string, opts) => sendTestEventCommand(evento, opts, io));
 
   return program;
 }

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { runCli, startServe } from '../helpers/process';
+import { runCli, runCliAsync, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
 let tmp: ReturnType<typeof tempDir>;
@@ -136,4 +136,78 @@ it('events, deliveries and stats read what serve stored, as tables and as JSON',
   expect(runCli(['replay', '--status', 'dead'], env()).stdout).toContain('nothing to replay');
   expectOneLineError(runCli(['replay', '77'], env()), 2, /no event 77/);
   expectOneLineError(runCli(['replay'], env()), 2, /needs event ids or --status/);
+});
+
+it('send-test-event signs a realistic delivery; exits non-zero unless the answer is 200', async () => {
+  const server = await startServe({ ...env(), WEBHOOK_SECRETS: SECRET });
+  try {
+    const url = `${server.url}/webhooks`;
+    const ok = await runCliAsync([
+      'send-test-event',
+      'proposta.aprovada',
+      '--url',
+      url,
+      '--secret',
+      SECRET,
+      '--proposal',
+      '555',
+    ]);
+    expect(ok.status).toBe(0);
+    expect(ok.stdout).toMatch(/→ 200 \{"status":"accepted","event_id":\d+\}/);
+    const registry = await runCliAsync([
+      'send-test-event',
+      'registry',
+      '--url',
+      url,
+      '--secret',
+      SECRET,
+      '--request-id',
+      'req-t1',
+      '--json',
+    ]);
+    expect(registry.status).toBe(0);
+    expect(JSON.parse(registry.stdout).url).toBe(`${url}/registry`);
+    const wrong = await runCliAsync([
+      'send-test-event',
+      'proposta.criada',
+      '--url',
+      url,
+      '--secret',
+      'not-the-secret',
+    ]);
+    expect(wrong.status).toBe(1);
+    expect(wrong.stderr.trim()).toBe(
+      'consig-receiver: the receiver answered 401 (the secret or SIGNATURE_HEADER does not match the receiver)',
+    );
+    const unknown = await runCliAsync([
+      'send-test-event',
+      'proposta.inventada',
+      '--url',
+      url,
+      '--secret',
+      SECRET,
+    ]);
+    expect(unknown.status).toBe(2);
+    const down = await runCliAsync([
+      'send-test-event',
+      'proposta.criada',
+      '--url',
+      'http://127.0.0.1:9/webhooks',
+      '--secret',
+      SECRET,
+    ]);
+    expect(down.status).not.toBe(0);
+    expect(down.stderr).toMatch(/could not reach/);
+  } finally {
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }
+  const events = JSON.parse(runCli(['events', '--json'], env()).stdout) as {
+    kind: string;
+    nu_proposta: number;
+    request_id: string;
+  }[];
+  expect(events.map((e) => e.kind).sort()).toEqual(['event', 'registry']);
+  expect(events.find((e) => e.kind === 'registry')?.request_id).toBe('req-t1');
+  expect(events.find((e) => e.kind === 'event')?.nu_proposta).toBe(555);
 });
