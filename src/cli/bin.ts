@@ -6,6 +6,7 @@ import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
+import { backupCommand } from './backup-command';
 import { averbacoesCommand, trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
 import {
@@ -203,6 +204,14 @@ export function buildProgram(): Command {
     .option('--webhook-id <id>', 'metadata.webhook_id (default: a fresh one)')
     .option('--json', 'JSON for scripts')
     .action((evento: string, opts) => sendTestEventCommand(evento, opts, io));
+
+  program
+    .command('backup')
+    .description('a consistent online copy of the database (SQLite backup API), safe while serve runs')
+    .argument('<file>')
+    .option('--force', 'overwrite an existing file')
+    .option('--json', 'JSON for scripts')
+    .action((file: string, opts) => backupCommand(config(program), file, opts, io));
 
   return program;
 }

@@ -211,3 +211,34 @@ it('send-test-event signs a realistic delivery; exits non-zero unless the answer
   expect(events.find((e) => e.kind === 'registry')?.request_id).toBe('req-t1');
   expect(events.find((e) => e.kind === 'event')?.nu_proposta).toBe(555);
 });
+
+it('backup takes a consistent copy while serve is writing', async () => {
+  const server = await startServe({ ...env(), WEBHOOK_SECRETS: SECRET });
+  let stop = false;
+  let sent = 0;
+  const writer = (async () => {
+    while (!stop) {
+      const { raw, signature } = signed(delivery('proposta.criada'));
+      await postRaw(`${server.url}/webhooks`, raw, { 'x-service-signature': signature });
+      sent += 1;
+    }
+  })();
+  try {
+    while (sent < 50) await new Promise((r) => setTimeout(r, 5));
+    const copy = join(tmp.dir, 'backup.db');
+    const r = await runCliAsync(['backup', copy], env());
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^backed up .* pages in \d+ ms/);
+    const db = new Database(copy, { readonly: true });
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    const n = (db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;
+    expect(n).toBeGreaterThanOrEqual(50);
+    db.close();
+    expect((await runCliAsync(['backup', copy], env())).status).toBe(2); // exists, no --force
+  } finally {
+    stop = true;
+    await writer;
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }
+});
