@@ -9,6 +9,7 @@ import { proposalCommand, replayCommand } from './pipeline-commands';
 import { backupCommand } from './backup-command';
 import { averbacoesCommand, trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
+import { simulateCommand } from './simulate-command';
 import {
   createProposalCommand,
   offersCommand,
@@ -212,6 +213,16 @@ export function buildProgram(): Command {
     .option('--force', 'overwrite an existing file')
     .option('--json', 'JSON for scripts')
     .action((file: string, opts) => backupCommand(config(program), file, opts, io));
+
+  program
+    .command('simulate')
+    .description(
+      "run the service simulator (the service's side: webhooks, proposals, averbação, registry) for sandboxes",
+    )
+    .option('--port <n>', 'port (default 4010)')
+    .option('--host <host>', 'host (default 127.0.0.1)')
+    .option('--json', 'print its addresses as JSON')
+    .action((opts) => simulateCommand(opts, io));
 
   return program;
 }
