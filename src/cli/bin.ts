@@ -7,6 +7,7 @@ import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { backupCommand } from './backup-command';
+import { demoCommand } from './demo';
 import { averbacoesCommand, trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
 import { simulateCommand } from './simulate-command';
@@ -223,6 +224,16 @@ export function buildProgram(): Command {
     .option('--host <host>', 'host (default 127.0.0.1)')
     .option('--json', 'print its addresses as JSON')
     .action((opts) => simulateCommand(opts, io));
+
+  program
+    .command('demo')
+    .description(
+      'receiver + simulator + a few proposals driven end to end, printing their progress (no configuration)',
+    )
+    .action(async () => {
+      const db = program.opts<{ database?: string }>().database;
+      await demoCommand(db ? { database: db } : {}, io);
+    });
 
   return program;
 }
