@@ -25,6 +25,19 @@ export type ProposalStatus =
 type FinalStatus = 'negada' | 'cancelada' | 'averbacao_negada' | 'paga';
 type NonFinalStatus = Exclude<ProposalStatus, FinalStatus>;
 
+/** The happy path of a proposal through the five stages (seed §1), in order. */
+export const HAPPY_PATH: readonly Evento[] = [
+  'proposta.criada',
+  'proposta.pre_aprovada',
+  'proposta.aprovada',
+  'averbacao.solicitada',
+  'averbacao.aprovada',
+  'formalizacao.iniciada',
+  'formalizacao.concluida',
+  'efetivacao.concluida',
+  'pagamento.realizado',
+];
+
 /** SPEC §6 table, all 13 rows: the stage an event belongs to and the status it sets. */
 export const EVENT_EFFECTS: Readonly<Record<Evento, { stage: Stage; status: ProposalStatus }>> =
   Object.freeze({

@@ -13,4 +13,4 @@ export {
 export type { AttemptRecord, DeliveryRecord, Registration } from './deliverer';
 export type { SentEvent, SimProposal } from './proposals';
 export type { SimAverbacao } from './averbacoes';
-export { HAPPY_PATH } from './proposals';
+export { HAPPY_PATH } from '../domain/lifecycle';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock';
 import { type Evento, isKnownEvento } from '../domain/catalogue';
-import { EVENT_EFFECTS, type ProposalStatus } from '../domain/lifecycle';
+import { EVENT_EFFECTS, HAPPY_PATH, type ProposalStatus } from '../domain/lifecycle';
 import type { Logger } from '../logger';
 import type { Deliverer } from './deliverer';
 import type { ResolvedChaos } from './options';
@@ -12,19 +12,6 @@ import { isoBrasilia, type Timers } from './timers';
  * each proposal, one at a time in the order they happen (a proposal's next event goes once the
  * first attempts of the previous one are over), unless chaos holds one back to swap a pair.
  */
-
-/** The happy path of a proposal through the five stages (§1), in order. */
-export const HAPPY_PATH: readonly Evento[] = [
-  'proposta.criada',
-  'proposta.pre_aprovada',
-  'proposta.aprovada',
-  'averbacao.solicitada',
-  'averbacao.aprovada',
-  'formalizacao.iniciada',
-  'formalizacao.concluida',
-  'efetivacao.concluida',
-  'pagamento.realizado',
-];
 
 /** The happy-path event after which each detour can happen (`proposta.cancelada`: any time). */
 const DETOUR_AFTER: Partial<Record<Evento, Evento>> = {

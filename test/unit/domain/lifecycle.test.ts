@@ -1,6 +1,7 @@
 import { EVENTOS, EVENT_STAGES, type Evento, type Stage } from '../../../src/domain/catalogue';
 import {
   EVENT_EFFECTS,
+  HAPPY_PATH,
   FINAL_STATUSES,
   isFinal,
   replay,
@@ -192,17 +193,6 @@ describe('transition', () => {
 });
 
 describe('replay', () => {
-  const HAPPY_PATH: Evento[] = [
-    'proposta.criada',
-    'proposta.pre_aprovada',
-    'proposta.aprovada',
-    'averbacao.solicitada',
-    'averbacao.aprovada',
-    'formalizacao.iniciada',
-    'formalizacao.concluida',
-    'efetivacao.concluida',
-    'pagamento.realizado',
-  ];
   // paga is reachable from every non-final status, so it ranks after all of them here.
   const RANK = new Map<ProposalStatus, number>([...NON_FINAL, 'paga' as const].map((s, i) => [s, i]));
   const rank = (s: ProposalStatus): number => {
