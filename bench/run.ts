@@ -1,8 +1,18 @@
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
+import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -45,6 +55,10 @@ interface Target {
   env?: Record<string, string>;
   /** Runs only when named in --only. */
   optional?: boolean;
+  /** The database starts with this many events already stored (the growth figure). */
+  prefill?: 'growth';
+  /** Only at these concurrencies (default: all of --concurrency). */
+  concurrencies?: readonly number[];
 }
 
 const TARGETS: readonly Target[] = [
@@ -69,6 +83,14 @@ const TARGETS: readonly Target[] = [
     env: { SQLITE_SYNCHRONOUS: 'FULL', GROUP_COMMIT_MAX_BATCH: '1' },
   },
   {
+    name: 'receiver-1m',
+    kind: 'receiver',
+    description: 'consig-receiver, FULL, database pre-filled with --growth events (default 1 000 000)',
+    env: { SQLITE_SYNCHRONOUS: 'FULL' },
+    prefill: 'growth',
+    concurrencies: [50],
+  },
+  {
     name: 'receiver-warnlog',
     kind: 'receiver',
     description: 'consig-receiver, FULL, LOG_LEVEL=warn (no per-delivery log line; --only)',
@@ -87,6 +109,7 @@ interface Options {
   pipelineEvents: number;
   pollerTracked: number;
   quick: boolean;
+  growthEvents: number;
   cpuProfDir: string | null;
   /** The commit measured (see sourceVersion). */
   source: string;
@@ -100,6 +123,8 @@ interface RunResult extends LoadResult {
   rows: number | null;
   /** Server CPU time (user + system, all threads) per 200 answer, warm-up included; Linux only. */
   cpuUsPerReq: number | null;
+  /** Peak resident set of the server process (VmHWM), MB; Linux only. */
+  peakRssMb: number | null;
 }
 
 class BenchError extends Error {}
@@ -118,6 +143,7 @@ const USAGE = `usage: npm run bench -- [options]
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
                        --quick 20000, 0 skips it)
   --poller <n>         tracked registrations waiting while the idle poller is measured (default 10000, 0 skips)
+  --growth <n>         events pre-filled for receiver-1m (default 1000000, --quick 100000)
   --json               print the results as JSON instead of the table`;
 
 function parseOptions(argv: string[]): Options {
@@ -133,6 +159,7 @@ function parseOptions(argv: string[]): Options {
       'cpu-prof': { type: 'string' },
       pipeline: { type: 'string' },
       poller: { type: 'string' },
+      growth: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -186,6 +213,12 @@ function parseOptions(argv: string[]): Options {
       return n;
     })(),
     quick,
+    growthEvents: (() => {
+      const n = Number(values.growth ?? (quick ? 100_000 : 1_000_000));
+      if (!Number.isSafeInteger(n) || n < 1)
+        throw new BenchError(`--growth: expected an event count, got ${values.growth}`);
+      return n;
+    })(),
     cpuProfDir: values['cpu-prof'] === undefined ? null : resolve(values['cpu-prof']),
     source: sourceVersion(),
   };
@@ -327,6 +360,7 @@ async function startServerOnce(
   let dbPath: string | null = null;
   if (target.kind === 'receiver') {
     dbPath = join(dir, 'consig.db');
+    if (target.prefill === 'growth') copyFileSync(prefilledDatabase(options.growthEvents), dbPath);
     Object.assign(env, { DATABASE_PATH: dbPath, LOG_LEVEL: 'info' }, target.env);
     const profile =
       options.cpuProfDir === null
@@ -391,6 +425,31 @@ async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   }
 }
 
+/** Peak resident set (VmHWM) of a process in MB, from /proc (null elsewhere). */
+function peakRss(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m?.[1] === undefined ? null : Number(m[1]) / 1024;
+  } catch {
+    return null;
+  }
+}
+
+let prefilledPath: string | null = null;
+
+/** Builds the pre-filled database once per run; each growth row starts from a copy of it. */
+function prefilledDatabase(events: number): string {
+  if (prefilledPath !== null) return prefilledPath;
+  if (tempRoot === null) throw new BenchError('internal: no temp dir');
+  const path = join(tempRoot, `prefill-${events}.db`);
+  process.stderr.write(`(pre-filling ${events} events ... `);
+  const { seconds } = prefillDatabase(path, events);
+  process.stderr.write(`${seconds.toFixed(1)} s) `);
+  prefilledPath = path;
+  return path;
+}
+
 /** user + system CPU of a process, in µs, from /proc (null elsewhere). */
 function cpuMicros(pid: number | undefined): number | null {
   if (pid === undefined) return null;
@@ -427,6 +486,7 @@ async function runOne(
   let commitAvgMs: number | null = null;
   let rows: number | null = null;
   let cpuUsPerReq: number | null = null;
+  let peakRssMb: number | null = null;
   try {
     const cpuBefore = cpuMicros(server.child.pid);
     load = await runLoad({
@@ -440,6 +500,7 @@ async function runOne(
       idPrefix: `${target.name}_c${concurrency}_${runCounter}`,
     });
     const cpuAfter = cpuMicros(server.child.pid);
+    peakRssMb = peakRss(server.child.pid);
     if (cpuBefore !== null && cpuAfter !== null && load.ok200Total > 0)
       cpuUsPerReq = (cpuAfter - cpuBefore) / load.ok200Total;
     if (server.child.exitCode !== null || server.child.signalCode !== null)
@@ -466,8 +527,10 @@ async function runOne(
     } finally {
       db.close();
     }
+    const prefilled = target.prefill === 'growth' ? options.growthEvents : 0;
+    rows -= prefilled;
     if (rows !== load.ok200Total)
-      errors.push(`${label}: ${rows} rows in events but ${load.ok200Total} answers 200 (must be equal)`);
+      errors.push(`${label}: ${rows} new rows in events but ${load.ok200Total} answers 200 (must be equal)`);
   }
   const bad = Object.values(load.non200).reduce((a, b) => a + b, 0) + load.socketErrors;
   if (bad > 0)
@@ -475,7 +538,7 @@ async function runOne(
       `${label}: ${bad} requests without a 200 (${JSON.stringify(load.non200)}, socket errors ${load.socketErrors}); e.g. ${load.errorSamples.join(' | ')}`,
     );
   if (load.measured === 0) errors.push(`${label}: no 200 answer in the measured window`);
-  return { target: target.name, ...load, batchAvg, commitAvgMs, rows, cpuUsPerReq };
+  return { target: target.name, ...load, batchAvg, commitAvgMs, rows, cpuUsPerReq, peakRssMb };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -487,6 +550,10 @@ interface Summary {
   receiverOverBareC1: number | null;
   normalOverFullC50: number | null;
   fullOverBatch1C50: number | null;
+  /** Growth: receiver with --growth events stored / empty receiver, c=50 (target ≥ 0.9). */
+  growthOverEmptyC50: number | null;
+  /** Highest peak RSS of any receiver run (target ≤ 200 MB). */
+  receiverPeakRssMb: number;
   receiverP50C1: number | null;
   targetThroughputMet: boolean | null;
   targetLatencyMet: boolean | null;
@@ -503,6 +570,13 @@ function summarize(results: RunResult[]): Summary {
     receiverOverBareC1: ratio(rps('receiver', 1), rps('bare', 1)),
     normalOverFullC50: ratio(rps('receiver-normal', 50), rps('receiver', 50)),
     fullOverBatch1C50: ratio(rps('receiver', 50), rps('receiver-batch1', 50)),
+    growthOverEmptyC50: ratio(rps('receiver-1m', 50), rps('receiver', 50)),
+    receiverPeakRssMb: Math.max(
+      ...results
+        .filter((r) => r.target.startsWith('receiver') && r.peakRssMb !== null)
+        .map((r) => r.peakRssMb as number),
+      0,
+    ),
     receiverP50C1,
     targetThroughputMet: receiverOverExpressC50 === null ? null : receiverOverExpressC50 >= 1.0,
     targetLatencyMet: receiverP50C1 === null ? null : receiverP50C1 <= 2,
@@ -539,6 +613,7 @@ function table(results: RunResult[]): string {
     'batch avg',
     'commit ms',
     'rows/200s',
+    'peak RSS MB',
   ];
   const body = results.map((r) => {
     const bad = Object.values(r.non200).reduce((a, b) => a + b, 0) + r.socketErrors;
@@ -554,6 +629,7 @@ function table(results: RunResult[]): string {
       fixed(r.batchAvg, 1),
       fixed(r.commitAvgMs, 3),
       r.rows === null ? '-' : `${r.rows}/${r.ok200Total}${r.rows === r.ok200Total ? ' ok' : ' MISMATCH'}`,
+      fixed(r.peakRssMb, 0),
     ];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => (row[i] as string).length)));
@@ -583,7 +659,10 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
     `  receiver / bare            c=1    ${x(s.receiverOverBareC1)}`,
     `  receiver-normal / receiver c=50   ${x(s.normalOverFullC50)}   (what fsync per commit costs)`,
     `  receiver / receiver-batch1 c=50   ${x(s.fullOverBatch1C50)}   (what group commit gains)`,
+    `  receiver-1m / receiver     c=50   ${x(s.growthOverEmptyC50)}   (ingest with ${options.growthEvents} events stored; target ≥ 0.90×)`,
     '',
+    `target "ingest with a full database ≥ 0.9× an empty one": ${verdict(s.growthOverEmptyC50 === null ? null : s.growthOverEmptyC50 >= 0.9)}`,
+    `target "receiver RSS under load ≤ 200 MB": ${verdict(s.receiverPeakRssMb === 0 ? null : s.receiverPeakRssMb <= 200)} (peak ${s.receiverPeakRssMb.toFixed(0)} MB)`,
     `target "receiver FULL ≥ 1.0× verify-only Express at c=50": ${verdict(s.targetThroughputMet)}` +
       (s.receiverOverExpressC50 === null ? '' : ` (${x(s.receiverOverExpressC50)})`),
     `target "receiver p50 ≤ 2 ms at c=1": ${verdict(s.targetLatencyMet)}` +
@@ -617,6 +696,7 @@ async function main(): Promise<number> {
   for (let round = 1; round <= options.rounds; round++) {
     for (const target of options.targets) {
       for (const concurrency of options.concurrencies) {
+        if (target.concurrencies !== undefined && !target.concurrencies.includes(concurrency)) continue;
         const of = options.rounds > 1 ? ` (round ${round}/${options.rounds})` : '';
         process.stderr.write(`bench: ${target.name} c=${concurrency}${of} ...`);
         const r = await runOne(target, concurrency, secret, options, errors);
