@@ -37,7 +37,7 @@ CREATE TABLE deliveries (
   received_at  TEXT    NOT NULL,
   path         TEXT    NOT NULL,
   outcome      TEXT    NOT NULL CHECK (outcome IN ('accepted', 'duplicate', 'quarantined', 'invalid_signature',
-                                                    'payload_too_large', 'storage_unavailable', 'aborted')),
+                                                    'payload_too_large', 'storage_unavailable', 'aborted', 'forbidden')),
   http_status  INTEGER NOT NULL,
   dedup_key    TEXT,
   event_id     INTEGER,

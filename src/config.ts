@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type IpAllowList, parseAllowList } from './domain/cidr';
 import { ConfigError } from './domain/errors';
 
 /**
@@ -91,6 +92,26 @@ const schema = z.object({
   SQLITE_BUSY_TIMEOUT_MS: int(0, 60000, 1000),
   GROUP_COMMIT_MAX_BATCH: int(1, 10000, 512),
   SHUTDOWN_TIMEOUT_MS: int(0, 600000, 10000),
+  RETENTION_DAYS: optionalText().superRefine((v, ctx) => {
+    if (v !== undefined && !(/^\d{1,5}$/.test(v) && Number(v) >= 1)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a number of days ≥ 1 (unset keeps everything), got "${v}"`,
+      });
+    }
+  }),
+  ALLOWED_CIDRS: optionalText().superRefine((v, ctx) => {
+    if (v === undefined) return;
+    try {
+      parseAllowList(v);
+    } catch (err) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected comma-separated IP addresses or CIDRs: ${(err as Error).message}`,
+      });
+    }
+  }),
+  TRUST_PROXY: int(0, 10, 0),
 });
 
 type Parsed = z.infer<typeof schema>;
@@ -127,6 +148,12 @@ export interface Config {
   };
   readonly groupCommitMaxBatch: number;
   readonly shutdownTimeoutMs: number;
+  /** Raw bodies of finished events older than this are removed (row and dedup key stay); undefined keeps all. */
+  readonly retentionDays: number | undefined;
+  /** Who may POST to the webhook routes; undefined allows everyone (the signature still decides). */
+  readonly allowedCidrs: IpAllowList | undefined;
+  /** Proxies in front of the receiver whose X-Forwarded-For is believed. */
+  readonly trustProxy: number;
 }
 
 export interface LoadOptions {
@@ -219,6 +246,9 @@ export function loadConfig(
     sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
     groupCommitMaxBatch: p.GROUP_COMMIT_MAX_BATCH,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
+    retentionDays: p.RETENTION_DAYS === undefined ? undefined : Number(p.RETENTION_DAYS),
+    allowedCidrs: p.ALLOWED_CIDRS === undefined ? undefined : parseAllowList(p.ALLOWED_CIDRS),
+    trustProxy: p.TRUST_PROXY,
   };
   return Object.freeze(config);
 }

@@ -14,6 +14,7 @@ import { RegistryPoller } from './registry/poller';
 import { registryHandlers } from './handlers/registry';
 import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
+import { pruneBodies, retentionCutoff } from './store/retention';
 import { openStore, type Store } from './store/store';
 
 /** The composition root: builds the store, the writer, the app and the HTTP server, and stops them. */
@@ -171,6 +172,25 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     'consig-receiver listening',
   );
 
+  // RETENTION_DAYS: prune at start, then hourly, in short transactions.
+  const prune = () => {
+    if (config.retentionDays === undefined) return;
+    try {
+      const now = clock.now();
+      const { pruned } = pruneBodies(store.db, retentionCutoff(now, config.retentionDays), now);
+      if (pruned > 0)
+        logger.info(
+          { pruned, retention_days: config.retentionDays },
+          'retention: removed bodies of old finished events',
+        );
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'retention: prune failed; trying again in an hour');
+    }
+  };
+  const pruneTimer = config.retentionDays === undefined ? null : setInterval(prune, 3600_000);
+  pruneTimer?.unref();
+  setImmediate(prune);
+
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
@@ -190,6 +210,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
         );
         server.closeAllConnections();
       }
+      if (pruneTimer) clearInterval(pruneTimer);
       writer.close();
       await poller?.stop(config.shutdownTimeoutMs);
       const finished = await pipeline.stop(config.shutdownTimeoutMs);

@@ -7,6 +7,7 @@ import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { backupCommand } from './backup-command';
+import { pruneCommand } from './prune-command';
 import { demoCommand } from './demo';
 import { averbacoesCommand, trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
@@ -234,6 +235,15 @@ export function buildProgram(): Command {
       const db = program.opts<{ database?: string }>().database;
       await demoCommand(db ? { database: db } : {}, io);
     });
+
+  program
+    .command('prune')
+    .description(
+      'remove raw bodies of finished events older than --days (default RETENTION_DAYS); rows and dedup keys stay',
+    )
+    .option('--days <n>', 'retention in days')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => pruneCommand(config(program), opts, io));
 
   return program;
 }

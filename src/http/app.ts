@@ -16,7 +16,8 @@ import type { Route } from '../domain/delivery';
 import { createWebhookHandler, type WebhookHandler } from './webhook-handler';
 
 export interface AppDeps {
-  config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'>;
+  config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
+    Partial<Pick<Config, 'allowedCidrs' | 'trustProxy'>>;
   store: Store;
   writer: IngestWriter;
   metrics: Metrics;
@@ -41,6 +42,8 @@ function webhookFor(deps: AppDeps): WebhookHandler {
     metrics: deps.metrics,
     logger: deps.logger,
     clock: deps.clock,
+    allowList: deps.config.allowedCidrs,
+    trustProxy: deps.config.trustProxy,
   });
 }
 

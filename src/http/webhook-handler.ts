@@ -3,6 +3,7 @@ import getRawBody from 'raw-body';
 import type { Clock } from '../clock';
 import { classifyDelivery, type Route } from '../domain/delivery';
 import { StorageError } from '../domain/errors';
+import { type IpAllowList, clientAddress } from '../domain/cidr';
 import { verifySignature } from '../domain/signature';
 import { initialAlarmState, recordSignatureOutcome } from '../domain/signature-alarm';
 import type { Logger } from '../logger';
@@ -25,6 +26,10 @@ export interface WebhookDeps {
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
+  /** ALLOWED_CIDRS: who may POST here at all (checked before reading the body). */
+  allowList?: IpAllowList | undefined;
+  /** TRUST_PROXY: proxies whose X-Forwarded-For gives the client address. */
+  trustProxy?: number;
 }
 
 /** Seconds the service should wait before retrying after a 503 (it has up to 3 attempts, §6.1). */
@@ -114,7 +119,38 @@ export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
     const startedAt = clock.monotonic();
     const receivedAt = clock.now().toISOString();
     const path = ROUTE_PATHS[route];
-    const remote = req.socket.remoteAddress ?? null;
+    const remote = clientAddress(
+      req.socket.remoteAddress,
+      req.headers['x-forwarded-for'],
+      deps.trustProxy ?? 0,
+    );
+    if (deps.allowList && !deps.allowList.allows(remote)) {
+      send(
+        res,
+        403,
+        { error: 'forbidden', message: 'this address may not deliver webhooks here' },
+        { connection: 'close' },
+      );
+      const ms = observe(route, 'forbidden', startedAt);
+      writer.audit({
+        receivedAt,
+        path,
+        outcome: 'forbidden',
+        httpStatus: 403,
+        dedupKey: null,
+        eventId: null,
+        durationMs: ms,
+        bodyBytes: null,
+        secretIndex: null,
+        remoteAddr: remote,
+        detail: 'not in ALLOWED_CIDRS',
+      });
+      logger.warn(
+        { route: path, outcome: 'forbidden', http_status: 403, remote },
+        'delivery refused: address not in ALLOWED_CIDRS',
+      );
+      return;
+    }
 
     const bodyFailed = (err: BodyError) => {
       const tooLarge = err.type === 'entity.too.large';

@@ -10,7 +10,8 @@ export type DeliveryOutcome =
   | 'invalid_signature'
   | 'payload_too_large'
   | 'storage_unavailable'
-  | 'aborted';
+  | 'aborted'
+  | 'forbidden';
 
 export interface NewDelivery {
   receivedAt: string;

@@ -242,3 +242,13 @@ it('backup takes a consistent copy while serve is writing', async () => {
     await server.exited;
   }
 });
+
+it('prune needs a retention and says what it removed', () => {
+  expect(runCli(['migrate'], env()).status).toBe(0);
+  expectOneLineError(runCli(['prune'], env()), 2, /prune needs --days N \(or RETENTION_DAYS\)/);
+  expectOneLineError(runCli(['prune', '--days', '0'], env()), 2, /--days expects a whole number ≥ 1/);
+  const r = runCli(['prune', '--days', '30'], env());
+  expect(r.status).toBe(0);
+  expect(r.stdout).toMatch(/^removed the bodies of 0 finished event\(s\) received before /);
+  expect(JSON.parse(runCli(['prune', '--json'], { ...env(), RETENTION_DAYS: '7' }).stdout)).toMatchObject({ pruned: 0 });
+});

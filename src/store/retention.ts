@@ -1,0 +1,51 @@
+import type { Db } from './database';
+
+/**
+ * Removes the raw bodies of finished events (`done`, `ignored`, `invalid`) received before
+ * `cutoff`, keeping their rows and dedup keys. `dead`, `failed` and `pending` events keep their
+ * bodies: they may still be processed or replayed. Works in short transactions of `batch` rows
+ * walking the primary key from the oldest, so the receiver's writes are never held up for long.
+ */
+export function pruneBodies(
+  db: Db,
+  cutoff: Date,
+  now: Date,
+  batch = 2000,
+): { pruned: number; scannedTo: number } {
+  const next = db.prepare<
+    [number, number],
+    { id: number; received_at: string; status: string; has_body: number }
+  >(
+    `SELECT id, received_at, status, body IS NOT NULL AS has_body FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+  );
+  const prune = db.prepare<[string, number]>(
+    `UPDATE events SET body = NULL, body_pruned_at = ? WHERE id = ? AND status IN ('done', 'ignored', 'invalid')`,
+  );
+  const cutoffIso = cutoff.toISOString();
+  const at = now.toISOString();
+  let lastId = 0;
+  let pruned = 0;
+  for (;;) {
+    const rows = next.all(lastId, batch);
+    if (rows.length === 0) break;
+    let reachedCutoff = false;
+    db.transaction(() => {
+      for (const row of rows) {
+        // Events are stored in arrival order: the first one newer than the cutoff ends the walk.
+        if (row.received_at >= cutoffIso) {
+          reachedCutoff = true;
+          break;
+        }
+        lastId = row.id;
+        if (row.has_body && ['done', 'ignored', 'invalid'].includes(row.status))
+          pruned += prune.run(at, row.id).changes;
+      }
+    })();
+    if (reachedCutoff || rows.length < batch) break;
+  }
+  return { pruned, scannedTo: lastId };
+}
+
+export function retentionCutoff(now: Date, days: number): Date {
+  return new Date(now.getTime() - days * 24 * 3600 * 1000);
+}

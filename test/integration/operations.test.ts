@@ -1,0 +1,79 @@
+import { delivery, postRaw, signed } from '../helpers/payloads';
+import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { tempDir } from '../helpers/tmp';
+
+let r: TestReceiver | undefined;
+afterEach(async () => {
+  await r?.stop();
+  r = undefined;
+});
+
+describe('ALLOWED_CIDRS and TRUST_PROXY', () => {
+  it('refuses addresses outside the list with 403 before reading the body, and audits it', async () => {
+    r = await startTestReceiver({ env: { ALLOWED_CIDRS: '10.0.0.0/8' } });
+    const res = await r.send(delivery());
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ error: 'forbidden' });
+    await new Promise((done) => setImmediate(done));
+    expect(r.store.deliveries.list()[0]).toMatchObject({
+      outcome: 'forbidden',
+      http_status: 403,
+      remote_addr: '127.0.0.1',
+    });
+    expect(r.store.events.list()).toHaveLength(0);
+    expect((await fetch(`${r.url}/healthz`)).status).toBe(200); // other routes are not restricted
+  });
+
+  it('behind a trusted proxy, the forwarded address decides; a forged one does not', async () => {
+    r = await startTestReceiver({ env: { ALLOWED_CIDRS: '10.0.0.0/8', TRUST_PROXY: '1' } });
+
+    const body = signed(delivery());
+    const ok = await postRaw(`${r.url}/webhooks`, body.raw, {
+      'x-service-signature': body.signature,
+      'x-forwarded-for': '10.20.30.40',
+    });
+    expect(ok.status).toBe(200);
+    const forged = await postRaw(`${r.url}/webhooks`, body.raw, {
+      'x-service-signature': body.signature,
+      'x-forwarded-for': '10.20.30.40, 198.51.100.9',
+    });
+    expect(forged.status).toBe(403);
+  });
+});
+
+describe('retention', () => {
+  it('RETENTION_DAYS removes bodies of old finished events; their dedup keys still catch duplicates', async () => {
+    const tmp = tempDir();
+    try {
+      const first = await startTestReceiver({ dir: tmp.dir });
+      const old = delivery('proposta.criada', { webhook_id: 'wh_old', nu_proposta: 1 });
+      await first.send(old);
+      await first.send(delivery('proposta.criada', { webhook_id: 'wh_new', nu_proposta: 2 }));
+      await eventually(() => first.store.events.countByStatus().done === 2, 'processed');
+      // Age the first one by 40 days, as if it had arrived then.
+      first.store.db
+        .prepare("UPDATE events SET received_at = '2020-01-01T00:00:00.000Z' WHERE dedup_key = 'wh_old'")
+        .run();
+      await first.close();
+
+      r = await startTestReceiver({ dir: tmp.dir, env: { RETENTION_DAYS: '30' } });
+      const rec = r;
+      await eventually(
+        () =>
+          rec.store.events.getByDedupKey('wh_old') !== undefined &&
+          rec.store.events.body(rec.store.events.getByDedupKey('wh_old')?.id as number) === null,
+        'pruned',
+      );
+      expect(rec.store.events.body(rec.store.events.getByDedupKey('wh_new')?.id as number)).not.toBeNull();
+      const again = await r.send(old);
+      expect(again.body.status).toBe('duplicate');
+      expect(rec.logs.lines.some((l) => l.msg === 'retention: removed bodies of old finished events')).toBe(
+        true,
+      );
+    } finally {
+      await r?.stop();
+      r = undefined;
+      tmp.cleanup();
+    }
+  });
+});
