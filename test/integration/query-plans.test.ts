@@ -1,0 +1,188 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { loadConfig } from '../../src/config';
+import { openStore } from '../../src/store/store';
+import { averbacoesCommand, trackCommand } from '../../src/cli/registry-commands';
+import { deliveriesCommand, eventsCommand, statsCommand } from '../../src/cli/log-commands';
+import { proposalCommand, replayCommand } from '../../src/cli/pipeline-commands';
+import { pruneCommand } from '../../src/cli/prune-command';
+import { type FakeService, startFakeService } from '../helpers/fake-service';
+import { delivery } from '../helpers/payloads';
+import { eventually, startTestReceiver } from '../helpers/receiver';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * Every statement the receiver, the pipeline, the poller and the commands prepare — recorded while
+ * they do real work — is checked with EXPLAIN QUERY PLAN: no full table scan, except the few listed
+ * below with the reason they are acceptable.
+ */
+
+// Statements allowed to scan a whole table (or a whole index), and why.
+const ALLOWED_SCANS: { pattern: RegExp; why: string }[] = [
+  {
+    pattern: /GROUP BY/i,
+    why: 'counts for stats and /metrics: an index-only scan, not on the delivery path',
+  },
+  {
+    pattern: /FROM deliveries\s+ORDER BY id DESC LIMIT/i,
+    why: 'newest deliveries first: walks the rowid from the end, stops at LIMIT',
+  },
+  {
+    pattern: /FROM events\s+ORDER BY id DESC LIMIT/i,
+    why: 'newest events first: walks the rowid from the end, stops at LIMIT',
+  },
+  {
+    pattern: /FROM deliveries ORDER BY id DESC LIMIT 1/i,
+    why: 'last delivery: one row from the end of the rowid',
+  },
+  {
+    pattern: /FROM events WHERE evento = \? ORDER BY id DESC LIMIT/i,
+    why: '`events --evento`: newest first by rowid, stops at LIMIT (an operator command)',
+  },
+  { pattern: /sum\(duplicates\) AS n FROM events/i, why: '`stats` only' },
+  {
+    pattern: /count\(\*\) AS n FROM averbacoes WHERE next_poll_at IS NOT NULL/i,
+    why: 'covered by the partial index averbacoes_due',
+  },
+  {
+    pattern: /FROM averbacoes\s+ORDER BY created_at DESC LIMIT/i,
+    why: '`averbacoes` without filters: an operator command',
+  },
+  { pattern: /FROM sqlite_master/i, why: 'schema lookup' },
+  { pattern: /FROM schema_migrations/i, why: 'a handful of rows' },
+  { pattern: /health_probe/i, why: 'one row' },
+];
+
+const recorded = new Set<string>();
+const originalPrepare = Database.prototype.prepare;
+
+beforeAll(() => {
+  // Record (not replace) what the code prepares.
+  Database.prototype.prepare = function (this: Database.Database, source: string) {
+    recorded.add(source.replace(/\s+/g, ' ').trim());
+    return originalPrepare.call(this, source);
+  } as typeof Database.prototype.prepare;
+});
+afterAll(() => {
+  Database.prototype.prepare = originalPrepare;
+});
+
+let fake: FakeService;
+beforeEach(async () => {
+  fake = await startFakeService();
+});
+afterEach(async () => {
+  await fake.close();
+});
+
+it('no statement on the delivery path, the pipeline, the poller or the commands scans a whole table', async () => {
+  const tmp = tempDir();
+  const out: string[] = [];
+  const io = { out: (s: string) => out.push(s) };
+  try {
+    fake.on('GET', '/request/:id', { json: { requestId: 'req-q', correlationId: 'c', status: 'completed' } });
+    const r = await startTestReceiver({
+      dir: tmp.dir,
+      env: {
+        ADMIN_TOKEN: 'adm',
+        SERVICE_BASE_URL: fake.url,
+        SERVICE_ACCESS_TOKEN: 't',
+        REGISTRY_WEBHOOK_GRACE_MS: '0',
+        REGISTRY_POLL_INTERVAL_MS: '10',
+        REGISTRY_POLL_MAX_INTERVAL_MS: '20',
+        RETENTION_DAYS: '30',
+      },
+      configureRouter: (router) =>
+        router.on('proposta.cancelada', () => {
+          throw new Error('fails, to exercise retries');
+        }),
+    });
+    for (const evento of [
+      'proposta.criada',
+      'proposta.aprovada',
+      'averbacao.solicitada',
+      'proposta.cancelada',
+      'x.y',
+    ]) {
+      await r.send(delivery(evento, { nu_proposta: 7, dados: { requestId: 'req-q' } }));
+    }
+    const dup = delivery('proposta.criada', { nu_proposta: 8, webhook_id: 'wh_dup' });
+    await r.send(dup);
+    await r.send(dup);
+    await r.send({ requestId: 'req-q', status: 'processing' }, '/webhooks/registry');
+    await r.send('not json');
+    await eventually(() => r.store.averbacoes.get('req-q')?.status === 'completed', 'polled');
+    await eventually(
+      () => (r.store.events.countByStatus().failed ?? 0) + (r.store.events.countByStatus().dead ?? 0) > 0,
+      'a failure',
+    );
+    const admin = { headers: { authorization: 'Bearer adm' } };
+    for (const path of [
+      '/admin/events?status=done',
+      '/admin/events?evento=proposta.criada',
+      '/admin/events?nu_proposta=7',
+      '/admin/events/1',
+      '/admin/proposals/7',
+      '/admin/averbacoes?status=completed',
+      '/admin/averbacoes/req-q',
+      '/admin/deliveries?outcome=accepted',
+      '/metrics',
+      '/readyz',
+    ]) {
+      expect((await fetch(`${r.url}${path}`, admin)).status).toBe(200);
+    }
+    await fetch(`${r.url}/admin/events/1/replay`, { method: 'POST', ...admin });
+    await r.close();
+
+    const config = loadConfig({ DATABASE_PATH: join(tmp.dir, 'consig.db'), RETENTION_DAYS: '30' });
+    eventsCommand(config, { status: 'done' }, io);
+    eventsCommand(config, { evento: 'proposta.criada' }, io);
+    eventsCommand(config, { proposal: '7', kind: 'event' }, io);
+    eventsCommand(config, {}, io);
+    deliveriesCommand(config, { outcome: 'duplicate' }, io);
+    deliveriesCommand(config, {}, io);
+    statsCommand(config, {}, io);
+    proposalCommand(config, '7', {}, io);
+    replayCommand(config, [], { status: 'dead' }, io);
+    averbacoesCommand(config, { status: 'completed', stale: true, proposal: '7' }, io);
+    averbacoesCommand(config, {}, io);
+    trackCommand(config, 'req-z', { proposal: '9' }, io);
+    pruneCommand(config, {}, io);
+  } finally {
+    tmp.cleanup();
+  }
+
+  // Plans are read on a fresh database with the same schema.
+  const probeDir = tempDir();
+  try {
+    const store = openStore(join(probeDir.dir, 'probe.db'), { migrate: true });
+    const problems: string[] = [];
+    let checked = 0;
+    for (const sql of recorded) {
+      if (
+        !/^(SELECT|UPDATE|DELETE|INSERT)/i.test(sql) ||
+        (/^INSERT INTO \w+ \([^)]*\) VALUES/i.test(sql) && !/SELECT|ON CONFLICT/i.test(sql))
+      )
+        continue;
+      const literal = sql.replace(/@\w+|\?/g, '1');
+      let plan: { detail: string }[];
+      try {
+        plan = store.db.prepare(`EXPLAIN QUERY PLAN ${literal}`).all() as { detail: string }[];
+      } catch {
+        continue; // statements of other databases (e.g. PRAGMA) or ones that need their parameters typed
+      }
+      checked += 1;
+      const scans = plan.filter((p) =>
+        /^SCAN (events|deliveries|proposals|proposal_transitions|averbacoes)\b/.test(p.detail),
+      );
+      if (scans.length === 0) continue;
+      if (ALLOWED_SCANS.some((a) => a.pattern.test(sql))) continue;
+      problems.push(`${scans.map((s) => s.detail).join('; ')}  ←  ${sql}`);
+    }
+    store.close();
+    expect(checked).toBeGreaterThan(25);
+    expect(problems).toEqual([]);
+  } finally {
+    probeDir.cleanup();
+  }
+});
