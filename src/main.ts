@@ -129,7 +129,10 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   poller?.start();
   if (poller === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
+  // Node checks headersTimeout and requestTimeout only every connectionsCheckingInterval (30 s by
+  // default), which made them 10–40 s and 30–60 s; check every second so they mean what they say.
   const server = createServer(
+    { connectionsCheckingInterval: 1_000 },
     createRequestListener({
       config,
       store,

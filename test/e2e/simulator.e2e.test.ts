@@ -137,7 +137,7 @@ it('the receiver stopped while the simulator sends, back before the retries run 
   sim = await startSimulator({
     logger: quiet,
     analysisDelayMs: 20,
-    delivery: { backoffMs: [1500, 3000], timeoutMs: 2000 },
+    delivery: { backoffMs: [2500, 5000], timeoutMs: 2000 },
   });
   let receiver = await serve({ PORT: String(port) });
   const c = client(sim);
