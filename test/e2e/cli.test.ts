@@ -250,5 +250,7 @@ it('prune needs a retention and says what it removed', () => {
   const r = runCli(['prune', '--days', '30'], env());
   expect(r.status).toBe(0);
   expect(r.stdout).toMatch(/^removed the bodies of 0 finished event\(s\) received before /);
-  expect(JSON.parse(runCli(['prune', '--json'], { ...env(), RETENTION_DAYS: '7' }).stdout)).toMatchObject({ pruned: 0 });
+  expect(JSON.parse(runCli(['prune', '--json'], { ...env(), RETENTION_DAYS: '7' }).stdout)).toMatchObject({
+    pruned: 0,
+  });
 });
