@@ -32,5 +32,9 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
   }
   db.pragma('foreign_keys = ON');
+  // 32 MB of page cache per connection (SQLite's default is 2 MB): with a million events the index
+  // pages that inserts touch stay in memory; `npm run bench` measured ingest on a full database at
+  // 0.80× an empty one with the default and 0.97× with this, the receiver's peak RSS staying < 150 MB.
+  db.pragma('cache_size = -32768');
   return db;
 }
