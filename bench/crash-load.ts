@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
+import Database from '../src/store/sqlite-driver';
 import type { Evento } from '../src/domain/catalogue';
 import { type ProposalStatus, replay } from '../src/domain/lifecycle';
 

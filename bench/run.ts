@@ -18,7 +18,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
+import Database from '../src/store/sqlite-driver';
 import type { LoadMessage, LoadResult, LoadSpec } from './protocol';
 
 /**

@@ -1,9 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from './sqlite-driver';
 import { StorageError } from '../domain/errors';
 
-export type Db = Database.Database;
+export type Db = BetterSqlite3.Database;
 
 export interface OpenOptions {
   /** `FULL` (default): an acknowledged delivery survives a power cut. */

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import Database from '../../src/store/sqlite-driver';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { runCli, runCliAsync, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import Database from '../../src/store/sqlite-driver';
 import type { Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from '../../src/store/sqlite-driver';
 import { sign } from '../../src/domain/signature';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { type ServerProcess, startServe } from '../helpers/process';
@@ -30,7 +31,7 @@ interface EventRow {
 
 let tmp: ReturnType<typeof tempDir>;
 let server: ServerProcess;
-let db: Database.Database;
+let db: BetterSqlite3.Database;
 let url: string;
 let before: EventRow[];
 let rssBefore: number;

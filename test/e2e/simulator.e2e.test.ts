@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import Database from '../../src/store/sqlite-driver';
 import { createServiceClient } from '../../src/client';
 import { EVENTOS } from '../../src/domain/catalogue';
 import { createLogger } from '../../src/logger';

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from '../../src/store/sqlite-driver';
 import { loadConfig } from '../../src/config';
 import { openStore } from '../../src/store/store';
 import { averbacoesCommand, trackCommand } from '../../src/cli/registry-commands';
@@ -58,7 +59,7 @@ const originalPrepare = Database.prototype.prepare;
 
 beforeAll(() => {
   // Record (not replace) what the code prepares.
-  Database.prototype.prepare = function (this: Database.Database, source: string) {
+  Database.prototype.prepare = function (this: BetterSqlite3.Database, source: string) {
     recorded.add(source.replace(/\s+/g, ' ').trim());
     return originalPrepare.call(this, source);
   } as typeof Database.prototype.prepare;
