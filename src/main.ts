@@ -150,7 +150,9 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 5_000;
-  server.maxHeadersCount = 100;
+  // Header bytes are bounded by Node's 16 KB anyway; past this count Node 20 drops the extra headers
+  // and Node 22+ answers 431, so keep it well above anything a real sender uses.
+  server.maxHeadersCount = 256;
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
