@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import Database from '../src/store/sqlite-driver';
 import type { Evento } from '../src/domain/catalogue';
 import { type ProposalStatus, replay } from '../src/domain/lifecycle';
+import { seededRandom } from '../src/domain/random';
 
 /**
  * Crash and load together (`npm run test:crash`, issue 6 item 3). The built receiver runs as a real
@@ -191,17 +192,8 @@ const CONVENIADAS = ['Empresa Exemplo Ltda', 'Metalúrgica São João S.A.', 'Co
 // Valid CPFs (check digits), test values only.
 const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
 
-/** mulberry32: a small seeded PRNG, so a seed gives the same workload. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded generator, so a seed gives the same workload. */
+const prng = seededRandom;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

@@ -285,17 +285,4 @@ export function resolveOptions(options: SimulatorOptions = {}): ResolvedOptions 
   };
 }
 
-/**
- * A small seeded generator (mulberry32) for `random`: the same seed gives the same chaos.
- * Not for anything secret.
- */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from '../domain/random';

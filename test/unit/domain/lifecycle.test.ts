@@ -10,6 +10,7 @@ import {
   type ProposalStatus,
   type Transition,
 } from '../../../src/domain/lifecycle';
+import { seededRandom } from '../../../src/domain/random';
 
 // SPEC §6 table, copied row by row so the module is checked against the text, not against itself.
 const SPEC_TABLE: [Evento, Stage, ProposalStatus, boolean][] = [
@@ -233,17 +234,8 @@ describe('replay', () => {
     ]);
   });
 
-  // mulberry32: a tiny seeded PRNG, so a failure is reproducible from the seed in its name.
-  function prng(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-      a = (a + 0x6d2b79f5) >>> 0;
-      let t = a;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
+  // A seeded generator, so a failure is reproducible from the seed in its name.
+  const prng = seededRandom;
 
   function shuffledWithDuplicates(seed: number): Evento[] {
     const rand = prng(seed);
