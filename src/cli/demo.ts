@@ -6,7 +6,7 @@ import { loadConfig } from '../config';
 import { EVENTOS } from '../domain/catalogue';
 import { createLogger } from '../logger';
 import { type Receiver, startReceiver } from '../main';
-import { trackRegistration } from '../registry/tracking';
+import { trackStarted } from '../registry/tracking';
 import { type Simulator, startSimulator } from '../simulator';
 import type { Output } from './log-commands';
 import { renderTable } from './table';
@@ -116,17 +116,7 @@ export async function demoCommand(
           simulator.setRegistry({ webhook: 'send' });
         }
       });
-      trackRegistration(
-        rec.store.averbacoes,
-        {
-          requestId: accepted.requestId,
-          correlationId: accepted.correlationId,
-          nuProposta: nu,
-          via: 'started',
-        },
-        new Date(),
-        config.registry.webhookGraceMs,
-      );
+      trackStarted(rec.store.averbacoes, accepted, nu, new Date(), config.registry.webhookGraceMs);
       return accepted.requestId;
     };
     const averbacaoDone = (requestId: string) =>

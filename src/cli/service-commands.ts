@@ -9,7 +9,7 @@ import type { Config } from '../config';
 import { EVENTOS } from '../domain/catalogue';
 import { ConfigError, UsageError } from '../domain/errors';
 import { createLogger } from '../logger';
-import { trackRegistration } from '../registry/tracking';
+import { trackStarted } from '../registry/tracking';
 import { parseNuProposta } from '../store/proposals';
 import { openStore } from '../store/store';
 import type { Output } from './log-commands';
@@ -102,17 +102,7 @@ export async function startAverbacaoCommand(
       busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
     });
     try {
-      trackRegistration(
-        store.averbacoes,
-        {
-          requestId: accepted.requestId,
-          correlationId: accepted.correlationId,
-          nuProposta: nu,
-          via: 'started',
-        },
-        new Date(),
-        config.registry.webhookGraceMs,
-      );
+      trackStarted(store.averbacoes, accepted, nu, new Date(), config.registry.webhookGraceMs);
     } finally {
       store.close();
     }

@@ -4,7 +4,7 @@ import type { Clock } from '../clock';
 import type { Config } from '../config';
 import { maskCpf } from '../domain/privacy';
 import { constantTimeEqual } from '../domain/signature';
-import { trackRegistration } from '../registry/tracking';
+import { trackRegistration, trackStarted } from '../registry/tracking';
 import { requeueEvents } from '../store/pipeline-queries';
 import { parseNuProposta } from '../store/proposals';
 import type { Logger } from '../logger';
@@ -269,17 +269,9 @@ function adminRouter(deps: AppDeps): express.Router {
     try {
       const accepted = await client.startAverbacao(body as Record<string, unknown>);
       const nu = (body as Record<string, unknown>).nu_proposta;
-      trackRegistration(
-        deps.store.averbacoes,
-        {
-          requestId: accepted.requestId,
-          correlationId: accepted.correlationId,
-          nuProposta: typeof nu === 'number' || typeof nu === 'string' ? parseNuProposta(String(nu)) : null,
-          via: 'started',
-        },
-        deps.clock.now(),
-        deps.registryGraceMs ?? 0,
-      );
+      const nuProposta =
+        typeof nu === 'number' || typeof nu === 'string' ? parseNuProposta(String(nu)) : null;
+      trackStarted(deps.store.averbacoes, accepted, nuProposta, deps.clock.now(), deps.registryGraceMs ?? 0);
       res.status(202).json({ status: 'tracked', averbacao: deps.store.averbacoes.get(accepted.requestId) });
     } catch (err) {
       const e = err as Error & { code?: string; error?: string; status?: number };

@@ -27,3 +27,19 @@ export function trackRegistration(
     nextPollAt: new Date(now.getTime() + graceMs).toISOString(),
   });
 }
+
+/** Tracks a registration this receiver just started (`POST /contract/averbacao` answered 202). */
+export function trackStarted(
+  repo: AverbacoesRepo,
+  accepted: { requestId: string; correlationId: string | null },
+  nuProposta: number | string | null,
+  now: Date,
+  graceMs: number,
+): boolean {
+  return trackRegistration(
+    repo,
+    { requestId: accepted.requestId, correlationId: accepted.correlationId, nuProposta, via: 'started' },
+    now,
+    graceMs,
+  );
+}
