@@ -11,8 +11,9 @@
 # WORKDIR, with apt-get only on its own RUN line.
 
 # ---- build: compile TypeScript and the native addon ----------------------------------------------
-# Node 24 is the current LTS; better-sqlite3 12.9.0 supports Node 20-25.
-FROM node:24-bookworm-slim AS build
+# Node 26 is the active LTS (24 is in maintenance). On Node >= 22 the receiver loads better-sqlite3 13
+# (Node-API, prebuilt in its package); 12.x, still installed and compiled for Node 20, is unused here.
+FROM node:26-bookworm-slim AS build
 
 # better-sqlite3 is a native addon: when no prebuilt binary can be fetched, node-gyp compiles it,
 # which needs python3, make and a C++ compiler. They stay in this stage.
@@ -37,7 +38,7 @@ RUN npm run build
 RUN npm prune --omit=dev
 
 # ---- runtime ---------------------------------------------------------------------------------------
-FROM node:24-bookworm-slim AS runtime
+FROM node:26-bookworm-slim AS runtime
 
 # WEBHOOK_SECRETS (comma-separated) is required at run time and deliberately has no default here:
 # pass it with -e or a secret manager, never bake it into the image.
