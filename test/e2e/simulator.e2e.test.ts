@@ -207,13 +207,17 @@ it('a dropped registry webhook is resolved by the poller', async () => {
     analysisDelayMs: 20,
     registry: { processingAfterMs: 100, completeAfterMs: 300, webhook: 'drop' },
   });
-  const receiver = await serve({
+  // The same service settings for the receiver and for the command that starts the averbação.
+  const service = {
     SERVICE_BASE_URL: sim.url,
     SERVICE_TOKEN_URL: sim.tokenUrl,
     SERVICE_CLIENT_ID: 'partner',
     SERVICE_CLIENT_SECRET: 'partner-secret',
     SERVICE_API_KEY: 'k-1',
     REGISTRY_WEBHOOK_GRACE_MS: '200',
+  };
+  const receiver = await serve({
+    ...service,
     REGISTRY_POLL_INTERVAL_MS: '100',
     REGISTRY_POLL_MAX_INTERVAL_MS: '200',
   });
@@ -229,12 +233,7 @@ it('a dropped registry webhook is resolved by the poller', async () => {
   const nu = Number((await c.createProposal(proposalBody())).nu_proposta);
   const started = await runCliAsync(['start-averbacao', '--proposal', String(nu)], {
     DATABASE_PATH: dbPath,
-    SERVICE_BASE_URL: sim.url,
-    SERVICE_TOKEN_URL: sim.tokenUrl,
-    SERVICE_CLIENT_ID: 'partner',
-    SERVICE_CLIENT_SECRET: 'partner-secret',
-    SERVICE_API_KEY: 'k-1',
-    REGISTRY_WEBHOOK_GRACE_MS: '200',
+    ...service,
   });
   expect(started.status).toBe(0);
   const requestId = /requestId (\S+),/.exec(started.stdout)?.[1] as string;
