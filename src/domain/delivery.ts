@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isKnownEvento } from './catalogue';
+import { isObject, type JsonObject, nonBlankText, own } from './json';
 
 /**
  * What a signed body is, decided from its bytes alone (SPEC §4): an event of the catalogue, an
@@ -31,23 +32,6 @@ export interface ClassifiedDelivery {
 export type Route = 'events' | 'registry';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-type JsonObject = Record<string, unknown>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Own properties only: a payload's `__proto__` or `constructor` key is data, never a lookup path. */
-function own(obj: unknown, key: string): unknown {
-  return isObject(obj) && Object.hasOwn(obj, key) ? obj[key] : undefined;
-}
-
-function nonEmptyString(value: unknown): string | null {
-  if (typeof value === 'string') return value.trim() === '' ? null : value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return null;
-}
 
 function integerOrText(value: unknown): number | string | null {
   if (typeof value === 'number') return Number.isSafeInteger(value) ? value : String(value);
@@ -105,9 +89,9 @@ function quarantine(body: Uint8Array, text: string | null, reason: string, webho
 /** The registry result's fields, read at the top level or under `dados` (its shape is "not shown", §6.2). */
 function registryFields(obj: JsonObject): { requestId: string; status: string | null } | null {
   const dados = own(obj, 'dados');
-  const requestId = nonEmptyString(own(obj, 'requestId')) ?? nonEmptyString(own(dados, 'requestId'));
+  const requestId = nonBlankText(own(obj, 'requestId')) ?? nonBlankText(own(dados, 'requestId'));
   if (requestId === null) return null;
-  const status = nonEmptyString(own(obj, 'status')) ?? nonEmptyString(own(dados, 'status'));
+  const status = nonBlankText(own(obj, 'status')) ?? nonBlankText(own(dados, 'status'));
   return { requestId, status };
 }
 
@@ -128,7 +112,7 @@ export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDeli
   if (!isObject(obj)) return quarantine(body, text, 'body is not a JSON object', null);
 
   const metadata = own(obj, 'metadata');
-  const webhookId = nonEmptyString(own(metadata, 'webhook_id'));
+  const webhookId = nonBlankText(own(metadata, 'webhook_id'));
   const tentativa = positiveInteger(own(metadata, 'tentativa'));
   const dados = own(obj, 'dados');
   const rawEvento = own(obj, 'evento');
@@ -169,7 +153,7 @@ export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDeli
     webhookId,
     evento,
     nuProposta: integerOrText(own(dados, 'nu_proposta')),
-    requestId: nonEmptyString(own(dados, 'requestId')),
+    requestId: nonBlankText(own(dados, 'requestId')),
     registryStatus: null,
     tentativa,
     invalidReason: null,

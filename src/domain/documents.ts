@@ -12,6 +12,9 @@ import { cnpj, cpf } from 'cpf-cnpj-validator';
 
 const PUNCTUATION = /[.\-/\s]/g;
 
+/** A CNPJ without punctuation: 12 of [0-9A-Z], then two numeric check digits. */
+export const CNPJ_SHAPE = /^[0-9A-Z]{12}\d{2}$/;
+
 /** The 11 digits of a CPF written with or without punctuation, or null when it has another shape. */
 export function cpfDigits(value: unknown): string | null {
   if (typeof value !== 'string') return null;
@@ -35,7 +38,7 @@ export function isValidCpf(value: unknown): boolean {
 export function cnpjChars(value: unknown): string | null {
   if (typeof value !== 'string') return null;
   const s = value.replace(PUNCTUATION, '').toUpperCase();
-  return /^[0-9A-Z]{12}\d{2}$/.test(s) ? s : null;
+  return CNPJ_SHAPE.test(s) ? s : null;
 }
 
 /**

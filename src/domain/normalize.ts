@@ -1,3 +1,6 @@
+import { cnpjChars } from './documents';
+import { nonBlankText, own, parseJsonOrUndefined } from './json';
+
 /**
  * Payload normalisation (seed §2.1, §2.5): the few fields the logic reads, in one canonical form.
  * Everything else stays in the stored raw body and is ignored by the logic (§9: new fields appear
@@ -18,12 +21,6 @@ export interface ProposalData {
   requestId: string | null;
 }
 
-function own(obj: unknown, key: string): unknown {
-  return typeof obj === 'object' && obj !== null && !Array.isArray(obj) && Object.hasOwn(obj, key)
-    ? (obj as Record<string, unknown>)[key]
-    : undefined;
-}
-
 export function normalizeCpf(value: unknown): string | null {
   if (typeof value === 'number') {
     if (!Number.isSafeInteger(value) || value < 0 || value > 99_999_999_999) return null;
@@ -41,21 +38,13 @@ export function normalizeCnpj(value: unknown): string | null {
     const s = String(value).padStart(14, '0');
     return s.length === 14 ? s : null;
   }
-  if (typeof value !== 'string') return null;
-  const s = value.replace(/[.\-/\s]/g, '').toUpperCase();
   // The alphanumeric CNPJ (from July 2026): 12 letters or digits, then two check digits.
-  return /^[0-9A-Z]{12}\d{2}$/.test(s) ? s : null;
+  return cnpjChars(value);
 }
 
 export function normalizeAmount(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim())) return Number(value.trim());
-  return null;
-}
-
-function text(value: unknown): string | null {
-  if (typeof value === 'string') return value.trim() === '' ? null : value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   return null;
 }
 
@@ -67,30 +56,26 @@ function integer(value: unknown): number | null {
 function nuProposta(value: unknown): number | string | null {
   const n = integer(value);
   if (n !== null) return n;
-  return text(value);
+  return nonBlankText(value);
 }
 
 /** Reads `dados` of a delivery (or a creation request/response) into ProposalData. */
 export function normalizeDados(dados: unknown): ProposalData {
   return {
     nu_proposta: nuProposta(own(dados, 'nu_proposta')),
-    uuid: text(own(dados, 'uuid')),
+    uuid: nonBlankText(own(dados, 'uuid')),
     nu_cpf: normalizeCpf(own(dados, 'nu_cpf')),
     nu_cnpj_conveniada: normalizeCnpj(own(dados, 'nu_cnpj_conveniada')),
     vl_emprestimo: normalizeAmount(own(dados, 'vl_emprestimo')),
     qt_parcela: integer(own(dados, 'qt_parcela')),
-    no_conveniada: text(own(dados, 'no_conveniada')),
-    st_proposta: text(own(dados, 'st_proposta')),
-    requestId: text(own(dados, 'requestId')),
+    no_conveniada: nonBlankText(own(dados, 'no_conveniada')),
+    st_proposta: nonBlankText(own(dados, 'st_proposta')),
+    requestId: nonBlankText(own(dados, 'requestId')),
   };
 }
 
 /** Parses a stored body and returns its `dados` (or undefined). Never throws. */
 export function dadosOf(body: string | Buffer | null): unknown {
   if (body === null) return undefined;
-  try {
-    return own(JSON.parse(typeof body === 'string' ? body : body.toString('utf8')), 'dados');
-  } catch {
-    return undefined;
-  }
+  return own(parseJsonOrUndefined(typeof body === 'string' ? body : body.toString('utf8')), 'dados');
 }

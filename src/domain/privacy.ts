@@ -1,6 +1,6 @@
 /**
- * CPF is personal data under the LGPD: logs may show only the middle digits, the way Brazilian
- * services print it on receipts (`***.456.789-**`).
+ * CPF is personal data under the LGPD: logs, answers and messages may show only the middle digits,
+ * the way Brazilian services print it on receipts (`***.456.789-**`).
  */
 export function maskCpf(value: unknown): string {
   if (value === null || value === undefined) return '';
@@ -9,7 +9,7 @@ export function maskCpf(value: unknown): string {
   return `***.${digits.slice(3, 6)}.${digits.slice(6, 9)}-**`;
 }
 
-/** For secrets, tokens and signatures: say whether one is there, never what it is. */
-export function redactSecret(value: unknown): string {
-  return value === undefined || value === null || value === '' ? '' : '[redacted]';
+/** Every CPF written in a free text (11 digits, or `000.000.000-00`), masked as {@link maskCpf} does. */
+export function maskCpfsInText(text: string): string {
+  return text.replace(/(?<!\d)(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})(?!\d)/g, (match) => maskCpf(match));
 }
