@@ -2,7 +2,8 @@ import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import { maskCpf } from '../domain/privacy';
 import { openStore } from '../store/store';
-import { requeueEvents } from '../store/pipeline-queries';
+import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
+import type { EventStatus } from '../domain/event-status';
 import { parseNuProposta } from '../store/proposals';
 import { openReadOnly, type Output } from './log-commands';
 import { renderTable } from './table';
@@ -72,22 +73,14 @@ export function replayCommand(
     busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
   });
   try {
-    const wanted =
-      opts.status !== undefined
-        ? (
-            store.db.prepare('SELECT id FROM events WHERE status = ? ORDER BY id').all(opts.status) as {
-              id: number;
-            }[]
-          ).map((r) => r.id)
-        : parsed;
-    const unknown = parsed.filter((id) => !store.events.get(id));
-    if (unknown.length > 0) throw new UsageError(`no event ${unknown.join(', ')}`);
-    const notReplayable = parsed.filter((id) =>
-      ['ignored', 'invalid'].includes(store.events.get(id)?.status ?? ''),
-    );
-    if (notReplayable.length > 0)
-      throw new UsageError(`event ${notReplayable.join(', ')} is ignored/invalid: nothing to replay`);
-    const queued = requeueEvents(store.db, wanted, new Date().toISOString());
+    const wanted = opts.status !== undefined ? eventIdsWithStatus(store.db, opts.status as EventStatus) : parsed;
+    const result = replayEvents(store.db, wanted, new Date().toISOString());
+    if (result.unknown.length > 0) throw new UsageError(`no event ${result.unknown.join(', ')}`);
+    if (result.notReplayable.length > 0)
+      throw new UsageError(
+        `${result.notReplayable.map((r) => `event ${r.id} is ${r.status}`).join(', ')}: nothing to replay (no handler runs for it)`,
+      );
+    const queued = result.queued;
     if (opts.json) return io.out(JSON.stringify({ queued }));
     io.out(
       queued.length === 0

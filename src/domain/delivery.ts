@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isKnownEvento } from './catalogue';
+import type { ArrivalStatus, EventKind } from './event-status';
 import { isObject, type JsonObject, nonBlankText, own } from './json';
 
 /**
@@ -8,12 +9,10 @@ import { isObject, type JsonObject, nonBlankText, own } from './json';
  * never throws, whatever the bytes.
  */
 
-export type EventStatus = 'pending' | 'ignored' | 'invalid';
-export type EventKind = 'event' | 'registry';
 
 export interface ClassifiedDelivery {
-  kind: EventKind;
-  status: EventStatus;
+  kind: Exclude<EventKind, 'poll'>;
+  status: ArrivalStatus;
   dedupKey: string;
   webhookId: string | null;
   evento: string | null;

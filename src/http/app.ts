@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { maskCpf } from '../domain/privacy';
 import { constantTimeEqual } from '../domain/signature';
 import { trackRegistration, trackStarted } from '../registry/tracking';
-import { requeueEvents } from '../store/pipeline-queries';
+import { replayEvents } from '../store/pipeline-queries';
 import { parseNuProposta } from '../store/proposals';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
@@ -190,14 +190,14 @@ function adminRouter(deps: AppDeps): express.Router {
   router.post('/events/:id/replay', (req, res) => {
     const row = eventOr404(req, res);
     if (!row) return;
-    const id = row.id;
-    if (row.status === 'ignored' || row.status === 'invalid') {
+    const result = replayEvents(deps.store.db, [row.id], deps.clock.now().toISOString());
+    if (result.notReplayable.length > 0) {
       res
         .status(409)
-        .json({ error: 'not_replayable', message: `event ${id} is ${row.status}: it has no handler to run` });
+        .json({ error: 'not_replayable', message: `event ${row.id} is ${row.status}: it has no handler to run` });
       return;
     }
-    const requeued = requeueEvents(deps.store.db, [id], deps.clock.now().toISOString());
+    const requeued = result.queued;
     deps.pipeline?.sweep();
     res.status(202).json({ status: 'queued', event_ids: requeued });
   });

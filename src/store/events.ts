@@ -1,10 +1,10 @@
+import type { EventKind, EventStatus } from '../domain/event-status';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
 /** The `events` table (SPEC §5): prepared statements, nothing else. */
 
-export type EventKind = 'event' | 'registry' | 'poll';
-export type EventStatus = 'pending' | 'done' | 'failed' | 'dead' | 'ignored' | 'invalid';
+export type { EventKind, EventStatus } from '../domain/event-status';
 
 export interface NewEvent {
   dedupKey: string;

@@ -1,6 +1,6 @@
 import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
-import { requeueEvents } from '../../src/store/pipeline-queries';
+import { replayEvents } from '../../src/store/pipeline-queries';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
@@ -211,7 +211,7 @@ describe('retries and the dead letter', () => {
     const res = await r.send(delivery('proposta.aprovada', { nu_proposta: 51 }));
     const rec = r;
     await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done');
-    requeueEvents(r.store.db, [res.body.event_id], new Date().toISOString());
+    replayEvents(r.store.db, [res.body.event_id], new Date().toISOString());
     await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done again');
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,

@@ -1,0 +1,22 @@
+/**
+ * The kinds and statuses of a stored event (contract §5), and which of them can be replayed.
+ * One definition for the classifier, the store, the pipeline, the admin API and the commands.
+ */
+
+/** `event`: a catalogue delivery; `registry`: a registry-result webhook; `poll`: a status-query answer. */
+export type EventKind = 'event' | 'registry' | 'poll';
+
+export type EventStatus = 'pending' | 'done' | 'failed' | 'dead' | 'ignored' | 'invalid';
+
+/** The statuses an event can have when it is first stored (a delivery's classification). */
+export type ArrivalStatus = Extract<EventStatus, 'pending' | 'ignored' | 'invalid'>;
+
+/**
+ * Events that have handlers to run can go back in the queue. `ignored` (unknown `evento`) and
+ * `invalid` (quarantined) have none: replaying them would do nothing.
+ */
+export const REPLAYABLE_STATUSES: readonly EventStatus[] = ['pending', 'done', 'failed', 'dead'];
+
+export function isReplayable(status: EventStatus): boolean {
+  return REPLAYABLE_STATUSES.includes(status);
+}
