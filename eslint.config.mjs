@@ -2,6 +2,60 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+// Layering (STYLE.md "The shape we want"): dependencies point one way,
+// main → http, pipeline, registry, cli → store, client, domain. Each block names what a layer must
+// not import, with the reason in the message.
+const restrict = (...patterns) => ({
+  'no-restricted-imports': ['error', { patterns: patterns.map(([regex, message]) => ({ regex, message })) }],
+});
+const OUTSIDE_DOMAIN = ['^\\.\\./', 'domain/ is pure: it imports nothing outside itself'];
+const IO_MODULES = [
+  '^(node:)?(fs|net|http|https|child_process|worker_threads|dgram)$|^(better-sqlite3|express|p-queue|pino|raw-body)$',
+  'domain/ is pure: no file system, network, database, queue or logger',
+];
+const NOT_COMPOSITION = [
+  '(^|/)(cli|simulator)(/|$)|/main$',
+  'only main and the commands compose the application',
+];
+
+const layers = [
+  { files: ['src/domain/**/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
+  {
+    files: ['src/store/**/*.ts'],
+    rules: restrict(
+      [
+        '(^|/)(http|pipeline|handlers|registry|client|cli|simulator)(/|$)|/(main|metrics)$',
+        'store/ knows no HTTP, queue, handlers or client',
+      ],
+      ['^(express|p-queue|raw-body|node:http|http)$', 'store/ knows no HTTP or queue'],
+    ),
+  },
+  {
+    files: ['src/http/**/*.ts'],
+    rules: restrict(
+      ['(^|/)handlers(/|$)', 'http/ never runs handlers: the answer depends only on verify + store'],
+      NOT_COMPOSITION,
+    ),
+  },
+  {
+    files: ['src/pipeline/**/*.ts', 'src/handlers/**/*.ts', 'src/registry/**/*.ts', 'src/client/**/*.ts'],
+    rules: restrict(['(^|/)http(/|$)', 'only main wires HTTP to the processing side'], NOT_COMPOSITION),
+  },
+  {
+    files: ['src/simulator/**/*.ts'],
+    rules: restrict(
+      [
+        '(^|/)(store|pipeline|handlers|registry|http|client|cli)(/|$)|/(main|config|metrics)$',
+        "simulator/ is the service's side of the wire: it shares nothing with the receiver's processing",
+      ],
+      [
+        '/domain/(lifecycle|catalogue|registry|delivery|signature|normalize|event-status)$',
+        "simulator/ keeps its own description of the service's flows: end-to-end tests prove something only if the two sides were written independently",
+      ],
+    ),
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'coverage/', 'data/'] },
   js.configs.recommended,
@@ -43,4 +97,5 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.cjs'],
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
+  ...layers,
 );

@@ -28,7 +28,7 @@ const FLOW = EVENTOS.filter(
   (e) => !e.endsWith('negada') && e !== 'proposta.cancelada' && e !== 'pagamento.falha',
 );
 
-export async function runPipelineDrain(events = 100_000, concurrency = 4): Promise<DrainResult> {
+export async function runPipelineDrain(events = 100_000): Promise<DrainResult> {
   if (events < 1) throw new Error('runPipelineDrain needs at least one event');
   const dir = mkdtempSync(join(tmpdir(), 'consig-bench-pipeline-'));
   try {
@@ -63,7 +63,6 @@ export async function runPipelineDrain(events = 100_000, concurrency = 4): Promi
     const db = openDatabase(path, { synchronous: 'NORMAL' });
     const router = new EventRouter().on(EVENTOS, lifecycleHandler(db));
     const pipeline = new Pipeline(db, router, {
-      concurrency,
       maxAttempts: 8,
       clock: systemClock,
       logger: createLogger('warn'),

@@ -84,7 +84,8 @@ const schema = z.object({
   REGISTRY_POLL_INTERVAL_MS: int(1, 2 ** 31, 30000),
   REGISTRY_POLL_MAX_INTERVAL_MS: int(1, 2 ** 31, 900000),
   REGISTRY_POLL_MAX_AGE_MS: int(1, 2 ** 40, 172800000),
-  QUEUE_CONCURRENCY: int(1, 1024, 4),
+  // Read only to warn that it is ignored (see `warnings`).
+  QUEUE_CONCURRENCY: optionalText(),
   HANDLER_MAX_ATTEMPTS: int(1, 1000, 8),
   ADMIN_TOKEN: optionalText(),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
@@ -138,7 +139,6 @@ export interface Config {
     readonly pollMaxIntervalMs: number;
     readonly pollMaxAgeMs: number;
   };
-  readonly queueConcurrency: number;
   readonly handlerMaxAttempts: number;
   readonly adminToken: string | undefined;
   readonly logLevel: (typeof LOG_LEVELS)[number];
@@ -154,6 +154,8 @@ export interface Config {
   readonly allowedCidrs: IpAllowList | undefined;
   /** Proxies in front of the receiver whose X-Forwarded-For is believed. */
   readonly trustProxy: number;
+  /** Settings that were given but have no effect, each as one line for the startup log. */
+  readonly warnings: readonly string[];
 }
 
 export interface LoadOptions {
@@ -203,7 +205,20 @@ function check(p: Parsed, options: LoadOptions): string[] {
   return secrets;
 }
 
-/** Reads SPEC §3's variables from `env`. Throws ConfigError naming the first bad one. */
+/**
+ * QUEUE_CONCURRENCY was a p-queue concurrency for the pipeline, but handlers are synchronous SQLite
+ * transactions run one turn at a time on one connection, so it never changed anything. It is still
+ * accepted, so that deployments that set it keep starting, and named in the log as ignored.
+ */
+function ignoredSettings(p: Parsed): string[] {
+  return p.QUEUE_CONCURRENCY === undefined
+    ? []
+    : [
+        'QUEUE_CONCURRENCY is ignored: the pipeline runs one turn at a time (synchronous SQLite transactions; events of one proposal in order, proposals interleaved)',
+      ];
+}
+
+/** Reads contract §3's variables from `env`. Throws ConfigError naming the first bad one. */
 export function loadConfig(
   env: NodeJS.ProcessEnv | Record<string, string | undefined>,
   options: LoadOptions = {},
@@ -239,7 +254,6 @@ export function loadConfig(
       pollMaxIntervalMs: p.REGISTRY_POLL_MAX_INTERVAL_MS,
       pollMaxAgeMs: p.REGISTRY_POLL_MAX_AGE_MS,
     }),
-    queueConcurrency: p.QUEUE_CONCURRENCY,
     handlerMaxAttempts: p.HANDLER_MAX_ATTEMPTS,
     adminToken: p.ADMIN_TOKEN,
     logLevel: p.LOG_LEVEL,
@@ -249,6 +263,7 @@ export function loadConfig(
     retentionDays: p.RETENTION_DAYS === undefined ? undefined : Number(p.RETENTION_DAYS),
     allowedCidrs: p.ALLOWED_CIDRS === undefined ? undefined : parseAllowList(p.ALLOWED_CIDRS),
     trustProxy: p.TRUST_PROXY,
+    warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);
 }

@@ -76,7 +76,6 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   options.configureRouter?.(router, pipelineDb);
   router.onError((err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const pipeline = new Pipeline(pipelineDb, router, {
-    concurrency: config.queueConcurrency,
     maxAttempts: config.handlerMaxAttempts,
     clock,
     logger,

@@ -1,6 +1,6 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { maskCpf } from '../domain/privacy';
+import { withMaskedCpf } from '../domain/privacy';
 import { openStore } from '../store/store';
 import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import type { EventStatus } from '../domain/event-status';
@@ -17,7 +17,7 @@ export function proposalCommand(config: Config, nu: string, opts: { json?: boole
     const timeline = store.proposals.timeline(key);
     if (!proposal && timeline.length === 0)
       throw new UsageError(`no proposal ${nu} in ${config.databasePath}`);
-    const shown = proposal ? { ...proposal, nu_cpf: maskCpf(proposal.nu_cpf) } : null;
+    const shown = proposal ? withMaskedCpf(proposal) : null;
     if (opts.json) return io.out(JSON.stringify({ proposal: shown, timeline }, null, 2));
     if (shown) {
       io.out(
@@ -73,7 +73,8 @@ export function replayCommand(
     busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
   });
   try {
-    const wanted = opts.status !== undefined ? eventIdsWithStatus(store.db, opts.status as EventStatus) : parsed;
+    const wanted =
+      opts.status !== undefined ? eventIdsWithStatus(store.db, opts.status as EventStatus) : parsed;
     const result = replayEvents(store.db, wanted, new Date().toISOString());
     if (result.unknown.length > 0) throw new UsageError(`no event ${result.unknown.join(', ')}`);
     if (result.notReplayable.length > 0)

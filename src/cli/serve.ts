@@ -22,6 +22,7 @@ export async function serve(config: Config): Promise<void> {
     process.exit(70);
   });
 
+  for (const warning of config.warnings) logger.warn(warning);
   const receiver = await startReceiver(config, { logger });
   let signals = 0;
   const stop = (signal: NodeJS.Signals) => {

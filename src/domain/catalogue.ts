@@ -20,6 +20,13 @@ export type Stage = (typeof EVENT_STAGES)[Evento];
 
 export const EVENTOS = Object.keys(EVENT_STAGES) as Evento[];
 
+/**
+ * The five stages in the order a proposal goes through them (seed §1). A final event applies only
+ * from its own stage or an earlier one: a cancellation of the proposal stage arriving after
+ * efetivação is late.
+ */
+export const STAGES: readonly Stage[] = ['Proposta', 'Averbação', 'Formalização', 'Efetivação', 'Pagamento'];
+
 export function isKnownEvento(name: string): name is Evento {
   return Object.hasOwn(EVENT_STAGES, name);
 }

@@ -1,3 +1,4 @@
+// eslint-disable-next-line no-restricted-imports -- BlockList and isIP only parse addresses: no socket is opened
 import { BlockList, isIP } from 'node:net';
 
 /**

@@ -1,4 +1,4 @@
-import type { Evento, Stage } from './catalogue';
+import { EVENT_STAGES, EVENTOS, type Evento, STAGES, type Stage } from './catalogue';
 
 /**
  * The proposal life cycle of SPEC §6 as a pure state machine: what each catalogue event does to a
@@ -38,23 +38,33 @@ export const HAPPY_PATH: readonly Evento[] = [
   'pagamento.realizado',
 ];
 
-/** SPEC §6 table, all 13 rows: the stage an event belongs to and the status it sets. */
+/** SPEC §6 table, status column: the status each catalogue event sets (its stage is the catalogue's). */
+const EVENT_STATUS: Readonly<Record<Evento, ProposalStatus>> = {
+  'proposta.criada': 'em_analise',
+  'proposta.pre_aprovada': 'pre_aprovada',
+  'proposta.aprovada': 'aprovada',
+  'proposta.negada': 'negada',
+  'proposta.cancelada': 'cancelada',
+  'averbacao.solicitada': 'averbacao_solicitada',
+  'averbacao.aprovada': 'averbada',
+  'averbacao.negada': 'averbacao_negada',
+  'formalizacao.iniciada': 'formalizacao_iniciada',
+  'formalizacao.concluida': 'formalizada',
+  'efetivacao.concluida': 'efetivada',
+  'pagamento.falha': 'pagamento_falhou',
+  'pagamento.realizado': 'paga',
+};
+
+/** SPEC §6 table, all 13 rows: the stage an event belongs to (from the catalogue) and the status it sets. */
 export const EVENT_EFFECTS: Readonly<Record<Evento, { stage: Stage; status: ProposalStatus }>> =
-  Object.freeze({
-    'proposta.criada': { stage: 'Proposta', status: 'em_analise' },
-    'proposta.pre_aprovada': { stage: 'Proposta', status: 'pre_aprovada' },
-    'proposta.aprovada': { stage: 'Proposta', status: 'aprovada' },
-    'proposta.negada': { stage: 'Proposta', status: 'negada' },
-    'proposta.cancelada': { stage: 'Proposta', status: 'cancelada' },
-    'averbacao.solicitada': { stage: 'Averbação', status: 'averbacao_solicitada' },
-    'averbacao.aprovada': { stage: 'Averbação', status: 'averbada' },
-    'averbacao.negada': { stage: 'Averbação', status: 'averbacao_negada' },
-    'formalizacao.iniciada': { stage: 'Formalização', status: 'formalizacao_iniciada' },
-    'formalizacao.concluida': { stage: 'Formalização', status: 'formalizada' },
-    'efetivacao.concluida': { stage: 'Efetivação', status: 'efetivada' },
-    'pagamento.falha': { stage: 'Pagamento', status: 'pagamento_falhou' },
-    'pagamento.realizado': { stage: 'Pagamento', status: 'paga' },
-  });
+  Object.freeze(
+    Object.fromEntries(
+      EVENTOS.map((evento) => [
+        evento,
+        Object.freeze({ stage: EVENT_STAGES[evento], status: EVENT_STATUS[evento] }),
+      ]),
+    ) as Record<Evento, { stage: Stage; status: ProposalStatus }>,
+  );
 
 /** The statuses marked "(final)" in SPEC §6: nothing moves a proposal out of them. */
 export const FINAL_STATUSES: ReadonlySet<ProposalStatus> = new Set<FinalStatus>([
@@ -78,32 +88,10 @@ const RANK: Readonly<Record<NonFinalStatus, number>> = {
   pagamento_falhou: 8,
 };
 
-// Stages in the order SPEC §6 lists them; a final event applies only from its own stage or an
-// earlier one (a cancellation of the proposal stage arriving after efetivação is late).
-const STAGE_INDEX: Readonly<Record<Stage, number>> = {
-  Proposta: 0,
-  Averbação: 1,
-  Formalização: 2,
-  Efetivação: 3,
-  Pagamento: 4,
-};
-
 // Each status is set by exactly one event (SPEC §6), so its stage is that event's stage.
-const STATUS_STAGE: Readonly<Record<ProposalStatus, Stage>> = {
-  em_analise: 'Proposta',
-  pre_aprovada: 'Proposta',
-  aprovada: 'Proposta',
-  negada: 'Proposta',
-  cancelada: 'Proposta',
-  averbacao_solicitada: 'Averbação',
-  averbada: 'Averbação',
-  averbacao_negada: 'Averbação',
-  formalizacao_iniciada: 'Formalização',
-  formalizada: 'Formalização',
-  efetivada: 'Efetivação',
-  pagamento_falhou: 'Pagamento',
-  paga: 'Pagamento',
-};
+const STATUS_STAGE = Object.fromEntries(
+  Object.values(EVENT_EFFECTS).map(({ stage, status }) => [status, stage]),
+) as Readonly<Record<ProposalStatus, Stage>>;
 
 function isFinalStatus(s: ProposalStatus): s is FinalStatus {
   return FINAL_STATUSES.has(s);
@@ -167,7 +155,7 @@ export function transition(current: ProposalStatus | null, evento: Evento): Tran
     if (evento === 'pagamento.realizado' && current === 'pagamento_falhou') {
       return outcome(true, 'payment_retried');
     }
-    return STAGE_INDEX[stage] >= STAGE_INDEX[STATUS_STAGE[current]]
+    return STAGES.indexOf(stage) >= STAGES.indexOf(STATUS_STAGE[current])
       ? outcome(true, 'final')
       : outcome(false, 'late');
   }

@@ -13,3 +13,10 @@ export function maskCpf(value: unknown): string {
 export function maskCpfsInText(text: string): string {
   return text.replace(/(?<!\d)(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})(?!\d)/g, (match) => maskCpf(match));
 }
+
+/** A copy of a record with its `nu_cpf` masked, for answers and listings shown to people. */
+export function withMaskedCpf<T extends { nu_cpf: unknown }>(
+  record: T,
+): Omit<T, 'nu_cpf'> & { nu_cpf: string } {
+  return { ...record, nu_cpf: maskCpf(record.nu_cpf) };
+}

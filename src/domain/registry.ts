@@ -46,7 +46,7 @@ export interface PollScheduleOptions {
 }
 
 /** When a freshly tracked registration is first polled: after the webhook's grace period. */
-export function firstPollAt(trackedAt: number, o: PollScheduleOptions): number {
+export function firstPollAt(trackedAt: number, o: Pick<PollScheduleOptions, 'graceMs'>): number {
   return trackedAt + o.graceMs;
 }
 

@@ -5,6 +5,7 @@ import {
   mergeRegistryStatus,
   type PollScheduleOptions,
 } from '../domain/registry';
+import { nonBlankString, own } from '../domain/json';
 import { averbacoesRepo } from '../store/averbacoes';
 import type { Db } from '../store/database';
 import type { Handler, HandlerEvent } from './router';
@@ -15,19 +16,11 @@ import type { Handler, HandlerEvent } from './router';
  * Synchronous, inside the pipeline's transaction, idempotent.
  */
 
-function own(obj: unknown, key: string): unknown {
-  return typeof obj === 'object' && obj !== null && Object.hasOwn(obj, key)
-    ? (obj as Record<string, unknown>)[key]
-    : undefined;
-}
-
-function text(v: unknown): string | null {
-  return typeof v === 'string' && v.trim() !== '' ? v : null;
-}
-
 /** correlationId at the top level or under `dados` (the webhook's shape is "not shown", §6.2). */
 function correlationIdOf(event: HandlerEvent): string | null {
-  return text(own(event.payload, 'correlationId')) ?? text(own(event.dados, 'correlationId'));
+  return (
+    nonBlankString(own(event.payload, 'correlationId')) ?? nonBlankString(own(event.dados, 'correlationId'))
+  );
 }
 
 export function registryHandlers(
@@ -59,6 +52,11 @@ export function registryHandlers(
         repo.setFinal(event.requestId, { status, source, body: event.rawBody, eventId: event.id, now });
       return;
     }
+    // interface §2.3: the status query (and maybe the webhook) carries the correlationId; a
+    // registration tracked by its requestId alone learns it from the first result that has one.
+    const correlationId = correlationIdOf(event);
+    if (current.correlation_id === null && correlationId !== null)
+      repo.fillMissing(event.requestId, { correlationId, nuProposta: event.nuProposta }, now);
     if (!merge.apply || merge.status === null) {
       if (merge.reason === 'unknown_status') {
         ctx.logger.warn(

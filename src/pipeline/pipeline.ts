@@ -33,7 +33,6 @@ export interface PipelineMetrics {
 }
 
 export interface PipelineOptions {
-  concurrency: number;
   maxAttempts: number;
   clock: Clock;
   logger: Logger;
@@ -134,7 +133,9 @@ export class Pipeline {
     private readonly router: EventRouter,
     private readonly options: PipelineOptions,
   ) {
-    this.queue = new PQueue({ concurrency: options.concurrency });
+    // One turn at a time: a turn is one synchronous transaction on this connection, so a second
+    // turn could only wait for the first. The queue gives stop() its clear/onIdle.
+    this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
     this.random = options.random ?? Math.random;
     // Nested inside the turn's transaction, better-sqlite3 runs this as a SAVEPOINT: a handler that
@@ -304,7 +305,7 @@ export class Pipeline {
       let n = 0;
       while (state.ids.length > 0 && n < perKey && outcomes.length < batchSize) {
         const id = state.ids[0] as number;
-        const r = this.process(id, now);
+        const r = this.runOne(id, now);
         outcomes.push(r);
         if (r.outcome === 'retry' || r.outcome === 'unavailable') {
           state.blocked = true;
@@ -322,7 +323,7 @@ export class Pipeline {
   }
 
   /** Runs one event's handlers in its own savepoint. Never throws. */
-  private process(id: number, now: Date): Reported {
+  private runOne(id: number, now: Date): Reported {
     let row: EventForWork | undefined;
     try {
       row = this.q.load(id);

@@ -1,3 +1,4 @@
+import { firstPollAt } from '../domain/registry';
 import type { AverbacoesRepo, TrackedVia } from '../store/averbacoes';
 
 /**
@@ -24,7 +25,7 @@ export function trackRegistration(
     status: t.status ?? 'queued',
     via: t.via,
     now: now.toISOString(),
-    nextPollAt: new Date(now.getTime() + graceMs).toISOString(),
+    nextPollAt: new Date(firstPollAt(now.getTime(), { graceMs })).toISOString(),
   });
 }
 

@@ -95,6 +95,12 @@ export function averbacoesRepo(db: Db) {
       if (!created) fill.run(t.correlationId, t.nuProposta, t.now, t.requestId);
       return created !== undefined;
     },
+    /** Fills fields still unknown for a tracked registration; a known value is never overwritten. */
+    fillMissing: (
+      requestId: string,
+      f: { correlationId: string | null; nuProposta: number | string | null },
+      now: string,
+    ) => fill.run(f.correlationId, f.nuProposta, now, requestId),
     get: (requestId: string) => get.get(requestId),
     due: (now: string, limit: number) => due.all(now, limit),
     setStatus: (requestId: string, status: RegistryStatus, now: string) =>

@@ -108,9 +108,3 @@ export function migrate(
   }
   return done;
 }
-
-/** True when every known migration is applied (and nothing unknown is). */
-export function isUpToDate(db: Db, migrations: readonly Migration[]): boolean {
-  const applied = assertKnown(db, migrations);
-  return applied.length === migrations.length;
-}

@@ -171,3 +171,13 @@ it('a restart keeps the schedule of tracked registrations', async () => {
     tmp.cleanup();
   }
 });
+
+it('correlationId is lost (regression): a registration tracked by requestId alone learns it from the status query', async () => {
+  fake.on('GET', '/request/:id', statusReply('req-c1', 'processing'), statusReply('req-c1', 'completed'));
+  r = await startTestReceiver({ env: env() });
+  await track(r, 'req-c1', 502);
+  const rec = r;
+  expect(rec.store.averbacoes.get('req-c1')?.correlation_id).toBeNull();
+  await eventually(() => rec.store.averbacoes.get('req-c1')?.status === 'completed', 'completed by polling');
+  expect(rec.store.averbacoes.get('req-c1')).toMatchObject({ correlation_id: 'corr-9', nu_proposta: 502 });
+});

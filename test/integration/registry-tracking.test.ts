@@ -47,6 +47,25 @@ describe('averbação tracking from webhooks (no poller)', () => {
     expect(r.store.averbacoes.get('req-1')).toMatchObject({ status: 'error', result_source: 'webhook' });
   });
 
+  it('correlationId is lost (regression): the first non-empty one from any source is kept', async () => {
+    r = await start();
+    const rec = r;
+    await r.send(delivery('averbacao.solicitada', { nu_proposta: 82, dados: { requestId: 'req-82' } }));
+    await eventually(() => rec.store.averbacoes.get('req-82') !== undefined, 'tracked');
+    expect(r.store.averbacoes.get('req-82')?.correlation_id).toBeNull();
+    // A result without one changes nothing; the first that carries one (under dados) fills it ...
+    await r.send({ requestId: 'req-82', status: 'queued', correlationId: ' ' }, '/webhooks/registry');
+    await r.send(
+      { dados: { requestId: 'req-82', status: 'processing', correlationId: 'corr-82' } },
+      '/webhooks/registry',
+    );
+    await eventually(() => rec.store.averbacoes.get('req-82')?.correlation_id === 'corr-82', 'filled');
+    // ... and a later, different one never overwrites it.
+    await r.send({ requestId: 'req-82', status: 'completed', correlationId: 'other' }, '/webhooks/registry');
+    await eventually(() => rec.store.averbacoes.get('req-82')?.status === 'completed', 'completed');
+    expect(r.store.averbacoes.get('req-82')).toMatchObject({ correlation_id: 'corr-82', nu_proposta: 82 });
+  });
+
   it('a result with an unknown status is kept and logged, not applied', async () => {
     r = await start();
     const rec = r;

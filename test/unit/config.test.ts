@@ -27,13 +27,22 @@ describe('loadConfig', () => {
         pollMaxIntervalMs: 900000,
         pollMaxAgeMs: 172800000,
       },
-      queueConcurrency: 4,
       handlerMaxAttempts: 8,
       adminToken: undefined,
       logLevel: 'info',
       sqlite: { synchronous: 'FULL' },
     });
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('QUEUE_CONCURRENCY does nothing, so it is accepted whatever its value and named as ignored', () => {
+    expect(loadConfig({}).warnings).toEqual([]);
+    for (const value of ['4', '0', 'many']) {
+      const c = loadConfig({ QUEUE_CONCURRENCY: value });
+      expect(c.warnings).toHaveLength(1);
+      expect(c.warnings[0]).toMatch(/^QUEUE_CONCURRENCY is ignored: the pipeline runs one turn at a time/);
+      expect(c).not.toHaveProperty('queueConcurrency');
+    }
   });
 
   it('splits rotated secrets and accepts WEBHOOK_SECRET as the single form', () => {
@@ -57,7 +66,6 @@ describe('loadConfig', () => {
       'SERVICE_CLIENT_SECRET',
     ],
     [{ WEBHOOK_SECRETS: 's', SIGNATURE_HEADER: 'bad header' }, 'SIGNATURE_HEADER'],
-    [{ WEBHOOK_SECRETS: 's', QUEUE_CONCURRENCY: '0' }, 'QUEUE_CONCURRENCY'],
     [{ WEBHOOK_SECRETS: 's', SQLITE_SYNCHRONOUS: 'OFF' }, 'SQLITE_SYNCHRONOUS'],
     [
       { WEBHOOK_SECRETS: 's', REGISTRY_POLL_INTERVAL_MS: '5000', REGISTRY_POLL_MAX_INTERVAL_MS: '1000' },

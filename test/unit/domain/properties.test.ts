@@ -211,6 +211,24 @@ function expectedInvalid(raw: Buffer, r: Route): boolean {
   return !(requestId && (r === 'registry' || status));
 }
 
+/**
+ * The registry result the rule sees in a body, or null: `requestId` (top level first, then under
+ * `dados`) as text, its `status` likewise; on /webhooks only without a usable `evento` and with a
+ * status, on /webhooks/registry whenever there is a requestId.
+ */
+function expectedRegistry(raw: Buffer, r: Route): { requestId: string; status: string | null } | null {
+  const obj = parsedObject(raw);
+  if (obj === null) return null;
+  const asText = (v: unknown): string | null => (present(v) ? String(v) : null);
+  const dados = field(obj, 'dados');
+  const requestId = asText(field(obj, 'requestId')) ?? asText(field(dados, 'requestId'));
+  const status = asText(field(obj, 'status')) ?? asText(field(dados, 'status'));
+  const evento = field(obj, 'evento');
+  const isEvent = typeof evento === 'string' && evento.trim() !== '';
+  if (requestId === null) return null;
+  return r === 'registry' || (!isEvent && status !== null) ? { requestId, status } : null;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 describe('verifySignature', () => {
@@ -285,7 +303,7 @@ describe('parseSignatureHeader', () => {
 });
 
 describe('classifyDelivery', () => {
-  it('never throws and always gives a dedup key; invalid exactly when SPEC §4 says so', () => {
+  it('never throws and always gives a dedup key; invalid exactly when contract §4 says so; the registry dedup key follows the rule, not the classifier (regression)', () => {
     fc.assert(
       fc.property(body, route, (raw, r) => {
         const c = classifyDelivery(raw, r);
@@ -296,10 +314,13 @@ describe('classifyDelivery', () => {
         if (c.text !== null) expect(Buffer.from(c.text, 'utf8').equals(raw)).toBe(true);
 
         // The dedup key: webhook_id when present, else registry:<requestId>:<status>, else the body's hash.
+        // Checked against the rule (expectedRegistry), not against the classifier's own fields.
         const webhookId = field(field(parsedObject(raw), 'metadata'), 'webhook_id');
+        const registry = expectedRegistry(raw, r);
+        expect(c.kind === 'registry').toBe(registry !== null);
         if (present(webhookId)) expect(c.dedupKey).toBe(String(webhookId));
-        else if (c.kind === 'registry')
-          expect(c.dedupKey).toBe(`registry:${c.requestId}:${c.registryStatus ?? ''}`);
+        else if (registry !== null)
+          expect(c.dedupKey).toBe(`registry:${registry.requestId}:${registry.status ?? ''}`);
         else expect(c.dedupKey).toBe(`sha256:${sha256Hex(raw)}`);
         if (c.status === 'invalid') expect(c.invalidReason).toEqual(expect.any(String));
         else expect(c.invalidReason).toBeNull();

@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+/**
+ * The layering rules of eslint.config.mjs, checked the way `npm run lint` applies them: a file
+ * with a forbidden import, linted as if it lived in that layer, must fail, and an allowed one pass.
+ * ESLint loads its .mjs config with a dynamic import, which Jest's sandbox refuses, so the cases
+ * are linted by one real `node` process.
+ */
+
+const root = join(__dirname, '..', '..');
+
+const LINT_CASES = `
+import { ESLint } from 'eslint';
+const cases = JSON.parse(await new Promise((resolve) => {
+  let text = '';
+  process.stdin.on('data', (c) => (text += c)).on('end', () => resolve(text));
+}));
+const eslint = new ESLint({ cwd: process.cwd() });
+const out = [];
+for (const [filePath, code] of cases) {
+  const [result] = await eslint.lintText(code, { filePath });
+  out.push(result.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message));
+}
+process.stdout.write(JSON.stringify(out));
+`;
+
+const lintCache = new Map<string, string[]>();
+
+function restrictedImports(file: string, code: string): string[] {
+  return lintCache.get(`${file}\n${code}`) ?? [];
+}
+
+function lintAll(cases: [string, string][]): void {
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', LINT_CASES], {
+    cwd: root,
+    input: JSON.stringify(cases.map(([file, code]) => [join(root, file), `${code}\nexport {};\n`])),
+    encoding: 'utf8',
+  });
+  if (run.status !== 0) throw new Error(`eslint failed: ${run.stderr}`);
+  const results = JSON.parse(run.stdout) as string[][];
+  cases.forEach(([file, code], i) => lintCache.set(`${file}\n${code}`, results[i] ?? []));
+}
+
+const FORBIDDEN: [string, string][] = [
+  ['src/domain/x.ts', "import { openStore } from '../store/store';"],
+  ['src/domain/x.ts', "import { readFileSync } from 'node:fs';"],
+  ['src/domain/x.ts', "import Database from 'better-sqlite3';"],
+  ['src/store/x.ts', "import { Pipeline } from '../pipeline/pipeline';"],
+  ['src/store/x.ts', "import express from 'express';"],
+  ['src/store/x.ts', "import { createApp } from '../http/app';"],
+  ['src/http/x.ts', "import { lifecycleHandler } from '../handlers/lifecycle';"],
+  ['src/http/admin/x.ts', "import { registryHandlers } from '../../handlers/registry';"],
+  ['src/simulator/x.ts', "import { HAPPY_PATH } from '../domain/lifecycle';"],
+  ['src/simulator/x.ts', "import { EVENTOS } from '../domain/catalogue';"],
+  ['src/simulator/x.ts', "import { openStore } from '../store/store';"],
+  ['src/simulator/x.ts', "import { sign } from '../domain/signature';"],
+  ['src/pipeline/x.ts', "import { createApp } from '../http/app';"],
+  ['src/handlers/x.ts', "import { startReceiver } from '../main';"],
+];
+
+const ALLOWED: [string, string][] = [
+  ['src/domain/x.ts', "import { isObject } from './json';"],
+  ['src/store/x.ts', "import { transition } from '../domain/lifecycle';"],
+  ['src/http/x.ts', "import { openStore } from '../store/store';"],
+  ['src/simulator/x.ts', "import { isObject } from '../domain/json';"],
+  ['src/main.ts', "import { lifecycleHandler } from './handlers/lifecycle';"],
+];
+
+beforeAll(() => lintAll([...FORBIDDEN, ...ALLOWED]));
+
+it.each(FORBIDDEN)('%s may not: %s', (file, code) => {
+  expect(restrictedImports(file, code)).toHaveLength(1);
+});
+
+it.each(ALLOWED)('%s may: %s', (file, code) => {
+  expect(lintCache.has(`${file}\n${code}`)).toBe(true);
+  expect(restrictedImports(file, code)).toEqual([]);
+});
