@@ -1,23 +1,25 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { createRequestListener } from './http/app';
-import type { Logger } from './logger';
 import { EVENTOS } from './domain/catalogue';
+import type { PollScheduleOptions } from './domain/registry';
 import { lifecycleHandler } from './handlers/lifecycle';
+import { registryHandlers } from './handlers/registry';
 import { EventRouter } from './handlers/router';
+import { createHttpServer } from './http/server';
+import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
 import { Pipeline, workKey } from './pipeline/pipeline';
+import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
-import { registryHandlers } from './handlers/registry';
 import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
-import { pruneBodies, retentionCutoff } from './store/retention';
+import { SQLITE_DRIVER } from './store/sqlite-driver';
 import { openStore, type Store } from './store/store';
 
-/** The composition root: builds the store, the writer, the app and the HTTP server, and stops them. */
+/** The composition root: builds the store, the writer, the pipeline, the poller and the HTTP server, and stops them. */
 export interface Receiver {
   readonly server: Server;
   readonly url: string;
@@ -33,16 +35,29 @@ export interface Receiver {
 
 export interface StartOptions {
   logger: Logger;
+  /** @default the system clock */
   clock?: Clock;
   /** Registers a partner's own handlers next to the life-cycle one (`router.on(…)`). */
   configureRouter?: (router: EventRouter, db: Db) => void;
-  /** Handler retry backoff (tests shorten it). */
+  /** Handler retry backoff (tests shorten it). @default 1 s … 10 min */
   handlerBackoff?: { baseMs: number; maxMs: number };
+  /** @default 1000 ms */
   sweepIntervalMs?: number;
-  /** The service's API (status query for the poller, averbação start for the admin route); default: built from SERVICE_* (none when unset). */
+  /**
+   * The service's API (status query for the poller, averbação start for the admin route).
+   * @default built from SERVICE_* (none when SERVICE_BASE_URL is unset)
+   */
   serviceClient?: ServiceClient | null;
-  /** Poller tick (tests shorten it). Default 1000 ms. */
+  /** Poller tick (tests shorten it). @default 1000 ms */
   pollTickMs?: number;
+}
+
+/** What processes stored events: the router of handlers, the pipeline and the registry poller. */
+interface Processing {
+  router: EventRouter;
+  pipeline: Pipeline;
+  poller: RegistryPoller | null;
+  serviceClient: ServiceClient | null;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -53,8 +68,6 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
-  const metrics = createMetrics();
-
   // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
   // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
   // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
@@ -62,7 +75,56 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     synchronous: 'NORMAL',
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
-  const schedule = {
+  const metrics = createMetrics();
+  const processing = buildProcessing(config, options, { clock, metrics, store, pipelineDb });
+  const writer = buildWriter(config, store, metrics, logger, processing.pipeline, clock);
+  processing.pipeline.start();
+  processing.poller?.start();
+  if (processing.poller === null)
+    logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
+
+  const server = createHttpServer({
+    config,
+    store,
+    writer,
+    metrics,
+    logger,
+    clock,
+    pipeline: processing.pipeline,
+    registryGraceMs: config.registry.webhookGraceMs,
+    serviceClient: processing.serviceClient,
+  });
+  const url = await listen(server, config, logger);
+  const retention =
+    config.retentionDays === undefined
+      ? null
+      : scheduleRetention(store.db, config.retentionDays, clock, logger);
+
+  const close = closeOnce(async () => {
+    await closeServer(server, config.shutdownTimeoutMs, logger);
+    retention?.stop();
+    writer.close();
+    await processing.poller?.stop(config.shutdownTimeoutMs);
+    const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);
+    if (!finished)
+      logger.warn('pipeline did not finish in time: unfinished events stay pending for the next start');
+    pipelineDb.close();
+    store.close();
+    logger.info('consig-receiver stopped');
+  });
+  const { router, pipeline, poller } = processing;
+  return { server, url, store, writer, metrics, pipeline, router, poller, close };
+}
+
+/** The handlers (life cycle, registry results, the partner's), the pipeline and the poller. */
+function buildProcessing(
+  config: Config,
+  options: StartOptions,
+  deps: { clock: Clock; metrics: Metrics; store: Store; pipelineDb: Db },
+): Processing {
+  const { clock, metrics, store, pipelineDb } = deps;
+  const { logger } = options;
+  const schedule: PollScheduleOptions = {
     graceMs: config.registry.webhookGraceMs,
     intervalMs: config.registry.pollIntervalMs,
     maxIntervalMs: config.registry.pollMaxIntervalMs,
@@ -74,7 +136,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     .on(EVENTOS, registry.trackFromEvent)
     .on('registry', registry.result);
   options.configureRouter?.(router, pipelineDb);
-  router.onError((err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
+  router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const pipeline = new Pipeline(pipelineDb, router, {
     maxAttempts: config.handlerMaxAttempts,
     clock,
@@ -86,8 +148,35 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
       depth: (n) => metrics.queueDepth.set(n),
     },
   });
+  const serviceClient =
+    options.serviceClient === undefined
+      ? serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc() })
+      : options.serviceClient;
+  const poller =
+    serviceClient === null
+      ? null
+      : new RegistryPoller(store.db, store.events, serviceClient, {
+          schedule,
+          clock,
+          logger,
+          tickMs: options.pollTickMs,
+          onPoll: (outcome) => metrics.polls.inc({ outcome }),
+          onStored: (eventId, requestId) =>
+            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
+        });
+  return { router, pipeline, poller, serviceClient };
+}
 
-  const writer = new IngestWriter(store.db, store.events, store.deliveries, {
+/** The group-commit writer of deliveries; each stored pending event is queued after its commit. */
+function buildWriter(
+  config: Config,
+  store: Store,
+  metrics: Metrics,
+  logger: Logger,
+  pipeline: Pipeline,
+  clock: Clock,
+): IngestWriter {
+  return new IngestWriter(store.db, store.events, store.deliveries, {
     maxBatch: config.groupCommitMaxBatch,
     monotonic: clock.monotonic,
     onBatch: ({ size, durationMs, ok }) => {
@@ -107,52 +196,10 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
       }
     },
   });
-  pipeline.start();
+}
 
-  const statusClient =
-    options.serviceClient === undefined
-      ? defaultStatusClient(config, logger, metrics)
-      : options.serviceClient;
-  const poller =
-    statusClient === null
-      ? null
-      : new RegistryPoller(store.db, store.events, statusClient, {
-          schedule,
-          clock,
-          logger,
-          tickMs: options.pollTickMs,
-          onPoll: (outcome) => metrics.polls.inc({ outcome }),
-          onStored: (eventId, requestId) =>
-            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
-        });
-  poller?.start();
-  if (poller === null)
-    logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
-  // Node checks headersTimeout and requestTimeout only every connectionsCheckingInterval (30 s by
-  // default), which made them 10–40 s and 30–60 s; check every second so they mean what they say.
-  const server = createServer(
-    { connectionsCheckingInterval: 1_000 },
-    createRequestListener({
-      config,
-      store,
-      writer,
-      metrics,
-      logger,
-      clock,
-      pipeline,
-      registryGraceMs: config.registry.webhookGraceMs,
-      serviceClient: statusClient,
-    }),
-  );
-  // Deliberate timeouts: the service waits 5 s for an answer (§6.1); a client that takes far longer
-  // to send its headers or body is not the service, and must not hold a socket forever.
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
-  server.keepAliveTimeout = 5_000;
-  // Header bytes are bounded by Node's 16 KB anyway; past this count Node 20 drops the extra headers
-  // and Node 22+ answers 431, so keep it well above anything a real sender uses.
-  server.maxHeadersCount = 256;
-
+/** Listens on PORT/HOST; resolves with a URL a client on this machine can use. */
+async function listen(server: Server, config: Config, logger: Logger): Promise<string> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => {
@@ -168,6 +215,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     {
       url,
       database: config.databasePath,
+      sqlite_driver: SQLITE_DRIVER,
       synchronous: config.sqlite.synchronous,
       secret_count: config.webhookSecrets.length,
       signature_header: config.signatureHeader,
@@ -175,66 +223,26 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     },
     'consig-receiver listening',
   );
-
-  // RETENTION_DAYS: prune at start, then hourly, in short transactions.
-  const prune = () => {
-    if (config.retentionDays === undefined) return;
-    try {
-      const now = clock.now();
-      const { pruned } = pruneBodies(store.db, retentionCutoff(now, config.retentionDays), now);
-      if (pruned > 0)
-        logger.info(
-          { pruned, retention_days: config.retentionDays },
-          'retention: removed bodies of old finished events',
-        );
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'retention: prune failed; trying again in an hour');
-    }
-  };
-  const pruneTimer = config.retentionDays === undefined ? null : setInterval(prune, 3600_000);
-  pruneTimer?.unref();
-  setImmediate(prune);
-
-  let closing: Promise<void> | null = null;
-  const close = () => {
-    closing ??= (async () => {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      // Keep-alive sockets that finish a request after this are closed as they go idle.
-      const idle = setInterval(() => server.closeIdleConnections(), 100);
-      const timeout = new Promise<'timeout'>((resolve) =>
-        setTimeout(resolve, config.shutdownTimeoutMs, 'timeout').unref(),
-      );
-      const result = await Promise.race([closed, timeout]);
-      clearInterval(idle);
-      if (result === 'timeout') {
-        logger.warn(
-          { timeout_ms: config.shutdownTimeoutMs },
-          'shutdown timeout: closing remaining connections',
-        );
-        server.closeAllConnections();
-      }
-      if (pruneTimer) clearInterval(pruneTimer);
-      writer.close();
-      await poller?.stop(config.shutdownTimeoutMs);
-      const finished = await pipeline.stop(config.shutdownTimeoutMs);
-      if (!finished)
-        logger.warn('pipeline did not finish in time: unfinished events stay pending for the next start');
-      pipelineDb.close();
-      store.close();
-      logger.info('consig-receiver stopped');
-    })();
-    return closing;
-  };
-  return { server, url, store, writer, metrics, pipeline, router, poller, close };
+  return url;
 }
 
-export { type Config, loadConfig } from './config';
-export type { Handler, HandlerContext, HandlerEvent } from './handlers/router';
-export { EventRouter } from './handlers/router';
-export { createLogger } from './logger';
+/** Stops accepting and waits for in-flight requests, closing what is still open after `timeoutMs`. */
+async function closeServer(server: Server, timeoutMs: number, logger: Logger): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  // Keep-alive sockets that finish a request after this are closed as they go idle.
+  const idle = setInterval(() => server.closeIdleConnections(), 100);
+  const timeout = new Promise<'timeout'>((resolve) => setTimeout(resolve, timeoutMs, 'timeout').unref());
+  const result = await Promise.race([closed, timeout]);
+  clearInterval(idle);
+  if (result === 'timeout') {
+    logger.warn({ timeout_ms: timeoutMs }, 'shutdown timeout: closing remaining connections');
+    server.closeAllConnections();
+  }
+}
 
-/** The status client built from SERVICE_* (null when SERVICE_BASE_URL is unset). */
-function defaultStatusClient(config: Config, logger: Logger, metrics: Metrics): ServiceClient | null {
-  return serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc() });
+/** `close()` may be called by several signals; the shutdown runs once and every caller awaits it. */
+function closeOnce(shutdown: () => Promise<void>): () => Promise<void> {
+  let closing: Promise<void> | null = null;
+  return () => (closing ??= shutdown());
 }

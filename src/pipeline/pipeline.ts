@@ -1,6 +1,7 @@
 import PQueue from 'p-queue';
 import type { Clock } from '../clock';
 import { backoffDelayMs } from '../domain/backoff';
+import { own, parseJsonOrUndefined } from '../domain/json';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
@@ -84,21 +85,10 @@ export function workKey(item: Pick<WorkItem, 'id' | 'nu_proposta' | 'request_id'
   return `e:${item.id}`;
 }
 
-function parse(body: string | Buffer | null): unknown {
-  if (body === null) return undefined;
-  try {
-    return JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
 function toHandlerEvent(row: EventForWork): HandlerEvent {
-  const payload = parse(row.body);
-  const dados =
-    typeof payload === 'object' && payload !== null && Object.hasOwn(payload, 'dados')
-      ? (payload as Record<string, unknown>).dados
-      : undefined;
+  const rawBody =
+    row.body === null ? null : typeof row.body === 'string' ? row.body : row.body.toString('utf8');
+  const payload = rawBody === null ? undefined : parseJsonOrUndefined(rawBody);
   return {
     id: row.id,
     kind: row.kind,
@@ -110,9 +100,9 @@ function toHandlerEvent(row: EventForWork): HandlerEvent {
     tentativa: row.tentativa,
     receivedAt: row.received_at,
     attempts: row.attempts,
-    rawBody: row.body === null ? null : typeof row.body === 'string' ? row.body : row.body.toString('utf8'),
+    rawBody,
     payload,
-    dados,
+    dados: own(payload, 'dados'),
   };
 }
 

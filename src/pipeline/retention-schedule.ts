@@ -1,0 +1,34 @@
+import type { Clock } from '../clock';
+import type { Logger } from '../logger';
+import type { Db } from '../store/database';
+import { pruneBodies, retentionCutoff } from '../store/retention';
+
+/** How often RETENTION_DAYS is applied after the first pass at start. */
+const PRUNE_INTERVAL_MS = 3_600_000;
+
+/**
+ * RETENTION_DAYS: removes the bodies of old finished events at start (on the next turn of the
+ * event loop, so startup is not held up) and then hourly, in the short transactions of
+ * {@link pruneBodies}. A failed pass is logged and tried again at the next hour.
+ */
+export function scheduleRetention(db: Db, days: number, clock: Clock, logger: Logger): { stop(): void } {
+  const prune = () => {
+    try {
+      const now = clock.now();
+      const { pruned } = pruneBodies(db, retentionCutoff(now, days), now);
+      if (pruned > 0)
+        logger.info({ pruned, retention_days: days }, 'retention: removed bodies of old finished events');
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'retention: prune failed; trying again in an hour');
+    }
+  };
+  const timer = setInterval(prune, PRUNE_INTERVAL_MS);
+  timer.unref();
+  const first = setImmediate(prune);
+  return {
+    stop() {
+      clearInterval(timer);
+      clearImmediate(first);
+    },
+  };
+}
