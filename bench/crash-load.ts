@@ -118,7 +118,7 @@ const SECRET = 'crash-load-secret-0123456789';
 const WRONG_SECRET = 'not-the-configured-secret-987';
 
 /**
- * Five-event windows of the life cycle (SPEC §6): the happy start, a denied averbação, a proposal
+ * Five-event windows of the life cycle (contract §6): the happy start, a denied averbação, a proposal
  * first seen mid-way, one that reaches payment, and a payment that failed and was retried.
  */
 const PATHS: readonly { weight: number; eventos: readonly Evento[] }[] = [

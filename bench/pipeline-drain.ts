@@ -12,7 +12,7 @@ import { openStore } from '../src/store/store';
 
 /**
  * Pipeline figure (issue #3): events/s drained from a backlog of stored `pending` events, with the
- * real life-cycle handler, the real SQLite file and the defaults of `serve` (QUEUE_CONCURRENCY 4,
+ * real life-cycle handler, the real SQLite file and the defaults of `serve` (one turn at a time,
  * pipeline connection synchronous=NORMAL). Target: ≥ 2 000 events/s.
  */
 export interface DrainResult {

@@ -3,7 +3,7 @@ import { type IpAllowList, parseAllowList } from './domain/cidr';
 import { ConfigError } from './domain/errors';
 
 /**
- * SPEC §3. `loadConfig(env)` returns a frozen Config or throws one ConfigError naming the first
+ * contract §3. `loadConfig(env)` returns a frozen Config or throws one ConfigError naming the first
  * bad variable and what it expects. Secrets come from the environment only.
  */
 

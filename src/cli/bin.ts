@@ -23,7 +23,7 @@ import {
 import { serve } from './serve';
 
 /**
- * `consig-receiver` (SPEC §2). Each command is a thin wrapper over the modules; errors become one
+ * `consig-receiver` (contract §2). Each command is a thin wrapper over the modules; errors become one
  * line on stderr and a non-zero exit code.
  */
 
@@ -136,7 +136,7 @@ export function buildProgram(): Command {
 
   program
     .command('start-averbacao')
-    .description('POST /contract/averbacao (seed §4.2) and track the requestId it returns')
+    .description('POST /contract/averbacao (interface §4.2) and track the requestId it returns')
     .option('--proposal <nu_proposta>', 'the proposal (sent as nu_proposta unless --body has it)')
     .option('--body <json>', 'the request body (its fields are "not shown" in the seed)')
     .option('--deprecated-path', 'use the deprecated POST /contract')
@@ -146,14 +146,14 @@ export function buildProgram(): Command {
 
   program
     .command('request-status')
-    .description('GET /request/:requestId (seed §4.3), never the broken _links.result')
+    .description('GET /request/:requestId (interface §4.3), never the broken _links.result')
     .argument('<requestId>')
     .option('--json', 'the raw answer')
     .action((requestId: string, opts) => requestStatusCommand(config(program), requestId, opts, io));
 
   program
     .command('register-webhook')
-    .description('POST /api/v1/webhooks (seed §4.5): register this receiver as the callback URL')
+    .description('POST /api/v1/webhooks (interface §4.5): register this receiver as the callback URL')
     .option('--url <url>', "this receiver's public URL, e.g. https://partner.example/webhooks")
     .option('--eventos <list>', 'comma-separated event names (default: all 13)')
     .option('--secret <secret>', 'the shared secret (default: the first of WEBHOOK_SECRETS)')
@@ -163,7 +163,7 @@ export function buildProgram(): Command {
   program
     .command('create-proposal')
     .description(
-      'POST /api/v1/propostas (seed §4.1), validated before sending (CPF/CNPJ check digits, 6–96 instalments)',
+      'POST /api/v1/propostas (interface §4.1), validated before sending (CPF/CNPJ check digits, 6–96 instalments)',
     )
     .option('--cpf <cpf>', "the employee's CPF")
     .option('--cnpj <cnpj>', "the company's CNPJ (numeric or alphanumeric)")
@@ -179,7 +179,7 @@ export function buildProgram(): Command {
   program
     .command('report')
     .description(
-      'one of the four portfolio reports (seed §4.6): new-relationships, relationship-ended, accounting-and-remuneration, repasse-pagamentos',
+      'one of the four portfolio reports (interface §4.6): new-relationships, relationship-ended, accounting-and-remuneration, repasse-pagamentos',
     )
     .argument('<name>')
     .option('--param <key=value...>', 'query parameters, passed through')
@@ -187,7 +187,7 @@ export function buildProgram(): Command {
 
   program
     .command('offers')
-    .description('POST /offers/search (public, seed §4.7), following its pages')
+    .description('POST /offers/search (public, interface §4.7), following its pages')
     .option('--body <json>', 'the search body')
     .option('--max-pages <n>', 'pages to follow at most (default 10)')
     .action((opts) => offersCommand(config(program), opts, io));

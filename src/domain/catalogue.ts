@@ -1,4 +1,4 @@
-/** Seed §6.2: the thirteen events of the catalogue, with their stage. */
+/** interface §6.2: the thirteen events of the catalogue, with their stage. */
 export const EVENT_STAGES = {
   'proposta.criada': 'Proposta',
   'proposta.pre_aprovada': 'Proposta',
@@ -21,7 +21,7 @@ export type Stage = (typeof EVENT_STAGES)[Evento];
 export const EVENTOS = Object.keys(EVENT_STAGES) as Evento[];
 
 /**
- * The five stages in the order a proposal goes through them (seed §1). A final event applies only
+ * The five stages in the order a proposal goes through them (interface §1). A final event applies only
  * from its own stage or an earlier one: a cancellation of the proposal stage arriving after
  * efetivação is late.
  */
@@ -31,6 +31,6 @@ export function isKnownEvento(name: string): name is Evento {
   return Object.hasOwn(EVENT_STAGES, name);
 }
 
-/** Seed §3.2: statuses of a registration (averbação) request. */
+/** interface §3.2: statuses of a registration (averbação) request. */
 export const REGISTRY_STATUSES = ['queued', 'processing', 'completed', 'error'] as const;
 export type RegistryStatus = (typeof REGISTRY_STATUSES)[number];

@@ -4,7 +4,7 @@ import type { ArrivalStatus, EventKind } from './event-status';
 import { isObject, type JsonObject, nonBlankText, own } from './json';
 
 /**
- * What a signed body is, decided from its bytes alone (SPEC §4): an event of the catalogue, an
+ * What a signed body is, decided from its bytes alone (contract §4): an event of the catalogue, an
  * event of an unknown name, a registry result, or something to quarantine. Pure and total: it
  * never throws, whatever the bytes.
  */
@@ -85,7 +85,7 @@ function quarantine(body: Uint8Array, text: string | null, reason: string, webho
   };
 }
 
-/** The registry result's fields, read at the top level or under `dados` (its shape is "not shown", §6.2). */
+/** The registry result's fields, read at the top level or under `dados` (its shape is "not shown", interface §6.2). */
 function registryFields(obj: JsonObject): { requestId: string; status: string | null } | null {
   const dados = own(obj, 'dados');
   const requestId = nonBlankText(own(obj, 'requestId')) ?? nonBlankText(own(dados, 'requestId'));

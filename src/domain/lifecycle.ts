@@ -1,12 +1,12 @@
 import { EVENT_STAGES, EVENTOS, type Evento, STAGES, type Stage } from './catalogue';
 
 /**
- * The proposal life cycle of SPEC §6 as a pure state machine: what each catalogue event does to a
+ * The proposal life cycle of contract §6 as a pure state machine: what each catalogue event does to a
  * proposal, given only the status it is at. No I/O and no clock, so handlers can run it inside a
  * transaction and tests can replay any delivery order (deliveries repeat and arrive out of order).
  */
 
-/** Every status a proposal can be at (SPEC §6, column "status"). */
+/** Every status a proposal can be at (contract §6, column "status"). */
 export type ProposalStatus =
   | 'em_analise'
   | 'pre_aprovada'
@@ -25,7 +25,7 @@ export type ProposalStatus =
 type FinalStatus = 'negada' | 'cancelada' | 'averbacao_negada' | 'paga';
 type NonFinalStatus = Exclude<ProposalStatus, FinalStatus>;
 
-/** The happy path of a proposal through the five stages (seed §1), in order. */
+/** The happy path of a proposal through the five stages (interface §1), in order. */
 export const HAPPY_PATH: readonly Evento[] = [
   'proposta.criada',
   'proposta.pre_aprovada',
@@ -38,7 +38,7 @@ export const HAPPY_PATH: readonly Evento[] = [
   'pagamento.realizado',
 ];
 
-/** SPEC §6 table, status column: the status each catalogue event sets (its stage is the catalogue's). */
+/** contract §6 table, status column: the status each catalogue event sets (its stage is the catalogue's). */
 const EVENT_STATUS: Readonly<Record<Evento, ProposalStatus>> = {
   'proposta.criada': 'em_analise',
   'proposta.pre_aprovada': 'pre_aprovada',
@@ -55,7 +55,7 @@ const EVENT_STATUS: Readonly<Record<Evento, ProposalStatus>> = {
   'pagamento.realizado': 'paga',
 };
 
-/** SPEC §6 table, all 13 rows: the stage an event belongs to (from the catalogue) and the status it sets. */
+/** contract §6 table, all 13 rows: the stage an event belongs to (from the catalogue) and the status it sets. */
 export const EVENT_EFFECTS: Readonly<Record<Evento, { stage: Stage; status: ProposalStatus }>> =
   Object.freeze(
     Object.fromEntries(
@@ -66,7 +66,7 @@ export const EVENT_EFFECTS: Readonly<Record<Evento, { stage: Stage; status: Prop
     ) as Record<Evento, { stage: Stage; status: ProposalStatus }>,
   );
 
-/** The statuses marked "(final)" in SPEC §6: nothing moves a proposal out of them. */
+/** The statuses marked "(final)" in contract §6: nothing moves a proposal out of them. */
 export const FINAL_STATUSES: ReadonlySet<ProposalStatus> = new Set<FinalStatus>([
   'negada',
   'cancelada',
@@ -74,7 +74,7 @@ export const FINAL_STATUSES: ReadonlySet<ProposalStatus> = new Set<FinalStatus>(
   'paga',
 ]);
 
-// SPEC §6: "Non-final statuses are ordered as listed." An event to a non-final status moves a
+// contract §6: "Non-final statuses are ordered as listed." An event to a non-final status moves a
 // proposal only to a higher rank.
 const RANK: Readonly<Record<NonFinalStatus, number>> = {
   em_analise: 0,
@@ -88,7 +88,7 @@ const RANK: Readonly<Record<NonFinalStatus, number>> = {
   pagamento_falhou: 8,
 };
 
-// Each status is set by exactly one event (SPEC §6), so its stage is that event's stage.
+// Each status is set by exactly one event (contract §6), so its stage is that event's stage.
 const STATUS_STAGE = Object.fromEntries(
   Object.values(EVENT_EFFECTS).map(({ stage, status }) => [status, stage]),
 ) as Readonly<Record<ProposalStatus, Stage>>;
@@ -97,12 +97,12 @@ function isFinalStatus(s: ProposalStatus): s is FinalStatus {
   return FINAL_STATUSES.has(s);
 }
 
-/** Whether `s` is final (SPEC §6): every later event is recorded but does not move the proposal. */
+/** Whether `s` is final (contract §6): every later event is recorded but does not move the proposal. */
 export function isFinal(s: ProposalStatus): boolean {
   return isFinalStatus(s);
 }
 
-/** The stage a status belongs to (the stage of the one event that sets it, SPEC §6). */
+/** The stage a status belongs to (the stage of the one event that sets it, contract §6). */
 export function stageOf(s: ProposalStatus): Stage {
   return STATUS_STAGE[s];
 }
@@ -120,14 +120,14 @@ export function stageOf(s: ProposalStatus): Stage {
 export type TransitionReason =
   'created' | 'forward' | 'final' | 'payment_retried' | 'same_status' | 'late' | 'after_final';
 
-/** The outcome of one event on one proposal; what a handler records (`applied = 0` in SPEC §6). */
+/** The outcome of one event on one proposal; what a handler records (`applied = 0` in contract §6). */
 export interface Transition {
   evento: Evento;
   /** The status before the event; null when the proposal had not been seen. */
   from: ProposalStatus | null;
   /** The status the event sets; the proposal is at it only when `applied`, otherwise it stays at `from`. */
   to: ProposalStatus;
-  /** The stage of the event (SPEC §6). */
+  /** The stage of the event (contract §6). */
   stage: Stage;
   applied: boolean;
   reason: TransitionReason;
@@ -145,13 +145,13 @@ export function transition(current: ProposalStatus | null, evento: Evento): Tran
     reason,
   });
 
-  // SPEC §6: "A proposal first seen mid-way … is created at that point", even at a final status.
+  // contract §6: "A proposal first seen mid-way … is created at that point", even at a final status.
   if (current === null) return outcome(true, 'created');
-  // SPEC §6: "anything after a final status … does not move it", a repeat of that final event included.
+  // contract §6: "anything after a final status … does not move it", a repeat of that final event included.
   if (isFinalStatus(current)) return outcome(false, 'after_final');
 
   if (isFinalStatus(to)) {
-    // SPEC §6: "`pagamento.realizado` after `pagamento_falhou` applies (payment retried)".
+    // contract §6: "`pagamento.realizado` after `pagamento_falhou` applies (payment retried)".
     if (evento === 'pagamento.realizado' && current === 'pagamento_falhou') {
       return outcome(true, 'payment_retried');
     }
@@ -160,7 +160,7 @@ export function transition(current: ProposalStatus | null, evento: Evento): Tran
       : outcome(false, 'late');
   }
 
-  // SPEC §6: "An event moves a proposal only forward"; a repeat moves nothing (handlers are idempotent).
+  // contract §6: "An event moves a proposal only forward"; a repeat moves nothing (handlers are idempotent).
   if (RANK[to] > RANK[current]) return outcome(true, 'forward');
   return outcome(false, RANK[to] === RANK[current] ? 'same_status' : 'late');
 }

@@ -2,8 +2,8 @@ import { cnpjChars } from './documents';
 import { nonBlankText, own, parseJsonOrUndefined } from './json';
 
 /**
- * Payload normalisation (seed §2.1, §2.5): the few fields the logic reads, in one canonical form.
- * Everything else stays in the stored raw body and is ignored by the logic (§9: new fields appear
+ * Payload normalisation (interface §2.1, §2.5): the few fields the logic reads, in one canonical form.
+ * Everything else stays in the stored raw body and is ignored by the logic (interface §9: new fields appear
  * without notice). Pure and total: unknown shapes give nulls, never exceptions.
  */
 

@@ -2,7 +2,7 @@ import { backoffDelayMs } from './backoff';
 import { REGISTRY_STATUSES, type RegistryStatus } from './catalogue';
 
 /**
- * Rules of a registration (averbação) request, seed §3.2: queued → processing → completed | error.
+ * Rules of a registration (averbação) request, interface §3.2: queued → processing → completed | error.
  * Pure: no clock, no I/O.
  */
 

@@ -1,6 +1,6 @@
 /**
  * Watches for runs of rejected signatures. The service deactivates a callback after three
- * consecutive failed deliveries (seed §6.1), and a 401 is a failed delivery: three in a row almost
+ * consecutive failed deliveries (interface §6.1), and a 401 is a failed delivery: three in a row almost
  * always mean the secret configured here is not the one registered with the service.
  *
  * Pure: the caller passes the time in and decides what to log.
@@ -13,7 +13,7 @@ export interface SignatureAlarmState {
 
 export const initialAlarmState: SignatureAlarmState = { consecutive: 0, firstAt: null };
 
-/** How many consecutive rejections raise the alarm (seed §6.1: the third deactivates the callback). */
+/** How many consecutive rejections raise the alarm (interface §6.1: the third deactivates the callback). */
 export const ALARM_THRESHOLD = 3;
 
 export type AlarmStep = { state: SignatureAlarmState; alarm: boolean };

@@ -1,7 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * `X-Service-Signature: sha256=<lowercase hex HMAC-SHA256(raw body, secret)>` (seed §5,
+ * `X-Service-Signature: sha256=<lowercase hex HMAC-SHA256(raw body, secret)>` (interface §5,
  * "Webhook authenticity"). Pure functions over bytes: no HTTP, no clock.
  */
 

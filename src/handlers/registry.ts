@@ -11,12 +11,12 @@ import type { Db } from '../store/database';
 import type { Handler, HandlerEvent } from './router';
 
 /**
- * Registry results (the webhook of seed §4.4, kind `registry`) and poll answers (kind `poll`) update
+ * Registry results (the webhook of interface §4.4, kind `registry`) and poll answers (kind `poll`) update
  * the tracked averbação; any event whose `dados` carries a `requestId` starts tracking it.
  * Synchronous, inside the pipeline's transaction, idempotent.
  */
 
-/** correlationId at the top level or under `dados` (the webhook's shape is "not shown", §6.2). */
+/** correlationId at the top level or under `dados` (the webhook's shape is "not shown", interface §6.2). */
 function correlationIdOf(event: HandlerEvent): string | null {
   return (
     nonBlankString(own(event.payload, 'correlationId')) ?? nonBlankString(own(event.dados, 'correlationId'))
@@ -81,7 +81,7 @@ export function registryHandlers(
         nu_proposta: current.nu_proposta,
       };
       if (merge.status === 'error')
-        ctx.logger.warn(log, 'averbação ended in error (definitive failure, seed §3.2)');
+        ctx.logger.warn(log, 'averbação ended in error (definitive failure, interface §3.2)');
       else ctx.logger.info(log, 'averbação completed');
     } else {
       repo.setStatus(event.requestId, merge.status, now);

@@ -13,7 +13,7 @@ import type { Db } from '../store/database';
 import type { EventsRepo } from '../store/events';
 
 /**
- * The registry poller (seed §4.3: the status query is the fallback when the registry webhook is
+ * The registry poller (interface §4.3: the status query is the fallback when the registry webhook is
  * late). Its schedule lives in `averbacoes.next_poll_at` (indexed, NULL once final or stale), so a
  * restart resumes it and thousands of waiting registrations cost one indexed range query per tick.
  *

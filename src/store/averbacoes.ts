@@ -2,7 +2,7 @@ import type { RegistryStatus } from '../domain/catalogue';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
-/** The `averbacoes` table (SPEC §5): tracked registration requests and the poller's schedule. */
+/** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
 export type TrackedVia = 'started' | 'declared' | 'event' | 'registry';
 

@@ -1,7 +1,7 @@
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
-/** The `deliveries` audit table (SPEC §5): one row per HTTP request to a webhook route. */
+/** The `deliveries` audit table (contract §5): one row per HTTP request to a webhook route. */
 
 export type DeliveryOutcome =
   | 'accepted'

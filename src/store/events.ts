@@ -2,7 +2,7 @@ import type { EventKind, EventStatus } from '../domain/event-status';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
-/** The `events` table (SPEC §5): prepared statements, nothing else. */
+/** The `events` table (contract §5): prepared statements, nothing else. */
 
 export type { EventKind, EventStatus } from '../domain/event-status';
 

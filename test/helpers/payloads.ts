@@ -4,7 +4,7 @@ export const SECRET = 'test-secret-0123456789';
 
 let counter = 0;
 
-/** A realistic delivery of seed §2.5, with a fresh webhook_id unless one is given. */
+/** A realistic delivery of interface §2.5, with a fresh webhook_id unless one is given. */
 export function delivery(
   evento = 'proposta.aprovada',
   overrides: {

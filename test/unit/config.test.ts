@@ -12,7 +12,7 @@ function error(env: Record<string, string>, requireSecrets = true): ConfigError 
 }
 
 describe('loadConfig', () => {
-  it('applies SPEC §3 defaults', () => {
+  it('applies contract §3 defaults', () => {
     const c = loadConfig({ WEBHOOK_SECRETS: 's1' }, { requireSecrets: true });
     expect(c).toMatchObject({
       port: 3000,

@@ -29,7 +29,7 @@ describe('classifyDelivery', () => {
     });
   });
 
-  // One row per case of SPEC §4's table and the dedup-key rule.
+  // One row per case of contract §4's table and the dedup-key rule.
   it.each([
     [
       'unknown evento → ignored',

@@ -12,7 +12,7 @@ import {
 } from '../../../src/domain/lifecycle';
 import { seededRandom } from '../../../src/domain/random';
 
-// SPEC §6 table, copied row by row so the module is checked against the text, not against itself.
+// contract §6 table, copied row by row so the module is checked against the text, not against itself.
 const SPEC_TABLE: [Evento, Stage, ProposalStatus, boolean][] = [
   ['proposta.criada', 'Proposta', 'em_analise', false],
   ['proposta.pre_aprovada', 'Proposta', 'pre_aprovada', false],
@@ -29,7 +29,7 @@ const SPEC_TABLE: [Evento, Stage, ProposalStatus, boolean][] = [
   ['pagamento.realizado', 'Pagamento', 'paga', true],
 ];
 
-// SPEC §6: "Non-final statuses are ordered as listed", with the event that sets each.
+// contract §6: "Non-final statuses are ordered as listed", with the event that sets each.
 const ORDER: [ProposalStatus, Evento][] = [
   ['em_analise', 'proposta.criada'],
   ['pre_aprovada', 'proposta.pre_aprovada'],
@@ -58,7 +58,7 @@ const latePairs = ORDER.flatMap(([from], i) =>
 
 const appliedCount = (ts: readonly Transition[]) => ts.filter((t) => t.applied).length;
 
-describe('EVENT_EFFECTS (SPEC §6 table)', () => {
+describe('EVENT_EFFECTS (contract §6 table)', () => {
   it.each(SPEC_TABLE)('%s → stage %s, status %s (final: %s)', (evento, stage, status, final) => {
     expect(EVENT_EFFECTS[evento]).toEqual({ stage, status });
     expect(EVENT_STAGES[evento]).toBe(stage);
@@ -77,7 +77,7 @@ describe('EVENT_EFFECTS (SPEC §6 table)', () => {
 });
 
 describe('transition', () => {
-  // SPEC §6: a proposal first seen mid-way is created at that point, even at a final status.
+  // contract §6: a proposal first seen mid-way is created at that point, even at a final status.
   it.each(SPEC_TABLE)('creates an unseen proposal from %s', (evento, stage, status) => {
     expect(transition(null, evento)).toEqual({
       evento,
@@ -113,7 +113,7 @@ describe('transition', () => {
     });
   });
 
-  // Deliveries repeat (SPEC §6): the same event twice is applied once.
+  // Deliveries repeat (contract §6): the same event twice is applied once.
   it.each(EVENTOS)('applies %s only once when delivered twice', (evento) => {
     const { status, transitions } = replay([evento, evento]);
     expect(status).toBe(EVENT_EFFECTS[evento].status);
@@ -123,7 +123,7 @@ describe('transition', () => {
     );
   });
 
-  // SPEC §6: "anything after a final status … does not move it" — every event, the final one included.
+  // contract §6: "anything after a final status … does not move it" — every event, the final one included.
   const afterFinal = FINALS.flatMap(([status]) => EVENTOS.map((evento) => [status, evento] as const));
   it.each(afterFinal)('at final %s, %s is after_final', (status, evento) => {
     expect(transition(status, evento)).toEqual({
@@ -173,7 +173,7 @@ describe('transition', () => {
     },
   );
 
-  it('applies pagamento.realizado after pagamento_falhou as a retried payment (SPEC §6)', () => {
+  it('applies pagamento.realizado after pagamento_falhou as a retried payment (contract §6)', () => {
     expect(transition('pagamento_falhou', 'pagamento.realizado')).toEqual({
       evento: 'pagamento.realizado',
       from: 'pagamento_falhou',

@@ -54,7 +54,7 @@ describe('normalizeAmount', () => {
 });
 
 describe('normalizeDados', () => {
-  it('reads the seed §2.5 fields and ignores the rest', () => {
+  it('reads the interface §2.5 fields and ignores the rest', () => {
     expect(
       normalizeDados({
         nu_proposta: '42',

@@ -8,7 +8,7 @@ import { parseSignatureHeader, sign, verifySignature } from '../../../src/domain
 /**
  * Properties of signature verification and payload normalisation (issue 6, item 2): no input makes
  * them throw, verification never accepts a body not signed with a configured secret, and the
- * classification answers SPEC §4 for any bytes.
+ * classification answers contract §4 for any bytes.
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ const body = fc
 const route = fc.constantFrom<Route>('events', 'registry');
 
 // ---------------------------------------------------------------------------------------------
-// Oracle for SPEC §4, written from the table rather than from the implementation
+// Oracle for contract §4, written from the table rather than from the implementation
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
