@@ -9,7 +9,6 @@ import { isObject, type JsonObject, nonBlankText, own } from './json';
  * never throws, whatever the bytes.
  */
 
-
 export interface ClassifiedDelivery {
   kind: Exclude<EventKind, 'poll'>;
   status: ArrivalStatus;
