@@ -45,7 +45,9 @@ export function buildProgram(): Command {
 
   program
     .command('serve', { isDefault: true })
-    .description('migrate the database, then run the HTTP receiver')
+    .description(
+      'migrate the database, then run the HTTP receiver, the pipeline (one turn at a time: the events of one proposal in the order received, proposals interleaved; QUEUE_CONCURRENCY is ignored) and the registry poller',
+    )
     .action(async () => {
       await serve(config(program, true));
     });
