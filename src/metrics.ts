@@ -1,16 +1,25 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
+export interface MetricsOptions {
+  /**
+   * Node's process metrics (CPU, memory, event-loop lag) under `consig_`.
+   * @default true
+   */
+  defaultMetrics?: boolean;
+}
+
 /**
  * Prometheus metrics. One Registry per running app (not prom-client's global one), so tests can
- * build many apps in one process.
+ * build many apps in one process. Each metric is one prom-client declaration, kept whole: name,
+ * help, labels and buckets read together are the metric's documentation.
  */
-export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'consig_' });
 
   const deliveries = new Counter({
     name: 'consig_webhook_deliveries_total',
-    help: 'HTTP requests to the webhook routes, by outcome (accepted, duplicate, quarantined, invalid_signature, payload_too_large, storage_unavailable, aborted)',
+    help: 'HTTP requests to the webhook routes, by outcome (accepted, duplicate, quarantined, invalid_signature, payload_too_large, storage_unavailable, aborted, forbidden)',
     labelNames: ['outcome', 'route'] as const,
     registers: [registry],
   });
@@ -46,7 +55,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   });
   const signatureAlarm = new Gauge({
     name: 'consig_webhook_consecutive_invalid_signatures',
-    help: 'Consecutive deliveries rejected for their signature; the service deactivates the callback at 3 (seed §6.1)',
+    help: 'Consecutive deliveries rejected for their signature; the service deactivates the callback at 3 (interface §6.1)',
     registers: [registry],
   });
 
@@ -104,15 +113,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
   return {
     registry,
-    polls,
-    averbacoes,
-    averbacoesStale,
-    averbacoesWaiting,
-    tokenRefreshes,
-    queueDepth,
-    eventsProcessed,
-    handlerFailures,
-    eventsByStatus,
     deliveries,
     ackLatency,
     eventsStored,
@@ -120,6 +120,15 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     commitSeconds,
     commitFailures,
     signatureAlarm,
+    queueDepth,
+    eventsProcessed,
+    handlerFailures,
+    eventsByStatus,
+    polls,
+    averbacoes,
+    averbacoesStale,
+    averbacoesWaiting,
+    tokenRefreshes,
   };
 }
 

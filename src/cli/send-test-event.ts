@@ -1,13 +1,25 @@
 import { randomUUID } from 'node:crypto';
-import { EVENTOS, isKnownEvento } from '../domain/catalogue';
 import { UsageError } from '../domain/errors';
-import { sign } from '../domain/signature';
+import {
+  eventDados,
+  eventPayload,
+  EVENTOS,
+  type Evento,
+  EXAMPLE_PROPOSAL,
+  isEvento,
+  isoBrasilia,
+  registryResult,
+  signatureOf,
+} from '../simulator';
 import type { Output } from './log-commands';
 
 /**
  * `send-test-event <evento> --url <url> --secret <secret>`: sign and POST one realistic delivery
  * (like `stripe trigger`), the partner's first check that its secret and route are right. `registry`
  * sends a registry result instead. Exits non-zero unless the answer is 200.
+ *
+ * What it sends is the service's side of the wire: the simulator's own example `dados` and its own
+ * signing, never the receiver's rules, so that a test event looks like what the service sends.
  */
 
 export interface SendTestEventOptions {
@@ -21,45 +33,34 @@ export interface SendTestEventOptions {
   json?: boolean;
 }
 
-const SAMPLE = {
-  nu_cpf: '52998224725',
-  vl_emprestimo: 15000.5,
-  no_conveniada: 'Empresa Exemplo Ltda',
-};
+/** `--proposal` as the service writes it (a number); other text goes as is, to try odd input. */
+function proposalNumber(proposal: string | undefined): number | string {
+  if (proposal === undefined) return EXAMPLE_PROPOSAL.nu_proposta;
+  return /^\d+$/.test(proposal) ? Number(proposal) : proposal;
+}
 
-const ST_PROPOSTA: Record<string, string> = {
-  'proposta.criada': 'em_analise',
-  'proposta.pre_aprovada': 'pre_aprovada',
-  'proposta.aprovada': 'aprovada',
-  'proposta.negada': 'negada',
-  'proposta.cancelada': 'cancelada',
-};
-
-/** A delivery of seed §2.5 (or a registry result, whose shape the seed does not show). */
-export function sampleDelivery(evento: string, o: SendTestEventOptions, now: Date): Record<string, unknown> {
-  const webhookId = o.webhookId ?? `wh_test_${randomUUID()}`;
-  const nu = o.proposal === undefined ? 100001 : /^\d+$/.test(o.proposal) ? Number(o.proposal) : o.proposal;
+/** A delivery of interface §2.5 for `evento`, or a registry result (interface §4.4) for `registry`. */
+export function sampleDelivery(
+  evento: Evento | 'registry',
+  o: SendTestEventOptions,
+  now: Date,
+): Record<string, unknown> {
+  const metadata = { tentativa: 1, webhook_id: o.webhookId ?? `wh_test_${randomUUID()}` };
+  const nu = proposalNumber(o.proposal);
+  const requestId = o.requestId ?? randomUUID();
   if (evento === 'registry') {
-    return {
-      requestId: o.requestId ?? randomUUID(),
+    const result = registryResult({
+      requestId,
       correlationId: randomUUID(),
       status: o.status ?? 'completed',
       nu_proposta: nu,
-      metadata: { tentativa: 1, webhook_id: webhookId },
-    };
+    });
+    // The service's registry result has no metadata (its payload is "not shown", interface §6.2);
+    // one is added so that `--webhook-id` can exercise the receiver's deduplication.
+    return { ...result, metadata };
   }
-  const dados: Record<string, unknown> = {
-    nu_proposta: nu,
-    ...SAMPLE,
-    st_proposta: ST_PROPOSTA[evento] ?? evento.split('.')[1],
-  };
-  if (evento.startsWith('averbacao.')) dados.requestId = o.requestId ?? randomUUID();
-  return {
-    evento,
-    timestamp: now.toISOString().replace('Z', '+00:00'),
-    dados,
-    metadata: { tentativa: 1, webhook_id: webhookId },
-  };
+  const dados = eventDados(evento, { ...EXAMPLE_PROPOSAL, nu_proposta: nu }, requestId);
+  return eventPayload(evento, isoBrasilia(now), dados, metadata);
 }
 
 export async function sendTestEventCommand(
@@ -67,9 +68,8 @@ export async function sendTestEventCommand(
   o: SendTestEventOptions,
   io: Output,
 ): Promise<void> {
-  if (evento !== 'registry' && !isKnownEvento(evento)) {
+  if (evento !== 'registry' && !isEvento(evento))
     throw new UsageError(`unknown evento "${evento}" (one of: ${EVENTOS.join(', ')}, or registry)`);
-  }
   if (!o.url) throw new UsageError('send-test-event needs --url (e.g. http://127.0.0.1:3000/webhooks)');
   let url: URL;
   try {
@@ -82,13 +82,14 @@ export async function sendTestEventCommand(
   if (evento === 'registry' && !url.pathname.endsWith('/registry')) {
     url = new URL(`${url.pathname.replace(/\/$/, '')}/registry`, url);
   }
-  const body = Buffer.from(JSON.stringify(sampleDelivery(evento, o, new Date())));
+  const sent = sampleDelivery(evento, o, new Date());
+  const body = Buffer.from(JSON.stringify(sent));
   const header = o.header ?? 'X-Service-Signature';
   let res: Response;
   try {
     res = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', [header]: sign(o.secret, body) },
+      headers: { 'content-type': 'application/json', [header]: signatureOf(o.secret, body) },
       body,
       signal: AbortSignal.timeout(10_000),
     });
@@ -96,10 +97,7 @@ export async function sendTestEventCommand(
     throw new UsageError(`could not reach ${url.href}: ${(err as Error).cause ?? (err as Error).message}`);
   }
   const text = await res.text();
-  if (o.json)
-    io.out(
-      JSON.stringify({ url: url.href, status: res.status, answer: text, sent: JSON.parse(body.toString()) }),
-    );
+  if (o.json) io.out(JSON.stringify({ url: url.href, status: res.status, answer: text, sent }));
   else io.out(`POST ${url.href} → ${res.status} ${text}`);
   if (res.status !== 200) {
     const hint = res.status === 401 ? ' (the secret or SIGNATURE_HEADER does not match the receiver)' : '';

@@ -1,4 +1,5 @@
 import {
+  type AverbacaoAccepted,
   type ProposalRequest,
   REPORT_PATHS,
   type ReportName,
@@ -8,6 +9,7 @@ import {
 import type { Config } from '../config';
 import { EVENTOS } from '../domain/catalogue';
 import { ConfigError, UsageError } from '../domain/errors';
+import { isObject, type JsonObject, parseJsonOrUndefined } from '../domain/json';
 import { createLogger } from '../logger';
 import { trackStarted } from '../registry/tracking';
 import { parseNuProposta } from '../store/proposals';
@@ -15,35 +17,28 @@ import { openStore } from '../store/store';
 import type { Output } from './log-commands';
 
 /**
- * The service API calls a partner needs (SPEC §2; seed §4.1–4.7), as thin commands over the
- * client. Business errors print their code and message and exit non-zero (bin.ts).
+ * The service API calls a partner needs (contract §2; interface §4.1–§4.7), as thin commands over
+ * the client. Business errors print their code and message and exit non-zero (bin.ts).
  */
 
-function client(config: Config, command: string): ServiceClient {
+function serviceClient(config: Config, command: string): ServiceClient {
   // Warnings (e.g. Deprecation: true) go to stderr as JSON lines; stdout stays the command's answer.
-  const logger = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, {
-    write: (s: string) => process.stderr.write(s),
-  } as never);
-  const c = serviceClientFromConfig(config, logger);
-  if (c === null)
+  const logger = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);
+  const client = serviceClientFromConfig(config, logger);
+  if (client === null)
     throw new ConfigError('SERVICE_BASE_URL', `required for ${command}: the {base_url} of the service`);
-  return c;
+  return client;
 }
 
-function parseJson(text: string | undefined, flag: string): Record<string, unknown> {
+function jsonObjectOption(text: string | undefined, flag: string): JsonObject {
   if (text === undefined) return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new UsageError(`${flag} expects a JSON object, got ${text.slice(0, 60)}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new UsageError(`${flag} expects a JSON object`);
-  return value as Record<string, unknown>;
+  const value = parseJsonOrUndefined(text);
+  if (value === undefined) throw new UsageError(`${flag} expects a JSON object, got ${text.slice(0, 60)}`);
+  if (!isObject(value)) throw new UsageError(`${flag} expects a JSON object`);
+  return value;
 }
 
-function number(value: string | undefined, flag: string): number {
+function numberOption(value: string | undefined, flag: string): number {
   const n = Number(value);
   if (value === undefined || value.trim() === '' || !Number.isFinite(n))
     throw new UsageError(`${flag} expects a number, got "${value ?? ''}"`);
@@ -74,11 +69,11 @@ export async function createProposalCommand(
   const body: ProposalRequest = {
     nu_cpf: o.cpf,
     nu_cnpj_conveniada: o.cnpj,
-    vl_emprestimo: number(o.amount, '--amount'),
-    qt_parcela: number(o.installments, '--installments'),
+    vl_emprestimo: numberOption(o.amount, '--amount'),
+    qt_parcela: numberOption(o.installments, '--installments'),
     dados_bancarios,
   };
-  const created = await client(config, 'create-proposal').createProposal(body);
+  const created = await serviceClient(config, 'create-proposal').createProposal(body);
   if (o.json) return io.out(JSON.stringify(created.raw ?? created));
   io.out(
     `proposal ${created.nu_proposta} created: ${created.status} (uuid ${created.uuid ?? '-'}, ${created.dt_criacao ?? ''})`,
@@ -90,33 +85,36 @@ export async function startAverbacaoCommand(
   o: { proposal?: string; body?: string; deprecatedPath?: boolean; track?: boolean; json?: boolean },
   io: Output,
 ): Promise<void> {
-  const body = parseJson(o.body, '--body');
+  const body = jsonObjectOption(o.body, '--body');
   const nu = o.proposal === undefined ? null : parseNuProposta(o.proposal);
   if (nu !== null && body.nu_proposta === undefined) body.nu_proposta = nu;
-  const accepted = await client(config, 'start-averbacao').startAverbacao(body, {
+  const accepted = await serviceClient(config, 'start-averbacao').startAverbacao(body, {
     deprecatedPath: o.deprecatedPath ?? false,
   });
-  if (o.track !== false) {
-    const store = openStore(config.databasePath, {
-      migrate: true,
-      busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-    });
-    try {
-      trackStarted(store.averbacoes, accepted, nu, new Date(), config.registry.webhookGraceMs);
-    } finally {
-      store.close();
-    }
-  }
+  const tracked = o.track !== false;
+  if (tracked) trackInDatabase(config, accepted, nu);
   if (o.json)
-    return io.out(
-      JSON.stringify({ requestId: accepted.requestId, status: accepted.status, tracked: o.track !== false }),
-    );
+    return io.out(JSON.stringify({ requestId: accepted.requestId, status: accepted.status, tracked }));
   io.out(
     `averbação accepted: requestId ${accepted.requestId}, status ${accepted.status ?? '-'}` +
-      (o.track !== false
+      (tracked
         ? ` — tracked in ${config.databasePath} (webhook, or polling after REGISTRY_WEBHOOK_GRACE_MS)`
         : ''),
   );
+}
+
+/** So that a running receiver waits for its result webhook and polls when it does not come. */
+function trackInDatabase(config: Config, accepted: AverbacaoAccepted, nu: number | string | null): void {
+  // A receiver may be writing to the same database: wait for its lock rather than fail.
+  const store = openStore(config.databasePath, {
+    migrate: true,
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+  try {
+    trackStarted(store.averbacoes, accepted, nu, new Date(), config.registry.webhookGraceMs);
+  } finally {
+    store.close();
+  }
 }
 
 export async function requestStatusCommand(
@@ -125,7 +123,7 @@ export async function requestStatusCommand(
   o: { json?: boolean },
   io: Output,
 ): Promise<void> {
-  const status = await client(config, 'request-status').requestStatus(requestId);
+  const status = await serviceClient(config, 'request-status').requestStatus(requestId);
   if (o.json) return io.out(JSON.stringify(status.raw ?? status));
   io.out(`${status.requestId}: ${status.status} (correlationId ${status.correlationId ?? '-'})`);
 }
@@ -139,19 +137,22 @@ export async function registerWebhookCommand(
     throw new UsageError('register-webhook needs --url (this receiver’s public URL, ending in /webhooks)');
   const secret = o.secret ?? config.webhookSecrets[0];
   if (!secret) throw new ConfigError('WEBHOOK_SECRETS', 'required for register-webhook (or pass --secret)');
-  const eventos = o.eventos
-    ? o.eventos
-        .split(',')
-        .map((e) => e.trim())
-        .filter(Boolean)
-    : [...EVENTOS];
-  const registered = await client(config, 'register-webhook').registerWebhook({
+  const eventos = o.eventos ? listOption(o.eventos) : [...EVENTOS];
+  const registered = await serviceClient(config, 'register-webhook').registerWebhook({
     url: o.url,
     eventos,
     secret,
   });
   if (o.json) return io.out(JSON.stringify(registered.raw ?? {}));
   io.out(`webhook registered (HTTP ${registered.httpStatus}): ${o.url} for ${eventos.length} event(s)`);
+}
+
+/** `a, b,c` → `['a', 'b', 'c']`. */
+function listOption(value: string): string[] {
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
 }
 
 export async function reportCommand(
@@ -163,13 +164,19 @@ export async function reportCommand(
   if (!Object.hasOwn(REPORT_PATHS, name)) {
     throw new UsageError(`unknown report "${name}" (reports: ${Object.keys(REPORT_PATHS).join(', ')})`);
   }
+  const query = paramOptions(o.param ?? []);
+  io.out(JSON.stringify(await serviceClient(config, 'report').report(name as ReportName, query), null, 2));
+}
+
+/** Repeated `--param key=value` → `{ key: value }`; the value may contain `=`. */
+function paramOptions(params: readonly string[]): Record<string, string> {
   const query: Record<string, string> = {};
-  for (const p of o.param ?? []) {
+  for (const p of params) {
     const i = p.indexOf('=');
     if (i < 1) throw new UsageError(`--param expects key=value, got "${p}"`);
     query[p.slice(0, i)] = p.slice(i + 1);
   }
-  io.out(JSON.stringify(await client(config, 'report').report(name as ReportName, query), null, 2));
+  return query;
 }
 
 export async function offersCommand(
@@ -177,7 +184,8 @@ export async function offersCommand(
   o: { body?: string; maxPages?: string },
   io: Output,
 ): Promise<void> {
-  const maxPages = o.maxPages === undefined ? 10 : number(o.maxPages, '--max-pages');
-  const result = await client(config, 'offers').searchOffers(parseJson(o.body, '--body'), { maxPages });
+  const body = jsonObjectOption(o.body, '--body');
+  const options = o.maxPages === undefined ? {} : { maxPages: numberOption(o.maxPages, '--max-pages') };
+  const result = await serviceClient(config, 'offers').searchOffers(body, options);
   io.out(JSON.stringify(result, null, 2));
 }

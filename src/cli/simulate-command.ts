@@ -39,7 +39,7 @@ function processSignals(listener: (signal: NodeJS.Signals) => void): () => void 
 }
 
 /**
- * `simulate [--port N] [--host H] [--json]`: runs the service simulator (SPEC §7) until SIGINT or
+ * `simulate [--port N] [--host H] [--json]`: runs the service simulator (contract §7) until SIGINT or
  * SIGTERM, then closes it and resolves (exit code 0). Prints where it listens, the token endpoint
  * and the control API; `--json` prints the same as one JSON object. Logs are pino JSON on stdout.
  */

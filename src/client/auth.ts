@@ -1,7 +1,7 @@
 /**
- * Bearer tokens for the service (§5): a static token, or OAuth2 client credentials cached until
- * shortly before they expire. The token endpoint is not shown in the seed; see `fetchToken` in
- * service-client.ts for the RFC 6749 form this client assumes.
+ * Bearer tokens for the service (interface §5): a static token, or OAuth2 client credentials cached
+ * until shortly before they expire. The token endpoint is not shown in the interface; see
+ * client-credentials.ts for the RFC 6749 form this client assumes.
  */
 
 export interface IssuedToken {

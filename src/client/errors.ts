@@ -38,7 +38,7 @@ function where(c: CallContext): string {
 }
 
 /**
- * §7: the service refused the request for a business reason, with a body `{error, message}` (e.g.
+ * interface §7: the service refused the request for a business reason, with a body `{error, message}` (e.g.
  * `BUSINESS_RULE_VIOLATION` and a Portuguese text). Never retried. `message` is the service's text
  * (with any CPF in it masked); `error` its code.
  */

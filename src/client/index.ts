@@ -1,5 +1,14 @@
 export { tokenExpiresAt } from './auth';
 export {
+  type AverbacaoAccepted,
+  type ProposalCreated,
+  REPORT_PATHS,
+  type ReportName,
+  type RequestStatus,
+  type StartAverbacaoOptions,
+  type WebhookRegistered,
+} from './endpoints';
+export {
   AuthError,
   BusinessError,
   type CallContext,
@@ -12,19 +21,13 @@ export {
   ServiceError,
   ServiceUnavailableError,
 } from './errors';
+export { type OffersResult, type SearchOffersOptions } from './offers';
 export { MAX_RETRY_AFTER_MS, parseRetryAfter } from './retry';
 export {
-  type AverbacaoAccepted,
   createServiceClient,
-  type OffersResult,
-  type ProposalCreated,
-  REPORT_PATHS,
-  type ReportName,
-  type RequestStatus,
   type ServiceClient,
   serviceClientFromConfig,
   type ServiceClientOptions,
-  type WebhookRegistered,
 } from './service-client';
-export type { Query, QueryValue } from './transport';
+export type { Query, QueryValue } from './urls';
 export { type DadosBancarios, type ProposalRequest, type WebhookRegistration } from './validate';

@@ -1,4 +1,6 @@
 import type { Logger } from 'pino';
+import { isObject, parseJsonOrUndefined } from '../domain/json';
+import { maskCpfsInText } from '../domain/privacy';
 import type { TokenSource } from './auth';
 import {
   AuthError,
@@ -17,10 +19,6 @@ import { classifyNetworkFailure, MAX_RETRY_AFTER_MS, parseRetryAfter, retryDelay
  * backoff for network errors, 429 and 5xx only, one token refresh on a 401, the mapping of statuses
  * to typed errors, and the `Deprecation` warning. Knows nothing of the endpoints.
  */
-
-export type QueryValue =
-  string | number | boolean | null | undefined | readonly (string | number | boolean)[];
-export type Query = Readonly<Record<string, QueryValue>>;
 
 export interface CallSpec {
   method: 'GET' | 'POST';
@@ -52,6 +50,7 @@ export interface ServiceResponse {
 
 export interface TransportOptions {
   logger: Logger;
+  /** Where bearer tokens come from; null when no credentials are configured. */
   tokens: TokenSource | null;
   apiKey: string | undefined;
   timeoutMs: number;
@@ -60,30 +59,36 @@ export interface TransportOptions {
   sleep: (ms: number) => Promise<void>;
 }
 
-// Successors of deprecated paths (§9), named in the warning.
-const SUCCESSORS: Readonly<Record<string, string>> = { 'POST /contract': 'POST /contract/averbacao' };
-
-export function businessBody(body: unknown): { error: string; message: string } | null {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
-  const { error, message } = body as Record<string, unknown>;
-  return typeof error === 'string' && typeof message === 'string' ? { error, message } : null;
+/** Where one call stands, across its attempts. */
+interface CallProgress {
+  attempts: number;
+  /** Attempts answered by a network error, 429 or 5xx: what `retries` bounds. */
+  failures: number;
+  /** The token was refreshed once after a 401. */
+  refreshed: boolean;
 }
 
-/** The service's text may quote the employee's CPF; only its middle digits may appear (LGPD). */
-export function maskCpfs(text: string): string {
-  return text.replace(/(?<!\d)(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})(?!\d)/g, (match) => {
-    const d = match.replace(/\D/g, '');
-    return `***.${d.slice(3, 6)}.${d.slice(6, 9)}-**`;
-  });
+/** What one attempt ends in: the answer, or another attempt after `retryInMs` (null: at once). */
+type AttemptResult = { response: ServiceResponse } | { retryInMs: number | null };
+
+// Successors of deprecated paths (interface §9), named in the warning.
+const SUCCESSORS: Readonly<Record<string, string>> = { 'POST /contract': 'POST /contract/averbacao' };
+
+/** interface §7: the `{error, message}` body of a refusal, the message with any CPF in it masked. */
+function errorBody(body: unknown): { error: string; message: string } | null {
+  if (!isObject(body)) return null;
+  const { error, message } = body;
+  return typeof error === 'string' && typeof message === 'string'
+    ? { error, message: maskCpfsInText(message) }
+    : null;
 }
 
 function parseBody(text: string): unknown {
-  if (text.trim() === '') return null;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
+  return text.trim() === '' ? null : parseJsonOrUndefined(text);
+}
+
+function contextOf(spec: CallSpec, progress: CallProgress, status: number | null = null): CallContext {
+  return { method: spec.method, path: spec.url.pathname, status, attempts: progress.attempts };
 }
 
 export class Transport {
@@ -92,119 +97,126 @@ export class Transport {
   constructor(private readonly options: TransportOptions) {}
 
   async call(spec: CallSpec): Promise<ServiceResponse> {
-    const { logger, retries, sleep, now } = this.options;
-    const path = spec.url.pathname;
-    let attempts = 0;
-    let failures = 0;
-    let refreshed = false;
+    const progress: CallProgress = { attempts: 0, failures: 0, refreshed: false };
     for (;;) {
-      attempts += 1;
-      const context = (status: number | null = null): CallContext => ({
-        method: spec.method,
-        path,
-        status,
-        attempts,
-      });
-      const token = spec.auth ? await this.token(context()) : undefined;
-
-      let res: Response;
-      let text: string;
-      try {
-        res = await fetch(spec.url, {
-          method: spec.method,
-          headers: this.headers(spec, token),
-          body: spec.form ?? (spec.body === undefined ? undefined : JSON.stringify(spec.body)),
-          // Never follow a redirect: it could carry the api key elsewhere, and the interface shows none.
-          redirect: 'manual',
-          signal: AbortSignal.timeout(this.options.timeoutMs),
-        });
-        // The same signal bounds reading the body.
-        text = await res.text();
-      } catch (err) {
-        const failure = classifyNetworkFailure(err);
-        const retryable = spec.idempotent || failure.notSent;
-        if (retryable && failures < retries) {
-          failures += 1;
-          const delayMs = retryDelayMs(failures);
-          logger.warn(
-            { method: spec.method, path, attempt: attempts, delayMs, reason: failure.reason },
-            'service call failed; retrying',
-          );
-          await sleep(delayMs);
-          continue;
-        }
-        throw new NetworkError(
-          context(),
-          {
-            reason: failure.reason,
-            timedOut: failure.timedOut,
-            outcomeUnknown: !failure.notSent && !spec.idempotent,
-          },
-          { cause: err },
-        );
-      }
-
-      this.checkDeprecation(spec, res.headers);
-      const status = res.status;
-      const body = parseBody(text);
-      if (status >= 200 && status < 300) return { status, headers: res.headers, body, text };
-
-      const business = businessBody(body);
-      // §7: a business-rule failure is final whatever its status; never retried.
-      if (business?.error === 'BUSINESS_RULE_VIOLATION') {
-        throw new BusinessError(context(status), business.error, maskCpfs(business.message));
-      }
-      if (status === 401 && spec.auth) {
-        const tokens = this.options.tokens;
-        if (tokens?.refreshable && !refreshed && token !== undefined) {
-          refreshed = true;
-          tokens.invalidate(token);
-          logger.info({ method: spec.method, path }, 'service answered 401; refreshing the token once');
-          continue;
-        }
-        throw new AuthError(
-          context(status),
-          refreshed ? 'HTTP 401 again after a token refresh' : 'HTTP 401 (static token rejected)',
-        );
-      }
-      if (status === 429 || status >= 500) {
-        // Retry-After is honoured on 429 and, per RFC 9110 §10.2.3, on 503.
-        const retryAfterMs =
-          status === 429 || status === 503 ? parseRetryAfter(res.headers.get('retry-after'), now()) : null;
-        if (failures < retries) {
-          failures += 1;
-          const delayMs =
-            retryAfterMs === null ? retryDelayMs(failures) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
-          logger.warn(
-            { method: spec.method, path, attempt: attempts, status, delayMs },
-            'service call failed; retrying',
-          );
-          await sleep(delayMs);
-          continue;
-        }
-        if (status === 429) throw new RateLimitedError(context(status), retryAfterMs);
-        throw new ServiceUnavailableError(context(status));
-      }
-      if (status >= 400) {
-        const mapped = spec.onClientError?.(status, body, context(status));
-        if (mapped !== undefined) throw mapped;
-      }
-      if (status === 401) throw new AuthError(context(status), 'HTTP 401');
-      if (status === 403) throw new AuthError(context(status), 'HTTP 403 (forbidden)');
-      if (status === 404) {
-        throw new NotFoundError(
-          context(status),
-          business && { error: business.error, message: maskCpfs(business.message) },
-        );
-      }
-      if (status >= 400 && business !== null) {
-        throw new BusinessError(context(status), business.error, maskCpfs(business.message));
-      }
-      throw new ProtocolError(
-        context(status),
-        status >= 400 ? `HTTP ${status} without an {error, message} body` : `HTTP ${status}`,
-      );
+      progress.attempts += 1;
+      const result = await this.attempt(spec, progress);
+      if ('response' in result) return result.response;
+      if (result.retryInMs !== null) await this.options.sleep(result.retryInMs);
     }
+  }
+
+  private async attempt(spec: CallSpec, progress: CallProgress): Promise<AttemptResult> {
+    const token = spec.auth ? await this.token(contextOf(spec, progress)) : undefined;
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(spec.url, {
+        method: spec.method,
+        headers: this.headers(spec, token),
+        body: spec.form ?? (spec.body === undefined ? undefined : JSON.stringify(spec.body)),
+        // Never follow a redirect: it could carry the api key elsewhere, and the interface shows none.
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+      });
+      // The same signal bounds reading the body.
+      text = await res.text();
+    } catch (err) {
+      return this.afterNetworkFailure(spec, progress, err);
+    }
+    this.checkDeprecation(spec, res.headers);
+    const response = { status: res.status, headers: res.headers, body: parseBody(text), text };
+    if (res.status >= 200 && res.status < 300) return { response };
+    return this.afterRefusal(spec, progress, response, token);
+  }
+
+  private afterNetworkFailure(spec: CallSpec, progress: CallProgress, err: unknown): AttemptResult {
+    const failure = classifyNetworkFailure(err);
+    if (spec.idempotent || failure.notSent) {
+      const retry = this.retryLater(spec, progress, { reason: failure.reason });
+      if (retry !== null) return retry;
+    }
+    throw new NetworkError(
+      contextOf(spec, progress),
+      {
+        reason: failure.reason,
+        timedOut: failure.timedOut,
+        outcomeUnknown: !failure.notSent && !spec.idempotent,
+      },
+      { cause: err },
+    );
+  }
+
+  /** A status other than 2xx: another attempt, or the error it means. */
+  private afterRefusal(
+    spec: CallSpec,
+    progress: CallProgress,
+    response: ServiceResponse,
+    token: string | undefined,
+  ): AttemptResult {
+    const { status } = response;
+    const context = contextOf(spec, progress, status);
+    const refusal = errorBody(response.body);
+    // interface §7: a business-rule failure is final whatever its status; never retried.
+    if (refusal?.error === 'BUSINESS_RULE_VIOLATION') {
+      throw new BusinessError(context, refusal.error, refusal.message);
+    }
+    if (status === 401 && spec.auth) return this.afterUnauthorized(spec, progress, token);
+    if (status === 429 || status >= 500) {
+      // Retry-After is honoured on 429 and, per RFC 9110 §10.2.3, on 503.
+      const retryAfterMs =
+        status === 429 || status === 503
+          ? parseRetryAfter(response.headers.get('retry-after'), this.options.now())
+          : null;
+      const retry = this.retryLater(spec, progress, { status }, retryAfterMs);
+      if (retry !== null) return retry;
+      if (status === 429) throw new RateLimitedError(context, retryAfterMs);
+      throw new ServiceUnavailableError(context);
+    }
+    throw clientError(spec, response, refusal, context);
+  }
+
+  /** One token refresh per call: a 401 may only mean the cached token was revoked early. */
+  private afterUnauthorized(
+    spec: CallSpec,
+    progress: CallProgress,
+    token: string | undefined,
+  ): AttemptResult {
+    const tokens = this.options.tokens;
+    if (tokens?.refreshable && !progress.refreshed && token !== undefined) {
+      progress.refreshed = true;
+      tokens.invalidate(token);
+      this.options.logger.info(
+        { method: spec.method, path: spec.url.pathname },
+        'service answered 401; refreshing the token once',
+      );
+      return { retryInMs: null };
+    }
+    throw new AuthError(
+      contextOf(spec, progress, 401),
+      progress.refreshed ? 'HTTP 401 again after a token refresh' : 'HTTP 401 (static token rejected)',
+    );
+  }
+
+  /**
+   * Another attempt after a pause, or null once `retries` are spent. The pause is the service's
+   * `Retry-After` (capped) when it sent one, otherwise the backoff.
+   */
+  private retryLater(
+    spec: CallSpec,
+    progress: CallProgress,
+    detail: { reason: string } | { status: number },
+    retryAfterMs: number | null = null,
+  ): AttemptResult | null {
+    if (progress.failures >= this.options.retries) return null;
+    progress.failures += 1;
+    const delayMs =
+      retryAfterMs === null ? retryDelayMs(progress.failures) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
+    this.options.logger.warn(
+      { method: spec.method, path: spec.url.pathname, attempt: progress.attempts, ...detail, delayMs },
+      'service call failed; retrying',
+    );
+    return { retryInMs: delayMs };
   }
 
   private async token(context: CallContext): Promise<string> {
@@ -223,7 +235,8 @@ export class Transport {
     if (spec.form !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
     else if (spec.body !== undefined) headers['content-type'] = 'application/json';
     if (token !== undefined) headers.authorization = `Bearer ${token}`;
-    // §4.3 shows x-api-key beside the bearer token; credentials go only to authenticated endpoints.
+    // interface §4.3 shows x-api-key beside the bearer token; credentials go only to authenticated
+    // endpoints.
     if (spec.auth && this.options.apiKey !== undefined) headers['x-api-key'] = this.options.apiKey;
     return headers;
   }
@@ -243,4 +256,24 @@ export class Transport {
       `${spec.route} is deprecated (Deprecation: ${value})${successor === undefined ? '' : `: use ${successor}`}`,
     );
   }
+}
+
+/** A refusal that is neither retried nor a business-rule violation, as the error it means. */
+function clientError(
+  spec: CallSpec,
+  response: ServiceResponse,
+  refusal: { error: string; message: string } | null,
+  context: CallContext,
+): Error {
+  const { status } = response;
+  const mapped = status >= 400 ? spec.onClientError?.(status, response.body, context) : undefined;
+  if (mapped !== undefined) return mapped;
+  if (status === 401) return new AuthError(context, 'HTTP 401');
+  if (status === 403) return new AuthError(context, 'HTTP 403 (forbidden)');
+  if (status === 404) return new NotFoundError(context, refusal);
+  if (status >= 400 && refusal !== null) return new BusinessError(context, refusal.error, refusal.message);
+  return new ProtocolError(
+    context,
+    status >= 400 ? `HTTP ${status} without an {error, message} body` : `HTTP ${status}`,
+  );
 }

@@ -1,12 +1,14 @@
 import { cnpjChars, cpfDigits, isValidCnpj, isValidCpf } from '../domain/documents';
+import { isObject, nonBlankString } from '../domain/json';
 import { type FieldIssue, InvalidRequestError } from './errors';
+import { parseHttpUrl } from './urls';
 
 /**
- * Local checks before anything is sent (§2.1, §8), so that a typo costs no request and no
+ * Local checks before anything is sent (interface §2.1, §8), so that a typo costs no request and no
  * business error. Values are never repeated in the messages (a CPF is personal data).
  */
 
-/** §2.1 dados_bancarios: which sub-fields are required is not shown; see `validateProposal`. */
+/** interface §2.1 dados_bancarios: which sub-fields are required is not shown; see `validateProposal`. */
 export interface DadosBancarios {
   pix?: string;
   banco?: string;
@@ -15,7 +17,7 @@ export interface DadosBancarios {
   [extra: string]: unknown;
 }
 
-/** Body of `POST /api/v1/propostas` (§2.1). Extra fields are sent as given. */
+/** Body of `POST /api/v1/propostas` (interface §2.1). Extra fields are sent as given. */
 export interface ProposalRequest {
   nu_cpf: string;
   nu_cnpj_conveniada: string;
@@ -23,14 +25,6 @@ export interface ProposalRequest {
   qt_parcela: number;
   dados_bancarios: DadosBancarios;
   [extra: string]: unknown;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function filled(v: unknown): boolean {
-  return typeof v === 'string' && v.trim() !== '';
 }
 
 /**
@@ -67,11 +61,11 @@ export function validateProposal(input: unknown): ProposalRequest {
     issues.push({ field: 'qt_parcela', problem: 'expected an integer from 6 to 96' });
   }
 
-  // §2.1 does not say which sub-fields are required; a payout needs a pix key or a full account.
+  // interface §2.1 does not say which sub-fields are required; a payout needs a pix key or a full account.
   const bank = input.dados_bancarios;
   if (!isObject(bank)) {
     issues.push({ field: 'dados_bancarios', problem: 'expected an object' });
-  } else if (!filled(bank.pix) && !(filled(bank.banco) && filled(bank.agencia) && filled(bank.conta))) {
+  } else if (!hasPayoutTarget(bank)) {
     issues.push({ field: 'dados_bancarios', problem: 'expected pix, or banco, agencia and conta' });
   }
 
@@ -79,7 +73,12 @@ export function validateProposal(input: unknown): ProposalRequest {
   return { ...input, nu_cpf: cpf, nu_cnpj_conveniada: cnpj } as ProposalRequest;
 }
 
-/** §2.4. */
+function hasPayoutTarget(bank: Record<string, unknown>): boolean {
+  const account = [bank.banco, bank.agencia, bank.conta];
+  return nonBlankString(bank.pix) !== null || account.every((field) => nonBlankString(field) !== null);
+}
+
+/** interface §2.4. */
 export interface WebhookRegistration {
   url: string;
   eventos: readonly string[];
@@ -90,29 +89,24 @@ export function validateWebhookRegistration(input: unknown): WebhookRegistration
   if (!isObject(input))
     throw new InvalidRequestError('webhook', [{ field: 'body', problem: 'expected an object' }]);
   const issues: FieldIssue[] = [];
-  let urlOk = false;
-  try {
-    const u = new URL(String(input.url));
-    urlOk = typeof input.url === 'string' && (u.protocol === 'https:' || u.protocol === 'http:');
-  } catch {
-    urlOk = false;
-  }
-  if (!urlOk) issues.push({ field: 'url', problem: 'expected an http(s) URL' });
+  if (parseHttpUrl(input.url) === null) issues.push({ field: 'url', problem: 'expected an http(s) URL' });
   const eventos = input.eventos;
-  if (!Array.isArray(eventos) || eventos.length === 0 || !eventos.every(filled)) {
+  if (!Array.isArray(eventos) || eventos.length === 0 || !eventos.every((e) => nonBlankString(e) !== null)) {
     issues.push({ field: 'eventos', problem: 'expected a non-empty list of event names' });
   }
-  if (!filled(input.secret)) issues.push({ field: 'secret', problem: 'expected a non-empty string' });
+  if (nonBlankString(input.secret) === null)
+    issues.push({ field: 'secret', problem: 'expected a non-empty string' });
   if (issues.length > 0) throw new InvalidRequestError('webhook', issues);
   return input as unknown as WebhookRegistration;
 }
 
 /** A requestId is a path segment: `.` and `..` would be resolved away by the URL parser. */
 export function validateRequestId(requestId: unknown): string {
-  if (typeof requestId !== 'string' || requestId.trim() === '' || requestId === '.' || requestId === '..') {
+  const id = nonBlankString(requestId);
+  if (id === null || id === '.' || id === '..') {
     throw new InvalidRequestError('request status query', [
       { field: 'requestId', problem: 'expected a non-empty identifier' },
     ]);
   }
-  return requestId;
+  return id;
 }

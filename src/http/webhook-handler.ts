@@ -1,43 +1,251 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import getRawBody from 'raw-body';
 import type { Clock } from '../clock';
-import { classifyDelivery, type Route } from '../domain/delivery';
+import { type ClassifiedDelivery, classifyDelivery, type Route } from '../domain/delivery';
 import { StorageError } from '../domain/errors';
 import { type IpAllowList, clientAddress } from '../domain/cidr';
 import { verifySignature } from '../domain/signature';
-import { initialAlarmState, recordSignatureOutcome } from '../domain/signature-alarm';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { DeliveryOutcome } from '../store/deliveries';
-import type { IngestWriter } from '../store/ingest-writer';
+import type { NewEvent } from '../store/events';
+import type { IngestResult, IngestWriter } from '../store/ingest-writer';
+import { badSignature, forbidden, type Rejection, unreadBody } from './rejections';
+import { watchSignatures } from './signature-watch';
 
 /**
- * The webhook path of SPEC §4: read the raw body (bounded while reading), verify the signature on
- * those bytes, classify, store (group commit), answer. The answer depends only on verify + store;
- * no handler runs inside the request. Framework-free: it takes Node's request and response, so the
- * Express route is a one-line adapter.
+ * The webhook path of contract §4: read the raw body (bounded while reading), verify the signature
+ * on those bytes, classify, store (group commit), answer. The answer depends only on verify +
+ * store; no handler runs inside the request. Framework-free: it takes Node's request and response,
+ * so production calls it before Express and the Express route is a one-line adapter.
  */
 
 export interface WebhookDeps {
+  /** WEBHOOK_SECRETS: any one that matches is accepted (rotation). */
   secrets: readonly string[];
+  /** SIGNATURE_HEADER as configured; matched case-insensitively. */
   signatureHeader: string;
+  /** MAX_BODY_BYTES: a larger body gets 413 while it is read, never buffered whole. */
   maxBodyBytes: number;
   writer: IngestWriter;
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
-  /** ALLOWED_CIDRS: who may POST here at all (checked before reading the body). */
+  /**
+   * ALLOWED_CIDRS: who may POST here at all (checked before reading the body).
+   * @default undefined (anyone)
+   */
   allowList?: IpAllowList | undefined;
-  /** TRUST_PROXY: proxies whose X-Forwarded-For gives the client address. */
-  trustProxy?: number;
+  /**
+   * TRUST_PROXY: proxies whose X-Forwarded-For gives the client address.
+   * @default 0
+   */
+  trustProxy?: number | undefined;
 }
 
-/** Seconds the service should wait before retrying after a 503 (it has up to 3 attempts, §6.1). */
+export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
+
+/** Seconds the service should wait before retrying after a 503 (it has up to 3 attempts, interface §6.1). */
 const RETRY_AFTER_SECONDS = 5;
 
 const ROUTE_PATHS: Record<Route, string> = { events: '/webhooks', registry: '/webhooks/registry' };
 
-function send(res: ServerResponse, status: number, body: object, headers: Record<string, string> = {}): void {
+/** What the answer, the audit row and the log line of one request all carry. */
+interface RequestFacts {
+  route: Route;
+  path: string;
+  /** Monotonic milliseconds, for the latency. */
+  startedAt: number;
+  receivedAt: string;
+  remote: string;
+}
+
+export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
+  const headerName = deps.signatureHeader.toLowerCase();
+  const signatures = watchSignatures(deps);
+  return function handleWebhook(req, res, route) {
+    const request = describeRequest(deps, req, route);
+    if (deps.allowList && !deps.allowList.allows(request.remote)) {
+      return reject(deps, res, request, forbidden());
+    }
+    getRawBody(req, { length: req.headers['content-length'], limit: deps.maxBodyBytes }, (err, body) => {
+      if (err) return reject(deps, res, request, unreadBody(err, req, deps.maxBodyBytes));
+      const verdict = verifySignature(body, req.headers[headerName], deps.secrets);
+      if (!verdict.ok) {
+        reject(deps, res, request, badSignature(verdict.reason, body.length, deps.signatureHeader));
+        return signatures.rejected();
+      }
+      signatures.accepted();
+      store(deps, res, request, body, verdict.secretIndex);
+    });
+  };
+}
+
+function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route): RequestFacts {
+  return {
+    route,
+    path: ROUTE_PATHS[route],
+    startedAt: deps.clock.monotonic(),
+    receivedAt: deps.clock.now().toISOString(),
+    remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
+  };
+}
+
+/** Answers a refused request, counts it, writes its `deliveries` row (no body, no event) and logs it. */
+function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r: Rejection): void {
+  sendJson(res, r.status, { error: r.error, message: r.message }, r.close ? { connection: 'close' } : {});
+  const ms = measure(deps, request, r.outcome);
+  deps.writer.audit({
+    receivedAt: request.receivedAt,
+    path: request.path,
+    outcome: r.outcome,
+    httpStatus: r.status,
+    dedupKey: null,
+    eventId: null,
+    durationMs: ms,
+    bodyBytes: r.bodyBytes,
+    secretIndex: null,
+    remoteAddr: request.remote,
+    detail: r.reason,
+  });
+  deps.logger.warn(
+    {
+      route: request.path,
+      outcome: r.outcome,
+      reason: r.reason,
+      http_status: r.status,
+      ms,
+      remote: request.remote,
+    },
+    'delivery rejected',
+  );
+}
+
+/** Classifies a verified body and stores it; answers once the group commit holding it settles. */
+function store(
+  deps: WebhookDeps,
+  res: ServerResponse,
+  request: RequestFacts,
+  body: Buffer,
+  secretIndex: number,
+): void {
+  const delivery = classifyDelivery(body, request.route);
+  deps.writer
+    .ingest(newEvent(delivery, body, request.receivedAt), {
+      receivedAt: request.receivedAt,
+      path: request.path,
+      bodyBytes: body.length,
+      secretIndex,
+      remoteAddr: request.remote,
+      detail: delivery.invalidReason,
+      startedAt: request.startedAt,
+    })
+    .then(
+      (stored) => answerStored(deps, res, request, delivery, stored),
+      (err: unknown) => answerNotStored(deps, res, request, delivery, err),
+    );
+}
+
+function newEvent(c: ClassifiedDelivery, body: Buffer, receivedAt: string): NewEvent {
+  return {
+    dedupKey: c.dedupKey,
+    webhookId: c.webhookId,
+    kind: c.kind,
+    evento: c.evento,
+    nuProposta: c.nuProposta,
+    requestId: c.requestId,
+    registryStatus: c.registryStatus,
+    tentativa: c.tentativa,
+    receivedAt,
+    // Valid UTF-8 is kept as TEXT (readable in sqlite3), anything else byte-exact as a BLOB.
+    body: c.text ?? body,
+    bodyBytes: body.length,
+    status: c.status,
+    lastError: c.invalidReason,
+  };
+}
+
+/** 200 for what is on disk: accepted, duplicate or quarantined (the writer wrote its `deliveries` row). */
+function answerStored(
+  deps: WebhookDeps,
+  res: ServerResponse,
+  request: RequestFacts,
+  c: ClassifiedDelivery,
+  stored: IngestResult,
+): void {
+  const quarantined = stored.outcome === 'quarantined';
+  sendJson(res, 200, {
+    status: stored.outcome,
+    event_id: stored.eventId,
+    ...(quarantined ? { reason: c.invalidReason } : {}),
+  });
+  const ms = measure(deps, request, stored.outcome);
+  if (stored.outcome !== 'duplicate')
+    deps.metrics.eventsStored.inc({ evento: c.evento ?? `(${c.kind})`, status: c.status });
+  const line = {
+    route: request.path,
+    outcome: stored.outcome,
+    http_status: 200,
+    ms,
+    event_id: stored.eventId,
+    kind: c.kind,
+    evento: c.evento,
+    status: stored.status,
+    nu_proposta: c.nuProposta,
+    request_id: c.requestId,
+    webhook_id: c.webhookId,
+    tentativa: c.tentativa,
+  };
+  if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
+  else deps.logger.info(line, 'delivery');
+}
+
+/**
+ * 503 for what is not on disk: never 200 for it, and the service retries. The writer writes the
+ * `deliveries` row itself, once the disk takes writes again.
+ */
+function answerNotStored(
+  deps: WebhookDeps,
+  res: ServerResponse,
+  request: RequestFacts,
+  c: ClassifiedDelivery,
+  err: unknown,
+): void {
+  sendJson(
+    res,
+    503,
+    { error: 'storage_unavailable', message: 'the delivery could not be stored; retry later' },
+    { 'retry-after': String(RETRY_AFTER_SECONDS) },
+  );
+  const ms = measure(deps, request, 'storage_unavailable');
+  deps.logger.error(
+    {
+      route: request.path,
+      outcome: 'storage_unavailable',
+      http_status: 503,
+      ms,
+      webhook_id: c.webhookId,
+      err: err instanceof StorageError ? err.message : 'unexpected error while storing',
+    },
+    'delivery not stored',
+  );
+}
+
+/** Counts the answer and observes its latency; returns the latency in ms, rounded to the microsecond. */
+function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutcome): number {
+  const ms = deps.clock.monotonic() - request.startedAt;
+  deps.metrics.deliveries.inc({ outcome, route: request.path });
+  deps.metrics.ackLatency.observe({ outcome }, ms / 1000);
+  return Math.round(ms * 1000) / 1000;
+}
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: object,
+  headers: Record<string, string> = {},
+): void {
+  // The client may be gone (an aborted body) or a late storage answer may race a closed socket.
   if (res.headersSent || res.destroyed) return;
   const json = JSON.stringify(body);
   res.writeHead(status, {
@@ -47,238 +255,4 @@ function send(res: ServerResponse, status: number, body: object, headers: Record
     ...headers,
   });
   res.end(json);
-}
-
-interface BodyError extends Error {
-  type?: string;
-}
-
-export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
-
-export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
-  const { secrets, maxBodyBytes, writer, metrics, logger, clock } = deps;
-  const headerName = deps.signatureHeader.toLowerCase();
-  let alarm = initialAlarmState;
-
-  function observe(route: Route, outcome: DeliveryOutcome, startedAt: number): number {
-    const ms = clock.monotonic() - startedAt;
-    metrics.deliveries.inc({ outcome, route: ROUTE_PATHS[route] });
-    metrics.ackLatency.observe({ outcome }, ms / 1000);
-    return Math.round(ms * 1000) / 1000;
-  }
-
-  function signatureRejected(
-    route: Route,
-    reason: string,
-    startedAt: number,
-    receivedAt: string,
-    bodyBytes: number,
-    remote: string | null,
-    res: ServerResponse,
-  ) {
-    const step = recordSignatureOutcome(alarm, true, clock.now().getTime());
-    alarm = step.state;
-    metrics.signatureAlarm.set(alarm.consecutive);
-    const messages: Record<string, string> = {
-      missing: `missing ${deps.signatureHeader} header`,
-      malformed: `${deps.signatureHeader} must be sha256= followed by 64 hex digits`,
-      mismatch: 'signature does not match the body',
-    };
-    send(res, 401, { error: 'invalid_signature', message: messages[reason] ?? 'invalid signature' });
-    const ms = observe(route, 'invalid_signature', startedAt);
-    writer.audit({
-      receivedAt,
-      path: ROUTE_PATHS[route],
-      outcome: 'invalid_signature',
-      httpStatus: 401,
-      dedupKey: null,
-      eventId: null,
-      durationMs: ms,
-      bodyBytes,
-      secretIndex: null,
-      remoteAddr: remote,
-      detail: reason,
-    });
-    logger.warn(
-      { route: ROUTE_PATHS[route], outcome: 'invalid_signature', reason, http_status: 401, ms, remote },
-      'delivery rejected',
-    );
-    if (step.alarm) {
-      logger.error(
-        {
-          consecutive: alarm.consecutive,
-          since: new Date(alarm.firstAt ?? 0).toISOString(),
-          header: deps.signatureHeader,
-        },
-        `${alarm.consecutive} consecutive webhook deliveries rejected for invalid signature: the service deactivates the callback after 3 consecutive failed deliveries (seed §6.1). Check that WEBHOOK_SECRETS holds the secret registered with the service and SIGNATURE_HEADER its header name, then re-register or re-activate the callback.`,
-      );
-    }
-  }
-
-  return function handleWebhook(req: IncomingMessage, res: ServerResponse, route: Route): void {
-    const startedAt = clock.monotonic();
-    const receivedAt = clock.now().toISOString();
-    const path = ROUTE_PATHS[route];
-    const remote = clientAddress(
-      req.socket.remoteAddress,
-      req.headers['x-forwarded-for'],
-      deps.trustProxy ?? 0,
-    );
-    if (deps.allowList && !deps.allowList.allows(remote)) {
-      send(
-        res,
-        403,
-        { error: 'forbidden', message: 'this address may not deliver webhooks here' },
-        { connection: 'close' },
-      );
-      const ms = observe(route, 'forbidden', startedAt);
-      writer.audit({
-        receivedAt,
-        path,
-        outcome: 'forbidden',
-        httpStatus: 403,
-        dedupKey: null,
-        eventId: null,
-        durationMs: ms,
-        bodyBytes: null,
-        secretIndex: null,
-        remoteAddr: remote,
-        detail: 'not in ALLOWED_CIDRS',
-      });
-      logger.warn(
-        { route: path, outcome: 'forbidden', http_status: 403, remote },
-        'delivery refused: address not in ALLOWED_CIDRS',
-      );
-      return;
-    }
-
-    const bodyFailed = (err: BodyError) => {
-      const tooLarge = err.type === 'entity.too.large';
-      const outcome: DeliveryOutcome = tooLarge ? 'payload_too_large' : 'aborted';
-      const status = tooLarge ? 413 : 400;
-      // The rest of the body was not read: close the connection rather than reuse it.
-      if (tooLarge) {
-        send(
-          res,
-          413,
-          { error: 'payload_too_large', message: `body exceeds MAX_BODY_BYTES (${maxBodyBytes} bytes)` },
-          { connection: 'close' },
-        );
-      } else {
-        send(
-          res,
-          400,
-          { error: 'bad_request', message: 'request body could not be read completely' },
-          { connection: 'close' },
-        );
-      }
-      const ms = observe(route, outcome, startedAt);
-      const length = Number(req.headers['content-length']);
-      writer.audit({
-        receivedAt,
-        path,
-        outcome,
-        httpStatus: status,
-        dedupKey: null,
-        eventId: null,
-        durationMs: ms,
-        bodyBytes: Number.isFinite(length) ? length : null,
-        secretIndex: null,
-        remoteAddr: remote,
-        detail: err.type ?? err.message,
-      });
-      logger.warn(
-        { route: path, outcome, http_status: status, ms, remote, reason: err.type },
-        'delivery rejected',
-      );
-    };
-
-    getRawBody(req, { length: req.headers['content-length'], limit: maxBodyBytes }, (err, body) => {
-      if (err) return bodyFailed(err as BodyError);
-      const verdict = verifySignature(body, req.headers[headerName], secrets);
-      if (!verdict.ok)
-        return signatureRejected(route, verdict.reason, startedAt, receivedAt, body.length, remote, res);
-      if (alarm.consecutive > 0) {
-        alarm = recordSignatureOutcome(alarm, false, 0).state;
-        metrics.signatureAlarm.set(0);
-      }
-
-      const c = classifyDelivery(body, route);
-      writer
-        .ingest(
-          {
-            dedupKey: c.dedupKey,
-            webhookId: c.webhookId,
-            kind: c.kind,
-            evento: c.evento,
-            nuProposta: c.nuProposta,
-            requestId: c.requestId,
-            registryStatus: c.registryStatus,
-            tentativa: c.tentativa,
-            receivedAt,
-            body: c.text ?? body,
-            bodyBytes: body.length,
-            status: c.status,
-            lastError: c.invalidReason,
-          },
-          {
-            receivedAt,
-            path,
-            bodyBytes: body.length,
-            secretIndex: verdict.secretIndex,
-            remoteAddr: remote,
-            detail: c.invalidReason,
-            startedAt,
-          },
-        )
-        .then(
-          (r) => {
-            const payload: Record<string, unknown> = { status: r.outcome, event_id: r.eventId };
-            if (r.outcome === 'quarantined') payload.reason = c.invalidReason;
-            send(res, 200, payload);
-            const ms = observe(route, r.outcome, startedAt);
-            if (r.outcome !== 'duplicate')
-              metrics.eventsStored.inc({ evento: c.evento ?? `(${c.kind})`, status: c.status });
-            const line = {
-              route: path,
-              outcome: r.outcome,
-              http_status: 200,
-              ms,
-              event_id: r.eventId,
-              kind: c.kind,
-              evento: c.evento,
-              status: r.status,
-              nu_proposta: c.nuProposta,
-              request_id: c.requestId,
-              webhook_id: c.webhookId,
-              tentativa: c.tentativa,
-            };
-            if (r.outcome === 'quarantined')
-              logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
-            else logger.info(line, 'delivery');
-          },
-          (e: unknown) => {
-            const message = e instanceof StorageError ? e.message : 'unexpected error while storing';
-            send(
-              res,
-              503,
-              { error: 'storage_unavailable', message: 'the delivery could not be stored; retry later' },
-              { 'retry-after': String(RETRY_AFTER_SECONDS) },
-            );
-            const ms = observe(route, 'storage_unavailable', startedAt);
-            logger.error(
-              {
-                route: path,
-                outcome: 'storage_unavailable',
-                http_status: 503,
-                ms,
-                webhook_id: c.webhookId,
-                err: message,
-              },
-              'delivery not stored',
-            );
-          },
-        );
-    });
-  };
 }

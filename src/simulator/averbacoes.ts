@@ -1,14 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock';
-import type { RegistryStatus } from '../domain/catalogue';
 import type { Logger } from '../logger';
+import { isoBrasilia } from './brasilia-time';
 import type { Deliverer } from './deliverer';
+import { registryResult } from './event-examples';
 import type { RegistryOutcome, RegistryPayloadShape, RegistryWebhookMode, ResolvedRegistry } from './options';
 import type { ProposalBook } from './proposals';
-import { isoBrasilia, type Timers } from './timers';
+import type { RegistryStatus } from './service-flow';
+import type { Timers } from './timers';
 
 /**
- * The asynchronous averbação (§3.2, §4.2–§4.4). A request reads `queued`, then `processing` after
+ * The asynchronous averbação (interface §3.2, §4.2–§4.4). A request reads `queued`, then `processing` after
  * `processingAfterMs`, then its outcome after `completeAfterMs`, by the simulator's clock; when it
  * completes, the registry webhook goes (or is delayed or dropped) and, for a known proposal,
  * `averbacao.aprovada` or `averbacao.negada` follows.
@@ -102,7 +104,7 @@ export class AverbacaoBook {
     const proposal = nu === null ? undefined : this.deps.proposals.get(nu);
     if (proposal !== undefined) {
       proposal.requestId = requestId;
-      // "averbacao.solicitada: Registration sent to the partner company" (§6.2) — this is that moment,
+      // "averbacao.solicitada: Registration sent to the partner company" (interface §6.2) — this is that moment,
       // unless the control API already said so.
       if (!proposal.events.some((e) => e.evento === 'averbacao.solicitada') && !proposal.final) {
         void this.deps.proposals.emit(proposal.nu_proposta, 'averbacao.solicitada', { requestId });
@@ -128,13 +130,15 @@ export class AverbacaoBook {
     const { record } = runtime;
     record.completed_at = isoBrasilia(this.deps.clock.now());
     this.deps.logger.info({ request_id: record.requestId, status: record.outcome }, 'averbação finished');
-    const fields: Record<string, unknown> = {
-      requestId: record.requestId,
-      correlationId: record.correlationId,
-      status: record.outcome,
-    };
-    if (record.nu_proposta !== null) fields.nu_proposta = record.nu_proposta;
-    const payload = record.payload_shape === 'dados' ? { dados: fields } : fields;
+    const payload = registryResult(
+      {
+        requestId: record.requestId,
+        correlationId: record.correlationId,
+        status: record.outcome,
+        nu_proposta: record.nu_proposta,
+      },
+      record.payload_shape,
+    );
     const sendWebhook = () => {
       record.webhook = 'sent';
       const started = this.deps.deliverer.deliverRegistry(payload, {

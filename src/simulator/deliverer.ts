@@ -1,24 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock';
-import type { Evento } from '../domain/catalogue';
-import { sign } from '../domain/signature';
 import type { Logger } from '../logger';
+import { isoBrasilia } from './brasilia-time';
+import { eventPayload } from './event-examples';
 import type { ResolvedChaos, ResolvedDelivery } from './options';
-import { isoBrasilia, type Timers } from './timers';
+import type { Evento } from './service-flow';
+import { signatureOf } from './signing';
+import type { Timers } from './timers';
 
 /**
- * The service's outbound side (seed §6.1): signed POSTs to registered callbacks, retried with
+ * The service's outbound side (interface §6.1): signed POSTs to registered callbacks, retried with
  * backoff, and the callback deactivated after consecutive failures. Every attempt is recorded.
  */
 
-/** A callback registered with `POST /api/v1/webhooks` (§2.4, §4.5). */
+/** A callback registered with `POST /api/v1/webhooks` (interface §2.4, §4.5). */
 export interface Registration {
   id: string;
   url: string;
   eventos: Evento[];
   secret: string;
   active: boolean;
-  /** Failed attempts in a row to this registration; a success resets it (§6.1). */
+  /** Failed attempts in a row to this registration; a success resets it (interface §6.1). */
   consecutiveFailures: number;
   createdAt: string;
   deactivatedAt: string | null;
@@ -94,7 +96,7 @@ function describeFetchError(err: unknown): string {
 }
 
 /** `http://x/webhooks` → `http://x/webhooks/registry` (the query string is kept). */
-export function registryUrl(registrationUrl: string): string {
+function registryUrl(registrationUrl: string): string {
   const url = new URL(registrationUrl);
   url.pathname = `${url.pathname.replace(/\/+$/, '')}/registry`;
   return url.href;
@@ -136,7 +138,7 @@ export class Deliverer {
 
   /**
    * Sends `evento` to every active registration subscribed to it, each delivery with its own
-   * `webhook_id` (§2.5). The timestamp is the event's, the same on every attempt.
+   * `webhook_id` (interface §2.5). The timestamp is the event's, the same on every attempt.
    */
   deliverEvent(
     evento: Evento,
@@ -159,9 +161,8 @@ export class Deliverer {
         status: 'pending',
         attempts: 0,
       };
-      // The bytes change with `tentativa`, so each attempt is signed anew.
       const body = (tentativa: number) =>
-        JSON.stringify({ evento, timestamp, dados, metadata: { tentativa, webhook_id: webhookId } });
+        JSON.stringify(eventPayload(evento, timestamp, dados, { tentativa, webhook_id: webhookId }));
       return { webhookId, first: this.start(record, body) };
     });
     return {
@@ -170,7 +171,7 @@ export class Deliverer {
     };
   }
 
-  /** Sends a registry result (§4.4) to `<url>/registry` of every active registration. */
+  /** Sends a registry result (interface §4.4) to `<url>/registry` of every active registration. */
   deliverRegistry(
     payload: Record<string, unknown>,
     refs: { nu_proposta: number | null; request_id: string },
@@ -246,7 +247,7 @@ export class Deliverer {
       firstDone();
       if (ok) {
         record.status = 'delivered';
-        // §6.1.5: "Deliveries can repeat" — the same bytes again, as when the service misses the 200.
+        // interface §6.1, rule 5: "Deliveries can repeat" — the same bytes again, as when the service misses the 200.
         if (duplicate && registration.active && !this.deps.timers.closed) {
           await this.attempt(record, registration, raw, tentativa, true);
         }
@@ -256,7 +257,7 @@ export class Deliverer {
     record.status = 'failed';
   }
 
-  /** One POST; returns true for a 200 (§6.1.2: "The receiver confirms with HTTP 200"). */
+  /** One POST; returns true for a 200 (interface §6.1, rule 2: "The receiver confirms with HTTP 200"). */
   private async attempt(
     record: DeliveryRecord,
     registration: Registration,
@@ -265,36 +266,9 @@ export class Deliverer {
     duplicate: boolean,
   ): Promise<boolean> {
     const { clock, timers, logger } = this.deps;
-    const { timeoutMs } = this.deps.delivery;
-    const started = clock.monotonic();
     const at = isoBrasilia(clock.now());
-    let status: number | null = null;
-    let error: string | null = null;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    try {
-      const res = await fetch(record.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          [this.deps.signatureHeader]: sign(registration.secret, raw),
-          'user-agent': 'consig-simulator',
-        },
-        body: raw,
-        redirect: 'manual',
-        signal: AbortSignal.any([timeout, timers.signal]),
-      });
-      status = res.status;
-      // Read the answer to free the connection; its content does not matter.
-      await res.arrayBuffer().catch(() => undefined);
-    } catch (err) {
-      error = timers.closed
-        ? 'simulator closed'
-        : timeout.aborted
-          ? `no answer within ${timeoutMs} ms`
-          : describeFetchError(err);
-    }
-    const ok = status === 200;
-    record.attempts += 1;
+    const started = clock.monotonic();
+    const { status, error } = await this.post(record.url, registration.secret, raw);
     const attempt: AttemptRecord = {
       webhook_id: record.webhook_id,
       kind: record.kind,
@@ -305,10 +279,11 @@ export class Deliverer {
       duplicate,
       status,
       error,
-      ok,
+      ok: status === 200,
       duration_ms: Math.round(clock.monotonic() - started),
       at,
     };
+    record.attempts += 1;
     pushCapped(this.attempts, attempt);
     const fields = {
       webhook_id: record.webhook_id,
@@ -326,7 +301,7 @@ export class Deliverer {
       logger.debug(fields, 'delivery attempt cut short by close');
       return false;
     }
-    if (ok) {
+    if (attempt.ok) {
       registration.consecutiveFailures = 0;
       logger.info(fields, 'delivery attempt answered 200');
       return true;
@@ -336,22 +311,57 @@ export class Deliverer {
       { ...fields, consecutive_failures: registration.consecutiveFailures },
       'delivery attempt failed',
     );
-    // §6.1.4: "When the URL fails 3 times in a row, the webhook is deactivated automatically."
-    if (
-      registration.active &&
-      registration.consecutiveFailures >= this.deps.delivery.deactivateAfterFailures
-    ) {
-      registration.active = false;
-      registration.deactivatedAt = isoBrasilia(clock.now());
-      logger.warn(
-        {
-          registration_id: registration.id,
-          url: registration.url,
-          consecutive_failures: registration.consecutiveFailures,
-        },
-        'webhook registration deactivated: nothing more is sent to it',
-      );
-    }
+    this.deactivateIfFailing(registration);
     return false;
+  }
+
+  /** The signed POST itself: the status of the answer, or why none came. */
+  private async post(
+    url: string,
+    secret: string,
+    raw: string,
+  ): Promise<{ status: number | null; error: string | null }> {
+    const { timers } = this.deps;
+    const { timeoutMs } = this.deps.delivery;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          [this.deps.signatureHeader]: signatureOf(secret, raw),
+          'user-agent': 'consig-simulator',
+        },
+        body: raw,
+        redirect: 'manual',
+        signal: AbortSignal.any([timeout, timers.signal]),
+      });
+      // Read the answer to free the connection; its content does not matter.
+      await res.arrayBuffer().catch(() => undefined);
+      return { status: res.status, error: null };
+    } catch (err) {
+      const error = timers.closed
+        ? 'simulator closed'
+        : timeout.aborted
+          ? `no answer within ${timeoutMs} ms`
+          : describeFetchError(err);
+      return { status: null, error };
+    }
+  }
+
+  /** interface §6.1, rule 4: "When the URL fails 3 times in a row, the webhook is deactivated automatically." */
+  private deactivateIfFailing(registration: Registration): void {
+    if (!registration.active || registration.consecutiveFailures < this.deps.delivery.deactivateAfterFailures)
+      return;
+    registration.active = false;
+    registration.deactivatedAt = isoBrasilia(this.deps.clock.now());
+    this.deps.logger.warn(
+      {
+        registration_id: registration.id,
+        url: registration.url,
+        consecutive_failures: registration.consecutiveFailures,
+      },
+      'webhook registration deactivated: nothing more is sent to it',
+    );
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Sample data for the parts of the interface whose bodies are "not shown" (§4.6, §4.7): small,
+ * Sample data for the parts of the interface whose bodies are "not shown" (interface §4.6, §4.7): small,
  * fixed, realistic-looking pages, so that clients can exercise paging and parsing.
  */
 
@@ -14,7 +14,7 @@ export interface Page {
 
 const LENDERS = ['Banco Aurora', 'Caixa Serra Azul', 'Banco Ipê', 'Cooperativa Vale Verde', 'Banco Litoral'];
 
-/** 25 fixed offers of the marketplace (§4.7). */
+/** 25 fixed offers of the marketplace (interface §4.7). */
 export const OFFERS: readonly Record<string, unknown>[] = Array.from({ length: 25 }, (_, i) => {
   const n = i + 1;
   return {
@@ -54,7 +54,7 @@ export function paginate(
   return page;
 }
 
-/** The four portfolio reports of §4.6: path → name of the `_embedded` list and its items. */
+/** The four portfolio reports of interface §4.6: path → name of the `_embedded` list and its items. */
 export const REPORTS: Readonly<Record<string, { name: string; items: readonly Record<string, unknown>[] }>> =
   {
     '/workers/new-relationships': {

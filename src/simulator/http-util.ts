@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** Small node:http helpers for the simulator: bounded body reading, lenient parsing, JSON replies. */
 
-export const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 export interface Reply {
   status: number;
@@ -53,7 +53,7 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   });
 }
 
-export type Parsed = { ok: true; value: unknown } | { ok: false };
+type Parsed = { ok: true; value: unknown } | { ok: false };
 
 /** JSON, or form-urlencoded when the Content-Type says so; an empty body is `undefined`. */
 export function parseBody(raw: Buffer, contentType: string | undefined): Parsed {
@@ -67,10 +67,6 @@ export function parseBody(raw: Buffer, contentType: string | undefined): Parsed 
   } catch {
     return { ok: false };
   }
-}
-
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 export function send(res: ServerResponse, r: Reply): void {

@@ -1,5 +1,7 @@
-/** The service simulator (SPEC §7): `startSimulator` and what it exposes. */
-export { controlApiHelp, type Simulator, type SimulatorState, startSimulator } from './simulator';
+/** The service simulator (contract §7): `startSimulator` and what it exposes. */
+export { type Simulator, startSimulator } from './simulator';
+export { controlApiHelp } from './control-routes';
+export type { SimulatorState } from './core';
 export {
   type ChaosOptions,
   type DeliveryOptions,
@@ -13,4 +15,7 @@ export {
 export type { AttemptRecord, DeliveryRecord, Registration } from './deliverer';
 export type { SentEvent, SimProposal } from './proposals';
 export type { SimAverbacao } from './averbacoes';
-export { HAPPY_PATH } from '../domain/lifecycle';
+export { EVENTOS, type Evento, HAPPY_PATH, isEvento } from './service-flow';
+export { isoBrasilia } from './brasilia-time';
+export { eventDados, eventPayload, EXAMPLE_PROPOSAL, registryResult } from './event-examples';
+export { signatureOf } from './signing';

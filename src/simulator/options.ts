@@ -1,38 +1,39 @@
 import { type Clock, systemClock } from '../clock';
+import { own } from '../domain/json';
 import { createLogger, type Logger } from '../logger';
 
-/** What the simulator does with the registry-result webhook (§4.4) of a finished averbação. */
+/** What the simulator does with the registry-result webhook (interface §4.4) of a finished averbação. */
 export type RegistryWebhookMode = 'send' | 'delay' | 'drop';
-/** Final status of an averbação request (§3.2). */
+/** Final status of an averbação request (interface §3.2). */
 export type RegistryOutcome = 'completed' | 'error';
-/** Where the registry webhook puts its fields: the real shape is "not shown" (§6.2). */
+/** Where the registry webhook puts its fields: the real shape is "not shown" (interface §6.2). */
 export type RegistryPayloadShape = 'top' | 'dados';
 
-/** Delivery rules of seed §6.1. */
+/** Delivery rules of interface §6.1. */
 export interface DeliveryOptions {
   /**
-   * An attempt not answered within this is a failure (§6.1: "under 5 seconds").
+   * An attempt not answered within this is a failure (interface §6.1: "under 5 seconds").
    * @default 5000
    */
   timeoutMs?: number;
   /**
-   * Wait before attempt 2, 3, …; the last value repeats. §6.1 says "with backoff" without intervals.
+   * Wait before attempt 2, 3, …; the last value repeats. interface §6.1 says "with backoff" without intervals.
    * @default [200, 1000]
    */
   backoffMs?: readonly number[];
   /**
-   * Attempts per delivery, the first included (§6.1).
+   * Attempts per delivery, the first included (interface §6.1).
    * @default 3
    */
   maxAttempts?: number;
   /**
-   * Consecutive failed attempts to a registration that deactivate it (§6.1).
+   * Consecutive failed attempts to a registration that deactivate it (interface §6.1).
    * @default 3
    */
   deactivateAfterFailures?: number;
 }
 
-/** The asynchronous averbação (§3.2, §4.2–§4.4). */
+/** The asynchronous averbação (interface §3.2, §4.2–§4.4). */
 export interface RegistryOptions {
   /**
    * Age at which a request reads `processing` on `GET /request/:id`.
@@ -96,6 +97,7 @@ export interface ChaosOptions {
   rateLimitRate?: number;
 }
 
+/** Options of `startSimulator`; every one has a default, so `{}` gives a working sandbox. */
 export interface SimulatorOptions {
   /** @default 0 (any free port) */
   port?: number;
@@ -105,16 +107,17 @@ export interface SimulatorOptions {
   logger?: Logger;
   /** Timestamps, token expiry and the age of averbação requests. @default systemClock */
   clock?: Clock;
-  /** @default 'X-Service-Signature' (§5: the real name carries the service's brand) */
+  /** @default 'X-Service-Signature' (interface §5: the real name carries the service's brand) */
   signatureHeader?: string;
   /** Client credentials accepted by the token endpoint. @default any non-empty pair */
   clientId?: string;
   /** @default any non-empty pair (see clientId) */
   clientSecret?: string;
-  /** When set, `GET /request/:id` also requires `x-api-key: <apiKey>` (§4.3). @default unset */
+  /** When set, `GET /request/:id` also requires `x-api-key: <apiKey>` (interface §4.3). @default unset */
   apiKey?: string;
   /** Lifetime of issued tokens (fractions allowed, for tests). @default 600 */
   tokenTtlSeconds?: number;
+  /** Retries, timeouts and deactivation of deliveries. @default each field's own default */
   delivery?: DeliveryOptions;
   /** Between `proposta.criada` and the analysis result. @default 50 */
   analysisDelayMs?: number;
@@ -125,7 +128,9 @@ export interface SimulatorOptions {
    * @default '00000000191' and any CPF ending in '99'
    */
   unknownCpfs?: readonly string[] | ((cpf: string) => boolean);
+  /** Timing and outcome of averbação requests and their webhook. @default each field's own default */
   registry?: RegistryOptions;
+  /** @default no chaos at all */
   chaos?: ChaosOptions;
   /**
    * Source of randomness for chaos, in [0, 1); pass `seededRandom(n)` for repeatable runs.
@@ -225,7 +230,8 @@ export function resolveRegistry(input: RegistryOptions, base?: ResolvedRegistry)
       'registry.webhookDelayMs',
       input.webhookDelayMs ?? base?.webhookDelayMs ?? 5000,
     ),
-    outcome: input.outcome ?? base?.outcome ?? ((_id, body) => (body.forceError ? 'error' : 'completed')),
+    outcome:
+      input.outcome ?? base?.outcome ?? ((_id, body) => (own(body, 'forceError') ? 'error' : 'completed')),
     payloadShape: input.payloadShape ?? base?.payloadShape ?? 'top',
   };
   if (!['send', 'delay', 'drop'].includes(merged.webhook))

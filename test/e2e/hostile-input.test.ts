@@ -11,7 +11,7 @@ import { tempDir } from '../helpers/tmp';
 
 /**
  * Hostile and broken input (issue 6, item 1) over real HTTP against `serve` as a real child process:
- * each case gets the answer of SPEC §4's table, the process stays up and answers /healthz after each
+ * each case gets the answer of the contract §4 table, the process stays up and answers /healthz after each
  * one, its RSS stays bounded, and the events stored before the suite never change.
  *
  * No assertion is about how long something took: timeouts only bound the waiting.
@@ -654,7 +654,7 @@ describe('slow and idle connections (server timeouts)', () => {
     })();
 
     // Half a body, then silence: requestTimeout (30 s) ends it. Node checks both timeouts only every
-    // connectionsCheckingInterval (30 s by default, so this took up to 60 s): main.ts sets it to 1 s,
+    // connectionsCheckingInterval (30 s by default, so this took up to 60 s): createHttpServer sets it to 1 s,
     // and this case is its regression test.
     const id = webhookId('silentbody');
     const halfBody = (async () => {

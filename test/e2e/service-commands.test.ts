@@ -152,3 +152,47 @@ it('without SERVICE_BASE_URL the API commands say so in one line', () => {
     'consig-receiver: SERVICE_BASE_URL: required for request-status: the {base_url} of the service',
   );
 });
+
+it('report passes each --param through, a value may contain "=", and prints the answer as JSON', async () => {
+  fake.on('GET', '/contracts/relationship-ended', { json: { items: [{ id: 1 }] } });
+  const r = await runCliAsync(
+    ['report', 'relationship-ended', '--param', 'dataInicio=2026-11-01', '--param', 'filtro=a=b'],
+    env,
+  );
+  expect(r.status).toBe(0);
+  expect(JSON.parse(r.stdout)).toEqual({ items: [{ id: 1 }] });
+  const [sent] = fake.requestsTo('GET', '/contracts/relationship-ended');
+  expect(sent?.query.get('dataInicio')).toBe('2026-11-01');
+  expect(sent?.query.get('filtro')).toBe('a=b');
+  expect(sent?.headers.authorization).toBe('Bearer tok-1');
+});
+
+it.each([
+  [['report', 'relationship-ended', '--param', '=x'], '--param expects key=value'],
+  [['report', 'nope'], 'unknown report "nope"'],
+  [['offers', '--body', '{not json'], '--body expects a JSON object'],
+  [['offers', '--body', '[1]'], '--body expects a JSON object'],
+  [['offers', '--max-pages', 'many'], '--max-pages expects a number'],
+])('%j is refused before sending: %s', async (args, message) => {
+  const r = await runCliAsync(args, env);
+  expect(r.status).toBe(2);
+  expect(r.stderr).toContain(message);
+  expect(fake.requests).toHaveLength(0);
+});
+
+it('offers sends the --body, stops at --max-pages and says the result is incomplete', async () => {
+  fake.on('POST', '/offers/search', (_req, n) => ({
+    json: { _embedded: { offers: [{ id: n + 1 }] }, _links: { next: { href: `/offers/search?p=${n + 2}` } } },
+  }));
+  const r = await runCliAsync(['offers', '--body', '{"prazo":24}', '--max-pages', '2'], env);
+  expect(r.status).toBe(0);
+  expect(JSON.parse(r.stdout)).toEqual({
+    items: [{ id: 1 }, { id: 2 }],
+    pages: 2,
+    total: null,
+    complete: false,
+  });
+  const sent = fake.requestsTo('POST', '/offers/search');
+  expect(sent.map((req) => req.json)).toEqual([{ prazo: 24 }, { prazo: 24 }]);
+  expect(sent[0]?.headers.authorization).toBeUndefined();
+});

@@ -4,10 +4,12 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { DestinationStream } from 'pino';
 import { systemClock } from '../../src/clock';
-import { type Config, loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/config';
+import type { ServiceClient } from '../../src/client';
 import { createApp } from '../../src/http/app';
+import { createHttpServer } from '../../src/http/server';
 import { createLogger } from '../../src/logger';
-import { createMetrics, type Metrics } from '../../src/metrics';
+import { createMetrics } from '../../src/metrics';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
 import { SECRET } from './payloads';
@@ -30,16 +32,38 @@ export interface TestApp {
   url: string;
   store: Store;
   writer: IngestWriter;
-  metrics: Metrics;
   logs: LogSink;
-  config: Config;
   dbPath: string;
+  /** Size of each group-commit batch, in order. */
   batches: number[];
   close(): Promise<void>;
 }
 
-/** The real app on a real temp SQLite file, listening on loopback. */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/** Which server answers: the one production runs, or the Express app alone. */
+export type ServerPath = 'production' | 'express';
+
+export interface TestAppOptions {
+  /**
+   * `production`: createHttpServer, the server src/main.ts runs (the webhook fast path before
+   * Express, production's timeouts). `express`: `createServer(createApp(deps))`, Express alone.
+   * @default 'production'
+   */
+  path?: ServerPath;
+  /**
+   * The service's API for `POST /admin/averbacoes`.
+   * @default undefined (that route answers 503)
+   */
+  serviceClient?: Pick<ServiceClient, 'startAverbacao'> | null;
+}
+
+/**
+ * The real HTTP server on a real temp SQLite file, listening on loopback, with no pipeline (stored
+ * events stay as the request left them) and no poller.
+ */
+export async function startTestApp(
+  env: Record<string, string> = {},
+  options: TestAppOptions = {},
+): Promise<TestApp> {
   const tmp = tempDir();
   const dbPath = join(tmp.dir, 'consig.db');
   const config = loadConfig(
@@ -62,8 +86,16 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
       metrics.commitBatchSize.observe(size);
     },
   });
-  const app = createApp({ config, store, writer, metrics, logger, clock: systemClock });
-  const server = createServer(app);
+  const deps = {
+    config,
+    store,
+    writer,
+    metrics,
+    logger,
+    clock: systemClock,
+    serviceClient: options.serviceClient,
+  };
+  const server = options.path === 'express' ? createServer(createApp(deps)) : createHttpServer(deps);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -71,9 +103,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     url: `http://127.0.0.1:${port}`,
     store,
     writer,
-    metrics,
     logs,
-    config,
     dbPath,
     batches,
     async close() {

@@ -35,7 +35,7 @@ export interface RawConnection {
 }
 
 /** Parses one response (Content-Length framed, or none: up to the close) from the start of `buf`. */
-export function parseResponse(buf: Buffer, ended: boolean): RawResponse | null {
+function parseResponse(buf: Buffer, ended: boolean): RawResponse | null {
   const end = buf.indexOf('\r\n\r\n');
   if (end === -1) return null;
   const lines = buf.subarray(0, end).toString('latin1').split('\r\n');

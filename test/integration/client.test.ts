@@ -251,9 +251,23 @@ describe('authentication', () => {
     expect(JSON.stringify(err) + String(err)).not.toContain(CLIENT_SECRET);
   });
 
-  it('a token response without access_token is a ProtocolError', async () => {
-    fake.on('POST', '/oauth/token', { json: { token_type: 'Bearer' } });
-    await expect(makeClient().requestStatus(REQUEST_ID)).rejects.toBeInstanceOf(ProtocolError);
+  it.each([{ token_type: 'Bearer' }, { access_token: '  ', expires_in: 600 }])(
+    'a token response without a usable access_token (%j) is a ProtocolError',
+    async (body) => {
+      fake.on('POST', '/oauth/token', { json: body });
+      await expect(makeClient().requestStatus(REQUEST_ID)).rejects.toBeInstanceOf(ProtocolError);
+      expect(statusRequests()).toHaveLength(0);
+    },
+  );
+
+  it('a token request that gets a 5xx is retried like any call that is safe to repeat', async () => {
+    fake.on('POST', '/oauth/token', { status: 503 }, { json: { access_token: 'tok-late', expires_in: 600 } });
+    fake.on('GET', '/request/:id', statusBody());
+    await makeClient().requestStatus(REQUEST_ID);
+    expect(tokenRequests()).toHaveLength(2);
+    expect(sleeps).toHaveLength(1);
+    expect(statusRequests().map(bearer)).toEqual(['Bearer tok-late']);
+    expect(refreshes).toBe(1);
   });
 
   it('without any credentials an authenticated call fails locally', async () => {
@@ -475,6 +489,18 @@ describe('business errors', () => {
     expect(fake.requestsTo('POST', '/api/v1/propostas')).toHaveLength(1);
   });
 
+  it('a CPF quoted in a 404 message is masked too', async () => {
+    issueTokens();
+    fake.on('GET', '/request/:id', {
+      status: 404,
+      json: { error: 'NOT_FOUND', message: `nada para o CPF ${CPF_DIGITS}` },
+    });
+    const err = (await rejection(makeClient().requestStatus(REQUEST_ID))) as NotFoundError;
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err.serviceMessage).toBe('nada para o CPF ***.982.247-**');
+    expect(err.message).not.toContain(CPF_DIGITS);
+  });
+
   it('404 on the status query is a NotFoundError', async () => {
     issueTokens();
     fake.on('GET', '/request/:id', {
@@ -652,6 +678,18 @@ describe('averbação', () => {
     });
   });
 
+  it('behind a base-URL prefix, the deprecation warning still names the interface path', async () => {
+    issueTokens();
+    fake.on('POST', '/consig/contract', { status: 202, headers: { deprecation: 'true' }, json: accepted });
+    await makeClient({ baseUrl: `${fake.url}/consig` }).startAverbacao({}, { deprecatedPath: true });
+    const warnings = logs().filter((l) => String(l.msg).includes('deprecated'));
+    expect(warnings).toEqual([
+      expect.objectContaining({
+        msg: 'POST /contract is deprecated (Deprecation: true): use POST /contract/averbacao',
+      }),
+    ]);
+  });
+
   it('a status answer about another requestId, or without status, is a ProtocolError', async () => {
     issueTokens();
     fake.on(
@@ -714,6 +752,14 @@ describe('webhook registration and reports', () => {
       expect(req?.headers.authorization).toBe('Bearer tok-1');
     },
   );
+
+  it('a report answer that is not JSON is a ProtocolError', async () => {
+    issueTokens();
+    fake.on('GET', REPORT_PATHS['relationship-ended'], { body: '<html>relatório</html>' });
+    const err = await rejection(makeClient().report('relationship-ended'));
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect((err as ProtocolError).path).toBe('/contracts/relationship-ended');
+  });
 
   it('an unknown report name is rejected locally', async () => {
     await expect(makeClient().report('nope' as ReportName)).rejects.toBeInstanceOf(InvalidRequestError);
@@ -782,6 +828,31 @@ describe('offers search pagination', () => {
     const result = await makeClient().searchOffers({}, { maxPages: 2 });
     expect(result.pages).toBe(2);
     expect(result.complete).toBe(false);
+    expect(fake.requestsTo('POST', '/offers/search')).toHaveLength(2);
+  });
+
+  it('without links or totalPages, stops where pageStart + pageSize reaches total', async () => {
+    fake.on('POST', '/offers/search', (req) => {
+      const start = Number(req.query.get('pageStart') ?? '0');
+      const items = [1, 2, 3, 4, 5].slice(start, start + 2).map((id) => ({ id }));
+      return { json: { total: 5, pageStart: start, pageSize: 2, _embedded: { offers: items } } };
+    });
+    const result = await makeClient().searchOffers({});
+    expect(result).toEqual({
+      items: [1, 2, 3, 4, 5].map((id) => ({ id })),
+      pages: 3,
+      total: 5,
+      complete: true,
+    });
+  });
+
+  it('a next link back to a page already read ends the walk', async () => {
+    fake.on('POST', '/offers/search', (req) =>
+      req.query.get('p') === '2' ? page(2, '/offers/search') : page(1, '/offers/search?p=2'),
+    );
+    const result = await makeClient().searchOffers({});
+    expect(result.pages).toBe(2);
+    expect(result.complete).toBe(true);
     expect(fake.requestsTo('POST', '/offers/search')).toHaveLength(2);
   });
 

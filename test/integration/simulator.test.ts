@@ -286,7 +286,7 @@ describe('webhook registration and deliveries', () => {
     });
   });
 
-  it('signs the exact bytes of each delivery; payload of §2.5; criada before pre_aprovada', async () => {
+  it('signs the exact bytes of each delivery; payload of interface §2.5; criada before pre_aprovada', async () => {
     const r = await receiver();
     const s = await sim();
     await register(s, `${r.url}/webhooks`);
@@ -412,7 +412,7 @@ describe('webhook registration and deliveries', () => {
 });
 
 describe('proposals', () => {
-  it('§2.1 rules: 400 VALIDATION_ERROR with the field, 422 for an employee not found', async () => {
+  it('interface §2.1 rules: 400 VALIDATION_ERROR with the field, 422 for an employee not found', async () => {
     const s = await sim();
     for (const [field, body] of [
       ['qt_parcela', { qt_parcela: 5 }],
@@ -441,7 +441,7 @@ describe('proposals', () => {
     expect((await propose(s, { qt_parcela: 96, nu_cnpj_conveniada: '12ABC34501DE35' })).status).toBe(201);
   });
 
-  it('answers 201 with §2.2 and numbers proposals from 100001; a large amount is denied', async () => {
+  it('answers 201 with interface §2.2 and numbers proposals from 100001; a large amount is denied', async () => {
     const r = await receiver();
     const s = await sim();
     await register(s, `${r.url}/webhooks`);

@@ -1,0 +1,107 @@
+import express, { type Request, type Response, Router } from 'express';
+import { ConsigError } from '../../domain/errors';
+import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
+import { trackRegistration, trackStarted } from '../../registry/tracking';
+import { parseNuProposta } from '../../store/proposals';
+import type { AppDeps } from '../app';
+import { integerParam, nuPropostaParam, textParam } from './params';
+
+type AverbacaoDeps = Pick<AppDeps, 'store' | 'clock' | 'serviceClient' | 'registryGraceMs'>;
+
+/**
+ * The tracked registrations (averbações, interface §4.2–§4.4): list and get them, declare one
+ * started elsewhere (`POST /admin/averbacoes/track`), or start one through the service and track
+ * it (`POST /admin/averbacoes`).
+ */
+export function averbacaoRoutes(deps: AverbacaoDeps): Router {
+  const { averbacoes } = deps.store;
+  const router = Router();
+  router.get('/averbacoes', (req, res) => {
+    const stale = textParam(req, 'stale');
+    res.json({
+      averbacoes: averbacoes.list({
+        status: textParam(req, 'status'),
+        stale: stale === undefined ? undefined : stale === 'true' || stale === '1',
+        nuProposta: nuPropostaParam(req),
+        limit: integerParam(req, 'limit'),
+      }),
+    });
+  });
+  router.get('/averbacoes/:requestId', (req, res) => {
+    const row = averbacoes.get(String(req.params.requestId));
+    if (!row) {
+      res
+        .status(404)
+        .json({ error: 'not_found', message: `requestId ${req.params.requestId} is not tracked` });
+      return;
+    }
+    res.json({ averbacao: row });
+  });
+  router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => track(deps, req, res));
+  router.post('/averbacoes', express.json({ limit: '64kb' }), (req, res) => start(deps, req, res));
+  return router;
+}
+
+/** `{ requestId, nu_proposta? }`: tracks a registration started elsewhere; 201 when new, 200 when known. */
+function track(deps: AverbacaoDeps, req: Request, res: Response): void {
+  const requestId = nonBlankString(own(req.body, 'requestId'))?.trim();
+  if (requestId === undefined || requestId.length > 200) {
+    res.status(400).json({ error: 'bad_request', message: 'requestId (string) is required' });
+    return;
+  }
+  const created = trackRegistration(
+    deps.store.averbacoes,
+    { requestId, nuProposta: nuPropostaOf(req.body), via: 'declared' },
+    deps.clock.now(),
+    deps.registryGraceMs ?? 0,
+  );
+  res.status(created ? 201 : 200).json({
+    status: created ? 'tracked' : 'already_tracked',
+    averbacao: deps.store.averbacoes.get(requestId),
+  });
+}
+
+/** Sends the body to `POST /contract/averbacao` and tracks the `requestId` the service answers. */
+async function start(deps: AverbacaoDeps, req: Request, res: Response): Promise<void> {
+  const client = deps.serviceClient;
+  if (!client) {
+    res.status(503).json({ error: 'service_not_configured', message: 'SERVICE_BASE_URL is not set' });
+    return;
+  }
+  const body: unknown = req.body;
+  if (!isObject(body)) {
+    res.status(400).json({
+      error: 'bad_request',
+      message: 'a JSON object is required (the body of POST /contract/averbacao)',
+    });
+    return;
+  }
+  try {
+    const accepted = await client.startAverbacao(body);
+    const now = deps.clock.now();
+    trackStarted(deps.store.averbacoes, accepted, nuPropostaOf(body), now, deps.registryGraceMs ?? 0);
+    res.status(202).json({ status: 'tracked', averbacao: deps.store.averbacoes.get(accepted.requestId) });
+  } catch (err) {
+    // Anything but the client's own errors is a fault here: the error handler answers 500.
+    if (!(err instanceof ConsigError)) throw err;
+    const serviceError = nonBlankString(own(err, 'error'));
+    res.status(statusForClientError(err.code)).json({
+      error: err.code,
+      message: err.message,
+      ...(serviceError === null ? {} : { service_error: serviceError }),
+    });
+  }
+}
+
+/** The client refused the body (400), the service refused it for a business rule (422), or it failed (502). */
+function statusForClientError(code: string): number {
+  if (code === 'INVALID_REQUEST') return 400;
+  if (code === 'SERVICE_BUSINESS_ERROR') return 422;
+  return 502;
+}
+
+/** `nu_proposta` of a JSON body, when it names one. */
+function nuPropostaOf(body: unknown): number | string | null {
+  const nu = nonBlankText(own(body, 'nu_proposta'));
+  return nu === null ? null : parseNuProposta(nu);
+}

@@ -1,0 +1,47 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../logger';
+
+/** A request the client got wrong, answered `{ error, message }` with `status` (4xx). */
+export class HttpError extends Error {
+  /** Read by the error handler, like the errors of Express's own body parsers. */
+  readonly expose = true;
+
+  constructor(
+    readonly status: number,
+    /** The answer's `error` code, e.g. `bad_request`. */
+    readonly type: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+/** Answers a route that does not exist (and `/admin/*` without ADMIN_TOKEN). */
+export function notFound(_req: Request, res: Response): void {
+  res.status(404).json({ error: 'not_found' });
+}
+
+/**
+ * The last handler: a client error (an HttpError, or a body Express could not parse) keeps its
+ * 4xx status and says what was wrong; anything else is a 500 that says nothing and is logged.
+ */
+export function errorHandler(logger: Logger) {
+  return (
+    err: Error & { status?: number; type?: string; expose?: boolean },
+    _req: Request,
+    res: Response,
+    _next: NextFunction,
+  ): void => {
+    const status = typeof err.status === 'number' && err.status >= 400 && err.status < 600 ? err.status : 500;
+    if (status >= 500) logger.error({ err: err.message }, 'unhandled error in route');
+    if (res.headersSent) return;
+    if (status >= 500) {
+      res.status(status).json({ error: 'internal_error' });
+      return;
+    }
+    res
+      .status(status)
+      .json({ error: err.type ?? 'bad_request', ...(err.expose === true ? { message: err.message } : {}) });
+  };
+}
