@@ -13,6 +13,7 @@ export interface MetricsOptions {
  * build many apps in one process. Each metric is one prom-client declaration, kept whole: name,
  * help, labels and buckets read together are the metric's documentation.
  */
+// eslint-disable-next-line max-lines-per-function -- one declaration per metric, read together as the list of what /metrics exposes
 export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'consig_' });

@@ -43,6 +43,15 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
 
+  registerDatabaseCommands(program);
+  registerLogCommands(program);
+  registerServiceCommands(program);
+  registerToolCommands(program);
+  return program;
+}
+
+/** `serve` and `migrate`. */
+function registerDatabaseCommands(program: Command): void {
   program
     .command('serve', { isDefault: true })
     .description(
@@ -72,7 +81,10 @@ export function buildProgram(): Command {
         db.close();
       }
     });
+}
 
+/** Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `replay`. */
+function registerLogCommands(program: Command): void {
   program
     .command('events')
     .description('list stored events, newest first')
@@ -115,7 +127,10 @@ export function buildProgram(): Command {
     .option('--status <status>', 'every event with this status: dead | failed | done')
     .option('--json', 'JSON for scripts')
     .action((ids: string[], opts) => replayCommand(config(program), ids, opts, io));
+}
 
+/** Averbação tracking and the service's API (interface §4). */
+function registerServiceCommands(program: Command): void {
   program
     .command('averbacoes')
     .description('tracked registrations (averbações): status, where the result came from, polling')
@@ -193,7 +208,10 @@ export function buildProgram(): Command {
     .option('--body <json>', 'the search body')
     .option('--max-pages <n>', 'pages to follow at most (default 10)')
     .action((opts) => offersCommand(config(program), opts, io));
+}
 
+/** Tools around the receiver: `send-test-event`, `backup`, `simulate`, `demo`, `prune`. */
+function registerToolCommands(program: Command): void {
   program
     .command('send-test-event')
     .description(
@@ -246,8 +264,6 @@ export function buildProgram(): Command {
     .option('--days <n>', 'retention in days')
     .option('--json', 'JSON for scripts')
     .action((opts) => pruneCommand(config(program), opts, io));
-
-  return program;
 }
 
 export async function main(argv: string[]): Promise<number> {

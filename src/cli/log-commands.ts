@@ -133,30 +133,16 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
       last_delivery_at: store.deliveries.lastReceivedAt(),
     };
     if (opts.json) return io.out(JSON.stringify(stats, null, 2));
+    const section = (name: string, counts: Record<string, number>) =>
+      Object.entries(counts).map(([key, value]) => ({ section: name, key, value }));
     const rows: Record<string, unknown>[] = [
       { section: 'database', key: 'path', value: stats.database },
       { section: 'database', key: 'bytes', value: stats.database_bytes },
-      ...Object.entries(stats.events_by_status).map(([key, value]) => ({
-        section: 'events by status',
-        key,
-        value,
-      })),
-      ...Object.entries(stats.events_by_kind).map(([key, value]) => ({
-        section: 'events by kind',
-        key,
-        value,
-      })),
+      ...section('events by status', stats.events_by_status),
+      ...section('events by kind', stats.events_by_kind),
       { section: 'events', key: 'duplicates received', value: stats.duplicates_total },
-      ...Object.entries(stats.deliveries_by_outcome).map(([key, value]) => ({
-        section: 'deliveries by outcome',
-        key,
-        value,
-      })),
-      ...Object.entries(stats.proposals_by_status).map(([key, value]) => ({
-        section: 'proposals by status',
-        key,
-        value,
-      })),
+      ...section('deliveries by outcome', stats.deliveries_by_outcome),
+      ...section('proposals by status', stats.proposals_by_status),
       { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
       { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
       { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },

@@ -1,5 +1,5 @@
 import PQueue from 'p-queue';
-import type { Clock } from '../clock';
+import { type Clock, settlesWithin } from '../clock';
 import { backoffDelayMs } from '../domain/backoff';
 import { own, parseJsonOrUndefined } from '../domain/json';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
@@ -199,15 +199,7 @@ export class Pipeline {
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
     this.queue.clear();
-    let timer: NodeJS.Timeout | undefined;
-    const finished = await Promise.race([
-      this.queue.onIdle().then(() => true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    return finished;
+    return settlesWithin(this.queue.onIdle(), timeoutMs);
   }
 
   /** Finds retries that fell due and events replayed from another process. */

@@ -1,5 +1,5 @@
 import PQueue from 'p-queue';
-import type { Clock } from '../clock';
+import { type Clock, settlesWithin } from '../clock';
 import {
   isFinalRegistryStatus,
   isRegistryStatus,
@@ -128,9 +128,7 @@ export class RegistryPoller {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     this.queue.clear();
-    let t: NodeJS.Timeout | undefined;
-    await Promise.race([this.queue.onIdle(), new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
-    clearTimeout(t);
+    await settlesWithin(this.queue.onIdle(), timeoutMs);
   }
 
   /** Reads the due list and starts the polls it holds. Returns how many were started. */
