@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import { maskCpf } from '../../domain/privacy';
+import { withMaskedCpf } from '../../domain/privacy';
 import { parseNuProposta } from '../../store/proposals';
 import type { AppDeps } from '../app';
 
@@ -15,7 +15,7 @@ export function proposalRoutes(deps: Pick<AppDeps, 'store'>): Router {
       res.status(404).json({ error: 'not_found', message: `no proposal ${req.params.nu}` });
       return;
     }
-    res.json({ proposal: proposal ? { ...proposal, nu_cpf: maskCpf(proposal.nu_cpf) } : null, timeline });
+    res.json({ proposal: proposal ? withMaskedCpf(proposal) : null, timeline });
   });
   return router;
 }
