@@ -87,6 +87,7 @@ const schema = z.object({
   // Read only to warn that it is ignored (see `warnings`).
   QUEUE_CONCURRENCY: optionalText(),
   HANDLER_MAX_ATTEMPTS: int(1, 1000, 8),
+  PROCESSING_LEASE_MS: int(500, 600000, 3000),
   ADMIN_TOKEN: optionalText(),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
   SQLITE_SYNCHRONOUS: oneOf(SYNCHRONOUS, 'FULL'),
@@ -113,6 +114,9 @@ const schema = z.object({
     }
   }),
   TRUST_PROXY: int(0, 10, 0),
+  // One hour: long enough that a quiet night with proposals waiting on the employer is not an
+  // alarm every few minutes, short enough to re-activate the callback the same morning.
+  DELIVERY_SILENCE_ALARM_MS: int(0, 2 ** 40, 3_600_000),
 });
 
 type Parsed = z.infer<typeof schema>;
@@ -140,6 +144,8 @@ export interface Config {
     readonly pollMaxAgeMs: number;
   };
   readonly handlerMaxAttempts: number;
+  /** How long the processing lease lasts without renewal; a standby takes over within about this. */
+  readonly processingLeaseMs: number;
   readonly adminToken: string | undefined;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   readonly sqlite: {
@@ -154,6 +160,12 @@ export interface Config {
   readonly allowedCidrs: IpAllowList | undefined;
   /** Proxies in front of the receiver whose X-Forwarded-For is believed. */
   readonly trustProxy: number;
+  /**
+   * No delivery for this long while proposals are in flight raises the silence alarm (the callback
+   * may be deactivated, interface §6.1); 0 disables it.
+   * @default 3600000
+   */
+  readonly deliverySilenceAlarmMs: number;
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
 }
@@ -255,6 +267,7 @@ export function loadConfig(
       pollMaxAgeMs: p.REGISTRY_POLL_MAX_AGE_MS,
     }),
     handlerMaxAttempts: p.HANDLER_MAX_ATTEMPTS,
+    processingLeaseMs: p.PROCESSING_LEASE_MS,
     adminToken: p.ADMIN_TOKEN,
     logLevel: p.LOG_LEVEL,
     sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
@@ -263,6 +276,7 @@ export function loadConfig(
     retentionDays: p.RETENTION_DAYS === undefined ? undefined : Number(p.RETENTION_DAYS),
     allowedCidrs: p.ALLOWED_CIDRS === undefined ? undefined : parseAllowList(p.ALLOWED_CIDRS),
     trustProxy: p.TRUST_PROXY,
+    deliverySilenceAlarmMs: p.DELIVERY_SILENCE_ALARM_MS,
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
@@ -8,15 +10,18 @@ import type { PollScheduleOptions } from './domain/registry';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
 import { EventRouter } from './handlers/router';
+import { startDeliveryWatch } from './http/delivery-watch';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
+import { ProcessingLeadership } from './pipeline/leadership';
 import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import { type Db, openDatabase } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
+import { processingLease } from './store/processing-lease';
 import { openStore, type Store } from './store/store';
 
 /** The composition root: builds the store, the writer, the pipeline, the poller and the HTTP server, and stops them. */
@@ -29,6 +34,8 @@ export interface Receiver {
   readonly pipeline: Pipeline;
   readonly router: EventRouter;
   readonly poller: RegistryPoller | null;
+  /** Whether this process holds the processing lease (several receivers may share one file). */
+  readonly leadership: ProcessingLeadership;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -76,12 +83,16 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
   const metrics = createMetrics();
-  const processing = buildProcessing(config, options, { clock, metrics, store, pipelineDb });
+  // This process's name in the processing lease.
+  const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const processing = buildProcessing(config, options, { clock, metrics, store, pipelineDb, holder });
   const writer = buildWriter(config, store, metrics, logger, processing.pipeline, clock);
-  processing.pipeline.start();
-  processing.poller?.start();
   if (processing.poller === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
+  const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
+  leadership.start();
+  // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
+  const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock });
 
   const server = createHttpServer({
     config,
@@ -93,36 +104,84 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     pipeline: processing.pipeline,
     registryGraceMs: config.registry.webhookGraceMs,
     serviceClient: processing.serviceClient,
+    deliveryWatch,
+    isProcessing: () => leadership.isHolder,
   });
-  const url = await listen(server, config, logger);
-  const retention =
-    config.retentionDays === undefined
-      ? null
-      : scheduleRetention(store.db, config.retentionDays, clock, logger);
+  let url: string;
+  try {
+    url = await listen(server, config, logger);
+  } catch (err) {
+    // Not listening (e.g. the port is taken): give the lease back at once rather than make a
+    // standby wait for it to expire, and close what was opened.
+    deliveryWatch.stop();
+    writer.close();
+    await leadership.stop();
+    pipelineDb.close();
+    store.close();
+    throw err;
+  }
 
   const close = closeOnce(async () => {
     await closeServer(server, config.shutdownTimeoutMs, logger);
-    retention?.stop();
     writer.close();
-    await processing.poller?.stop(config.shutdownTimeoutMs);
-    const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);
-    if (!finished)
-      logger.warn('pipeline did not finish in time: unfinished events stay pending for the next start');
+    deliveryWatch.stop();
+    // Stops processing (waiting for the running turn), then hands the lease to a standby.
+    await leadership.stop();
     pipelineDb.close();
     store.close();
     logger.info('consig-receiver stopped');
   });
   const { router, pipeline, poller } = processing;
-  return { server, url, store, writer, metrics, pipeline, router, poller, close };
+  return { server, url, store, writer, metrics, pipeline, router, poller, leadership, close };
+}
+
+/**
+ * Processing runs only while this process holds the lease (interface §6.1 makes a lost webhook
+ * costly; two processors on one file record each other's events as late): the pipeline recovers
+ * everything pending in the file, the poller and retention start; losing the lease stops them.
+ */
+function buildLeadership(
+  config: Config,
+  deps: { clock: Clock; logger: Logger; metrics: Metrics; store: Store; holder: string },
+  processing: Processing,
+): ProcessingLeadership {
+  const { clock, logger, metrics, store, holder } = deps;
+  let retention: { stop(): void } | null = null;
+  // Its own connection with a short busy timeout: a renewal must not hold the event loop for
+  // the ingest connection's timeout when another process has the write lock.
+  const leaseDb = openDatabase(config.databasePath, { synchronous: 'NORMAL', busyTimeoutMs: 50 });
+  return new ProcessingLeadership(processingLease(leaseDb), {
+    holder,
+    ttlMs: config.processingLeaseMs,
+    clock,
+    logger,
+    onGained: () => {
+      metrics.processingHolder.set(1);
+      processing.pipeline.start();
+      processing.poller?.start();
+      if (config.retentionDays !== undefined)
+        retention = scheduleRetention(store.db, config.retentionDays, clock, logger);
+    },
+    onLost: async () => {
+      metrics.processingHolder.set(0);
+      retention?.stop();
+      retention = null;
+      await processing.poller?.stop(config.shutdownTimeoutMs);
+      const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);
+      if (!finished)
+        logger.warn('pipeline did not finish in time: unfinished events stay pending for the holder');
+    },
+    onStopped: () => leaseDb.close(),
+  });
 }
 
 /** The handlers (life cycle, registry results, the partner's), the pipeline and the poller. */
 function buildProcessing(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; store: Store; pipelineDb: Db },
+  deps: { clock: Clock; metrics: Metrics; store: Store; pipelineDb: Db; holder: string },
 ): Processing {
-  const { clock, metrics, store, pipelineDb } = deps;
+  const { clock, metrics, store, pipelineDb, holder } = deps;
   const { logger } = options;
   const schedule: PollScheduleOptions = {
     graceMs: config.registry.webhookGraceMs,
@@ -137,8 +196,10 @@ function buildProcessing(
     .on('registry', registry.result);
   options.configureRouter?.(router, pipelineDb);
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
+  const lease = processingLease(pipelineDb);
   const pipeline = new Pipeline(pipelineDb, router, {
     maxAttempts: config.handlerMaxAttempts,
+    fence: (now) => lease.isHeldBy(holder, now.toISOString()),
     clock,
     logger,
     backoff: options.handlerBackoff,
@@ -184,11 +245,14 @@ function buildWriter(
       metrics.commitSeconds.observe(durationMs / 1000);
       if (!ok) metrics.commitFailures.inc();
     },
-    onAuditError: (err, dropped) =>
+    onAuditError: (err, dropped, { deferred, droppedTotal }) =>
       logger.error(
-        { err: err.message, dropped },
-        'could not write deliveries audit rows; retrying with the next batch',
+        { err: err.message, deferred, dropped, dropped_total: droppedTotal },
+        dropped > 0
+          ? 'could not write deliveries audit rows; some were dropped (see dropped, dropped_total)'
+          : 'could not write deliveries audit rows; retrying with the next batch',
       ),
+    onAuditDropped: (n) => metrics.auditRowsDropped.inc(n),
     // Handlers never run inside the request: the event is queued after its commit.
     onStored: (id, event) => {
       if (event.status === 'pending') {

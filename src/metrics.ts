@@ -54,15 +54,46 @@ export function createMetrics(options: MetricsOptions = {}) {
     help: 'Group-commit transactions that failed (each request in them got 503)',
     registers: [registry],
   });
-  const signatureAlarm = new Gauge({
+  const auditRowsDropped = new Counter({
+    name: 'consig_audit_rows_dropped_total',
+    help: '`deliveries` audit rows lost: their write failed while the disk refused writes, beyond the rows kept for a later batch or at shutdown',
+    registers: [registry],
+  });
+  // The deactivation alarm (interface §6.1, rule 4; src/domain/delivery-alarm.ts).
+  const consecutiveFailedAnswers = new Gauge({
+    name: 'consig_webhook_consecutive_failed_answers',
+    help: 'Non-200 answers on the webhook routes since the last 200, of every kind (401, 403, 413, 400, 503), kept across restarts; the service deactivates the callback at 3 (interface §6.1)',
+    registers: [registry],
+  });
+  const consecutiveInvalidSignatures = new Gauge({
     name: 'consig_webhook_consecutive_invalid_signatures',
-    help: 'Consecutive deliveries rejected for their signature; the service deactivates the callback at 3 (interface §6.1)',
+    help: 'The 401s (invalid signature) in the current run of failed answers (consig_webhook_consecutive_failed_answers)',
+    registers: [registry],
+  });
+  const deactivationAlarm = new Gauge({
+    name: 'consig_webhook_deactivation_alarm',
+    help: '1 while the run of failed answers is at 3 or more: the service has probably deactivated the callback (interface §6.1)',
+    registers: [registry],
+  });
+  const secondsSinceLastDelivery = new Gauge({
+    name: 'consig_webhook_seconds_since_last_delivery',
+    help: 'Seconds since the last request reached a webhook route (any process on the database file; since the start when none is stored)',
+    registers: [registry],
+  });
+  const silenceAlarm = new Gauge({
+    name: 'consig_webhook_silence_alarm',
+    help: '1 while no delivery came for DELIVERY_SILENCE_ALARM_MS and proposals are still in flight: the callback may be deactivated or unreachable',
     registers: [registry],
   });
 
   const queueDepth = new Gauge({
     name: 'consig_pipeline_queue_depth',
     help: 'Stored events known to the pipeline and not finished (running, waiting, or waiting for a retry)',
+    registers: [registry],
+  });
+  const processingHolder = new Gauge({
+    name: 'consig_processing_holder',
+    help: 'Whether this process holds the processing lease (1) and runs the pipeline, poller and retention, or only ingests (0, standby)',
     registers: [registry],
   });
   const eventsProcessed = new Counter({
@@ -120,8 +151,14 @@ export function createMetrics(options: MetricsOptions = {}) {
     commitBatchSize,
     commitSeconds,
     commitFailures,
-    signatureAlarm,
+    auditRowsDropped,
+    consecutiveFailedAnswers,
+    consecutiveInvalidSignatures,
+    deactivationAlarm,
+    secondsSinceLastDelivery,
+    silenceAlarm,
     queueDepth,
+    processingHolder,
     eventsProcessed,
     handlerFailures,
     eventsByStatus,

@@ -31,6 +31,19 @@ export class StorageError extends ConsigError {
   }
 }
 
+/**
+ * The database file cannot be used at all (not writable, not a database, damaged, disk full):
+ * raised at open, so a command or `serve` stops with one line naming `path` and the cause.
+ */
+export class DatabaseFileError extends StorageError {
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.path = path;
+  }
+}
+
 /** The database and the code disagree about migrations. */
 export class MigrationError extends ConsigError {
   constructor(message: string, options?: { cause?: unknown }) {

@@ -10,6 +10,7 @@ import { adminRouter } from './admin/admin-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
 import { metricsRoute } from './metrics-route';
+import type { DeliveryWatch } from './delivery-watch';
 import { createWebhookHandler, type WebhookHandler } from './webhook-handler';
 import { webhookRoutes } from './webhook-routes';
 
@@ -37,11 +38,23 @@ export interface AppDeps {
    */
   registryGraceMs?: number | undefined;
   /**
+   * Whether this process holds the processing lease; `/readyz` reports it (a standby is ready: it
+   * ingests, and only its processing waits).
+   * @default undefined (not reported)
+   */
+  isProcessing?: (() => boolean) | undefined;
+  /**
    * The webhook handler to mount, so that the fast path and Express share one (and one run of the
-   * signature alarm).
+   * deactivation alarm).
    * @default a new handler built from `config`
    */
   webhook?: WebhookHandler | undefined;
+  /**
+   * The deactivation alarm the webhook handler reports every answer to (startDeliveryWatch: the
+   * run is stored and the silence checked).
+   * @default a watch in memory only
+   */
+  deliveryWatch?: DeliveryWatch | undefined;
 }
 
 /** Builds the Express app: webhook routes, health, metrics, admin. It never listens: a server or a test does. */
@@ -70,5 +83,6 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     clock: deps.clock,
     allowList: deps.config.allowedCidrs,
     trustProxy: deps.config.trustProxy,
+    watch: deps.deliveryWatch,
   });
 }

@@ -3,8 +3,17 @@ import type { Clock } from '../clock';
 import type { Logger } from '../logger';
 import type { Store } from '../store/store';
 
-/** `/healthz`: the process runs. `/readyz`: the database is open, migrated and takes a write. */
-export function healthRoutes(deps: { store: Store; logger: Logger; clock: Clock }): Router {
+/**
+ * `/healthz`: the process runs. `/readyz`: the database is open, migrated and takes a write, so
+ * deliveries can be acknowledged. A standby (another process holds the processing lease) is ready:
+ * it ingests like the holder, and the body says `processing: false`.
+ */
+export function healthRoutes(deps: {
+  store: Store;
+  logger: Logger;
+  clock: Clock;
+  isProcessing?: (() => boolean) | undefined;
+}): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -12,7 +21,8 @@ export function healthRoutes(deps: { store: Store; logger: Logger; clock: Clock 
   router.get('/readyz', (_req, res) => {
     try {
       deps.store.probeWrite(deps.clock.now());
-      res.json({ status: 'ready' });
+      const processing = deps.isProcessing?.();
+      res.json(processing === undefined ? { status: 'ready' } : { status: 'ready', processing });
     } catch (err) {
       const message = (err as Error).message;
       deps.logger.warn({ err: message }, 'readiness probe failed');

@@ -11,7 +11,7 @@ import type { DeliveryOutcome } from '../store/deliveries';
 import type { NewEvent } from '../store/events';
 import type { IngestResult, IngestWriter } from '../store/ingest-writer';
 import { badSignature, forbidden, type Rejection, unreadBody } from './rejections';
-import { watchSignatures } from './signature-watch';
+import { DeliveryWatch } from './delivery-watch';
 
 /**
  * The webhook path of contract §4: read the raw body (bounded while reading), verify the signature
@@ -41,6 +41,12 @@ export interface WebhookDeps {
    * @default 0
    */
   trustProxy?: number | undefined;
+  /**
+   * The deactivation alarm every answer is reported to (interface §6.1, rule 4). `serve` passes
+   * the one that stores its run and checks the silence (startDeliveryWatch).
+   * @default a watch in memory only
+   */
+  watch?: DeliveryWatch | undefined;
 }
 
 export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
@@ -60,9 +66,10 @@ interface RequestFacts {
   remote: string;
 }
 
-export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
-  const headerName = deps.signatureHeader.toLowerCase();
-  const signatures = watchSignatures(deps);
+export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
+  const headerName = options.signatureHeader.toLowerCase();
+  // Every answer reaches the watch through measure(), which each answer passes exactly once.
+  const deps = { ...options, watch: options.watch ?? new DeliveryWatch(options) };
   return function handleWebhook(req, res, route) {
     const request = describeRequest(deps, req, route);
     if (deps.allowList && !deps.allowList.allows(request.remote)) {
@@ -71,11 +78,8 @@ export function createWebhookHandler(deps: WebhookDeps): WebhookHandler {
     getRawBody(req, { length: req.headers['content-length'], limit: deps.maxBodyBytes }, (err, body) => {
       if (err) return reject(deps, res, request, unreadBody(err, req, deps.maxBodyBytes));
       const verdict = verifySignature(body, req.headers[headerName], deps.secrets);
-      if (!verdict.ok) {
-        reject(deps, res, request, badSignature(verdict.reason, body.length, deps.signatureHeader));
-        return signatures.rejected();
-      }
-      signatures.accepted();
+      if (!verdict.ok)
+        return reject(deps, res, request, badSignature(verdict.reason, body.length, deps.signatureHeader));
       store(deps, res, request, body, verdict.secretIndex);
     });
   };
@@ -231,11 +235,15 @@ function answerNotStored(
   );
 }
 
-/** Counts the answer and observes its latency; returns the latency in ms, rounded to the microsecond. */
+/**
+ * Counts the answer, observes its latency and reports it to the deactivation alarm; returns the
+ * latency in ms, rounded to the microsecond.
+ */
 function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutcome): number {
   const ms = deps.clock.monotonic() - request.startedAt;
   deps.metrics.deliveries.inc({ outcome, route: request.path });
   deps.metrics.ackLatency.observe({ outcome }, ms / 1000);
+  deps.watch?.answered(outcome);
   return Math.round(ms * 1000) / 1000;
 }
 

@@ -47,6 +47,12 @@ export interface PipelineOptions {
   batchSize?: number;
   /** Events of one proposal per turn, so that a long backlog of one does not hold back others. Default 32. */
   perKeyPerTurn?: number;
+  /**
+   * Checked at the start of every turn, inside its transaction: false when this process no longer
+   * holds the processing lease, and the turn does nothing.
+   * @default none (always processes)
+   */
+  fence?: (now: Date) => boolean;
 }
 
 interface KeyState {
@@ -112,7 +118,14 @@ export class Pipeline {
   private readonly keys = new Map<string, KeyState>();
   private readonly tracked = new Set<number>();
   private sweeper: NodeJS.Timeout | null = null;
-  private stopping = false;
+  /** Not processing: before start(), after stop(), and while this process is a standby. */
+  private stopping = true;
+  /**
+   * Every event with an id up to this one has been seen (queued, or not pending). Events other
+   * processes store in the same file are found above it: ids commit in order (one writer at a
+   * time), so a turn that catches up first never runs a proposal's event before an earlier one.
+   */
+  private watermark = 0;
   private turnScheduled = false;
   private readonly random: () => number;
   private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
@@ -199,7 +212,13 @@ export class Pipeline {
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
     this.queue.clear();
-    return settlesWithin(this.queue.onIdle(), timeoutMs);
+    const finished = await settlesWithin(this.queue.onIdle(), timeoutMs);
+    // Forget what was queued: a later start() reloads it from the database, where it stays pending.
+    this.keys.clear();
+    this.tracked.clear();
+    this.watermark = 0;
+    this.reportDepth();
+    return finished;
   }
 
   /** Finds retries that fell due and events replayed from another process. */
@@ -208,16 +227,35 @@ export class Pipeline {
     try {
       const now = this.options.clock.now().toISOString();
       for (const item of this.q.due(now, 1000)) this.enqueue(item.id, workKey(item));
+      this.catchUp();
     } catch (err) {
       this.options.logger.error({ err: (err as Error).message }, 'pipeline sweep failed; trying again');
     }
   }
 
-  /** Loads every pending/failed event not tracked yet; returns how many were added. */
+  /**
+   * Loads every pending/failed event not tracked yet, whoever stored it; returns how many were
+   * added. One read transaction, so the backlog and the watermark come from one snapshot.
+   */
   private recover(): number {
     const before = this.tracked.size;
-    for (const item of this.q.backlog()) this.enqueue(item.id, workKey(item));
+    this.db.transaction(() => {
+      for (const item of this.q.backlog()) this.enqueue(item.id, workKey(item));
+      this.watermark = Math.max(this.watermark, this.q.maxId());
+    })();
     return this.tracked.size - before;
+  }
+
+  /** Queues the pending events stored since the watermark (by any process sharing the file). */
+  private catchUp(): void {
+    for (;;) {
+      const rows = this.q.after(this.watermark, 1000);
+      for (const row of rows) {
+        if (row.status === 'pending') this.enqueue(row.id, workKey(row));
+        this.watermark = row.id;
+      }
+      if (rows.length < 1000) return;
+    }
   }
 
   private scheduleTurn(): void {
@@ -273,6 +311,10 @@ export class Pipeline {
 
   /** Inside the turn's transaction: take runnable events, oldest proposals first, and run them. */
   private collectAndProcess(now: Date): TurnResult {
+    // Another process may hold the processing lease by now: process nothing (the leadership loop
+    // stops this pipeline at its next tick).
+    if (this.options.fence && !this.options.fence(now)) return { outcomes: [], unavailable: [], more: false };
+    this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
     const outcomes: Reported[] = [];

@@ -12,9 +12,6 @@ import type { EventStatus, EventsRepo, NewEvent } from './events';
  * the event loop join its batch. Each request's promise settles only after its batch committed.
  */
 
-/** Audit rows kept for a later batch while the disk refuses writes. */
-const MAX_DEFERRED_AUDIT = 10_000;
-
 export type IngestOutcome = 'accepted' | 'duplicate' | 'quarantined';
 
 export interface IngestResult {
@@ -54,16 +51,37 @@ export interface BatchInfo {
   ok: boolean;
 }
 
+/** The `deliveries` audit rows at the moment their write failed. */
+export interface AuditLoss {
+  /** Rows kept in memory, written with the next batch. */
+  deferred: number;
+  /** Rows lost since this writer started, `dropped` included. */
+  droppedTotal: number;
+}
+
 export interface IngestWriterOptions {
+  /** @default 512 */
   maxBatch?: number;
-  /** Monotonic milliseconds (performance.now). */
+  /**
+   * Monotonic milliseconds.
+   * @default performance.now
+   */
   monotonic?: () => number;
   onBatch?: (info: BatchInfo) => void;
   /**
-   * Called when the audit rows of a failed batch could not be written either; they are retried
-   * with the next batch, `dropped` of them only beyond MAX_DEFERRED_AUDIT.
+   * Audit rows kept in memory for a later batch while the disk refuses writes; beyond it, and at
+   * close, they are dropped (and counted).
+   * @default 10000
    */
-  onAuditError?: (err: Error, dropped: number) => void;
+  maxDeferredAudit?: number;
+  /**
+   * Called when the audit rows of a failed batch could not be written either; they are retried
+   * with the next batch, except `dropped` of them: those beyond `maxDeferredAudit`, or all of them
+   * when the writer is closing.
+   */
+  onAuditError?: (err: Error, dropped: number, loss: AuditLoss) => void;
+  /** Called with the number of `deliveries` rows given up, each time some are (the metric's hook). */
+  onAuditDropped?: (dropped: number) => void;
   /** Called once per inserted event, after its commit (the pipeline's hook). */
   onStored?: (eventId: number, event: NewEvent) => void;
 }
@@ -72,7 +90,9 @@ export class IngestWriter {
   private queue: Item[] = [];
   private scheduled: NodeJS.Immediate | null = null;
   private closed = false;
+  private droppedTotal = 0;
   private readonly maxBatch: number;
+  private readonly maxDeferredAudit: number;
   private readonly monotonic: () => number;
   private readonly commit: Transaction<(items: Item[]) => (IngestResult | null)[]>;
 
@@ -83,6 +103,7 @@ export class IngestWriter {
     private readonly options: IngestWriterOptions = {},
   ) {
     this.maxBatch = options.maxBatch ?? 512;
+    this.maxDeferredAudit = options.maxDeferredAudit ?? 10_000;
     this.monotonic = options.monotonic ?? (() => performance.now());
     this.commit = this.db.transaction((items: Item[]) =>
       items.map((item) => {
@@ -120,10 +141,18 @@ export class IngestWriter {
       this.writeBatch(pending.slice(i, i + this.maxBatch));
   }
 
-  /** Flushes what is queued and refuses further work (shutdown). */
+  /**
+   * Flushes what is queued and refuses further work (shutdown). Audit rows whose write fails now
+   * have no later batch: they are dropped and counted.
+   */
   close(): void {
-    this.flush();
     this.closed = true;
+    this.flush();
+  }
+
+  /** `deliveries` rows lost since this writer started (the disk refused them too long). */
+  get auditRowsDropped(): number {
+    return this.droppedTotal;
   }
 
   get queued(): number {
@@ -208,16 +237,30 @@ export class IngestWriter {
         audit.push(item.delivery);
       }
     }
-    // The same failure may stop this write too: then the audit rows wait for the next batch
-    // (never scheduled on their own, so a broken disk does not spin), bounded in number.
+    this.writeAudit(audit);
+  }
+
+  /**
+   * The same failure may stop this write too: then the audit rows wait for the next batch (never
+   * scheduled on their own, so a broken disk does not spin), at most `maxDeferredAudit` of them.
+   */
+  private writeAudit(audit: NewDelivery[]): void {
     try {
       this.db.transaction(() => {
         for (const d of audit) this.deliveries.insert(d);
       })();
     } catch (err) {
-      const room = Math.max(0, MAX_DEFERRED_AUDIT - this.queue.length);
-      this.queue.unshift(...audit.slice(0, room).map((delivery): AuditItem => ({ type: 'audit', delivery })));
-      this.options.onAuditError?.(err as Error, audit.length - Math.min(room, audit.length));
+      // During a flush the queue holds only rows deferred by its earlier slices.
+      const room = this.closed ? 0 : Math.max(0, this.maxDeferredAudit - this.queue.length);
+      const kept = audit.slice(0, room);
+      this.queue.unshift(...kept.map((delivery): AuditItem => ({ type: 'audit', delivery })));
+      const dropped = audit.length - kept.length;
+      this.droppedTotal += dropped;
+      if (dropped > 0) this.options.onAuditDropped?.(dropped);
+      this.options.onAuditError?.(err as Error, dropped, {
+        deferred: this.queue.length,
+        droppedTotal: this.droppedTotal,
+      });
     }
   }
 }

@@ -46,19 +46,31 @@ export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[
   return migrations;
 }
 
+/**
+ * Creates `schema_migrations` when missing, in a write transaction of its own: a process that finds
+ * the table missing and one that creates it at the same moment must not both try. An existing
+ * table costs no write lock.
+ */
 function ensureTable(db: Db): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-  )`);
+  if (tableExists(db)) return;
+  db.transaction(() => {
+    db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    INTEGER PRIMARY KEY,
+      name       TEXT NOT NULL,
+      applied_at TEXT NOT NULL
+    )`);
+  }).immediate();
+}
+
+function tableExists(db: Db): boolean {
+  return (
+    db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !==
+    undefined
+  );
 }
 
 export function appliedVersions(db: Db): number[] {
-  const exists = db
-    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
-    .get();
-  if (!exists) return [];
+  if (!tableExists(db)) return [];
   return (
     db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as { version: number }[]
   ).map((r) => r.version);
@@ -77,7 +89,12 @@ export function assertKnown(db: Db, migrations: readonly Migration[]): number[] 
   return applied;
 }
 
-/** Applies the pending migrations in order; returns the versions applied now. */
+/**
+ * Applies the pending migrations in order; returns the versions this call applied. Safe when several
+ * processes start on one file at once: each migration's transaction is `BEGIN IMMEDIATE` (one
+ * writer at a time) and re-reads, inside it, whether another process applied that version after
+ * this one looked; if so it is skipped, not applied twice.
+ */
 export function migrate(
   db: Db,
   migrations: readonly Migration[] = loadMigrations(),
@@ -85,26 +102,29 @@ export function migrate(
 ): Migration[] {
   ensureTable(db);
   const applied = new Set(assertKnown(db, migrations));
+  const isApplied = db.prepare<[number], { one: number }>(
+    'SELECT 1 AS one FROM schema_migrations WHERE version = ?',
+  );
+  const record = db.prepare<[number, string, string]>(
+    'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+  );
   const done: Migration[] = [];
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
-    const run = db.transaction(() => {
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
-        m.version,
-        m.name,
-        now().toISOString(),
-      );
+    const run = db.transaction((): boolean => {
+      if (isApplied.get(m.version)) return false;
+      record.run(m.version, m.name, now().toISOString());
       db.exec(m.sql);
+      return true;
     });
     try {
-      run.immediate();
+      if (run.immediate()) done.push(m);
     } catch (err) {
       throw new MigrationError(
         `migration ${String(m.version).padStart(4, '0')}_${m.name} failed: ${(err as Error).message}`,
         { cause: err },
       );
     }
-    done.push(m);
   }
   return done;
 }

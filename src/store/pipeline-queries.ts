@@ -42,11 +42,19 @@ export function pipelineQueries(db: Db) {
   const markFailed = db.prepare<[string, number, string, string | null, number]>(
     'UPDATE events SET status = ?, attempts = ?, last_error = ?, next_attempt_at = ? WHERE id = ?',
   );
+  // Events stored after `id`, by this process or another one sharing the file (every status, so
+  // that the watermark moves past ignored and invalid ones too). Walks the primary key.
+  const after = db.prepare<[number, number], WorkItem & { status: EventStatus }>(
+    'SELECT id, kind, nu_proposta, request_id, status FROM events WHERE id > ? ORDER BY id LIMIT ?',
+  );
+  const maxId = db.prepare<[], { id: number | null }>('SELECT max(id) AS id FROM events');
   const countStatus = db.prepare<[string], { n: number }>(
     'SELECT count(*) AS n FROM events WHERE status = ?',
   );
   return {
     backlog: () => backlog.all(),
+    after: (id: number, limit: number) => after.all(id, limit),
+    maxId: () => maxId.get()?.id ?? 0,
     due: (now: string, limit: number) => due.all(now, limit),
     load: (id: number) => load.get(id),
     markDone: (id: number, at: string) => markDone.run(at, id),
