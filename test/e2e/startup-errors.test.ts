@@ -54,7 +54,7 @@ function migratedFile(path: string, mode: number): void {
 
 /** Runs a command as the unprivileged user; kills it if it is still running after `timeoutMs`. */
 function run(args: string[], timeoutMs = 30_000): Promise<RunResult> {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       ...asUser,
       cwd: tmp.dir,
@@ -71,6 +71,16 @@ function run(args: string[], timeoutMs = 30_000): Promise<RunResult> {
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    // The unprivileged user cannot run node or read dist/ (a private temp directory above them):
+    // say so at once instead of waiting for the test's timeout.
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(
+        new Error(
+          `cannot run ${process.execPath} as uid ${NOBODY}: ${err.message} (every directory above the checkout needs o+x, as .ci/run sets)`,
+        ),
+      );
+    });
     child.once('close', (status) => {
       clearTimeout(timer);
       resolve({ status, stdout, stderr });
