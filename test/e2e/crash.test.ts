@@ -1,36 +1,17 @@
 import { connect } from 'node:net';
-import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import type { Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { runCli, type ServerProcess, spawnServe, startServe } from '../helpers/process';
-import { tempDir } from '../helpers/tmp';
+import { runCli, serveOnOneFile, spawnServe } from '../helpers/process';
 
 /**
  * Real processes: the receiver is killed with SIGKILL while deliveries are in flight, restarted on
  * the same SQLite file, and every delivery that had received 200 must be stored exactly once.
  */
 
-let tmp: ReturnType<typeof tempDir>;
-let dbPath: string;
-let servers: ServerProcess[] = [];
-
-beforeEach(() => {
-  tmp = tempDir('consig-e2e-');
-  dbPath = join(tmp.dir, 'data', 'consig.db');
-  servers = [];
-});
-afterEach(() => {
-  for (const s of servers) s.child.kill('SIGKILL');
-  tmp.cleanup();
-});
-
-async function serve(extra: Record<string, string> = {}): Promise<ServerProcess> {
-  const s = await startServe({ DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET, LOG_LEVEL: 'info', ...extra });
-  servers.push(s);
-  return s;
-}
+const files = serveOnOneFile();
+const serve = (extra: Record<string, string> = {}) => files.serve(extra);
 
 function send(url: string, body: Record<string, unknown>) {
   const { raw, signature } = signed(body);
@@ -72,7 +53,7 @@ it('SIGKILL with deliveries in flight: every 200 is stored exactly once after re
   expect(signal).toBe('SIGKILL');
   expect(failed.length).toBeGreaterThan(0); // some were in flight when it died
 
-  const db = new Database(dbPath, { readonly: true });
+  const db = new Database(files.dbPath, { readonly: true });
   const rows = db.prepare('SELECT dedup_key, id, status FROM events').all() as {
     dedup_key: string;
     id: number;
@@ -99,7 +80,7 @@ it('SIGKILL with deliveries in flight: every 200 is stored exactly once after re
   second.child.kill('SIGTERM');
   expect((await second.exited).code).toBe(0);
 
-  const check = new Database(dbPath, { readonly: true });
+  const check = new Database(files.dbPath, { readonly: true });
   expect(check.pragma('integrity_check', { simple: true })).toBe('ok');
   const dupKeys = check
     .prepare(
@@ -135,7 +116,7 @@ it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces th
   expect(answer).toMatch(/^HTTP\/1\.1 200/);
   expect(answer).toContain('"status":"accepted"');
   socket.destroy();
-  const db = new Database(dbPath, { readonly: true });
+  const db = new Database(files.dbPath, { readonly: true });
   expect(db.prepare("SELECT count(*) AS n FROM events WHERE dedup_key = 'wh_inflight'").get()).toEqual({
     n: 1,
   });
@@ -160,7 +141,7 @@ it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces th
 
 it('SIGKILL while the pipeline is busy: after restart every stored event is processed exactly once', async () => {
   // A stored backlog (as after an outage) that the pipeline starts draining as soon as it starts.
-  expect(runCli(['migrate'], { DATABASE_PATH: dbPath }).status).toBe(0);
+  expect(runCli(['migrate'], { DATABASE_PATH: files.dbPath }).status).toBe(0);
   const PROPOSALS = 12_000;
   const eventos = [
     'proposta.criada',
@@ -169,7 +150,7 @@ it('SIGKILL while the pipeline is busy: after restart every stored event is proc
     'averbacao.solicitada',
     'averbacao.aprovada',
   ];
-  const fill = new Database(dbPath);
+  const fill = new Database(files.dbPath);
   const insert = fill.prepare(
     `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, received_at, body, body_bytes, status)
      VALUES (?, ?, 'event', ?, ?, '2026-11-21T00:00:00.000Z', ?, 0, 'pending')`,
@@ -191,8 +172,8 @@ it('SIGKILL while the pipeline is busy: after restart every stored event is proc
   fill.close();
 
   // Not waiting for "listening": the backlog starts draining before the server listens.
-  const first = spawnServe({ DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET });
-  const watch = new Database(dbPath, { readonly: true });
+  const first = spawnServe({ DATABASE_PATH: files.dbPath, WEBHOOK_SECRETS: SECRET });
+  const watch = new Database(files.dbPath, { readonly: true });
   const count = (status: string) =>
     (watch.prepare('SELECT count(*) AS n FROM events WHERE status = ?').get(status) as { n: number }).n;
   const until = Date.now() + 30_000;
@@ -205,7 +186,7 @@ it('SIGKILL while the pipeline is busy: after restart every stored event is proc
   expect(pendingAtKill).toBeGreaterThan(0); // the queue was busy when it died
 
   await serve();
-  const db = new Database(dbPath, { readonly: true });
+  const db = new Database(files.dbPath, { readonly: true });
   try {
     const drainUntil = Date.now() + 60_000;
     while (

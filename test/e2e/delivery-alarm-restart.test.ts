@@ -1,7 +1,5 @@
-import { join } from 'node:path';
-import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { type ServerProcess, startServe } from '../helpers/process';
-import { tempDir } from '../helpers/tmp';
+import { delivery, postRaw, signed } from '../helpers/payloads';
+import { type ServerProcess, serveOnOneFile } from '../helpers/process';
 
 /**
  * Real processes: the run of failed answers that deactivates the callback (interface §6.1, rule 4)
@@ -10,30 +8,8 @@ import { tempDir } from '../helpers/tmp';
  * is still there for the one after.
  */
 
-let tmp: ReturnType<typeof tempDir>;
-let dbPath: string;
-let servers: ServerProcess[] = [];
-
-beforeEach(() => {
-  tmp = tempDir('consig-e2e-');
-  dbPath = join(tmp.dir, 'data', 'consig.db');
-  servers = [];
-});
-afterEach(() => {
-  for (const s of servers) s.child.kill('SIGKILL');
-  tmp.cleanup();
-});
-
-async function serve(): Promise<ServerProcess> {
-  const s = await startServe({
-    DATABASE_PATH: dbPath,
-    WEBHOOK_SECRETS: SECRET,
-    MAX_BODY_BYTES: '300',
-    LOG_LEVEL: 'info',
-  });
-  servers.push(s);
-  return s;
-}
+const files = serveOnOneFile({ MAX_BODY_BYTES: '300' });
+const serve = () => files.serve();
 
 function send(s: ServerProcess, body: unknown) {
   const { raw, signature } = signed(body);

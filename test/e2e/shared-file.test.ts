@@ -1,8 +1,6 @@
-import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
-import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { type ServerProcess, startServe } from '../helpers/process';
-import { tempDir } from '../helpers/tmp';
+import { delivery, postRaw, signed } from '../helpers/payloads';
+import { type ServerProcess, serveOnOneFile } from '../helpers/process';
 
 /**
  * Several receivers on one database file (a rolling deploy overlapping on one volume): every one
@@ -26,30 +24,8 @@ const HAPPY_PATH = [
   'pagamento.realizado',
 ];
 
-let tmp: ReturnType<typeof tempDir>;
-let dbPath: string;
-let servers: ServerProcess[] = [];
-
-beforeEach(() => {
-  tmp = tempDir('consig-shared-');
-  dbPath = join(tmp.dir, 'consig.db');
-  servers = [];
-});
-afterEach(() => {
-  for (const s of servers) s.child.kill('SIGKILL');
-  tmp.cleanup();
-});
-
-async function serve(): Promise<ServerProcess> {
-  const s = await startServe({
-    DATABASE_PATH: dbPath,
-    WEBHOOK_SECRETS: SECRET,
-    PROCESSING_LEASE_MS: '1000',
-    LOG_LEVEL: 'info',
-  });
-  servers.push(s);
-  return s;
-}
+const files = serveOnOneFile({ PROCESSING_LEASE_MS: '1000' }, 'consig.db');
+const serve = () => files.serve();
 
 async function isHolder(s: ServerProcess): Promise<boolean> {
   const text = await (await fetch(`${s.url}/metrics`)).text();
@@ -129,7 +105,7 @@ interface Outcome {
 }
 
 function outcome(): Outcome {
-  const db = new Database(dbPath, { readonly: true });
+  const db = new Database(files.dbPath, { readonly: true });
   try {
     const n = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
     const rows = db

@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { SECRET } from './payloads';
+import { tempDir } from './tmp';
 
 /** The built command-line entry point (`npm test` builds before jest runs). */
 export const BIN = resolve(__dirname, '../../dist/src/cli/bin.js');
@@ -90,4 +92,41 @@ export function runCliAsync(
       resolve({ status, stdout, stderr });
     });
   });
+}
+
+/**
+ * For e2e tests of `serve` on one database file: a fresh temp file per test, and every process
+ * started with `serve()` SIGKILLed after it. Registers its own beforeEach/afterEach.
+ */
+export function serveOnOneFile(baseEnv: Record<string, string> = {}, fileInDir = 'data/consig.db') {
+  let tmp: ReturnType<typeof tempDir> | undefined;
+  let dbPath = '';
+  let servers: ServerProcess[] = [];
+  beforeEach(() => {
+    tmp = tempDir('consig-e2e-');
+    dbPath = join(tmp.dir, fileInDir);
+    servers = [];
+  });
+  afterEach(() => {
+    for (const s of servers) s.child.kill('SIGKILL');
+    tmp?.cleanup();
+  });
+  return {
+    /** This test's database file. */
+    get dbPath(): string {
+      return dbPath;
+    },
+    /** Starts `serve` on the file (signed with SECRET, info logs) once it listens. */
+    async serve(extra: Record<string, string> = {}): Promise<ServerProcess> {
+      const s = await startServe({
+        DATABASE_PATH: dbPath,
+        WEBHOOK_SECRETS: SECRET,
+        LOG_LEVEL: 'info',
+        ...baseEnv,
+        ...extra,
+      });
+      servers.push(s);
+      return s;
+    },
+  };
 }
