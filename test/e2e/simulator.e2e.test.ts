@@ -137,7 +137,9 @@ it('the receiver stopped while the simulator sends, back before the retries run 
   sim = await startSimulator({
     logger: quiet,
     analysisDelayMs: 20,
-    delivery: { backoffMs: [2500, 5000], timeoutMs: 2000 },
+    // Room for a slow restart on a loaded machine: the restarted receiver must answer one of the two
+    // retries (16 s in all); a third failed attempt would deactivate the callback.
+    delivery: { backoffMs: [4000, 12000], timeoutMs: 2000 },
   });
   let receiver = await serve({ PORT: String(port) });
   const c = client(sim);
@@ -153,7 +155,7 @@ it('the receiver stopped while the simulator sends, back before the retries run 
   await until(
     'delivered after restart',
     () => s.state().deliveries.every((d) => d.status === 'delivered'),
-    20_000,
+    30_000,
   );
   await until(
     'processed',
