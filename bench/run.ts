@@ -12,6 +12,7 @@ import {
   openSync,
   readFileSync,
   rmSync,
+  symlinkSync,
 } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
@@ -59,6 +60,8 @@ interface Target {
   prefill?: 'growth';
   /** Only at these concurrencies (default: all of --concurrency). */
   concurrencies?: readonly number[];
+  /** The receiver's CLI to run (default: this build's). */
+  bin?: string;
 }
 
 const TARGETS: readonly Target[] = [
@@ -113,6 +116,8 @@ interface Options {
   cpuProfDir: string | null;
   /** The commit measured (see sourceVersion). */
   source: string;
+  /** --baseline: a git revision built and measured beside this build, for the before/after ratio. */
+  baseline: string | null;
 }
 
 interface RunResult extends LoadResult {
@@ -144,6 +149,9 @@ const USAGE = `usage: npm run bench -- [options]
                        --quick 20000, 0 skips it)
   --poller <n>         tracked registrations waiting while the idle poller is measured (default 10000, 0 skips)
   --growth <n>         events pre-filled for receiver-1m (default 1000000, --quick 100000)
+  --baseline <rev>     also build git revision <rev> (its src/ and migrations/, this checkout's
+                       node_modules) and run it as receiver-baseline: receiver / receiver-baseline
+                       is the before/after ratio of a change, measured in the same run
   --json               print the results as JSON instead of the table`;
 
 function parseOptions(argv: string[]): Options {
@@ -160,6 +168,7 @@ function parseOptions(argv: string[]): Options {
       pipeline: { type: 'string' },
       poller: { type: 'string' },
       growth: { type: 'string' },
+      baseline: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -221,7 +230,58 @@ function parseOptions(argv: string[]): Options {
     })(),
     cpuProfDir: values['cpu-prof'] === undefined ? null : resolve(values['cpu-prof']),
     source: sourceVersion(),
+    baseline: values.baseline === undefined ? null : verifiedRevision(values.baseline),
   };
+}
+
+function verifiedRevision(rev: string): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', '--verify', `${rev}^{commit}`], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  } catch {
+    throw new BenchError(`--baseline: ${rev} is not a commit of this repository`);
+  }
+}
+
+/**
+ * Builds revision `rev` into `dir` (its sources, this checkout's node_modules and compiler) and
+ * returns its CLI: the "before" of a change, measured in the same run as the "after".
+ */
+function buildBaseline(rev: string, dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const paths = ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'migrations', 'bench'];
+  const archive = execFileSync('git', ['archive', '--format=tar', rev, ...paths], {
+    cwd: ROOT,
+    maxBuffer: 512 * 1024 * 1024,
+  });
+  execFileSync('tar', ['-x', '-C', dir], { input: archive });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  try {
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'pipe' });
+  } catch (err) {
+    const out = (err as { stdout?: Buffer }).stdout?.toString() ?? '';
+    throw new BenchError(`--baseline: ${rev} does not build:\n${out.slice(0, 2000)}`);
+  }
+  const bin = join(dir, 'dist', 'src', 'cli', 'bin.js');
+  if (!existsSync(bin)) throw new BenchError(`--baseline: ${rev} has no ${bin} after building`);
+  return bin;
+}
+
+/** `receiver-baseline` right after `receiver`, so that --rounds interleaves the two. */
+function withBaseline(targets: Target[], rev: string, bin: string): Target[] {
+  const baseline: Target = {
+    name: 'receiver-baseline',
+    kind: 'receiver',
+    description: `consig-receiver built from ${rev}, FULL, group commit (defaults): the "before"`,
+    env: { SQLITE_SYNCHRONOUS: 'FULL' },
+    bin,
+  };
+  const i = targets.findIndex((t) => t.name === 'receiver');
+  return i < 0 ? [...targets, baseline] : [...targets.slice(0, i + 1), baseline, ...targets.slice(i + 1)];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,7 +426,7 @@ async function startServerOnce(
       options.cpuProfDir === null
         ? []
         : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, `${target.name}-c${concurrency}`)];
-    args = [...profile, RECEIVER_BIN, 'serve'];
+    args = [...profile, target.bin ?? RECEIVER_BIN, 'serve'];
   } else {
     args = [join(__dirname, target.kind === 'bare' ? 'server-bare.js' : 'server-express.js')];
   }
@@ -552,6 +612,9 @@ interface Summary {
   fullOverBatch1C50: number | null;
   /** Growth: receiver with --growth events stored / empty receiver, c=50 (target ≥ 0.9). */
   growthOverEmptyC50: number | null;
+  /** receiver / receiver-baseline (--baseline): the change's effect on ingest throughput. */
+  overBaselineC50: number | null;
+  overBaselineC1: number | null;
   /** Highest peak RSS of any receiver run (target ≤ 200 MB). */
   receiverPeakRssMb: number;
   receiverP50C1: number | null;
@@ -571,6 +634,8 @@ function summarize(results: RunResult[]): Summary {
     normalOverFullC50: ratio(rps('receiver-normal', 50), rps('receiver', 50)),
     fullOverBatch1C50: ratio(rps('receiver', 50), rps('receiver-batch1', 50)),
     growthOverEmptyC50: ratio(rps('receiver-1m', 50), rps('receiver', 50)),
+    overBaselineC50: ratio(rps('receiver', 50), rps('receiver-baseline', 50)),
+    overBaselineC1: ratio(rps('receiver', 1), rps('receiver-baseline', 1)),
     receiverPeakRssMb: Math.max(
       ...results
         .filter((r) => r.target.startsWith('receiver') && r.peakRssMb !== null)
@@ -660,6 +725,12 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
     `  receiver-normal / receiver c=50   ${x(s.normalOverFullC50)}   (what fsync per commit costs)`,
     `  receiver / receiver-batch1 c=50   ${x(s.fullOverBatch1C50)}   (what group commit gains)`,
     `  receiver-1m / receiver     c=50   ${x(s.growthOverEmptyC50)}   (ingest with ${options.growthEvents} events stored; target ≥ 0.90×)`,
+    ...(options.baseline === null
+      ? []
+      : [
+          `  receiver / receiver-baseline c=50 ${x(s.overBaselineC50)}   (this build over ${options.baseline}; target ≥ 1.00× within noise)`,
+          `  receiver / receiver-baseline c=1  ${x(s.overBaselineC1)}`,
+        ]),
     '',
     `target "ingest with a full database ≥ 0.9× an empty one": ${verdict(s.growthOverEmptyC50 === null ? null : s.growthOverEmptyC50 >= 0.9)}`,
     `target "receiver RSS under load ≤ 200 MB": ${verdict(s.receiverPeakRssMb === 0 ? null : s.receiverPeakRssMb <= 200)} (peak ${s.receiverPeakRssMb.toFixed(0)} MB)`,
@@ -690,6 +761,12 @@ async function main(): Promise<number> {
   if (!existsSync(RECEIVER_BIN)) throw new BenchError(`${RECEIVER_BIN} is missing: run npm run build`);
   tempRoot = mkdtempSync(join(tmpdir(), 'consig-bench-'));
   if (options.cpuProfDir !== null) mkdirSync(options.cpuProfDir, { recursive: true });
+  if (options.baseline !== null) {
+    process.stderr.write(`bench: building ${options.baseline} as receiver-baseline ...`);
+    const bin = buildBaseline(options.baseline, join(tempRoot, 'baseline'));
+    options.targets = withBaseline(options.targets, options.baseline, bin);
+    process.stderr.write(' done\n');
+  }
   const secret = randomBytes(24).toString('hex');
   const errors: string[] = [];
   const runs: RunResult[] = [];

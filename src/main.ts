@@ -18,7 +18,7 @@ import { ProcessingLeadership } from './pipeline/leadership';
 import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
-import { type Db, openDatabase } from './store/database';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
 import { processingLease } from './store/processing-lease';
@@ -75,12 +75,15 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
+  // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
+  // connection of this process holds the event loop while another process has the write lock.
+  setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
   // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
   // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
   // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
   const pipelineDb = openDatabase(config.databasePath, {
     synchronous: 'NORMAL',
-    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
   const metrics = createMetrics();
   // This process's name in the processing lease.
@@ -147,9 +150,12 @@ function buildLeadership(
 ): ProcessingLeadership {
   const { clock, logger, metrics, store, holder } = deps;
   let retention: { stop(): void } | null = null;
-  // Its own connection with a short busy timeout: a renewal must not hold the event loop for
-  // the ingest connection's timeout when another process has the write lock.
-  const leaseDb = openDatabase(config.databasePath, { synchronous: 'NORMAL', busyTimeoutMs: 50 });
+  // Its own connection: a renewal that finds the file locked fails at once and is tried at the
+  // next tick (the lease stays fresh until it expires).
+  const leaseDb = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
   return new ProcessingLeadership(processingLease(leaseDb), {
     holder,
     ttlMs: config.processingLeaseMs,
@@ -239,6 +245,7 @@ function buildWriter(
 ): IngestWriter {
   return new IngestWriter(store.db, store.events, store.deliveries, {
     maxBatch: config.groupCommitMaxBatch,
+    lockWaitMs: config.sqlite.busyTimeoutMs,
     monotonic: clock.monotonic,
     onBatch: ({ size, durationMs, ok }) => {
       metrics.commitBatchSize.observe(size);

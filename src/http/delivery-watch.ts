@@ -19,7 +19,7 @@ import {
 } from '../domain/delivery-alarm';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
-import { type Db, openDatabase } from '../store/database';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from '../store/database';
 import { type DeliveryAlarmRepo, deliveryAlarmRepo, IN_FLIGHT_COUNT_CAP } from '../store/delivery-alarm';
 
 /**
@@ -56,9 +56,6 @@ export interface DeliveryWatchOptions extends CauseSettings {
   /** Called by `stop()` after the last save (closes a connection the watch was given for itself). */
   onStop?: (() => void) | undefined;
 }
-
-/** How long a write of the alarm's row may wait for another connection's lock (it blocks the event loop). */
-const ALARM_BUSY_TIMEOUT_MS = 20;
 
 export class DeliveryWatch {
   private run: DeliveryAlarmState = noFailures;
@@ -248,7 +245,7 @@ export function startDeliveryWatch(
   const db: Db = openDatabase(config.databasePath, {
     // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.
     synchronous: 'NORMAL',
-    busyTimeoutMs: ALARM_BUSY_TIMEOUT_MS,
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
   return new DeliveryWatch({
     ...deps,

@@ -1,5 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../logger';
+import { isLockBusy } from '../store/database-errors';
+
+/** The `Retry-After` of an admin answer or a readiness probe refused because the database is locked. */
+export const BUSY_RETRY_AFTER_SECONDS = 1;
 
 /** A request the client got wrong, answered `{ error, message }` with `status` (4xx). */
 export class HttpError extends Error {
@@ -33,6 +37,17 @@ export function errorHandler(logger: Logger) {
     res: Response,
     _next: NextFunction,
   ): void => {
+    if (isLockBusy(err)) {
+      // Another process holds the write lock: the write waited only a short slice (it blocks the
+      // event loop that answers webhooks); the client tries again.
+      logger.warn({ err: err.message }, 'database locked by another connection: answered 503');
+      if (!res.headersSent)
+        res.status(503).set('retry-after', String(BUSY_RETRY_AFTER_SECONDS)).json({
+          error: 'storage_busy',
+          message: 'the database is locked by another connection; try again',
+        });
+      return;
+    }
     const status = typeof err.status === 'number' && err.status >= 400 && err.status < 600 ? err.status : 500;
     if (status >= 500) logger.error({ err: err.message }, 'unhandled error in route');
     if (res.headersSent) return;

@@ -1,3 +1,4 @@
+import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import { backoffDelayMs } from '../domain/backoff';
@@ -5,6 +6,7 @@ import { own, parseJsonOrUndefined } from '../domain/json';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import { isLockBusy } from '../store/database-errors';
 import {
   type EventForWork,
   type PipelineQueries,
@@ -85,6 +87,12 @@ interface TurnResult {
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
 
+/**
+ * How long a turn waits before trying again when another connection holds the write lock (its
+ * BEGIN IMMEDIATE blocked the event loop for the connection's short busy timeout only).
+ */
+const LOCKED_RETRY_MS = 50;
+
 export function workKey(item: Pick<WorkItem, 'id' | 'nu_proposta' | 'request_id'>): string {
   if (item.nu_proposta !== null && item.nu_proposta !== undefined) return `p:${item.nu_proposta}`;
   if (item.request_id !== null && item.request_id !== undefined) return `r:${item.request_id}`;
@@ -127,9 +135,13 @@ export class Pipeline {
    */
   private watermark = 0;
   private turnScheduled = false;
+  /** Set while the file is locked by another connection: the turn's next attempt. */
+  private lockRetry: NodeJS.Timeout | null = null;
+  /** Whether the running turn got past BEGIN IMMEDIATE (its in-memory state may have changed). */
+  private turnEntered = false;
   private readonly random: () => number;
   private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
-  private readonly runTurn: (now: Date) => TurnResult;
+  private readonly runTurn: Transaction<(now: Date) => TurnResult>;
 
   constructor(
     private readonly db: Db,
@@ -148,7 +160,10 @@ export class Pipeline {
       for (const handler of this.router.handlersFor(event)) handler(event, ctx);
       this.q.markDone(row.id, now.toISOString());
     });
-    this.runTurn = db.transaction((now: Date) => this.collectAndProcess(now));
+    this.runTurn = db.transaction((now: Date) => {
+      this.turnEntered = true;
+      return this.collectAndProcess(now);
+    });
   }
 
   /** Queues everything left pending or failed (crash recovery) and starts the sweep. */
@@ -211,6 +226,8 @@ export class Pipeline {
     this.stopping = true;
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
+    if (this.lockRetry) clearTimeout(this.lockRetry);
+    this.lockRetry = null;
     this.queue.clear();
     const finished = await settlesWithin(this.queue.onIdle(), timeoutMs);
     // Forget what was queued: a later start() reloads it from the database, where it stays pending.
@@ -259,7 +276,8 @@ export class Pipeline {
   }
 
   private scheduleTurn(): void {
-    if (this.turnScheduled || this.stopping) return;
+    // While the file is locked the retry timer schedules the next turn.
+    if (this.turnScheduled || this.stopping || this.lockRetry !== null) return;
     this.turnScheduled = true;
     this.reportDepth();
     // setImmediate: requests that arrived meanwhile are read (and their events stored) first, and
@@ -275,9 +293,16 @@ export class Pipeline {
     this.turnScheduled = false;
     if (this.stopping) return;
     let result: TurnResult;
+    this.turnEntered = false;
     try {
-      result = this.runTurn(this.options.clock.now());
+      // IMMEDIATE: the write lock is taken first, so a file locked by another process is found
+      // before the turn changed anything, and costs a short wait, not a reload.
+      result = this.runTurn.immediate(this.options.clock.now());
     } catch (err) {
+      if (!this.turnEntered && isLockBusy(err)) {
+        this.retryWhenUnlocked();
+        return;
+      }
       // The commit itself failed: nothing of the turn is stored. Forget what the turn took and
       // reload from the database in a moment (those events are still pending there).
       this.options.logger.error({ err: (err as Error).message }, 'pipeline turn could not commit; retrying');
@@ -307,6 +332,16 @@ export class Pipeline {
     }
     if (result.more) this.scheduleTurn();
     this.reportDepth();
+  }
+
+  /** The file is locked by another connection: the same work is tried again in a moment. */
+  private retryWhenUnlocked(): void {
+    if (this.lockRetry !== null || this.stopping) return;
+    this.lockRetry = setTimeout(() => {
+      this.lockRetry = null;
+      this.scheduleTurn();
+    }, LOCKED_RETRY_MS);
+    this.lockRetry.unref();
   }
 
   /** Inside the turn's transaction: take runnable events, oldest proposals first, and run them. */

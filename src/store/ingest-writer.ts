@@ -1,6 +1,7 @@
 import type { Transaction } from 'better-sqlite3';
 import { StorageError } from '../domain/errors';
 import type { Db } from './database';
+import { isLockBusy } from './database-errors';
 import type { DeliveriesRepo, NewDelivery } from './deliveries';
 import type { EventStatus, EventsRepo, NewEvent } from './events';
 
@@ -10,6 +11,11 @@ import type { EventStatus, EventsRepo, NewEvent } from './events';
  * transaction: the first one schedules a flush with `setImmediate`, so a lone request is written
  * at once (no timer, no added delay), while the requests whose bytes arrived in the same turn of
  * the event loop join its batch. Each request's promise settles only after its batch committed.
+ *
+ * Another connection's write lock (a second receiver on the file, a backup, a shell) is waited for
+ * without holding the event loop: the connection's busy timeout is a short slice, and a batch that
+ * finds the file locked stays queued and is tried again after a pause, while other requests are
+ * read and join it. A request whose own wait reaches `lockWaitMs` gets its 503 at that moment.
  */
 
 export type IngestOutcome = 'accepted' | 'duplicate' | 'quarantined';
@@ -84,11 +90,24 @@ export interface IngestWriterOptions {
   onAuditDropped?: (dropped: number) => void;
   /** Called once per inserted event, after its commit (the pipeline's hook). */
   onStored?: (eventId: number, event: NewEvent) => void;
+  /**
+   * How long a request waits, in all, for another connection's write lock before it is refused
+   * (SQLITE_BUSY_TIMEOUT_MS). Each attempt blocks for the connection's busy timeout only.
+   * @default 1000
+   */
+  lockWaitMs?: number;
+  /**
+   * The pause between two attempts while the file is locked; the event loop is free meanwhile.
+   * @default 10
+   */
+  lockRetryPauseMs?: number;
 }
 
 export class IngestWriter {
   private queue: Item[] = [];
   private scheduled: NodeJS.Immediate | null = null;
+  /** Set while the file is locked by another connection: the next attempt. */
+  private lockRetry: NodeJS.Timeout | null = null;
   private closed = false;
   private droppedTotal = 0;
   private readonly maxBatch: number;
@@ -134,11 +153,21 @@ export class IngestWriter {
       clearImmediate(this.scheduled);
       this.scheduled = null;
     }
+    if (this.lockRetry) {
+      clearTimeout(this.lockRetry);
+      this.lockRetry = null;
+    }
     // Only what is queued now: rows put back by a failed batch wait for the next flush.
     const pending = this.queue;
     this.queue = [];
-    for (let i = 0; i < pending.length; i += this.maxBatch)
+    for (let i = 0; i < pending.length; i += this.maxBatch) {
       this.writeBatch(pending.slice(i, i + this.maxBatch));
+      if (this.lockRetry !== null) {
+        // The file is locked: the rest waits for the same next attempt.
+        this.queue.push(...pending.slice(i + this.maxBatch));
+        break;
+      }
+    }
   }
 
   /**
@@ -161,6 +190,8 @@ export class IngestWriter {
 
   private enqueue(item: Item): void {
     this.queue.push(item);
+    // While the file is locked, new requests join the batch that waits for the next attempt.
+    if (this.lockRetry !== null) return;
     if (this.queue.length >= this.maxBatch) {
       this.flush();
     } else if (this.scheduled === null) {
@@ -199,6 +230,10 @@ export class IngestWriter {
     } catch (err) {
       error = err as Error;
     }
+    if (error !== null && !this.closed && isLockBusy(error)) {
+      this.waitForLock(batch, error);
+      return;
+    }
     this.options.onBatch?.({
       size: batch.length,
       durationMs: this.monotonic() - started,
@@ -217,8 +252,39 @@ export class IngestWriter {
       });
       return;
     }
-    const storageError = new StorageError(`storage write failed: ${error.message}`, { cause: error });
     // Nothing of this batch is stored: every request in it gets 503 and the service retries.
+    this.writeAudit(this.refuse(batch, error));
+  }
+
+  /**
+   * Another connection holds the write lock and nothing was written: requests still inside their
+   * `lockWaitMs` go back to the head of the queue for the next attempt, the others are refused now.
+   */
+  private waitForLock(batch: Item[], error: Error): void {
+    const lockWaitMs = this.options.lockWaitMs ?? 1000;
+    const now = this.monotonic();
+    const keep: Item[] = [];
+    const refuse: Item[] = [];
+    for (const item of batch) {
+      if (item.type === 'ingest' && now - item.delivery.startedAt >= lockWaitMs) refuse.push(item);
+      else keep.push(item);
+    }
+    this.queue.unshift(...keep);
+    // Their audit rows wait for the batch that gets the lock (writing them now would wait too).
+    if (refuse.length > 0) this.deferAudit(this.refuse(refuse, error), error, false);
+    // Only a waiting request is worth another attempt: audit rows alone wait for the next batch, so
+    // a file locked for hours does not keep the event loop busy.
+    if (this.lockRetry === null && this.queue.some((item) => item.type === 'ingest')) {
+      this.lockRetry = setTimeout(() => {
+        this.lockRetry = null;
+        this.flush();
+      }, this.options.lockRetryPauseMs ?? 10);
+    }
+  }
+
+  /** Every request of `batch` gets its 503; returns their audit rows and the batch's own. */
+  private refuse(batch: Item[], error: Error): NewDelivery[] {
+    const storageError = new StorageError(`storage write failed: ${error.message}`, { cause: error });
     const audit: NewDelivery[] = [];
     for (const item of batch) {
       if (item.type === 'ingest') {
@@ -237,7 +303,7 @@ export class IngestWriter {
         audit.push(item.delivery);
       }
     }
-    this.writeAudit(audit);
+    return audit;
   }
 
   /**
@@ -250,18 +316,26 @@ export class IngestWriter {
         for (const d of audit) this.deliveries.insert(d);
       })();
     } catch (err) {
-      // During a flush the queue holds only rows deferred by its earlier slices.
-      const room = this.closed ? 0 : Math.max(0, this.maxDeferredAudit - this.queue.length);
-      const kept = audit.slice(0, room);
-      this.queue.unshift(...kept.map((delivery): AuditItem => ({ type: 'audit', delivery })));
-      const dropped = audit.length - kept.length;
-      this.droppedTotal += dropped;
-      if (dropped > 0) this.options.onAuditDropped?.(dropped);
-      this.options.onAuditError?.(err as Error, dropped, {
+      this.deferAudit(audit, err as Error, true);
+    }
+  }
+
+  /**
+   * Keeps audit rows for the next batch, at most `maxDeferredAudit` queued items (none once
+   * closing); the rest are dropped and counted. A lock wait is reported only when rows are dropped.
+   */
+  private deferAudit(audit: NewDelivery[], err: Error, report: boolean): void {
+    const room = this.closed ? 0 : Math.max(0, this.maxDeferredAudit - this.queue.length);
+    const kept = audit.slice(0, room);
+    this.queue.unshift(...kept.map((delivery): AuditItem => ({ type: 'audit', delivery })));
+    const dropped = audit.length - kept.length;
+    this.droppedTotal += dropped;
+    if (dropped > 0) this.options.onAuditDropped?.(dropped);
+    if (report || dropped > 0)
+      this.options.onAuditError?.(err, dropped, {
         deferred: this.queue.length,
         droppedTotal: this.droppedTotal,
       });
-    }
   }
 }
 
