@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { StorageError } from '../../src/domain/errors';
-import type { NewEvent } from '../../src/store/events';
 import {
   type AuditLoss,
   type BatchInfo,
@@ -8,6 +7,7 @@ import {
   type PendingDelivery,
 } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
+import { pendingEvent } from '../helpers/events';
 import { tempDir } from '../helpers/tmp';
 
 let tmp: ReturnType<typeof tempDir>;
@@ -30,23 +30,7 @@ afterEach(() => {
   tmp.cleanup();
 });
 
-function event(key: string): NewEvent {
-  return {
-    dedupKey: key,
-    webhookId: key,
-    kind: 'event',
-    evento: 'proposta.criada',
-    nuProposta: 1,
-    requestId: null,
-    registryStatus: null,
-    tentativa: 1,
-    receivedAt: new Date().toISOString(),
-    body: `{"k":"${key}"}`,
-    bodyBytes: 10,
-    status: 'pending',
-    lastError: null,
-  };
-}
+const event = (key: string) => pendingEvent(key);
 
 const delivery: PendingDelivery = {
   receivedAt: '2026-11-21T00:00:00.000Z',

@@ -4,11 +4,11 @@ import { StorageError } from '../../src/domain/errors';
 import { EventRouter } from '../../src/handlers/router';
 import { Pipeline } from '../../src/pipeline/pipeline';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from '../../src/store/database';
-import type { NewEvent } from '../../src/store/events';
 import { type AuditLoss, type BatchInfo, IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
 import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver } from '../helpers/receiver';
+import { pendingEvent } from '../helpers/events';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -38,23 +38,11 @@ afterEach(() => {
   tmp.cleanup();
 });
 
-function event(key: string): NewEvent {
-  return {
-    dedupKey: key,
-    webhookId: key,
-    kind: 'event',
-    evento: 'proposta.criada',
-    nuProposta: 1,
-    requestId: null,
-    registryStatus: null,
-    tentativa: 1,
-    receivedAt: new Date().toISOString(),
-    body: `{"evento":"proposta.criada","dados":{"nu_proposta":1},"metadata":{"webhook_id":"${key}"}}`,
-    bodyBytes: 10,
-    status: 'pending',
-    lastError: null,
-  };
-}
+const event = (key: string) =>
+  pendingEvent(
+    key,
+    `{"evento":"proposta.criada","dados":{"nu_proposta":1},"metadata":{"webhook_id":"${key}"}}`,
+  );
 
 function pendingDelivery(startedAt: number) {
   return {

@@ -1,0 +1,20 @@
+import type { NewEvent } from '../../src/store/events';
+
+/** A pending `proposta.criada` of proposal 1 as the writer stores it, keyed `key` (dedup key and webhook_id). */
+export function pendingEvent(key: string, body = `{"k":"${key}"}`): NewEvent {
+  return {
+    dedupKey: key,
+    webhookId: key,
+    kind: 'event',
+    evento: 'proposta.criada',
+    nuProposta: 1,
+    requestId: null,
+    registryStatus: null,
+    tentativa: 1,
+    receivedAt: new Date().toISOString(),
+    body,
+    bodyBytes: Buffer.byteLength(body),
+    status: 'pending',
+    lastError: null,
+  };
+}
