@@ -19,7 +19,12 @@ const NOT_COMPOSITION = [
 ];
 
 const layers = [
-  { files: ['src/domain/**/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
+  { files: ['src/domain/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
+  // A folder inside domain/ may use domain/'s own modules (one level up), nothing further out.
+  {
+    files: ['src/domain/*/*.ts'],
+    rules: restrict(['^\\.\\./\\.\\./', OUTSIDE_DOMAIN[1]], IO_MODULES),
+  },
   {
     files: ['src/store/**/*.ts'],
     rules: restrict(

@@ -46,6 +46,8 @@ const FORBIDDEN: [string, string][] = [
   ['src/domain/x.ts', "import { openStore } from '../store/store';"],
   ['src/domain/x.ts', "import { readFileSync } from 'node:fs';"],
   ['src/domain/x.ts', "import Database from 'better-sqlite3';"],
+  ['src/domain/forwarding/x.ts', "import { openStore } from '../../store/store';"],
+  ['src/domain/forwarding/x.ts', "import { request } from 'node:http';"],
   ['src/store/x.ts', "import { Pipeline } from '../pipeline/pipeline';"],
   ['src/store/x.ts', "import express from 'express';"],
   ['src/store/x.ts', "import { createApp } from '../http/app';"],
@@ -61,6 +63,7 @@ const FORBIDDEN: [string, string][] = [
 
 const ALLOWED: [string, string][] = [
   ['src/domain/x.ts', "import { isObject } from './json';"],
+  ['src/domain/forwarding/x.ts', "import { isObject } from '../json';"],
   ['src/store/x.ts', "import { transition } from '../domain/lifecycle';"],
   ['src/http/x.ts', "import { openStore } from '../store/store';"],
   ['src/simulator/x.ts', "import { isObject } from '../domain/json';"],
