@@ -29,7 +29,7 @@ const layers = [
     files: ['src/store/**/*.ts'],
     rules: restrict(
       [
-        '(^|/)(http|pipeline|handlers|registry|client|cli|simulator)(/|$)|/(main|metrics)$',
+        '(^|/)(http|pipeline|handlers|registry|client|cli|simulator)(/|$)|^\\.\\./forwarding(/|$)|/(main|metrics)$',
         'store/ knows no HTTP, queue, handlers or client',
       ],
       ['^(express|p-queue|raw-body|node:http|http)$', 'store/ knows no HTTP or queue'],
@@ -43,14 +43,20 @@ const layers = [
     ),
   },
   {
-    files: ['src/pipeline/**/*.ts', 'src/handlers/**/*.ts', 'src/registry/**/*.ts', 'src/client/**/*.ts'],
+    files: [
+      'src/pipeline/**/*.ts',
+      'src/handlers/**/*.ts',
+      'src/registry/**/*.ts',
+      'src/client/**/*.ts',
+      'src/forwarding/**/*.ts',
+    ],
     rules: restrict(['(^|/)http(/|$)', 'only main wires HTTP to the processing side'], NOT_COMPOSITION),
   },
   {
     files: ['src/simulator/**/*.ts'],
     rules: restrict(
       [
-        '(^|/)(store|pipeline|handlers|registry|http|client|cli)(/|$)|/(main|config|metrics)$',
+        '(^|/)(store|pipeline|handlers|registry|http|client|cli)(/|$)|^\\.\\./forwarding(/|$)|/(main|config|metrics)$',
         "simulator/ is the service's side of the wire: it shares nothing with the receiver's processing",
       ],
       [
@@ -58,6 +64,17 @@ const layers = [
         "simulator/ keeps its own description of the service's flows: end-to-end tests prove something only if the two sides were written independently",
       ],
     ),
+  },
+  {
+    // The lender's side of the forwarding wire: an example a lender's engineer copies, verifying with
+    // the standardwebhooks library. It imports nothing of the receiver (its store, processing,
+    // forwarding, HTTP, configuration, nor domain/forwarding's signing), or the demo would only
+    // check the receiver against itself.
+    files: ['src/lender/**/*.ts'],
+    rules: restrict([
+      '^\\.\\./',
+      "lender/ is the lender's side of the wire: it imports nothing of the receiver (only node: and standardwebhooks)",
+    ]),
   },
 ];
 

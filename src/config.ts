@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { type Destination, resolveDestinations } from './domain/forwarding/destinations';
 import { type IpAllowList, parseAllowList } from './domain/cidr';
 import { ConfigError } from './domain/errors';
 
@@ -117,6 +119,10 @@ const schema = z.object({
   // One hour: long enough that a quiet night with proposals waiting on the employer is not an
   // alarm every few minutes, short enough to re-activate the callback the same morning.
   DELIVERY_SILENCE_ALARM_MS: int(0, 2 ** 40, 3_600_000),
+  FORWARD_URL: optionalText(),
+  FORWARD_SECRET: optionalText(),
+  DESTINATIONS_FILE: optionalText(),
+  FEED_FULL_CPF: oneOf(['false', 'true'] as const, 'false'),
 });
 
 type Parsed = z.infer<typeof schema>;
@@ -166,6 +172,13 @@ export interface Config {
    * @default 3600000
    */
   readonly deliverySilenceAlarmMs: number;
+  /** Forwarding (contract §8). */
+  readonly forwarding: {
+    /** `FORWARD_URL`'s destination (named `default`) first, then `DESTINATIONS_FILE`'s. */
+    readonly destinations: readonly Destination[];
+    /** The change feed shows `nu_cpf` in full. @default false (masked, LGPD) */
+    readonly feedFullCpf: boolean;
+  };
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
 }
@@ -173,6 +186,24 @@ export interface Config {
 export interface LoadOptions {
   /** `serve` needs the webhook secrets; read-only commands do not. */
   requireSecrets?: boolean;
+  /** Reads `DESTINATIONS_FILE`. @default fs.readFileSync as UTF-8 */
+  readFile?: (path: string) => string;
+}
+
+/** The destinations of `FORWARD_URL` and `DESTINATIONS_FILE`; an unreadable file is a ConfigError. */
+function destinations(p: Parsed, options: LoadOptions): Destination[] {
+  const read = options.readFile ?? ((path: string) => readFileSync(path, 'utf8'));
+  let text: string | null = null;
+  if (p.DESTINATIONS_FILE !== undefined) {
+    try {
+      text = read(p.DESTINATIONS_FILE);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new ConfigError('DESTINATIONS_FILE', `cannot read ${p.DESTINATIONS_FILE} (${code})`);
+    }
+  }
+  const env = { FORWARD_URL: p.FORWARD_URL, FORWARD_SECRET: p.FORWARD_SECRET };
+  return resolveDestinations(env, text, `DESTINATIONS_FILE ${p.DESTINATIONS_FILE ?? ''}`);
 }
 
 function splitSecrets(value: string | undefined): string[] {
@@ -277,6 +308,10 @@ export function loadConfig(
     allowedCidrs: p.ALLOWED_CIDRS === undefined ? undefined : parseAllowList(p.ALLOWED_CIDRS),
     trustProxy: p.TRUST_PROXY,
     deliverySilenceAlarmMs: p.DELIVERY_SILENCE_ALARM_MS,
+    forwarding: Object.freeze({
+      destinations: Object.freeze(destinations(p, options)),
+      feedFullCpf: p.FEED_FULL_CPF === 'true',
+    }),
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

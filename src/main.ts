@@ -7,10 +7,13 @@ import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { EVENTOS } from './domain/catalogue';
 import type { PollScheduleOptions } from './domain/registry';
+import { ForwardSender } from './forwarding/sender';
+import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
 import { EventRouter } from './handlers/router';
 import { startDeliveryWatch } from './http/delivery-watch';
+import { FeedWaiters } from './http/admin/feed';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
@@ -21,6 +24,7 @@ import { RegistryPoller } from './registry/poller';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
+import { forwardDeliveries } from './store/forward-deliveries';
 import { processingLease } from './store/processing-lease';
 import { openStore, type Store } from './store/store';
 
@@ -34,6 +38,8 @@ export interface Receiver {
   readonly pipeline: Pipeline;
   readonly router: EventRouter;
   readonly poller: RegistryPoller | null;
+  /** Sends the outbox's messages to the configured destinations (contract §8). */
+  readonly sender: ForwardSender;
   /** Whether this process holds the processing lease (several receivers may share one file). */
   readonly leadership: ProcessingLeadership;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
@@ -57,6 +63,8 @@ export interface StartOptions {
   serviceClient?: ServiceClient | null;
   /** Poller tick (tests shorten it). @default 1000 ms */
   pollTickMs?: number;
+  /** How often the sender looks at each destination without a nudge (tests shorten it). @default 1000 ms */
+  forwardPollMs?: number;
 }
 
 /** What processes stored events: the router of handlers, the pipeline and the registry poller. */
@@ -65,6 +73,7 @@ interface Processing {
   pipeline: Pipeline;
   poller: RegistryPoller | null;
   serviceClient: ServiceClient | null;
+  sender: ForwardSender;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -85,10 +94,24 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     synchronous: 'NORMAL',
     busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
-  const metrics = createMetrics();
+  const forwardGauges = forwardDeliveries(pipelineDb);
+  const destinationNames = config.forwarding.destinations.map((d) => d.name);
+  const metrics = createMetrics({
+    forwardingGauges: () => forwardGauges.gauges(destinationNames),
+    nowMs: () => clock.now().getTime(),
+  });
   // This process's name in the processing lease.
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  const processing = buildProcessing(config, options, { clock, metrics, store, pipelineDb, holder });
+  // Long-polls of the change feed, woken after every pipeline commit.
+  const feedWaiters = new FeedWaiters();
+  const processing = buildProcessing(config, options, {
+    clock,
+    metrics,
+    store,
+    pipelineDb,
+    holder,
+    onCommitted: () => feedWaiters.notify(),
+  });
   const writer = buildWriter(config, store, metrics, logger, processing.pipeline, clock);
   if (processing.poller === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
@@ -109,6 +132,12 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     serviceClient: processing.serviceClient,
     deliveryWatch,
     isProcessing: () => leadership.isHolder,
+    forwarding: {
+      destinations: config.forwarding.destinations,
+      feedFullCpf: config.forwarding.feedFullCpf,
+      waiters: feedWaiters,
+      nudge: () => processing.sender.nudge(),
+    },
   });
   let url: string;
   try {
@@ -116,6 +145,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   } catch (err) {
     // Not listening (e.g. the port is taken): give the lease back at once rather than make a
     // standby wait for it to expire, and close what was opened.
+    feedWaiters.close();
     deliveryWatch.stop();
     writer.close();
     await leadership.stop();
@@ -125,6 +155,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   }
 
   const close = closeOnce(async () => {
+    // Long-polls answer now (empty), so that they do not hold the shutdown for up to 30 s.
+    feedWaiters.close();
     await closeServer(server, config.shutdownTimeoutMs, logger);
     writer.close();
     deliveryWatch.stop();
@@ -134,8 +166,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     store.close();
     logger.info('consig-receiver stopped');
   });
-  const { router, pipeline, poller } = processing;
-  return { server, url, store, writer, metrics, pipeline, router, poller, leadership, close };
+  const { router, pipeline, poller, sender } = processing;
+  return { server, url, store, writer, metrics, pipeline, router, poller, sender, leadership, close };
 }
 
 /**
@@ -165,6 +197,7 @@ function buildLeadership(
       metrics.processingHolder.set(1);
       processing.pipeline.start();
       processing.poller?.start();
+      processing.sender.start();
       if (config.retentionDays !== undefined)
         retention = scheduleRetention(store.db, config.retentionDays, clock, logger);
     },
@@ -173,6 +206,7 @@ function buildLeadership(
       retention?.stop();
       retention = null;
       await processing.poller?.stop(config.shutdownTimeoutMs);
+      await processing.sender.stop(config.shutdownTimeoutMs);
       const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);
       if (!finished)
         logger.warn('pipeline did not finish in time: unfinished events stay pending for the holder');
@@ -185,7 +219,15 @@ function buildLeadership(
 function buildProcessing(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; store: Store; pipelineDb: Db; holder: string },
+  deps: {
+    clock: Clock;
+    metrics: Metrics;
+    store: Store;
+    pipelineDb: Db;
+    holder: string;
+    /** After each pipeline commit, besides nudging the sender. */
+    onCommitted: () => void;
+  },
 ): Processing {
   const { clock, metrics, store, pipelineDb, holder } = deps;
   const { logger } = options;
@@ -201,9 +243,16 @@ function buildProcessing(
     .on(EVENTOS, registry.trackFromEvent)
     .on('registry', registry.result);
   options.configureRouter?.(router, pipelineDb);
+  // Last, after the partner's handlers too: it reads back what they all recorded.
+  router.onAny(forwardingHandler(pipelineDb, config.forwarding.destinations));
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
+  const sender = buildSender(config, options, { clock, metrics, pipelineDb });
   const pipeline = new Pipeline(pipelineDb, router, {
+    onCommitted: () => {
+      sender.nudge();
+      deps.onCommitted();
+    },
     maxAttempts: config.handlerMaxAttempts,
     fence: (now) => lease.isHeldBy(holder, now.toISOString()),
     clock,
@@ -231,7 +280,34 @@ function buildProcessing(
           onStored: (eventId, requestId) =>
             pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
         });
-  return { router, pipeline, poller, serviceClient };
+  return { router, pipeline, poller, serviceClient, sender };
+}
+
+/**
+ * The forwarding sender, on the pipeline's connection: its writes and the pipeline's turns take
+ * turns on the event loop instead of contending for the file's lock.
+ */
+function buildSender(
+  config: Config,
+  options: StartOptions,
+  deps: { clock: Clock; metrics: Metrics; pipelineDb: Db },
+): ForwardSender {
+  const { metrics } = deps;
+  const circuitValue = { closed: 0, half_open: 1, open: 2 } as const;
+  return new ForwardSender(deps.pipelineDb, config.forwarding.destinations, {
+    clock: deps.clock,
+    logger: options.logger,
+    pollIntervalMs: options.forwardPollMs,
+    metrics: {
+      attempt: (destination, outcome, seconds) => {
+        metrics.forwardAttempts.inc({ destination, outcome });
+        metrics.forwardAttemptSeconds.observe({ destination }, seconds);
+      },
+      delivered: (destination, seconds) => metrics.forwardDeliverySeconds.observe({ destination }, seconds),
+      dead: (destination) => metrics.forwardDeadTotal.inc({ destination }),
+      circuit: (destination, state) => metrics.forwardCircuit.set({ destination }, circuitValue[state]),
+    },
+  });
 }
 
 /** The group-commit writer of deliveries; each stored pending event is queued after its commit. */

@@ -6,6 +6,20 @@ export interface MetricsOptions {
    * @default true
    */
   defaultMetrics?: boolean;
+  /**
+   * Read at each scrape: every destination's backlog, dead letters, oldest waiting delivery (ISO
+   * time) and pause flag. A read that fails (the file locked) leaves the last values.
+   * @default none (the forwarding gauges stay empty)
+   */
+  forwardingGauges?: () => readonly {
+    destination: string;
+    pending: number;
+    dead: number;
+    oldest_pending_at: string | null;
+    paused: number;
+  }[];
+  /** For the age of the oldest delivery. @default Date.now */
+  nowMs?: () => number;
 }
 
 /**
@@ -143,6 +157,82 @@ export function createMetrics(options: MetricsOptions = {}) {
     registers: [registry],
   });
 
+  // Forwarding (contract §8), per destination.
+  const forwardAttempts = new Counter({
+    name: 'consig_forward_attempts_total',
+    help: 'Forwarding attempts by destination and outcome (delivered, temporary = will retry or dead when out of attempts, permanent = dead at once)',
+    labelNames: ['destination', 'outcome'] as const,
+    registers: [registry],
+  });
+  const forwardAttemptSeconds = new Histogram({
+    name: 'consig_forward_attempt_seconds',
+    help: 'Duration of one forwarding request, by destination',
+    labelNames: ['destination'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const forwardDeliverySeconds = new Histogram({
+    name: 'consig_forward_delivery_seconds',
+    help: 'Time from a message being stored to its delivery (retries and pauses included), by destination',
+    labelNames: ['destination'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 60, 300, 1800, 3600, 21600, 86400],
+    registers: [registry],
+  });
+  const forwardDeadTotal = new Counter({
+    name: 'consig_forward_dead_total',
+    help: 'Deliveries that went to the dead letter (permanent answer or out of attempts), by destination',
+    labelNames: ['destination'] as const,
+    registers: [registry],
+  });
+  const forwardCircuit = new Gauge({
+    name: 'consig_forward_circuit_state',
+    help: "A destination's circuit breaker: 0 closed, 1 half open (probing), 2 open (not sending)",
+    labelNames: ['destination'] as const,
+    registers: [registry],
+  });
+  const forwardBacklog = new Gauge({
+    name: 'consig_forward_backlog',
+    help: 'Deliveries waiting to be sent (pending, retries included), by destination',
+    labelNames: ['destination'] as const,
+    registers: [registry],
+    // Registered first of the four scrape-time gauges, so its collect() fills them all.
+    collect() {
+      let rows;
+      try {
+        rows = options.forwardingGauges?.() ?? [];
+      } catch {
+        return;
+      }
+      const now = (options.nowMs ?? Date.now)();
+      for (const r of rows) {
+        const labels = { destination: r.destination };
+        this.set(labels, r.pending);
+        forwardDead.set(labels, r.dead);
+        forwardPaused.set(labels, r.paused);
+        const oldest = r.oldest_pending_at === null ? now : Date.parse(r.oldest_pending_at);
+        forwardOldestPending.set(labels, Math.max(0, (now - oldest) / 1000));
+      }
+    },
+  });
+  const forwardOldestPending = new Gauge({
+    name: 'consig_forward_oldest_pending_seconds',
+    help: 'Age of the oldest delivery still waiting, by destination (0 when none)',
+    labelNames: ['destination'] as const,
+    registers: [registry],
+  });
+  const forwardDead = new Gauge({
+    name: 'consig_forward_dead',
+    help: 'Dead deliveries stored (replayable), by destination',
+    labelNames: ['destination'] as const,
+    registers: [registry],
+  });
+  const forwardPaused = new Gauge({
+    name: 'consig_forward_paused',
+    help: 'Whether a destination is paused (1): its messages accumulate',
+    labelNames: ['destination'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
     deliveries,
@@ -167,6 +257,15 @@ export function createMetrics(options: MetricsOptions = {}) {
     averbacoesStale,
     averbacoesWaiting,
     tokenRefreshes,
+    forwardAttempts,
+    forwardAttemptSeconds,
+    forwardDeliverySeconds,
+    forwardDeadTotal,
+    forwardCircuit,
+    forwardBacklog,
+    forwardOldestPending,
+    forwardDead,
+    forwardPaused,
   };
 }
 

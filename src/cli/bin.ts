@@ -5,10 +5,12 @@ import { ConsigError } from '../domain/errors';
 import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
+import { registerForwardCommands } from './forward-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { backupCommand } from './backup-command';
 import { pruneCommand } from './prune-command';
 import { demoCommand } from './demo';
+import { lenderCommand } from './lender-command';
 import { averbacoesCommand, trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
 import { simulateCommand } from './simulate-command';
@@ -45,6 +47,10 @@ export function buildProgram(): Command {
 
   registerDatabaseCommands(program);
   registerLogCommands(program);
+  registerForwardCommands(program, () => config(program), {
+    ...io,
+    err: (text: string) => process.stderr.write(`${text}\n`),
+  });
   registerServiceCommands(program);
   registerToolCommands(program);
   return program;
@@ -210,7 +216,7 @@ function registerServiceCommands(program: Command): void {
     .action((opts) => offersCommand(config(program), opts, io));
 }
 
-/** Tools around the receiver: `send-test-event`, `backup`, `simulate`, `demo`, `prune`. */
+/** Tools around the receiver: `send-test-event`, `backup`, `simulate`, `lender`, `demo`, `prune`. */
 function registerToolCommands(program: Command): void {
   program
     .command('send-test-event')
@@ -245,6 +251,21 @@ function registerToolCommands(program: Command): void {
     .option('--host <host>', 'host (default 127.0.0.1)')
     .option('--json', 'print its addresses as JSON')
     .action((opts) => simulateCommand(opts, io));
+
+  program
+    .command('lender')
+    .description(
+      "run a lender's consumer of forwarded messages: verifies Standard Webhooks signatures (401 if bad), prints each message",
+    )
+    .option(
+      '--secret <secret>',
+      'the destination secret (whsec_… or any string); repeat for a rotation',
+      (v: string, all: string[] = []) => [...all, v],
+    )
+    .option('--port <n>', 'port (default 4020)')
+    .option('--host <host>', 'host (default 127.0.0.1)')
+    .option('--fail-first <n>', 'answer 503 to the first n messages, to watch the receiver retry')
+    .action((opts) => lenderCommand(opts, io));
 
   program
     .command('demo')

@@ -1,6 +1,8 @@
 import { statSync } from 'node:fs';
 import type { Config } from '../config';
 import { StorageError, UsageError } from '../domain/errors';
+import type { Db } from '../store/database';
+import { forwardDeliveries } from '../store/forward-deliveries';
 import { openStore, type Store } from '../store/store';
 import { renderTable } from './table';
 
@@ -131,6 +133,7 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
       ack_ms_avg: latency.avg === null ? null : Math.round(latency.avg * 1000) / 1000,
       ack_ms_max: latency.max,
       last_delivery_at: store.deliveries.lastReceivedAt(),
+      forwarding: forwardingStats(config, store.db),
     };
     if (opts.json) return io.out(JSON.stringify(stats, null, 2));
     const section = (name: string, counts: Record<string, number>) =>
@@ -146,7 +149,27 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
       { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
       { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
       { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },
+      ...stats.forwarding.flatMap((d) =>
+        Object.entries(d)
+          .filter(([key]) => key !== 'destination')
+          .map(([key, value]) => ({ section: `forwarding ${d.destination}`, key, value })),
+      ),
     ];
     io.out(renderTable(['section', 'key', 'value'], rows));
   });
+}
+
+/** Per destination (configured, or paused/tripped before): backlog, dead letters, oldest waiting, pause. */
+function forwardingStats(config: Config, db: Db) {
+  const repo = forwardDeliveries(db);
+  const names = new Set(config.forwarding.destinations.map((d) => d.name));
+  for (const row of repo.destinations()) names.add(row.name);
+  return repo.gauges([...names]).map((g) => ({
+    destination: g.destination,
+    pending: g.pending,
+    dead: g.dead,
+    oldest_pending_at: g.oldest_pending_at,
+    paused:
+      g.paused === 1 || config.forwarding.destinations.some((d) => d.name === g.destination && d.paused),
+  }));
 }

@@ -1,6 +1,6 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { pruneBodies, retentionCutoff } from '../store/retention';
+import { pruneBodies, pruneForwarded, retentionCutoff } from '../store/retention';
 import { openStore } from '../store/store';
 import { openReadOnly, type Output } from './log-commands';
 
@@ -18,9 +18,13 @@ export function pruneCommand(config: Config, opts: { days?: string; json?: boole
     const now = new Date();
     const cutoff = retentionCutoff(now, days);
     const { pruned } = pruneBodies(store.db, cutoff, now);
-    if (opts.json) return io.out(JSON.stringify({ pruned, cutoff: cutoff.toISOString() }));
+    const forwarded = pruneForwarded(store.db, cutoff).pruned;
+    if (opts.json) return io.out(JSON.stringify({ pruned, forwarded, cutoff: cutoff.toISOString() }));
     io.out(
       `removed the bodies of ${pruned} finished event(s) received before ${cutoff.toISOString()} (rows and dedup keys kept)`,
+    );
+    io.out(
+      `removed ${forwarded} forwarded message(s) created before then and delivered to every destination`,
     );
   } finally {
     store.close();

@@ -9,7 +9,7 @@ import type { Logger } from '../logger';
  * Handlers are synchronous on purpose: the pipeline runs every handler of an event and marks the
  * event `done` in ONE SQLite transaction, so their database effects happen exactly once, even
  * across a crash. Work that must leave the process (an HTTP call, a message) belongs in an outbox
- * table written here and sent by the partner's own worker.
+ * table written here and sent afterwards, as the built-in forwarding does (handlers/forwarding.ts).
  */
 
 export interface HandlerEvent {

@@ -5,12 +5,14 @@ import type { Config } from '../config';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { IngestWriter } from '../store/ingest-writer';
+import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
 import { adminRouter } from './admin/admin-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
 import { metricsRoute } from './metrics-route';
 import type { DeliveryWatch } from './delivery-watch';
+import type { FeedWaiters } from './admin/feed';
 import { createWebhookHandler, type WebhookHandler } from './webhook-handler';
 import { webhookRoutes } from './webhook-routes';
 
@@ -55,6 +57,17 @@ export interface AppDeps {
    * @default a watch in memory only
    */
   deliveryWatch?: DeliveryWatch | undefined;
+  /**
+   * Forwarding (contract §8), for `/admin/forwards*`, `/admin/destinations*` and `/admin/feed`: the
+   * configured destinations, whether the feed shows the CPF in full, the long-polls waiting for a
+   * commit (`waiters.notify()` after each, `waiters.close()` at shutdown), and `nudge()` to make the
+   * sender look at once after a replay, a backfill or a resume.
+   * @default undefined (those routes read the database alone: no destination configured, CPF
+   * masked, long-polls see new messages within 500 ms, the sender finds replays at its next look)
+   */
+  forwarding?:
+    | { destinations: readonly Destination[]; feedFullCpf: boolean; waiters: FeedWaiters; nudge(): void }
+    | undefined;
 }
 
 /** Builds the Express app: webhook routes, health, metrics, admin. It never listens: a server or a test does. */

@@ -55,6 +55,12 @@ export interface PipelineOptions {
    * @default none (always processes)
    */
   fence?: (now: Date) => boolean;
+  /**
+   * Called after a turn that processed at least one event has committed (the forwarding sender is
+   * told that new messages may be waiting).
+   * @default none
+   */
+  onCommitted?: () => void;
 }
 
 interface KeyState {
@@ -323,6 +329,7 @@ export class Pipeline {
     }
     // After the commit: tell metrics, error handlers and the log what happened.
     for (const r of result.outcomes) this.report(r);
+    if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
     for (const key of result.unavailable) {
       setTimeout(() => {
         const state = this.keys.get(key);

@@ -2,7 +2,7 @@ import type { Clock } from '../clock';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
 import { isLockBusy } from '../store/database-errors';
-import { pruneBodies, retentionCutoff } from '../store/retention';
+import { pruneBodies, pruneForwarded, retentionCutoff } from '../store/retention';
 
 /** How often RETENTION_DAYS is applied after the first pass at start. */
 const PRUNE_INTERVAL_MS = 3_600_000;
@@ -10,7 +10,8 @@ const PRUNE_INTERVAL_MS = 3_600_000;
 const LOCKED_RETRY_MS = 60_000;
 
 /**
- * RETENTION_DAYS: removes the bodies of old finished events at start (on the next turn of the
+ * RETENTION_DAYS: removes the bodies of old finished events, and old forwarded messages delivered to
+ * every destination, at start (on the next turn of the
  * event loop, so startup is not held up) and then hourly, in the short transactions of
  * {@link pruneBodies}. A failed pass is logged and tried again at the next hour (in a minute when
  * another connection held the write lock).
@@ -20,9 +21,16 @@ export function scheduleRetention(db: Db, days: number, clock: Clock, logger: Lo
   const prune = () => {
     try {
       const now = clock.now();
-      const { pruned } = pruneBodies(db, retentionCutoff(now, days), now);
+      const cutoff = retentionCutoff(now, days);
+      const { pruned } = pruneBodies(db, cutoff, now);
       if (pruned > 0)
         logger.info({ pruned, retention_days: days }, 'retention: removed bodies of old finished events');
+      const forwarded = pruneForwarded(db, cutoff).pruned;
+      if (forwarded > 0)
+        logger.info(
+          { forwarded, retention_days: days },
+          'retention: removed old messages delivered everywhere',
+        );
     } catch (err) {
       if (isLockBusy(err) && retry === null) {
         logger.warn({ err: (err as Error).message }, 'retention: database locked; trying again in a minute');

@@ -49,3 +49,42 @@ export function pruneBodies(
 export function retentionCutoff(now: Date, days: number): Date {
   return new Date(now.getTime() - days * 24 * 3600 * 1000);
 }
+
+/**
+ * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`, with
+ * their delivery rows and attempts. A message with a delivery still pending or dead stays whole (it
+ * may still be sent or replayed), and so does every message newer than the cutoff. The change feed
+ * then starts after the removed messages: a cursor older than them simply reads on from the first
+ * one kept. Short transactions of `batch` messages, oldest first.
+ */
+export function pruneForwarded(db: Db, cutoff: Date, batch = 500): { pruned: number } {
+  const next = db.prepare<[number, string, number], { id: number }>(
+    `SELECT id FROM forward_messages WHERE id > ? AND created_at < ? ORDER BY id LIMIT ?`,
+  );
+  const unfinished = db.prepare<[number], { n: number }>(
+    `SELECT count(*) AS n FROM forward_deliveries WHERE message_id = ? AND status <> 'delivered'`,
+  );
+  const deleteAttempts = db.prepare<[number]>(
+    `DELETE FROM forward_attempts WHERE delivery_id IN (SELECT id FROM forward_deliveries WHERE message_id = ?)`,
+  );
+  const deleteDeliveries = db.prepare<[number]>('DELETE FROM forward_deliveries WHERE message_id = ?');
+  const deleteMessage = db.prepare<[number]>('DELETE FROM forward_messages WHERE id = ?');
+  const cutoffIso = cutoff.toISOString();
+  let lastId = 0;
+  let pruned = 0;
+  for (;;) {
+    const rows = next.all(lastId, cutoffIso, batch);
+    if (rows.length === 0) break;
+    db.transaction(() => {
+      for (const { id } of rows) {
+        lastId = id;
+        if ((unfinished.get(id)?.n ?? 0) > 0) continue;
+        deleteAttempts.run(id);
+        deleteDeliveries.run(id);
+        pruned += deleteMessage.run(id).changes;
+      }
+    })();
+    if (rows.length < batch) break;
+  }
+  return { pruned };
+}

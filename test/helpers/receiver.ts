@@ -24,6 +24,8 @@ export async function startTestReceiver(
     configureRouter?: (router: EventRouter, db: Db) => void;
     serviceClient?: ServiceClient | null;
     pollTickMs?: number;
+    /** @default 50 ms */
+    forwardPollMs?: number;
   } = {},
 ): Promise<TestReceiver> {
   const tmp = options.dir ? null : tempDir();
@@ -41,6 +43,7 @@ export async function startTestReceiver(
     sweepIntervalMs: 10,
     serviceClient: options.serviceClient,
     pollTickMs: options.pollTickMs ?? 20,
+    forwardPollMs: options.forwardPollMs ?? 50,
   });
   return {
     ...receiver,

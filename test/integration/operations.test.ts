@@ -1,5 +1,9 @@
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { join } from 'node:path';
+import { openStore } from '../../src/store/store';
+import { forwardOutbox } from '../../src/store/forward-outbox';
+import { pruneForwarded } from '../../src/store/retention';
 import { tempDir } from '../helpers/tmp';
 
 let r: TestReceiver | undefined;
@@ -73,6 +77,56 @@ describe('retention', () => {
     } finally {
       await r?.stop();
       r = undefined;
+      tmp.cleanup();
+    }
+  });
+
+  it('pruneForwarded removes old messages delivered everywhere and keeps pending, dead and new ones', () => {
+    const tmp = tempDir();
+    try {
+      const store = openStore(join(tmp.dir, 'consig.db'), { migrate: true });
+      const outbox = forwardOutbox(store.db);
+      const message = (eventId: number, createdAt: string) => ({
+        type: 'event.received' as const,
+        webhookId: `msg_${eventId}`,
+        eventId,
+        evento: 'proposta.criada',
+        nuProposta: eventId,
+        requestId: null,
+        orderKey: `p:${eventId}`,
+        createdAt,
+        body: { id: `msg_${eventId}`, type: 'event.received' as const, created_at: createdAt, data: {} },
+      });
+      const old = '2020-01-01T00:00:00.000Z';
+      const ids = [1, 2, 3].map((e) => outbox.insert(message(e, old), ['a', 'b']) as number);
+      const recent = outbox.insert(message(4, '2026-11-20T00:00:00.000Z'), ['a']) as number;
+      const set = store.db.prepare(
+        'UPDATE forward_deliveries SET status = ? WHERE message_id = ? AND destination = ?',
+      );
+      for (const d of ['a', 'b']) set.run('delivered', ids[0], d); // 1: delivered everywhere
+      set.run('delivered', ids[1], 'a');
+      set.run('dead', ids[1], 'b'); // 2: dead at b
+      set.run('delivered', ids[2], 'a'); // 3: still pending at b
+      set.run('delivered', recent, 'a'); // 4: delivered, but newer than the cutoff
+      store.db
+        .prepare(
+          `INSERT INTO forward_attempts (delivery_id, attempt, started_at, duration_ms, outcome)
+           SELECT id, 1, ?, 1, 'delivered' FROM forward_deliveries`,
+        )
+        .run(old);
+      const { pruned } = pruneForwarded(store.db, new Date('2026-01-01T00:00:00.000Z'), 1);
+      expect(pruned).toBe(1);
+      const left = store.db.prepare('SELECT id FROM forward_messages ORDER BY id').all() as { id: number }[];
+      expect(left.map((m) => m.id)).toEqual([ids[1], ids[2], recent]);
+      const orphans = store.db
+        .prepare(
+          `SELECT count(*) AS n FROM forward_attempts a
+           WHERE NOT EXISTS (SELECT 1 FROM forward_deliveries d WHERE d.id = a.delivery_id)`,
+        )
+        .get() as { n: number };
+      expect(orphans.n).toBe(0);
+      store.close();
+    } finally {
       tmp.cleanup();
     }
   });

@@ -52,6 +52,7 @@ const ALLOWED_SCANS: { pattern: RegExp; why: string }[] = [
   { pattern: /FROM sqlite_master/i, why: 'schema lookup' },
   { pattern: /FROM schema_migrations/i, why: 'a handful of rows' },
   { pattern: /health_probe/i, why: 'one row' },
+  { pattern: /FROM forward_destinations/i, why: 'one row per destination' },
 ];
 
 // Statements EXPLAIN QUERY PLAN cannot take once their parameters are replaced by a literal, and why
@@ -86,6 +87,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
   const io = { out: (s: string) => out.push(s) };
   try {
     fake.on('GET', '/request/:id', { json: { requestId: 'req-q', correlationId: 'c', status: 'completed' } });
+    fake.on('POST', '/lender', { json: { ok: true } });
     const r = await startTestReceiver({
       dir: tmp.dir,
       env: {
@@ -96,6 +98,8 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
         REGISTRY_POLL_INTERVAL_MS: '10',
         REGISTRY_POLL_MAX_INTERVAL_MS: '20',
         RETENTION_DAYS: '30',
+        FORWARD_URL: `${fake.url}/lender`,
+        FORWARD_SECRET: 'forward-secret',
       },
       configureRouter: (router) =>
         router.on('proposta.cancelada', () => {
@@ -121,6 +125,10 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
       () => (r.store.events.countByStatus().failed ?? 0) + (r.store.events.countByStatus().dead ?? 0) > 0,
       'a failure',
     );
+    const delivered = r.store.db.prepare(
+      "SELECT count(*) AS n FROM forward_deliveries WHERE destination = 'default' AND status = 'delivered'",
+    );
+    await eventually(() => (delivered.get() as { n: number }).n > 5, 'forwarded');
     const admin = { headers: { authorization: 'Bearer adm' } };
     for (const path of [
       '/admin/events?status=done',
@@ -133,10 +141,37 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
       '/admin/deliveries?outcome=accepted',
       '/metrics',
       '/readyz',
+      '/admin/forwards',
+      '/admin/forwards?destination=default&status=dead',
+      '/admin/forwards?status=retrying',
+      '/admin/forwards?nu_proposta=7',
+      '/admin/forwards?type=proposal.changed&since=2020-01-01',
+      '/admin/forwards/1',
+      '/admin/destinations',
+      '/admin/feed?limit=5',
     ]) {
       expect((await fetch(`${r.url}${path}`, admin)).status).toBe(200);
     }
     await fetch(`${r.url}/admin/events/1/replay`, { method: 'POST', ...admin });
+    const post = (path: string, body: unknown) =>
+      fetch(`${r.url}${path}`, {
+        method: 'POST',
+        headers: { ...admin.headers, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    expect((await post('/admin/forwards/1/replay', {})).status).toBe(202);
+    expect((await post('/admin/forwards/replay', { destination: 'default', dry_run: true })).status).toBe(
+      200,
+    );
+    expect((await post('/admin/forwards/replay', { status: 'dead', nu_proposta: 7 })).status).toBe(202);
+    expect((await post('/admin/forwards/backfill', { destination: 'default', nu_proposta: 7 })).status).toBe(
+      202,
+    );
+    expect(
+      (await post('/admin/forwards/backfill', { destination: 'default', since: '2020-01-01' })).status,
+    ).toBe(202);
+    expect((await post('/admin/destinations/default/pause', {})).status).toBe(200);
+    expect((await post('/admin/destinations/default/resume', {})).status).toBe(200);
     await r.close();
 
     const config = loadConfig({ DATABASE_PATH: join(tmp.dir, 'consig.db'), RETENTION_DAYS: '30' });
@@ -184,7 +219,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
       }
       checked += 1;
       const scans = plan.filter((p) =>
-        /^SCAN (events|deliveries|proposals|proposal_transitions|averbacoes)\b/.test(p.detail),
+        /^SCAN (events|deliveries|proposals|proposal_transitions|averbacoes|forward_\w+)\b/.test(p.detail),
       );
       if (scans.length === 0) continue;
       if (ALLOWED_SCANS.some((a) => a.pattern.test(sql))) continue;

@@ -15,15 +15,19 @@ export interface DemoFiles {
   /** Where the receiver and the simulator log (stdout is the demo's own). */
   logPath: string;
   logFile: WriteStream;
+  /** The receiver's DESTINATIONS_FILE: the demo's lender consumers (contract §8). */
+  destinationsPath: string;
 }
 
-/** A new, empty database next to a new log file. */
+/** A new, empty database next to a new log file and the destinations file's place. */
 export function freshFiles(database: string): DemoFiles {
   const dbPath = resolve(database);
   mkdirSync(dirname(dbPath), { recursive: true });
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${dbPath}${suffix}`, { force: true });
   const logPath = join(dirname(dbPath), 'demo-receiver.log');
-  return { dbPath, logPath, logFile: createWriteStream(logPath) };
+  const destinationsPath = join(dirname(dbPath), 'demo-destinations.json');
+  rmSync(destinationsPath, { force: true });
+  return { dbPath, logPath, logFile: createWriteStream(logPath), destinationsPath };
 }
 
 /** Secrets made up for one run: the demo is its own partner and its own service. */
@@ -56,11 +60,20 @@ export function startDemoSimulator(logFile: WriteStream, credentials: DemoCreden
   });
 }
 
-/** The receiver's configuration: the service is the simulator, reached with OAuth2 and an api key. */
-export function demoConfig(dbPath: string, simulator: Simulator, credentials: DemoCredentials): Config {
+/**
+ * The receiver's configuration: the service is the simulator, reached with OAuth2 and an api key;
+ * forwarding goes to the destinations of `destinationsPath` (the demo's lenders). Built from these
+ * values only, never the environment: the demo needs no configuration and ignores any.
+ */
+export function demoConfig(
+  files: Pick<DemoFiles, 'dbPath' | 'destinationsPath'>,
+  simulator: Simulator,
+  credentials: DemoCredentials,
+): Config {
   return loadConfig(
     {
-      DATABASE_PATH: dbPath,
+      DATABASE_PATH: files.dbPath,
+      DESTINATIONS_FILE: files.destinationsPath,
       WEBHOOK_SECRETS: credentials.webhookSecret,
       PORT: '0',
       HOST: '127.0.0.1',

@@ -44,18 +44,25 @@ export function summaryRow(store: Store, { nu, scenario }: DrivenProposal): Summ
   };
 }
 
-/** The table, then where the database and the log are and a few commands to look into them. */
-export function printSummary(
-  io: Output,
-  rows: readonly SummaryRow[],
-  files: { dbPath: string; logPath: string },
-): void {
-  const { dbPath, logPath } = files;
+/** The table of proposals. */
+export function printSummary(io: Output, rows: readonly SummaryRow[]): void {
   io.out('');
   io.out(renderTable(COLUMNS, rows));
+}
+
+/** Where the database, the log and the destinations file are, and a few commands to look into them. */
+export function printWhereToLook(
+  io: Output,
+  files: { dbPath: string; logPath: string; destinationsPath: string },
+  nuProposta: number | undefined,
+): void {
+  const { dbPath, logPath, destinationsPath } = files;
   io.out('');
-  io.out(`SQLite log: ${dbPath}   (receiver log: ${logPath})`);
-  io.out(`  consig-receiver proposal ${rows[0]?.nu_proposta} --database ${dbPath}`);
+  io.out(`SQLite log: ${dbPath}   (receiver log: ${logPath}; destinations: ${destinationsPath})`);
+  io.out(`  consig-receiver proposal ${nuProposta} --database ${dbPath}`);
   io.out(`  consig-receiver stats --database ${dbPath}`);
+  io.out(
+    `  consig-receiver forwards list --destination warehouse --proposal ${nuProposta} --database ${dbPath}`,
+  );
   io.out(`  sqlite3 ${dbPath} "SELECT nu_proposta, stage, status FROM proposals"`);
 }

@@ -5,6 +5,8 @@ import { notFound } from '../errors';
 import { averbacaoRoutes } from './averbacoes';
 import { deliveryRoutes } from './deliveries';
 import { eventRoutes } from './events';
+import { feedRoutes } from './feed';
+import { forwardRoutes } from './forwards';
 import { proposalRoutes } from './proposals';
 
 /** `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`. */
@@ -15,6 +17,8 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(proposalRoutes(deps));
   router.use(averbacaoRoutes(deps));
   router.use(deliveryRoutes(deps));
+  router.use(forwardRoutes(deps));
+  router.use(feedRoutes(deps));
   return router;
 }
 

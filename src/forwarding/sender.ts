@@ -1,0 +1,473 @@
+import type { Clock } from '../clock';
+import { settlesWithin } from '../clock';
+import {
+  CLOSED,
+  type CircuitOptions,
+  type CircuitState,
+  circuitAfter,
+  circuitProbing,
+  DEFAULT_CIRCUIT,
+  mayAttempt,
+} from '../domain/forwarding/circuit';
+import type { Destination } from '../domain/forwarding/destinations';
+import { bodyFor } from '../domain/forwarding/messages';
+import { fullBucket, takeToken, type TokenBucket } from '../domain/forwarding/rate-limit';
+import {
+  type AttemptOutcome,
+  classifyAttempt,
+  nextAttemptDelayMs,
+  parseRetryAfter,
+} from '../domain/forwarding/retry';
+import type { Logger } from '../logger';
+import type { Db } from '../store/database';
+import { isLockBusy } from '../store/database-errors';
+import {
+  type AttemptRecord,
+  type CircuitWrite,
+  type DueDelivery,
+  type ForwardDeliveries,
+  forwardDeliveries,
+} from '../store/forward-deliveries';
+import { type AttemptAnswer, sendAttempt } from './http-attempt';
+
+/**
+ * The forwarding sender (contract §8): moves the outbox's pending deliveries to their destinations.
+ * Runs only in the process holding the processing lease, like the pipeline.
+ *
+ * - Per destination, up to `concurrency` requests in flight, never two of one order key (proposal):
+ *   a message waits until every earlier message of its proposal for that destination is delivered
+ *   or dead. A message being retried holds back only its own proposal at its own destination.
+ * - Each attempt's outcome, the delivery's next state and the circuit's changes are written in one
+ *   transaction per event-loop turn. A delivery stays "in flight" here until that write committed,
+ *   so it is never sent twice by this process; a crash before the write sends it again after the
+ *   restart with the same `webhook-id` and the same bytes (at-least-once).
+ * - Retries follow the destination's policy; a `Retry-After` on a 429 or 503 also holds the whole
+ *   destination until then. The circuit breaker stops sending to a destination that keeps failing
+ *   and lets one probe through now and then.
+ */
+
+export interface SenderMetrics {
+  /** One attempt finished, by outcome, with its duration. */
+  attempt(destination: string, outcome: AttemptOutcome, seconds: number): void;
+  /** A message reached the destination, `seconds` after it was stored. */
+  delivered(destination: string, seconds: number): void;
+  /** A delivery went to the dead letter. */
+  dead(destination: string): void;
+  circuit(destination: string, state: CircuitState['state']): void;
+}
+
+export interface SenderOptions {
+  clock: Clock;
+  logger: Logger;
+  metrics?: SenderMetrics;
+  /** @default Math.random */
+  random?: () => number;
+  /**
+   * Requests in flight per destination (of different proposals).
+   * @default 16
+   */
+  concurrency?: number;
+  /**
+   * How often a destination is looked at without being nudged: due retries, replays and pauses
+   * made by another process.
+   * @default 1000
+   */
+  pollIntervalMs?: number;
+  /** @default DEFAULT_CIRCUIT */
+  circuit?: CircuitOptions;
+}
+
+interface Worker {
+  destination: Destination;
+  /** Delivery id → order key, from the send until its record committed. */
+  inFlight: Map<number, string>;
+  keys: Set<string>;
+  circuit: CircuitState;
+  bucket: TokenBucket | null;
+  /** A Retry-After on a 429/503 holds the destination until then (ms since the epoch). */
+  holdUntilMs: number;
+  timer: NodeJS.Timeout | null;
+  pumpQueued: boolean;
+}
+
+/** How long a write that found the file locked waits before it is tried again. */
+const LOCKED_RETRY_MS = 20;
+/** Paused flags are re-read at most this often (a pause by another process is seen within it). */
+const PAUSE_REFRESH_MS = 250;
+
+export class ForwardSender {
+  private readonly store: ForwardDeliveries;
+  private readonly workers = new Map<string, Worker>();
+  private readonly records: { record: AttemptRecord; worker: Worker; deliveryId: number }[] = [];
+  private readonly circuitWrites = new Map<string, CircuitWrite>();
+  private readonly sending = new Set<Promise<void>>();
+  private abort = new AbortController();
+  private stopping = true;
+  private flushQueued = false;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private paused = new Set<string>();
+  private pausedReadAt = -Infinity;
+  private readonly random: () => number;
+
+  constructor(
+    db: Db,
+    destinations: readonly Destination[],
+    private readonly options: SenderOptions,
+  ) {
+    this.store = forwardDeliveries(db);
+    this.random = options.random ?? Math.random;
+    for (const destination of destinations) {
+      this.workers.set(destination.name, {
+        destination,
+        inFlight: new Map(),
+        keys: new Set(),
+        circuit: CLOSED,
+        bucket: null,
+        holdUntilMs: 0,
+        timer: null,
+        pumpQueued: false,
+      });
+    }
+  }
+
+  /** Starts sending: the circuits are read back as they were left, every destination is looked at. */
+  start(): void {
+    if (this.workers.size === 0) return;
+    this.stopping = false;
+    this.abort = new AbortController();
+    this.loadCircuits();
+    this.nudge();
+  }
+
+  /** Looks at every destination now (new messages were committed, or an operator replayed some). */
+  nudge(): void {
+    this.pausedReadAt = -Infinity;
+    for (const worker of this.workers.values()) this.queuePump(worker);
+  }
+
+  /** Deliveries sent and not yet recorded. */
+  get inFlight(): number {
+    let n = 0;
+    for (const worker of this.workers.values()) n += worker.inFlight.size;
+    return n;
+  }
+
+  /** The circuit of each destination, for metrics and the admin API. */
+  circuits(): Map<string, CircuitState> {
+    return new Map([...this.workers].map(([name, w]) => [name, w.circuit]));
+  }
+
+  /**
+   * Stops sending and waits (bounded) for the requests in flight; those still running then are
+   * aborted and stay pending for the next holder. Whatever was answered is recorded.
+   */
+  async stop(timeoutMs: number): Promise<boolean> {
+    if (this.stopping) return true;
+    this.stopping = true;
+    for (const worker of this.workers.values()) {
+      if (worker.timer) clearTimeout(worker.timer);
+      worker.timer = null;
+    }
+    const finished = await settlesWithin(Promise.all([...this.sending]), timeoutMs);
+    this.abort.abort();
+    await settlesWithin(Promise.all([...this.sending]), 1000);
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    this.flush();
+    for (const worker of this.workers.values()) {
+      worker.inFlight.clear();
+      worker.keys.clear();
+    }
+    this.records.length = 0;
+    return finished;
+  }
+
+  private loadCircuits(): void {
+    const options = this.options.circuit ?? DEFAULT_CIRCUIT;
+    const nowMs = this.options.clock.now().getTime();
+    try {
+      for (const row of this.store.destinations()) {
+        const worker = this.workers.get(row.name);
+        if (!worker || row.circuit === null) continue;
+        const state = JSON.parse(row.circuit) as CircuitState;
+        // Half open as read back: the probe was sent by a holder that is gone, and its answer will
+        // never come. Probe again now rather than wait out `probeTimeoutMs`.
+        worker.circuit =
+          state.state === 'half_open' ? { ...state, probeSince: nowMs - options.probeTimeoutMs } : state;
+      }
+    } catch (err) {
+      this.options.logger.warn(
+        { err: (err as Error).message },
+        'forwarding: circuits not read; starting closed',
+      );
+    }
+    for (const [name, worker] of this.workers) this.options.metrics?.circuit(name, worker.circuit.state);
+  }
+
+  private queuePump(worker: Worker): void {
+    if (this.stopping || worker.pumpQueued) return;
+    worker.pumpQueued = true;
+    setImmediate(() => {
+      worker.pumpQueued = false;
+      this.pump(worker);
+    });
+  }
+
+  /** Looks again at `delayMs` from now (unless something sooner was already planned). */
+  private lookAgainIn(worker: Worker, delayMs: number): void {
+    if (this.stopping) return;
+    if (worker.timer) clearTimeout(worker.timer);
+    worker.timer = setTimeout(
+      () => {
+        worker.timer = null;
+        this.pump(worker);
+      },
+      Math.max(0, Math.min(delayMs, this.options.pollIntervalMs ?? 1000)),
+    );
+    worker.timer.unref();
+  }
+
+  /** Sends what the destination may take now. Never throws. */
+  private pump(worker: Worker): void {
+    if (this.stopping) return;
+    try {
+      this.pumpUnsafe(worker);
+    } catch (err) {
+      if (!isLockBusy(err)) {
+        this.options.logger.error(
+          { err: (err as Error).message, destination: worker.destination.name },
+          'forwarding: could not read the outbox; trying again',
+        );
+      }
+      this.lookAgainIn(worker, isLockBusy(err) ? LOCKED_RETRY_MS * 5 : 1000);
+    }
+  }
+
+  private pumpUnsafe(worker: Worker): void {
+    const nowMs = this.options.clock.now().getTime();
+    const concurrency = this.options.concurrency ?? 16;
+    if (this.isPaused(worker, nowMs)) return this.lookAgainIn(worker, this.options.pollIntervalMs ?? 1000);
+    if (nowMs < worker.holdUntilMs) return this.lookAgainIn(worker, worker.holdUntilMs - nowMs);
+    const gate = mayAttempt(worker.circuit, nowMs, this.options.circuit ?? DEFAULT_CIRCUIT);
+    if (!gate.allowed) return this.lookAgainIn(worker, gate.retryAtMs - nowMs);
+    if (gate.probe && worker.inFlight.size > 0) return; // the probe's answer decides
+    const slots = gate.probe ? 1 : concurrency - worker.inFlight.size;
+    if (slots <= 0) return;
+    const rows = this.store.due(
+      worker.destination.name,
+      new Date(nowMs).toISOString(),
+      slots + worker.inFlight.size,
+    );
+    let sent = 0;
+    for (const row of rows) {
+      if (sent >= slots) break;
+      if (worker.inFlight.has(row.id) || worker.keys.has(row.order_key)) continue;
+      const wait = this.rateLimitWait(worker, nowMs);
+      if (wait !== null) return this.lookAgainIn(worker, wait);
+      if (gate.probe) this.setCircuit(worker, circuitProbing(worker.circuit, nowMs), nowMs);
+      this.send(worker, row);
+      sent += 1;
+    }
+    // With a slot free, a retry coming due must not wait for the answers in flight (a slow one
+    // would hold every other proposal's retries until it came back).
+    if (worker.inFlight.size < concurrency) this.lookAgainIn(worker, this.untilNextDue(worker, nowMs));
+  }
+
+  /**
+   * Until the next head of a line comes due. Only later ones count: a head due now and not sent is
+   * in flight, and its answer looks again.
+   */
+  private untilNextDue(worker: Worker, nowMs: number): number {
+    const at = this.store.nextDueAt(worker.destination.name, new Date(nowMs).toISOString());
+    return at === null ? (this.options.pollIntervalMs ?? 1000) : Date.parse(at) - nowMs;
+  }
+
+  /** null: a token was taken; otherwise how long until one is there. */
+  private rateLimitWait(worker: Worker, nowMs: number): number | null {
+    const rate = worker.destination.rateLimitPerSecond;
+    if (rate === null) return null;
+    const taken = takeToken(worker.bucket ?? fullBucket(rate, nowMs), rate, nowMs);
+    worker.bucket = taken.bucket;
+    return taken.taken ? null : taken.waitMs;
+  }
+
+  private isPaused(worker: Worker, nowMs: number): boolean {
+    if (worker.destination.paused) return true;
+    if (nowMs - this.pausedReadAt >= PAUSE_REFRESH_MS) {
+      this.paused = new Set(
+        this.store
+          .destinations()
+          .filter((d) => d.paused === 1)
+          .map((d) => d.name),
+      );
+      this.pausedReadAt = nowMs;
+    }
+    return this.paused.has(worker.destination.name);
+  }
+
+  private send(worker: Worker, row: DueDelivery): void {
+    worker.inFlight.set(row.id, row.order_key);
+    worker.keys.add(row.order_key);
+    const { destination } = worker;
+    const started = this.options.clock.now();
+    const startedMono = this.options.clock.monotonic();
+    const attempt = sendAttempt({
+      url: destination.url,
+      webhookId: row.webhook_id,
+      body: bodyFor(row.body, destination.fullCpf),
+      secrets: destination.secrets,
+      timestampSeconds: Math.floor(started.getTime() / 1000),
+      timeoutMs: destination.timeoutMs,
+      signal: this.abort.signal,
+    }).then((answer) =>
+      this.finished(worker, row, answer, started, this.options.clock.monotonic() - startedMono),
+    );
+    this.sending.add(attempt);
+    void attempt.finally(() => this.sending.delete(attempt));
+  }
+
+  /** An attempt came back: decide the delivery's next state and queue its record. */
+  private finished(worker: Worker, row: DueDelivery, answer: AttemptAnswer, started: Date, ms: number): void {
+    if (answer.stopped) return; // not an attempt: it stays pending for the next holder
+    const { destination } = worker;
+    const now = this.options.clock.now();
+    const nowMs = now.getTime();
+    const outcome = classifyAttempt(answer.result);
+    const attempt = row.attempts + 1;
+    const status = 'status' in answer.result ? answer.result.status : null;
+    const retryAfterMs = parseRetryAfter(answer.retryAfter, nowMs);
+    if ((status === 429 || status === 503) && retryAfterMs !== null) {
+      worker.holdUntilMs = Math.max(worker.holdUntilMs, nowMs + retryAfterMs);
+    }
+    const delay =
+      outcome === 'temporary'
+        ? nextAttemptDelayMs(attempt, destination.retry, this.random, retryAfterMs)
+        : null;
+    const next: AttemptRecord['next'] =
+      outcome === 'delivered'
+        ? { status: 'delivered' }
+        : delay === null
+          ? { status: 'dead' }
+          : { status: 'pending', nextAttemptAt: new Date(nowMs + delay).toISOString() };
+    const record: AttemptRecord = {
+      deliveryId: row.id,
+      attempt,
+      startedAt: started.toISOString(),
+      durationMs: Math.round(ms * 10) / 10,
+      httpStatus: status,
+      error: answer.error,
+      outcome,
+      answer: answer.answer,
+      next,
+      at: now.toISOString(),
+    };
+    this.records.push({ record, worker, deliveryId: row.id });
+    this.setCircuit(
+      worker,
+      circuitAfter(worker.circuit, outcome, nowMs, this.options.circuit ?? DEFAULT_CIRCUIT),
+      nowMs,
+    );
+    this.report(destination.name, record, row, ms, nowMs);
+    this.queueFlush();
+  }
+
+  private report(name: string, record: AttemptRecord, row: DueDelivery, ms: number, nowMs: number): void {
+    const metrics = this.options.metrics;
+    metrics?.attempt(name, record.outcome, ms / 1000);
+    if (record.next.status === 'delivered') {
+      metrics?.delivered(name, Math.max(0, nowMs - Date.parse(row.message_created_at)) / 1000);
+      return;
+    }
+    const log = {
+      destination: name,
+      delivery_id: row.id,
+      webhook_id: row.webhook_id,
+      attempt: record.attempt,
+      http_status: record.httpStatus,
+      err: record.error,
+    };
+    if (record.next.status === 'dead') {
+      metrics?.dead(name);
+      this.options.logger.error(log, 'forwarding: message is dead (replayable with `forwards replay`)');
+    } else {
+      this.options.logger.warn(
+        { ...log, retry_at: record.next.nextAttemptAt },
+        'forwarding: attempt failed; will retry',
+      );
+    }
+  }
+
+  private setCircuit(worker: Worker, next: CircuitState, nowMs: number): void {
+    const before = worker.circuit;
+    worker.circuit = next;
+    if (before.state === next.state && before.state !== 'half_open') {
+      if (before.state === 'closed') return; // failure counts live in memory only
+    }
+    const name = worker.destination.name;
+    this.circuitWrites.set(name, {
+      name,
+      circuit: next.state === 'closed' ? null : JSON.stringify(next),
+      at: new Date(nowMs).toISOString(),
+    });
+    if (before.state !== next.state) {
+      this.options.metrics?.circuit(name, next.state);
+      const log = { destination: name, circuit: next.state, failures: next.failures };
+      if (next.state === 'open')
+        this.options.logger.warn(log, 'forwarding: circuit open (destination failing)');
+      else if (next.state === 'closed')
+        this.options.logger.info(log, 'forwarding: circuit closed (destination back)');
+    }
+  }
+
+  private queueFlush(): void {
+    if (this.flushQueued || this.flushTimer !== null) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      this.flush();
+    });
+  }
+
+  /** Writes the answered attempts in one transaction, then frees their lines and looks for more. */
+  private flush(): void {
+    if (this.records.length === 0 && this.circuitWrites.size === 0) return;
+    const batch = this.records.splice(0, this.records.length);
+    const circuits = [...this.circuitWrites.values()];
+    this.circuitWrites.clear();
+    try {
+      this.store.record(
+        batch.map((b) => b.record),
+        circuits,
+      );
+    } catch (err) {
+      // Kept in memory, still in flight (so not sent again): written with the next try.
+      this.records.unshift(...batch);
+      for (const c of circuits) if (!this.circuitWrites.has(c.name)) this.circuitWrites.set(c.name, c);
+      if (!isLockBusy(err)) {
+        this.options.logger.error(
+          { err: (err as Error).message },
+          'forwarding: could not record attempts; retrying',
+        );
+      }
+      if (!this.stopping && this.flushTimer === null) {
+        this.flushTimer = setTimeout(
+          () => {
+            this.flushTimer = null;
+            this.flush();
+          },
+          isLockBusy(err) ? LOCKED_RETRY_MS : 1000,
+        );
+        this.flushTimer.unref();
+      }
+      return;
+    }
+    const touched = new Set<Worker>();
+    for (const { worker, deliveryId } of batch) {
+      const key = worker.inFlight.get(deliveryId);
+      worker.inFlight.delete(deliveryId);
+      if (key !== undefined) worker.keys.delete(key);
+      touched.add(worker);
+    }
+    for (const worker of touched) this.queuePump(worker);
+  }
+}

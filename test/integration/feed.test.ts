@@ -1,0 +1,384 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { systemClock } from '../../src/clock';
+import { loadConfig } from '../../src/config';
+import { messagesFor, type OutgoingMessage } from '../../src/domain/forwarding/messages';
+import type { ProposalStatus } from '../../src/domain/lifecycle';
+import { FeedWaiters } from '../../src/http/admin/feed';
+import { createApp } from '../../src/http/app';
+import { createLogger } from '../../src/logger';
+import { createMetrics } from '../../src/metrics';
+import { encodeFeedCursor } from '../../src/store/forward-admin';
+import { forwardOutbox } from '../../src/store/forward-outbox';
+import { IngestWriter } from '../../src/store/ingest-writer';
+import { openStore, type Store } from '../../src/store/store';
+import { SECRET } from '../helpers/payloads';
+import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * `GET /admin/feed` over real HTTP: order, cursors, long-polls woken by a commit or timing out,
+ * the CPF masked; first through the whole receiver (webhooks → pipeline → outbox → feed), then on
+ * an app whose outbox is written with the pipeline's own statements (forwardOutbox).
+ */
+
+const TOKEN = 'admin-token-feed';
+const CPF = '12345678909';
+
+interface Answer {
+  status: number;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers are read loosely in tests
+  body: any;
+  text: string;
+  ms: number;
+}
+
+async function get(base: string, path: string, signal?: AbortSignal): Promise<Answer> {
+  const started = performance.now();
+  const res = await fetch(`${base}/admin${path}`, {
+    headers: { authorization: `Bearer ${TOKEN}` },
+    ...(signal === undefined ? {} : { signal }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: JSON.parse(text), text, ms: performance.now() - started };
+}
+
+describe('through the whole receiver', () => {
+  let r: TestReceiver | undefined;
+  afterEach(async () => {
+    await r?.stop();
+    r = undefined;
+  });
+
+  it('serves the proposal changes the pipeline committed, in order, CPF masked', async () => {
+    r = await startTestReceiver({ env: { ADMIN_TOKEN: TOKEN } });
+    for (const evento of ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada']) {
+      expect((await r.send(delivery(evento, { nu_proposta: 4242 }))).status).toBe(200);
+    }
+    const rec = r;
+    await eventually(
+      () =>
+        (
+          rec.store.db.prepare("SELECT count(*) AS n FROM events WHERE status = 'done'").get() as {
+            n: number;
+          }
+        ).n === 3,
+      'events processed',
+    );
+    const feed = await get(r.url, '/feed');
+    expect(feed.status).toBe(200);
+    expect(
+      feed.body.messages.map((m: { type: string; data: { to: string } }) => [m.type, m.data.to]),
+    ).toEqual([
+      ['proposal.changed', 'em_analise'],
+      ['proposal.changed', 'pre_aprovada'],
+      ['proposal.changed', 'aprovada'],
+    ]);
+    expect(feed.body.messages[0].data.proposal.nu_cpf).toBe('***.456.789-**');
+    expect(feed.text).not.toContain(CPF);
+    // event.received only when asked for, with the service's payload masked too.
+    const received = await get(r.url, '/feed?types=event.received');
+    expect(received.body.messages).toHaveLength(3);
+    expect(received.body.messages[0].data.payload.dados.nu_cpf).toBe('***.456.789-**');
+    const after = await get(r.url, `/feed?after=${feed.body.cursor}`);
+    expect(after.body.messages).toEqual([]);
+  });
+});
+
+describe('on an app with the forwarding deps', () => {
+  let tmp: ReturnType<typeof tempDir>;
+  let store: Store;
+  let writer: IngestWriter;
+  let servers: Server[];
+  let waiters: FeedWaiters;
+  let url: string;
+
+  beforeEach(async () => {
+    tmp = tempDir('consig-feed-');
+    const dbPath = join(tmp.dir, 'consig.db');
+    store = openStore(dbPath, { migrate: true, busyTimeoutMs: 20 });
+    writer = new IngestWriter(store.db, store.events, store.deliveries, { maxBatch: 64 });
+    servers = [];
+    waiters = new FeedWaiters();
+    url = await listen(false, waiters);
+  });
+
+  afterEach(async () => {
+    waiters.close();
+    for (const server of servers) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    writer.close();
+    store.close();
+    tmp.cleanup();
+  });
+
+  async function listen(feedFullCpf: boolean, feedWaiters: FeedWaiters): Promise<string> {
+    const config = loadConfig({ DATABASE_PATH: store.path, ADMIN_TOKEN: TOKEN, WEBHOOK_SECRETS: SECRET });
+    const app = createApp({
+      config,
+      store,
+      writer,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logger: createLogger('silent'),
+      clock: systemClock,
+      forwarding: { destinations: [], feedFullCpf, waiters: feedWaiters, nudge: () => undefined },
+    });
+    const server = createServer(app);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  let eventSeq = 0;
+
+  /** What the pipeline stores for one life-cycle event: event.received, then proposal.changed. */
+  function changed(nu: number, to: ProposalStatus, evento = 'proposta.aprovada'): OutgoingMessage[] {
+    eventSeq += 1;
+    const id = eventSeq;
+    const at = new Date(Date.UTC(2026, 10, 21, 10, 0, id)).toISOString();
+    let n = 0;
+    return messagesFor(
+      {
+        event: {
+          id,
+          kind: 'event',
+          evento,
+          nu_proposta: nu,
+          request_id: null,
+          received_at: at,
+          payload: { evento, dados: { nu_proposta: nu, nu_cpf: CPF } },
+        },
+        transition: { from_status: null, to_status: to, applied: true, reason: 'forward' },
+        proposal: {
+          nu_proposta: nu,
+          uuid: null,
+          nu_cpf: CPF,
+          nu_cnpj_conveniada: null,
+          vl_emprestimo: 1000,
+          no_conveniada: null,
+          stage: 'proposta',
+          status: to,
+          last_evento: evento,
+          created_at: at,
+          updated_at: at,
+        },
+        proposalAverbacao: null,
+        finishedAverbacao: null,
+      },
+      at,
+      () => `msg_f${id}_${(n += 1)}`,
+    );
+  }
+
+  /** A registry result that finished an averbação: averbacao.result alone (and event.received). */
+  function averbacaoResult(nu: number): OutgoingMessage[] {
+    eventSeq += 1;
+    const id = eventSeq;
+    const at = new Date(Date.UTC(2026, 10, 21, 10, 0, id)).toISOString();
+    let n = 0;
+    return messagesFor(
+      {
+        event: {
+          id,
+          kind: 'registry',
+          evento: null,
+          nu_proposta: null,
+          request_id: `req-${id}`,
+          received_at: at,
+          payload: { requestId: `req-${id}`, status: 'completed' },
+        },
+        transition: null,
+        proposal: null,
+        proposalAverbacao: null,
+        finishedAverbacao: {
+          request_id: `req-${id}`,
+          correlation_id: null,
+          nu_proposta: nu,
+          status: 'completed',
+          result_source: 'webhook',
+          stale: 0,
+          result_body: '{"status":"completed"}',
+          completed_at: at,
+          updated_at: at,
+        },
+      },
+      at,
+      () => `msg_a${id}_${(n += 1)}`,
+    );
+  }
+
+  /** Commits the messages as the pipeline does (no destination: the feed serves them anyway). */
+  function commit(messages: OutgoingMessage[]): string[] {
+    const outbox = forwardOutbox(store.db);
+    store.db.transaction(() => messages.forEach((m) => outbox.insert(m, [])))();
+    return messages.filter((m) => m.type !== 'event.received').map((m) => m.webhookId);
+  }
+
+  const ids = (a: Answer) => a.body.messages.map((m: { id: string }) => m.id);
+
+  it('serves proposal.changed and averbacao.result in commit order; a cursor resumes exactly after it', async () => {
+    const expected = [
+      ...commit(changed(1, 'em_analise', 'proposta.criada')),
+      ...commit(changed(2, 'em_analise', 'proposta.criada')),
+      ...commit(averbacaoResult(1)),
+      ...commit(changed(1, 'aprovada')),
+    ];
+    expect(expected).toHaveLength(4);
+    const first = await get(url, '/feed?limit=3');
+    expect(ids(first)).toEqual(expected.slice(0, 3));
+    expect(first.body.messages[2]).toMatchObject({ type: 'averbacao.result', data: { nu_proposta: 1 } });
+    expect(Object.keys(first.body.messages[0])).toEqual(['id', 'type', 'created_at', 'data']);
+    const second = await get(url, `/feed?after=${first.body.cursor}&limit=3`);
+    expect(ids(second)).toEqual(expected.slice(3));
+    const third = await get(url, `/feed?after=${second.body.cursor}`);
+    expect(third.body).toEqual({ messages: [], cursor: second.body.cursor });
+    const later = commit(changed(3, 'em_analise', 'proposta.criada'));
+    expect(ids(await get(url, `/feed?after=${third.body.cursor}`))).toEqual(later);
+
+    // One message at a time: the same sequence, nothing skipped, nothing twice.
+    const walked: string[] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await get(url, `/feed?limit=1${cursor === undefined ? '' : `&after=${cursor}`}`);
+      if (page.body.messages.length === 0) break;
+      walked.push(...ids(page));
+      cursor = page.body.cursor;
+    }
+    expect(walked).toEqual([...expected, ...later]);
+  });
+
+  it('types chooses the message types; the cursor moves past the others', async () => {
+    commit(changed(1, 'em_analise', 'proposta.criada'));
+    const all = await get(url, '/feed?types=event.received,proposal.changed,averbacao.result');
+    expect(all.body.messages.map((m: { type: string }) => m.type)).toEqual([
+      'event.received',
+      'proposal.changed',
+    ]);
+    const received = await get(url, '/feed?types=event.received');
+    expect(received.body.messages.map((m: { type: string }) => m.type)).toEqual(['event.received']);
+    const onlyResults = await get(url, '/feed?types=averbacao.result');
+    expect(onlyResults.body).toEqual({ messages: [], cursor: all.body.cursor });
+  });
+
+  it.each([
+    ['after=not-a-cursor', 'invalid_cursor', 'after must be a cursor'],
+    [`after=${Buffer.from('f1:abc').toString('base64url')}`, 'invalid_cursor', 'after must be a cursor'],
+    [`after=${Buffer.from('f1:01').toString('base64url')}`, 'invalid_cursor', 'after must be a cursor'],
+    ['limit=0', 'bad_request', 'limit must be an integer from 1 to 1000'],
+    ['limit=1001', 'bad_request', 'limit must be an integer from 1 to 1000'],
+    ['limit=ten', 'bad_request', 'limit must be a non-negative integer'],
+    ['wait=31', 'bad_request', 'wait must be an integer from 0 to 30'],
+    ['wait=-1', 'bad_request', 'wait must be a non-negative integer'],
+    ['types=proposal.changed,bogus', 'bad_request', 'types must be a comma-separated list'],
+    ['after=a&after=b', 'bad_request', 'after may be given only once'],
+  ])('a bad query (%s) is 400 %s', async (query, error, message) => {
+    const res = await get(url, `/feed?${query}`);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe(error);
+    expect(res.body.message).toContain(message);
+  });
+
+  it('masks the CPF everywhere unless FEED_FULL_CPF', async () => {
+    commit(changed(1, 'em_analise', 'proposta.criada'));
+    const masked = await get(url, '/feed?types=event.received,proposal.changed');
+    expect(masked.text).not.toContain(CPF);
+    expect(masked.body.messages[1].data.proposal.nu_cpf).toBe('***.456.789-**');
+    expect(masked.body.messages[0].data.payload.dados.nu_cpf).toBe('***.456.789-**');
+    const fullUrl = await listen(true, new FeedWaiters());
+    const full = await get(fullUrl, '/feed');
+    expect(full.body.messages[0].data.proposal.nu_cpf).toBe(CPF);
+  });
+
+  it('a long-poll answers as soon as a message is committed and notified', async () => {
+    commit(changed(1, 'em_analise', 'proposta.criada'));
+    const { cursor } = (await get(url, '/feed')).body;
+    const pending = get(url, `/feed?after=${cursor}&wait=10`);
+    await eventually(() => waiters.size === 1, 'the request waits');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const notifiedAt = performance.now();
+    const expected = commit(changed(1, 'aprovada'));
+    waiters.notify();
+    const res = await pending;
+    // Well before the 500 ms re-check would have found it.
+    expect(performance.now() - notifiedAt).toBeLessThan(300);
+    expect(ids(res)).toEqual(expected);
+    expect(res.body.cursor).not.toBe(cursor);
+    expect(waiters.size).toBe(0);
+  });
+
+  it('a long-poll finds a message committed by another process (no notify) by re-checking', async () => {
+    const pending = get(url, '/feed?wait=10');
+    await eventually(() => waiters.size === 1, 'the request waits');
+    const expected = commit(changed(1, 'em_analise', 'proposta.criada'));
+    const res = await pending;
+    expect(ids(res)).toEqual(expected);
+    expect(res.ms).toBeLessThan(2000);
+  });
+
+  it('a long-poll with nothing new times out with an empty list and the same cursor', async () => {
+    commit(changed(1, 'em_analise', 'proposta.criada'));
+    const { cursor } = (await get(url, '/feed')).body;
+    const res = await get(url, `/feed?after=${cursor}&wait=1`);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ messages: [], cursor });
+    expect(res.ms).toBeGreaterThanOrEqual(950);
+    expect(res.ms).toBeLessThan(3000);
+    // From an empty outbox, the cursor is the beginning.
+    const empty = await get(url, `/feed?after=${encodeFeedCursor(0)}&types=averbacao.result&wait=0`);
+    expect(empty.body.messages).toEqual([]);
+  });
+
+  it('close() (shutdown) answers every waiting long-poll at once', async () => {
+    const pending = get(url, '/feed?wait=30');
+    await eventually(() => waiters.size === 1, 'the request waits');
+    const closedAt = performance.now();
+    waiters.close();
+    const res = await pending;
+    expect(performance.now() - closedAt).toBeLessThan(300);
+    expect(res.body).toEqual({ messages: [], cursor: encodeFeedCursor(0) });
+    // Later requests do not wait either.
+    expect((await get(url, '/feed?wait=30')).ms).toBeLessThan(1000);
+  });
+
+  it('a client that goes away is no longer waited for', async () => {
+    const controller = new AbortController();
+    const pending = get(url, '/feed?wait=30', controller.signal).catch((err: { name: string }) => err);
+    await eventually(() => waiters.size === 1, 'the request waits');
+    controller.abort();
+    expect(await pending).toMatchObject({ name: 'AbortError' });
+    await eventually(() => waiters.size === 0, 'the waiter is let go', 400);
+    // It stays gone (a request still looping would be waiting again within the 500 ms re-check).
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(waiters.size).toBe(0);
+  });
+});
+
+describe('FeedWaiters', () => {
+  it('wait resolves on notify, on its timeout, on abort, and at once after close', async () => {
+    const waiters = new FeedWaiters();
+    let t = performance.now();
+    const notified = waiters.wait(5000);
+    expect(waiters.size).toBe(1);
+    waiters.notify();
+    await notified;
+    expect(performance.now() - t).toBeLessThan(100);
+    t = performance.now();
+    await waiters.wait(50);
+    expect(performance.now() - t).toBeGreaterThanOrEqual(45);
+    const controller = new AbortController();
+    const aborted = waiters.wait(5000, controller.signal);
+    controller.abort();
+    await aborted;
+    expect(waiters.size).toBe(0);
+    const waiting = waiters.wait(5000);
+    waiters.close();
+    await waiting;
+    t = performance.now();
+    await waiters.wait(5000);
+    expect(performance.now() - t).toBeLessThan(50);
+    expect(waiters.closed).toBe(true);
+  });
+});
