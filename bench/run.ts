@@ -1,3 +1,11 @@
+import {
+  DestinationChild,
+  type ForwardingHarness,
+  type ForwardLatencyResult,
+  type ForwardThroughputResult,
+  runForwardingLatency,
+  runForwardingThroughput,
+} from './forwarding';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
@@ -16,7 +24,7 @@ import {
 } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from '../src/store/sqlite-driver';
@@ -62,6 +70,10 @@ interface Target {
   concurrencies?: readonly number[];
   /** The receiver's CLI to run (default: this build's). */
   bin?: string;
+  /** Forwards to a local destination (a child answering 200 at once), via FORWARD_URL. */
+  forward?: boolean;
+  /** Runs on this database file instead of a fresh one. */
+  databasePath?: string;
 }
 
 const TARGETS: readonly Target[] = [
@@ -94,6 +106,14 @@ const TARGETS: readonly Target[] = [
     concurrencies: [50],
   },
   {
+    name: 'receiver-forward',
+    kind: 'receiver',
+    description: 'consig-receiver, FULL, forwarding every message to a local destination (FORWARD_URL)',
+    env: { SQLITE_SYNCHRONOUS: 'FULL' },
+    forward: true,
+    concurrencies: [50],
+  },
+  {
     name: 'receiver-warnlog',
     kind: 'receiver',
     description: 'consig-receiver, FULL, LOG_LEVEL=warn (no per-delivery log line; --only)',
@@ -118,6 +138,11 @@ interface Options {
   source: string;
   /** --baseline: a git revision built and measured beside this build, for the before/after ratio. */
   baseline: string | null;
+  /** --forwarding: the forwarding throughput and latency figures run (the ingest row is a target). */
+  forwarding: boolean;
+  forwardBacklog: number;
+  forwardLatencyMs: number;
+  forwardRate: number;
 }
 
 interface RunResult extends LoadResult {
@@ -130,6 +155,9 @@ interface RunResult extends LoadResult {
   cpuUsPerReq: number | null;
   /** Peak resident set of the server process (VmHWM), MB; Linux only. */
   peakRssMb: number | null;
+  /** Forwarding rows: messages that reached the destination during the row, and still waiting at its end. */
+  forwarded: number | null;
+  forwardBacklog: number | null;
 }
 
 class BenchError extends Error {}
@@ -143,12 +171,20 @@ const USAGE = `usage: npm run bench -- [options]
   --quick              short run: --warmup 0.3 --duration 1
   --concurrency <list> comma-separated (default 1,50)
   --rounds <n>         repeat the whole matrix n times, interleaved; report each row's median-req/s round
-  --only <list>        targets to run, comma-separated (${TARGETS.map((t) => t.name).join(', ')})
+  --only <list>        targets to run, comma-separated (${TARGETS.map((t) => t.name).join(', ')});
+                       "forwarding" runs only the forwarding figures: receiver and receiver-forward at
+                       c=50, throughput and latency (and no pipeline or poller unless asked for)
   --cpu-prof <dir>     write a V8 CPU profile of each receiver process into <dir>
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
                        --quick 20000, 0 skips it)
   --poller <n>         tracked registrations waiting while the idle poller is measured (default 10000, 0 skips)
   --growth <n>         events pre-filled for receiver-1m (default 1000000, --quick 100000)
+  --forwarding <0|1>   the forwarding figures: ingest with forwarding on (receiver-forward), throughput
+                       from a stored backlog, latency from 200 to the destination (default 1; with
+                       --only, 1 only when "forwarding" is named)
+  --forward-backlog <n> messages in the forwarding throughput backlog (default 20000, --quick 5000)
+  --forward-latency <s> seconds of deliveries for the forwarding latency (default 10, --quick 3)
+  --forward-rate <n>   deliveries per second for the forwarding latency (default 200)
   --baseline <rev>     also build git revision <rev> (its src/ and migrations/, this checkout's
                        node_modules) and run it as receiver-baseline: receiver / receiver-baseline
                        is the before/after ratio of a change, measured in the same run
@@ -169,6 +205,10 @@ function parseOptions(argv: string[]): Options {
       poller: { type: 'string' },
       growth: { type: 'string' },
       baseline: { type: 'string' },
+      forwarding: { type: 'string' },
+      'forward-backlog': { type: 'string' },
+      'forward-latency': { type: 'string' },
+      'forward-rate': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -194,14 +234,31 @@ function parseOptions(argv: string[]): Options {
   const rounds = Number(values.rounds ?? '1');
   if (!Number.isSafeInteger(rounds) || rounds < 1 || rounds > 20)
     throw new BenchError(`--rounds: expected an integer from 1 to 20, got ${values.rounds}`);
+  if (values.forwarding !== undefined && values.forwarding !== '0' && values.forwarding !== '1')
+    throw new BenchError(`--forwarding: expected 0 or 1, got ${values.forwarding}`);
   let targets = TARGETS.filter((t) => !t.optional);
+  let forwarding = values.forwarding !== '0';
+  let onlyForwarding = false;
+  const names = values.only?.split(',').map((s) => s.trim()) ?? [];
   if (values.only !== undefined) {
-    const names = values.only.split(',').map((s) => s.trim());
     for (const n of names)
-      if (!TARGETS.some((t) => t.name === n))
-        throw new BenchError(`--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')})`);
+      if (n !== 'forwarding' && !TARGETS.some((t) => t.name === n))
+        throw new BenchError(
+          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, or forwarding)`,
+        );
     targets = TARGETS.filter((t) => names.includes(t.name));
+    onlyForwarding = names.includes('forwarding');
+    forwarding = values.forwarding === undefined ? onlyForwarding : values.forwarding === '1';
+    if (onlyForwarding) targets = withForwardingRows(targets);
   }
+  // --forwarding 0 drops the forwarding row, unless it was named in --only.
+  if (!forwarding) targets = targets.filter((t) => !t.forward || names.includes(t.name));
+  const count = (name: string, value: string | undefined, fallback: number, min: number) => {
+    const n = Number(value ?? fallback);
+    if (!Number.isSafeInteger(n) || n < min)
+      throw new BenchError(`--${name}: expected an integer ≥ ${min}, got ${value}`);
+    return n;
+  };
   return {
     durationMs: seconds('duration', values.duration, quick ? 1000 : 4000, 0.1),
     warmupMs: seconds('warmup', values.warmup, quick ? 300 : 1000, 0),
@@ -210,13 +267,13 @@ function parseOptions(argv: string[]): Options {
     targets,
     json: values.json ?? false,
     pipelineEvents: (() => {
-      const n = Number(values.pipeline ?? (quick ? 20_000 : 100_000));
+      const n = Number(values.pipeline ?? (onlyForwarding ? 0 : quick ? 20_000 : 100_000));
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--pipeline: expected an event count, got ${values.pipeline}`);
       return n;
     })(),
     pollerTracked: (() => {
-      const n = Number(values.poller ?? 10_000);
+      const n = Number(values.poller ?? (onlyForwarding ? 0 : 10_000));
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--poller: expected a count, got ${values.poller}`);
       return n;
@@ -231,7 +288,24 @@ function parseOptions(argv: string[]): Options {
     cpuProfDir: values['cpu-prof'] === undefined ? null : resolve(values['cpu-prof']),
     source: sourceVersion(),
     baseline: values.baseline === undefined ? null : verifiedRevision(values.baseline),
+    forwarding,
+    forwardBacklog: count('forward-backlog', values['forward-backlog'], quick ? 5000 : 20_000, 2),
+    forwardLatencyMs: seconds('forward-latency', values['forward-latency'], quick ? 3000 : 10_000, 0.5),
+    forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
   };
+}
+
+/**
+ * `--only forwarding`: receiver-forward and its base, the receiver, at c=50 only (unless the
+ * receiver was named too, at every --concurrency), in the order of TARGETS so rounds interleave.
+ */
+function withForwardingRows(named: Target[]): Target[] {
+  return TARGETS.flatMap((t) => {
+    if (named.includes(t)) return [t];
+    if (t.name === 'receiver') return [{ ...t, concurrencies: [50] }];
+    if (t.forward) return [t];
+    return [];
+  });
 }
 
 function verifiedRevision(rev: string): string {
@@ -377,6 +451,8 @@ interface Server {
   port: number;
   logPath: string;
   dbPath: string | null;
+  /** The local destination of a forwarding target. */
+  destination: DestinationChild | null;
 }
 
 let runCounter = 0;
@@ -406,8 +482,29 @@ async function startServerOnce(
   options: Options,
 ): Promise<Server> {
   if (tempRoot === null) throw new BenchError('internal: no temp dir');
+  const destination = target.forward ? await DestinationChild.start(childHarness, ROW_DESTINATION) : null;
+  try {
+    return await spawnServer(target, concurrency, secret, options, destination);
+  } catch (err) {
+    await destination?.stop();
+    throw err;
+  }
+}
+
+/** The ingest row's destination counts and checks one signature in 100, as cheaply as it can. */
+const ROW_DESTINATION = { verifyEvery: 100, keepArrivals: false, trackEventReceived: false } as const;
+
+async function spawnServer(
+  target: Target,
+  concurrency: number,
+  secret: string,
+  options: Options,
+  destination: DestinationChild | null,
+): Promise<Server> {
+  if (tempRoot === null) throw new BenchError('internal: no temp dir');
   runCounter += 1;
-  const dir = join(tempRoot, `${String(runCounter).padStart(2, '0')}-${target.name}-c${concurrency}`);
+  const suffix = concurrency > 0 ? `-c${concurrency}` : '';
+  const dir = join(tempRoot, `${String(runCounter).padStart(2, '0')}-${target.name}${suffix}`);
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const logPath = join(dir, 'server.log');
@@ -419,13 +516,15 @@ async function startServerOnce(
   let args: string[];
   let dbPath: string | null = null;
   if (target.kind === 'receiver') {
-    dbPath = join(dir, 'consig.db');
+    dbPath = target.databasePath ?? join(dir, 'consig.db');
     if (target.prefill === 'growth') copyFileSync(prefilledDatabase(options.growthEvents), dbPath);
     Object.assign(env, { DATABASE_PATH: dbPath, LOG_LEVEL: 'info' }, target.env);
+    if (destination !== null)
+      Object.assign(env, { FORWARD_URL: destination.url, FORWARD_SECRET: destination.secret });
     const profile =
       options.cpuProfDir === null
         ? []
-        : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, `${target.name}-c${concurrency}`)];
+        : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, `${target.name}${suffix}`)];
     args = [...profile, target.bin ?? RECEIVER_BIN, 'serve'];
   } else {
     args = [join(__dirname, target.kind === 'bare' ? 'server-bare.js' : 'server-express.js')];
@@ -455,11 +554,44 @@ async function startServerOnce(
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { child, port, logPath, dbPath };
+  return { child, port, logPath, dbPath, destination };
 }
 
 const CONFIG_VARIABLE =
-  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS)$/;
+  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|PROCESSING_LEASE_MS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS|RETENTION_DAYS|ALLOWED_CIDRS|TRUST_PROXY|DELIVERY_SILENCE_ALARM_MS|FORWARD_.*|DESTINATIONS_FILE|FEED_FULL_CPF)$/;
+
+/** What forwarding.ts needs of this process to start and clean up its children. */
+const childHarness = { track, stopChild: stop };
+
+/** The harness of the forwarding throughput and latency figures: receivers started as the rows' are. */
+function forwardingHarness(secret: string, options: Options): ForwardingHarness {
+  if (tempRoot === null) throw new BenchError('internal: no temp dir');
+  return {
+    ...childHarness,
+    dir: tempRoot,
+    webhookSecret: secret,
+    cpuMicros,
+    startReceiver: async (name, env, databasePath) => {
+      const target: Target = {
+        name,
+        kind: 'receiver',
+        description: name,
+        env: { SQLITE_SYNCHRONOUS: 'FULL', ...env },
+        ...(databasePath === undefined ? {} : { databasePath }),
+      };
+      const server = await startServer(target, 0, secret, options);
+      const { child } = server;
+      return {
+        port: server.port,
+        pid: child.pid,
+        dbPath: server.dbPath as string,
+        logPath: server.logPath,
+        alive: () => child.exitCode === null && child.signalCode === null,
+        stop: () => stop(child),
+      };
+    },
+  };
+}
 
 async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const child = track(
@@ -547,6 +679,8 @@ async function runOne(
   let rows: number | null = null;
   let cpuUsPerReq: number | null = null;
   let peakRssMb: number | null = null;
+  let forwarded: number | null = null;
+  let forwardBacklog: number | null = null;
   try {
     const cpuBefore = cpuMicros(server.child.pid);
     load = await runLoad({
@@ -576,9 +710,20 @@ async function runOne(
         metric(m.body, 'consig_commit_seconds_count'),
       );
       commitAvgMs = seconds === null ? null : seconds * 1000;
+      if (server.destination !== null) forwardBacklog = metric(m.body, 'consig_forward_backlog');
+    }
+    if (server.destination !== null) {
+      const d = await server.destination.report();
+      forwarded = d.received;
+      if (d.badSignatures > 0 || d.missingHeaders > 0)
+        errors.push(
+          `${label}: the destination found ${d.badSignatures} bad signatures of ${d.verified} checked and ` +
+            `${d.missingHeaders} requests without the Standard Webhooks headers; e.g. ${d.errorSamples.join(' | ')}`,
+        );
     }
   } finally {
     await stop(server.child);
+    await server.destination?.stop();
   }
   if (server.dbPath !== null) {
     const db = new Database(server.dbPath, { readonly: true, fileMustExist: true });
@@ -598,7 +743,17 @@ async function runOne(
       `${label}: ${bad} requests without a 200 (${JSON.stringify(load.non200)}, socket errors ${load.socketErrors}); e.g. ${load.errorSamples.join(' | ')}`,
     );
   if (load.measured === 0) errors.push(`${label}: no 200 answer in the measured window`);
-  return { target: target.name, ...load, batchAvg, commitAvgMs, rows, cpuUsPerReq, peakRssMb };
+  return {
+    target: target.name,
+    ...load,
+    batchAvg,
+    commitAvgMs,
+    rows,
+    cpuUsPerReq,
+    peakRssMb,
+    forwarded,
+    forwardBacklog,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -615,6 +770,8 @@ interface Summary {
   /** receiver / receiver-baseline (--baseline): the change's effect on ingest throughput. */
   overBaselineC50: number | null;
   overBaselineC1: number | null;
+  /** receiver-forward / receiver, c=50: ingest with forwarding on over off (target ≥ 0.8). */
+  forwardOverReceiverC50: number | null;
   /** Highest peak RSS of any receiver run (target ≤ 200 MB). */
   receiverPeakRssMb: number;
   receiverP50C1: number | null;
@@ -636,6 +793,7 @@ function summarize(results: RunResult[]): Summary {
     growthOverEmptyC50: ratio(rps('receiver-1m', 50), rps('receiver', 50)),
     overBaselineC50: ratio(rps('receiver', 50), rps('receiver-baseline', 50)),
     overBaselineC1: ratio(rps('receiver', 1), rps('receiver-baseline', 1)),
+    forwardOverReceiverC50: ratio(rps('receiver-forward', 50), rps('receiver', 50)),
     receiverPeakRssMb: Math.max(
       ...results
         .filter((r) => r.target.startsWith('receiver') && r.peakRssMb !== null)
@@ -731,6 +889,7 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
           `  receiver / receiver-baseline c=50 ${x(s.overBaselineC50)}   (this build over ${options.baseline}; target ≥ 1.00× within noise)`,
           `  receiver / receiver-baseline c=1  ${x(s.overBaselineC1)}`,
         ]),
+    `  receiver-forward / receiver c=50  ${x(s.forwardOverReceiverC50)}   (ingest with forwarding on over off; target ≥ 0.80×)`,
     '',
     `target "ingest with a full database ≥ 0.9× an empty one": ${verdict(s.growthOverEmptyC50 === null ? null : s.growthOverEmptyC50 >= 0.9)}`,
     `target "receiver RSS under load ≤ 200 MB": ${verdict(s.receiverPeakRssMb === 0 ? null : s.receiverPeakRssMb <= 200)} (peak ${s.receiverPeakRssMb.toFixed(0)} MB)`,
@@ -739,6 +898,16 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
     `target "receiver p50 ≤ 2 ms at c=1": ${verdict(s.targetLatencyMet)}` +
       (s.receiverP50C1 === null ? '' : ` (${s.receiverP50C1.toFixed(2)} ms)`),
   ];
+  if (s.forwardOverReceiverC50 !== null)
+    out.push(
+      `target "ingest with forwarding on ≥ 0.8× off": ${verdict(s.forwardOverReceiverC50 >= 0.8)} (${x(s.forwardOverReceiverC50)})`,
+    );
+  for (const r of results.filter((r) => r.forwarded !== null))
+    out.push(
+      `note: ${r.target} c=${r.concurrency}: ${r.forwarded} messages reached the destination during the row ` +
+        `(${((r.forwarded ?? 0) / ((options.warmupMs + options.durationMs) / 1000)).toFixed(0)}/s), ` +
+        `${r.forwardBacklog ?? '?'} still waiting at its end (each 200 causes 2)`,
+    );
   const inline = results.filter((r) => r.signedInline > 0);
   if (inline.length > 0)
     out.push(
@@ -802,6 +971,9 @@ async function main(): Promise<number> {
     process.stderr.write(` ${poller.passMsMean.toFixed(3)} ms per pass\n`);
     if (poller.polls !== 0) errors.push(`poller: ${poller.polls} polls made while none was due`);
   }
+  const forwarding = options.forwarding
+    ? await runForwardingFigures(forwardingHarness(secret, options), options, errors)
+    : null;
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -813,7 +985,7 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, errors, ...all }, null, 2)}\n`,
     );
   } else {
     process.stdout.write(`${report(results, summary, options, errors)}\n`);
@@ -831,8 +1003,109 @@ async function main(): Promise<number> {
           `bench process RSS ${poller.rssMb.toFixed(0)} MB\n`,
       );
     }
+    if (forwarding !== null) process.stdout.write(`\n${forwardingReport(forwarding)}\n`);
   }
   return errors.length > 0 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarding figures (issue 11): throughput from a stored backlog, latency from 200 to destination
+
+interface ForwardingFigures {
+  throughput: ForwardThroughputResult;
+  latency: ForwardLatencyResult;
+  /** The machine's 1-minute load average after each figure, and its cores: is the figure the code's or the neighbours'? */
+  loadAfter: { throughput: number; latency: number; cores: number };
+}
+
+/** Target of the throughput figure, messages/s to one local destination. */
+const FORWARD_TARGET_RATE = 2000;
+
+async function runForwardingFigures(
+  h: ForwardingHarness,
+  options: Options,
+  errors: string[],
+): Promise<ForwardingFigures> {
+  process.stderr.write(`bench: forwarding throughput, backlog of ${options.forwardBacklog} messages ...`);
+  const throughput = await runForwardingThroughput(h, options.forwardBacklog);
+  process.stderr.write(` ${Math.round(throughput.messagesPerSecond)} messages/s\n`);
+  const loadThroughput = loadavg()[0] as number;
+  const t = throughput;
+  const d = t.destination;
+  if (d.unique !== t.messages || t.delivered !== t.messages || t.pending !== 0 || t.dead !== 0)
+    errors.push(
+      `forwarding throughput: ${t.messages} messages in the backlog, ${d.unique} distinct ones reached the ` +
+        `destination; recorded delivered ${t.delivered}, pending ${t.pending}, dead ${t.dead}`,
+    );
+  if (t.orderViolations > 0)
+    errors.push(`forwarding throughput: ${t.orderViolations} arrivals out of proposal order`);
+  const seconds = (ms: number) => `${ms / 1000} s`;
+  process.stderr.write(
+    `bench: forwarding latency, ${options.forwardRate} deliveries/s for ${seconds(options.forwardLatencyMs)} ...`,
+  );
+  const latency = await runForwardingLatency(h, {
+    rate: options.forwardRate,
+    warmupMs: options.warmupMs,
+    durationMs: options.forwardLatencyMs,
+  });
+  process.stderr.write(` p50 ${fixed(latency.p50Ms, 1)} ms, p99 ${fixed(latency.p99Ms, 1)} ms\n`);
+  const loadAfter = {
+    throughput: loadThroughput,
+    latency: loadavg()[0] as number,
+    cores: availableParallelism(),
+  };
+  const l = latency;
+  if (l.ok200 !== l.sent || l.arrived !== l.ok200)
+    errors.push(
+      `forwarding latency: ${l.sent} deliveries sent, ${l.ok200} answered 200 (${l.non200} other, ` +
+        `${l.socketErrors} socket errors), ${l.arrived} of their event.received reached the destination`,
+    );
+  if (l.destination.unique !== l.messagesExpected || l.delivered !== l.messagesExpected)
+    errors.push(
+      `forwarding latency: ${l.messagesExpected} messages expected, ${l.destination.unique} distinct ones ` +
+        `reached the destination, ${l.delivered} of ${l.deliveries} deliveries recorded delivered`,
+    );
+  for (const [name, r] of [
+    ['throughput', t.destination],
+    ['latency', l.destination],
+  ] as const)
+    if (r.badSignatures > 0 || r.missingHeaders > 0)
+      errors.push(
+        `forwarding ${name}: ${r.badSignatures} bad signatures of ${r.verified} checked, ${r.missingHeaders} ` +
+          `requests without the Standard Webhooks headers; e.g. ${r.errorSamples.join(' | ')}`,
+      );
+  return { throughput, latency, loadAfter };
+}
+
+function forwardingReport({ throughput: t, latency: l, loadAfter: load }: ForwardingFigures): string {
+  const met = (ok: boolean) => (ok ? 'MET' : 'MISSED');
+  const d = t.destination;
+  const types = Object.entries(l.destination.types)
+    .map(([type, n]) => `${n} ${type}`)
+    .join(', ');
+  const latencyMet = l.p50Ms <= 20 && l.p99Ms <= 200 && l.arrived === l.sent;
+  return [
+    `forwarding throughput: ${t.messages} pending messages (event.received + proposal.changed of ${t.events} events, ` +
+      `${t.proposals} proposals interleaved; written by the receiver's pipeline at ${fixed(t.events / t.outboxSeconds, 0)} events/s), ` +
+      `sent by \`serve\` to one local destination answering 200 at once`,
+    `  ${d.unique} distinct messages arrived (${d.received} requests) in ${t.sendSeconds.toFixed(2)} s from first to last = ` +
+      `${Math.round(t.messagesPerSecond)} messages/s = ${(t.messagesPerSecond / FORWARD_TARGET_RATE).toFixed(2)}× the ${FORWARD_TARGET_RATE} target; ` +
+      `receiver CPU ${fixed(t.cpuUsPerMessage, 0)} µs/message; load average ${load.throughput.toFixed(1)} on ${load.cores} cores`,
+    `  recorded: ${t.delivered} delivered, ${t.pending} pending, ${t.dead} dead, ${t.attempts} attempts; ` +
+      `${t.orderViolations} arrivals out of proposal order; signatures ${d.verified - d.badSignatures}/${d.verified} verified (standardwebhooks)`,
+    `target "forwarding ≥ ${FORWARD_TARGET_RATE} messages/s to one destination": ${met(t.messagesPerSecond >= FORWARD_TARGET_RATE)}`,
+    '',
+    `forwarding latency: ${l.rate} signed deliveries/s open-loop for ${l.durationMs / 1000} s (4 events per proposal, ` +
+      `50 proposals interleaved), each 200 → its event.received at the destination (one clock)`,
+    `  p50 ${fixed(l.p50Ms, 2)} ms, p99 ${fixed(l.p99Ms, 2)} ms, max ${fixed(l.maxMs, 1)} ms, min ${fixed(l.minMs, 2)} ms ` +
+      `over ${l.arrived}/${l.sent} deliveries (${l.ok200} answered 200); webhook answer p50 ${fixed(l.answerP50Ms, 2)} ms, ` +
+      `p99 ${fixed(l.answerP99Ms, 2)} ms; sender lag ≤ ${l.maxLagMs.toFixed(1)} ms; receiver CPU ${fixed(l.cpuUsPerDelivery, 0)} µs/delivery; ` +
+      `load average ${load.latency.toFixed(1)} on ${load.cores} cores`,
+    `  destination: ${types || 'nothing'}; recorded ${l.delivered}/${l.deliveries} deliveries delivered; ` +
+      `${l.destination.unique}/${l.messagesExpected} expected messages arrived; ` +
+      `signatures ${l.destination.verified - l.destination.badSignatures}/${l.destination.verified} verified`,
+    `target "forwarding latency p50 ≤ 20 ms, p99 ≤ 200 ms at ${l.rate}/s": ${met(latencyMet)}`,
+  ].join('\n');
 }
 
 main().then(
