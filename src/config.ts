@@ -123,6 +123,7 @@ const schema = z.object({
   FORWARD_SECRET: optionalText(),
   DESTINATIONS_FILE: optionalText(),
   FEED_FULL_CPF: oneOf(['false', 'true'] as const, 'false'),
+  FEED_ENABLED: oneOf(['false', 'true'] as const, 'false'),
 });
 
 type Parsed = z.infer<typeof schema>;
@@ -178,6 +179,11 @@ export interface Config {
     readonly destinations: readonly Destination[];
     /** The change feed shows `nu_cpf` in full. @default false (masked, LGPD) */
     readonly feedFullCpf: boolean;
+    /**
+     * The change feed is served, and every `proposal.changed` / `averbacao.result` is stored for
+     * it. @default false (only messages a destination wants are stored)
+     */
+    readonly feedEnabled: boolean;
   };
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
@@ -311,6 +317,7 @@ export function loadConfig(
     forwarding: Object.freeze({
       destinations: Object.freeze(destinations(p, options)),
       feedFullCpf: p.FEED_FULL_CPF === 'true',
+      feedEnabled: p.FEED_ENABLED === 'true',
     }),
     warnings: Object.freeze(ignoredSettings(p)),
   };

@@ -135,6 +135,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     forwarding: {
       destinations: config.forwarding.destinations,
       feedFullCpf: config.forwarding.feedFullCpf,
+      feedEnabled: config.forwarding.feedEnabled,
       waiters: feedWaiters,
       nudge: () => processing.sender.nudge(),
     },
@@ -244,7 +245,11 @@ function buildProcessing(
     .on('registry', registry.result);
   options.configureRouter?.(router, pipelineDb);
   // Last, after the partner's handlers too: it reads back what they all recorded.
-  router.onAny(forwardingHandler(pipelineDb, config.forwarding.destinations));
+  router.onAny(
+    forwardingHandler(pipelineDb, config.forwarding.destinations, {
+      feedEnabled: config.forwarding.feedEnabled,
+    }),
+  );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
   const sender = buildSender(config, options, { clock, metrics, pipelineDb });

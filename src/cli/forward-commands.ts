@@ -1,3 +1,4 @@
+import { FEED_DISABLED } from '../http/admin/feed';
 import type { Command } from 'commander';
 import type { Config } from '../config';
 import { ConsigError, UsageError } from '../domain/errors';
@@ -327,6 +328,7 @@ export interface FeedOptions {
  * stdout is closed), then exits 0.
  */
 export async function feedCommand(config: Config, opts: FeedOptions, io: FeedOutput): Promise<void> {
+  if (!config.forwarding.feedEnabled) throw new UsageError(FEED_DISABLED);
   let afterId = opts.after === undefined ? 0 : decodeFeedCursor(opts.after);
   if (afterId === null) throw new UsageError('--after expects a cursor printed by feed or GET /admin/feed');
   const limit = integerOption(opts.limit, '--limit', 1, 1000) ?? 100;

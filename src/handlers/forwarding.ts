@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Destination } from '../domain/forwarding/destinations';
-import { destinationWants, messagesFor } from '../domain/forwarding/messages';
+import { destinationWants, isStored, messagesFor } from '../domain/forwarding/messages';
 import type { Db } from '../store/database';
 import { forwardOutbox } from '../store/forward-outbox';
 import type { Handler } from './router';
@@ -8,11 +8,17 @@ import type { Handler } from './router';
 /**
  * The outbox handler (contract §8): runs after every other handler of an event, in the same
  * transaction, reads back what they recorded and stores the messages the event causes, each with a
- * delivery row for every destination that wants it. Messages are stored even with no destination:
- * the change feed serves them. Exactly once per event and message type (see `forwardOutbox`).
+ * delivery row for every destination that wants it; a message nobody wants is stored only for the
+ * change feed when it is on (`isStored`). Exactly once per event and message type (see
+ * `forwardOutbox`). With no destination and the feed off, it reads nothing and writes nothing.
  */
-export function forwardingHandler(db: Db, destinations: readonly Destination[]): Handler {
+export function forwardingHandler(
+  db: Db,
+  destinations: readonly Destination[],
+  options: { feedEnabled: boolean },
+): Handler {
   const outbox = forwardOutbox(db);
+  if (destinations.length === 0 && !options.feedEnabled) return () => undefined;
   return (event, ctx) => {
     const effects = outbox.effectsOf({
       id: event.id,
@@ -26,7 +32,7 @@ export function forwardingHandler(db: Db, destinations: readonly Destination[]):
     });
     for (const message of messagesFor(effects, ctx.now.toISOString(), newWebhookId)) {
       const wanted = destinations.filter((d) => destinationWants(d, message)).map((d) => d.name);
-      outbox.insert(message, wanted);
+      if (isStored(message.type, wanted.length, options.feedEnabled)) outbox.insert(message, wanted);
     }
   };
 }

@@ -63,10 +63,18 @@ export interface AppDeps {
    * commit (`waiters.notify()` after each, `waiters.close()` at shutdown), and `nudge()` to make the
    * sender look at once after a replay, a backfill or a resume.
    * @default undefined (those routes read the database alone: no destination configured, CPF
-   * masked, long-polls see new messages within 500 ms, the sender finds replays at its next look)
+   * masked, the feed served, long-polls see new messages within 500 ms, the sender finds replays
+   * at its next look)
    */
   forwarding?:
-    | { destinations: readonly Destination[]; feedFullCpf: boolean; waiters: FeedWaiters; nudge(): void }
+    | {
+        destinations: readonly Destination[];
+        feedFullCpf: boolean;
+        /** FEED_ENABLED: otherwise `/admin/feed` answers 404 `feed_disabled`. */
+        feedEnabled: boolean;
+        waiters: FeedWaiters;
+        nudge(): void;
+      }
     | undefined;
 }
 

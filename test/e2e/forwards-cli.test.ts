@@ -34,7 +34,7 @@ beforeEach(() => {
   tmp = tempDir('consig-fwd-cli-');
   const file = join(tmp.dir, 'destinations.json');
   writeFileSync(file, DESTINATIONS_JSON);
-  env = { DATABASE_PATH: join(tmp.dir, 'consig.db'), DESTINATIONS_FILE: file };
+  env = { DATABASE_PATH: join(tmp.dir, 'consig.db'), DESTINATIONS_FILE: file, FEED_ENABLED: 'true' };
   expect(runCli(['migrate'], env).status).toBe(0);
 });
 afterEach(() => tmp.cleanup());

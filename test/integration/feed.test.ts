@@ -51,8 +51,24 @@ describe('through the whole receiver', () => {
     r = undefined;
   });
 
-  it('serves the proposal changes the pipeline committed, in order, CPF masked', async () => {
+  it('FEED_ENABLED unset and no destination: the feed answers 404 feed_disabled and nothing is stored for it', async () => {
     r = await startTestReceiver({ env: { ADMIN_TOKEN: TOKEN } });
+    expect((await r.send(delivery('proposta.criada', { nu_proposta: 4243 }))).status).toBe(200);
+    const rec = r;
+    const done = rec.store.db.prepare("SELECT count(*) AS n FROM events WHERE status = 'done'");
+    await eventually(() => (done.get() as { n: number }).n === 1, 'event processed');
+    const feed = await get(r.url, '/feed');
+    expect(feed.status).toBe(404);
+    expect(feed.body).toMatchObject({
+      error: 'feed_disabled',
+      message: expect.stringContaining('FEED_ENABLED=true'),
+    });
+    const stored = rec.store.db.prepare('SELECT count(*) AS n FROM forward_messages').get() as { n: number };
+    expect(stored.n).toBe(0);
+  });
+
+  it('serves the proposal changes the pipeline committed, in order, CPF masked', async () => {
+    r = await startTestReceiver({ env: { ADMIN_TOKEN: TOKEN, FEED_ENABLED: 'true' } });
     for (const evento of ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada']) {
       expect((await r.send(delivery(evento, { nu_proposta: 4242 }))).status).toBe(200);
     }
@@ -77,10 +93,9 @@ describe('through the whole receiver', () => {
     ]);
     expect(feed.body.messages[0].data.proposal.nu_cpf).toBe('***.456.789-**');
     expect(feed.text).not.toContain(CPF);
-    // event.received only when asked for, with the service's payload masked too.
+    // event.received is stored only for a destination that wants it: none here.
     const received = await get(r.url, '/feed?types=event.received');
-    expect(received.body.messages).toHaveLength(3);
-    expect(received.body.messages[0].data.payload.dados.nu_cpf).toBe('***.456.789-**');
+    expect(received.body.messages).toHaveLength(0);
     const after = await get(r.url, `/feed?after=${feed.body.cursor}`);
     expect(after.body.messages).toEqual([]);
   });
@@ -124,7 +139,13 @@ describe('on an app with the forwarding deps', () => {
       metrics: createMetrics({ defaultMetrics: false }),
       logger: createLogger('silent'),
       clock: systemClock,
-      forwarding: { destinations: [], feedFullCpf, waiters: feedWaiters, nudge: () => undefined },
+      forwarding: {
+        destinations: [],
+        feedFullCpf,
+        feedEnabled: true,
+        waiters: feedWaiters,
+        nudge: () => undefined,
+      },
     });
     const server = createServer(app);
     servers.push(server);

@@ -84,6 +84,7 @@ beforeEach(async () => {
     forwarding: {
       destinations: DESTINATIONS,
       feedFullCpf: false,
+      feedEnabled: true,
       waiters: new FeedWaiters(),
       nudge: () => (nudges += 1),
     },

@@ -91,7 +91,8 @@ function start(partner?: (router: EventRouter) => void, after?: (router: EventRo
     .on(EVENTOS, registry.trackFromEvent)
     .on('registry', registry.result);
   partner?.(router);
-  router.onAny(forwardingHandler(store.db, config.forwarding.destinations));
+  // The feed on: messages no destination wants are stored too (for it).
+  router.onAny(forwardingHandler(store.db, config.forwarding.destinations, { feedEnabled: true }));
   after?.(router);
   pipeline = new Pipeline(store.db, router, {
     maxAttempts: 50,

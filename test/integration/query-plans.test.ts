@@ -100,6 +100,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
         RETENTION_DAYS: '30',
         FORWARD_URL: `${fake.url}/lender`,
         FORWARD_SECRET: 'forward-secret',
+        FEED_ENABLED: 'true',
       },
       configureRouter: (router) =>
         router.on('proposta.cancelada', () => {

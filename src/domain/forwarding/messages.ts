@@ -255,6 +255,18 @@ export function destinationWants(
   return destination.filter === null || matchesFilter(destination.filter, message.body);
 }
 
+/** What the change feed serves: the receiver's own understanding, not the raw deliveries. */
+export const FEED_TYPES: readonly MessageType[] = ['proposal.changed', 'averbacao.result'];
+
+/**
+ * Whether a message is stored at all: when a destination wants it, or when the change feed is on
+ * and serves its type. Otherwise nothing would ever read it, and storing it would cost every
+ * event an insert (forwarding off costs nothing).
+ */
+export function isStored(type: MessageType, wantedBy: number, feedEnabled: boolean): boolean {
+  return wantedBy > 0 || (feedEnabled && FEED_TYPES.includes(type));
+}
+
 /** Keys whose value is a CPF, wherever they appear in a message. */
 const CPF_KEYS = new Set(['nu_cpf', 'cpf']);
 

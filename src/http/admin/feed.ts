@@ -85,6 +85,10 @@ interface FeedQuery {
   types: readonly MessageType[];
 }
 
+/** Why the feed is not served, and how to turn it on (the route and the `feed` command say it). */
+export const FEED_DISABLED =
+  'the change feed is off: set FEED_ENABLED=true (proposal.changed and averbacao.result are stored for it from then on)';
+
 /** `GET /admin/feed`. */
 export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding'>): Router {
   const admin = forwardAdmin(deps.store.db);
@@ -92,8 +96,13 @@ export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding'>
   // re-check alone finds new messages.
   const waiters = deps.forwarding?.waiters ?? new FeedWaiters();
   const fullCpf = deps.forwarding?.feedFullCpf ?? false;
+  const enabled = deps.forwarding?.feedEnabled ?? true;
   const router = Router();
   router.get('/feed', async (req, res) => {
+    if (!enabled) {
+      res.status(404).json({ error: 'feed_disabled', message: FEED_DISABLED });
+      return;
+    }
     const query = feedQuery(req);
     const read = () => admin.feed(query.afterId, query.limit, query.types);
     const page = await longPoll(read, query.waitMs, waiters, deps.clock, clientGone(res));

@@ -12,6 +12,7 @@ import {
   type ProcessedEvent,
   type ProposalSnapshot,
   type RecordedTransition,
+  isStored,
   serializeMessage,
 } from '../../../../src/domain/forwarding/messages';
 import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
@@ -721,5 +722,20 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
     );
     const [, text] = messagesFor(finished('not json'), AT, () => 'm');
     expect(JSON.parse(serializeMessage(text as OutgoingMessage)).data.result).toBe('not json');
+  });
+});
+
+describe('isStored: a message is written only when something will read it', () => {
+  it.each<[OutgoingMessage['type'], number, boolean, boolean]>([
+    ['event.received', 0, false, false],
+    ['event.received', 0, true, false],
+    ['event.received', 1, false, true],
+    ['proposal.changed', 0, false, false],
+    ['proposal.changed', 0, true, true],
+    ['proposal.changed', 2, false, true],
+    ['averbacao.result', 0, true, true],
+    ['averbacao.result', 0, false, false],
+  ])('%s wanted by %i, feed %s → %s', (type, wantedBy, feed, stored) => {
+    expect(isStored(type, wantedBy, feed)).toBe(stored);
   });
 });
