@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
+import { CPF, lifecycleMessages } from '../helpers/outbox';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDestinationsFile } from '../../src/domain/forwarding/destinations';
-import { destinationWants, messagesFor, type OutgoingMessage } from '../../src/domain/forwarding/messages';
+import { destinationWants, type OutgoingMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { openStore } from '../../src/store/store';
@@ -17,7 +18,6 @@ import { tempDir } from '../helpers/tmp';
  * a real DESTINATIONS_FILE.
  */
 
-const CPF = '12345678909';
 const DESTINATIONS_JSON = JSON.stringify({
   destinations: [
     { name: 'crm', url: 'https://crm.example/hooks', secret: 'crm-secret-1', types: ['proposal.changed'] },
@@ -46,38 +46,7 @@ function commit(nu: number, evento: string, to: ProposalStatus): OutgoingMessage
   eventSeq += 1;
   const id = eventSeq;
   const at = new Date(Date.UTC(2026, 10, 21, 10, id)).toISOString();
-  let n = 0;
-  const messages = messagesFor(
-    {
-      event: {
-        id,
-        kind: 'event',
-        evento,
-        nu_proposta: nu,
-        request_id: null,
-        received_at: at,
-        payload: { evento, dados: { nu_proposta: nu, nu_cpf: CPF } },
-      },
-      transition: { from_status: null, to_status: to, applied: true, reason: 'forward' },
-      proposal: {
-        nu_proposta: nu,
-        uuid: null,
-        nu_cpf: CPF,
-        nu_cnpj_conveniada: null,
-        vl_emprestimo: 1000,
-        no_conveniada: null,
-        stage: 'proposta',
-        status: to,
-        last_evento: evento,
-        created_at: at,
-        updated_at: at,
-      },
-      proposalAverbacao: null,
-      finishedAverbacao: null,
-    },
-    at,
-    () => `msg_c${id}_${(n += 1)}`,
-  );
+  const messages = lifecycleMessages({ id, nu, evento, to, at }, { idPrefix: 'c' });
   const store = openStore(env.DATABASE_PATH as string);
   try {
     const outbox = forwardOutbox(store.db);

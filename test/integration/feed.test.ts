@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { CPF, lifecycleMessages } from '../helpers/outbox';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { systemClock } from '../../src/clock';
@@ -24,7 +25,6 @@ import { tempDir } from '../helpers/tmp';
  */
 
 const TOKEN = 'admin-token-feed';
-const CPF = '12345678909';
 
 interface Answer {
   status: number;
@@ -160,38 +160,7 @@ describe('on an app with the forwarding deps', () => {
     eventSeq += 1;
     const id = eventSeq;
     const at = new Date(Date.UTC(2026, 10, 21, 10, 0, id)).toISOString();
-    let n = 0;
-    return messagesFor(
-      {
-        event: {
-          id,
-          kind: 'event',
-          evento,
-          nu_proposta: nu,
-          request_id: null,
-          received_at: at,
-          payload: { evento, dados: { nu_proposta: nu, nu_cpf: CPF } },
-        },
-        transition: { from_status: null, to_status: to, applied: true, reason: 'forward' },
-        proposal: {
-          nu_proposta: nu,
-          uuid: null,
-          nu_cpf: CPF,
-          nu_cnpj_conveniada: null,
-          vl_emprestimo: 1000,
-          no_conveniada: null,
-          stage: 'proposta',
-          status: to,
-          last_evento: evento,
-          created_at: at,
-          updated_at: at,
-        },
-        proposalAverbacao: null,
-        finishedAverbacao: null,
-      },
-      at,
-      () => `msg_f${id}_${(n += 1)}`,
-    );
+    return lifecycleMessages({ id, nu, evento, to, at }, { idPrefix: 'f' });
   }
 
   /** A registry result that finished an averbação: averbacao.result alone (and event.received). */

@@ -1,10 +1,11 @@
 import { createServer, type Server } from 'node:http';
+import { CPF, lifecycleMessages } from '../helpers/outbox';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { systemClock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
-import { destinationWants, messagesFor, type OutgoingMessage } from '../../src/domain/forwarding/messages';
+import { destinationWants, type OutgoingMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
 import { FeedWaiters } from '../../src/http/admin/feed';
 import { createApp } from '../../src/http/app';
@@ -26,7 +27,6 @@ import { tempDir } from '../helpers/tmp';
  */
 
 const TOKEN = 'admin-token-fwd';
-const CPF = '12345678909';
 const DESTINATIONS = parseDestinationsFile(
   JSON.stringify({
     destinations: [
@@ -121,37 +121,9 @@ let eventSeq = 0;
 function processed(nu: number, evento: string, to: ProposalStatus, at: string): OutgoingMessage[] {
   eventSeq += 1;
   const id = eventSeq;
-  let n = 0;
-  return messagesFor(
-    {
-      event: {
-        id,
-        kind: 'event',
-        evento,
-        nu_proposta: nu,
-        request_id: null,
-        received_at: at,
-        payload: { evento, dados: { nu_proposta: nu, nu_cpf: CPF } },
-      },
-      transition: { from_status: null, to_status: to, applied: true, reason: 'forward' },
-      proposal: {
-        nu_proposta: nu,
-        uuid: null,
-        nu_cpf: CPF,
-        nu_cnpj_conveniada: null,
-        vl_emprestimo: 15000.5,
-        no_conveniada: 'Empresa Exemplo',
-        stage: 'proposta',
-        status: to,
-        last_evento: evento,
-        created_at: at,
-        updated_at: at,
-      },
-      proposalAverbacao: null,
-      finishedAverbacao: null,
-    },
-    at,
-    () => `msg_t${id}_${(n += 1)}`,
+  return lifecycleMessages(
+    { id, nu, evento, to, at },
+    { idPrefix: 't', proposal: { vl_emprestimo: 15000.5, no_conveniada: 'Empresa Exemplo' } },
   );
 }
 
