@@ -1,10 +1,58 @@
+import * as http from 'node:http';
+import * as https from 'node:https';
 import type { AttemptResult } from '../domain/forwarding/retry';
 import { standardWebhookHeaders } from '../domain/forwarding/standard-webhooks';
 
-/** One signed POST of a message to a destination, and what came back. */
+/**
+ * One signed POST of a message to a destination, and what came back. Plain `node:http` with a
+ * keep-alive agent per origin: global `fetch` (undici, web streams, `AbortSignal.any`) cost several
+ * times the CPU per request.
+ */
 
 /** How much of an answer's body is kept with the attempt. */
 export const ANSWER_EXCERPT_BYTES = 1024;
+
+/** Sockets per origin: above the sender's concurrency (16 by default), so requests never queue here. */
+const MAX_SOCKETS = 64;
+/** An idle socket is closed before a server's usual keep-alive timeout (Node's: 5 s) closes it. */
+const IDLE_SOCKET_MS = 4000;
+
+/**
+ * Keep-alive agents, one per destination origin, created on first use. A socket destroyed
+ * mid-answer (timeout, stop, excerpt read) is dropped by its agent, never reused.
+ */
+export class AttemptAgents {
+  private readonly agents = new Map<string, http.Agent>();
+
+  for(url: URL): http.Agent {
+    let agent = this.agents.get(url.origin);
+    if (agent === undefined) {
+      const options: http.AgentOptions = {
+        keepAlive: true,
+        maxSockets: MAX_SOCKETS,
+        maxFreeSockets: MAX_SOCKETS,
+        timeout: IDLE_SOCKET_MS,
+      };
+      agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+      this.agents.set(url.origin, agent);
+    }
+    return agent;
+  }
+
+  /** Closes every socket (idle or not); the next request opens new ones. */
+  close(): void {
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
+  }
+}
+
+/** Used when a request names no agents of its own. */
+const sharedAgents = new AttemptAgents();
+
+/** Closes the sockets of the shared agents (requests made without `agents`). */
+export function closeAgents(): void {
+  sharedAgents.close();
+}
 
 export interface AttemptRequest {
   url: string;
@@ -16,6 +64,8 @@ export interface AttemptRequest {
   timeoutMs: number;
   /** Aborts the request when the sender stops. */
   signal: AbortSignal;
+  /** Whose keep-alive sockets to use (the sender's own, closed when it stops); shared ones otherwise. */
+  agents?: AttemptAgents;
 }
 
 export interface AttemptAnswer {
@@ -31,10 +81,26 @@ export interface AttemptAnswer {
 }
 
 /**
- * Sends one attempt. Never throws: a timeout (which also covers reading the answer) and network
- * errors are results. Redirects are not followed (retry.ts says why).
+ * Sends one attempt. Never throws: a timeout (which covers connecting, the answer and reading its
+ * excerpt) and network errors are results. Redirects are not followed (retry.ts says why; node:http
+ * never follows them).
  */
-export async function sendAttempt(request: AttemptRequest): Promise<AttemptAnswer> {
+export function sendAttempt(request: AttemptRequest): Promise<AttemptAnswer> {
+  return new Promise<AttemptAnswer>((resolve) => {
+    if (request.signal.aborted) return resolve(failure(request, 'stopped', 'aborted'));
+    try {
+      post(request, resolve);
+    } catch (err) {
+      // An unusable URL or header value: refused before anything was sent.
+      resolve(failure(request, 'network', describe(err)));
+    }
+  });
+}
+
+/** Settles once: the first of answer, error, timeout and stop wins; the others find it settled. */
+function post(request: AttemptRequest, resolve: (answer: AttemptAnswer) => void): void {
+  const url = new URL(request.url);
+  const body = Buffer.from(request.body, 'utf8');
   const headers = {
     ...standardWebhookHeaders(
       { id: request.webhookId, timestampSeconds: request.timestampSeconds, body: request.body },
@@ -42,61 +108,93 @@ export async function sendAttempt(request: AttemptRequest): Promise<AttemptAnswe
     ),
     'content-type': 'application/json',
     'user-agent': 'consig-receiver',
+    'content-length': String(body.length),
   };
-  const timeout = AbortSignal.timeout(request.timeoutMs);
-  const signal = AbortSignal.any([timeout, request.signal]);
-  try {
-    const res = await fetch(request.url, {
-      method: 'POST',
-      headers,
-      body: request.body,
-      signal,
-      redirect: 'manual',
-    });
-    const answer = await readExcerpt(res);
-    return {
-      result: { status: res.status },
-      answer,
-      retryAfter: res.headers.get('retry-after') ?? undefined,
+  let settled = false;
+  const settle = (answer: AttemptAnswer): void => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    request.signal.removeEventListener('abort', onAbort);
+    resolve(answer);
+  };
+  const fail = (err: unknown): void => settle(failure(request, 'network', describe(err)));
+  // Settled before the socket is destroyed: whatever the destroy then emits finds it settled.
+  const giveUp = (kind: 'timeout' | 'stopped'): void => {
+    settle(failure(request, kind, kind));
+    req.destroy(new Error(kind));
+  };
+  const onAbort = (): void => giveUp('stopped');
+  const agent = (request.agents ?? sharedAgents).for(url);
+  const transport = url.protocol === 'https:' ? https : http;
+  const req = transport.request(url, { method: 'POST', headers, agent }, (res) =>
+    readAnswer(res, settle, fail),
+  );
+  const timer = setTimeout(() => giveUp('timeout'), request.timeoutMs);
+  request.signal.addEventListener('abort', onAbort, { once: true });
+  req.on('error', fail);
+  req.end(body);
+}
+
+/**
+ * Reads the first {@link ANSWER_EXCERPT_BYTES} of the answer, then destroys it (the rest is not
+ * read; its socket is not reused). The listeners stay: errors after that are swallowed.
+ */
+function readAnswer(
+  res: http.IncomingMessage,
+  settle: (answer: AttemptAnswer) => void,
+  fail: (err: unknown) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let done = false;
+  const complete = (): void => {
+    if (done) return;
+    done = true;
+    const bytes = Buffer.concat(chunks, size).subarray(0, ANSWER_EXCERPT_BYTES);
+    const retryAfter = res.headers['retry-after'];
+    settle({
+      result: { status: res.statusCode ?? 0 },
+      answer: bytes.length === 0 ? null : bytes.toString('utf8'),
+      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
       error: null,
       stopped: false,
-    };
-  } catch (err) {
-    const stopped = request.signal.aborted;
-    const timedOut = timeout.aborted && !stopped;
-    const detail = describe(err);
-    return {
-      result: { error: timedOut ? 'timeout' : 'network' },
-      answer: null,
-      retryAfter: undefined,
-      error: timedOut ? `timeout: no answer within ${request.timeoutMs} ms` : `network: ${detail}`,
-      stopped,
-    };
-  }
-}
-
-/** The first {@link ANSWER_EXCERPT_BYTES} of the body; the rest is not read (the stream is cancelled). */
-async function readExcerpt(res: Response): Promise<string | null> {
-  if (res.body === null) return null;
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < ANSWER_EXCERPT_BYTES) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
+    });
+  };
+  res.on('data', (chunk: Buffer) => {
+    if (done) return;
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= ANSWER_EXCERPT_BYTES) {
+      complete();
+      if (!res.complete) res.destroy();
     }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  const bytes = Buffer.concat(chunks).subarray(0, ANSWER_EXCERPT_BYTES);
-  return bytes.length === 0 ? null : bytes.toString('utf8');
+  });
+  res.on('end', complete);
+  res.on('error', fail);
+  // Closed before its end without an error (older behaviours): the answer was cut off.
+  res.on('close', () => {
+    if (!done && !res.complete) fail(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+  });
 }
 
-/** undici hides the reason (ECONNREFUSED, …) in `cause`. */
+function failure(
+  request: AttemptRequest,
+  kind: 'timeout' | 'stopped' | 'network',
+  detail: string,
+): AttemptAnswer {
+  const timedOut = kind === 'timeout';
+  return {
+    result: { error: timedOut ? 'timeout' : 'network' },
+    answer: null,
+    retryAfter: undefined,
+    error: timedOut ? `timeout: no answer within ${request.timeoutMs} ms` : `network: ${detail}`,
+    stopped: kind === 'stopped',
+  };
+}
+
+/** The system's code (ECONNREFUSED, ECONNRESET, …) when there is one. */
 function describe(err: unknown): string {
-  const e = err as Error & { cause?: { code?: string; message?: string } };
-  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+  const e = err as NodeJS.ErrnoException | null;
+  return e?.code ?? e?.message ?? String(err);
 }

@@ -28,7 +28,7 @@ import {
   type ForwardDeliveries,
   forwardDeliveries,
 } from '../store/forward-deliveries';
-import { type AttemptAnswer, sendAttempt } from './http-attempt';
+import { type AttemptAnswer, AttemptAgents, sendAttempt } from './http-attempt';
 
 /**
  * The forwarding sender (contract §8): moves the outbox's pending deliveries to their destinations.
@@ -37,8 +37,9 @@ import { type AttemptAnswer, sendAttempt } from './http-attempt';
  * - Per destination, up to `concurrency` requests in flight, never two of one order key (proposal):
  *   a message waits until every earlier message of its proposal for that destination is delivered
  *   or dead. A message being retried holds back only its own proposal at its own destination.
- * - Each attempt's outcome, the delivery's next state and the circuit's changes are written in one
- *   transaction per event-loop turn. A delivery stays "in flight" here until that write committed,
+ * - Each attempt's outcome, the delivery's next state and the circuit's changes are written in
+ *   batches: one transaction once {@link FLUSH_BATCH} records wait, or {@link FLUSH_DELAY_MS} after
+ *   the first of them. A delivery stays "in flight" here until that write committed,
  *   so it is never sent twice by this process; a crash before the write sends it again after the
  *   restart with the same `webhook-id` and the same bytes (at-least-once).
  * - Retries follow the destination's policy; a `Retry-After` on a 429 or 503 also holds the whole
@@ -94,6 +95,12 @@ interface Worker {
 const LOCKED_RETRY_MS = 20;
 /** Paused flags are re-read at most this often (a pause by another process is seen within it). */
 const PAUSE_REFRESH_MS = 250;
+/** Attempt records written at once, at the latest… */
+const FLUSH_BATCH = 32;
+/** …this long after the first of them was queued. */
+const FLUSH_DELAY_MS = 2;
+/** Masked bodies kept (per message), so retries and other destinations do not mask again. */
+const MASKED_BODIES = 1024;
 
 export class ForwardSender {
   private readonly store: ForwardDeliveries;
@@ -103,8 +110,12 @@ export class ForwardSender {
   private readonly sending = new Set<Promise<void>>();
   private abort = new AbortController();
   private stopping = true;
-  private flushQueued = false;
+  /** The next batch's write ({@link FLUSH_DELAY_MS}). */
+  private batchTimer: NodeJS.Timeout | null = null;
+  /** A failed write's retry: every record waiting goes with it. */
   private flushTimer: NodeJS.Timeout | null = null;
+  private agents = new AttemptAgents();
+  private readonly maskedBodies = new Map<number, string>();
   private paused = new Set<string>();
   private pausedReadAt = -Infinity;
   private readonly random: () => number;
@@ -172,13 +183,17 @@ export class ForwardSender {
     this.abort.abort();
     await settlesWithin(Promise.all([...this.sending]), 1000);
     if (this.flushTimer) clearTimeout(this.flushTimer);
+    if (this.batchTimer) clearTimeout(this.batchTimer);
     this.flushTimer = null;
+    this.batchTimer = null;
     this.flush();
     for (const worker of this.workers.values()) {
       worker.inFlight.clear();
       worker.keys.clear();
     }
     this.records.length = 0;
+    this.agents.close();
+    this.agents = new AttemptAgents();
     return finished;
   }
 
@@ -259,9 +274,11 @@ export class ForwardSender {
       slots + worker.inFlight.size,
     );
     let sent = 0;
-    for (const row of rows) {
+    for (const head of rows) {
       if (sent >= slots) break;
-      if (worker.inFlight.has(row.id) || worker.keys.has(row.order_key)) continue;
+      if (worker.inFlight.has(head.id) || worker.keys.has(head.order_key)) continue;
+      const row = this.store.dueDelivery(head.id);
+      if (row === undefined) continue; // changed by another process since
       const wait = this.rateLimitWait(worker, nowMs);
       if (wait !== null) return this.lookAgainIn(worker, wait);
       if (gate.probe) this.setCircuit(worker, circuitProbing(worker.circuit, nowMs), nowMs);
@@ -314,16 +331,32 @@ export class ForwardSender {
     const attempt = sendAttempt({
       url: destination.url,
       webhookId: row.webhook_id,
-      body: bodyFor(row.body, destination.fullCpf),
+      body: this.bodyFor(row, destination.fullCpf),
       secrets: destination.secrets,
       timestampSeconds: Math.floor(started.getTime() / 1000),
       timeoutMs: destination.timeoutMs,
       signal: this.abort.signal,
+      agents: this.agents,
     }).then((answer) =>
       this.finished(worker, row, answer, started, this.options.clock.monotonic() - startedMono),
     );
     this.sending.add(attempt);
     void attempt.finally(() => this.sending.delete(attempt));
+  }
+
+  /** The bytes a destination gets: the stored body, its CPFs masked unless `fullCpf`. */
+  private bodyFor(row: DueDelivery, fullCpf: boolean): string {
+    if (fullCpf) return row.body;
+    let masked = this.maskedBodies.get(row.message_id);
+    if (masked === undefined) {
+      masked = bodyFor(row.body, false);
+      if (this.maskedBodies.size >= MASKED_BODIES) {
+        const oldest = this.maskedBodies.keys().next();
+        if (oldest.done !== true) this.maskedBodies.delete(oldest.value);
+      }
+      this.maskedBodies.set(row.message_id, masked);
+    }
+    return masked;
   }
 
   /** An attempt came back: decide the delivery's next state and queue its record. */
@@ -419,13 +452,20 @@ export class ForwardSender {
     }
   }
 
+  /** Writes the records now when a batch is full, else soon; a failed write's retry takes them all. */
   private queueFlush(): void {
-    if (this.flushQueued || this.flushTimer !== null) return;
-    this.flushQueued = true;
-    setImmediate(() => {
-      this.flushQueued = false;
+    if (this.flushTimer !== null) return;
+    if (this.records.length >= FLUSH_BATCH) {
+      if (this.batchTimer) clearTimeout(this.batchTimer);
+      this.batchTimer = null;
       this.flush();
-    });
+      return;
+    }
+    if (this.batchTimer !== null) return;
+    this.batchTimer = setTimeout(() => {
+      this.batchTimer = null;
+      this.flush();
+    }, FLUSH_DELAY_MS);
   }
 
   /** Writes the answered attempts in one transaction, then frees their lines and looks for more. */

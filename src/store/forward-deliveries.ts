@@ -5,6 +5,12 @@ import type { Db } from './database';
  * (migration 0007), on its own connection.
  */
 
+/** The head of a (destination, order_key) line that is due: enough to skip it when in flight. */
+export interface DueHead {
+  id: number;
+  order_key: string;
+}
+
 /** A delivery that may be attempted now: the head of its (destination, order_key) line, due. */
 export interface DueDelivery {
   id: number;
@@ -59,16 +65,24 @@ export interface DestinationRow {
 // eslint-disable-next-line max-lines-per-function -- one closure per table family: its prepared statements and the short methods that run them, read together
 export function forwardDeliveries(db: Db) {
   // The pending rows of a destination in id order, keeping only the head of each line: a row with
-  // an earlier pending row of the same order_key waits for it (contract §8, order).
-  const due = db.prepare<[string, string, number], DueDelivery>(
-    `SELECT d.id, d.message_id, d.destination, d.order_key, d.attempts, m.webhook_id, m.type, m.body,
-       m.created_at AS message_created_at
-     FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
+  // an earlier pending row of the same order_key waits for it (contract §8, order). Ids and keys
+  // only: the sender skips the heads it has in flight, and loads the message of the others alone.
+  const due = db.prepare<[string, string, number], DueHead>(
+    `SELECT d.id, d.order_key
+     FROM forward_deliveries d
      WHERE d.destination = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
        AND NOT EXISTS (SELECT 1 FROM forward_deliveries e
                        WHERE e.destination = d.destination AND e.order_key = d.order_key
                          AND e.status = 'pending' AND e.id < d.id)
      ORDER BY d.id LIMIT ?`,
+  );
+  // One head `due` returned, with its message. Still pending: another process (an operator) may have
+  // changed it between the two reads.
+  const dueById = db.prepare<[number], DueDelivery>(
+    `SELECT d.id, d.message_id, d.destination, d.order_key, d.attempts, m.webhook_id, m.type, m.body,
+       m.created_at AS message_created_at
+     FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
+     WHERE d.id = ? AND d.status = 'pending'`,
   );
   // Heads of lines only, as `due`: a row waiting behind a retry keeps the `next_attempt_at` it was
   // created with (in the past), and counting it would have the sender look again at once, forever.
@@ -140,7 +154,9 @@ export function forwardDeliveries(db: Db) {
 
   return {
     /** Up to `limit` deliveries of `destination` that may be attempted at `now` (heads of their lines). */
-    due: (destination: string, now: string, limit: number): DueDelivery[] => due.all(destination, now, limit),
+    due: (destination: string, now: string, limit: number): DueHead[] => due.all(destination, now, limit),
+    /** A delivery `due` returned, with its message; undefined when it is no longer pending. */
+    dueDelivery: (id: number): DueDelivery | undefined => dueById.get(id),
     /**
      * The earliest `next_attempt_at` of the destination's heads of lines (as `due`) later than
      * `after` (every one when not given); null when none.
