@@ -1,21 +1,12 @@
+import type { ProposalSnapshot } from '../domain/forwarding/messages';
 import type { Db } from './database';
 
 /** Reads of `proposals` and `proposal_transitions` for people (commands and admin routes). */
 
-export interface ProposalRow {
-  nu_proposta: number | string;
-  uuid: string | null;
-  nu_cpf: string | null;
-  nu_cnpj_conveniada: string | null;
-  vl_emprestimo: number | null;
-  no_conveniada: string | null;
-  stage: string;
-  status: string;
-  last_evento: string | null;
+/** A `proposals` row: what a forwarded `proposal.changed` shows of it, and the events it was built from. */
+export interface ProposalRow extends ProposalSnapshot {
   first_event_id: number | null;
   last_event_id: number | null;
-  created_at: string;
-  updated_at: string;
 }
 
 export interface TimelineRow {

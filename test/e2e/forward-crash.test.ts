@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HAPPY_PATH } from '../../src/domain/lifecycle';
+import { seededRandom } from '../../src/domain/random';
 import Database from '../../src/store/sqlite-driver';
 import { bodyOf, FakeDestination, orderViolations, type Responder } from '../helpers/destination';
 import { delivery, postRaw, signed } from '../helpers/payloads';
@@ -28,18 +29,6 @@ const SENDERS = 10;
 const SECRET = `whsec_${Buffer.from('forward-crash-lender-secret').toString('base64')}`;
 
 const files = serveOnOneFile({}, 'consig.db');
-
-/** A small seeded generator, so that a failing run can be told apart from the next one by its seed. */
-function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * One answer in five a 500 (never more than two in a row as written, so the circuit breaker's five
