@@ -134,6 +134,8 @@ interface Options {
   quick: boolean;
   growthEvents: number;
   cpuProfDir: string | null;
+  /** --keep: the run's directory (databases, server logs) is left in place and its path printed. */
+  keep: boolean;
   /** The commit measured (see sourceVersion). */
   source: string;
   /** --baseline: a git revision built and measured beside this build, for the before/after ratio. */
@@ -175,6 +177,7 @@ const USAGE = `usage: npm run bench -- [options]
                        "forwarding" runs only the forwarding figures: receiver and receiver-forward at
                        c=50, throughput and latency (and no pipeline or poller unless asked for)
   --cpu-prof <dir>     write a V8 CPU profile of each receiver process into <dir>
+  --keep               keep the run's directory (each receiver's database and server.log)
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
                        --quick 20000, 0 skips it)
   --poller <n>         tracked registrations waiting while the idle poller is measured (default 10000, 0 skips)
@@ -201,6 +204,7 @@ function parseOptions(argv: string[]): Options {
       rounds: { type: 'string' },
       only: { type: 'string' },
       'cpu-prof': { type: 'string' },
+      keep: { type: 'boolean' },
       pipeline: { type: 'string' },
       poller: { type: 'string' },
       growth: { type: 'string' },
@@ -286,6 +290,7 @@ function parseOptions(argv: string[]): Options {
       return n;
     })(),
     cpuProfDir: values['cpu-prof'] === undefined ? null : resolve(values['cpu-prof']),
+    keep: values.keep === true,
     source: sourceVersion(),
     baseline: values.baseline === undefined ? null : verifiedRevision(values.baseline),
     forwarding,
@@ -363,12 +368,17 @@ function withBaseline(targets: Target[], rev: string, bin: string): Target[] {
 
 const children = new Set<ChildProcess>();
 let tempRoot: string | null = null;
+/** --keep */
+let keepTempRoot = false;
 
 function cleanUp(): void {
   for (const child of children)
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   children.clear();
-  if (tempRoot !== null) {
+  if (tempRoot !== null && keepTempRoot) {
+    console.error(`kept: ${tempRoot}`);
+    tempRoot = null;
+  } else if (tempRoot !== null) {
     rmSync(tempRoot, { recursive: true, force: true });
     tempRoot = null;
   }
@@ -930,6 +940,7 @@ async function main(): Promise<number> {
   if (!existsSync(RECEIVER_BIN)) throw new BenchError(`${RECEIVER_BIN} is missing: run npm run build`);
   tempRoot = mkdtempSync(join(tmpdir(), 'consig-bench-'));
   if (options.cpuProfDir !== null) mkdirSync(options.cpuProfDir, { recursive: true });
+  keepTempRoot = options.keep;
   if (options.baseline !== null) {
     process.stderr.write(`bench: building ${options.baseline} as receiver-baseline ...`);
     const bin = buildBaseline(options.baseline, join(tempRoot, 'baseline'));

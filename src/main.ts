@@ -7,7 +7,7 @@ import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { EVENTOS } from './domain/catalogue';
 import type { PollScheduleOptions } from './domain/registry';
-import { ForwardSender } from './forwarding/sender';
+import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
 import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
@@ -39,7 +39,7 @@ export interface Receiver {
   readonly router: EventRouter;
   readonly poller: RegistryPoller | null;
   /** Sends the outbox's messages to the configured destinations (contract §8). */
-  readonly sender: ForwardSender;
+  readonly sender: SenderControl;
   /** Whether this process holds the processing lease (several receivers may share one file). */
   readonly leadership: ProcessingLeadership;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
@@ -73,7 +73,7 @@ interface Processing {
   pipeline: Pipeline;
   poller: RegistryPoller | null;
   serviceClient: ServiceClient | null;
-  sender: ForwardSender;
+  sender: SenderControl;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -252,7 +252,7 @@ function buildProcessing(
   );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { clock, metrics, pipelineDb });
+  const sender = buildSender(config, options, { metrics, pipelineDb });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
@@ -289,20 +289,24 @@ function buildProcessing(
 }
 
 /**
- * The forwarding sender, on the pipeline's connection: its writes and the pipeline's turns take
- * turns on the event loop instead of contending for the file's lock.
+ * The forwarding sender, in a worker thread: sending takes a core of its own instead of the event
+ * loop that answers the service (see sender-thread.ts). The thread reads the outbox on its own
+ * connection; what it records is written here, on the pipeline's connection, between turns.
  */
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; pipelineDb: Db },
-): ForwardSender {
+  deps: { metrics: Metrics; pipelineDb: Db },
+): SenderControl {
   const { metrics } = deps;
+  const deliveries = forwardDeliveries(deps.pipelineDb);
   const circuitValue = { closed: 0, half_open: 1, open: 2 } as const;
-  return new ForwardSender(deps.pipelineDb, config.forwarding.destinations, {
-    clock: deps.clock,
+  return new ForwardSenderThread({
+    databasePath: config.databasePath,
+    destinations: config.forwarding.destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
+    record: (records, circuits) => deliveries.record(records, circuits),
     metrics: {
       attempt: (destination, outcome, seconds) => {
         metrics.forwardAttempts.inc({ destination, outcome });

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Clock } from '../clock';
 import { settlesWithin } from '../clock';
 import {
@@ -76,7 +77,22 @@ export interface SenderOptions {
   pollIntervalMs?: number;
   /** @default DEFAULT_CIRCUIT */
   circuit?: CircuitOptions;
+  /**
+   * Called when {@link ForwardSender.inFlight} may have changed (a send, a recorded batch), for a
+   * host that mirrors the sender's state elsewhere (the worker thread reports it to the main one).
+   * @default none
+   */
+  onChange?: () => void;
+  /**
+   * Writes a batch of attempt records and circuit changes in one transaction. The worker thread
+   * passes one that has the main thread write them, so that one thread writes to the file.
+   * @default the sender's own connection (`forwardDeliveries(db).record`)
+   */
+  record?: Recorder;
 }
+
+/** Writes attempt records and circuit changes (all or nothing); rejects with the database's error. */
+export type Recorder = (records: AttemptRecord[], circuits: CircuitWrite[]) => Promise<void>;
 
 interface Worker {
   destination: Destination;
@@ -102,13 +118,20 @@ const FLUSH_DELAY_MS = 2;
 /** Masked bodies kept (per message), so retries and other destinations do not mask again. */
 const MASKED_BODIES = 1024;
 
+/** One signal for every request in flight (up to `concurrency` per destination listen to it). */
+function newAbortController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
 export class ForwardSender {
   private readonly store: ForwardDeliveries;
   private readonly workers = new Map<string, Worker>();
   private readonly records: { record: AttemptRecord; worker: Worker; deliveryId: number }[] = [];
   private readonly circuitWrites = new Map<string, CircuitWrite>();
   private readonly sending = new Set<Promise<void>>();
-  private abort = new AbortController();
+  private abort = newAbortController();
   private stopping = true;
   /** The next batch's write ({@link FLUSH_DELAY_MS}). */
   private batchTimer: NodeJS.Timeout | null = null;
@@ -119,6 +142,9 @@ export class ForwardSender {
   private paused = new Set<string>();
   private pausedReadAt = -Infinity;
   private readonly random: () => number;
+  private readonly recorder: Recorder;
+  /** The batch being written: one write at a time; records answered meanwhile wait for it. */
+  private writing: Promise<void> | null = null;
 
   constructor(
     db: Db,
@@ -127,6 +153,9 @@ export class ForwardSender {
   ) {
     this.store = forwardDeliveries(db);
     this.random = options.random ?? Math.random;
+    const store = this.store;
+    // async: a write that throws rejects instead of throwing out of flush().
+    this.recorder = options.record ?? (async (records, circuits) => store.record(records, circuits));
     for (const destination of destinations) {
       this.workers.set(destination.name, {
         destination,
@@ -145,7 +174,7 @@ export class ForwardSender {
   start(): void {
     if (this.workers.size === 0) return;
     this.stopping = false;
-    this.abort = new AbortController();
+    this.abort = newAbortController();
     this.loadCircuits();
     this.nudge();
   }
@@ -186,7 +215,8 @@ export class ForwardSender {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.flushTimer = null;
     this.batchTimer = null;
-    this.flush();
+    await this.writing;
+    await this.flush();
     for (const worker of this.workers.values()) {
       worker.inFlight.clear();
       worker.keys.clear();
@@ -342,6 +372,7 @@ export class ForwardSender {
     );
     this.sending.add(attempt);
     void attempt.finally(() => this.sending.delete(attempt));
+    this.options.onChange?.();
   }
 
   /** The bytes a destination gets: the stored body, its CPFs masked unless `fullCpf`. */
@@ -454,53 +485,45 @@ export class ForwardSender {
 
   /** Writes the records now when a batch is full, else soon; a failed write's retry takes them all. */
   private queueFlush(): void {
-    if (this.flushTimer !== null) return;
+    if (this.flushTimer !== null || this.writing !== null) return;
     if (this.records.length >= FLUSH_BATCH) {
       if (this.batchTimer) clearTimeout(this.batchTimer);
       this.batchTimer = null;
-      this.flush();
+      void this.flush();
       return;
     }
     if (this.batchTimer !== null) return;
     this.batchTimer = setTimeout(() => {
       this.batchTimer = null;
-      this.flush();
+      void this.flush();
     }, FLUSH_DELAY_MS);
   }
 
-  /** Writes the answered attempts in one transaction, then frees their lines and looks for more. */
-  private flush(): void {
-    if (this.records.length === 0 && this.circuitWrites.size === 0) return;
+  /**
+   * Writes the answered attempts in one transaction, then frees their lines and looks for more.
+   * Never rejects: a failed write keeps the records (still in flight, so not sent again) for a retry.
+   */
+  private async flush(): Promise<void> {
+    if (this.writing !== null || (this.records.length === 0 && this.circuitWrites.size === 0)) return;
     const batch = this.records.splice(0, this.records.length);
     const circuits = [...this.circuitWrites.values()];
     this.circuitWrites.clear();
+    this.writing = this.recorder(
+      batch.map((b) => b.record),
+      circuits,
+    ).then(
+      () => this.recorded(batch),
+      (err: unknown) => this.notRecorded(batch, circuits, err),
+    );
     try {
-      this.store.record(
-        batch.map((b) => b.record),
-        circuits,
-      );
-    } catch (err) {
-      // Kept in memory, still in flight (so not sent again): written with the next try.
-      this.records.unshift(...batch);
-      for (const c of circuits) if (!this.circuitWrites.has(c.name)) this.circuitWrites.set(c.name, c);
-      if (!isLockBusy(err)) {
-        this.options.logger.error(
-          { err: (err as Error).message },
-          'forwarding: could not record attempts; retrying',
-        );
-      }
-      if (!this.stopping && this.flushTimer === null) {
-        this.flushTimer = setTimeout(
-          () => {
-            this.flushTimer = null;
-            this.flush();
-          },
-          isLockBusy(err) ? LOCKED_RETRY_MS : 1000,
-        );
-        this.flushTimer.unref();
-      }
-      return;
+      await this.writing;
+    } finally {
+      this.writing = null;
     }
+    if (this.records.length > 0) this.queueFlush();
+  }
+
+  private recorded(batch: readonly { worker: Worker; deliveryId: number }[]): void {
     const touched = new Set<Worker>();
     for (const { worker, deliveryId } of batch) {
       const key = worker.inFlight.get(deliveryId);
@@ -508,6 +531,28 @@ export class ForwardSender {
       if (key !== undefined) worker.keys.delete(key);
       touched.add(worker);
     }
+    this.options.onChange?.();
     for (const worker of touched) this.queuePump(worker);
+  }
+
+  private notRecorded(batch: typeof this.records, circuits: CircuitWrite[], err: unknown): void {
+    this.records.unshift(...batch);
+    for (const c of circuits) if (!this.circuitWrites.has(c.name)) this.circuitWrites.set(c.name, c);
+    if (!isLockBusy(err)) {
+      this.options.logger.error(
+        { err: (err as Error).message },
+        'forwarding: could not record attempts; retrying',
+      );
+    }
+    if (!this.stopping && this.flushTimer === null) {
+      this.flushTimer = setTimeout(
+        () => {
+          this.flushTimer = null;
+          void this.flush();
+        },
+        isLockBusy(err) ? LOCKED_RETRY_MS : 1000,
+      );
+      this.flushTimer.unref();
+    }
   }
 }

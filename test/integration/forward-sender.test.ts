@@ -6,6 +6,7 @@ import type { CircuitState } from '../../src/domain/forwarding/circuit';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import type { OutgoingMessage } from '../../src/domain/forwarding/messages';
 import { ForwardSender } from '../../src/forwarding/sender';
+import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
@@ -406,6 +407,41 @@ describe('through the whole receiver', () => {
     expect(d.byWebhookId().get(message?.webhook_id ?? '')).toHaveLength(2);
     expect(d.requests[0]?.clientGone).toBe(true);
     expectConsistentAttempts(d, SECRET_A);
+  });
+
+  it('the sender thread ended from outside is replaced: the message it had in flight is sent again and delivered, nothing lost', async () => {
+    const d = await destination((req) =>
+      req.seq === 0 ? { delayMs: 30_000 } : req.seq === 1 ? { status: 500 } : undefined,
+    );
+    const r = await receiverWith([entry('sturdy', d, { timeout_ms: 60_000 })]);
+    const sender = r.sender as ForwardSenderThread;
+    await sendEvents(r, 810_018, ['proposta.criada']);
+    await eventually(() => d.requests.length === 1 && sender.inFlight === 1, 'the request in flight');
+    const ended = sender.thread;
+    expect(ended).not.toBeNull();
+    await ended?.terminate();
+
+    await allDelivered(r, 'sturdy', 2);
+    expect(sender.thread).not.toBeNull();
+    expect(sender.thread?.threadId).not.toBe(ended?.threadId);
+    const [message] = messagesOf(r.store.db);
+    // The request the ended thread had in flight never counted; the new thread's 500 and 200 did.
+    expect(attemptsOf(r.store.db, 'sturdy', message?.webhook_id ?? '').map((a) => a.http_status)).toEqual([
+      500, 200,
+    ]);
+    expect(d.byWebhookId().get(message?.webhook_id ?? '')).toHaveLength(3);
+    expectConsistentAttempts(d, SECRET_A);
+    // The main logger said so; the thread's own log line (the 500) came through it, CPF-free.
+    const lines = r.logs.lines;
+    expect(lines.some((l) => String(l.msg).startsWith('forwarding: sender thread exited'))).toBe(true);
+    const relayed = lines.find((l) => l.msg === 'forwarding: attempt failed; will retry');
+    expect(relayed).toMatchObject({
+      level: 'warn',
+      thread: 'forwarding',
+      destination: 'sturdy',
+      http_status: 500,
+    });
+    expect(r.logs.raw).not.toContain(CPF);
   });
 
   it("per proposal: one proposal's first message held by failures holds only that proposal's later messages", async () => {

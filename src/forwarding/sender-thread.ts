@@ -1,0 +1,238 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { CircuitState } from '../domain/forwarding/circuit';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { Logger } from '../logger';
+import type { AttemptRecord, CircuitWrite } from '../store/forward-deliveries';
+import type { SenderMetrics } from './sender';
+import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
+
+/** What the composition root, the admin routes and the tests use of a sender. */
+export interface SenderControl {
+  start(): void;
+  nudge(): void;
+  stop(timeoutMs: number): Promise<boolean>;
+  readonly inFlight: number;
+  circuits(): Map<string, CircuitState>;
+}
+
+export interface SenderThreadOptions {
+  databasePath: string;
+  destinations: readonly Destination[];
+  logger: Logger;
+  metrics: SenderMetrics;
+  /**
+   * Writes what the thread's sender recorded, on a connection of this thread (the pipeline's:
+   * one thread writes, so nothing in this process waits for the file's lock). Throws the
+   * database's error.
+   */
+  record(records: AttemptRecord[], circuits: CircuitWrite[]): void;
+  /** @default 1000 */
+  pollIntervalMs?: number | undefined;
+  /** @default 16 */
+  concurrency?: number | undefined;
+  /**
+   * How long after an unexpected exit of the thread a new one starts.
+   * @default 1000
+   */
+  restartDelayMs?: number;
+}
+
+/**
+ * The forwarding sender in a worker thread (sender-worker.ts), seen from the main thread.
+ *
+ * Why a thread: signing and sending a message costs about 0.4 ms of CPU, and with forwarding on the
+ * main thread also answers the service's webhooks and runs the pipeline; `npm run bench` measured
+ * ingest with forwarding on at 0.43× off with everything on one thread. The sender calls no
+ * partner code and shares nothing with the pipeline but the database file, so it moves whole.
+ *
+ * A thread that dies (it should not: the sender catches what it can) is logged and replaced after
+ * `restartDelayMs` while sending is on; what it had in flight is still pending in the outbox, so
+ * nothing is lost (at-least-once, the same `webhook-id`).
+ */
+export class ForwardSenderThread implements SenderControl {
+  private worker: Worker | null = null;
+  private started = false;
+  private nudgeQueued = false;
+  private restartTimer: NodeJS.Timeout | null = null;
+  private mirroredInFlight = 0;
+  private mirroredCircuits = new Map<string, CircuitState>();
+  private stopped: ((finished: boolean) => void) | null = null;
+
+  constructor(private readonly options: SenderThreadOptions) {}
+
+  /** Starts the thread (once the processing lease is held). */
+  start(): void {
+    if (this.options.destinations.length === 0 || this.started) return;
+    this.started = true;
+    this.spawn();
+  }
+
+  /** Makes the thread look at every destination now; at most one message per turn of this loop. */
+  nudge(): void {
+    if (this.worker === null || this.nudgeQueued) return;
+    this.nudgeQueued = true;
+    setImmediate(() => {
+      this.nudgeQueued = false;
+      this.send({ type: 'nudge' });
+    });
+  }
+
+  /** Deliveries sent and not yet recorded, as the thread last reported. */
+  get inFlight(): number {
+    return this.mirroredInFlight;
+  }
+
+  /** The thread while one runs, for observing it (its `threadId`, or ending it in a test). */
+  get thread(): Worker | null {
+    return this.worker;
+  }
+
+  /** Each destination's circuit, as the thread last reported. */
+  circuits(): Map<string, CircuitState> {
+    return new Map(this.mirroredCircuits);
+  }
+
+  /**
+   * Stops sending (the thread waits up to `timeoutMs` for the requests in flight and records their
+   * answers), then ends the thread. True when everything in flight finished in time.
+   */
+  async stop(timeoutMs: number): Promise<boolean> {
+    this.started = false;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = null;
+    const worker = this.worker;
+    if (worker === null) return true;
+    const answered = new Promise<boolean>((resolve) => {
+      this.stopped = resolve;
+    });
+    // The thread's own stop is bounded by `timeoutMs` (then ~1 s to abort); past that, end it.
+    const deadline = setTimeout(() => this.stopped?.(false), timeoutMs + 3000);
+    this.send({ type: 'stop', timeoutMs });
+    const finished = await answered;
+    clearTimeout(deadline);
+    this.stopped = null;
+    this.worker = null;
+    await worker.terminate();
+    this.mirroredInFlight = 0;
+    return finished;
+  }
+
+  private spawn(): void {
+    const data: SenderWorkerData = {
+      databasePath: this.options.databasePath,
+      destinations: this.options.destinations,
+      logLevel: this.options.logger.level,
+      pollIntervalMs: this.options.pollIntervalMs,
+      concurrency: this.options.concurrency,
+    };
+    const worker = new Worker(workerFile(), { workerData: data });
+    this.worker = worker;
+    worker.on('message', (message: FromWorker) => this.receive(message));
+    worker.on('error', (err) =>
+      this.options.logger.error({ err: err.message }, 'forwarding: sender thread failed'),
+    );
+    worker.on('exit', (code) => this.exited(worker, code));
+    this.send({ type: 'start' });
+  }
+
+  private exited(worker: Worker, code: number): void {
+    if (this.worker !== worker) return; // ended by stop()
+    this.worker = null;
+    this.mirroredInFlight = 0;
+    this.stopped?.(false);
+    if (!this.started) return;
+    const delay = this.options.restartDelayMs ?? 1000;
+    this.options.logger.error(
+      { exit_code: code, restart_in_ms: delay },
+      'forwarding: sender thread exited; starting a new one (unsent messages stay pending)',
+    );
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = null;
+      if (this.started) this.spawn();
+    }, delay);
+  }
+
+  private write(
+    records: AttemptRecord[],
+    circuits: CircuitWrite[],
+  ): null | { message: string; code: string | null } {
+    try {
+      this.options.record(records, circuits);
+      return null;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      return { message: (err as Error).message, code: typeof code === 'string' ? code : null };
+    }
+  }
+
+  private send(message: ToWorker): void {
+    this.worker?.postMessage(message);
+  }
+
+  private receive(message: FromWorker): void {
+    switch (message.type) {
+      case 'report':
+        for (const o of message.observations) observe(this.options.metrics, o);
+        this.mirroredInFlight = message.inFlight;
+        this.mirroredCircuits = new Map(message.circuits);
+        break;
+      case 'record':
+        this.send({ type: 'recorded', id: message.id, error: this.write(message.records, message.circuits) });
+        break;
+      case 'log':
+        relayLog(this.options.logger, message.line);
+        break;
+      case 'stopped':
+        this.stopped?.(message.finished);
+        break;
+      case 'ready':
+        break;
+    }
+  }
+}
+
+function observe(metrics: SenderMetrics, o: Observation): void {
+  switch (o.kind) {
+    case 'attempt':
+      return metrics.attempt(o.destination, o.outcome, o.seconds);
+    case 'delivered':
+      return metrics.delivered(o.destination, o.seconds);
+    case 'dead':
+      return metrics.dead(o.destination);
+    case 'circuit':
+      return metrics.circuit(o.destination, o.state);
+  }
+}
+
+const PINO_LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
+
+/** Writes a line of the thread's logger with the main logger (its redaction and destination). */
+function relayLog(logger: Logger, line: string): void {
+  try {
+    const { level, msg, ...fields } = JSON.parse(line) as { level: number; msg?: string };
+    logger[PINO_LEVELS[level] ?? 'info']({ ...fields, thread: 'forwarding' }, msg ?? '');
+  } catch {
+    logger.warn('forwarding: sender thread wrote a log line that is not JSON');
+  }
+}
+
+/**
+ * The compiled worker beside this file. Under ts-jest this file runs from its TypeScript source,
+ * which a worker thread cannot load: the thread then runs the build (`npm test` builds first).
+ */
+function workerFile(): string {
+  const beside = join(__dirname, 'sender-worker.js');
+  if (existsSync(beside)) return beside;
+  const built = join(__dirname, '..', '..', 'dist', 'src', 'forwarding', 'sender-worker.js');
+  if (existsSync(built)) return built;
+  throw new Error(`forwarding: the sender's worker thread is not built (${built}); run \`npm run build\``);
+}

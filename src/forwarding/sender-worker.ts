@@ -1,0 +1,125 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import pino from 'pino';
+import { systemClock } from '../clock';
+import { openDatabase } from '../store/database';
+import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
+import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
+
+/**
+ * The forwarding sender's worker thread (started by sender-thread.ts). It runs the same
+ * {@link ForwardSender} on a connection of its own, so that sending (signing, HTTP, recording
+ * attempts) takes a core of its own instead of the event loop that answers the service's
+ * webhooks. It runs no partner code: the sender only reads the outbox and writes delivery rows.
+ *
+ * Metrics and the sender's state go to the main thread in one report per turn of this thread's
+ * event loop at most; log lines go as they are written.
+ */
+
+// A write that finds the file locked may wait here: this thread answers no webhook.
+const WORKER_BUSY_TIMEOUT_MS = 1000;
+
+const port = parentPort;
+if (port === null) throw new Error('sender-worker.ts runs only as a worker thread');
+const data = workerData as SenderWorkerData;
+
+const post = (message: FromWorker): void => port.postMessage(message);
+
+const logger = pino(
+  { level: data.logLevel, base: null, timestamp: false },
+  { write: (line: string) => post({ type: 'log', line }) },
+);
+
+// Reads only (WAL: they never wait for a writer); the main thread writes what the sender records.
+const db = openDatabase(data.databasePath, { synchronous: 'NORMAL', busyTimeoutMs: WORKER_BUSY_TIMEOUT_MS });
+
+/** Writes waiting for the main thread's answer, by request id. */
+const writes = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+let lastWriteId = 0;
+
+const record: Recorder = (records, circuits) =>
+  new Promise((resolve, reject) => {
+    lastWriteId += 1;
+    writes.set(lastWriteId, { resolve, reject });
+    post({ type: 'record', id: lastWriteId, records, circuits });
+  });
+
+/** The main thread's answer to a `record`; its error keeps its SQLite code (isLockBusy reads it). */
+function recorded(id: number, error: { message: string; code: string | null } | null): void {
+  const write = writes.get(id);
+  writes.delete(id);
+  if (write === undefined) return;
+  if (error === null) return write.resolve();
+  write.reject(Object.assign(new Error(error.message), { code: error.code }));
+}
+
+const observations: Observation[] = [];
+let reportQueued = false;
+let lastState = '';
+
+function queueReport(): void {
+  if (reportQueued) return;
+  reportQueued = true;
+  setImmediate(report);
+}
+
+function report(): void {
+  reportQueued = false;
+  const circuits = [...sender.circuits()];
+  const state = JSON.stringify([sender.inFlight, circuits]);
+  if (observations.length === 0 && state === lastState) return;
+  lastState = state;
+  post({ type: 'report', observations: observations.splice(0), inFlight: sender.inFlight, circuits });
+}
+
+const metrics: SenderMetrics = {
+  attempt: (destination, outcome, seconds) => {
+    observations.push({ kind: 'attempt', destination, outcome, seconds });
+    queueReport();
+  },
+  delivered: (destination, seconds) => {
+    observations.push({ kind: 'delivered', destination, seconds });
+    queueReport();
+  },
+  dead: (destination) => {
+    observations.push({ kind: 'dead', destination });
+    queueReport();
+  },
+  circuit: (destination, state) => {
+    observations.push({ kind: 'circuit', destination, state });
+    queueReport();
+  },
+};
+
+const sender = new ForwardSender(db, data.destinations, {
+  clock: systemClock,
+  logger,
+  metrics,
+  pollIntervalMs: data.pollIntervalMs,
+  concurrency: data.concurrency,
+  onChange: queueReport,
+  record,
+});
+
+port.on('message', (message: ToWorker) => {
+  switch (message.type) {
+    case 'start':
+      sender.start();
+      break;
+    case 'nudge':
+      sender.nudge();
+      break;
+    case 'recorded':
+      recorded(message.id, message.error);
+      break;
+    case 'stop':
+      void sender.stop(message.timeoutMs).then((finished) => {
+        report();
+        db.close();
+        post({ type: 'stopped', finished });
+        port.close();
+      });
+      break;
+  }
+});
+
+post({ type: 'ready' });

@@ -1,0 +1,55 @@
+import type { CircuitState } from '../domain/forwarding/circuit';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { AttemptOutcome } from '../domain/forwarding/retry';
+import type { AttemptRecord, CircuitWrite } from '../store/forward-deliveries';
+
+/**
+ * The messages between the receiver's main thread and the forwarding sender's worker thread
+ * (sender-thread.ts ↔ sender-worker.ts). Everything in them is structured-cloneable data.
+ */
+
+/** What the worker is started with (`workerData`). */
+export interface SenderWorkerData {
+  databasePath: string;
+  destinations: readonly Destination[];
+  /** The main logger's level: the worker forwards only what would be written. */
+  logLevel: string;
+  /** @default 1000 */
+  pollIntervalMs?: number | undefined;
+  /** @default 16 */
+  concurrency?: number | undefined;
+}
+
+export type ToWorker =
+  | { type: 'start' }
+  | { type: 'nudge' }
+  /** Stop sending; the worker answers `stopped` and then closes its database. */
+  | { type: 'stop'; timeoutMs: number }
+  /** The answer to a `record`: written, or the error (`busy`: the file was locked, try again soon). */
+  | { type: 'recorded'; id: number; error: null | { message: string; code: string | null } };
+
+/** One metric observation, as SenderMetrics receives it. */
+export type Observation =
+  | { kind: 'attempt'; destination: string; outcome: AttemptOutcome; seconds: number }
+  | { kind: 'delivered'; destination: string; seconds: number }
+  | { kind: 'dead'; destination: string }
+  | { kind: 'circuit'; destination: string; state: CircuitState['state'] };
+
+export type FromWorker =
+  | { type: 'ready' }
+  /** Observations since the last report, and the sender's state when it changed. */
+  | {
+      type: 'report';
+      observations: Observation[];
+      inFlight: number;
+      circuits: [string, CircuitState][];
+    }
+  /**
+   * Attempt records and circuit changes for the main thread to write (one transaction): the
+   * thread reads the outbox on a connection of its own, but writes nothing itself, so that the
+   * file has one writing thread and no lock to wait for in this process.
+   */
+  | { type: 'record'; id: number; records: AttemptRecord[]; circuits: CircuitWrite[] }
+  /** A log line of the worker's logger (pino JSON). */
+  | { type: 'log'; line: string }
+  | { type: 'stopped'; finished: boolean };
