@@ -54,7 +54,7 @@ export interface SenderThreadOptions {
 export class ForwardSenderThread implements SenderControl {
   private worker: Worker | null = null;
   private started = false;
-  private nudgeQueued = false;
+  private readonly nudges = new Int32Array(new SharedArrayBuffer(4));
   private restartTimer: NodeJS.Timeout | null = null;
   private mirroredInFlight = 0;
   private mirroredCircuits = new Map<string, CircuitState>();
@@ -69,14 +69,11 @@ export class ForwardSenderThread implements SenderControl {
     this.spawn();
   }
 
-  /** Makes the thread look at every destination now; at most one message per turn of this loop. */
+  /** Makes the thread look at every destination now (without a message: see SenderWorkerData.nudges). */
   nudge(): void {
-    if (this.worker === null || this.nudgeQueued) return;
-    this.nudgeQueued = true;
-    setImmediate(() => {
-      this.nudgeQueued = false;
-      this.send({ type: 'nudge' });
-    });
+    if (this.worker === null) return;
+    Atomics.add(this.nudges, 0, 1);
+    Atomics.notify(this.nudges, 0);
   }
 
   /** Deliveries sent and not yet recorded, as the thread last reported. */
@@ -126,6 +123,7 @@ export class ForwardSenderThread implements SenderControl {
       logLevel: this.options.logger.level,
       pollIntervalMs: this.options.pollIntervalMs,
       concurrency: this.options.concurrency,
+      nudges: this.nudges,
     };
     const worker = new Worker(workerFile(), { workerData: data });
     this.worker = worker;

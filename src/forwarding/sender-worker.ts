@@ -104,14 +104,13 @@ port.on('message', (message: ToWorker) => {
   switch (message.type) {
     case 'start':
       sender.start();
-      break;
-    case 'nudge':
-      sender.nudge();
+      void watchNudges();
       break;
     case 'recorded':
       recorded(message.id, message.error);
       break;
     case 'stop':
+      stopping = true;
       void sender.stop(message.timeoutMs).then((finished) => {
         report();
         db.close();
@@ -121,5 +120,30 @@ port.on('message', (message: ToWorker) => {
       break;
   }
 });
+
+let stopping = false;
+
+/** `Atomics.waitAsync` (Node ≥ 16; typed from ES2024, newer than this project's lib). */
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      array: Int32Array,
+      index: number,
+      value: number,
+    ): { async: false; value: string } | { async: true; value: Promise<string> };
+  }
+).waitAsync;
+
+/** Looks at every destination each time the main thread nudges (several nudges may make one look). */
+async function watchNudges(): Promise<void> {
+  const { nudges } = data;
+  let seen = Atomics.load(nudges, 0);
+  while (!stopping) {
+    const wait = waitAsync(nudges, 0, seen);
+    if (wait.async) await wait.value;
+    seen = Atomics.load(nudges, 0);
+    if (!stopping) sender.nudge();
+  }
+}
 
 post({ type: 'ready' });

@@ -409,6 +409,25 @@ describe('through the whole receiver', () => {
     expectConsistentAttempts(d, SECRET_A);
   });
 
+  it("each pipeline commit nudges the sender's thread: with a 10-minute poll interval, every message still goes at once", async () => {
+    const d = await destination();
+    const where = home();
+    const file = join(where, 'destinations.json');
+    writeFileSync(file, JSON.stringify({ destinations: [entry('nudged', d)] }));
+    const r = await startTestReceiver({
+      dir: where,
+      env: { DESTINATIONS_FILE: file },
+      forwardPollMs: 600_000,
+    });
+    cleanups.push(() => r.stop());
+    // One at a time: the sender is idle (waiting out its poll interval) when each arrives.
+    for (const [i, evento] of HAPPY.entries()) {
+      await sendEvents(r, 810_019, [evento]);
+      await allDelivered(r, 'nudged', 2 * (i + 1));
+    }
+    expectProposalOrder(d, messagesOf(r.store.db));
+  });
+
   it('the sender thread ended from outside is replaced: the message it had in flight is sent again and delivered, nothing lost', async () => {
     const d = await destination((req) =>
       req.seq === 0 ? { delayMs: 30_000 } : req.seq === 1 ? { status: 500 } : undefined,
@@ -514,7 +533,7 @@ describe('through the whole receiver', () => {
       ['pending', 0],
       ['pending', 0],
     ]);
-    expect(r.sender.inFlight).toBe(1);
+    await eventually(() => r.sender.inFlight === 1, 'only the slow request in flight');
   });
 
   it('two destinations are independent: one failing does not hold the other; metrics per destination', async () => {
@@ -620,7 +639,8 @@ describe('through the whole receiver', () => {
     // The probe of the dead process will never be answered; waiting out DEFAULT_CIRCUIT's
     // probeTimeoutMs (2 min) would hold the destination for nothing.
     await allDelivered(r, 'revived', 2);
-    expect(r.sender.circuits().get('revived')?.state).toBe('closed');
+    // The sender runs in a thread: its state reaches this one just after the rows it wrote.
+    await eventually(() => r.sender.circuits().get('revived')?.state === 'closed', 'the circuit closed');
   });
 
   it('a rate limit: no more than the rate plus its burst in the first second, at the destination and at the sender', async () => {
