@@ -7,6 +7,7 @@ import {
   runForwardingThroughput,
 } from './forwarding';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
+import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
@@ -145,6 +146,9 @@ interface Options {
   forwardBacklog: number;
   forwardLatencyMs: number;
   forwardRate: number;
+  /** --console: the console figure runs (pages on the --growth database, p95 ≤ 100 ms). */
+  console: boolean;
+  consoleRequests: number;
 }
 
 interface RunResult extends LoadResult {
@@ -185,6 +189,9 @@ const USAGE = `usage: npm run bench -- [options]
   --forwarding <0|1>   the forwarding figures: ingest with forwarding on (receiver-forward), throughput
                        from a stored backlog, latency from 200 to the destination (default 1; with
                        --only, 1 only when "forwarding" is named)
+  --console <0|1>      the console figure: each page's p95 on the --growth database, signed in over
+                       HTTP (default 1; with --only, 1 only when "console" is named)
+  --console-requests <n> requests timed per console page (default 50, --quick 20)
   --forward-backlog <n> messages in the forwarding throughput backlog (default 20000, --quick 5000)
   --forward-latency <s> seconds of deliveries for the forwarding latency (default 10, --quick 3)
   --forward-rate <n>   deliveries per second for the forwarding latency (default 200)
@@ -210,6 +217,8 @@ function parseOptions(argv: string[]): Options {
       growth: { type: 'string' },
       baseline: { type: 'string' },
       forwarding: { type: 'string' },
+      console: { type: 'string' },
+      'console-requests': { type: 'string' },
       'forward-backlog': { type: 'string' },
       'forward-latency': { type: 'string' },
       'forward-rate': { type: 'string' },
@@ -240,18 +249,22 @@ function parseOptions(argv: string[]): Options {
     throw new BenchError(`--rounds: expected an integer from 1 to 20, got ${values.rounds}`);
   if (values.forwarding !== undefined && values.forwarding !== '0' && values.forwarding !== '1')
     throw new BenchError(`--forwarding: expected 0 or 1, got ${values.forwarding}`);
+  if (values.console !== undefined && values.console !== '0' && values.console !== '1')
+    throw new BenchError(`--console: expected 0 or 1, got ${values.console}`);
   let targets = TARGETS.filter((t) => !t.optional);
   let forwarding = values.forwarding !== '0';
   let onlyForwarding = false;
+  let consoleFigure = values.console !== '0';
   const names = values.only?.split(',').map((s) => s.trim()) ?? [];
   if (values.only !== undefined) {
     for (const n of names)
-      if (n !== 'forwarding' && !TARGETS.some((t) => t.name === n))
+      if (n !== 'forwarding' && n !== 'console' && !TARGETS.some((t) => t.name === n))
         throw new BenchError(
-          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, or forwarding)`,
+          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, forwarding or console)`,
         );
     targets = TARGETS.filter((t) => names.includes(t.name));
     onlyForwarding = names.includes('forwarding');
+    consoleFigure = values.console === undefined ? names.includes('console') : values.console === '1';
     forwarding = values.forwarding === undefined ? onlyForwarding : values.forwarding === '1';
     if (onlyForwarding) targets = withForwardingRows(targets);
   }
@@ -271,13 +284,15 @@ function parseOptions(argv: string[]): Options {
     targets,
     json: values.json ?? false,
     pipelineEvents: (() => {
-      const n = Number(values.pipeline ?? (onlyForwarding ? 0 : quick ? 20_000 : 100_000));
+      const n = Number(
+        values.pipeline ?? (onlyForwarding || names.includes('console') ? 0 : quick ? 20_000 : 100_000),
+      );
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--pipeline: expected an event count, got ${values.pipeline}`);
       return n;
     })(),
     pollerTracked: (() => {
-      const n = Number(values.poller ?? (onlyForwarding ? 0 : 10_000));
+      const n = Number(values.poller ?? (onlyForwarding || names.includes('console') ? 0 : 10_000));
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--poller: expected a count, got ${values.poller}`);
       return n;
@@ -297,6 +312,8 @@ function parseOptions(argv: string[]): Options {
     forwardBacklog: count('forward-backlog', values['forward-backlog'], quick ? 5000 : 20_000, 2),
     forwardLatencyMs: seconds('forward-latency', values['forward-latency'], quick ? 3000 : 10_000, 0.5),
     forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
+    console: consoleFigure,
+    consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
   };
 }
 
@@ -985,6 +1002,14 @@ async function main(): Promise<number> {
   const forwarding = options.forwarding
     ? await runForwardingFigures(forwardingHarness(secret, options), options, errors)
     : null;
+  const consolePages = options.console
+    ? await runConsoleFigures(
+        forwardingHarness(secret, options),
+        { path: prefilledDatabase(options.growthEvents), events: options.growthEvents },
+        options.consoleRequests,
+        errors,
+      )
+    : null;
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -996,7 +1021,7 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, console: consolePages, errors, ...all }, null, 2)}\n`,
     );
   } else {
     process.stdout.write(`${report(results, summary, options, errors)}\n`);
@@ -1015,6 +1040,7 @@ async function main(): Promise<number> {
       );
     }
     if (forwarding !== null) process.stdout.write(`\n${forwardingReport(forwarding)}\n`);
+    if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
   }
   return errors.length > 0 ? 1 : 0;
 }

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { type Destination, resolveDestinations } from './domain/forwarding/destinations';
 import { type IpAllowList, parseAllowList } from './domain/cidr';
+import { parseDuration } from './domain/duration';
 import { ConfigError } from './domain/errors';
+import { parseStuckAfter, type StuckLimits } from './domain/stuck';
 
 /**
  * contract §3. `loadConfig(env)` returns a frozen Config or throws one ConfigError naming the first
@@ -91,6 +93,19 @@ const schema = z.object({
   HANDLER_MAX_ATTEMPTS: int(1, 1000, 8),
   PROCESSING_LEASE_MS: int(500, 600000, 3000),
   ADMIN_TOKEN: optionalText(),
+  VIEWER_TOKEN: optionalText(),
+  CONSOLE_SESSION_TTL: optionalText().transform((v, ctx) => {
+    if (v === undefined) return 8 * 3_600_000;
+    const ms = parseDuration(v);
+    if (ms === null || ms < 300_000 || ms > 30 * 86_400_000) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a duration from 5m to 30d such as 30m, 8h or 7d, got "${v}"`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  }),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
   SQLITE_SYNCHRONOUS: oneOf(SYNCHRONOUS, 'FULL'),
   SQLITE_BUSY_TIMEOUT_MS: int(0, 60000, 1000),
@@ -124,6 +139,14 @@ const schema = z.object({
   DESTINATIONS_FILE: optionalText(),
   FEED_FULL_CPF: oneOf(['false', 'true'] as const, 'false'),
   FEED_ENABLED: oneOf(['false', 'true'] as const, 'false'),
+  STUCK_AFTER: optionalText().transform((v, ctx) => {
+    try {
+      return parseStuckAfter(v);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
+  }),
 });
 
 type Parsed = z.infer<typeof schema>;
@@ -154,6 +177,16 @@ export interface Config {
   /** How long the processing lease lasts without renewal; a standby takes over within about this. */
   readonly processingLeaseMs: number;
   readonly adminToken: string | undefined;
+  /**
+   * VIEWER_TOKEN: signs in to `/console` read-only (contract §9); must differ from ADMIN_TOKEN.
+   * @default undefined (only ADMIN_TOKEN signs in)
+   */
+  readonly viewerToken: string | undefined;
+  /**
+   * CONSOLE_SESSION_TTL: how long a console sign-in lasts, whatever the activity.
+   * @default 28800000 (8h)
+   */
+  readonly consoleSessionTtlMs: number;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   readonly sqlite: {
     readonly synchronous: (typeof SYNCHRONOUS)[number];
@@ -185,6 +218,13 @@ export interface Config {
      */
     readonly feedEnabled: boolean;
   };
+  /**
+   * Age limit per non-final status after which a proposal that has not changed is stuck (metric
+   * `consig_proposals_stuck`, `proposals --stuck`); `STUCK_AFTER` overrides single statuses.
+   * @default em_analise=1d, pre_aprovada=3d, aprovada=3d, averbacao_solicitada=2d, averbada=3d,
+   * formalizacao_iniciada=7d, formalizada=3d, efetivada=3d, pagamento_falhou=2d (DEFAULT_STUCK_AFTER)
+   */
+  readonly stuckAfter: StuckLimits;
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
 }
@@ -243,6 +283,12 @@ function check(p: Parsed, options: LoadOptions): string[] {
     throw new ConfigError(
       missing,
       'required when any of SERVICE_TOKEN_URL, SERVICE_CLIENT_ID, SERVICE_CLIENT_SECRET is set',
+    );
+  }
+  if (p.VIEWER_TOKEN !== undefined && p.VIEWER_TOKEN === p.ADMIN_TOKEN) {
+    throw new ConfigError(
+      'VIEWER_TOKEN',
+      'must differ from ADMIN_TOKEN (the viewer token signs in read-only)',
     );
   }
   if (p.REGISTRY_POLL_MAX_INTERVAL_MS < p.REGISTRY_POLL_INTERVAL_MS) {
@@ -306,6 +352,8 @@ export function loadConfig(
     handlerMaxAttempts: p.HANDLER_MAX_ATTEMPTS,
     processingLeaseMs: p.PROCESSING_LEASE_MS,
     adminToken: p.ADMIN_TOKEN,
+    viewerToken: p.VIEWER_TOKEN,
+    consoleSessionTtlMs: p.CONSOLE_SESSION_TTL,
     logLevel: p.LOG_LEVEL,
     sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
     groupCommitMaxBatch: p.GROUP_COMMIT_MAX_BATCH,
@@ -319,6 +367,7 @@ export function loadConfig(
       feedFullCpf: p.FEED_FULL_CPF === 'true',
       feedEnabled: p.FEED_ENABLED === 'true',
     }),
+    stuckAfter: p.STUCK_AFTER,
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

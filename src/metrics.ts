@@ -128,6 +128,18 @@ export function createMetrics(options: MetricsOptions = {}) {
     labelNames: ['status'] as const,
     registers: [registry],
   });
+  // Read at each scrape (src/http/metrics-route.ts); an alerting rule depends on each exact name.
+  const pipelineLag = new Gauge({
+    name: 'consig_pipeline_lag_seconds',
+    help: 'Age in seconds of the oldest stored event not yet processed (pending, or failed and waiting for a retry; dead letters excluded), from when it was received; 0 when none',
+    registers: [registry],
+  });
+  const proposalsStuck = new Gauge({
+    name: 'consig_proposals_stuck',
+    help: 'Proposals unchanged (updated_at) for longer than their status allows (STUCK_AFTER), by status; only statuses with a limit (final ones never are)',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  });
 
   const polls = new Counter({
     name: 'consig_registry_polls_total',
@@ -252,6 +264,8 @@ export function createMetrics(options: MetricsOptions = {}) {
     eventsProcessed,
     handlerFailures,
     eventsByStatus,
+    pipelineLag,
+    proposalsStuck,
     polls,
     averbacoes,
     averbacoesStale,

@@ -7,6 +7,7 @@ import { loadMigrations, migrate } from '../store/migrate';
 import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
 import { registerForwardCommands } from './forward-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
+import { proposalsCommand } from './proposals-command';
 import { backupCommand } from './backup-command';
 import { pruneCommand } from './prune-command';
 import { demoCommand } from './demo';
@@ -89,7 +90,7 @@ function registerDatabaseCommands(program: Command): void {
     });
 }
 
-/** Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `replay`. */
+/** Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `proposals`, `replay`. */
 function registerLogCommands(program: Command): void {
   program
     .command('events')
@@ -125,6 +126,17 @@ function registerLogCommands(program: Command): void {
     .argument('<nu_proposta>')
     .option('--json', 'JSON for scripts')
     .action((nu: string, opts) => proposalCommand(config(program), nu, opts, io));
+
+  program
+    .command('proposals')
+    .description(
+      'proposals by status, most recently changed first; --stuck: those unchanged for longer than STUCK_AFTER allows, longest first',
+    )
+    .option('--status <status>', 'em_analise | pre_aprovada | aprovada | … | paga (contract §6)')
+    .option('--stuck', 'only stuck proposals, with when they became stuck and their limit')
+    .option('--limit <n>', 'rows (default 50)')
+    .option('--json', 'JSON for scripts')
+    .action((opts) => proposalsCommand(config(program), opts, io));
 
   program
     .command('replay')

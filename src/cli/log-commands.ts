@@ -1,8 +1,10 @@
 import { statSync } from 'node:fs';
 import type { Config } from '../config';
 import { StorageError, UsageError } from '../domain/errors';
+import { stuckCutoffs } from '../domain/stuck';
 import type { Db } from '../store/database';
 import { forwardDeliveries } from '../store/forward-deliveries';
+import { proposalLists } from '../store/proposal-lists';
 import { openStore, type Store } from '../store/store';
 import { renderTable } from './table';
 
@@ -130,6 +132,10 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
       duplicates_total: store.events.duplicatesTotal(),
       deliveries_by_outcome: store.deliveries.countByOutcome(),
       proposals_by_status: store.proposals.countByStatus(),
+      // STUCK_AFTER's statuses only (a final status is never stuck).
+      proposals_stuck_by_status: proposalLists(store.db).stuckCounts(
+        stuckCutoffs(config.stuckAfter, new Date()),
+      ),
       ack_ms_avg: latency.avg === null ? null : Math.round(latency.avg * 1000) / 1000,
       ack_ms_max: latency.max,
       last_delivery_at: store.deliveries.lastReceivedAt(),
@@ -146,6 +152,7 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
       { section: 'events', key: 'duplicates received', value: stats.duplicates_total },
       ...section('deliveries by outcome', stats.deliveries_by_outcome),
       ...section('proposals by status', stats.proposals_by_status),
+      { section: 'proposals', key: 'stuck (STUCK_AFTER)', value: stuckLine(stats.proposals_stuck_by_status) },
       { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
       { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
       { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },
@@ -157,6 +164,12 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
     ];
     io.out(renderTable(['section', 'key', 'value'], rows));
   });
+}
+
+/** One line: the statuses with stuck proposals and how many (`averbacao_solicitada=3, aprovada=1`), or `0`. */
+function stuckLine(counts: Record<string, number>): string {
+  const stuck = Object.entries(counts).filter(([, n]) => n > 0);
+  return stuck.length === 0 ? '0' : stuck.map(([status, n]) => `${status}=${n}`).join(', ');
 }
 
 /** Per destination (configured, or paused/tripped before): backlog, dead letters, oldest waiting, pause. */

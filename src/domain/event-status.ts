@@ -6,7 +6,9 @@
 /** `event`: a catalogue delivery; `registry`: a registry-result webhook; `poll`: a status-query answer. */
 export type EventKind = 'event' | 'registry' | 'poll';
 
-export type EventStatus = 'pending' | 'done' | 'failed' | 'dead' | 'ignored' | 'invalid';
+export const EVENT_STATUSES = ['pending', 'done', 'failed', 'dead', 'ignored', 'invalid'] as const;
+
+export type EventStatus = (typeof EVENT_STATUSES)[number];
 
 /** The statuses an event can have when it is first stored (a delivery's classification). */
 export type ArrivalStatus = Extract<EventStatus, 'pending' | 'ignored' | 'invalid'>;

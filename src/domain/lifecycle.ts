@@ -23,7 +23,8 @@ export type ProposalStatus =
   | 'paga';
 
 type FinalStatus = 'negada' | 'cancelada' | 'averbacao_negada' | 'paga';
-type NonFinalStatus = Exclude<ProposalStatus, FinalStatus>;
+/** The statuses a proposal can still move from (contract §6, not marked "(final)"). */
+export type NonFinalStatus = Exclude<ProposalStatus, FinalStatus>;
 
 /** The happy path of a proposal through the five stages (interface §1), in order. */
 export const HAPPY_PATH: readonly Evento[] = [
@@ -87,6 +88,16 @@ const RANK: Readonly<Record<NonFinalStatus, number>> = {
   efetivada: 7,
   pagamento_falhou: 8,
 };
+
+/** The non-final statuses in the order of contract §6 (the order an event moves a proposal through them). */
+export const NON_FINAL_STATUSES: readonly NonFinalStatus[] = Object.freeze(
+  (Object.keys(RANK) as NonFinalStatus[]).sort((a, b) => RANK[a] - RANK[b]),
+);
+
+/** Every status, in the rows' order of the contract §6 table. */
+export const PROPOSAL_STATUSES: readonly ProposalStatus[] = Object.freeze(
+  EVENTOS.map((evento) => EVENT_STATUS[evento]),
+);
 
 // Each status is set by exactly one event (contract §6), so its stage is that event's stage.
 const STATUS_STAGE = Object.fromEntries(

@@ -8,6 +8,7 @@ import type { IngestWriter } from '../store/ingest-writer';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
 import { adminRouter } from './admin/admin-router';
+import { consoleRouter } from './console/console-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
 import { metricsRoute } from './metrics-route';
@@ -18,7 +19,12 @@ import { webhookRoutes } from './webhook-routes';
 
 export interface AppDeps {
   config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
-    Partial<Pick<Config, 'allowedCidrs' | 'trustProxy'>>;
+    Partial<Pick<Config, 'allowedCidrs' | 'trustProxy' | 'stuckAfter'>> &
+    /**
+     * The console (contract §9): VIEWER_TOKEN, CONSOLE_SESSION_TTL, and the silence alarm's
+     * threshold it shows. @default no viewer token, 8 h, silence alarm off
+     */
+    Partial<Pick<Config, 'viewerToken' | 'consoleSessionTtlMs' | 'deliverySilenceAlarmMs'>>;
   store: Store;
   writer: IngestWriter;
   metrics: Metrics;
@@ -87,6 +93,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(healthRoutes(deps));
   app.use(metricsRoute(deps));
   app.use('/admin', adminRouter(deps));
+  app.use('/console', consoleRouter(deps));
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return app;

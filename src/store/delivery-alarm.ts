@@ -5,7 +5,7 @@ import {
   FAILED_ANSWERS,
   noFailures,
 } from '../domain/delivery-alarm';
-import { EVENT_EFFECTS, FINAL_STATUSES } from '../domain/lifecycle';
+import { NON_FINAL_STATUSES } from '../domain/lifecycle';
 import type { Db } from './database';
 
 /**
@@ -24,9 +24,7 @@ interface AlarmRow {
 }
 
 /** Every status a proposal can be at that is not final: what "in flight" means. */
-const IN_FLIGHT_STATUSES: string[] = [...new Set(Object.values(EVENT_EFFECTS).map((e) => e.status))].filter(
-  (s) => !FINAL_STATUSES.has(s),
-);
+const IN_FLIGHT_STATUSES: string[] = [...NON_FINAL_STATUSES];
 
 /** Counting stops here: the log says "at least", and the query stays bounded on any table. */
 export const IN_FLIGHT_COUNT_CAP = 1000;

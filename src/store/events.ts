@@ -96,6 +96,14 @@ export function eventsRepo(db: Db) {
     'SELECT kind, count(*) AS n FROM events GROUP BY kind',
   );
   const duplicatesTotal = db.prepare<[], { n: number | null }>('SELECT sum(duplicates) AS n FROM events');
+  // The pipeline's work (pending, or failed and waiting for a retry): the first row of each status on
+  // the (status, id) index, so two seeks whatever the backlog. Dead letters are not waiting.
+  const oldestUnprocessed = db.prepare<[], { at: string | null }>(
+    `SELECT min(received_at) AS at FROM (
+       SELECT * FROM (SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1)
+       UNION ALL
+       SELECT * FROM (SELECT received_at FROM events WHERE status = 'failed' ORDER BY id LIMIT 1))`,
+  );
 
   return {
     /** Inserts the event unless its dedup key is known; then counts the duplicate instead. */
@@ -148,6 +156,14 @@ export function eventsRepo(db: Db) {
     },
     duplicatesTotal(): number {
       return duplicatesTotal.get()?.n ?? 0;
+    },
+    /**
+     * `received_at` of the oldest stored event the pipeline has not finished (pending, or failed and
+     * waiting for its retry; oldest = first stored); null when there is none. A replayed event
+     * counts from when it was first received.
+     */
+    oldestUnprocessedAt(): string | null {
+      return oldestUnprocessed.get()?.at ?? null;
     },
   };
 }

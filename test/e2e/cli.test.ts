@@ -34,6 +34,10 @@ describe('configuration errors stop startup with one line naming the variable', 
       /^consig-receiver: PORT: expected an integer from 0 to 65535, got "abc"$/,
     ],
     [{ WEBHOOK_SECRETS: 's', MAX_BODY_BYTES: '-1' }, /^consig-receiver: MAX_BODY_BYTES: /],
+    [
+      { WEBHOOK_SECRETS: 's', STUCK_AFTER: 'averbacao_solicitada=36x' },
+      /^consig-receiver: STUCK_AFTER: averbacao_solicitada: expected a duration .* got "36x"$/,
+    ],
   ])('%j', (vars, pattern) => {
     expectOneLineError(runCli(['serve'], { ...env(), ...vars }), 2, pattern);
   });
@@ -252,5 +256,109 @@ it('prune needs a retention and says what it removed', () => {
   expect(r.stdout).toMatch(/^removed the bodies of 0 finished event\(s\) received before /);
   expect(JSON.parse(runCli(['prune', '--json'], { ...env(), RETENTION_DAYS: '7' }).stdout)).toMatchObject({
     pruned: 0,
+  });
+});
+
+describe('proposals', () => {
+  const HOUR = 3_600_000;
+  /** Proposals as the life-cycle handler leaves them, last changed the given hours ago. */
+  function seed(rows: [nu: number, status: string, hoursAgo: number][]): void {
+    expect(runCli(['migrate'], env()).status).toBe(0);
+    const db = new Database(dbPath);
+    const insert = db.prepare(
+      `INSERT INTO proposals (nu_proposta, nu_cpf, stage, status, last_evento, created_at, updated_at)
+       VALUES (?, '12345678909', 'Averbação', ?, 'averbacao.solicitada', ?, ?)`,
+    );
+    for (const [nu, status, hours] of rows) {
+      const at = new Date(Date.now() - hours * HOUR).toISOString();
+      insert.run(nu, status, at, at);
+    }
+    db.close();
+  }
+
+  it('--stuck lists those past their limit, longest first, as a table and as JSON; CPF masked', () => {
+    seed([
+      [1, 'averbacao_solicitada', 50], // default 2d: stuck
+      [2, 'averbacao_solicitada', 10],
+      [3, 'formalizacao_iniciada', 24 * 8], // default 7d: stuck
+      [4, 'paga', 24 * 90], // final
+      [5, 'aprovada', 24 * 90], // STUCK_AFTER aprovada=off below
+    ]);
+    const vars = { ...env(), STUCK_AFTER: 'aprovada=off' };
+    const table = runCli(['proposals', '--stuck'], vars);
+    expect(table.status).toBe(0);
+    expect(table.stderr).toBe('');
+    const lines = table.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(
+      /^nu_proposta\s+nu_cpf\s+stage\s+status\s+last_evento\s+updated_at\s+age\s+stuck_since\s+stuck_after$/,
+    );
+    expect(lines.slice(2).map((l) => l.split(/\s+/)[0])).toEqual(['3', '1']);
+    expect(lines[2]).toMatch(/formalizacao_iniciada .* 8 d +\S+ +7d$/);
+    expect(table.stdout).toContain('***.456.789-**');
+    expect(table.stdout).not.toContain('12345678909');
+
+    const json = JSON.parse(runCli(['proposals', '--stuck', '--json'], vars).stdout);
+    expect(json).toEqual([
+      expect.objectContaining({ nu_proposta: 3, status: 'formalizacao_iniciada', stuck_after: '7d' }),
+      expect.objectContaining({
+        nu_proposta: 1,
+        nu_cpf: '***.456.789-**',
+        stage: 'Averbação',
+        status: 'averbacao_solicitada',
+        last_evento: 'averbacao.solicitada',
+        stuck_after: '2d',
+      }),
+    ]);
+    expect(json[1].age_seconds).toBeGreaterThanOrEqual(50 * 3600);
+    expect(Date.parse(json[1].stuck_since)).toBe(Date.parse(json[1].updated_at) + 48 * HOUR);
+    expect(JSON.parse(runCli(['proposals', '--stuck', '--json', '--limit', '1'], vars).stdout)).toHaveLength(
+      1,
+    );
+    const narrower = { ...vars, STUCK_AFTER: 'averbacao_solicitada=5h' };
+    expect(
+      JSON.parse(
+        runCli(['proposals', '--stuck', '--status', 'averbacao_solicitada', '--json'], narrower).stdout,
+      ).map((r: { nu_proposta: number }) => r.nu_proposta),
+    ).toEqual([1, 2]);
+
+    // Without --stuck: every proposal, the most recently changed first.
+    const all = JSON.parse(runCli(['proposals', '--json'], vars).stdout);
+    expect(all.map((r: { nu_proposta: number }) => r.nu_proposta)).toEqual([2, 1, 3, 5, 4]);
+    expect(runCli(['proposals', '--status', 'paga'], vars).stdout).toMatch(/^nu_proposta .*\n-+.*\n4 /);
+
+    const stats = runCli(['stats'], vars);
+    expect(stats.stdout).toMatch(
+      /proposals +stuck \(STUCK_AFTER\) +averbacao_solicitada=1, formalizacao_iniciada=1/,
+    );
+    expect(JSON.parse(runCli(['stats', '--json'], vars).stdout).proposals_stuck_by_status).toMatchObject({
+      averbacao_solicitada: 1,
+      formalizacao_iniciada: 1,
+      em_analise: 0,
+    });
+  });
+
+  it('a bad STUCK_AFTER, status or limit is one clear line and exit 2', () => {
+    seed([]);
+    expectOneLineError(
+      runCli(['proposals', '--stuck'], { ...env(), STUCK_AFTER: 'averbacao_solicitada=36x' }),
+      2,
+      /^consig-receiver: STUCK_AFTER: averbacao_solicitada: expected a duration from 1m to 3650d such as 90m, 36h or 5d, or off, got "36x"$/,
+    );
+    expectOneLineError(
+      runCli(['proposals'], { ...env(), STUCK_AFTER: 'averbacao=2d' }),
+      2,
+      /^consig-receiver: STUCK_AFTER: unknown status "averbacao" \(expected one of em_analise, /,
+    );
+    expectOneLineError(
+      runCli(['proposals', '--status', 'pending'], env()),
+      2,
+      /--status expects one of em_analise, /,
+    );
+    expectOneLineError(
+      runCli(['proposals', '--stuck', '--status', 'paga'], env()),
+      2,
+      /paga is final, never stuck/,
+    );
+    expectOneLineError(runCli(['proposals', '--limit', '0'], env()), 2, /--limit expects an integer/);
   });
 });

@@ -7,10 +7,12 @@ import { averbacoesCommand, trackCommand } from '../../src/cli/registry-commands
 import { deliveriesCommand, eventsCommand, statsCommand } from '../../src/cli/log-commands';
 import { proposalCommand, replayCommand } from '../../src/cli/pipeline-commands';
 import { pruneCommand } from '../../src/cli/prune-command';
+import { proposalsCommand } from '../../src/cli/proposals-command';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
+import { ConsoleClient } from '../helpers/console-client';
 
 /**
  * Every statement the receiver, the pipeline, the poller and the commands prepare — recorded while
@@ -173,6 +175,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     ).toBe(202);
     expect((await post('/admin/destinations/default/pause', {})).status).toBe(200);
     expect((await post('/admin/destinations/default/resume', {})).status).toBe(200);
+    await visitConsole(r.url);
     await r.close();
 
     const config = loadConfig({ DATABASE_PATH: join(tmp.dir, 'consig.db'), RETENTION_DAYS: '30' });
@@ -189,6 +192,10 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     averbacoesCommand(config, {}, io);
     trackCommand(config, 'req-z', { proposal: '9' }, io);
     pruneCommand(config, {}, io);
+    proposalsCommand(config, {}, io);
+    proposalsCommand(config, { status: 'averbacao_solicitada' }, io);
+    proposalsCommand(config, { stuck: true }, io);
+    proposalsCommand(config, { stuck: true, status: 'em_analise' }, io);
   } finally {
     tmp.cleanup();
   }
@@ -234,3 +241,53 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     probeDir.cleanup();
   }
 });
+
+/** Every console page and action, with each kind of filter (the console's statements are recorded too). */
+async function visitConsole(url: string): Promise<void> {
+  const c = new ConsoleClient(url);
+  await c.signIn('adm');
+  const json = encodeURIComponent('{"dados":{"nu_proposta":7}}');
+  for (const path of [
+    '/console',
+    '/console/proposals',
+    '/console/proposals?status=aprovada',
+    '/console/proposals?stage=Proposta&age=1m',
+    '/console/proposals?stuck=yes',
+    '/console/proposals?nu=7',
+    '/console/proposals/7',
+    '/console/events',
+    '/console/events?status=done&before=5',
+    '/console/events?evento=proposta.criada',
+    '/console/events?kind=event&status=done',
+    `/console/events?json=${json}`,
+    '/console/events?nu_proposta=7&evento=proposta.criada',
+    '/console/events?from=2020-01-01&to=2999-01-01',
+    '/console/events/1',
+    '/console/deliveries',
+    '/console/deliveries?outcome=accepted&from=2020-01-01&to=2999-01-01&before=100',
+    '/console/dead',
+    '/console/dead?evento=proposta.cancelada&destination=default',
+    '/console/dead/replay?evento=proposta.cancelada',
+    '/console/forwards/replay?destination=default',
+    '/console/averbacoes',
+    '/console/averbacoes?status=completed&stale=no',
+    '/console/averbacoes?waiting=yes',
+    '/console/averbacoes?stale=yes',
+    '/console/forwards',
+    '/console/audit',
+  ]) {
+    expect([200, 303]).toContain((await c.get(path)).status);
+  }
+  const csrf = await c.csrf();
+  for (const [path, form] of [
+    ['/console/events/1/replay', {}],
+    ['/console/dead/replay', { evento: 'proposta.cancelada' }],
+    ['/console/forwards/1/replay', {}],
+    ['/console/forwards/replay', { destination: 'default' }],
+    ['/console/forwards/default/pause', {}],
+    ['/console/forwards/default/resume', {}],
+    ['/console/logout', {}],
+  ] as const) {
+    expect((await c.post(path, { ...form, _csrf: csrf })).status).toBe(303);
+  }
+}

@@ -1,5 +1,6 @@
 import { loadConfig } from '../../src/config';
 import { ConfigError } from '../../src/domain/errors';
+import { DEFAULT_STUCK_AFTER } from '../../src/domain/stuck';
 
 function error(env: Record<string, string>, requireSecrets = true): ConfigError {
   try {
@@ -67,6 +68,8 @@ describe('loadConfig', () => {
     ],
     [{ WEBHOOK_SECRETS: 's', SIGNATURE_HEADER: 'bad header' }, 'SIGNATURE_HEADER'],
     [{ WEBHOOK_SECRETS: 's', SQLITE_SYNCHRONOUS: 'OFF' }, 'SQLITE_SYNCHRONOUS'],
+    [{ WEBHOOK_SECRETS: 's', STUCK_AFTER: 'averbacao_solicitada=36x' }, 'STUCK_AFTER'],
+    [{ WEBHOOK_SECRETS: 's', STUCK_AFTER: 'paga=1d' }, 'STUCK_AFTER'],
     [
       { WEBHOOK_SECRETS: 's', REGISTRY_POLL_INTERVAL_MS: '5000', REGISTRY_POLL_MAX_INTERVAL_MS: '1000' },
       'REGISTRY_POLL_MAX_INTERVAL_MS',
@@ -76,6 +79,36 @@ describe('loadConfig', () => {
     expect(err.variable).toBe(variable);
     expect(err.message.startsWith(`${variable}: `)).toBe(true);
     expect(err.message).not.toContain('\n');
+  });
+
+  it('STUCK_AFTER overrides the default age limits of the statuses it names; an error names the entry', () => {
+    expect(loadConfig({}).stuckAfter).toEqual(DEFAULT_STUCK_AFTER);
+    const c = loadConfig({ STUCK_AFTER: 'averbacao_solicitada=36h, aprovada=off' });
+    expect(c.stuckAfter).toEqual({
+      ...DEFAULT_STUCK_AFTER,
+      averbacao_solicitada: 36 * 3_600_000,
+      aprovada: null,
+    });
+    expect(error({ STUCK_AFTER: 'formalizacao_iniciada=5x' }, false).message).toBe(
+      'STUCK_AFTER: formalizacao_iniciada: expected a duration from 1m to 3650d such as 90m, 36h or 5d, or off, got "5x"',
+    );
+    expect(error({ STUCK_AFTER: 'averbacao=2d' }, false).message).toMatch(
+      /^STUCK_AFTER: unknown status "averbacao" \(expected one of em_analise, /,
+    );
+  });
+
+  it('VIEWER_TOKEN signs in to the console read-only and must differ from ADMIN_TOKEN; CONSOLE_SESSION_TTL is a duration', () => {
+    const c = loadConfig({ ADMIN_TOKEN: 'adm', VIEWER_TOKEN: 'view' });
+    expect(c).toMatchObject({ adminToken: 'adm', viewerToken: 'view', consoleSessionTtlMs: 8 * 3_600_000 });
+    expect(loadConfig({ VIEWER_TOKEN: 'view' }).viewerToken).toBe('view');
+    const same = error({ ADMIN_TOKEN: 'same-token', VIEWER_TOKEN: 'same-token' }, false);
+    expect(same.variable).toBe('VIEWER_TOKEN');
+    expect(same.message).not.toContain('same-token');
+    expect(loadConfig({ CONSOLE_SESSION_TTL: '30m' }).consoleSessionTtlMs).toBe(30 * 60_000);
+    expect(loadConfig({ CONSOLE_SESSION_TTL: '7d' }).consoleSessionTtlMs).toBe(7 * 86_400_000);
+    for (const bad of ['8', '1m', '31d', 'forever', '8 h']) {
+      expect(error({ CONSOLE_SESSION_TTL: bad }, false).variable).toBe('CONSOLE_SESSION_TTL');
+    }
   });
 
   it('does not require secrets for read-only commands', () => {

@@ -162,7 +162,7 @@ function destinationRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmi
  * Runs a store's chunked write to its end, letting the event loop turn between chunks: webhook
  * deliveries in this process are acknowledged while a big replay or backfill goes on.
  */
-async function inTurns<T>(steps: Generator<T, T>): Promise<T> {
+export async function inTurns<T>(steps: Generator<T, T>): Promise<T> {
   let step = steps.next();
   while (!step.done) {
     await nextTurn();

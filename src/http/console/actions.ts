@@ -1,0 +1,198 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Request, Response, Router } from 'express';
+import { replayEvents } from '../../store/pipeline-queries';
+import { inTurns } from '../admin/forwards';
+import { actorOf, audit, contextOf, requireAdmin } from './auth';
+import type { ConsoleDeps } from './deps';
+import { deadFilter, FilterError, positiveId, type Query, text } from './filters';
+import { messagePage } from './pages/login';
+import { confirmReplayPage, DEAD_FILTER_FIELDS } from './pages/dead';
+import { rawFilters } from './pages/events';
+
+/**
+ * The console's actions, admin only, each a POST checked for its CSRF token before it gets here,
+ * each recorded in `console_audit`, each reusing the store's replay rules (the ones `/admin` and
+ * the commands use) and waking the pipeline or the sender afterwards, as `/admin` does. A bulk
+ * replay first shows how many rows its filter matches (a GET: it changes nothing) and runs only
+ * when that page's "Confirm replay" is posted.
+ */
+
+/** Ids put back in the queue per transaction in a bulk replay (ingest goes on between chunks). */
+const REPLAY_CHUNK = 1000;
+
+/** `back` when it is a console page (a replay from a list returns to it), otherwise `fallback`. */
+function backTo(value: unknown, fallback: string): string {
+  return typeof value === 'string' && /^\/console(\/|\?|$)/.test(value) && !/[\\\r\n]/.test(value)
+    ? value
+    : fallback;
+}
+
+function idParam(req: Request): number {
+  const id = positiveId({ id: req.params.id }, 'id');
+  if (id === undefined) throw new FilterError('id: expected a positive whole number');
+  return id;
+}
+
+function replayOne(d: ConsoleDeps, req: Request, res: Response): void {
+  const id = idParam(req);
+  const result = replayEvents(d.store.db, [id], d.clock.now().toISOString());
+  if (result.unknown.length > 0) {
+    res.status(404).send(messagePage('Not found', `There is no event ${id}.`));
+    return;
+  }
+  const refused = result.notReplayable[0];
+  if (refused !== undefined) {
+    res
+      .status(409)
+      .send(
+        messagePage(
+          'Not replayable',
+          `Event ${id} is ${refused.status}: it has no handler to run. Nothing was changed.`,
+          { href: `/console/events/${id}`, text: `Event ${id}` },
+        ),
+      );
+    return;
+  }
+  audit(d, req, actorOf(res), 'replay_event', `event:${id}`);
+  d.sweep();
+  res.redirect(303, backTo((req.body as Query | undefined)?.back, `/console/events/${id}?replayed=1`));
+}
+
+/** Puts every dead event matching `filter` back in the queue, newest first, in chunks. */
+async function replayMatching(d: ConsoleDeps, q: Query): Promise<number> {
+  const filter = deadFilter(q);
+  let before = Number.MAX_SAFE_INTEGER;
+  let total = 0;
+  for (;;) {
+    const ids = d.q.events.idsMatching(filter, before, REPLAY_CHUNK);
+    if (ids.length === 0) return total;
+    total += replayEvents(d.store.db, ids, d.clock.now().toISOString()).queued.length;
+    before = ids[ids.length - 1] as number;
+    if (ids.length < REPLAY_CHUNK) return total;
+    await nextTurn();
+  }
+}
+
+function eventActions(router: Router, d: ConsoleDeps): void {
+  router.post('/events/:id/replay', (req, res) => replayOne(d, req, res));
+  router.get('/dead/replay', (req, res) => {
+    const q = req.query as Query;
+    const raw = rawFilters(q, DEAD_FILTER_FIELDS);
+    const count = d.q.events.countMatching(deadFilter(q));
+    res.send(
+      confirmReplayPage(contextOf(d, res), {
+        count,
+        what: count === 1 ? 'event' : 'events',
+        action: '/console/dead/replay',
+        hidden: raw,
+        back: '/console/dead',
+      }),
+    );
+  });
+  router.post('/dead/replay', async (req, res) => {
+    const body = (req.body ?? {}) as Query;
+    const count = await replayMatching(d, body);
+    audit(d, req, actorOf(res), 'replay_bulk', 'events:dead', {
+      filter: rawFilters(body, DEAD_FILTER_FIELDS),
+      count,
+    });
+    d.sweep();
+    res.redirect(303, `/console/dead?replayed=${count}`);
+  });
+}
+
+function forwardReplays(router: Router, d: ConsoleDeps): void {
+  router.get('/forwards/replay', (req, res) => {
+    const destination = text(req.query as Query, 'destination');
+    const count = d.q.forwards.countWhere({ status: 'dead', destination }).replayed;
+    res.send(
+      confirmReplayPage(contextOf(d, res), {
+        count,
+        what: count === 1 ? 'forward delivery' : 'forward deliveries',
+        action: '/console/forwards/replay',
+        hidden: { destination },
+        back: '/console/dead',
+      }),
+    );
+  });
+  router.post('/forwards/replay', async (req, res) => {
+    const destination = text((req.body ?? {}) as Query, 'destination');
+    const counts = await inTurns(
+      d.q.forwards.replayWhereSteps({ status: 'dead', destination }, d.clock.now().toISOString()),
+    );
+    audit(
+      d,
+      req,
+      actorOf(res),
+      'forward_replay_bulk',
+      destination === undefined ? 'forwards:dead' : `destination:${destination}`,
+      { filter: { status: 'dead', destination: destination ?? null }, count: counts.replayed },
+    );
+    d.nudge();
+    res.redirect(303, `/console/dead?replayed=${counts.replayed}`);
+  });
+  router.post('/forwards/:id/replay', (req, res) => {
+    const id = idParam(req);
+    if (d.q.forwards.missing([id]).length > 0) {
+      res.status(404).send(messagePage('Not found', `There is no forward delivery ${id}.`));
+      return;
+    }
+    d.q.forwards.replay([id], d.clock.now().toISOString());
+    audit(d, req, actorOf(res), 'forward_replay', `forward:${id}`);
+    d.nudge();
+    res.redirect(303, '/console/dead?replayed=1');
+  });
+}
+
+function pauseResume(router: Router, d: ConsoleDeps): void {
+  const act = (paused: boolean) => (req: Request, res: Response) => {
+    const name = String(req.params.name);
+    const destination = d.destinations.find((x) => x.name === name);
+    if (destination === undefined) {
+      res.status(404).send(
+        messagePage('Not found', `No destination ${JSON.stringify(name)} is configured.`, {
+          href: '/console/forwards',
+          text: 'Forwarding',
+        }),
+      );
+      return;
+    }
+    if (!paused && destination.paused) {
+      res
+        .status(409)
+        .send(
+          messagePage(
+            'Paused in configuration',
+            `Destination ${name} is paused in its configuration file: change the file and restart. Nothing was changed.`,
+            { href: '/console/forwards', text: 'Forwarding' },
+          ),
+        );
+      return;
+    }
+    d.q.forwards.setPaused(name, paused, d.clock.now().toISOString());
+    audit(d, req, actorOf(res), paused ? 'forward_pause' : 'forward_resume', `destination:${name}`);
+    if (!paused) d.nudge();
+    res.redirect(303, `/console/forwards?done=${paused ? 'paused' : 'resumed'}`);
+  };
+  router.post('/forwards/:name/pause', act(true));
+  router.post('/forwards/:name/resume', act(false));
+}
+
+/** Mounts the actions and their confirmation pages, all behind requireAdmin. */
+export function actionRoutes(router: Router, d: ConsoleDeps): void {
+  const admin = requireAdmin(d);
+  router.use(
+    [
+      '/events/:id/replay',
+      '/dead/replay',
+      '/forwards/replay',
+      '/forwards/:id/replay',
+      '/forwards/:name/pause',
+      '/forwards/:name/resume',
+    ],
+    admin,
+  );
+  eventActions(router, d);
+  forwardReplays(router, d);
+  pauseResume(router, d);
+}

@@ -1,0 +1,253 @@
+import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
+import { clientAddress } from '../../domain/cidr';
+import type { AuditAction } from '../../store/audit';
+import { isLockBusy } from '../../store/database-errors';
+import type { ConsoleDeps } from './deps';
+import type { PageContext } from './layout';
+import { loginPage, messagePage } from './pages/login';
+import {
+  type ConsoleSession,
+  clearedCookie,
+  csrfMatches,
+  csrfToken,
+  hashSessionId,
+  isSecureRequest,
+  newSessionId,
+  roleForToken,
+  sessionCookie,
+  sessionIdFrom,
+  sessionTag,
+} from './session';
+import type { LoginThrottle } from './throttle';
+
+/**
+ * Signing in and out of the console, the session every other page needs, and the checks every
+ * POST passes (same origin, CSRF token, admin role for actions). Sessions live in SQLite
+ * (`console_sessions`), so they survive a restart and a hand-over.
+ */
+
+/** last_seen is written at most this often per session: a page view is not a write. */
+const TOUCH_EVERY_MS = 60_000;
+/** A token longer than this is not one of ours (and is not hashed). */
+const MAX_TOKEN_CHARS = 1024;
+
+/** What requireSession leaves for the routes after it. */
+interface Signed {
+  id: string;
+  session: ConsoleSession;
+}
+
+function signedIn(res: Response): Signed {
+  return res.locals.console as Signed;
+}
+
+/** The page context of the signed-in request. */
+export function contextOf(d: ConsoleDeps, res: Response): PageContext {
+  const { session } = signedIn(res);
+  return { role: session.role, csrf: session.csrf, now: d.clock.now() };
+}
+
+export function addressOf(d: ConsoleDeps, req: Request): string {
+  return clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], d.trustProxy);
+}
+
+/** Who did something: the role and the session's short tag; null before a sign-in. */
+export type Actor = Pick<ConsoleSession, 'role' | 'tag'> | null;
+
+/** The signed-in request's actor. */
+export function actorOf(res: Response): Actor {
+  return (res.locals.console as Signed | undefined)?.session ?? null;
+}
+
+/** Records an action in `console_audit` (the session by its tag, never its id). */
+export function audit(
+  d: ConsoleDeps,
+  req: Request,
+  actor: Actor,
+  action: AuditAction,
+  target: string | null,
+  detail: Record<string, unknown> | null = null,
+): void {
+  d.q.audit.record({
+    at: d.clock.now().toISOString(),
+    role: actor?.role ?? null,
+    session: actor?.tag ?? null,
+    action,
+    target,
+    detail,
+    ip: addressOf(d, req),
+  });
+}
+
+/**
+ * A POST from another site is refused: `Sec-Fetch-Site` when the browser sends it, otherwise the
+ * `Origin` host against `Host` (or, behind trusted proxies, `X-Forwarded-Host`). Neither header
+ * (an old browser, a script) leaves the decision to the CSRF token.
+ */
+export function sameOrigin(req: Request, trustProxy: number): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string') return site === 'same-origin' || site === 'none';
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    return false;
+  }
+  const forwarded =
+    trustProxy > 0
+      ? String(req.headers['x-forwarded-host'] ?? '')
+          .split(',')[0]
+          ?.trim()
+      : '';
+  return host === req.headers.host || (forwarded !== undefined && forwarded !== '' && host === forwarded);
+}
+
+/** Where to go after signing in: a console page the request named, or the overview. */
+export function nextPath(value: unknown): string {
+  return typeof value === 'string' && /^\/console(\/[^\\]*)?$/.test(value) && !value.startsWith('//')
+    ? value
+    : '/console';
+}
+
+function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
+  return (req, res) => {
+    const now = d.clock.now();
+    const ip = addressOf(d, req);
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const next = nextPath(req.query.next ?? body.next);
+    const wait = throttle.retryAfter(ip, now.getTime());
+    if (wait > 0) {
+      const message = `Too many wrong tokens from this address: try again in ${wait} s.`;
+      res.status(429).set('retry-after', String(wait)).send(loginPage(message, next));
+      return;
+    }
+    const token = typeof body.token === 'string' && body.token.length <= MAX_TOKEN_CHARS ? body.token : '';
+    const role = token === '' ? null : roleForToken(token, d.tokens);
+    if (role === null) {
+      throttle.failed(ip, now.getTime());
+      audit(d, req, null, 'sign_in_failed', null);
+      res.status(401).send(loginPage('That token does not sign in.', next));
+      return;
+    }
+    throttle.succeeded(ip);
+    const id = newSessionId();
+    const idHash = hashSessionId(id);
+    d.q.sessions.pruneExpired(now.toISOString());
+    d.q.sessions.create({
+      idHash,
+      role,
+      now: now.toISOString(),
+      expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
+    });
+    audit(d, req, { role, tag: sessionTag(idHash) }, 'sign_in', null);
+    res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, isSecureRequest(req, d.trustProxy)));
+    res.redirect(303, next);
+  };
+}
+
+/** GET/POST /login; POST /logout is mounted after the session and CSRF checks. */
+export function loginRoutes(router: Router, d: ConsoleDeps, throttle: LoginThrottle): void {
+  router.get('/login', (req, res) => {
+    res.send(loginPage(null, nextPath(req.query.next)));
+  });
+  router.post('/login', (req, res, next) => {
+    if (!sameOrigin(req, d.trustProxy)) {
+      res.status(403).send(
+        messagePage('Refused', 'A sign-in from another site is refused.', {
+          href: '/console/login',
+          text: 'Sign in',
+        }),
+      );
+      return;
+    }
+    signIn(d, throttle)(req, res, next);
+  });
+}
+
+export function logoutRoute(router: Router, d: ConsoleDeps): void {
+  router.post('/logout', (req, res) => {
+    const { session } = signedIn(res);
+    d.q.sessions.remove(session.idHash);
+    audit(d, req, session, 'sign_out', null);
+    res.set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy))).redirect(303, '/console/login');
+  });
+}
+
+/**
+ * Every path after this needs a live session: none, unknown or expired → the sign-in page (303),
+ * the stale cookie removed. Nothing is done for a request without one.
+ */
+export function requireSession(d: ConsoleDeps): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const id = sessionIdFrom(req);
+    const now = d.clock.now();
+    const idHash = id === undefined ? undefined : hashSessionId(id);
+    const row = idHash === undefined ? undefined : d.q.sessions.live(idHash, now.toISOString());
+    if (id === undefined || idHash === undefined || row === undefined) {
+      if (req.headers.cookie?.includes('consig_console='))
+        res.append('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)));
+      const back = req.method === 'GET' ? `?next=${encodeURIComponent(req.originalUrl)}` : '';
+      res.redirect(303, `/console/login${back}`);
+      return;
+    }
+    if (now.getTime() - Date.parse(row.last_seen) >= TOUCH_EVERY_MS) touch(d, idHash, now);
+    const session: ConsoleSession = {
+      role: row.role,
+      idHash,
+      tag: sessionTag(idHash),
+      csrf: csrfToken(id),
+      expiresAt: row.expires_at,
+    };
+    res.locals.console = { id, session } satisfies Signed;
+    next();
+  };
+}
+
+function touch(d: ConsoleDeps, idHash: string, now: Date): void {
+  try {
+    d.q.sessions.touch(idHash, now.toISOString());
+  } catch (err) {
+    // Another connection holds the write lock: last_seen is a courtesy, the page is not refused.
+    if (!isLockBusy(err)) throw err;
+  }
+}
+
+/**
+ * Every POST after sign-in: from this site, with the session's CSRF token (`_csrf`). Otherwise 403
+ * and nothing changes.
+ */
+export function requireCsrf(d: ConsoleDeps): RequestHandler {
+  return (req, res, next) => {
+    if (req.method !== 'POST') return next();
+    const given = ((req.body ?? {}) as Record<string, unknown>)._csrf;
+    if (!sameOrigin(req, d.trustProxy) || !csrfMatches(signedIn(res).id, given)) {
+      res
+        .status(403)
+        .send(
+          messagePage(
+            'Refused',
+            'CSRF token missing or invalid. Nothing was changed: reload the page and try again.',
+          ),
+        );
+      return;
+    }
+    next();
+  };
+}
+
+/** Actions (replay, pause, resume) are the admin's: a viewer gets 403 and nothing changes. */
+export function requireAdmin(d: ConsoleDeps): RequestHandler {
+  return (_req, res, next) => {
+    if (contextOf(d, res).role === 'admin') return next();
+    res
+      .status(403)
+      .send(
+        messagePage(
+          'Refused',
+          'This action needs the admin token: you are signed in read-only. Nothing was changed.',
+        ),
+      );
+  };
+}

@@ -1,0 +1,126 @@
+import express, {
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+  Router,
+} from 'express';
+import type { Logger } from '../../logger';
+import { isLockBusy } from '../../store/database-errors';
+import type { AppDeps } from '../app';
+import { notFound } from '../errors';
+import { actionRoutes } from './actions';
+import { CONSOLE_CSS } from './assets';
+import { contextOf, loginRoutes, logoutRoute, requireCsrf, requireSession } from './auth';
+import { consoleDeps, consoleEnabled } from './deps';
+import { html } from './html';
+import { page } from './layout';
+import { messagePage } from './pages/login';
+import { pageRoutes } from './page-routes';
+import { LoginThrottle } from './throttle';
+
+/**
+ * `/console` (contract §9): server-rendered pages for operators, signed in with ADMIN_TOKEN (all
+ * rights) or VIEWER_TOKEN (read only); with neither set, every path answers 404 like `/admin`.
+ * Mounted on Express only: the webhook fast path never reaches it.
+ */
+
+/**
+ * No script at all, styles from the console's own stylesheet only, forms posting only here, never
+ * framed, no referrer leaving the page, nothing cached.
+ */
+const CSP = [
+  "default-src 'none'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');
+
+export const securityHeaders: RequestHandler = (_req, res, next) => {
+  res.set({
+    'content-security-policy': CSP,
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'cross-origin-opener-policy': 'same-origin',
+    'cache-control': 'no-store',
+  });
+  next();
+};
+
+/** Errors as pages: a filter that makes no sense is a 400 that says so; anything else says nothing. */
+function consoleErrors(logger: Logger, d: ReturnType<typeof consoleDeps>) {
+  return (
+    err: Error & { status?: number; expose?: boolean },
+    _req: Request,
+    res: Response,
+    _next: NextFunction,
+  ): void => {
+    if (res.headersSent) return;
+    if (isLockBusy(err)) {
+      res
+        .status(503)
+        .set('retry-after', '1')
+        .send(
+          messagePage(
+            'Busy',
+            'The database is locked by another connection: try again in a moment. Nothing was changed.',
+          ),
+        );
+      return;
+    }
+    const status = typeof err.status === 'number' && err.status >= 400 && err.status < 500 ? err.status : 500;
+    if (status === 500) logger.error({ err: err.message }, 'console: unhandled error');
+    const message =
+      status === 500
+        ? 'Something went wrong on the server (it is in the log).'
+        : err.expose === true
+          ? err.message
+          : 'The request could not be read.';
+    const signed = res.locals.console !== undefined;
+    res.status(status).send(
+      signed
+        ? page({
+            title: status === 400 ? 'Bad request' : 'Error',
+            current: null,
+            ctx: contextOf(d, res),
+            body: html`<p class="error-box" role="alert">${message}</p>`,
+          })
+        : messagePage(status === 400 ? 'Bad request' : 'Error', message),
+    );
+  };
+}
+
+export function consoleRouter(deps: AppDeps): Router {
+  const router = Router();
+  if (!consoleEnabled(deps)) {
+    router.use(notFound);
+    return router;
+  }
+  const d = consoleDeps(deps);
+  router.use(securityHeaders);
+  router.get('/assets/console.css', (_req, res) => {
+    res.type('text/css').send(CONSOLE_CSS);
+  });
+  router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 }));
+  loginRoutes(router, d, new LoginThrottle());
+  router.use(requireSession(d));
+  router.use(requireCsrf(d));
+  logoutRoute(router, d);
+  actionRoutes(router, d);
+  pageRoutes(router, d);
+  router.use((_req: Request, res: Response) => {
+    res.status(404).send(
+      page({
+        title: 'Not found',
+        current: null,
+        ctx: contextOf(d, res),
+        body: html`<p class="error-box" role="alert">No such console page.</p>`,
+      }),
+    );
+  });
+  router.use(consoleErrors(deps.logger, d));
+  return router;
+}

@@ -1,0 +1,83 @@
+import { REGISTRY_STATUSES } from '../../../domain/catalogue';
+import type { AverbacaoListRow } from '../../../store/console-averbacoes';
+import type { ConsoleDeps } from '../deps';
+import type { averbacaoFilter } from '../filters';
+import { ageOf, timeTag } from '../format';
+import { html, type SafeHtml } from '../html';
+import {
+  filterForm,
+  hrefWith,
+  page,
+  type PageContext,
+  pager,
+  selectField,
+  statusBadge,
+  table,
+} from '../layout';
+import type { RawFilters } from './events';
+
+/**
+ * `/console/averbacoes`: the tracked registrations (interface §4.2–§4.4), newest first: those
+ * waiting for their result and being polled (attempts, next poll), those given up on (stale), and
+ * the finished ones with where the result came from.
+ */
+
+const PAGE_SIZE = 50;
+
+function row(r: AverbacaoListRow, now: Date): SafeHtml {
+  const nu =
+    r.nu_proposta === null
+      ? '—'
+      : html`<a href="/console/proposals/${encodeURIComponent(String(r.nu_proposta))}">${r.nu_proposta}</a>`;
+  return html`<tr id="req-${r.request_id}">
+    <th scope="row">${r.request_id}</th>
+    <td>${nu}</td>
+    <td>${statusBadge(r.status)}</td>
+    <td>${r.stale ? 'yes' : 'no'}</td>
+    <td>${r.tracked_via}</td>
+    <td class="num">${r.poll_attempts}</td>
+    <td>${timeTag(r.last_poll_at)} ${r.last_poll_outcome ?? ''}</td>
+    <td>${timeTag(r.next_poll_at)}</td>
+    <td>${r.result_source ?? '—'}</td>
+    <td>${timeTag(r.created_at)} (${ageOf(r.created_at, now)})</td>
+  </tr>`;
+}
+
+export function averbacoesPage(
+  d: ConsoleDeps,
+  ctx: PageContext,
+  filter: ReturnType<typeof averbacaoFilter>,
+  raw: RawFilters,
+): string {
+  const list = d.q.averbacoes.list({ ...filter, limit: PAGE_SIZE });
+  const nextHref = list.next === null ? null : hrefWith('/console/averbacoes', { ...raw, before: list.next });
+  const yesNo = [
+    { value: 'yes', label: 'yes' },
+    { value: 'no', label: 'no' },
+  ];
+  const form = filterForm(
+    '/console/averbacoes',
+    html`${selectField('status', 'Status', REGISTRY_STATUSES, raw.status)}
+    ${selectField('stale', 'Stale', yesNo, filter.stale === undefined ? undefined : filter.stale ? 'yes' : 'no')}
+    ${selectField('waiting', 'Being polled', [{ value: 'yes', label: 'yes' }], filter.waiting ? 'yes' : undefined)}`,
+  );
+  const headings = [
+    'requestId',
+    'nu_proposta',
+    'status',
+    'stale',
+    'tracked via',
+    'polls',
+    'last poll',
+    'next poll',
+    'result by',
+    'tracked',
+  ];
+  const body = html`${form}${table(
+    'Averbações, newest first',
+    headings,
+    list.rows.map((r) => row(r, ctx.now)),
+    'none match these filters',
+  )}${pager(nextHref)}`;
+  return page({ title: 'Averbações', current: 'averbacoes', ctx, body });
+}

@@ -1,0 +1,284 @@
+import {
+  alarmRaised,
+  type DeliveryAlarmState,
+  describeRun,
+  FAILED_ANSWERS,
+  judgeSilence,
+  noSilence,
+} from '../../../domain/delivery-alarm';
+import { stuckCutoffs } from '../../../domain/stuck';
+import { COUNT_CAP } from '../../../store/console-averbacoes';
+import { type HourCount, hourOf } from '../../../store/console-rollup';
+import type { DestinationSummary } from '../../../store/forward-admin';
+import type { ConsoleDeps } from '../deps';
+import { ageOf, formatAge, formatCount, timeTag } from '../format';
+import { html, type SafeHtml } from '../html';
+import { page, type PageContext, statusBadge, table } from '../layout';
+import { type ChartSeries, stackedBarChart } from '../svg';
+
+/**
+ * `/console`: is the service still sending (last delivery, deliveries per hour and per day by
+ * outcome, the deactivation and silence alarms), is the receiver keeping up (backlog, lag, dead
+ * letters, stale averbações, stuck proposals), and each forwarding destination's state.
+ */
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+/** The chart's series: the three 200 answers, and every answer the service counts as a failure. */
+export const OUTCOME_SERIES: readonly ChartSeries[] = [
+  { name: 'accepted', className: 's-accepted' },
+  { name: 'duplicate', className: 's-duplicate' },
+  { name: 'quarantined', className: 's-quarantined' },
+  { name: 'failed', className: 's-failed' },
+];
+
+function seriesIndex(outcome: string): number {
+  if (Object.hasOwn(FAILED_ANSWERS, outcome)) return 3;
+  const i = OUTCOME_SERIES.findIndex((s) => s.name === outcome);
+  return i < 0 ? 3 : i;
+}
+
+export interface OverviewData {
+  now: Date;
+  lastDeliveryAt: string | null;
+  run: DeliveryAlarmState;
+  silence: { raised: boolean; silenceMs: number; inFlight: number | null };
+  hours: HourCount[];
+  rollupBehind: number;
+  events: { pending: number; failed: number; dead: number; oldestUnprocessedAt: string | null };
+  averbacoes: { waiting: number; staleWaiting: number };
+  stuck: number;
+  destinations: DestinationSummary[];
+}
+
+export function loadOverview(d: ConsoleDeps, now: Date): OverviewData {
+  const { q } = d;
+  const rollup = q.rollup.update(now);
+  const last = q.alarm.lastDeliveryAt();
+  const inFlight =
+    last !== null && d.silenceMs > 0 && now.getTime() - last >= d.silenceMs
+      ? q.alarm.proposalsInFlight()
+      : null;
+  const silence =
+    last === null
+      ? { state: noSilence }
+      : judgeSilence(noSilence, {
+          now: now.getTime(),
+          lastDeliveryAt: last,
+          silenceMs: d.silenceMs,
+          inFlight,
+        });
+  const stuck = Object.values(q.lists.stuckCounts(stuckCutoffs(d.stuckAfter, now))).reduce(
+    (a, b) => a + b,
+    0,
+  );
+  return {
+    now,
+    lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
+    run: q.alarm.load(),
+    silence: { raised: silence.state.raised, silenceMs: d.silenceMs, inFlight },
+    hours: q.rollup.since(hourOf(now.getTime() - 7 * DAY)),
+    rollupBehind: rollup.behind,
+    events: {
+      pending: q.averbacoes.countEvents('pending'),
+      failed: q.averbacoes.countEvents('failed'),
+      dead: q.averbacoes.countEvents('dead'),
+      oldestUnprocessedAt: d.store.events.oldestUnprocessedAt(),
+    },
+    averbacoes: { waiting: d.store.averbacoes.counts().waiting, staleWaiting: q.averbacoes.staleWaiting() },
+    stuck,
+    destinations: q.forwards.destinationSummaries(d.destinations),
+  };
+}
+
+/** Bars of the last 24 hours and the last 7 days (UTC), oldest first, from the hourly counts. */
+export function deliveryBars(hours: readonly HourCount[], now: Date) {
+  const byHour = new Map<string, number[]>();
+  for (const h of hours) {
+    const values = byHour.get(h.hour) ?? [0, 0, 0, 0];
+    values[seriesIndex(h.outcome)] = (values[seriesIndex(h.outcome)] ?? 0) + h.n;
+    byHour.set(h.hour, values);
+  }
+  const hourly = Array.from({ length: 24 }, (_, i) => {
+    const hour = hourOf(now.getTime() - (23 - i) * HOUR);
+    return { label: `${hour.slice(11, 13)}h`, values: byHour.get(hour) ?? [0, 0, 0, 0] };
+  });
+  const daily = Array.from({ length: 7 }, (_, i) => {
+    const day = new Date(now.getTime() - (6 - i) * DAY).toISOString().slice(0, 10);
+    const values = [0, 0, 0, 0];
+    for (const [hour, v] of byHour)
+      if (hour.startsWith(day)) v.forEach((n, k) => (values[k] = (values[k] ?? 0) + n));
+    return { label: day.slice(5), values };
+  });
+  return { hourly, daily };
+}
+
+/** "Last 24 hours: accepted 120, duplicate 3, quarantined 0, failed 2" (failed: every non-200 answer). */
+function outcomeTotals(bars: readonly { values: readonly number[] }[]): SafeHtml {
+  const parts = OUTCOME_SERIES.map(
+    (s, i) => `${s.name} ${formatCount(bars.reduce((n, b) => n + (b.values[i] ?? 0), 0))}`,
+  );
+  return html`<p>Last 24 hours: ${parts.join(', ')} (failed: every answer other than 200).</p>`;
+}
+
+function legend(): SafeHtml {
+  const items = OUTCOME_SERIES.map((s) => html`<li><span class="swatch sw-${s.name}"></span>${s.name}</li>`);
+  return html`<ul class="legend" aria-label="Legend">
+    ${items}
+  </ul>`;
+}
+
+function chartTable(
+  caption: string,
+  bars: readonly { label: string; values: readonly number[] }[],
+): SafeHtml {
+  const rows = bars.map(
+    (b) =>
+      html`<tr>
+        <th scope="row">${b.label}</th>
+        ${b.values.map((v) => html`<td class="num">${v}</td>`)}
+      </tr>`,
+  );
+  const ths = OUTCOME_SERIES.map((s) => html`<th scope="col" class="num">${s.name}</th>`);
+  return html`<details>
+    <summary>${caption} as a table</summary>
+    <div class="table-wrap" tabindex="0" role="region" aria-label="${caption}">
+      <table>
+        <caption>
+          ${caption}
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">period</th>
+            ${ths}
+          </tr>
+        </thead>
+        <tbody>
+          ${rows}
+        </tbody>
+      </table>
+    </div>
+  </details>`;
+}
+
+function sendingCards(data: OverviewData): SafeHtml {
+  const { run, silence, now } = data;
+  const last = data.lastDeliveryAt;
+  const alarm = alarmRaised(run);
+  const silenceText =
+    silence.silenceMs === 0
+      ? 'off (DELIVERY_SILENCE_ALARM_MS=0)'
+      : silence.raised
+        ? `raised: no delivery for over ${formatAge(silence.silenceMs)} while ${formatCount(silence.inFlight ?? 0)} proposals are in flight`
+        : `not raised (threshold ${formatAge(silence.silenceMs)})`;
+  return html`<div class="cards">
+    <section class="card ${last === null ? 'alarm' : 'fine'}" aria-labelledby="c-last">
+      <h2 id="c-last">Last delivery</h2>
+      <p class="big">${ageOf(last, now)}</p>
+      <p>${timeTag(last)}</p>
+    </section>
+    <section class="card ${alarm ? 'alarm' : 'fine'}" aria-labelledby="c-deact">
+      <h2 id="c-deact">Deactivation alarm</h2>
+      <p class="big">${alarm ? 'RAISED' : 'not raised'}</p>
+      <p>
+        ${run.consecutive} consecutive failed
+        answers${run.consecutive > 0 ? html` (${describeRun(run)}), since ${timeTag(run.firstFailureAt === null ? null : new Date(run.firstFailureAt).toISOString())}` : ''}.
+        The service deactivates the callback after 3.
+      </p>
+    </section>
+    <section class="card ${silence.raised ? 'alarm' : 'fine'}" aria-labelledby="c-silence">
+      <h2 id="c-silence">Silence alarm</h2>
+      <p class="big">${silence.raised ? 'RAISED' : 'not raised'}</p>
+      <p>${silenceText}</p>
+    </section>
+  </div>`;
+}
+
+function backlogCards(data: OverviewData): SafeHtml {
+  const { events, averbacoes, now } = data;
+  const lag =
+    events.oldestUnprocessedAt === null
+      ? 'none waiting'
+      : `oldest waiting since ${ageOf(events.oldestUnprocessedAt, now)}`;
+  return html`<div class="cards">
+    <section class="card" aria-labelledby="c-backlog">
+      <h2 id="c-backlog">Pipeline backlog</h2>
+      <p class="big">${formatCount(events.pending + events.failed, COUNT_CAP)}</p>
+      <p>
+        <a href="/console/events?status=pending">${formatCount(events.pending, COUNT_CAP)} pending</a>,
+        <a href="/console/events?status=failed">${formatCount(events.failed, COUNT_CAP)} failed</a>
+        (retrying). Lag: ${lag}.
+      </p>
+    </section>
+    <section class="card ${events.dead > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-dead">
+      <h2 id="c-dead">Dead letters</h2>
+      <p class="big">${formatCount(events.dead, COUNT_CAP)}</p>
+      <p><a href="/console/dead">Review and replay</a></p>
+    </section>
+    <section class="card ${averbacoes.staleWaiting > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-averb">
+      <h2 id="c-averb">Averbações</h2>
+      <p class="big">${formatCount(averbacoes.staleWaiting)} stale</p>
+      <p>
+        <a href="/console/averbacoes?waiting=yes">${formatCount(averbacoes.waiting)} being polled</a>,
+        <a href="/console/averbacoes?stale=yes">stale ones</a>
+      </p>
+    </section>
+    <section class="card ${data.stuck > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-stuck">
+      <h2 id="c-stuck">Stuck proposals</h2>
+      <p class="big">${formatCount(data.stuck)}</p>
+      <p><a href="/console/proposals?stuck=yes">List them</a> (limits per status: STUCK_AFTER)</p>
+    </section>
+  </div>`;
+}
+
+function destinationsTable(destinations: readonly DestinationSummary[], now: Date): SafeHtml {
+  const rows = destinations.map(
+    (s) =>
+      html`<tr>
+        <th scope="row"><a href="/console/forwards">${s.name}</a></th>
+        <td class="num">${s.counts.pending}</td>
+        <td class="num">${s.counts.retrying}</td>
+        <td class="num">${s.counts.dead}</td>
+        <td>${ageOf(s.oldest_pending_at, now)}</td>
+        <td>${s.paused ? 'paused' : 'running'}</td>
+        <td>${statusBadge(s.circuit.state)}</td>
+      </tr>`,
+  );
+  return table(
+    'Forwarding destinations',
+    ['destination', 'backlog', 'retrying', 'dead', 'oldest waiting', 'state', 'circuit'],
+    rows,
+    'none configured',
+  );
+}
+
+export function renderOverview(data: OverviewData, ctx: PageContext): string {
+  const { hourly, daily } = deliveryBars(data.hours, data.now);
+  const behind =
+    data.rollupBehind > 0
+      ? html`<p class="note">
+          Still counting: ${formatCount(data.rollupBehind)} older deliveries are not in the charts yet (the
+          count catches up at each view).
+        </p>`
+      : '';
+  const body = html`${sendingCards(data)}
+    <h2>Deliveries per hour, last 24 hours (UTC)</h2>
+    ${outcomeTotals(hourly)}${legend()}${stackedBarChart({ title: 'Deliveries per hour, last 24 hours', unit: 'hour', series: OUTCOME_SERIES, bars: hourly, labelEvery: 3 })}${chartTable('Deliveries per hour', hourly)}
+    <h2>Deliveries per day, last 7 days (UTC)</h2>
+    ${stackedBarChart({ title: 'Deliveries per day, last 7 days', unit: 'day', series: OUTCOME_SERIES, bars: daily })}${chartTable('Deliveries per day', daily)}${behind}
+    <p>
+      <a href="/console/deliveries">Every delivery</a> ·
+      <a href="/console/deliveries?outcome=invalid_signature">invalid signatures</a> ·
+      <a href="/console/deliveries?outcome=storage_unavailable">503s</a>
+    </p>
+    <h2>Processing</h2>
+    ${backlogCards(data)}
+    <h2>Forwarding</h2>
+    ${destinationsTable(data.destinations, data.now)}`;
+  return page({ title: 'Overview', current: 'overview', ctx, body });
+}
+
+export function overviewPage(d: ConsoleDeps, ctx: PageContext): string {
+  return renderOverview(loadOverview(d, ctx.now), ctx);
+}

@@ -1,0 +1,59 @@
+import type { AverbacaoRow } from './averbacoes';
+import type { Db } from './database';
+import { whereClause } from './sql';
+
+/**
+ * The console's reads of `averbacoes` and its overview counts of `events`. Averbações are listed
+ * newest tracked first, keyset on the rowid (insertion order, so tracking order); the status and
+ * stale filters use `averbacoes_status`, "waiting" the partial index `averbacoes_due`.
+ */
+
+/** Counts stop here: the overview says "at least", and a huge backlog costs no more than this. */
+export const COUNT_CAP = 100_000;
+
+export interface AverbacaoFilter {
+  status?: string | undefined;
+  stale?: boolean | undefined;
+  /** Only registrations still polled (`next_poll_at` set). */
+  waiting?: boolean | undefined;
+  before?: number | undefined;
+  /** @default 50 */
+  limit?: number | undefined;
+}
+
+export type AverbacaoListRow = AverbacaoRow & { rid: number };
+
+export function consoleAverbacoes(db: Db) {
+  const countStatus = db.prepare<[string], { n: number }>(
+    `SELECT count(*) AS n FROM (SELECT 1 FROM events WHERE status = ? LIMIT ${COUNT_CAP})`,
+  );
+  // Registrations given up on (stale) and still without a final answer.
+  const staleWaiting = db.prepare<[], { n: number }>(
+    `SELECT count(*) AS n FROM averbacoes WHERE status IN ('queued', 'processing') AND stale = 1`,
+  );
+  return {
+    /** Events at `status`, counted up to COUNT_CAP (over the (status, id) index). */
+    countEvents: (status: string): number => countStatus.get(status)?.n ?? 0,
+    staleWaiting: (): number => staleWaiting.get()?.n ?? 0,
+    /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
+    list(f: AverbacaoFilter): { rows: AverbacaoListRow[]; next: number | null } {
+      const limit = f.limit ?? 50;
+      const where = whereClause([
+        ['status = ?', f.status],
+        ['stale = ?', f.stale === undefined ? undefined : f.stale ? 1 : 0],
+        // Always bounded: the newest first is a range of the rowid, never a scan.
+        ['rowid < ?', f.before ?? Number.MAX_SAFE_INTEGER],
+      ]);
+      const waiting = f.waiting
+        ? `${where.sql === '' ? 'WHERE' : `${where.sql} AND`} next_poll_at IS NOT NULL`
+        : where.sql;
+      const sql = `SELECT rowid AS rid, * FROM averbacoes ${waiting} ORDER BY rowid DESC LIMIT ?`;
+      const rows = db.prepare<(string | number)[], AverbacaoListRow>(sql).all(...where.params, limit + 1);
+      if (rows.length <= limit) return { rows, next: null };
+      const page = rows.slice(0, limit);
+      return { rows: page, next: (page[page.length - 1] as AverbacaoListRow).rid };
+    },
+  };
+}
+
+export type ConsoleAverbacoes = ReturnType<typeof consoleAverbacoes>;

@@ -1,0 +1,105 @@
+import type { IncomingMessage } from 'node:http';
+import {
+  clearedCookie,
+  csrfMatches,
+  csrfToken,
+  hashSessionId,
+  isSecureRequest,
+  newSessionId,
+  roleForToken,
+  sessionCookie,
+  sessionIdFrom,
+  sessionTag,
+} from '../../../src/http/console/session';
+import { LoginThrottle } from '../../../src/http/console/throttle';
+
+const req = (headers: Record<string, string>, encrypted = false) =>
+  ({ headers, socket: { encrypted } }) as unknown as IncomingMessage;
+
+describe('session ids and CSRF', () => {
+  it('makes 43-character ids, stored as their SHA-256, tagged by 8 hex digits', () => {
+    const id = newSessionId();
+    expect(id).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(newSessionId()).not.toBe(id);
+    expect(hashSessionId(id)).toMatch(/^[0-9a-f]{64}$/);
+    expect(sessionTag(hashSessionId(id))).toBe(hashSessionId(id).slice(0, 8));
+  });
+
+  it('derives the CSRF token from the session id and compares it exactly', () => {
+    const id = newSessionId();
+    expect(csrfMatches(id, csrfToken(id))).toBe(true);
+    expect(csrfMatches(id, csrfToken(newSessionId()))).toBe(false);
+    for (const bad of [undefined, '', 'x', ['a'], 42]) expect(csrfMatches(id, bad)).toBe(false);
+  });
+
+  it.each([
+    ['consig_console=' + 'a'.repeat(43), 'a'.repeat(43)],
+    ['other=1; consig_console=' + 'b'.repeat(43) + '; x=2', 'b'.repeat(43)],
+    ['consig_console=short', undefined],
+    ['consig_console=' + '<'.repeat(43), undefined],
+    ['xconsig_console=' + 'a'.repeat(43), undefined],
+  ])('reads the cookie %s', (cookie, expected) => {
+    expect(sessionIdFrom(req({ cookie }))).toBe(expected);
+  });
+});
+
+describe('cookies', () => {
+  const now = new Date('2026-11-21T10:00:00Z');
+  it('sets HttpOnly, SameSite=Strict, Path=/console, Max-Age and Expires; Secure only over TLS', () => {
+    expect(sessionCookie('ID', 8 * 3_600_000, now, false)).toBe(
+      'consig_console=ID; Path=/console; Max-Age=28800; Expires=Sat, 21 Nov 2026 18:00:00 GMT; HttpOnly; SameSite=Strict',
+    );
+    expect(sessionCookie('ID', 60_000, now, true)).toMatch(/; Secure$/);
+    expect(clearedCookie(true)).toMatch(/^consig_console=; Path=\/console; Max-Age=0; .*; Secure$/);
+  });
+
+  it.each([
+    [{}, false, 0, false],
+    [{}, true, 0, true],
+    [{ 'x-forwarded-proto': 'https' }, false, 0, false],
+    [{ 'x-forwarded-proto': 'https' }, false, 1, true],
+    [{ 'x-forwarded-proto': 'https, http' }, false, 1, true],
+    [{ 'x-forwarded-proto': 'http' }, false, 1, false],
+  ])('headers %j over TLS %p with TRUST_PROXY=%p → secure %p', (headers, tls, trust, expected) => {
+    expect(isSecureRequest(req(headers as Record<string, string>, tls), trust)).toBe(expected);
+  });
+});
+
+describe('tokens and the sign-in throttle', () => {
+  it.each([
+    ['adm', 'admin'],
+    ['view', 'viewer'],
+    ['ad', null],
+    ['admx', null],
+    ['', null],
+  ])('token %j → %p', (token, role) => {
+    expect(roleForToken(token, { admin: 'adm', viewer: 'view' })).toBe(role);
+  });
+
+  it('a viewer token alone signs in read-only', () => {
+    expect(roleForToken('view', { admin: undefined, viewer: 'view' })).toBe('viewer');
+  });
+
+  it('refuses an address after 5 failures within a minute, until the minute is over', () => {
+    const t = new LoginThrottle();
+    for (let i = 0; i < 5; i++) {
+      expect(t.retryAfter('1.2.3.4', 1000 + i)).toBe(0);
+      t.failed('1.2.3.4', 1000 + i);
+    }
+    expect(t.retryAfter('1.2.3.4', 2000)).toBe(59);
+    expect(t.retryAfter('5.6.7.8', 2000)).toBe(0);
+    expect(t.retryAfter('1.2.3.4', 61_000)).toBe(0);
+  });
+
+  it('forgets an address on success and the oldest address when full', () => {
+    const t = new LoginThrottle({ maxFailures: 1, maxAddresses: 2 });
+    t.failed('a', 0);
+    t.succeeded('a');
+    expect(t.retryAfter('a', 1)).toBe(0);
+    t.failed('b', 0);
+    t.failed('c', 0);
+    t.failed('d', 0);
+    expect(t.retryAfter('b', 1)).toBe(0);
+    expect(t.retryAfter('d', 1)).toBeGreaterThan(0);
+  });
+});
