@@ -95,17 +95,21 @@ export function stackedBarChart(spec: StackedBarSpec): SafeHtml {
         : '';
     return html`<g>${rects}${label}</g>`;
   });
-  const summary = summarise(spec);
+  return chartSvg(spec.title, summarise(spec), HEIGHT, html`${grid}${bars}`);
+}
+
+/** The `<svg>` of a chart: an image to assistive technology, named and described by its summary. */
+function chartSvg(title: string, summary: string, height: number, body: SafeHtml): SafeHtml {
   return html`<svg
     class="chart"
     role="img"
     aria-label="${summary}"
-    viewBox="0 0 ${WIDTH} ${HEIGHT}"
+    viewBox="0 0 ${WIDTH} ${height}"
     xmlns="http://www.w3.org/2000/svg"
   >
-    <title>${spec.title}</title>
+    <title>${title}</title>
     <desc>${summary}</desc>
-    ${grid}${bars}
+    ${body}
   </svg>`;
 }
 
@@ -130,15 +134,5 @@ export function horizontalBarChart(spec: HorizontalBarSpec): SafeHtml {
   const parts = spec.rows.filter((r) => r.value > 0).map((r) => `${r.label} ${r.value}`);
   const summary =
     total === 0 ? `${spec.title}: none.` : `${spec.title}: ${total} in total (${parts.join(', ')}).`;
-  return html`<svg
-    class="chart"
-    role="img"
-    aria-label="${summary}"
-    viewBox="0 0 ${WIDTH} ${height}"
-    xmlns="http://www.w3.org/2000/svg"
-  >
-    <title>${spec.title}</title>
-    <desc>${summary}</desc>
-    ${rows}
-  </svg>`;
+  return chartSvg(spec.title, summary, height, html`${rows}`);
 }
