@@ -18,6 +18,8 @@ const NOT_COMPOSITION = [
   'only main and the commands compose the application',
 ];
 
+const CLUSTER_IMPORTS = 'cluster/ imports only domain/, its own files, node: built-ins and pg';
+
 const layers = [
   { files: ['src/domain/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
   // A folder inside domain/ may use domain/'s own modules (one level up), nothing further out.
@@ -64,6 +66,18 @@ const layers = [
         "simulator/ keeps its own description of the service's flows: end-to-end tests prove something only if the two sides were written independently",
       ],
     ),
+  },
+  {
+    // Cluster mode on PostgreSQL (issue 13): the local server for tests and the demo, the PostgreSQL
+    // migrations. It sits beside store/ (SQLite) as the other store: it uses domain/ and nothing
+    // else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
+    // with the prefix). Nothing imports it yet; serve will, through main.
+    files: ['src/cluster/*.ts'],
+    rules: restrict(['^\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$)', CLUSTER_IMPORTS]),
+  },
+  {
+    files: ['src/cluster/*/*.ts'],
+    rules: restrict(['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$)', CLUSTER_IMPORTS]),
   },
   {
     // The lender's side of the forwarding wire: an example a lender's engineer copies, verifying with

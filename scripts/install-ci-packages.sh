@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need beyond Node: `chromium` (the browser tests of
 # test/browser drive it through playwright-core, which never downloads a browser of its own; npm
-# installs may set PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 all the same) and `prometheus` (its `promtool`
-# tests deploy/prometheus/alerts.yml). Idempotent: a package already there is left alone, and
-# `apt-get update` runs only when something is missing. Runs as root, or through sudo when it can.
+# installs may set PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 all the same), `prometheus` (its `promtool`
+# tests deploy/prometheus/alerts.yml) and `postgresql` (the server binaries initdb, pg_ctl and
+# postgres: the cluster-mode tests start their own throwaway server with them, see
+# src/cluster/local-postgres.ts; on Debian 12 the package brings postgresql-15). Idempotent: a
+# package already there is left alone, and `apt-get update` runs only when something is missing.
+# Runs as root, or through sudo when it can.
 set -euo pipefail
 
 # package → a file that proves it is installed
@@ -12,9 +15,30 @@ declare -A PROVIDES=(
   [prometheus]=/usr/bin/promtool
 )
 
+# The PostgreSQL server, looked for where src/cluster/local-postgres.ts looks: PG_BIN, then
+# `pg_config --bindir` (which libpq-dev alone also ships, without a server, hence the initdb check),
+# then Debian's /usr/lib/postgresql/<version>/bin. (A PG_BIN naming the wrong directory is not
+# fixed by installing anything; the tests' error names it.)
+have_postgresql_server() {
+  local dir
+  if [ -n "${PG_BIN:-}" ] && [ -x "$PG_BIN/initdb" ] && [ -x "$PG_BIN/pg_ctl" ]; then return 0; fi
+  if dir=$(pg_config --bindir 2>/dev/null) && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then return 0; fi
+  for dir in /usr/lib/postgresql/*/bin; do
+    if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then return 0; fi
+  done
+  return 1
+}
+
+installed() {
+  case "$1" in
+    postgresql) have_postgresql_server ;;
+    *) [ -x "${PROVIDES[$1]}" ] || dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' ;;
+  esac
+}
+
 missing=()
-for pkg in chromium prometheus; do
-  if [ -x "${PROVIDES[$pkg]}" ] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+for pkg in chromium prometheus postgresql; do
+  if installed "$pkg"; then
     echo "install-ci-packages: $pkg already installed"
   else
     missing+=("$pkg")
@@ -45,8 +69,8 @@ echo "install-ci-packages: installing ${missing[*]}"
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 
 for pkg in "${missing[@]}"; do
-  if [ ! -x "${PROVIDES[$pkg]}" ]; then
-    echo "install-ci-packages: $pkg installed but ${PROVIDES[$pkg]} is missing" >&2
+  if ! installed "$pkg"; then
+    echo "install-ci-packages: $pkg installed but what the tests use from it is missing (${PROVIDES[$pkg]:-initdb, pg_ctl})" >&2
     exit 1
   fi
 done

@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { Client } from 'pg';
+import ts from 'typescript';
+import {
+  type LocalPostgres,
+  type LocalPostgresOptions,
+  startLocalPostgres,
+} from '../../src/cluster/local-postgres';
+
+/**
+ * PostgreSQL for the tests: one throwaway server per test file (startLocalPostgres; never skipped —
+ * without the binaries it fails with the install hint), one fresh database per test.
+ */
+
+export const REPO = resolve(__dirname, '../..');
+
+/** One server for a test file; `fast` (no fsync) unless the test needs durability. */
+export function startTestPostgres(options: LocalPostgresOptions = { fast: true }): Promise<LocalPostgres> {
+  return startLocalPostgres(options);
+}
+
+let databases = 0;
+
+/** Creates an empty database on the server and returns its URL. */
+export async function createTestDatabase(pg: LocalPostgres, prefix = 'test'): Promise<string> {
+  const name = `${prefix}_${process.pid}_${++databases}`;
+  await withClient(pg.url, (c) => c.query(`CREATE DATABASE ${name}`));
+  const url = new URL(pg.url);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Runs `fn` on a connection of its own, closed afterwards. */
+export async function withClient<T>(url: string, fn: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Transpiles `entry` (a path from the repository root) and the relative imports it reaches into
+ * `outDir`, with the project's TypeScript, so a child `node` runs the sources under test (not a
+ * possibly stale `dist/`) and starts in milliseconds (no TypeScript to load). Returns the entry's
+ * `.js` path; packages resolve from the repository's node_modules through NODE_PATH (runNode).
+ */
+export function transpileForChild(entry: string, outDir: string): string {
+  const seen = new Set<string>();
+  const visit = (source: string): void => {
+    if (seen.has(source)) return;
+    seen.add(source);
+    const { outputText } = ts.transpileModule(readFileSync(source, 'utf8'), {
+      fileName: source,
+      compilerOptions: {
+        module: ts.ModuleKind.CommonJS,
+        target: ts.ScriptTarget.ES2022,
+        esModuleInterop: true,
+      },
+    });
+    const target = join(outDir, relative(REPO, source)).replace(/\.ts$/, '.js');
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, outputText);
+    for (const [, spec] of outputText.matchAll(/require\("(\.{1,2}\/[^"]+)"\)/g))
+      visit(resolve(dirname(source), `${spec}.ts`));
+  };
+  visit(resolve(REPO, entry));
+  return join(outDir, entry).replace(/\.ts$/, '.js');
+}
+
+export interface ChildResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `script` (CommonJS) in a child node that finds the repository's packages. */
+export function runNode(script: string, env: Record<string, string> = {}): Promise<ChildResult> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ['-e', script], {
+      cwd: REPO,
+      env: { PATH: process.env.PATH ?? '', NODE_PATH: join(REPO, 'node_modules'), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** What a migrator child prints: the versions it applied and what it logged. */
+export interface MigratorReport {
+  applied: number[];
+  logged: string[];
+}
+
+/**
+ * A separate process running migratePostgres(url, { dir }), as a replica does when it starts.
+ * `module` is transpileForChild('src/cluster/pg-migrate.ts', …).
+ */
+export async function runMigratorProcess(module: string, url: string, dir: string): Promise<MigratorReport> {
+  const result = await runNode(
+    `
+const { migratePostgres } = require(process.env.MIGRATE_MODULE);
+const logged = [];
+migratePostgres(process.env.DATABASE_URL, {
+  dir: process.env.MIGRATIONS_DIR,
+  logger: { info: (_fields, message) => logged.push(message) },
+}).then(
+  (applied) => console.log(JSON.stringify({ applied: applied.map((m) => m.version), logged })),
+  (err) => { console.error(err.message); process.exit(1); },
+);
+`,
+    { DATABASE_URL: url, MIGRATIONS_DIR: dir, MIGRATE_MODULE: module },
+  );
+  if (result.code !== 0) throw new Error(`migrator exited ${result.code}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as MigratorReport;
+}
