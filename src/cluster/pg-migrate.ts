@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Client, type Pool, type PoolClient } from 'pg';
 import { MigrationError } from '../domain/errors';
+import { migrationFileName, orderMigrationFiles } from '../domain/migration-files';
 
 /**
  * The PostgreSQL migrations of cluster mode (`migrations-pg/0001_init.sql`, …), run the way
@@ -43,7 +44,6 @@ export interface MigratePostgresOptions {
  */
 export const MIGRATION_LOCK_KEY = 0x636f6e7369674d47n;
 
-const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 const TABLE = 'schema_migrations';
 
 /** Finds `migrations-pg/` above this file: from `src/cluster` (tests) or `dist/src/cluster` (built). */
@@ -63,26 +63,11 @@ export function checksum(sql: string): string {
 
 /** Reads and checks the folder: `NNNN_name.sql`, numbered 0001, 0002, … without gaps. */
 export function loadPgMigrations(dir: string = defaultPgMigrationsDir()): PgMigration[] {
-  const migrations = readdirSync(dir)
-    .filter((f) => f.endsWith('.sql'))
-    .map((file) => {
-      const m = FILE.exec(file);
-      if (!m?.[1] || !m[2]) throw new MigrationError(`migration file ${file} is not named NNNN_name.sql`);
-      const sql = readFileSync(join(dir, file), 'utf8');
-      return { version: Number(m[1]), name: m[2], sql, checksum: checksum(sql) };
-    })
-    .sort((a, b) => a.version - b.version);
-  migrations.forEach((m, i) => {
-    if (m.version !== i + 1)
-      throw new MigrationError(
-        `migrations-pg must be numbered 0001, 0002, … without gaps; found ${m.version} at position ${i + 1}`,
-      );
-  });
-  return migrations;
-}
-
-export function fileName(m: { version: number; name: string }): string {
-  return `${String(m.version).padStart(4, '0')}_${m.name}.sql`;
+  const files = readdirSync(dir).map((file) => ({
+    file,
+    sql: file.endsWith('.sql') ? readFileSync(join(dir, file), 'utf8') : '',
+  }));
+  return orderMigrationFiles(files, 'migrations-pg').map((m) => ({ ...m, checksum: checksum(m.sql) }));
 }
 
 /** A row of `schema_migrations`, as far as the checks need it. */
@@ -173,7 +158,7 @@ async function migrateLocked(
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
     await applyOne(client, m);
-    logger?.info({ migration: fileName(m) }, 'applied PostgreSQL migration');
+    logger?.info({ migration: migrationFileName(m) }, 'applied PostgreSQL migration');
     done.push(m);
   }
   return done;
@@ -185,14 +170,14 @@ export function assertCompatible(applied: readonly AppliedRow[], migrations: rea
   const unknown = applied.filter((r) => !known.has(r.version));
   if (unknown.length > 0) {
     throw new MigrationError(
-      `the PostgreSQL database has migration(s) ${unknown.map(fileName).join(', ')} that this version does not know; it was migrated by a newer consig-receiver — run that version, or restore a backup`,
+      `the PostgreSQL database has migration(s) ${unknown.map(migrationFileName).join(', ')} that this version does not know; it was migrated by a newer consig-receiver — run that version, or restore a backup`,
     );
   }
   for (const r of applied) {
     const m = known.get(r.version);
     if (m && (m.checksum !== r.checksum || m.name !== r.name)) {
       throw new MigrationError(
-        `migrations-pg/${fileName(m)} differs from the ${fileName(r)} applied to the database (checksum ${m.checksum.slice(0, 12)}… ≠ ${r.checksum.slice(0, 12)}…); released migrations are never edited — restore the file and put the change in a new migration`,
+        `migrations-pg/${migrationFileName(m)} differs from the ${migrationFileName(r)} applied to the database (checksum ${m.checksum.slice(0, 12)}… ≠ ${r.checksum.slice(0, 12)}…); released migrations are never edited — restore the file and put the change in a new migration`,
       );
     }
   }
@@ -212,8 +197,11 @@ async function applyOne(client: Queryable, m: PgMigration): Promise<void> {
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
-    throw new MigrationError(`PostgreSQL migration ${fileName(m)} failed: ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new MigrationError(
+      `PostgreSQL migration ${migrationFileName(m)} failed: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
 }

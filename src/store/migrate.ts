@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { MigrationError } from '../domain/errors';
+import { orderMigrationFiles } from '../domain/migration-files';
 import type { Db } from './database';
 
 /**
@@ -15,8 +16,6 @@ export interface Migration {
   sql: string;
 }
 
-const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
-
 /** Finds `migrations/` next to the package, from `src/store` (tests) or `dist/src/store` (built). */
 export function defaultMigrationsDir(): string {
   let dir = __dirname;
@@ -29,21 +28,11 @@ export function defaultMigrationsDir(): string {
 }
 
 export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[] {
-  const migrations = readdirSync(dir)
-    .filter((f) => f.endsWith('.sql'))
-    .map((file) => {
-      const m = FILE.exec(file);
-      if (!m?.[1] || !m[2]) throw new MigrationError(`migration file ${file} is not named NNNN_name.sql`);
-      return { version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, file), 'utf8') };
-    })
-    .sort((a, b) => a.version - b.version);
-  migrations.forEach((m, i) => {
-    if (m.version !== i + 1)
-      throw new MigrationError(
-        `migrations must be numbered 0001, 0002, … without gaps; found ${m.version} at position ${i + 1}`,
-      );
-  });
-  return migrations;
+  const files = readdirSync(dir).map((file) => ({
+    file,
+    sql: file.endsWith('.sql') ? readFileSync(join(dir, file), 'utf8') : '',
+  }));
+  return orderMigrationFiles(files, 'migrations');
 }
 
 /**

@@ -1,0 +1,27 @@
+import { migrationFileName, orderMigrationFiles } from '../../../src/domain/migration-files';
+
+const f = (file: string) => ({ file, sql: `-- ${file}` });
+
+describe('orderMigrationFiles', () => {
+  it('orders NNNN_name.sql files by number and ignores what is not .sql', () => {
+    const out = orderMigrationFiles([f('0002_b.sql'), f('README.md'), f('0001_a.sql')], 'migrations');
+    expect(out).toEqual([
+      { version: 1, name: 'a', sql: '-- 0001_a.sql' },
+      { version: 2, name: 'b', sql: '-- 0002_b.sql' },
+    ]);
+  });
+
+  it.each([
+    [['0001_a.sql', '2_b.sql'], /2_b\.sql is not named NNNN_name\.sql/],
+    [['0001_a.sql', '0002_B.sql'], /0002_B\.sql is not named/],
+    [['0001_a.sql', '0003_c.sql'], /migrations-pg must be numbered .* found 3 at position 2/],
+    [['0002_b.sql'], /found 2 at position 1/],
+    [['0001_a.sql', '0001_again.sql'], /found 1 at position 2/],
+  ])('refuses %p', (files, error) => {
+    expect(() => orderMigrationFiles(files.map(f), 'migrations-pg')).toThrow(error);
+  });
+
+  it('writes the file name back', () => {
+    expect(migrationFileName({ version: 7, name: 'forwarding' })).toBe('0007_forwarding.sql');
+  });
+});
