@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { delivery, signed } from '../helpers/payloads';
 import { serveOnOneFile } from '../helpers/process';
@@ -27,10 +28,13 @@ interface Answer {
   at: number;
 }
 
+/** The receiver's own choice of better-sqlite3 for this Node (12.x on Node 20, 13.x from 22), built. */
+const DRIVER = join(__dirname, '..', '..', 'dist', 'src', 'store', 'sqlite-driver.js');
+
 /** Holds the file's write lock from another process; resolves once it holds it. */
 function holdWriteLock(path: string, ms: number): Promise<{ child: ChildProcess; released: Promise<void> }> {
   const script = `
-    const Database = require(${JSON.stringify(require.resolve('better-sqlite3'))});
+    const Database = require(${JSON.stringify(DRIVER)}).default;
     const db = new Database(process.argv[1]);
     db.pragma('busy_timeout = 10000');
     db.exec('BEGIN IMMEDIATE');
