@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
  *
  *   mkdir -p /tmp/engines && cd /tmp/engines && npm init -y
  *   npm install graphile-worker@0.18.0 pg-boss@12.38.0 pg@8.23.1 typescript@5.9.3 @types/node@20
- *   cp /work/main/bench/pg-engines.ts . && npx tsc --module nodenext --target es2022 --strict \
+ *   cp <your checkout>/bench/pg-engines.ts . && npx tsc --module nodenext --target es2022 --strict \
  *     --skipLibCheck --types node pg-engines.ts
  *   export DATABASE_URL=postgres://postgres@127.0.0.1:55432/postgres
  *   node pg-engines.js throughput --engine gw --concurrency 4
