@@ -18,7 +18,7 @@ const NOT_COMPOSITION = [
   'only main and the commands compose the application',
 ];
 
-const CLUSTER_IMPORTS = 'cluster/ imports only domain/, its own files, node: built-ins and pg';
+const CLUSTER_IMPORTS = 'cluster/ imports only domain/, its own files, node: built-ins, pg and pg-boss';
 
 const layers = [
   { files: ['src/domain/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
@@ -71,13 +71,13 @@ const layers = [
     // Cluster mode on PostgreSQL (issue 13): the local server for tests and the demo, the PostgreSQL
     // migrations. It sits beside store/ (SQLite) as the other store: it uses domain/ and nothing
     // else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
-    // with the prefix). Nothing imports it yet; serve will, through main.
+    // with the prefix). main composes it with the SQLite spool (store/spool.ts), passed in as an interface.
     files: ['src/cluster/*.ts'],
-    rules: restrict(['^\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$)', CLUSTER_IMPORTS]),
+    rules: restrict(['^\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS]),
   },
   {
     files: ['src/cluster/*/*.ts'],
-    rules: restrict(['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$)', CLUSTER_IMPORTS]),
+    rules: restrict(['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS]),
   },
   {
     // The lender's side of the forwarding wire: an example a lender's engineer copies, verifying with

@@ -5,10 +5,11 @@ module.exports = {
   testMatch: ['**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', '/test/dockerfile/'],
   // ts-jest transpiles only (type-checking is `npm run typecheck`); p-queue and p-timeout are
-  // ESM-only, so they are transformed to CommonJS too.
+  // ESM-only, and so are pg-boss (cluster mode) and its ESM dependencies: they are transformed to
+  // CommonJS too.
   transform: {
     '^.+\\.(t|j)s$': ['ts-jest', { tsconfig: { allowJs: true, isolatedModules: true }, diagnostics: false }],
   },
-  transformIgnorePatterns: ['/node_modules/(?!(p-queue|p-timeout)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag)/)'],
   testTimeout: 60000,
 };

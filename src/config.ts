@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { type Destination, resolveDestinations } from './domain/forwarding/destinations';
 import { type IpAllowList, parseAllowList } from './domain/cidr';
@@ -139,6 +140,26 @@ const schema = z.object({
   DESTINATIONS_FILE: optionalText(),
   FEED_FULL_CPF: oneOf(['false', 'true'] as const, 'false'),
   FEED_ENABLED: oneOf(['false', 'true'] as const, 'false'),
+  DATABASE_URL: optionalText().superRefine((v, ctx) => {
+    if (v === undefined) return;
+    let ok = false;
+    try {
+      const u = new URL(v);
+      ok = (u.protocol === 'postgres:' || u.protocol === 'postgresql:') && u.pathname.length > 1;
+    } catch {
+      ok = false;
+    }
+    // Never echo the value: it may hold a password.
+    if (!ok)
+      ctx.addIssue({ code: 'custom', message: 'expected postgres://user:password@host:port/database' });
+  }),
+  REPLICA_ID: optionalText().superRefine((v, ctx) => {
+    if (v !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(v))
+      ctx.addIssue({ code: 'custom', message: `expected 1-64 letters, digits, '.', '_' or '-', got "${v}"` });
+  }),
+  RELAY_BATCH: int(1, 10000, 1000),
+  RELAY_INTERVAL_MS: int(10, 60000, 100),
+  CLUSTER_CONCURRENCY: int(1, 64, 4),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -225,8 +246,30 @@ export interface Config {
    * formalizacao_iniciada=7d, formalizada=3d, efetivada=3d, pagamento_falhou=2d (DEFAULT_STUCK_AFTER)
    */
   readonly stuckAfter: StuckLimits;
+  /**
+   * Cluster mode (contract §10): set by `DATABASE_URL`; null runs on SQLite alone.
+   * @default null
+   */
+  readonly cluster: ClusterConfig | null;
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
+}
+
+/** Cluster mode's settings (contract §10, docs/cluster.md). */
+export interface ClusterConfig {
+  /** DATABASE_URL: the shared PostgreSQL. Holds a password: never logged. */
+  readonly databaseUrl: string;
+  /**
+   * REPLICA_ID: this replica's name in `deliveries.replica` and `events.first_replica`; unique
+   * among the replicas. @default the host name
+   */
+  readonly replicaId: string;
+  /** RELAY_BATCH: spooled deliveries moved to PostgreSQL per transaction. @default 1000 */
+  readonly relayBatch: number;
+  /** RELAY_INTERVAL_MS: the relay's pause when the spool is empty (a new delivery wakes it). @default 100 */
+  readonly relayIntervalMs: number;
+  /** CLUSTER_CONCURRENCY: work keys this replica processes at once on PostgreSQL. @default 4 */
+  readonly concurrency: number;
 }
 
 export interface LoadOptions {
@@ -368,6 +411,20 @@ export function loadConfig(
       feedEnabled: p.FEED_ENABLED === 'true',
     }),
     stuckAfter: p.STUCK_AFTER,
+    cluster:
+      p.DATABASE_URL === undefined
+        ? null
+        : Object.freeze({
+            databaseUrl: p.DATABASE_URL,
+            replicaId:
+              p.REPLICA_ID ??
+              hostname()
+                .slice(0, 64)
+                .replace(/[^A-Za-z0-9._-]/g, '-'),
+            relayBatch: p.RELAY_BATCH,
+            relayIntervalMs: p.RELAY_INTERVAL_MS,
+            concurrency: p.CLUSTER_CONCURRENCY,
+          }),
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

@@ -12,7 +12,8 @@ import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
 import { EventRouter } from './handlers/router';
-import { startDeliveryWatch } from './http/delivery-watch';
+import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
+import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
@@ -23,6 +24,9 @@ import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
+import type { NewEvent } from './store/events';
+import { openSpool, type Spool } from './store/spool';
+import { ClusterNode } from './cluster/node';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
 import { forwardDeliveries } from './store/forward-deliveries';
 import { processingLease } from './store/processing-lease';
@@ -42,6 +46,8 @@ export interface Receiver {
   readonly sender: SenderControl;
   /** Whether this process holds the processing lease (several receivers may share one file). */
   readonly leadership: ProcessingLeadership;
+  /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
+  readonly cluster: ClusterNode | null;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -79,26 +85,14 @@ interface Processing {
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
-  const store = openStore(config.databasePath, {
-    migrate: true,
-    synchronous: config.sqlite.synchronous,
-    busyTimeoutMs: config.sqlite.busyTimeoutMs,
-  });
-  // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
-  // connection of this process holds the event loop while another process has the write lock.
-  setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
-  // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
-  // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
-  // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
-  const pipelineDb = openDatabase(config.databasePath, {
-    synchronous: 'NORMAL',
-    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
-  });
+  const { store, pipelineDb } = openFiles(config);
   const forwardGauges = forwardDeliveries(pipelineDb);
   const destinationNames = config.forwarding.destinations.map((d) => d.name);
+  const spool = config.cluster === null ? null : openSpool(store.db);
   const metrics = createMetrics({
     forwardingGauges: () => forwardGauges.gauges(destinationNames),
     nowMs: () => clock.now().getTime(),
+    relayBacklog: spool === null ? undefined : () => spool.backlog(),
   });
   // This process's name in the processing lease.
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -112,34 +106,38 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     holder,
     onCommitted: () => feedWaiters.notify(),
   });
-  const writer = buildWriter(config, store, metrics, logger, processing.pipeline, clock);
-  if (processing.poller === null)
-    logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
+  const cluster =
+    spool === null ? null : buildCluster(config, options, { clock, metrics, spool, processing });
+  const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
-  leadership.start();
+  // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
+  if (cluster === null) leadership.start();
+  else cluster.start();
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
   const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock });
 
-  const server = createHttpServer({
-    config,
+  const server = buildServer(config, {
     store,
     writer,
     metrics,
     logger,
     clock,
-    pipeline: processing.pipeline,
-    registryGraceMs: config.registry.webhookGraceMs,
-    serviceClient: processing.serviceClient,
+    processing,
     deliveryWatch,
-    isProcessing: () => leadership.isHolder,
-    forwarding: {
-      destinations: config.forwarding.destinations,
-      feedFullCpf: config.forwarding.feedFullCpf,
-      feedEnabled: config.forwarding.feedEnabled,
-      waiters: feedWaiters,
-      nudge: () => processing.sender.nudge(),
-    },
+    feedWaiters,
+    isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
+    clusterMode: cluster !== null,
   });
+  const release = async (timeoutMs: number): Promise<void> => {
+    writer.close();
+    deliveryWatch.stop();
+    // Cluster mode: the relay finishes its batch, the workers their kicks (the rest is taken over).
+    await cluster?.stop(timeoutMs);
+    // Stops processing (waiting for the running turn), then hands the lease to a standby.
+    await leadership.stop();
+    pipelineDb.close();
+    store.close();
+  };
   let url: string;
   try {
     url = await listen(server, config, logger);
@@ -147,11 +145,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     // Not listening (e.g. the port is taken): give the lease back at once rather than make a
     // standby wait for it to expire, and close what was opened.
     feedWaiters.close();
-    deliveryWatch.stop();
-    writer.close();
-    await leadership.stop();
-    pipelineDb.close();
-    store.close();
+    await release(1000);
     throw err;
   }
 
@@ -159,16 +153,24 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     // Long-polls answer now (empty), so that they do not hold the shutdown for up to 30 s.
     feedWaiters.close();
     await closeServer(server, config.shutdownTimeoutMs, logger);
-    writer.close();
-    deliveryWatch.stop();
-    // Stops processing (waiting for the running turn), then hands the lease to a standby.
-    await leadership.stop();
-    pipelineDb.close();
-    store.close();
+    await release(config.shutdownTimeoutMs);
     logger.info('consig-receiver stopped');
   });
   const { router, pipeline, poller, sender } = processing;
-  return { server, url, store, writer, metrics, pipeline, router, poller, sender, leadership, close };
+  return {
+    server,
+    url,
+    store,
+    writer,
+    metrics,
+    pipeline,
+    router,
+    poller,
+    sender,
+    leadership,
+    cluster,
+    close,
+  };
 }
 
 /**
@@ -232,12 +234,7 @@ function buildProcessing(
 ): Processing {
   const { clock, metrics, store, pipelineDb, holder } = deps;
   const { logger } = options;
-  const schedule: PollScheduleOptions = {
-    graceMs: config.registry.webhookGraceMs,
-    intervalMs: config.registry.pollIntervalMs,
-    maxIntervalMs: config.registry.pollMaxIntervalMs,
-    maxAgeMs: config.registry.pollMaxAgeMs,
-  };
+  const schedule = pollSchedule(config);
   const registry = registryHandlers(pipelineDb, schedule);
   const router = new EventRouter()
     .on(EVENTOS, lifecycleHandler(pipelineDb))
@@ -285,6 +282,8 @@ function buildProcessing(
           onStored: (eventId, requestId) =>
             pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
         });
+  if (serviceClient === null)
+    logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
   return { router, pipeline, poller, serviceClient, sender };
 }
 
@@ -319,14 +318,105 @@ function buildSender(
   });
 }
 
+/** The HTTP server: webhook routes, health, metrics, admin, console and the feed. */
+function buildServer(
+  config: Config,
+  deps: Pick<
+    AppDeps,
+    'store' | 'writer' | 'metrics' | 'logger' | 'clock' | 'isProcessing' | 'clusterMode'
+  > & {
+    processing: Processing;
+    deliveryWatch: DeliveryWatch;
+    feedWaiters: FeedWaiters;
+  },
+): Server {
+  const { processing, feedWaiters, ...rest } = deps;
+  return createHttpServer({
+    ...rest,
+    config,
+    pipeline: processing.pipeline,
+    registryGraceMs: config.registry.webhookGraceMs,
+    serviceClient: processing.serviceClient,
+    forwarding: {
+      destinations: config.forwarding.destinations,
+      feedFullCpf: config.forwarding.feedFullCpf,
+      feedEnabled: config.forwarding.feedEnabled,
+      waiters: feedWaiters,
+      nudge: () => processing.sender.nudge(),
+    },
+  });
+}
+
+/** The SQLite file, migrated, and the pipeline's own connection to it. */
+function openFiles(config: Config): { store: Store; pipelineDb: Db } {
+  const store = openStore(config.databasePath, {
+    migrate: true,
+    synchronous: config.sqlite.synchronous,
+    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+  });
+  // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
+  // connection of this process holds the event loop while another process has the write lock.
+  setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
+  // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
+  // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
+  // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
+  const pipelineDb = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  return { store, pipelineDb };
+}
+
+/** What follows a stored delivery: the pipeline queues it, or (cluster mode) the relay is woken. */
+function afterStore(pipeline: Pipeline, cluster: ClusterNode | null): (id: number, event: NewEvent) => void {
+  return (id, event) => {
+    if (cluster !== null) cluster.nudge();
+    else if (event.status === 'pending')
+      pipeline.enqueue(id, workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }));
+  };
+}
+
+/**
+ * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
+ * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
+ */
+function buildCluster(
+  config: Config,
+  options: StartOptions,
+  deps: { clock: Clock; metrics: Metrics; spool: Spool; processing: Processing },
+): ClusterNode {
+  const { clock, metrics } = deps;
+  const cluster = config.cluster!;
+  return new ClusterNode({
+    ...cluster,
+    maxAttempts: config.handlerMaxAttempts,
+    backoff: options.handlerBackoff ?? { baseMs: 1000, maxMs: 600_000 },
+    schedule: pollSchedule(config),
+    spool: deps.spool,
+    statusClient: deps.processing.serviceClient,
+    logger: options.logger,
+    now: () => clock.now(),
+    metrics: {
+      relayed: (_rows, delays) => {
+        metrics.clusterConnected.set(1);
+        for (const d of delays) metrics.relayDelay.observe(d);
+      },
+      relayError: () => metrics.relayErrors.inc(),
+      processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
+      handlerFailure: (evento) => metrics.handlerFailures.inc({ evento }),
+      poll: (outcome) => metrics.polls.inc({ outcome }),
+    },
+  });
+}
+
 /** The group-commit writer of deliveries; each stored pending event is queued after its commit. */
 function buildWriter(
   config: Config,
   store: Store,
   metrics: Metrics,
   logger: Logger,
-  pipeline: Pipeline,
   clock: Clock,
+  onStored: (id: number, event: NewEvent) => void,
 ): IngestWriter {
   return new IngestWriter(store.db, store.events, store.deliveries, {
     maxBatch: config.groupCommitMaxBatch,
@@ -345,13 +435,18 @@ function buildWriter(
           : 'could not write deliveries audit rows; retrying with the next batch',
       ),
     onAuditDropped: (n) => metrics.auditRowsDropped.inc(n),
-    // Handlers never run inside the request: the event is queued after its commit.
-    onStored: (id, event) => {
-      if (event.status === 'pending') {
-        pipeline.enqueue(id, workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }));
-      }
-    },
+    // Handlers never run inside the request: the event is queued (or relayed) after its commit.
+    onStored,
   });
+}
+
+function pollSchedule(config: Config): PollScheduleOptions {
+  return {
+    graceMs: config.registry.webhookGraceMs,
+    intervalMs: config.registry.pollIntervalMs,
+    maxIntervalMs: config.registry.pollMaxIntervalMs,
+    maxAgeMs: config.registry.pollMaxAgeMs,
+  };
 }
 
 /** Listens on PORT/HOST; resolves with a URL a client on this machine can use. */

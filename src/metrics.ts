@@ -20,6 +20,8 @@ export interface MetricsOptions {
   }[];
   /** For the age of the oldest delivery. @default Date.now */
   nowMs?: () => number;
+  /** Cluster mode: the spool's deliveries not relayed yet, and the oldest one's received_at. */
+  relayBacklog?: () => { count: number; oldestReceivedAt: string | null };
 }
 
 /**
@@ -245,8 +247,55 @@ export function createMetrics(options: MetricsOptions = {}) {
     registers: [registry],
   });
 
+  const relayBacklog = new Gauge({
+    name: 'consig_relay_backlog',
+    help: "Cluster mode: deliveries acknowledged from this replica's spool and not yet in PostgreSQL (0 when caught up)",
+    registers: [registry],
+    // Also fills consig_relay_lag_seconds: one spool read per scrape.
+    collect() {
+      if (!options.relayBacklog) return;
+      let b;
+      try {
+        b = options.relayBacklog();
+      } catch {
+        return;
+      }
+      this.set(b.count);
+      const now = (options.nowMs ?? Date.now)();
+      relayLag.set(
+        b.oldestReceivedAt === null ? 0 : Math.max(0, (now - Date.parse(b.oldestReceivedAt)) / 1000),
+      );
+    },
+  });
+  const relayLag = new Gauge({
+    name: 'consig_relay_lag_seconds',
+    help: "Cluster mode: age of the oldest delivery in this replica's spool not yet in PostgreSQL (0 when caught up): what this replica's disk alone holds",
+    registers: [registry],
+  });
+  const relayDelay = new Histogram({
+    name: 'consig_relay_delay_seconds',
+    help: "Cluster mode: time from a delivery's acknowledgement to its commit in PostgreSQL",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [registry],
+  });
+  const relayErrors = new Counter({
+    name: 'consig_relay_errors_total',
+    help: 'Cluster mode: relay batches PostgreSQL refused or did not answer (each is tried again)',
+    registers: [registry],
+  });
+  const clusterConnected = new Gauge({
+    name: 'consig_cluster_connected',
+    help: 'Cluster mode: 1 once this replica migrated PostgreSQL and runs its relay and workers',
+    registers: [registry],
+  });
+
   return {
     registry,
+    relayBacklog,
+    relayLag,
+    relayDelay,
+    relayErrors,
+    clusterConnected,
     deliveries,
     ackLatency,
     eventsStored,

@@ -76,3 +76,37 @@ export function nextPollAt(
 export function isStale(trackedAt: number, now: number, o: PollScheduleOptions): boolean {
   return now - trackedAt > o.maxAgeMs;
 }
+
+export type PollOutcome =
+  'ok' | 'not_found' | 'unauthorized' | 'rate_limited' | 'unavailable' | 'error' | 'stale';
+
+/**
+ * What a failed status query means for the schedule (interface §4.3), from the service client's
+ * error `code`:
+ * - 404 (unknown requestId): the service may not know it yet; keep polling with backoff until stale.
+ * - 401/403 after the client's one token refresh: credentials; keep polling with backoff.
+ * - 429: wait at least its Retry-After.
+ * - 5xx and network errors (after the client's own retries): backoff.
+ * - anything else (unexpected answer): backoff.
+ */
+export function classifyPollError(err: unknown): {
+  outcome: PollOutcome;
+  retryAfterMs: number;
+  message: string;
+} {
+  const e = err as { code?: string; retryAfterMs?: number; message?: string } | null | undefined;
+  const message = e?.message ?? String(err);
+  switch (e?.code) {
+    case 'SERVICE_NOT_FOUND':
+      return { outcome: 'not_found', retryAfterMs: 0, message };
+    case 'SERVICE_AUTH_FAILED':
+      return { outcome: 'unauthorized', retryAfterMs: 0, message };
+    case 'SERVICE_RATE_LIMITED':
+      return { outcome: 'rate_limited', retryAfterMs: e.retryAfterMs ?? 0, message };
+    case 'SERVICE_UNAVAILABLE':
+    case 'SERVICE_NETWORK_ERROR':
+      return { outcome: 'unavailable', retryAfterMs: 0, message };
+    default:
+      return { outcome: 'error', retryAfterMs: 0, message };
+  }
+}

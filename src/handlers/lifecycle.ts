@@ -1,6 +1,5 @@
-import { isKnownEvento } from '../domain/catalogue';
+import { lifecycleInput } from '../domain/event-effects';
 import { transition } from '../domain/lifecycle';
-import { normalizeDados } from '../domain/normalize';
 import type { Db } from '../store/database';
 import { proposalWrites } from '../store/proposal-writes';
 import type { Handler } from './router';
@@ -9,22 +8,28 @@ import type { Handler } from './router';
  * The life-cycle handler (contract §6): decides with the pure state machine from the proposal's
  * stored status, and has the store record every event in `proposal_transitions`, applied or not.
  * Registered with `router.on(EVENTOS, …)` like any partner handler. Idempotent: an event already
- * recorded (UNIQUE event_id) changes nothing.
+ * recorded (UNIQUE event_id) changes nothing. Cluster mode applies the same decision to PostgreSQL
+ * (src/cluster/pg-effects.ts).
  */
 export function lifecycleHandler(db: Db): Handler {
   const proposals = proposalWrites(db);
   return (event, ctx) => {
-    if (event.kind !== 'event' || event.evento === null || !isKnownEvento(event.evento)) return;
-    const data = normalizeDados(event.dados);
-    const nu = event.nuProposta ?? data.nu_proposta;
-    if (nu === null) {
-      ctx.logger.warn(
-        { event_id: event.id, evento: event.evento },
-        'life-cycle event without nu_proposta: nothing to move',
-      );
+    const input = lifecycleInput(event);
+    if (!input.move) {
+      if (input.reason === 'no_nu_proposta')
+        ctx.logger.warn(
+          { event_id: event.id, evento: event.evento },
+          'life-cycle event without nu_proposta: nothing to move',
+        );
       return;
     }
-    const t = transition(proposals.statusOf(nu), event.evento);
-    proposals.apply({ nu, eventId: event.id, transition: t, data, at: ctx.now.toISOString() });
+    const t = transition(proposals.statusOf(input.nu), input.evento);
+    proposals.apply({
+      nu: input.nu,
+      eventId: event.id,
+      transition: t,
+      data: input.data,
+      at: ctx.now.toISOString(),
+    });
   };
 }

@@ -52,6 +52,12 @@ export interface AppDeps {
    */
   isProcessing?: (() => boolean) | undefined;
   /**
+   * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
+   * spool, so `/admin/*` and `/console` answer 501 rather than show the spool as if it were the log.
+   * @default false
+   */
+  clusterMode?: boolean | undefined;
+  /**
    * The webhook handler to mount, so that the fast path and Express share one (and one run of the
    * deactivation alarm).
    * @default a new handler built from `config`
@@ -92,11 +98,23 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(webhookRoutes(deps.webhook ?? webhookHandlerFor(deps)));
   app.use(healthRoutes(deps));
   app.use(metricsRoute(deps));
-  app.use('/admin', adminRouter(deps));
-  app.use('/console', consoleRouter(deps));
+  if (deps.clusterMode) {
+    app.use(['/admin', '/console'], notInClusterMode);
+  } else {
+    app.use('/admin', adminRouter(deps));
+    app.use('/console', consoleRouter(deps));
+  }
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return app;
+}
+
+function notInClusterMode(_req: express.Request, res: express.Response): void {
+  res.status(501).json({
+    error: 'not_available_in_cluster_mode',
+    message:
+      'in cluster mode the log is in PostgreSQL: read it with the CLI (events, proposal, averbacoes, deliveries, stats with DATABASE_URL set); the admin API and the console do not read PostgreSQL yet',
+  });
 }
 
 /** A webhook handler built from `config`, for an app (or a fast path) that was not given one. */

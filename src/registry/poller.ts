@@ -1,10 +1,12 @@
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import {
+  classifyPollError,
   isFinalRegistryStatus,
   isRegistryStatus,
   isStale,
   nextPollAt,
+  type PollOutcome,
   type PollScheduleOptions,
 } from '../domain/registry';
 import type { Logger } from '../logger';
@@ -21,12 +23,8 @@ import type { EventsRepo } from '../store/events';
  * the same answer twice is one event) and goes through the pipeline like a registry webhook: the
  * same handler applies both, and whichever brings the final status first wins.
  *
- * Failures, each deliberate:
- * - 404 (unknown requestId): the service may not know it yet; keep polling with backoff until stale.
- * - 401/403 after the client's one token refresh: log an error (credentials), keep polling with backoff.
- * - 429: wait at least its Retry-After.
- * - 5xx and network errors (after the client's own retries): backoff.
- * - anything else (unexpected answer): backoff, logged.
+ * Failures are classified by domain/registry.ts's classifyPollError (shared with cluster mode's
+ * poll job): each keeps polling with backoff; a 429 waits at least its Retry-After.
  */
 
 export interface StatusAnswer {
@@ -40,8 +38,7 @@ export interface StatusClient {
   requestStatus(requestId: string): Promise<StatusAnswer>;
 }
 
-export type PollOutcome =
-  'ok' | 'not_found' | 'unauthorized' | 'rate_limited' | 'unavailable' | 'error' | 'stale';
+export type { PollOutcome } from '../domain/registry';
 
 export interface PollerOptions {
   schedule: PollScheduleOptions;
@@ -57,24 +54,6 @@ export interface PollerOptions {
   onPoll?: (outcome: PollOutcome) => void;
   /** Called with a stored poll answer's event id (the pipeline queues it). */
   onStored?: (eventId: number, requestId: string) => void;
-}
-
-function classify(err: unknown): { outcome: PollOutcome; retryAfterMs: number; message: string } {
-  const e = err as { code?: string; retryAfterMs?: number; message?: string; status?: number };
-  const message = e?.message ?? String(err);
-  switch (e?.code) {
-    case 'SERVICE_NOT_FOUND':
-      return { outcome: 'not_found', retryAfterMs: 0, message };
-    case 'SERVICE_AUTH_FAILED':
-      return { outcome: 'unauthorized', retryAfterMs: 0, message };
-    case 'SERVICE_RATE_LIMITED':
-      return { outcome: 'rate_limited', retryAfterMs: e.retryAfterMs ?? 0, message };
-    case 'SERVICE_UNAVAILABLE':
-    case 'SERVICE_NETWORK_ERROR':
-      return { outcome: 'unavailable', retryAfterMs: 0, message };
-    default:
-      return { outcome: 'error', retryAfterMs: 0, message };
-  }
 }
 
 export class RegistryPoller {
@@ -199,7 +178,7 @@ export class RegistryPoller {
       const eventId = this.storePoll(row, answer, now);
       if (eventId !== null) this.options.onStored?.(eventId, row.request_id);
     } catch (err) {
-      const c = classify(err);
+      const c = classifyPollError(err);
       outcome = c.outcome;
       retryAfterMs = c.retryAfterMs;
       detail = c.message.slice(0, 200);

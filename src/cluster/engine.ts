@@ -1,0 +1,110 @@
+import { PgBoss } from 'pg-boss';
+import { bossDbOf, type Sql } from './sql';
+
+/**
+ * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one
+ * queued and one running per work key (`p:<nu>`, `r:<requestId>`, `e:<id>`, policy `stately`), and
+ * one queue of registry polls, one per registration (`r:<requestId>`). The engine dispatches across
+ * replicas, retries and takes over a crashed replica's work; the order of a proposal's events and
+ * exactly-once effects come from our `events` table (src/cluster/kick.ts), never from the engine.
+ */
+
+export const EVENTS_QUEUE = 'consig_events';
+export const POLL_QUEUE = 'consig_registry_poll';
+/** pg-boss's own schema, beside ours. */
+export const BOSS_SCHEMA = 'pgboss';
+
+export interface KickData {
+  key: string;
+}
+export interface PollData {
+  requestId: string;
+}
+
+export interface EngineLogger {
+  error(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface Engine {
+  readonly boss: PgBoss;
+  /** Queues a kick for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
+  kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
+  /** Schedules the next poll of a registration at `at`, in `sql`'s transaction (one per registration). */
+  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
+  stop(timeoutMs: number): Promise<void>;
+}
+
+export interface EngineOptions {
+  /** Connections pg-boss may open (its workers' transactions included). */
+  max: number;
+  logger: EngineLogger;
+  /** A kick's claim lapses after this: a dead replica's kicks run elsewhere about then. @default 10 */
+  kickExpireSeconds?: number;
+}
+
+/**
+ * Starts pg-boss on `url` (installing or migrating its schema under its own advisory lock, so
+ * replicas may start together) and creates the two queues if missing.
+ */
+export async function startEngine(url: string, options: EngineOptions): Promise<Engine> {
+  const boss = new PgBoss({
+    connectionString: url,
+    schema: BOSS_SCHEMA,
+    max: options.max,
+    application_name: 'consig-receiver:pg-boss',
+    useListenNotify: true,
+    // Takeover after a crash: a claim lapses after expireInSeconds, checked in the monitor pass,
+    // which runs every max(monitor, supervise) interval (60 s each by default: a 62 s takeover).
+    superviseIntervalSeconds: 2,
+    monitorIntervalSeconds: 2,
+  });
+  boss.on('error', (err: Error) => options.logger.error({ err: err.message }, 'pg-boss error'));
+  await boss.start();
+  await boss.createQueue(EVENTS_QUEUE, {
+    policy: 'stately',
+    // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
+    // dead letters in `events`); keep retrying them, with backoff up to a minute.
+    retryLimit: 1_000_000,
+    retryDelay: 1,
+    retryBackoff: true,
+    retryDelayMax: 60,
+    expireInSeconds: options.kickExpireSeconds ?? 10,
+    // `events` is the log; a completed kick is worth nothing after an hour.
+    deleteAfterSeconds: 3600,
+    notify: true,
+  });
+  await boss.createQueue(POLL_QUEUE, {
+    policy: 'stately',
+    retryLimit: 1_000_000,
+    retryDelay: 5,
+    retryBackoff: true,
+    retryDelayMax: 300,
+    // Covers the service client's timeouts and retries.
+    expireInSeconds: 120,
+    deleteAfterSeconds: 3600,
+    notify: true,
+  });
+  return {
+    boss,
+    async kick(sql, keys, startAfter) {
+      if (keys.length === 0) return;
+      const jobs = keys.map((key) => ({
+        data: { key } satisfies KickData,
+        singletonKey: key,
+        ...(startAfter ? { startAfter } : {}),
+      }));
+      await boss.insert(EVENTS_QUEUE, jobs, { db: bossDbOf(sql) });
+    },
+    async schedulePoll(sql, requestId, at) {
+      await boss.insert(
+        POLL_QUEUE,
+        [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
+        { db: bossDbOf(sql) },
+      );
+    },
+    async stop(timeoutMs) {
+      await boss.stop({ graceful: true, close: true, timeout: timeoutMs });
+    },
+  };
+}

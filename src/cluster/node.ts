@@ -1,0 +1,225 @@
+import { Pool } from 'pg';
+import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
+import { runKick } from './kick';
+import { migratePostgres } from './pg-migrate';
+import { runPollJob, type StatusClient } from './poll-job';
+import { Relay, type RelaySpool } from './relay';
+import { type BossDb, type Sql, sqlOf, sqlOfBossDb } from './sql';
+import type { Job } from 'pg-boss';
+
+/**
+ * One replica's part of cluster mode (contract §10): once PostgreSQL answers, migrate it (replicas
+ * starting together wait for one another), start pg-boss, the relay from this replica's spool, the
+ * kick workers and, when the service's API is configured, the registry-poll workers. Until then,
+ * and whenever PostgreSQL is away later, the replica keeps acknowledging from its spool: nothing
+ * here is on the path of an answer.
+ */
+
+export interface ClusterLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface ClusterNodeOptions {
+  databaseUrl: string;
+  replicaId: string;
+  relayBatch: number;
+  relayIntervalMs: number;
+  /** Kick workers in this replica. */
+  concurrency: number;
+  maxAttempts: number;
+  backoff: { baseMs: number; maxMs: number };
+  schedule: PollScheduleOptions;
+  spool: RelaySpool;
+  /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
+  statusClient: StatusClient | null;
+  logger: ClusterLogger;
+  now(): Date;
+  /** Seconds a dead replica's kick stays claimed. @default 10 */
+  kickExpireSeconds?: number;
+  metrics?: {
+    relayed?(rows: number, delays: readonly number[]): void;
+    relayError?(): void;
+    processed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
+    handlerFailure?(evento: string): void;
+    poll?(outcome: PollOutcome): void;
+  };
+}
+
+export type ClusterState = 'connecting' | 'running' | 'stopped';
+
+export class ClusterNode {
+  private readonly pool: Pool;
+  private engine: Engine | null = null;
+  private relay: Relay | null = null;
+  private starting: Promise<void> | null = null;
+  private stopping = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private bossErrors = 0;
+  state: ClusterState = 'connecting';
+
+  constructor(private readonly options: ClusterNodeOptions) {
+    this.pool = new Pool({
+      connectionString: options.databaseUrl,
+      max: 4,
+      application_name: `consig-receiver:${options.replicaId}`,
+      connectionTimeoutMillis: 5000,
+    });
+    // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
+    this.pool.on('error', () => undefined);
+  }
+
+  /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
+  start(): void {
+    this.starting ??= this.connect(1);
+  }
+
+  /** A delivery was just spooled. */
+  nudge(): void {
+    this.relay?.nudge();
+  }
+
+  /** Relays everything spooled now (tests and shutdown); throws when PostgreSQL refuses. */
+  async drainSpool(): Promise<void> {
+    if (!this.relay) throw new Error('cluster mode has not connected to PostgreSQL yet');
+    while ((await this.relay.relayOnce()) > 0);
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    this.stopping = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.relay?.stop();
+    await this.engine?.stop(timeoutMs).catch(() => undefined);
+    await this.pool.end().catch(() => undefined);
+    this.state = 'stopped';
+  }
+
+  private async connect(attempt: number): Promise<void> {
+    const { logger } = this.options;
+    try {
+      await migratePostgres(this.pool, { logger });
+      this.engine = await startEngine(this.options.databaseUrl, {
+        max: this.options.concurrency + 4,
+        logger: {
+          error: (fields, message) => this.bossError(fields, message),
+          warn: (fields, message) => logger.warn(fields, message),
+        },
+        kickExpireSeconds: this.options.kickExpireSeconds,
+      });
+      if (this.stopping) return;
+      await this.startWorkers(this.engine);
+      this.relay = this.startRelay(this.engine);
+      this.state = 'running';
+      logger.info(
+        { replica: this.options.replicaId },
+        'cluster mode: connected to PostgreSQL; relay and workers running',
+      );
+    } catch (err) {
+      if (this.stopping) return;
+      await this.engine?.stop(1000).catch(() => undefined);
+      this.engine = null;
+      const delay = Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5));
+      logger.warn(
+        { err: (err as Error).message, attempt, retry_in_ms: delay },
+        'cluster mode: cannot start on PostgreSQL yet; acknowledging from the spool meanwhile',
+      );
+      await new Promise<void>((resolve) => {
+        this.retryTimer = setTimeout(resolve, delay);
+      });
+      if (!this.stopping) await this.connect(attempt + 1);
+    }
+  }
+
+  /** pg-boss reports every failed fetch while PostgreSQL is away: the first, then every 50th. */
+  private bossError(fields: Record<string, unknown>, message: string): void {
+    this.bossErrors += 1;
+    if (this.bossErrors === 1 || this.bossErrors % 50 === 0)
+      this.options.logger.warn({ ...fields, count: this.bossErrors }, message);
+  }
+
+  private startRelay(engine: Engine): Relay {
+    const { options } = this;
+    const relay = new Relay(this.pool, options.spool, {
+      replicaId: options.replicaId,
+      batch: options.relayBatch,
+      intervalMs: options.relayIntervalMs,
+      kick: (sql, keys) => engine.kick(sql, keys),
+      now: options.now,
+      logger: options.logger,
+      onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
+      onError: () => options.metrics?.relayError?.(),
+    });
+    relay.start();
+    return relay;
+  }
+
+  private async startWorkers(engine: Engine): Promise<void> {
+    const { options } = this;
+    const effects = {
+      logger: options.logger,
+      schedule: options.schedule,
+      schedulePoll: (sql: Sql, requestId: string, at: Date) => engine.schedulePoll(sql, requestId, at),
+      now: options.now,
+    };
+    await engine.boss.work(
+      EVENTS_QUEUE,
+      {
+        localConcurrency: options.concurrency,
+        batchSize: 8,
+        // Without a full batch, pg-boss waits its polling interval after every fetch.
+        burstWhenBatchFull: true,
+        pollingIntervalSeconds: 0.5,
+        transactional: true,
+      },
+      async (jobs: Job<KickData>[], tx: BossDb) => {
+        const sql = sqlOfBossDb(tx);
+        for (const job of jobs)
+          await runKick(sql, job.data.key, effects, {
+            maxAttempts: options.maxAttempts,
+            backoff: options.backoff,
+            kick: (s, keys, startAfter) => engine.kick(s, keys, startAfter),
+            logger: options.logger,
+            onProcessed: options.metrics?.processed,
+            onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
+          });
+      },
+    );
+    if (options.statusClient === null) return;
+    const client = options.statusClient;
+    await engine.boss.work<PollData>(
+      POLL_QUEUE,
+      { localConcurrency: 2, pollingIntervalSeconds: 1 },
+      async (jobs) => {
+        for (const job of jobs)
+          await runPollJob(job.data.requestId, {
+            client,
+            schedule: options.schedule,
+            now: options.now,
+            transaction: (fn) => this.transaction(fn),
+            query: (text, values) => sqlOf(this.pool).query(text, values),
+            kick: (sql, keys) => engine.kick(sql, keys),
+            schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
+            onPoll: options.metrics?.poll,
+            logger: options.logger,
+          });
+      },
+    );
+  }
+
+  private async transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let ok = false;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(sqlOf(client));
+      await client.query('COMMIT');
+      ok = true;
+      return result;
+    } finally {
+      if (!ok) await client.query('ROLLBACK').catch(() => undefined);
+      client.release(!ok);
+    }
+  }
+}

@@ -1,0 +1,308 @@
+import type { Pool, PoolClient } from 'pg';
+import { type Sql, sqlOf } from './sql';
+
+/**
+ * The relay (contract §10, docs/cluster.md §6): moves what this replica acknowledged from its local
+ * SQLite spool into PostgreSQL, in batches, so that the answer to the service never waits for the
+ * network. Each batch is one PostgreSQL transaction:
+ * 1. an advisory lock shared by every replica's relay, so `events.id` follows commit order (a
+ *    kick that processed a proposal's id 10 never later finds a committed id 9 behind it);
+ * 2. the delivery rows, keyed by (spool, spool_id): a batch sent again after a lost commit
+ *    acknowledgement inserts nothing, and only the rows new to PostgreSQL go on;
+ * 3. their events, deduplicated on dedup_key across replicas: a copy already there (acknowledged by
+ *    another replica) adds 1 to its `duplicates`; a local `duplicate` answer adds 1 as well;
+ * 4. one kick per work key that got a new pending event (pg-boss, same transaction).
+ * The spool's cursor moves only after the commit. PostgreSQL down or failing over: the batch is
+ * tried again with backoff while the spool keeps acknowledging.
+ */
+
+/** What the relay reads from the spool (src/store/spool.ts implements it on the SQLite file). */
+export interface RelaySpool {
+  readonly id: string;
+  relayedThrough(): number;
+  read(afterId: number, limit: number): RelayRow[];
+  advance(throughId: number, at: string): void;
+}
+
+export interface RelayRow {
+  id: number;
+  received_at: string;
+  path: string;
+  outcome: string;
+  http_status: number;
+  dedup_key: string | null;
+  duration_ms: number;
+  body_bytes: number | null;
+  secret_index: number | null;
+  remote_addr: string | null;
+  detail: string | null;
+  event: {
+    webhook_id: string | null;
+    kind: string;
+    evento: string | null;
+    nu_proposta: number | string | null;
+    request_id: string | null;
+    registry_status: string | null;
+    tentativa: number | null;
+    received_at: string;
+    body: Buffer | null;
+    body_bytes: number;
+    status: string;
+    last_error: string | null;
+  } | null;
+}
+
+export interface RelayOptions {
+  replicaId: string;
+  batch: number;
+  /** Pause when the spool is empty; a nudge (a new delivery) wakes the relay sooner. */
+  intervalMs: number;
+  kick(sql: Sql, keys: readonly string[]): Promise<void>;
+  now(): Date;
+  logger: {
+    info(fields: Record<string, unknown>, message: string): void;
+    warn(fields: Record<string, unknown>, message: string): void;
+  };
+  /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
+  onBatch?(rows: number, delays: readonly number[]): void;
+  onError?(error: Error): void;
+}
+
+/** The advisory-lock key of the relays' batches (ASCII "consigRL"). */
+export const RELAY_LOCK_KEY = 0x636f6e736967524cn;
+
+/** Statuses the spool's events arrive with: only `pending` ones are processed in PostgreSQL. */
+function relayedStatus(local: string): 'pending' | 'ignored' | 'invalid' {
+  // done/failed/dead only exist in a spool that ran in SQLite mode before: replayed here, so that
+  // PostgreSQL's tables are built from the whole history.
+  return local === 'ignored' || local === 'invalid' ? local : 'pending';
+}
+
+/** The work key of an event, as pipeline.workKey() derives it. */
+export function workKeyOf(e: {
+  id: string | number;
+  nu_proposta: string | null;
+  request_id: string | null;
+}): string {
+  if (e.nu_proposta !== null) return `p:${e.nu_proposta}`;
+  if (e.request_id !== null) return `r:${e.request_id}`;
+  return `e:${e.id}`;
+}
+
+export class Relay {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = true;
+  private wake: (() => void) | null = null;
+  private failures = 0;
+  private cursor: number;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly spool: RelaySpool,
+    private readonly options: RelayOptions,
+  ) {
+    this.cursor = spool.relayedThrough();
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.running = this.loop();
+  }
+
+  /** A delivery was just spooled: relay without waiting for the interval. */
+  nudge(): void {
+    this.wake?.();
+  }
+
+  /** Finishes the batch in flight (its commit and cursor), then stops. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+  }
+
+  /** Relays one batch; returns how many spooled deliveries it moved (0: the spool is drained). */
+  async relayOnce(): Promise<number> {
+    const rows = this.spool.read(this.cursor, this.options.batch);
+    if (rows.length === 0) return 0;
+    const client = await this.pool.connect();
+    let committed = false;
+    try {
+      await client.query('BEGIN');
+      await this.write(client, rows);
+      await client.query('COMMIT');
+      committed = true;
+    } finally {
+      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
+      client.release(!committed);
+    }
+    const through = rows[rows.length - 1]!.id;
+    this.cursor = through;
+    const now = this.options.now();
+    this.spool.advance(through, now.toISOString());
+    this.options.onBatch?.(
+      rows.length,
+      rows.map((r) => Math.max(0, (now.getTime() - Date.parse(r.received_at)) / 1000)),
+    );
+    return rows.length;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      let moved = 0;
+      try {
+        moved = await this.relayOnce();
+        if (this.failures > 0)
+          this.options.logger.info(
+            { failures: this.failures },
+            'relay: PostgreSQL reachable again, catching up',
+          );
+        this.failures = 0;
+      } catch (err) {
+        this.failures += 1;
+        const error = err as Error;
+        this.options.onError?.(error);
+        // Once, then every 30th: a failover lasts minutes and the spool keeps everything meanwhile.
+        if (this.failures === 1 || this.failures % 30 === 0)
+          this.options.logger.warn(
+            { err: error.message, failures: this.failures },
+            'relay: cannot write to PostgreSQL; deliveries stay in the spool and are relayed when it is back',
+          );
+      }
+      if (this.stopped) break;
+      if (moved >= this.options.batch) continue;
+      const pause =
+        this.failures > 0 ? Math.min(5000, 100 * 2 ** Math.min(this.failures, 6)) : this.options.intervalMs;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.timer = setTimeout(resolve, pause);
+      });
+      this.wake = null;
+      if (this.timer) clearTimeout(this.timer);
+    }
+  }
+
+  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<void> {
+    const sql = sqlOf(client);
+    await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
+    const fresh = await this.insertDeliveries(sql, rows);
+    const news = rows.filter((r) => fresh.has(r.id));
+    const kicks = await this.insertEvents(
+      sql,
+      news.filter((r) => r.event !== null),
+    );
+    await this.countDuplicates(
+      sql,
+      news.filter((r) => r.outcome === 'duplicate' && r.dedup_key !== null),
+    );
+    await sql.query(
+      `UPDATE deliveries d SET event_id = e.id FROM events e
+       WHERE d.spool = $1 AND d.spool_id = ANY($2::bigint[]) AND d.dedup_key IS NOT NULL AND e.dedup_key = d.dedup_key
+         AND d.outcome IN ('accepted', 'quarantined', 'duplicate')`,
+      [this.spool.id, news.map((r) => r.id)],
+    );
+    const last = rows[rows.length - 1]!;
+    await sql.query(
+      `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (spool) DO UPDATE SET relayed_through = greatest(relay_spools.relayed_through, excluded.relayed_through),
+         replica = excluded.replica, last_relayed_at = now(), last_received_at = excluded.last_received_at`,
+      [this.spool.id, this.options.replicaId, last.id, last.received_at],
+    );
+    await this.options.kick(sql, kicks);
+  }
+
+  /** Returns the spool ids PostgreSQL did not have. */
+  private async insertDeliveries(sql: Sql, rows: readonly RelayRow[]): Promise<Set<number>> {
+    const col = <K extends keyof RelayRow>(k: K) => rows.map((r) => r[k]);
+    const inserted = await sql.query<{ spool_id: string }>(
+      `INSERT INTO deliveries (replica, spool, spool_id, received_at, path, outcome, http_status, dedup_key, duration_ms,
+         body_bytes, secret_index, remote_addr, detail)
+       SELECT $1::text, $2::text, * FROM unnest($3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::int[], $8::text[],
+         $9::float8[], $10::int[], $11::int[], $12::text[], $13::text[])
+       ON CONFLICT (spool, spool_id) DO NOTHING RETURNING spool_id`,
+      [
+        this.options.replicaId,
+        this.spool.id,
+        col('id'),
+        col('received_at'),
+        col('path'),
+        col('outcome'),
+        col('http_status'),
+        col('dedup_key'),
+        col('duration_ms'),
+        col('body_bytes'),
+        col('secret_index'),
+        col('remote_addr'),
+        col('detail'),
+      ],
+    );
+    return new Set(inserted.map((r) => Number(r.spool_id)));
+  }
+
+  /** Inserts the events; returns the work keys of the new pending ones (to kick). */
+  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<string[]> {
+    if (rows.length === 0) return [];
+    const events = rows.map((r) => r.event!);
+    const col = <K extends keyof NonNullable<RelayRow['event']>>(k: K) => events.map((e) => e[k]);
+    const statuses = events.map((e) => relayedStatus(e.status));
+    const out = await sql.query<{
+      id: string;
+      inserted: boolean;
+      status: string;
+      nu_proposta: string | null;
+      request_id: string | null;
+    }>(
+      `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+         received_at, body, body_bytes, status, last_error, processed_at, first_replica)
+       SELECT u.dedup_key, u.webhook_id, u.kind, u.evento, u.nu_proposta, u.request_id, u.registry_status, u.tentativa,
+         u.received_at, u.body, u.body_bytes, u.status, u.last_error,
+         CASE WHEN u.status = 'pending' THEN NULL ELSE now() END, $14
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[],
+         $9::timestamptz[], $10::bytea[], $11::int[], $12::text[], $13::text[])
+         AS u(dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa, received_at, body,
+           body_bytes, status, last_error)
+       ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
+         last_duplicate_at = greatest(e.last_duplicate_at, excluded.received_at)
+       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id`,
+      [
+        rows.map((r) => r.dedup_key),
+        col('webhook_id'),
+        col('kind'),
+        col('evento'),
+        events.map((e) => (e.nu_proposta === null ? null : String(e.nu_proposta))),
+        col('request_id'),
+        col('registry_status'),
+        col('tentativa'),
+        col('received_at'),
+        col('body'),
+        col('body_bytes'),
+        statuses,
+        col('last_error'),
+        this.options.replicaId,
+      ],
+    );
+    const keys = new Set<string>();
+    for (const e of out) if (e.inserted && e.status === 'pending') keys.add(workKeyOf(e));
+    return [...keys];
+  }
+
+  /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
+  private async countDuplicates(sql: Sql, rows: readonly RelayRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const byKey = new Map<string, { n: number; last: string }>();
+    for (const r of rows) {
+      const k = byKey.get(r.dedup_key!) ?? { n: 0, last: r.received_at };
+      k.n += 1;
+      if (r.received_at > k.last) k.last = r.received_at;
+      byKey.set(r.dedup_key!, k);
+    }
+    await sql.query(
+      `UPDATE events e SET duplicates = e.duplicates + u.n, last_duplicate_at = greatest(e.last_duplicate_at, u.last)
+       FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS u(dedup_key, n, last)
+       WHERE e.dedup_key = u.dedup_key`,
+      [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
+    );
+  }
+}

@@ -1,0 +1,141 @@
+import type { Db } from './database';
+
+/**
+ * The replica's side of cluster mode's relay (contract §10): this SQLite file is the spool the
+ * replica acknowledges from, and the relay (src/cluster/relay.ts) copies its `deliveries` rows, in
+ * id order, with the events they stored, to PostgreSQL. The cursor (`relay_cursor`) is advanced only
+ * after PostgreSQL committed a batch; a batch sent again after a crash is recognised there by
+ * (spool, spool_id) and changes nothing.
+ */
+
+/** One spooled delivery and, when it stored an event (accepted, quarantined), that event. */
+export interface SpoolRow {
+  id: number;
+  received_at: string;
+  path: string;
+  outcome: string;
+  http_status: number;
+  dedup_key: string | null;
+  duration_ms: number;
+  body_bytes: number | null;
+  secret_index: number | null;
+  remote_addr: string | null;
+  detail: string | null;
+  /** The event's columns: null unless the delivery stored it (outcome accepted or quarantined). */
+  event: SpoolEvent | null;
+}
+
+export interface SpoolEvent {
+  webhook_id: string | null;
+  kind: 'event' | 'registry' | 'poll';
+  evento: string | null;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+  registry_status: string | null;
+  tentativa: number | null;
+  received_at: string;
+  body: Buffer | null;
+  body_bytes: number;
+  status: string;
+  last_error: string | null;
+}
+
+interface JoinedRow extends Omit<SpoolRow, 'event'> {
+  e_kind: SpoolEvent['kind'] | null;
+  e_webhook_id: string | null;
+  e_evento: string | null;
+  e_nu_proposta: number | string | null;
+  e_request_id: string | null;
+  e_registry_status: string | null;
+  e_tentativa: number | null;
+  e_received_at: string | null;
+  e_body: Buffer | string | null;
+  e_body_bytes: number | null;
+  e_status: string | null;
+  e_last_error: string | null;
+}
+
+export interface Spool {
+  /** The spool's identity (random, made when the file was created). */
+  readonly id: string;
+  /** The last `deliveries.id` PostgreSQL has. */
+  relayedThrough(): number;
+  /** Up to `limit` deliveries after `afterId`, oldest first, each with the event it stored. */
+  read(afterId: number, limit: number): SpoolRow[];
+  /** Records that PostgreSQL committed everything up to `throughId`. */
+  advance(throughId: number, at: string): void;
+  /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
+  backlog(): { count: number; oldestReceivedAt: string | null };
+}
+
+export function openSpool(db: Db): Spool {
+  const cursor = db.prepare<[], { spool: string; relayed_through: number }>(
+    'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
+  );
+  const read = db.prepare<[number, number], JoinedRow>(
+    `SELECT d.id, d.received_at, d.path, d.outcome, d.http_status, d.dedup_key, d.duration_ms, d.body_bytes,
+       d.secret_index, d.remote_addr, d.detail,
+       e.kind AS e_kind, e.webhook_id AS e_webhook_id, e.evento AS e_evento, e.nu_proposta AS e_nu_proposta,
+       e.request_id AS e_request_id, e.registry_status AS e_registry_status, e.tentativa AS e_tentativa,
+       e.received_at AS e_received_at, e.body AS e_body, e.body_bytes AS e_body_bytes, e.status AS e_status,
+       e.last_error AS e_last_error
+     FROM deliveries d
+     LEFT JOIN events e ON e.id = d.event_id AND d.outcome IN ('accepted', 'quarantined')
+     WHERE d.id > ? ORDER BY d.id LIMIT ?`,
+  );
+  const advance = db.prepare<[number, string]>(
+    'UPDATE relay_cursor SET relayed_through = max(relayed_through, ?), relayed_at = ? WHERE id = 1',
+  );
+  const backlog = db.prepare<[number], { count: number; oldest: string | null }>(
+    'SELECT count(*) AS count, min(received_at) AS oldest FROM deliveries WHERE id > ?',
+  );
+  const row = cursor.get();
+  if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
+  return {
+    id: row.spool,
+    relayedThrough: () => cursor.get()?.relayed_through ?? 0,
+    read: (afterId, limit) => read.all(afterId, limit).map(toSpoolRow),
+    advance: (throughId, at) => void advance.run(throughId, at),
+    backlog() {
+      const b = backlog.get(cursor.get()?.relayed_through ?? 0);
+      return { count: b?.count ?? 0, oldestReceivedAt: b?.oldest ?? null };
+    },
+  };
+}
+
+function toSpoolRow(r: JoinedRow): SpoolRow {
+  const {
+    e_kind,
+    e_webhook_id,
+    e_evento,
+    e_nu_proposta,
+    e_request_id,
+    e_registry_status,
+    e_tentativa,
+    e_received_at,
+    e_body,
+    e_body_bytes,
+    e_status,
+    e_last_error,
+    ...delivery
+  } = r;
+  const event: SpoolEvent | null =
+    e_kind === null
+      ? null
+      : {
+          kind: e_kind,
+          webhook_id: e_webhook_id,
+          evento: e_evento,
+          nu_proposta: e_nu_proposta,
+          request_id: e_request_id,
+          registry_status: e_registry_status,
+          tentativa: e_tentativa,
+          received_at: e_received_at ?? delivery.received_at,
+          // TEXT when the body was valid UTF-8, BLOB otherwise (migrations/0001): bytes either way.
+          body: e_body === null ? null : typeof e_body === 'string' ? Buffer.from(e_body, 'utf8') : e_body,
+          body_bytes: e_body_bytes ?? 0,
+          status: e_status ?? 'pending',
+          last_error: e_last_error,
+        };
+  return { ...delivery, event };
+}
