@@ -31,6 +31,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY migrations ./migrations
+COPY migrations-pg ./migrations-pg
 RUN npm run build
 
 # Drop devDependencies (typescript, jest, eslint, ...) but keep the compiled better-sqlite3:
@@ -54,6 +55,7 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/migrations ./migrations
+COPY --from=build /app/migrations-pg ./migrations-pg
 
 # The SQLite database (and its -wal/-shm files) lives on a volume writable by the node user.
 RUN mkdir -p /data && chown node:node /data

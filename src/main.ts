@@ -125,8 +125,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     processing,
     deliveryWatch,
     feedWaiters,
-    isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
-    clusterMode: cluster !== null,
+    leadership,
+    cluster,
   });
   const release = async (timeoutMs: number): Promise<void> => {
     writer.close();
@@ -321,18 +321,29 @@ function buildSender(
 /** The HTTP server: webhook routes, health, metrics, admin, console and the feed. */
 function buildServer(
   config: Config,
-  deps: Pick<
-    AppDeps,
-    'store' | 'writer' | 'metrics' | 'logger' | 'clock' | 'isProcessing' | 'clusterMode'
-  > & {
+  deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock'> & {
     processing: Processing;
     deliveryWatch: DeliveryWatch;
     feedWaiters: FeedWaiters;
+    leadership: ProcessingLeadership;
+    cluster: ClusterNode | null;
   },
 ): Server {
-  const { processing, feedWaiters, ...rest } = deps;
+  const { processing, feedWaiters, leadership, cluster, ...rest } = deps;
   return createHttpServer({
     ...rest,
+    isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
+    clusterMode: cluster !== null,
+    sharedGauges:
+      cluster === null
+        ? undefined
+        : (cutoffs) => {
+            // In cluster mode a replica connected to PostgreSQL processes (ConsigNoProcessingHolder).
+            const running = cluster.state === 'running' ? 1 : 0;
+            rest.metrics.clusterConnected.set(running);
+            rest.metrics.processingHolder.set(running);
+            return cluster.sharedGauges(cutoffs);
+          },
     config,
     pipeline: processing.pipeline,
     registryGraceMs: config.registry.webhookGraceMs,

@@ -1,7 +1,9 @@
 import { Pool } from 'pg';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import type { StuckCutoff } from '../domain/stuck';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKick } from './kick';
+import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { runPollJob, type StatusClient } from './poll-job';
 import { Relay, type RelaySpool } from './relay';
@@ -85,6 +87,28 @@ export class ClusterNode {
   async drainSpool(): Promise<void> {
     if (!this.relay) throw new Error('cluster mode has not connected to PostgreSQL yet');
     while ((await this.relay.relayOnce()) > 0);
+  }
+
+  /**
+   * The cluster-wide figures of /metrics, read from PostgreSQL; null when it does not answer
+   * within 2 s (the scrape then keeps the last values, and consig_cluster_connected says why).
+   */
+  async sharedGauges(cutoffs: readonly StuckCutoff[]): Promise<SharedGauges | null> {
+    if (this.state !== 'running') return null;
+    const client = await this.pool.connect().catch(() => null);
+    if (client === null) return null;
+    let ok = false;
+    try {
+      await client.query("SET statement_timeout = '2s'");
+      const gauges = await readSharedGauges(sqlOf(client), cutoffs);
+      await client.query('RESET statement_timeout');
+      ok = true;
+      return gauges;
+    } catch {
+      return null;
+    } finally {
+      client.release(!ok);
+    }
   }
 
   async stop(timeoutMs: number): Promise<void> {

@@ -11,7 +11,7 @@ import { adminRouter } from './admin/admin-router';
 import { consoleRouter } from './console/console-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
-import { metricsRoute } from './metrics-route';
+import { metricsRoute, type MetricsRouteDeps } from './metrics-route';
 import type { DeliveryWatch } from './delivery-watch';
 import type { FeedWaiters } from './admin/feed';
 import { createWebhookHandler, type WebhookHandler } from './webhook-handler';
@@ -57,6 +57,8 @@ export interface AppDeps {
    * @default false
    */
   clusterMode?: boolean | undefined;
+  /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
+  sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
    * The webhook handler to mount, so that the fast path and Express share one (and one run of the
    * deactivation alarm).

@@ -3,39 +3,78 @@ import type { Clock } from '../clock';
 import type { Config } from '../config';
 import { EVENT_STATUSES } from '../domain/event-status';
 import { REGISTRY_STATUSES } from '../domain/catalogue';
-import { DEFAULT_STUCK_AFTER, stuckCutoffs } from '../domain/stuck';
+import { DEFAULT_STUCK_AFTER, type StuckCutoff, stuckCutoffs } from '../domain/stuck';
 import type { Metrics } from '../metrics';
 import { proposalLists } from '../store/proposal-lists';
 import type { Store } from '../store/store';
 
 /** `/metrics`: Prometheus text; the gauges read from the database are refreshed per scrape. */
-export function metricsRoute(deps: {
+export interface MetricsRouteDeps {
   store: Store;
   metrics: Metrics;
   clock: Clock;
   /** STUCK_AFTER. @default DEFAULT_STUCK_AFTER */
   config?: Partial<Pick<Config, 'stuckAfter'>>;
-}): Router {
+  /**
+   * Cluster mode: the log's figures come from PostgreSQL (this file is only the spool); null when
+   * it does not answer (the gauges keep their last values).
+   * @default undefined (read from the SQLite file)
+   */
+  sharedGauges?: ((cutoffs: readonly StuckCutoff[]) => Promise<SharedFigures | null>) | undefined;
+}
+
+export function metricsRoute(deps: MetricsRouteDeps): Router {
   const { store, metrics, clock } = deps;
   const lists = proposalLists(store.db);
   const stuckAfter = deps.config?.stuckAfter ?? DEFAULT_STUCK_AFTER;
   const router = Router();
   router.get('/metrics', async (_req, res) => {
-    // Every status, 0 included: a status whose last row left (dead letters replayed) reads 0, not
-    // the last count it had (alerts on `consig_events{status="dead"}` must clear).
-    const events: Record<string, number> = store.events.countByStatus();
-    for (const status of EVENT_STATUSES) metrics.eventsByStatus.set({ status }, events[status] ?? 0);
-    const averbacoes = store.averbacoes.counts();
-    const byStatus: Record<string, number> = averbacoes.byStatus;
-    for (const status of REGISTRY_STATUSES) metrics.averbacoes.set({ status }, byStatus[status] ?? 0);
-    metrics.averbacoesStale.set(averbacoes.stale);
-    metrics.averbacoesWaiting.set(averbacoes.waiting);
     const now = clock.now();
-    const oldest = store.events.oldestUnprocessedAt();
-    metrics.pipelineLag.set(oldest === null ? 0 : Math.max(0, (now.getTime() - Date.parse(oldest)) / 1000));
-    for (const [status, n] of Object.entries(lists.stuckCounts(stuckCutoffs(stuckAfter, now))))
-      metrics.proposalsStuck.set({ status }, n);
+    const cutoffs = stuckCutoffs(stuckAfter, now);
+    const figures = deps.sharedGauges
+      ? await deps.sharedGauges(cutoffs)
+      : localFigures(store, lists, cutoffs);
+    if (figures !== null) setFigures(metrics, figures, now);
     res.set('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   return router;
+}
+
+/** The log's figures, wherever the log is (SQLite here, PostgreSQL in cluster mode). */
+export interface SharedFigures {
+  eventsByStatus: Record<string, number>;
+  averbacoesByStatus: Record<string, number>;
+  averbacoesStale: number;
+  averbacoesWaiting: number;
+  oldestUnprocessedAt: Date | string | null;
+  stuckByStatus: Record<string, number>;
+}
+
+function localFigures(
+  store: Store,
+  lists: ReturnType<typeof proposalLists>,
+  cutoffs: readonly StuckCutoff[],
+): SharedFigures {
+  const averbacoes = store.averbacoes.counts();
+  return {
+    eventsByStatus: store.events.countByStatus(),
+    averbacoesByStatus: averbacoes.byStatus,
+    averbacoesStale: averbacoes.stale,
+    averbacoesWaiting: averbacoes.waiting,
+    oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
+    stuckByStatus: lists.stuckCounts(cutoffs),
+  };
+}
+
+function setFigures(metrics: Metrics, f: SharedFigures, now: Date): void {
+  // Every status, 0 included: a status whose last row left (dead letters replayed) reads 0, not
+  // the last count it had (alerts on `consig_events{status="dead"}` must clear).
+  for (const status of EVENT_STATUSES) metrics.eventsByStatus.set({ status }, f.eventsByStatus[status] ?? 0);
+  for (const status of REGISTRY_STATUSES)
+    metrics.averbacoes.set({ status }, f.averbacoesByStatus[status] ?? 0);
+  metrics.averbacoesStale.set(f.averbacoesStale);
+  metrics.averbacoesWaiting.set(f.averbacoesWaiting);
+  const oldest = f.oldestUnprocessedAt === null ? null : new Date(f.oldestUnprocessedAt).getTime();
+  metrics.pipelineLag.set(oldest === null ? 0 : Math.max(0, (now.getTime() - oldest) / 1000));
+  for (const [status, n] of Object.entries(f.stuckByStatus)) metrics.proposalsStuck.set({ status }, n);
 }

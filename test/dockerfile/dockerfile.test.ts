@@ -390,6 +390,7 @@ describe('Dockerfile build and start steps, run outside Docker', () => {
     expect(drift).toEqual([]);
     expect(existsSync(join(modules, 'better-sqlite3/build/Release/better_sqlite3.node'))).toBe(true);
     expect(existsSync(join(runtimeWorkdir, 'migrations', '0001_init.sql'))).toBe(true);
+    expect(existsSync(join(runtimeWorkdir, 'migrations-pg', '0001_init.sql'))).toBe(true);
   });
 
   test('the CMD starts the receiver with the ENV of the Dockerfile; /healthz answers 200', async () => {
