@@ -4,7 +4,14 @@ import { type Config, loadConfig } from '../config';
 import { ConsigError } from '../domain/errors';
 import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
-import { deliveriesCommand, eventsCommand, statsCommand } from './log-commands';
+import {
+  clusterAverbacoesCommand,
+  clusterProposalCommand,
+  clusterProposalsCommand,
+  deliveriesCommand,
+  eventsCommand,
+  statsCommand,
+} from './log-commands';
 import { registerForwardCommands } from './forward-commands';
 import { proposalCommand, replayCommand } from './pipeline-commands';
 import { proposalsCommand } from './proposals-command';
@@ -90,7 +97,12 @@ function registerDatabaseCommands(program: Command): void {
     });
 }
 
-/** Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `proposals`, `replay`. */
+/**
+ * Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `proposals`, `replay`.
+ * The read commands (and `averbacoes`) read PostgreSQL when DATABASE_URL is set (cluster mode,
+ * contract §10); in that mode they return a promise, which parseAsync awaits, so a failure still
+ * ends in main's one line and exit code.
+ */
 function registerLogCommands(program: Command): void {
   program
     .command('events')
@@ -125,7 +137,10 @@ function registerLogCommands(program: Command): void {
     .description("a proposal's status and timeline: each event, when it arrived, from → to, applied or not")
     .argument('<nu_proposta>')
     .option('--json', 'JSON for scripts')
-    .action((nu: string, opts) => proposalCommand(config(program), nu, opts, io));
+    .action((nu: string, opts) => {
+      const c = config(program);
+      return c.cluster ? clusterProposalCommand(c, nu, opts, io) : proposalCommand(c, nu, opts, io);
+    });
 
   program
     .command('proposals')
@@ -136,7 +151,10 @@ function registerLogCommands(program: Command): void {
     .option('--stuck', 'only stuck proposals, with when they became stuck and their limit')
     .option('--limit <n>', 'rows (default 50)')
     .option('--json', 'JSON for scripts')
-    .action((opts) => proposalsCommand(config(program), opts, io));
+    .action((opts) => {
+      const c = config(program);
+      return c.cluster ? clusterProposalsCommand(c, opts, io) : proposalsCommand(c, opts, io);
+    });
 
   program
     .command('replay')
@@ -157,7 +175,10 @@ function registerServiceCommands(program: Command): void {
     .option('--proposal <nu_proposta>', 'only this proposal')
     .option('--limit <n>', 'rows (default 50)')
     .option('--json', 'JSON for scripts')
-    .action((opts) => averbacoesCommand(config(program), opts, io));
+    .action((opts) => {
+      const c = config(program);
+      return c.cluster ? clusterAverbacoesCommand(c, opts, io) : averbacoesCommand(c, opts, io);
+    });
 
   program
     .command('track')

@@ -1,14 +1,41 @@
 import { statSync } from 'node:fs';
+import {
+  describePgTarget,
+  pgTarget,
+  readAverbacoes,
+  readDeliveries,
+  readEvents,
+  readLatestProposals,
+  readProposal,
+  readStats,
+  readStuckProposals,
+  type PgDeliveryRow,
+  type PgStats,
+  type ReplicaDeliveries,
+  withPgReads,
+} from '../cluster/pg-reads';
 import type { Config } from '../config';
+import { formatAge } from '../domain/duration';
 import { StorageError, UsageError } from '../domain/errors';
-import { stuckCutoffs } from '../domain/stuck';
+import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifecycle';
+import { maskCpf, withMaskedCpf } from '../domain/privacy';
+import { formatLimit, limitOf, type StuckCutoff, stuckCutoffs, stuckSince } from '../domain/stuck';
+import type { AverbacaoRow } from '../store/averbacoes';
 import type { Db } from '../store/database';
+import type { DeliveryRow } from '../store/deliveries';
+import type { EventRow } from '../store/events';
 import { forwardDeliveries } from '../store/forward-deliveries';
-import { proposalLists } from '../store/proposal-lists';
+import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
+import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
 import { openStore, type Store } from '../store/store';
 import { renderTable } from './table';
 
-/** Read-only commands over the SQLite log: tables for people, `--json` for scripts. */
+/**
+ * Read-only commands over the log: tables for people, `--json` for scripts. The log is the SQLite
+ * file, or in cluster mode (`DATABASE_URL`, contract §10) the PostgreSQL database the replicas
+ * share; each command reads one or the other and hands the rows, in the SQLite log's shape (see
+ * src/cluster/pg-reads.ts), to one renderer.
+ */
 
 export interface Output {
   out: (text: string) => void;
@@ -34,12 +61,39 @@ function withStore<T>(config: Config, fn: (store: Store) => T): T {
   }
 }
 
+/** DATABASE_URL in cluster mode; a command that reads only PostgreSQL is never called without it. */
+function clusterUrl(config: Config): string {
+  if (!config.cluster) throw new Error('a cluster-mode command ran without DATABASE_URL');
+  return config.cluster.databaseUrl;
+}
+
+/** The log as messages name it: the SQLite file, or PostgreSQL's host, port and database (no password). */
+function logName(config: Config): string {
+  return config.cluster ? describePgTarget(pgTarget(config.cluster.databaseUrl)) : config.databasePath;
+}
+
+/** `nu_proposta` as typed by a person, as PostgreSQL's text column holds it (`007` is `7`). */
+function pgNuProposta(value: string | undefined): string | undefined {
+  return value === undefined ? undefined : String(parseNuProposta(value));
+}
+
 function parseLimit(value: string | undefined): number {
   if (value === undefined) return 50;
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < 1 || n > 10000)
     throw new UsageError(`--limit expects an integer from 1 to 10000, got "${value}"`);
   return n;
+}
+
+/** Rows as JSON, or as a table of `columns`. */
+function showRows<T extends object>(
+  columns: readonly string[],
+  rows: readonly T[],
+  opts: { json?: boolean },
+  io: Output,
+): void {
+  if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+  io.out(renderTable(columns, rows as unknown as Record<string, unknown>[]));
 }
 
 export interface EventsOptions {
@@ -51,36 +105,32 @@ export interface EventsOptions {
   json?: boolean;
 }
 
-export function eventsCommand(config: Config, opts: EventsOptions, io: Output): void {
+const EVENT_COLUMNS = [
+  'id',
+  'received_at',
+  'kind',
+  'evento',
+  'nu_proposta',
+  'request_id',
+  'status',
+  'attempts',
+  'duplicates',
+  'webhook_id',
+  'last_error',
+];
+
+/** `events`: newest first. Synchronous on SQLite; a promise in cluster mode. */
+export function eventsCommand(config: Config, opts: EventsOptions, io: Output): void | Promise<void> {
   const limit = parseLimit(opts.limit);
-  withStore(config, (store) => {
-    const rows = store.events.list({
-      status: opts.status,
-      evento: opts.evento,
-      kind: opts.kind,
-      nuProposta: opts.proposal,
-      limit,
-    });
-    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
-    io.out(
-      renderTable(
-        [
-          'id',
-          'received_at',
-          'kind',
-          'evento',
-          'nu_proposta',
-          'request_id',
-          'status',
-          'attempts',
-          'duplicates',
-          'webhook_id',
-          'last_error',
-        ],
-        rows as unknown as Record<string, unknown>[],
-      ),
+  const filter = { status: opts.status, evento: opts.evento, kind: opts.kind, limit };
+  const show = (rows: readonly EventRow[]) => showRows(EVENT_COLUMNS, rows, opts, io);
+  if (config.cluster) {
+    const nuProposta = pgNuProposta(opts.proposal);
+    return withPgReads(config.cluster.databaseUrl, (db) => readEvents(db, { ...filter, nuProposta })).then(
+      show,
     );
-  });
+  }
+  show(withStore(config, (store) => store.events.list({ ...filter, nuProposta: opts.proposal })));
 }
 
 export interface DeliveriesOptions {
@@ -89,28 +139,100 @@ export interface DeliveriesOptions {
   json?: boolean;
 }
 
-export function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): void {
-  const limit = parseLimit(opts.limit);
-  withStore(config, (store) => {
-    const rows = store.deliveries.list({ outcome: opts.outcome, limit });
-    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
-    io.out(
-      renderTable(
-        [
-          'id',
-          'received_at',
-          'path',
-          'outcome',
-          'http_status',
-          'duration_ms',
-          'event_id',
-          'dedup_key',
-          'detail',
-        ],
-        rows as unknown as Record<string, unknown>[],
-      ),
+const DELIVERY_COLUMNS = [
+  'id',
+  'received_at',
+  'path',
+  'outcome',
+  'http_status',
+  'duration_ms',
+  'event_id',
+  'dedup_key',
+  'detail',
+];
+
+/** `deliveries`: newest first. Synchronous on SQLite; a promise in cluster mode. */
+export function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): void | Promise<void> {
+  const filter = { outcome: opts.outcome, limit: parseLimit(opts.limit) };
+  const show = (rows: readonly (DeliveryRow | PgDeliveryRow)[]) => showRows(DELIVERY_COLUMNS, rows, opts, io);
+  if (config.cluster)
+    return withPgReads(config.cluster.databaseUrl, (db) => readDeliveries(db, filter)).then(show);
+  show(withStore(config, (store) => store.deliveries.list(filter)));
+}
+
+/** What `stats` shows, whichever database it read. */
+interface LogStats {
+  database: string;
+  database_bytes: number;
+  events_by_status: Record<string, number>;
+  events_by_kind: Record<string, number>;
+  duplicates_total: number;
+  deliveries_by_outcome: Record<string, number>;
+  proposals_by_status: Record<string, number>;
+  /** STUCK_AFTER's statuses only (a final status is never stuck). */
+  proposals_stuck_by_status: Record<string, number>;
+  ack_ms_avg: number | null;
+  ack_ms_max: number | null;
+  last_delivery_at: string | null;
+  /** SQLite only: PostgreSQL has no forwarding tables yet. */
+  forwarding?: ReturnType<typeof forwardingStats>;
+  /** Cluster mode only: the deliveries each replica answered. */
+  replicas?: ReplicaDeliveries[];
+}
+
+/** Said under the table in cluster mode, instead of the forwarding figures. */
+const NO_FORWARDING_IN_CLUSTER =
+  'forwarding: not shown in cluster mode (the PostgreSQL schema has no forwarding tables yet)';
+
+function roundMs(ms: number | null): number | null {
+  return ms === null ? null : Math.round(ms * 1000) / 1000;
+}
+
+/** `stats`. Synchronous on SQLite; a promise in cluster mode. */
+export function statsCommand(config: Config, opts: { json?: boolean }, io: Output): void | Promise<void> {
+  const cutoffs = stuckCutoffs(config.stuckAfter, new Date());
+  const show = (stats: LogStats) => showStats(stats, opts, io);
+  if (config.cluster) {
+    return withPgReads(config.cluster.databaseUrl, (db) => readStats(db, cutoffs)).then((s) =>
+      show(clusterStats(config, s)),
     );
-  });
+  }
+  show(withStore(config, (store) => sqliteStats(config, store, cutoffs)));
+}
+
+function clusterStats(config: Config, s: PgStats): LogStats {
+  return {
+    database: logName(config),
+    database_bytes: s.databaseBytes,
+    events_by_status: s.eventsByStatus,
+    events_by_kind: s.eventsByKind,
+    duplicates_total: s.duplicatesTotal,
+    deliveries_by_outcome: s.deliveriesByOutcome,
+    proposals_by_status: s.proposalsByStatus,
+    proposals_stuck_by_status: s.proposalsStuckByStatus,
+    ack_ms_avg: roundMs(s.ackMs.avg),
+    ack_ms_max: s.ackMs.max,
+    last_delivery_at: s.lastDeliveryAt,
+    replicas: s.replicas,
+  };
+}
+
+function sqliteStats(config: Config, store: Store, cutoffs: readonly StuckCutoff[]): LogStats {
+  const latency = store.deliveries.ackLatency();
+  return {
+    database: config.databasePath,
+    database_bytes: fileBytes(config.databasePath) + fileBytes(`${config.databasePath}-wal`),
+    events_by_status: store.events.countByStatus(),
+    events_by_kind: store.events.countByKind(),
+    duplicates_total: store.events.duplicatesTotal(),
+    deliveries_by_outcome: store.deliveries.countByOutcome(),
+    proposals_by_status: store.proposals.countByStatus(),
+    proposals_stuck_by_status: proposalLists(store.db).stuckCounts(cutoffs),
+    ack_ms_avg: roundMs(latency.avg),
+    ack_ms_max: latency.max,
+    last_delivery_at: store.deliveries.lastReceivedAt(),
+    forwarding: forwardingStats(config, store.db),
+  };
 }
 
 function fileBytes(path: string): number {
@@ -121,49 +243,35 @@ function fileBytes(path: string): number {
   }
 }
 
-export function statsCommand(config: Config, opts: { json?: boolean }, io: Output): void {
-  withStore(config, (store) => {
-    const latency = store.deliveries.ackLatency();
-    const stats = {
-      database: config.databasePath,
-      database_bytes: fileBytes(config.databasePath) + fileBytes(`${config.databasePath}-wal`),
-      events_by_status: store.events.countByStatus(),
-      events_by_kind: store.events.countByKind(),
-      duplicates_total: store.events.duplicatesTotal(),
-      deliveries_by_outcome: store.deliveries.countByOutcome(),
-      proposals_by_status: store.proposals.countByStatus(),
-      // STUCK_AFTER's statuses only (a final status is never stuck).
-      proposals_stuck_by_status: proposalLists(store.db).stuckCounts(
-        stuckCutoffs(config.stuckAfter, new Date()),
-      ),
-      ack_ms_avg: latency.avg === null ? null : Math.round(latency.avg * 1000) / 1000,
-      ack_ms_max: latency.max,
-      last_delivery_at: store.deliveries.lastReceivedAt(),
-      forwarding: forwardingStats(config, store.db),
-    };
-    if (opts.json) return io.out(JSON.stringify(stats, null, 2));
-    const section = (name: string, counts: Record<string, number>) =>
-      Object.entries(counts).map(([key, value]) => ({ section: name, key, value }));
-    const rows: Record<string, unknown>[] = [
-      { section: 'database', key: 'path', value: stats.database },
-      { section: 'database', key: 'bytes', value: stats.database_bytes },
-      ...section('events by status', stats.events_by_status),
-      ...section('events by kind', stats.events_by_kind),
-      { section: 'events', key: 'duplicates received', value: stats.duplicates_total },
-      ...section('deliveries by outcome', stats.deliveries_by_outcome),
-      ...section('proposals by status', stats.proposals_by_status),
-      { section: 'proposals', key: 'stuck (STUCK_AFTER)', value: stuckLine(stats.proposals_stuck_by_status) },
-      { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
-      { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
-      { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },
-      ...stats.forwarding.flatMap((d) =>
-        Object.entries(d)
-          .filter(([key]) => key !== 'destination')
-          .map(([key, value]) => ({ section: `forwarding ${d.destination}`, key, value })),
-      ),
-    ];
-    io.out(renderTable(['section', 'key', 'value'], rows));
-  });
+function showStats(stats: LogStats, opts: { json?: boolean }, io: Output): void {
+  if (opts.json) return io.out(JSON.stringify(stats, null, 2));
+  const section = (name: string, counts: Record<string, number>) =>
+    Object.entries(counts).map(([key, value]) => ({ section: name, key, value }));
+  const rows: Record<string, unknown>[] = [
+    { section: 'database', key: 'path', value: stats.database },
+    { section: 'database', key: 'bytes', value: stats.database_bytes },
+    ...section('events by status', stats.events_by_status),
+    ...section('events by kind', stats.events_by_kind),
+    { section: 'events', key: 'duplicates received', value: stats.duplicates_total },
+    ...section('deliveries by outcome', stats.deliveries_by_outcome),
+    ...section('proposals by status', stats.proposals_by_status),
+    { section: 'proposals', key: 'stuck (STUCK_AFTER)', value: stuckLine(stats.proposals_stuck_by_status) },
+    { section: 'ack latency', key: 'avg ms', value: stats.ack_ms_avg },
+    { section: 'ack latency', key: 'max ms', value: stats.ack_ms_max },
+    { section: 'deliveries', key: 'last received', value: stats.last_delivery_at },
+    ...(stats.replicas ?? []).map((r) => ({
+      section: 'replicas',
+      key: r.replica,
+      value: `${r.deliveries} ${r.deliveries === 1 ? 'delivery' : 'deliveries'}, last received ${r.last_received_at ?? '-'}`,
+    })),
+    ...(stats.forwarding ?? []).flatMap((d) =>
+      Object.entries(d)
+        .filter(([key]) => key !== 'destination')
+        .map(([key, value]) => ({ section: `forwarding ${d.destination}`, key, value })),
+    ),
+  ];
+  io.out(renderTable(['section', 'key', 'value'], rows));
+  if (stats.forwarding === undefined) io.out(NO_FORWARDING_IN_CLUSTER);
 }
 
 /** One line: the statuses with stuck proposals and how many (`averbacao_solicitada=3, aprovada=1`), or `0`. */
@@ -185,4 +293,184 @@ function forwardingStats(config: Config, db: Db) {
     paused:
       g.paused === 1 || config.forwarding.destinations.some((d) => d.name === g.destination && d.paused),
   }));
+}
+
+// The three commands below read SQLite in their own modules (pipeline-commands.ts,
+// proposals-command.ts, registry-commands.ts), which bin.ts calls when DATABASE_URL is not set.
+// Their cluster-mode versions live here with the renderers, which are written to be the one home
+// of that output: the SQLite versions should call showProposal, parseProposalsOptions /
+// showProposals and parseAverbacoesOptions / showAverbacoes too (pg-cli.test.ts checks that both
+// modes print the same shape meanwhile).
+
+/** `proposal <nu>` in cluster mode. */
+export async function clusterProposalCommand(
+  config: Config,
+  nu: string,
+  opts: { json?: boolean },
+  io: Output,
+): Promise<void> {
+  const key = String(parseNuProposta(nu));
+  const { proposal, timeline } = await withPgReads(clusterUrl(config), (db) => readProposal(db, key));
+  showProposal(config, nu, proposal, timeline, opts, io);
+}
+
+/** Where a proposal stands and every event it received, applied or not; UsageError when it has none. */
+export function showProposal(
+  config: Config,
+  nu: string,
+  proposal: ProposalRow | undefined,
+  timeline: readonly TimelineRow[],
+  opts: { json?: boolean },
+  io: Output,
+): void {
+  if (!proposal && timeline.length === 0) throw new UsageError(`no proposal ${nu} in ${logName(config)}`);
+  const shown = proposal ? withMaskedCpf(proposal) : null;
+  if (opts.json) return io.out(JSON.stringify({ proposal: shown, timeline }, null, 2));
+  if (shown) {
+    io.out(
+      `proposal ${shown.nu_proposta}: ${shown.stage} / ${shown.status}` +
+        `  (cpf ${shown.nu_cpf || '-'}, R$ ${shown.vl_emprestimo ?? '-'}, ${shown.no_conveniada ?? '-'}, updated ${shown.updated_at})`,
+    );
+  } else {
+    io.out(`proposal ${nu}: events stored, none processed yet`);
+  }
+  io.out(
+    renderTable(
+      [
+        'event_id',
+        'received_at',
+        'evento',
+        'event_status',
+        'from_status',
+        'to_status',
+        'applied',
+        'reason',
+        'duplicates',
+        'last_error',
+      ],
+      timeline.map((t) => ({ ...t, applied: t.applied === null ? '' : t.applied ? 'yes' : 'no' })),
+    ),
+  );
+}
+
+export interface ProposalsOptions {
+  status?: string;
+  stuck?: boolean;
+  limit?: string;
+  json?: boolean;
+}
+
+/** `proposals` in cluster mode. */
+export async function clusterProposalsCommand(
+  config: Config,
+  opts: ProposalsOptions,
+  io: Output,
+): Promise<void> {
+  const { statuses, limit } = parseProposalsOptions(config, opts);
+  const now = new Date();
+  const cutoffs = stuckCutoffs(config.stuckAfter, now).filter((c) => statuses.includes(c.status));
+  const rows = await withPgReads(clusterUrl(config), (db) =>
+    opts.stuck ? readStuckProposals(db, cutoffs, limit) : readLatestProposals(db, statuses, limit),
+  );
+  showProposals(config, rows, now, opts, io);
+}
+
+/** The statuses `proposals` lists and how many; UsageError for what can never be listed. */
+export function parseProposalsOptions(
+  config: Config,
+  opts: ProposalsOptions,
+): { statuses: ProposalStatus[]; limit: number } {
+  const limit = parseLimit(opts.limit);
+  if (opts.status === undefined) return { statuses: [...PROPOSAL_STATUSES], limit };
+  const status = PROPOSAL_STATUSES.find((s) => s === opts.status);
+  if (status === undefined)
+    throw new UsageError(`--status expects one of ${PROPOSAL_STATUSES.join(', ')}, got "${opts.status}"`);
+  // Asking for what can never be listed is a mistake worth saying, not an empty list that reads "none stuck".
+  if (opts.stuck && isFinal(status)) throw new UsageError(`--stuck: ${status} is final, never stuck`);
+  if (opts.stuck && limitOf(status, config.stuckAfter) === null)
+    throw new UsageError(`--stuck: ${status} has no age limit (STUCK_AFTER ${status}=off)`);
+  return { statuses: [status], limit };
+}
+
+/** Proposals with their CPF masked and their age at `now`; `--stuck` adds when and at what limit. */
+export function showProposals(
+  config: Config,
+  rows: readonly ProposalListRow[],
+  now: Date,
+  opts: ProposalsOptions,
+  io: Output,
+): void {
+  const shown = rows.map((r) => {
+    const base = {
+      ...r,
+      nu_cpf: maskCpf(r.nu_cpf),
+      age_seconds: Math.floor((now.getTime() - Date.parse(r.updated_at)) / 1000),
+    };
+    if (!opts.stuck) return base;
+    const stuckAfter = formatLimit(limitOf(r.status, config.stuckAfter));
+    return { ...base, stuck_since: stuckSince(r, config.stuckAfter), stuck_after: stuckAfter };
+  });
+  if (opts.json) return io.out(JSON.stringify(shown, null, 2));
+  const columns = ['nu_proposta', 'nu_cpf', 'stage', 'status', 'last_evento', 'updated_at', 'age'];
+  io.out(
+    renderTable(
+      opts.stuck ? [...columns, 'stuck_since', 'stuck_after'] : columns,
+      shown.map((r) => ({ ...r, age: formatAge(r.age_seconds * 1000) })),
+    ),
+  );
+}
+
+export interface AverbacoesOptions {
+  status?: string;
+  stale?: boolean;
+  proposal?: string;
+  limit?: string;
+  json?: boolean;
+}
+
+/** `averbacoes` in cluster mode. */
+export async function clusterAverbacoesCommand(
+  config: Config,
+  opts: AverbacoesOptions,
+  io: Output,
+): Promise<void> {
+  const limit = parseAverbacoesOptions(opts);
+  const filter = {
+    status: opts.status,
+    stale: opts.stale ? true : undefined,
+    nuProposta: pgNuProposta(opts.proposal),
+    limit,
+  };
+  const rows = await withPgReads(clusterUrl(config), (db) => readAverbacoes(db, filter));
+  showAverbacoes(rows, opts, io);
+}
+
+/** Checks `--status`; returns `--limit`. */
+export function parseAverbacoesOptions(opts: AverbacoesOptions): number {
+  if (opts.status && !['queued', 'processing', 'completed', 'error'].includes(opts.status)) {
+    throw new UsageError(`--status expects queued, processing, completed or error, got "${opts.status}"`);
+  }
+  return parseLimit(opts.limit);
+}
+
+/** Tracked registrations: status, where the result came from, polling. */
+export function showAverbacoes(rows: readonly AverbacaoRow[], opts: { json?: boolean }, io: Output): void {
+  if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+  io.out(
+    renderTable(
+      [
+        'request_id',
+        'nu_proposta',
+        'status',
+        'result_source',
+        'stale',
+        'poll_attempts',
+        'next_poll_at',
+        'last_poll_outcome',
+        'created_at',
+        'completed_at',
+      ],
+      rows.map((r) => ({ ...r, stale: r.stale ? 'yes' : '' })),
+    ),
+  );
 }

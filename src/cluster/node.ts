@@ -7,7 +7,7 @@ import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { runPollJob, type StatusClient } from './poll-job';
 import { Relay, type RelaySpool } from './relay';
-import { type BossDb, type Sql, sqlOf, sqlOfBossDb } from './sql';
+import { type BossDb, checkOut, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
 
 /**
@@ -95,7 +95,7 @@ export class ClusterNode {
    */
   async sharedGauges(cutoffs: readonly StuckCutoff[]): Promise<SharedGauges | null> {
     if (this.state !== 'running') return null;
-    const client = await this.pool.connect().catch(() => null);
+    const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
     let ok = false;
     try {
@@ -195,6 +195,10 @@ export class ClusterNode {
         // Without a full batch, pg-boss waits its polling interval after every fetch.
         burstWhenBatchFull: true,
         pollingIntervalSeconds: 0.5,
+        // With LISTEN/NOTIFY on, this is the polling interval (30 s by default). NOTIFY fires only
+        // when a job is inserted: a retry whose startAfter comes due, or a kick freed by an expired
+        // claim after a crash, is found only by polling (docs/cluster.md §5.6).
+        notifyPollingIntervalSeconds: 2,
         transactional: true,
       },
       async (jobs: Job<KickData>[], tx: BossDb) => {
@@ -214,7 +218,7 @@ export class ClusterNode {
     const client = options.statusClient;
     await engine.boss.work<PollData>(
       POLL_QUEUE,
-      { localConcurrency: 2, pollingIntervalSeconds: 1 },
+      { localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 5 },
       async (jobs) => {
         for (const job of jobs)
           await runPollJob(job.data.requestId, {
@@ -233,7 +237,7 @@ export class ClusterNode {
   }
 
   private async transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await checkOut(this.pool);
     let ok = false;
     try {
       await client.query('BEGIN');

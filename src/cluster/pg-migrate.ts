@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Client, type Pool, type PoolClient } from 'pg';
 import { MigrationError } from '../domain/errors';
+import { checkOut } from './sql';
 import { migrationFileName, orderMigrationFiles } from '../domain/migration-files';
 
 /**
@@ -111,7 +112,7 @@ async function connect(
   target: string | Pool,
 ): Promise<{ client: Queryable; done: (broken: boolean) => Promise<void> }> {
   if (typeof target !== 'string') {
-    const client: PoolClient = await target.connect();
+    const client: PoolClient = await checkOut(target);
     return { client, done: async (broken) => client.release(broken) };
   }
   const client = new Client({ connectionString: target });

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { type Sql, sqlOf } from './sql';
+import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The relay (contract §10, docs/cluster.md §6): moves what this replica acknowledged from its local
@@ -127,7 +127,7 @@ export class Relay {
   async relayOnce(): Promise<number> {
     const rows = this.spool.read(this.cursor, this.options.batch);
     if (rows.length === 0) return 0;
-    const client = await this.pool.connect();
+    const client = await checkOut(this.pool);
     let committed = false;
     try {
       await client.query('BEGIN');
@@ -186,6 +186,10 @@ export class Relay {
 
   private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<void> {
     const sql = sqlOf(client);
+    // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
+    // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
+    // run with synchronous_commit off, never this).
+    await sql.query('SET LOCAL synchronous_commit = on');
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));

@@ -1,3 +1,4 @@
+import type { Pool, PoolClient } from 'pg';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
  * the transaction pg-boss hands a transactional worker. Parameterised queries only.
@@ -36,4 +37,21 @@ export function sqlOfBossDb(db: BossDb): Sql {
 export function iso(value: Date | string | null): string | null {
   if (value === null) return null;
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
+}
+
+const guarded = new WeakSet<object>();
+
+/**
+ * A client from `pool` that cannot take the process down. node-postgres removes the pool's 'error'
+ * listener from a client while it is checked out; a connection dropped then (PostgreSQL restarted,
+ * a failover) emits 'error' with no listener, an uncaught exception. The query in flight still
+ * fails and its caller handles that; this listener only keeps the 'error' event from being fatal.
+ */
+export async function checkOut(pool: Pool): Promise<PoolClient> {
+  const client = await pool.connect();
+  if (!guarded.has(client)) {
+    guarded.add(client);
+    client.on('error', () => undefined);
+  }
+  return client;
 }

@@ -1,0 +1,490 @@
+import { Client, type ClientBase, DatabaseError, types } from 'pg';
+import type { RegistryStatus } from '../domain/catalogue';
+import { ConsigError, StorageError } from '../domain/errors';
+import type { EventKind, EventStatus } from '../domain/event-status';
+import type { StuckCutoff } from '../domain/stuck';
+
+/**
+ * The log commands' reads in cluster mode (contract §10): the tables of contract §5 as PostgreSQL
+ * holds them, given back in the shapes the SQLite log has, so that one renderer serves both:
+ * timestamps as the ISO-8601 text SQLite stores (`2026-11-21T13:00:00.000Z`), booleans as 0/1,
+ * bigint ids, counts and the `numeric` amount as numbers, and a `nu_proposta` that is an integer
+ * as a number (SQLite's INTEGER affinity does the same). One function per query family; every
+ * value is a parameter. The columns only the cluster has (replica, relayed_at, …) are not
+ * selected, except where a command shows them on purpose (`stats`' replicas).
+ */
+
+/** What the reads run on: a connection of {@link withPgReads}, or any pg client or pool. */
+export type PgReader = Pick<ClientBase, 'query'>;
+
+/** Where DATABASE_URL points, without the user and the password: what messages may show. */
+export interface PgTarget {
+  host: string;
+  port: number;
+  database: string;
+}
+
+/**
+ * Host, port and database of a `postgres://` URL (never its user or password). A socket directory
+ * given as `?host=/run/postgresql` is the host.
+ */
+export function pgTarget(databaseUrl: string): PgTarget {
+  const url = new URL(databaseUrl);
+  const host = url.searchParams.get('host') ?? (decodeURIComponent(url.hostname) || 'localhost');
+  return {
+    host,
+    port: url.port === '' ? 5432 : Number(url.port),
+    database: decodeURIComponent(url.pathname.slice(1)),
+  };
+}
+
+/** `postgres://host:port/database`: the target as the commands print it. */
+export function describePgTarget(t: PgTarget): string {
+  return `postgres://${t.host}:${t.port}/${t.database}`;
+}
+
+/** A read that waits longer than this for a connection is an unreachable server, said in one line. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+const { INT8, NUMERIC, BOOL, TIMESTAMPTZ } = types.builtins;
+const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string) => Date;
+
+/**
+ * The SQLite log's representation, applied by the driver to every column of these reads: given with
+ * each query, so they read the same on any connection or pool, and the global parsers stay as they
+ * are. bigint → number: ids and counts stay far below 2^53. numeric → number: SQLite keeps
+ * vl_emprestimo as a REAL. timestamptz → its instant as `Date#toISOString()` writes it.
+ */
+const LOG_TYPES = {
+  getTypeParser: ((id: number, format?: 'text' | 'binary') => {
+    if (format === undefined || format === 'text') {
+      if (id === INT8 || id === NUMERIC) return (v: string) => Number(v);
+      if (id === BOOL) return (v: string) => (v === 't' ? 1 : 0);
+      if (id === TIMESTAMPTZ) return (v: string) => parseTimestamptz(v).toISOString();
+    }
+    return types.getTypeParser(id, format);
+  }) as typeof types.getTypeParser,
+};
+
+// A canonical decimal that fits a JS number: the relay writes an integer nu_proposta this way
+// (migrations-pg/0001_init.sql), and SQLite holds it as an INTEGER.
+const INTEGER_TEXT = '^(0|[1-9][0-9]{0,14})$';
+const integerText = new RegExp(INTEGER_TEXT);
+
+/** `nu_proposta` as the SQLite log holds it: an integer as a number, anything else as the text. */
+function logNuProposta(value: string): number | string;
+function logNuProposta(value: string | null): number | string | null;
+function logNuProposta(value: string | null): number | string | null {
+  return value !== null && integerText.test(value) ? Number(value) : value;
+}
+
+function withLogNuProposta<T extends { nu_proposta: string | null }>(
+  row: T,
+): Omit<T, 'nu_proposta'> & { nu_proposta: number | string | null } {
+  return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
+}
+
+/**
+ * SQLite's order of `nu_proposta` (integers by value before text by bytes), so that proposals with
+ * the same `updated_at` come in the same order in both modes.
+ */
+function nuPropostaOrder(direction: 'ASC' | 'DESC'): string {
+  return [
+    `(nu_proposta !~ '${INTEGER_TEXT}') ${direction}`,
+    `(CASE WHEN nu_proposta ~ '${INTEGER_TEXT}' THEN length(nu_proposta) END) ${direction}`,
+    `nu_proposta COLLATE "C" ${direction}`,
+  ].join(', ');
+}
+
+/** `WHERE a = $1 AND b = $2` from the conditions given (undefined or '' = no condition). */
+function whereClause(conditions: readonly [column: string, value: string | number | boolean | undefined][]): {
+  sql: string;
+  params: (string | number | boolean)[];
+} {
+  const parts: string[] = [];
+  const params: (string | number | boolean)[] = [];
+  for (const [column, value] of conditions) {
+    if (value === undefined || value === '') continue;
+    params.push(value);
+    parts.push(`${column} = $${params.length}`);
+  }
+  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
+}
+
+async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
+  return (await db.query({ text: sql, values: [...params], types: LOG_TYPES })).rows as T[];
+}
+
+/**
+ * Opens a connection to `databaseUrl`, runs `read` in one read-only transaction (one snapshot: the
+ * figures of a command agree with each other, and a read command cannot write), and closes it,
+ * whatever happens. Connection and server errors become a StorageError of one line naming host,
+ * port and database, never the user's password.
+ */
+export async function withPgReads<T>(databaseUrl: string, read: (db: PgReader) => Promise<T>): Promise<T> {
+  const target = pgTarget(databaseUrl);
+  const secret = decodeURIComponent(new URL(databaseUrl).password);
+  const client = new Client({
+    connectionString: databaseUrl,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: 'consig-receiver log command',
+  });
+  // An error on the idle connection must not crash the command; the next query says it instead.
+  client.on('error', () => {});
+  try {
+    try {
+      await client.connect();
+    } catch (err) {
+      throw pgError(err, target, secret, true);
+    }
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const result = await read(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      throw pgError(err, target, secret, false);
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+const NETWORK_CODE = /^E[A-Z_]+$/;
+
+/** One line for what went wrong at PostgreSQL; errors of other kinds pass through. */
+function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean): unknown {
+  if (err instanceof ConsigError || !(err instanceof Error)) return err;
+  const where = `${t.host}:${t.port}`;
+  // A message of the server or the driver names no password; this is in case one ever does.
+  const scrub = (text: string): string =>
+    secret === '' ? text : text.split(secret).join('***').split(encodeURIComponent(secret)).join('***');
+  const code = (err as { code?: unknown }).code;
+  if (err instanceof DatabaseError) {
+    if (code === '42P01') {
+      return new StorageError(
+        `PostgreSQL database "${t.database}" at ${where} has no cluster schema (${scrub(err.message)}): start a replica with this DATABASE_URL to migrate it`,
+      );
+    }
+    return new StorageError(
+      `PostgreSQL database "${t.database}" at ${where}: ${scrub(err.message)} (${code})`,
+    );
+  }
+  if (typeof code === 'string' && NETWORK_CODE.test(code))
+    return new StorageError(`cannot reach PostgreSQL at ${where} (${code})`);
+  // The driver's own: a connection timeout, a connection closed under the query, a TLS refusal.
+  if (connecting || /connection|timeout|terminated/i.test(err.message))
+    return new StorageError(`cannot reach PostgreSQL at ${where} (${scrub(err.message)})`);
+  return err;
+}
+
+/** An `events` row as the SQLite log's `events` command shows it (no body). */
+export interface PgEventRow {
+  id: number;
+  dedup_key: string;
+  webhook_id: string | null;
+  kind: EventKind;
+  evento: string | null;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+  registry_status: string | null;
+  tentativa: number | null;
+  received_at: string;
+  body_bytes: number;
+  status: EventStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  processed_at: string | null;
+  duplicates: number;
+  last_duplicate_at: string | null;
+}
+
+const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+  received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
+
+/** `events`: newest first (by id: the order events reached PostgreSQL). `nuProposta` as stored (text). */
+export async function readEvents(
+  db: PgReader,
+  filter: { status?: string; evento?: string; kind?: string; nuProposta?: string; limit: number },
+): Promise<PgEventRow[]> {
+  const where = whereClause([
+    ['status', filter.status],
+    ['evento', filter.evento],
+    ['kind', filter.kind],
+    ['nu_proposta', filter.nuProposta],
+  ]);
+  const sql = `SELECT ${EVENT_COLUMNS} FROM events ${where.sql} ORDER BY id DESC LIMIT $${where.params.length + 1}`;
+  const found = await rows<PgEventRow & { nu_proposta: string | null }>(db, sql, [
+    ...where.params,
+    filter.limit,
+  ]);
+  return found.map(withLogNuProposta);
+}
+
+/** A `deliveries` row with the SQLite log's columns (the replica that answered is in `stats`). */
+export interface PgDeliveryRow {
+  id: number;
+  received_at: string;
+  path: string;
+  outcome: string;
+  http_status: number;
+  dedup_key: string | null;
+  event_id: number | null;
+  duration_ms: number;
+  body_bytes: number | null;
+  secret_index: number | null;
+  remote_addr: string | null;
+  detail: string | null;
+}
+
+/**
+ * `deliveries`: newest first by `received_at` (ids are the relay's order, which interleaves the
+ * replicas' spools; received_at is when each request arrived).
+ */
+export async function readDeliveries(
+  db: PgReader,
+  filter: { outcome?: string; limit: number },
+): Promise<PgDeliveryRow[]> {
+  const where = whereClause([['outcome', filter.outcome]]);
+  return rows<PgDeliveryRow>(
+    db,
+    `SELECT id, received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
+       secret_index, remote_addr, detail
+     FROM deliveries ${where.sql} ORDER BY received_at DESC, id DESC LIMIT $${where.params.length + 1}`,
+    [...where.params, filter.limit],
+  );
+}
+
+/** Deliveries answered by one replica. */
+export interface ReplicaDeliveries {
+  replica: string;
+  deliveries: number;
+  last_received_at: string | null;
+}
+
+/** The figures of `stats`, from PostgreSQL. */
+export interface PgStats {
+  databaseBytes: number;
+  eventsByStatus: Record<string, number>;
+  eventsByKind: Record<string, number>;
+  duplicatesTotal: number;
+  deliveriesByOutcome: Record<string, number>;
+  proposalsByStatus: Record<string, number>;
+  /** Per cutoff's status, in the cutoffs' order, 0 included. */
+  proposalsStuckByStatus: Record<string, number>;
+  /** Over the answers the service waited for a commit (accepted, duplicate, quarantined). */
+  ackMs: { avg: number | null; max: number | null };
+  lastDeliveryAt: string | null;
+  replicas: ReplicaDeliveries[];
+}
+
+/** Rows of `table` per value of `column` (both names from this file), in SQLite's (byte) order of the values. */
+async function countBy(db: PgReader, table: string, column: string): Promise<Record<string, number>> {
+  const found = await rows<{ key: string; n: number }>(
+    db,
+    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${column} COLLATE "C"`,
+  );
+  return Object.fromEntries(found.map((r) => [r.key, r.n]));
+}
+
+async function stuckCounts(db: PgReader, cutoffs: readonly StuckCutoff[]): Promise<Record<string, number>> {
+  const found = await rows<{ status: string; n: number }>(
+    db,
+    `SELECT c.status, count(p.nu_proposta) AS n
+     FROM unnest($1::text[], $2::timestamptz[]) AS c (status, before)
+     LEFT JOIN proposals p ON p.status = c.status AND p.updated_at < c.before
+     GROUP BY c.status`,
+    [cutoffs.map((c) => c.status), cutoffs.map((c) => c.before)],
+  );
+  const n = new Map(found.map((r) => [r.status, r.n]));
+  return Object.fromEntries(cutoffs.map((c) => [c.status, n.get(c.status) ?? 0]));
+}
+
+/**
+ * Everything `stats` shows, read in the caller's one snapshot. One query at a time: a connection
+ * runs them in turn anyway (and pg 8 deprecates queueing them).
+ */
+export async function readStats(db: PgReader, cutoffs: readonly StuckCutoff[]): Promise<PgStats> {
+  const one = async <T>(sql: string): Promise<T> => (await rows<T>(db, sql))[0] as T;
+  const size = await one<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
+  const eventsByStatus = await countBy(db, 'events', 'status');
+  const eventsByKind = await countBy(db, 'events', 'kind');
+  const dups = await one<{ n: number }>('SELECT coalesce(sum(duplicates), 0) AS n FROM events');
+  const deliveriesByOutcome = await countBy(db, 'deliveries', 'outcome');
+  const proposalsByStatus = await countBy(db, 'proposals', 'status');
+  const proposalsStuckByStatus = await stuckCounts(db, cutoffs);
+  const ackMs = await one<{ avg: number | null; max: number | null }>(
+    `SELECT avg(duration_ms) AS avg, max(duration_ms) AS max FROM deliveries
+     WHERE outcome IN ('accepted', 'duplicate', 'quarantined')`,
+  );
+  const last = await one<{ at: string | null }>('SELECT max(received_at) AS at FROM deliveries');
+  const replicas = await rows<ReplicaDeliveries>(
+    db,
+    `SELECT replica, count(*) AS deliveries, max(received_at) AS last_received_at
+     FROM deliveries GROUP BY replica ORDER BY replica COLLATE "C"`,
+  );
+  return {
+    databaseBytes: size.bytes,
+    eventsByStatus,
+    eventsByKind,
+    duplicatesTotal: dups.n,
+    deliveriesByOutcome,
+    proposalsByStatus,
+    proposalsStuckByStatus,
+    ackMs,
+    lastDeliveryAt: last.at,
+    replicas,
+  };
+}
+
+/** A `proposals` row with the SQLite log's columns, in its order. */
+export interface PgProposalRow {
+  nu_proposta: number | string;
+  uuid: string | null;
+  nu_cpf: string | null;
+  nu_cnpj_conveniada: string | null;
+  vl_emprestimo: number | null;
+  no_conveniada: string | null;
+  stage: string;
+  status: string;
+  last_evento: string | null;
+  first_event_id: number | null;
+  last_event_id: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One event of a proposal with its transition, when it has one (applied 0/1). */
+export interface PgTimelineRow {
+  event_id: number;
+  received_at: string;
+  evento: string | null;
+  event_status: string;
+  attempts: number;
+  duplicates: number;
+  from_status: string | null;
+  to_status: string | null;
+  applied: number | null;
+  reason: string | null;
+  last_error: string | null;
+}
+
+/** `proposal <nu>`: the row (undefined when none) and every event of it, processed or not. */
+export async function readProposal(
+  db: PgReader,
+  nuProposta: string,
+): Promise<{ proposal: PgProposalRow | undefined; timeline: PgTimelineRow[] }> {
+  const [row] = await rows<PgProposalRow & { nu_proposta: string }>(
+    db,
+    `SELECT nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage, status,
+       last_evento, first_event_id, last_event_id, created_at, updated_at
+     FROM proposals WHERE nu_proposta = $1`,
+    [nuProposta],
+  );
+  // Every event of the proposal, processed or not, with its transition when it has one.
+  const timeline = await rows<PgTimelineRow>(
+    db,
+    `SELECT e.id AS event_id, e.received_at, e.evento, e.status AS event_status, e.attempts, e.duplicates,
+       t.from_status, t.to_status, t.applied, t.reason, e.last_error
+     FROM events e LEFT JOIN proposal_transitions t ON t.event_id = e.id
+     WHERE e.nu_proposta = $1
+     ORDER BY e.id`,
+    [nuProposta],
+  );
+  return {
+    proposal: row && { ...row, nu_proposta: logNuProposta(row.nu_proposta) },
+    timeline,
+  };
+}
+
+/** What `proposals` lists of a proposal (`nu_cpf` as stored: the command masks it). */
+export interface PgProposalListRow {
+  nu_proposta: number | string;
+  nu_cpf: string | null;
+  stage: string;
+  status: string;
+  last_evento: string | null;
+  updated_at: string;
+}
+
+const LIST_COLUMNS = 'nu_proposta, nu_cpf, stage, status, last_evento, updated_at';
+
+function listRows(found: (PgProposalListRow & { nu_proposta: string })[]): PgProposalListRow[] {
+  return found.map((r) => ({ ...r, nu_proposta: logNuProposta(r.nu_proposta) }));
+}
+
+/** `proposals`: those at `statuses`, the most recently changed first. */
+export async function readLatestProposals(
+  db: PgReader,
+  statuses: readonly string[],
+  limit: number,
+): Promise<PgProposalListRow[]> {
+  return listRows(
+    await rows(
+      db,
+      `SELECT ${LIST_COLUMNS} FROM proposals WHERE status = ANY($1::text[])
+       ORDER BY updated_at DESC, ${nuPropostaOrder('DESC')} LIMIT $2`,
+      [statuses, limit],
+    ),
+  );
+}
+
+/** `proposals --stuck`: those older than their status's cutoff, the longest unchanged first. */
+export async function readStuckProposals(
+  db: PgReader,
+  cutoffs: readonly StuckCutoff[],
+  limit: number,
+): Promise<PgProposalListRow[]> {
+  return listRows(
+    await rows(
+      db,
+      `SELECT p.nu_proposta, p.nu_cpf, p.stage, p.status, p.last_evento, p.updated_at
+       FROM proposals p JOIN unnest($1::text[], $2::timestamptz[]) AS c (status, before)
+         ON p.status = c.status AND p.updated_at < c.before
+       ORDER BY p.updated_at, ${nuPropostaOrder('ASC')} LIMIT $3`,
+      [cutoffs.map((c) => c.status), cutoffs.map((c) => c.before), limit],
+    ),
+  );
+}
+
+/** An `averbacoes` row with the SQLite log's columns, in its order (stale 0/1). */
+export interface PgAverbacaoRow {
+  request_id: string;
+  correlation_id: string | null;
+  nu_proposta: number | string | null;
+  status: RegistryStatus;
+  result_source: 'webhook' | 'poll' | null;
+  tracked_via: 'started' | 'declared' | 'event' | 'registry';
+  poll_attempts: number;
+  next_poll_at: string | null;
+  last_poll_at: string | null;
+  last_poll_outcome: string | null;
+  stale: number;
+  result_body: string | null;
+  result_event_id: number | null;
+  created_at: string;
+  updated_at: string;
+  completed_at: string | null;
+}
+
+/** `averbacoes`: tracked registrations, the most recently created first. */
+export async function readAverbacoes(
+  db: PgReader,
+  filter: { status?: string; stale?: boolean; nuProposta?: string; limit: number },
+): Promise<PgAverbacaoRow[]> {
+  const where = whereClause([
+    ['status', filter.status],
+    ['stale', filter.stale],
+    ['nu_proposta', filter.nuProposta],
+  ]);
+  const found = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(
+    db,
+    `SELECT request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
+       next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at,
+       updated_at, completed_at
+     FROM averbacoes ${where.sql} ORDER BY created_at DESC LIMIT $${where.params.length + 1}`,
+    [...where.params, filter.limit],
+  );
+  return found.map(withLogNuProposta);
+}
