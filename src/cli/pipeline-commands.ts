@@ -1,49 +1,17 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { withMaskedCpf } from '../domain/privacy';
 import { openStore } from '../store/store';
 import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import type { EventStatus } from '../domain/event-status';
 import { parseNuProposta } from '../store/proposals';
-import { openReadOnly, type Output } from './log-commands';
-import { renderTable } from './table';
+import { openReadOnly, type Output, showProposal } from './log-commands';
 
 /** `proposal <nu>`: where a proposal stands and every event it received, applied or not. */
 export function proposalCommand(config: Config, nu: string, opts: { json?: boolean }, io: Output): void {
   const store = openReadOnly(config);
   try {
     const key = parseNuProposta(nu);
-    const proposal = store.proposals.get(key);
-    const timeline = store.proposals.timeline(key);
-    if (!proposal && timeline.length === 0)
-      throw new UsageError(`no proposal ${nu} in ${config.databasePath}`);
-    const shown = proposal ? withMaskedCpf(proposal) : null;
-    if (opts.json) return io.out(JSON.stringify({ proposal: shown, timeline }, null, 2));
-    if (shown) {
-      io.out(
-        `proposal ${shown.nu_proposta}: ${shown.stage} / ${shown.status}` +
-          `  (cpf ${shown.nu_cpf || '-'}, R$ ${shown.vl_emprestimo ?? '-'}, ${shown.no_conveniada ?? '-'}, updated ${shown.updated_at})`,
-      );
-    } else {
-      io.out(`proposal ${nu}: events stored, none processed yet`);
-    }
-    io.out(
-      renderTable(
-        [
-          'event_id',
-          'received_at',
-          'evento',
-          'event_status',
-          'from_status',
-          'to_status',
-          'applied',
-          'reason',
-          'duplicates',
-          'last_error',
-        ],
-        timeline.map((t) => ({ ...t, applied: t.applied === null ? '' : t.applied ? 'yes' : 'no' })),
-      ),
-    );
+    showProposal(config, nu, store.proposals.get(key), store.proposals.timeline(key), opts, io);
   } finally {
     store.close();
   }

@@ -3,21 +3,17 @@ import { UsageError } from '../domain/errors';
 import { trackRegistration } from '../registry/tracking';
 import { parseNuProposta } from '../store/proposals';
 import { openStore } from '../store/store';
-import { openReadOnly, type Output } from './log-commands';
-import { renderTable } from './table';
+import {
+  type AverbacoesOptions,
+  openReadOnly,
+  type Output,
+  parseAverbacoesOptions,
+  showAverbacoes,
+} from './log-commands';
 
 /** `averbacoes [--status S] [--stale] [--proposal N]`: tracked registrations and their polling. */
-export function averbacoesCommand(
-  config: Config,
-  opts: { status?: string; stale?: boolean; proposal?: string; limit?: string; json?: boolean },
-  io: Output,
-): void {
-  if (opts.status && !['queued', 'processing', 'completed', 'error'].includes(opts.status)) {
-    throw new UsageError(`--status expects queued, processing, completed or error, got "${opts.status}"`);
-  }
-  const limit = opts.limit === undefined ? 50 : Number(opts.limit);
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10000)
-    throw new UsageError(`--limit expects an integer from 1 to 10000, got "${opts.limit}"`);
+export function averbacoesCommand(config: Config, opts: AverbacoesOptions, io: Output): void {
+  const limit = parseAverbacoesOptions(opts);
   const store = openReadOnly(config);
   try {
     const rows = store.averbacoes.list({
@@ -26,24 +22,7 @@ export function averbacoesCommand(
       nuProposta: opts.proposal === undefined ? undefined : parseNuProposta(opts.proposal),
       limit,
     });
-    if (opts.json) return io.out(JSON.stringify(rows, null, 2));
-    io.out(
-      renderTable(
-        [
-          'request_id',
-          'nu_proposta',
-          'status',
-          'result_source',
-          'stale',
-          'poll_attempts',
-          'next_poll_at',
-          'last_poll_outcome',
-          'created_at',
-          'completed_at',
-        ],
-        rows.map((r) => ({ ...r, stale: r.stale ? 'yes' : '' })),
-      ),
-    );
+    showAverbacoes(rows, opts, io);
   } finally {
     store.close();
   }
