@@ -7,6 +7,13 @@ import {
   runForwardingThroughput,
 } from './forwarding';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
+import {
+  type ClusterBenchOptions,
+  type ClusterFigures,
+  type ClusterHarness,
+  clusterReport,
+  runClusterFigures,
+} from './cluster';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
@@ -149,6 +156,13 @@ interface Options {
   /** --console: the console figure runs (pages on the --growth database, p95 ≤ 100 ms). */
   console: boolean;
   consoleRequests: number;
+  /** --cluster: the cluster-mode figures run (a throwaway PostgreSQL on this machine's binaries). */
+  cluster: boolean;
+  clusterRounds: number;
+  clusterRate: number;
+  clusterLatencyMs: number;
+  clusterEvents: number;
+  clusterConcurrencies: number[];
 }
 
 interface RunResult extends LoadResult {
@@ -179,7 +193,8 @@ const USAGE = `usage: npm run bench -- [options]
   --rounds <n>         repeat the whole matrix n times, interleaved; report each row's median-req/s round
   --only <list>        targets to run, comma-separated (${TARGETS.map((t) => t.name).join(', ')});
                        "forwarding" runs only the forwarding figures: receiver and receiver-forward at
-                       c=50, throughput and latency (and no pipeline or poller unless asked for)
+                       c=50, throughput and latency (and no pipeline or poller unless asked for);
+                       "console" and "cluster" run only that section (see --console, --cluster)
   --cpu-prof <dir>     write a V8 CPU profile of each receiver process into <dir>
   --keep               keep the run's directory (each receiver's database and server.log)
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
@@ -192,6 +207,15 @@ const USAGE = `usage: npm run bench -- [options]
   --console <0|1>      the console figure: each page's p95 on the --growth database, signed in over
                        HTTP (default 1; with --only, 1 only when "console" is named)
   --console-requests <n> requests timed per console page (default 50, --quick 20)
+  --cluster <0|1>      the cluster-mode figures (issue 13; a throwaway PostgreSQL from this machine's
+                       binaries): ingest per replica over SQLite mode, relay lag, processing throughput
+                       on PostgreSQL, 200 → proposal updated there (default 1; with --only, 1 only when
+                       "cluster" is named)
+  --cluster-rounds <n> ingest rounds, each SQLite mode and cluster mode once (default 3, --quick 2)
+  --cluster-rate <n>   deliveries per second of the fixed-rate run (relay lag, end to end; default 200)
+  --cluster-latency <s> measured seconds of the fixed-rate run (default 10, --quick 3)
+  --cluster-events <n> pending events drained by the processing figure (default 20000, --quick 5000)
+  --cluster-concurrency <list> CLUSTER_CONCURRENCY values of the processing figure (default 4,8)
   --forward-backlog <n> messages in the forwarding throughput backlog (default 20000, --quick 5000)
   --forward-latency <s> seconds of deliveries for the forwarding latency (default 10, --quick 3)
   --forward-rate <n>   deliveries per second for the forwarding latency (default 200)
@@ -219,6 +243,12 @@ function parseOptions(argv: string[]): Options {
       forwarding: { type: 'string' },
       console: { type: 'string' },
       'console-requests': { type: 'string' },
+      cluster: { type: 'string' },
+      'cluster-rounds': { type: 'string' },
+      'cluster-rate': { type: 'string' },
+      'cluster-latency': { type: 'string' },
+      'cluster-events': { type: 'string' },
+      'cluster-concurrency': { type: 'string' },
       'forward-backlog': { type: 'string' },
       'forward-latency': { type: 'string' },
       'forward-rate': { type: 'string' },
@@ -251,20 +281,24 @@ function parseOptions(argv: string[]): Options {
     throw new BenchError(`--forwarding: expected 0 or 1, got ${values.forwarding}`);
   if (values.console !== undefined && values.console !== '0' && values.console !== '1')
     throw new BenchError(`--console: expected 0 or 1, got ${values.console}`);
+  if (values.cluster !== undefined && values.cluster !== '0' && values.cluster !== '1')
+    throw new BenchError(`--cluster: expected 0 or 1, got ${values.cluster}`);
   let targets = TARGETS.filter((t) => !t.optional);
   let forwarding = values.forwarding !== '0';
   let onlyForwarding = false;
   let consoleFigure = values.console !== '0';
+  let clusterFigures = values.cluster !== '0';
   const names = values.only?.split(',').map((s) => s.trim()) ?? [];
   if (values.only !== undefined) {
     for (const n of names)
-      if (n !== 'forwarding' && n !== 'console' && !TARGETS.some((t) => t.name === n))
+      if (n !== 'forwarding' && n !== 'console' && n !== 'cluster' && !TARGETS.some((t) => t.name === n))
         throw new BenchError(
-          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, forwarding or console)`,
+          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, forwarding, console or cluster)`,
         );
     targets = TARGETS.filter((t) => names.includes(t.name));
     onlyForwarding = names.includes('forwarding');
     consoleFigure = values.console === undefined ? names.includes('console') : values.console === '1';
+    clusterFigures = values.cluster === undefined ? names.includes('cluster') : values.cluster === '1';
     forwarding = values.forwarding === undefined ? onlyForwarding : values.forwarding === '1';
     if (onlyForwarding) targets = withForwardingRows(targets);
   }
@@ -285,14 +319,22 @@ function parseOptions(argv: string[]): Options {
     json: values.json ?? false,
     pipelineEvents: (() => {
       const n = Number(
-        values.pipeline ?? (onlyForwarding || names.includes('console') ? 0 : quick ? 20_000 : 100_000),
+        values.pipeline ??
+          (onlyForwarding || names.includes('console') || names.includes('cluster')
+            ? 0
+            : quick
+              ? 20_000
+              : 100_000),
       );
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--pipeline: expected an event count, got ${values.pipeline}`);
       return n;
     })(),
     pollerTracked: (() => {
-      const n = Number(values.poller ?? (onlyForwarding || names.includes('console') ? 0 : 10_000));
+      const n = Number(
+        values.poller ??
+          (onlyForwarding || names.includes('console') || names.includes('cluster') ? 0 : 10_000),
+      );
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--poller: expected a count, got ${values.poller}`);
       return n;
@@ -314,6 +356,17 @@ function parseOptions(argv: string[]): Options {
     forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
     console: consoleFigure,
     consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
+    cluster: clusterFigures,
+    clusterRounds: count('cluster-rounds', values['cluster-rounds'], quick ? 2 : 3, 1),
+    clusterRate: count('cluster-rate', values['cluster-rate'], 200, 1),
+    clusterLatencyMs: seconds('cluster-latency', values['cluster-latency'], quick ? 3000 : 10_000, 0.5),
+    clusterEvents: count('cluster-events', values['cluster-events'], quick ? 5000 : 20_000, 1),
+    clusterConcurrencies: (values['cluster-concurrency'] ?? '4,8').split(',').map((s) => {
+      const n = Number(s.trim());
+      if (!Number.isSafeInteger(n) || n < 1 || n > 64)
+        throw new BenchError(`--cluster-concurrency: expected integers from 1 to 64, got ${s}`);
+      return n;
+    }),
   };
 }
 
@@ -585,7 +638,7 @@ async function spawnServer(
 }
 
 const CONFIG_VARIABLE =
-  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|PROCESSING_LEASE_MS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS|RETENTION_DAYS|ALLOWED_CIDRS|TRUST_PROXY|DELIVERY_SILENCE_ALARM_MS|FORWARD_.*|DESTINATIONS_FILE|FEED_FULL_CPF)$/;
+  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|PROCESSING_LEASE_MS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS|RETENTION_DAYS|ALLOWED_CIDRS|TRUST_PROXY|DELIVERY_SILENCE_ALARM_MS|FORWARD_.*|DESTINATIONS_FILE|FEED_FULL_CPF|DATABASE_URL|REPLICA_ID|RELAY_.*|CLUSTER_.*)$/;
 
 /** What forwarding.ts needs of this process to start and clean up its children. */
 const childHarness = { track, stopChild: stop };
@@ -617,6 +670,14 @@ function forwardingHarness(secret: string, options: Options): ForwardingHarness 
         stop: () => stop(child),
       };
     },
+  };
+}
+
+/** The cluster figures' harness: receivers as the rows start them, and the rows' load generator. */
+function clusterHarness(secret: string, options: Options): ClusterHarness {
+  return {
+    ...forwardingHarness(secret, options),
+    runLoad: (spec) => runLoad({ host: HOST, path: PATH, secret, ...spec }),
   };
 }
 
@@ -1010,6 +1071,7 @@ async function main(): Promise<number> {
         errors,
       )
     : null;
+  const cluster = options.cluster ? await runClusterSection(secret, options, errors) : null;
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -1021,10 +1083,16 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, console: consolePages, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
     );
   } else {
-    process.stdout.write(`${report(results, summary, options, errors)}\n`);
+    // --only cluster: no HTTP rows, so no table of them (what was measured and the errors still print).
+    if (results.length > 0 || cluster === null)
+      process.stdout.write(`${report(results, summary, options, errors)}\n`);
+    else {
+      process.stdout.write(`consig-receiver bench: node ${process.version}, source ${options.source}\n`);
+      if (errors.length > 0) process.stdout.write(`\nERRORS:\n${errors.map((e) => `  ${e}`).join('\n')}\n`);
+    }
     if (pipeline !== null) {
       process.stdout.write(
         `\npipeline: drained ${pipeline.events} stored events (life-cycle handler, real SQLite) in ` +
@@ -1041,8 +1109,39 @@ async function main(): Promise<number> {
     }
     if (forwarding !== null) process.stdout.write(`\n${forwardingReport(forwarding)}\n`);
     if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
+    if (cluster !== null) process.stdout.write(`\n${clusterReport(cluster.figures, cluster.options)}\n`);
   }
   return errors.length > 0 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster figures (issue 13): bench/cluster.ts
+
+async function runClusterSection(
+  secret: string,
+  options: Options,
+  errors: string[],
+): Promise<{ figures: ClusterFigures; options: ClusterBenchOptions } | null> {
+  const clusterOptions: ClusterBenchOptions = {
+    rounds: options.clusterRounds,
+    concurrency: 50,
+    warmupMs: options.warmupMs,
+    durationMs: options.durationMs,
+    rate: options.clusterRate,
+    rateMs: options.clusterLatencyMs,
+    drainEvents: options.clusterEvents,
+    drainConcurrencies: options.clusterConcurrencies,
+    log: (text) => process.stderr.write(text),
+  };
+  try {
+    const figures = await runClusterFigures(clusterHarness(secret, options), clusterOptions, errors);
+    return { figures, options: clusterOptions };
+  } catch (err) {
+    // No PostgreSQL binaries, or a run that failed: the other sections' figures still print.
+    errors.push(`cluster: ${err instanceof Error ? err.message : String(err)}`);
+    process.stderr.write('\n');
+    return null;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
