@@ -73,11 +73,17 @@ const layers = [
     // else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
     // with the prefix). main composes it with the SQLite spool (store/spool.ts), passed in as an interface.
     files: ['src/cluster/*.ts'],
-    rules: restrict(['^\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS]),
+    rules: restrict(
+      ['^\\.\\./(?!domain/)', CLUSTER_IMPORTS],
+      ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
+    ),
   },
   {
     files: ['src/cluster/*/*.ts'],
-    rules: restrict(['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS], ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS]),
+    rules: restrict(
+      ['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS],
+      ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
+    ),
   },
   {
     // The lender's side of the forwarding wire: an example a lender's engineer copies, verifying with

@@ -10,6 +10,8 @@ module.exports = {
   transform: {
     '^.+\\.(t|j)s$': ['ts-jest', { tsconfig: { allowJs: true, isolatedModules: true }, diagnostics: false }],
   },
-  transformIgnorePatterns: ['/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag)/)'],
+  transformIgnorePatterns: [
+    '/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag)/)',
+  ],
   testTimeout: 60000,
 };
