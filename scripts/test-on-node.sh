@@ -29,5 +29,10 @@ else
   npm ci --no-audit --no-fund
 fi
 # The browser tests run once, in .ci/run on the machine's Node: what they check is what Chromium does
-# with the pages, which the console's integration tests render on this Node as well.
-npm test -- --testPathIgnorePatterns /node_modules/ /test/dockerfile/ /test/browser/
+# with the pages, which the console's integration tests render on this Node as well. So do the
+# files that check the read commands' printed tables and messages (cli, forwards-cli, pg-cli,
+# service-commands: 2.5 minutes of child processes): the same code on every Node, and the other
+# e2e tests still run the CLI and `serve` on this one. This keeps CI under 30 minutes.
+npm test -- --testPathIgnorePatterns /node_modules/ /test/dockerfile/ /test/browser/ \
+  /test/e2e/cli.test.ts /test/e2e/forwards-cli.test.ts /test/integration/pg-cli.test.ts \
+  /test/e2e/service-commands.test.ts
