@@ -2,9 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import Database from '../src/store/sqlite-driver';
@@ -12,6 +11,7 @@ import { type LocalPostgres, startLocalPostgres } from '../src/cluster/local-pos
 import type { Evento } from '../src/domain/catalogue';
 import { EVENT_EFFECTS, HAPPY_PATH, replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';
+import { canListen, defaultBin } from './crash-load';
 
 /**
  * The cluster test of issue 13 with real processes (`node dist/bench/cluster-crash.js`): a real
@@ -356,18 +356,6 @@ interface Fleet {
   unexpectedExits: string[];
   stopping: boolean;
   log: (line: string) => void;
-}
-
-function canListen(port: number): Promise<number | null> {
-  return new Promise((resolvePort) => {
-    const srv = createServer();
-    srv.once('error', () => resolvePort(null));
-    srv.listen(port, HOST, () => {
-      const address = srv.address();
-      const got = typeof address === 'object' && address !== null ? address.port : null;
-      srv.close(() => resolvePort(got));
-    });
-  });
 }
 
 /** A free port below Linux's ephemeral range, so no outgoing connection takes it while its replica is down. */
@@ -1245,15 +1233,6 @@ function failuresOf(r: ClusterCrashResult): string[] {
 // ---------------------------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------------------------
-
-function defaultBin(): string {
-  // dist/bench/cluster-crash.js → dist/src/cli/bin.js; bench/cluster-crash.ts (ts-jest) → dist/src/cli/bin.js.
-  const candidates = [
-    resolve(__dirname, '..', 'src', 'cli', 'bin.js'),
-    resolve(__dirname, '..', 'dist', 'src', 'cli', 'bin.js'),
-  ];
-  return candidates.find((c) => existsSync(c)) ?? (candidates[1] as string);
-}
 
 /** A fresh database on the server for this run; its URL. */
 async function createDatabase(pg: LocalPostgres, seed: number): Promise<string> {

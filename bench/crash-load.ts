@@ -386,7 +386,8 @@ function attemptOf(d: Delivery, tentativa: number): { body: Buffer; signature: s
   }
 }
 
-function canListen(port: number): Promise<number | null> {
+/** The port if 127.0.0.1:`port` can be listened on now (0: any free port), else null. */
+export function canListen(port: number): Promise<number | null> {
   return new Promise((resolvePort) => {
     const srv = createServer();
     srv.once('error', () => resolvePort(null));
@@ -413,7 +414,8 @@ async function freePort(): Promise<number> {
   return any;
 }
 
-function defaultBin(): string {
+/** The built receiver's CLI, from dist/bench (built) or bench/ (ts-jest). */
+export function defaultBin(): string {
   // dist/bench/crash-load.js → dist/src/cli/bin.js; bench/crash-load.ts (ts-jest) → dist/src/cli/bin.js.
   const candidates = [
     resolve(__dirname, '..', 'src', 'cli', 'bin.js'),

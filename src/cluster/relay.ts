@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import type { SpoolRow } from '../domain/spool-row';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
@@ -24,33 +25,8 @@ export interface RelaySpool {
   advance(throughId: number, at: string): void;
 }
 
-export interface RelayRow {
-  id: number;
-  received_at: string;
-  path: string;
-  outcome: string;
-  http_status: number;
-  dedup_key: string | null;
-  duration_ms: number;
-  body_bytes: number | null;
-  secret_index: number | null;
-  remote_addr: string | null;
-  detail: string | null;
-  event: {
-    webhook_id: string | null;
-    kind: string;
-    evento: string | null;
-    nu_proposta: number | string | null;
-    request_id: string | null;
-    registry_status: string | null;
-    tentativa: number | null;
-    received_at: string;
-    body: Buffer | null;
-    body_bytes: number;
-    status: string;
-    last_error: string | null;
-  } | null;
-}
+/** A spooled delivery and the event it stored (src/store/spool.ts reads them). */
+export type RelayRow = SpoolRow;
 
 export interface RelayOptions {
   replicaId: string;

@@ -1,3 +1,4 @@
+import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
 import type { Db } from './database';
 
 /**
@@ -8,37 +9,7 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-/** One spooled delivery and, when it stored an event (accepted, quarantined), that event. */
-export interface SpoolRow {
-  id: number;
-  received_at: string;
-  path: string;
-  outcome: string;
-  http_status: number;
-  dedup_key: string | null;
-  duration_ms: number;
-  body_bytes: number | null;
-  secret_index: number | null;
-  remote_addr: string | null;
-  detail: string | null;
-  /** The event's columns: null unless the delivery stored it (outcome accepted or quarantined). */
-  event: SpoolEvent | null;
-}
-
-export interface SpoolEvent {
-  webhook_id: string | null;
-  kind: 'event' | 'registry' | 'poll';
-  evento: string | null;
-  nu_proposta: number | string | null;
-  request_id: string | null;
-  registry_status: string | null;
-  tentativa: number | null;
-  received_at: string;
-  body: Buffer | null;
-  body_bytes: number;
-  status: string;
-  last_error: string | null;
-}
+export type { SpoolEvent, SpoolRow };
 
 interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_kind: SpoolEvent['kind'] | null;
