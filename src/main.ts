@@ -7,7 +7,9 @@ import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { EVENTOS } from './domain/catalogue';
 import type { PollScheduleOptions } from './domain/registry';
+import { ForwardSender, type SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
+import type { DestinationGauges } from './domain/forwarding/sender-store';
 import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
@@ -86,14 +88,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   const { store, pipelineDb } = openFiles(config);
-  const forwardGauges = forwardDeliveries(pipelineDb);
-  const destinationNames = config.forwarding.destinations.map((d) => d.name);
   const spool = config.cluster === null ? null : openSpool(store.db);
-  const metrics = createMetrics({
-    forwardingGauges: () => forwardGauges.gauges(destinationNames),
-    nowMs: () => clock.now().getTime(),
-    relayBacklog: spool === null ? undefined : () => spool.backlog(),
-  });
+  const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
   // This process's name in the processing lease.
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   // Long-polls of the change feed, woken after every pipeline commit.
@@ -107,7 +103,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     onCommitted: () => feedWaiters.notify(),
   });
   const cluster =
-    spool === null ? null : buildCluster(config, options, { clock, metrics, spool, processing });
+    spool === null ? null : buildCluster(config, options, { clock, metrics, spool, processing, feedWaiters });
   const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
@@ -127,6 +123,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     feedWaiters,
     leadership,
     cluster,
+    clusterForwarding,
   });
   const release = async (timeoutMs: number): Promise<void> => {
     writer.close();
@@ -171,6 +168,25 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     cluster,
     close,
   };
+}
+
+/** The metrics, their forwarding gauges read from the file or (cluster mode) from PostgreSQL. */
+function buildMetrics(
+  config: Config,
+  deps: { pipelineDb: Db; spool: Spool | null; clock: Clock },
+): { metrics: Metrics; clusterForwarding: { gauges: DestinationGauges[] } } {
+  const { spool, clock } = deps;
+  const forwardGauges = forwardDeliveries(deps.pipelineDb);
+  const destinationNames = config.forwarding.destinations.map((d) => d.name);
+  const clusterForwarding: { gauges: DestinationGauges[] } = { gauges: [] };
+  const metrics = createMetrics({
+    // Cluster mode: as the last /metrics read them from PostgreSQL (the spool has no outbox).
+    forwardingGauges: () =>
+      spool === null ? forwardGauges.gauges(destinationNames) : clusterForwarding.gauges,
+    nowMs: () => clock.now().getTime(),
+    relayBacklog: spool === null ? undefined : () => spool.backlog(),
+  });
+  return { metrics, clusterForwarding };
 }
 
 /**
@@ -297,25 +313,29 @@ function buildSender(
   options: StartOptions,
   deps: { metrics: Metrics; pipelineDb: Db },
 ): SenderControl {
-  const { metrics } = deps;
   const deliveries = forwardDeliveries(deps.pipelineDb);
-  const circuitValue = { closed: 0, half_open: 1, open: 2 } as const;
   return new ForwardSenderThread({
     databasePath: config.databasePath,
     destinations: config.forwarding.destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
     record: (records, circuits) => deliveries.record(records, circuits),
-    metrics: {
-      attempt: (destination, outcome, seconds) => {
-        metrics.forwardAttempts.inc({ destination, outcome });
-        metrics.forwardAttemptSeconds.observe({ destination }, seconds);
-      },
-      delivered: (destination, seconds) => metrics.forwardDeliverySeconds.observe({ destination }, seconds),
-      dead: (destination) => metrics.forwardDeadTotal.inc({ destination }),
-      circuit: (destination, state) => metrics.forwardCircuit.set({ destination }, circuitValue[state]),
-    },
+    metrics: senderMetrics(deps.metrics),
   });
+}
+
+/** The sender's reports as metrics (both modes). */
+function senderMetrics(metrics: Metrics): SenderMetrics {
+  const circuitValue = { closed: 0, half_open: 1, open: 2 } as const;
+  return {
+    attempt: (destination, outcome, seconds) => {
+      metrics.forwardAttempts.inc({ destination, outcome });
+      metrics.forwardAttemptSeconds.observe({ destination }, seconds);
+    },
+    delivered: (destination, seconds) => metrics.forwardDeliverySeconds.observe({ destination }, seconds),
+    dead: (destination) => metrics.forwardDeadTotal.inc({ destination }),
+    circuit: (destination, state) => metrics.forwardCircuit.set({ destination }, circuitValue[state]),
+  };
 }
 
 /** The HTTP server: webhook routes, health, metrics, admin, console and the feed. */
@@ -325,15 +345,19 @@ function buildServer(
     processing: Processing;
     deliveryWatch: DeliveryWatch;
     feedWaiters: FeedWaiters;
+    /** Cluster mode: where /metrics leaves the forwarding figures it read from PostgreSQL. */
+    clusterForwarding: { gauges: DestinationGauges[] };
     leadership: ProcessingLeadership;
     cluster: ClusterNode | null;
   },
 ): Server {
-  const { processing, feedWaiters, leadership, cluster, ...rest } = deps;
+  const { processing, feedWaiters, leadership, cluster, clusterForwarding, ...rest } = deps;
   return createHttpServer({
     ...rest,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
     clusterMode: cluster !== null,
+    clusterFeed:
+      cluster === null ? undefined : (afterId, limit, types) => cluster.readFeed(afterId, limit, types),
     sharedGauges:
       cluster === null
         ? undefined
@@ -342,7 +366,10 @@ function buildServer(
             const running = cluster.state === 'running' ? 1 : 0;
             rest.metrics.clusterConnected.set(running);
             rest.metrics.processingHolder.set(running);
-            return cluster.sharedGauges(cutoffs);
+            return cluster.sharedGauges(cutoffs).then((figures) => {
+              if (figures?.forwarding) clusterForwarding.gauges = figures.forwarding;
+              return figures;
+            });
           },
     config,
     pipeline: processing.pipeline,
@@ -394,7 +421,7 @@ function afterStore(pipeline: Pipeline, cluster: ClusterNode | null): (id: numbe
 function buildCluster(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; spool: Spool; processing: Processing },
+  deps: { clock: Clock; metrics: Metrics; spool: Spool; processing: Processing; feedWaiters: FeedWaiters },
 ): ClusterNode {
   const { clock, metrics } = deps;
   const cluster = config.cluster!;
@@ -405,6 +432,23 @@ function buildCluster(
     schedule: pollSchedule(config),
     spool: deps.spool,
     statusClient: deps.processing.serviceClient,
+    outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
+    forwarding: {
+      destinations: config.forwarding.destinations,
+      // One sender per destination this replica holds, on the main thread (forwarder.ts).
+      createSender: (destination, store) =>
+        new ForwardSender(store, [destination], {
+          clock,
+          logger: options.logger,
+          metrics: senderMetrics(metrics),
+          pollIntervalMs: options.forwardPollMs,
+        }),
+      // A destination another replica now sends: its circuit is that replica's to report.
+      onHeld: (destination, held) => {
+        if (!held) metrics.forwardCircuit.set({ destination }, 0);
+      },
+      onNotify: () => deps.feedWaiters.notify(),
+    },
     logger: options.logger,
     now: () => clock.now(),
     metrics: {

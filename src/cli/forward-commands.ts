@@ -1,19 +1,26 @@
 import { FEED_DISABLED } from '../http/admin/feed';
 import type { Command } from 'commander';
+import { adminDbOfClient, pgForwardAdmin, type PgForwardAdmin } from '../cluster/pg-forward-admin';
+import { OUTBOX_CHANNEL } from '../cluster/pg-outbox';
+import { describePgTarget, pgTarget, withPgConnection, withPgReads } from '../cluster/pg-reads';
 import type { Config } from '../config';
 import { ConsigError, UsageError } from '../domain/errors';
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
-import { bodyFor } from '../domain/forwarding/messages';
+import { bodyFor, type FeedPage } from '../domain/forwarding/messages';
 import {
+  type BackfillCounts,
   DELIVERY_STATUS_FILTERS,
   type DeliveryStatusFilter,
+  type DestinationSummary,
   decodeFeedCursor,
   drain,
   encodeFeedCursor,
   FEED_DEFAULT_TYPES,
   type ForwardAdmin,
   forwardAdmin,
+  type ForwardDetail,
   type ForwardFilter,
+  type ForwardRow,
   isEmptyFilter,
   isMessageType,
   parseInstant,
@@ -26,9 +33,16 @@ import { renderTable } from './table';
 
 /**
  * `forwards …` (list, show, replay, pause, resume, backfill, destinations) and `feed` (contract §8):
- * the operators' tools over the forwarding tables, thin wrappers over store/forward-admin. They
- * read the destinations from the same environment and DESTINATIONS_FILE as `serve`. A running
- * receiver sees their writes at its sender's next look (within about a second).
+ * the operators' tools over the forwarding tables, thin wrappers over store/forward-admin — or, in
+ * cluster mode (DATABASE_URL, contract §10), over cluster/pg-forward-admin on the PostgreSQL
+ * database the replicas share, with the same options and the same output: each command fetches
+ * from one store or the other and hands the result to one formatter. They read the destinations
+ * from the same environment and DESTINATIONS_FILE as `serve`. A running receiver sees their writes
+ * at its sender's next look (within about a second); in cluster mode a replay, resume or backfill
+ * notifies the sending replica, which looks at once.
+ *
+ * Synchronous on SQLite; in cluster mode each returns a promise (parseAsync awaits it, so a failure
+ * still ends in bin.ts's one line and exit code).
  */
 
 /** Where `feed` writes: messages on `out` (stdout), its cursor on `err` (stderr). */
@@ -134,6 +148,55 @@ function registerWriteCommands(forwards: Command, config: () => Config, io: Outp
     .action((opts: BackfillOptions) => forwardsBackfillCommand(config(), opts, io));
 }
 
+// ---- the two stores --------------------------------------------------------------------------------
+
+function withAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
+  const store = openReadOnly(config);
+  try {
+    return fn(forwardAdmin(store.db));
+  } finally {
+    store.close();
+  }
+}
+
+/** Like `replay` (pipeline-commands): a missing database is said clearly, then a writable store. */
+function withWritableAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
+  openReadOnly(config).close();
+  const store = openStore(config.databasePath, {
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+  try {
+    return fn(forwardAdmin(store.db));
+  } finally {
+    store.close();
+  }
+}
+
+/** DATABASE_URL; the cluster-mode paths below run only when it is set. */
+function clusterUrl(config: Config): string {
+  if (!config.cluster) throw new Error('a cluster-mode command ran without DATABASE_URL');
+  return config.cluster.databaseUrl;
+}
+
+/** Reads PostgreSQL in one read-only snapshot (pg-reads.ts: errors name no password). */
+function withPgAdmin<T>(config: Config, fn: (admin: PgForwardAdmin) => Promise<T>): Promise<T> {
+  return withPgReads(clusterUrl(config), (client) => fn(pgForwardAdmin(adminDbOfClient(client))));
+}
+
+/** Writes to PostgreSQL on a connection of the command's own, each chunk its own transaction. */
+function withWritablePgAdmin<T>(config: Config, fn: (admin: PgForwardAdmin) => Promise<T>): Promise<T> {
+  return withPgConnection(
+    clusterUrl(config),
+    (client) => fn(pgForwardAdmin(adminDbOfClient(client))),
+    'consig-receiver forwards command',
+  );
+}
+
+/** The log as messages name it: the SQLite file, or PostgreSQL's host, port and database (no password). */
+function logName(config: Config): string {
+  return config.cluster ? describePgTarget(pgTarget(config.cluster.databaseUrl)) : config.databasePath;
+}
+
 // ---- read ----------------------------------------------------------------------------------------
 
 interface FilterOptions {
@@ -150,37 +213,51 @@ export interface ListOptions extends FilterOptions {
   json?: boolean;
 }
 
-function withAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
-  const store = openReadOnly(config);
-  try {
-    return fn(forwardAdmin(store.db));
-  } finally {
-    store.close();
-  }
-}
-
-/** `forwards list`. */
-export function forwardsListCommand(config: Config, opts: ListOptions, io: Output): void {
+/** `forwards list`. Synchronous on SQLite; a promise in cluster mode. */
+export function forwardsListCommand(config: Config, opts: ListOptions, io: Output): void | Promise<void> {
   const limit = integerOption(opts.limit, '--limit', 1, 1000) ?? 50;
   if (opts.type !== undefined && !isMessageType(opts.type)) {
     throw new UsageError(
       `--type expects event.received, proposal.changed or averbacao.result, got "${opts.type}"`,
     );
   }
-  const type = opts.type as MessageType | undefined;
-  const filter = filterOf(opts);
-  const rows = withAdmin(config, (admin) => admin.list({ ...filter, type, limit }));
+  const filter = { ...filterOf(opts), type: opts.type as MessageType | undefined, limit };
+  const show = (rows: readonly ForwardRow[]) => showForwardList(rows, opts, io);
+  if (config.cluster) return withPgAdmin(config, (admin) => admin.list(filter)).then(show);
+  show(withAdmin(config, (admin) => admin.list(filter)));
+}
+
+function showForwardList(rows: readonly ForwardRow[], opts: { json?: boolean }, io: Output): void {
   if (opts.json) return io.out(JSON.stringify(rows, null, 2));
   const columns = ['id', 'destination', 'status', 'attempts', 'type', 'nu_proposta', 'evento'];
   const more = ['message_created_at', 'next_attempt_at', 'last_status', 'last_error'];
   io.out(renderTable([...columns, ...more], rows as unknown as Record<string, unknown>[]));
 }
 
-/** `forwards show <id>`: the body as the destination gets it (CPF masked unless it sees it in full). */
-export function forwardsShowCommand(config: Config, id: string, opts: { json?: boolean }, io: Output): void {
+/**
+ * `forwards show <id>`: the body as the destination gets it (CPF masked unless it sees it in full).
+ * Synchronous on SQLite; a promise in cluster mode.
+ */
+export function forwardsShowCommand(
+  config: Config,
+  id: string,
+  opts: { json?: boolean },
+  io: Output,
+): void | Promise<void> {
   const deliveryId = idOf(id);
-  const detail = withAdmin(config, (admin) => admin.show(deliveryId));
-  if (detail === undefined) throw new UsageError(`no forward ${id} in ${config.databasePath}`);
+  const show = (detail: ForwardDetail | undefined) => showForward(config, id, detail, opts, io);
+  if (config.cluster) return withPgAdmin(config, (admin) => admin.show(deliveryId)).then(show);
+  show(withAdmin(config, (admin) => admin.show(deliveryId)));
+}
+
+function showForward(
+  config: Config,
+  id: string,
+  detail: ForwardDetail | undefined,
+  opts: { json?: boolean },
+  io: Output,
+): void {
+  if (detail === undefined) throw new UsageError(`no forward ${id} in ${logName(config)}`);
   const destination = configuredNamed(config, detail.delivery.destination);
   const message: unknown = JSON.parse(bodyFor(detail.body, destination?.fullCpf ?? false));
   if (opts.json) {
@@ -201,9 +278,24 @@ export function forwardsShowCommand(config: Config, id: string, opts: { json?: b
   );
 }
 
-/** `forwards destinations`. */
-export function forwardsDestinationsCommand(config: Config, opts: { json?: boolean }, io: Output): void {
-  const summaries = withAdmin(config, (admin) => admin.destinationSummaries(config.forwarding.destinations));
+/** `forwards destinations`. Synchronous on SQLite; a promise in cluster mode. */
+export function forwardsDestinationsCommand(
+  config: Config,
+  opts: { json?: boolean },
+  io: Output,
+): void | Promise<void> {
+  const configured = config.forwarding.destinations;
+  const show = (summaries: readonly DestinationSummary[]) => showDestinations(summaries, opts, io);
+  if (config.cluster)
+    return withPgAdmin(config, (admin) => admin.destinationSummaries(configured)).then(show);
+  show(withAdmin(config, (admin) => admin.destinationSummaries(configured)));
+}
+
+function showDestinations(
+  summaries: readonly DestinationSummary[],
+  opts: { json?: boolean },
+  io: Output,
+): void {
   if (opts.json) return io.out(JSON.stringify(summaries, null, 2));
   const rows = summaries.map((s) => ({
     ...s,
@@ -231,23 +323,18 @@ export interface BackfillOptions {
   json?: boolean;
 }
 
-/** Like `replay` (pipeline-commands): a missing database is said clearly, then a writable store. */
-function withWritableAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
-  openReadOnly(config).close();
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    return fn(forwardAdmin(store.db));
-  } finally {
-    store.close();
-  }
-}
-
 const PICKED_UP = 'a running receiver sends them within about a second';
 
-/** `forwards replay <id>…` or `forwards replay --destination X --status dead … --yes`. */
-export function forwardsReplayCommand(config: Config, ids: string[], opts: ReplayOptions, io: Output): void {
+/**
+ * `forwards replay <id>…` or `forwards replay --destination X --status dead … --yes`. Synchronous on
+ * SQLite; a promise in cluster mode.
+ */
+export function forwardsReplayCommand(
+  config: Config,
+  ids: string[],
+  opts: ReplayOptions,
+  io: Output,
+): void | Promise<void> {
   const filter = filterOf(opts);
   if (ids.length > 0 && !isEmptyFilter(filter)) {
     throw new UsageError('forwards replay takes delivery ids or a filter, not both');
@@ -258,22 +345,44 @@ export function forwardsReplayCommand(config: Config, ids: string[], opts: Repla
     );
   }
   const parsed = ids.map(idOf);
+  const show = (counts: ReplayCounts) => showReplayed(counts, opts, io);
+  if (config.cluster) {
+    return withWritablePgAdmin(config, async (admin) => {
+      if (parsed.length > 0) {
+        refuseMissing(config, await admin.missing(parsed));
+        return admin.replay(parsed, new Date().toISOString());
+      }
+      confirmReplay(await admin.countWhere(filter), opts);
+      return admin.replayWhere(filter, new Date().toISOString());
+    }).then(show);
+  }
   const counts = withWritableAdmin(config, (admin) => {
     if (parsed.length > 0) {
-      const missing = admin.missing(parsed);
-      if (missing.length > 0)
-        throw new UsageError(`no forward ${missing.join(', ')} in ${config.databasePath}`);
+      refuseMissing(config, admin.missing(parsed));
       return admin.replay(parsed, new Date().toISOString());
     }
-    const matched = admin.countWhere(filter);
-    if (matched.replayed > 0 && !opts.yes) {
-      throw new ConsigError(
-        'CONFIRMATION_REQUIRED',
-        `${describeCounts(matched)} would be replayed; run again with --yes to replay them`,
-      );
-    }
+    confirmReplay(admin.countWhere(filter), opts);
     return drain(admin.replayWhereSteps(filter, new Date().toISOString()));
   });
+  show(counts);
+}
+
+/** Ids that name no delivery stop a replay by ids before anything is written. */
+function refuseMissing(config: Config, missing: readonly number[]): void {
+  if (missing.length > 0) throw new UsageError(`no forward ${missing.join(', ')} in ${logName(config)}`);
+}
+
+/** A replay by filter that would touch something needs --yes. */
+function confirmReplay(matched: ReplayCounts, opts: ReplayOptions): void {
+  if (matched.replayed > 0 && !opts.yes) {
+    throw new ConsigError(
+      'CONFIRMATION_REQUIRED',
+      `${describeCounts(matched)} would be replayed; run again with --yes to replay them`,
+    );
+  }
+}
+
+function showReplayed(counts: ReplayCounts, opts: { json?: boolean }, io: Output): void {
   if (opts.json) return io.out(JSON.stringify(counts));
   io.out(counts.replayed === 0 ? 'nothing to replay' : `replayed ${describeCounts(counts)} (${PICKED_UP})`);
 }
@@ -283,29 +392,58 @@ function describeCounts(counts: ReplayCounts): string {
   return `${counts.replayed} deliver${counts.replayed === 1 ? 'y' : 'ies'} (dead ${dead}, delivered ${delivered}, pending ${pending})`;
 }
 
-/** `forwards pause <name>` / `forwards resume <name>`. */
-export function forwardsPauseCommand(config: Config, name: string, paused: boolean, io: Output): void {
+/** `forwards pause <name>` / `forwards resume <name>`. Synchronous on SQLite; a promise in cluster mode. */
+export function forwardsPauseCommand(
+  config: Config,
+  name: string,
+  paused: boolean,
+  io: Output,
+): void | Promise<void> {
   const destination = configuredOrFail(config, name);
   if (!paused && destination.paused) {
     throw new UsageError(
       `destination ${name} is paused in its configuration file ("paused": true): change the file and restart`,
     );
   }
-  withWritableAdmin(config, (admin) => admin.setPaused(name, paused, new Date().toISOString()));
-  io.out(
-    paused
-      ? `destination ${name} paused: its messages accumulate until \`forwards resume ${name}\``
-      : `destination ${name} resumed (${PICKED_UP})`,
-  );
+  const show = () =>
+    io.out(
+      paused
+        ? `destination ${name} paused: its messages accumulate until \`forwards resume ${name}\``
+        : `destination ${name} resumed (${PICKED_UP})`,
+    );
+  const now = new Date().toISOString();
+  if (config.cluster)
+    return withWritablePgAdmin(config, (admin) => admin.setPaused(name, paused, now)).then(show);
+  withWritableAdmin(config, (admin) => admin.setPaused(name, paused, now));
+  show();
 }
 
-/** `forwards backfill --destination X [--proposal N] [--since] [--until]`. */
-export function forwardsBackfillCommand(config: Config, opts: BackfillOptions, io: Output): void {
+/**
+ * `forwards backfill --destination X [--proposal N] [--since] [--until]`. Synchronous on SQLite; a
+ * promise in cluster mode.
+ */
+export function forwardsBackfillCommand(
+  config: Config,
+  opts: BackfillOptions,
+  io: Output,
+): void | Promise<void> {
   const destination = configuredOrFail(config, opts.destination);
   const { nuProposta, since, until } = filterOf(opts);
-  const counts = withWritableAdmin(config, (admin) =>
-    drain(admin.backfillSteps(destination, { nuProposta, since, until }, new Date().toISOString())),
-  );
+  const range = { nuProposta, since, until };
+  const now = new Date().toISOString();
+  const show = (counts: BackfillCounts) => showBackfilled(destination, counts, opts, io);
+  if (config.cluster) {
+    return withWritablePgAdmin(config, (admin) => admin.backfill(destination, range, now)).then(show);
+  }
+  show(withWritableAdmin(config, (admin) => drain(admin.backfillSteps(destination, range, now))));
+}
+
+function showBackfilled(
+  destination: Destination,
+  counts: BackfillCounts,
+  opts: { json?: boolean },
+  io: Output,
+): void {
   if (opts.json) return io.out(JSON.stringify({ destination: destination.name, ...counts }));
   io.out(
     `${destination.name}: ${counts.matched} stored message(s) wanted, ${counts.created} new deliver${counts.created === 1 ? 'y' : 'ies'} queued` +
@@ -322,41 +460,84 @@ export interface FeedOptions {
   follow?: boolean;
 }
 
+/** What the feed loop reads from: the file's outbox or PostgreSQL's. */
+type FeedPageReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+
 /**
  * `feed`: prints one message per line (CPF masked unless FEED_FULL_CPF), then `cursor <cursor>` on
  * stderr; with `--follow`, polls every {@link FEED_FOLLOW_INTERVAL_MS} until SIGINT or SIGTERM (or
- * stdout is closed), then exits 0.
+ * stdout is closed), then exits 0. In cluster mode it also LISTENs on the outbox's channel, so a
+ * message committed by any replica is printed at once.
  */
 export async function feedCommand(config: Config, opts: FeedOptions, io: FeedOutput): Promise<void> {
   if (!config.forwarding.feedEnabled) throw new UsageError(FEED_DISABLED);
-  let afterId = opts.after === undefined ? 0 : decodeFeedCursor(opts.after);
+  const afterId = opts.after === undefined ? 0 : decodeFeedCursor(opts.after);
   if (afterId === null) throw new UsageError('--after expects a cursor printed by feed or GET /admin/feed');
   const limit = integerOption(opts.limit, '--limit', 1, 1000) ?? 100;
   const types = typesOf(opts.types);
   const stop = stopSignal();
-  const store = openReadOnly(config);
+  const run = (read: FeedPageReader) => feedLoop(config, opts, io, stop, { afterId, limit, types }, read);
   try {
-    const admin = forwardAdmin(store.db);
-    for (;;) {
-      const page = admin.feed(afterId, limit, types);
-      for (const m of page.messages) io.out(bodyFor(m.body, config.forwarding.feedFullCpf));
-      const moved = page.lastId !== afterId;
-      afterId = page.lastId;
-      if (!opts.follow) break;
-      if (moved) io.err(`cursor ${encodeFeedCursor(afterId)}`);
-      if (page.messages.length < limit) await stop.sleep(FEED_FOLLOW_INTERVAL_MS);
-      if (stop.stopped) break;
+    if (config.cluster) {
+      await withPgConnection(
+        config.cluster.databaseUrl,
+        async (client) => {
+          // Before the first read: nothing committed after it can go unnoticed.
+          if (opts.follow) {
+            client.on('notification', () => stop.nudge());
+            await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
+          }
+          const admin = pgForwardAdmin(adminDbOfClient(client));
+          await run((a, l, t) => admin.feed(a, l, t));
+        },
+        'consig-receiver feed',
+      );
+      return;
     }
-    if (!opts.follow || stop.stopped) io.err(`cursor ${encodeFeedCursor(afterId)}`);
+    const store = openReadOnly(config);
+    try {
+      const admin = forwardAdmin(store.db);
+      await run(async (a, l, t) => admin.feed(a, l, t));
+    } finally {
+      store.close();
+    }
   } finally {
     stop.dispose();
-    store.close();
   }
 }
 
-/** SIGINT, SIGTERM or a closed stdout (`feed --follow | head`) end the follow loop cleanly. */
+/** Prints pages from `start` on; with --follow, waits for more until stopped. */
+async function feedLoop(
+  config: Config,
+  opts: FeedOptions,
+  io: FeedOutput,
+  stop: ReturnType<typeof stopSignal>,
+  start: { afterId: number; limit: number; types: readonly MessageType[] },
+  read: FeedPageReader,
+): Promise<void> {
+  const { limit, types } = start;
+  let afterId = start.afterId;
+  for (;;) {
+    const page = await read(afterId, limit, types);
+    for (const m of page.messages) io.out(bodyFor(m.body, config.forwarding.feedFullCpf));
+    const moved = page.lastId !== afterId;
+    afterId = page.lastId;
+    if (!opts.follow) break;
+    if (moved) io.err(`cursor ${encodeFeedCursor(afterId)}`);
+    if (page.messages.length < limit) await stop.sleep(FEED_FOLLOW_INTERVAL_MS);
+    if (stop.stopped) break;
+  }
+  if (!opts.follow || stop.stopped) io.err(`cursor ${encodeFeedCursor(afterId)}`);
+}
+
+/**
+ * SIGINT, SIGTERM or a closed stdout (`feed --follow | head`) end the follow loop cleanly; `nudge`
+ * (a notification) ends the current sleep early, to read again at once.
+ */
 function stopSignal() {
   let stopped = false;
+  // A nudge that comes while the loop is reading is kept, so the next sleep ends at once.
+  let nudged = false;
   let wake: (() => void) | null = null;
   const onStop = () => {
     stopped = true;
@@ -369,9 +550,16 @@ function stopSignal() {
     get stopped() {
       return stopped;
     },
+    nudge() {
+      if (wake) wake();
+      else nudged = true;
+    },
     sleep: (ms: number) =>
       new Promise<void>((resolve) => {
-        if (stopped) return resolve();
+        if (stopped || nudged) {
+          nudged = false;
+          return resolve();
+        }
         const timer = setTimeout(() => wake?.(), ms);
         wake = () => {
           clearTimeout(timer);

@@ -24,7 +24,7 @@ import type { AverbacaoRow } from '../store/averbacoes';
 import type { Db } from '../store/database';
 import type { DeliveryRow } from '../store/deliveries';
 import type { EventRow } from '../store/events';
-import { forwardDeliveries } from '../store/forward-deliveries';
+import { type DestinationGauges, forwardDeliveries } from '../store/forward-deliveries';
 import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
 import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
 import { openStore, type Store } from '../store/store';
@@ -174,15 +174,15 @@ interface LogStats {
   ack_ms_avg: number | null;
   ack_ms_max: number | null;
   last_delivery_at: string | null;
-  /** SQLite only: PostgreSQL has no forwarding tables yet. */
-  forwarding?: ReturnType<typeof forwardingStats>;
+  /** Absent only in cluster mode on a database whose schema has no forwarding tables yet. */
+  forwarding?: ForwardingFigures[];
   /** Cluster mode only: the deliveries each replica answered. */
   replicas?: ReplicaDeliveries[];
 }
 
-/** Said under the table in cluster mode, instead of the forwarding figures. */
-const NO_FORWARDING_IN_CLUSTER =
-  'forwarding: not shown in cluster mode (the PostgreSQL schema has no forwarding tables yet)';
+/** Said under the table when the PostgreSQL schema predates the forwarding tables (migrations-pg/0003). */
+const NO_FORWARDING_TABLES =
+  'forwarding: not shown (this PostgreSQL database has no forwarding tables yet: a replica of this version migrates it when it starts)';
 
 function roundMs(ms: number | null): number | null {
   return ms === null ? null : Math.round(ms * 1000) / 1000;
@@ -193,7 +193,8 @@ export function statsCommand(config: Config, opts: { json?: boolean }, io: Outpu
   const cutoffs = stuckCutoffs(config.stuckAfter, new Date());
   const show = (stats: LogStats) => showStats(stats, opts, io);
   if (config.cluster) {
-    return withPgReads(config.cluster.databaseUrl, (db) => readStats(db, cutoffs)).then((s) =>
+    const destinations = config.forwarding.destinations.map((d) => d.name);
+    return withPgReads(config.cluster.databaseUrl, (db) => readStats(db, cutoffs, destinations)).then((s) =>
       show(clusterStats(config, s)),
     );
   }
@@ -213,6 +214,7 @@ function clusterStats(config: Config, s: PgStats): LogStats {
     ack_ms_avg: roundMs(s.ackMs.avg),
     ack_ms_max: s.ackMs.max,
     last_delivery_at: s.lastDeliveryAt,
+    ...(s.forwarding === null ? {} : { forwarding: forwardingFigures(config, s.forwarding) }),
     replicas: s.replicas,
   };
 }
@@ -231,7 +233,7 @@ function sqliteStats(config: Config, store: Store, cutoffs: readonly StuckCutoff
     ack_ms_avg: roundMs(latency.avg),
     ack_ms_max: latency.max,
     last_delivery_at: store.deliveries.lastReceivedAt(),
-    forwarding: forwardingStats(config, store.db),
+    forwarding: sqliteForwarding(config, store.db),
   };
 }
 
@@ -271,7 +273,7 @@ function showStats(stats: LogStats, opts: { json?: boolean }, io: Output): void 
     ),
   ];
   io.out(renderTable(['section', 'key', 'value'], rows));
-  if (stats.forwarding === undefined) io.out(NO_FORWARDING_IN_CLUSTER);
+  if (stats.forwarding === undefined) io.out(NO_FORWARDING_TABLES);
 }
 
 /** One line: the statuses with stuck proposals and how many (`averbacao_solicitada=3, aprovada=1`), or `0`. */
@@ -280,12 +282,26 @@ function stuckLine(counts: Record<string, number>): string {
   return stuck.length === 0 ? '0' : stuck.map(([status, n]) => `${status}=${n}`).join(', ');
 }
 
-/** Per destination (configured, or paused/tripped before): backlog, dead letters, oldest waiting, pause. */
-function forwardingStats(config: Config, db: Db) {
+/** One destination's line in `stats`: backlog, dead letters, oldest waiting, paused (file or operator). */
+interface ForwardingFigures {
+  destination: string;
+  pending: number;
+  dead: number;
+  oldest_pending_at: string | null;
+  paused: boolean;
+}
+
+/** Per destination (configured, or paused/tripped before), from the SQLite file. */
+function sqliteForwarding(config: Config, db: Db): ForwardingFigures[] {
   const repo = forwardDeliveries(db);
   const names = new Set(config.forwarding.destinations.map((d) => d.name));
   for (const row of repo.destinations()) names.add(row.name);
-  return repo.gauges([...names]).map((g) => ({
+  return forwardingFigures(config, repo.gauges([...names]));
+}
+
+/** The figures `stats` shows of either store's gauges: paused by an operator or in the file. */
+function forwardingFigures(config: Config, gauges: readonly DestinationGauges[]): ForwardingFigures[] {
+  return gauges.map((g) => ({
     destination: g.destination,
     pending: g.pending,
     dead: g.dead,

@@ -1,8 +1,10 @@
 import { backoffDelayMs } from '../domain/backoff';
 import type { EventFacts } from '../domain/event-effects';
+import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
 import { own, parseJsonOrUndefined } from '../domain/json';
 import { applyEvent, type EffectsContext } from './pg-effects';
-import { iso, type Sql } from './sql';
+import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
+import { canonicalNu, iso, type Sql } from './sql';
 
 /**
  * A kick: processes one work key's due events in `events.id` order, inside the transaction pg-boss
@@ -28,6 +30,8 @@ export interface KickOptions {
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
   onError?(error: Error, event: EventFacts): void;
   logger: EffectsContext['logger'] & { error(fields: Record<string, unknown>, message: string): void };
+  /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
+  outbox?: OutboxOptions;
 }
 
 interface EventRow {
@@ -38,6 +42,7 @@ interface EventRow {
   request_id: string | null;
   registry_status: string | null;
   body: Buffer | null;
+  received_at: Date;
   status: string;
   attempts: number;
   next_attempt_at: Date | null;
@@ -52,17 +57,48 @@ function keyCondition(key: string): { where: string; value: string } {
   throw new Error(`not a work key: ${key}`);
 }
 
+type KickContext = Omit<EffectsContext, 'sql' | 'now'> & { now: () => Date };
+
 /** Processes `key`'s due events; returns how many reached a final status. */
 export async function runKick(
   sql: Sql,
   key: string,
-  ctx: Omit<EffectsContext, 'sql' | 'now'> & { now: () => Date },
+  ctx: KickContext,
   options: KickOptions,
+): Promise<number> {
+  return runKicks(sql, [key], ctx, options);
+}
+
+/**
+ * Processes each key's due events, in one transaction (a batch of kicks pg-boss handed one
+ * worker). The messages they cause are stored last, once for the batch: the outbox's lock
+ * (pg-outbox.ts) is then held only for those inserts and the commit, never while events run.
+ */
+export async function runKicks(
+  sql: Sql,
+  keys: readonly string[],
+  ctx: KickContext,
+  options: KickOptions,
+): Promise<number> {
+  const outbox: OutboxEntry[] = [];
+  let finished = 0;
+  for (const key of keys) finished += await processKey(sql, key, ctx, options, outbox);
+  await storeOutbox(sql, outbox);
+  return finished;
+}
+
+async function processKey(
+  sql: Sql,
+  key: string,
+  ctx: KickContext,
+  options: KickOptions,
+  outbox: OutboxEntry[],
 ): Promise<number> {
   const { where, value } = keyCondition(key);
   await sql.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`consig-kick:${key}`]);
   const rows = await sql.query<EventRow>(
-    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, body, status, attempts, next_attempt_at
+    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
+       next_attempt_at
      FROM events WHERE ${where} AND status IN ('pending', 'failed') ORDER BY id LIMIT ${KICK_BATCH}`,
     [value],
   );
@@ -78,12 +114,16 @@ export async function runKick(
     await sql.query('SAVEPOINT consig_event');
     try {
       await applyEvent(event, { ...ctx, sql, now });
+      const entries = outboxOn(options.outbox)
+        ? await outboxEntriesOf(sql, processedOf(row, event), now, options.outbox)
+        : [];
       await sql.query(
         `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
            last_error = NULL WHERE id = $1`,
         [row.id, now.toISOString()],
       );
       await sql.query('RELEASE SAVEPOINT consig_event');
+      outbox.push(...entries);
       options.onProcessed?.(event.evento ?? event.kind, 'done');
       finished += 1;
     } catch (err) {
@@ -143,7 +183,16 @@ function toFacts(row: EventRow): EventFacts {
   };
 }
 
-/** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
-function canonicalNu(nu: string): number | string {
-  return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
+/** The event as the outbox's messages describe it (SQLite mode's pipeline hands the same). */
+function processedOf(row: EventRow, event: EventFacts): ProcessedEvent {
+  return {
+    id: event.id,
+    kind: event.kind,
+    evento: event.evento,
+    nu_proposta: event.nuProposta,
+    request_id: event.requestId,
+    received_at: row.received_at.toISOString(),
+    payload: event.payload,
+    raw_body: event.rawBody,
+  };
 }

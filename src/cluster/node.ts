@@ -2,7 +2,15 @@ import { Pool } from 'pg';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { StuckCutoff } from '../domain/stuck';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
-import { runKick } from './kick';
+import { runKicks } from './kick';
+import type { OutboxOptions } from './pg-outbox';
+import type { MessageType } from '../domain/forwarding/destinations';
+import type { FeedPage } from '../domain/forwarding/messages';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { SenderStore } from '../domain/forwarding/sender-store';
+import { ClusterForwarder, type DestinationSender } from './forwarder';
+import { readFeedPage } from './pg-feed';
+import { pgForwardStore } from './pg-forward-store';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { runPollJob, type StatusClient } from './poll-job';
@@ -39,6 +47,20 @@ export interface ClusterNodeOptions {
   statusClient: StatusClient | null;
   logger: ClusterLogger;
   now(): Date;
+  /** Forwarding and the change feed: messages are stored with the effects of their events. */
+  outbox?: OutboxOptions;
+  /**
+   * Sending (forwarder.ts): each destination by the replica holding its lock, with the sender
+   * `createSender` builds (forwarding/sender.ts; passed in, cluster/ does not import it).
+   * `onNotify` is called on every committed batch of messages (the feed's long-polls).
+   * @default none (nothing is sent; the outbox still fills for the feed)
+   */
+  forwarding?: {
+    destinations: readonly Destination[];
+    createSender(destination: Destination, store: SenderStore): DestinationSender;
+    onHeld?(destination: string, held: boolean): void;
+    onNotify?(): void;
+  };
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
   metrics?: {
@@ -54,6 +76,9 @@ export type ClusterState = 'connecting' | 'running' | 'stopped';
 
 export class ClusterNode {
   private readonly pool: Pool;
+  /** The senders' own connections: a slow destination's records never wait behind the relay. */
+  private readonly forwardPool: Pool | null;
+  readonly forwarder: ClusterForwarder | null;
   private engine: Engine | null = null;
   private relay: Relay | null = null;
   private starting: Promise<void> | null = null;
@@ -71,6 +96,29 @@ export class ClusterNode {
     });
     // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
     this.pool.on('error', () => undefined);
+    const forwarding = options.forwarding;
+    this.forwardPool =
+      forwarding === undefined
+        ? null
+        : new Pool({
+            connectionString: options.databaseUrl,
+            max: 3,
+            application_name: `consig-receiver:${options.replicaId}:sender`,
+            connectionTimeoutMillis: 5000,
+          });
+    this.forwarder =
+      forwarding === undefined || this.forwardPool === null
+        ? null
+        : new ClusterForwarder({
+            pool: this.forwardPool,
+            connectionString: options.databaseUrl,
+            destinations: forwarding.destinations,
+            createSender: forwarding.createSender,
+            logger: options.logger,
+            applicationName: `consig-receiver:${options.replicaId}:forwarder`,
+            onHeld: forwarding.onHeld,
+            onNotify: forwarding.onNotify,
+          });
   }
 
   /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
@@ -101,6 +149,8 @@ export class ClusterNode {
     try {
       await client.query("SET statement_timeout = '2s'");
       const gauges = await readSharedGauges(sqlOf(client), cutoffs);
+      const names = this.options.forwarding?.destinations.map((d) => d.name) ?? [];
+      if (names.length > 0) gauges.forwarding = await pgForwardStore(this.pool).gauges(names);
       await client.query('RESET statement_timeout');
       ok = true;
       return gauges;
@@ -111,10 +161,19 @@ export class ClusterNode {
     }
   }
 
+  /** A page of the change feed from PostgreSQL (pg-feed.ts); rejects while PostgreSQL is away. */
+  async readFeed(afterId: number, limit: number, types: readonly MessageType[]): Promise<FeedPage> {
+    if (this.state !== 'running') throw new Error('cluster mode is not connected to PostgreSQL');
+    return readFeedPage(sqlOf(this.pool), afterId, limit, types);
+  }
+
   async stop(timeoutMs: number): Promise<void> {
     this.stopping = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     await this.relay?.stop();
+    // Senders first record what was answered, then give their destinations' locks back.
+    await this.forwarder?.stop(timeoutMs).catch(() => undefined);
+    await this.forwardPool?.end().catch(() => undefined);
     await this.engine?.stop(timeoutMs).catch(() => undefined);
     await this.pool.end().catch(() => undefined);
     this.state = 'stopped';
@@ -135,6 +194,8 @@ export class ClusterNode {
       if (this.stopping) return;
       await this.startWorkers(this.engine);
       this.relay = this.startRelay(this.engine);
+      // After the migrations: the senders read tables they create.
+      this.forwarder?.start();
       this.state = 'running';
       logger.info(
         { replica: this.options.replicaId },
@@ -203,15 +264,20 @@ export class ClusterNode {
       },
       async (jobs: Job<KickData>[], tx: BossDb) => {
         const sql = sqlOfBossDb(tx);
-        for (const job of jobs)
-          await runKick(sql, job.data.key, effects, {
+        await runKicks(
+          sql,
+          jobs.map((job) => job.data.key),
+          effects,
+          {
             maxAttempts: options.maxAttempts,
             backoff: options.backoff,
             kick: (s, keys, startAfter) => engine.kick(s, keys, startAfter),
             logger: options.logger,
             onProcessed: options.metrics?.processed,
             onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
-          });
+            outbox: options.outbox,
+          },
+        );
       },
     );
     if (options.statusClient === null) return;

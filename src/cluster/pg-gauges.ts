@@ -1,3 +1,4 @@
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StuckCutoff } from '../domain/stuck';
 import type { Sql } from './sql';
 
@@ -15,6 +16,8 @@ export interface SharedGauges {
   /** received_at of the oldest event still to process (pending or failed), or null. */
   oldestUnprocessedAt: Date | null;
   stuckByStatus: Record<string, number>;
+  /** Each configured destination's backlog, dead letters, oldest waiting and pause flag (cluster-wide). */
+  forwarding?: DestinationGauges[];
 }
 
 export async function readSharedGauges(sql: Sql, cutoffs: readonly StuckCutoff[]): Promise<SharedGauges> {

@@ -2,6 +2,7 @@ import { Client, type ClientBase, DatabaseError, types } from 'pg';
 import type { RegistryStatus } from '../domain/catalogue';
 import { ConsigError, StorageError } from '../domain/errors';
 import type { EventKind, EventStatus } from '../domain/event-status';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StuckCutoff } from '../domain/stuck';
 
 /**
@@ -122,12 +123,29 @@ async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = [
  * port and database, never the user's password.
  */
 export async function withPgReads<T>(databaseUrl: string, read: (db: PgReader) => Promise<T>): Promise<T> {
+  return withPgConnection(databaseUrl, async (client) => {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const result = await read(client);
+    await client.query('COMMIT');
+    return result;
+  });
+}
+
+/**
+ * Opens a connection of its own to `databaseUrl` for a command that writes (its own transactions)
+ * or listens, hands it to `use`, and closes it whatever happens; errors as {@link withPgReads}'.
+ */
+export async function withPgConnection<T>(
+  databaseUrl: string,
+  use: (client: Client) => Promise<T>,
+  applicationName = 'consig-receiver log command',
+): Promise<T> {
   const target = pgTarget(databaseUrl);
   const secret = decodeURIComponent(new URL(databaseUrl).password);
   const client = new Client({
     connectionString: databaseUrl,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    application_name: 'consig-receiver log command',
+    application_name: applicationName,
   });
   // An error on the idle connection must not crash the command; the next query says it instead.
   client.on('error', () => {});
@@ -138,10 +156,7 @@ export async function withPgReads<T>(databaseUrl: string, read: (db: PgReader) =
       throw pgError(err, target, secret, true);
     }
     try {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const result = await read(client);
-      await client.query('COMMIT');
-      return result;
+      return await use(client);
     } catch (err) {
       throw pgError(err, target, secret, false);
     }
@@ -277,6 +292,13 @@ export interface PgStats {
   ackMs: { avg: number | null; max: number | null };
   lastDeliveryAt: string | null;
   replicas: ReplicaDeliveries[];
+  /**
+   * Per destination (the configured ones in their order, then the others an operator or the
+   * circuit breaker touched, by name): backlog, dead letters, oldest waiting delivery, and whether
+   * an operator paused it (0/1). Null when the database has no forwarding tables yet (migrated by
+   * replicas older than migrations-pg/0003).
+   */
+  forwarding: DestinationGauges[] | null;
 }
 
 /** Rows of `table` per value of `column` (both names from this file), in SQLite's (byte) order of the values. */
@@ -305,7 +327,11 @@ async function stuckCounts(db: PgReader, cutoffs: readonly StuckCutoff[]): Promi
  * Everything `stats` shows, read in the caller's one snapshot. One query at a time: a connection
  * runs them in turn anyway (and pg 8 deprecates queueing them).
  */
-export async function readStats(db: PgReader, cutoffs: readonly StuckCutoff[]): Promise<PgStats> {
+export async function readStats(
+  db: PgReader,
+  cutoffs: readonly StuckCutoff[],
+  destinations: readonly string[] = [],
+): Promise<PgStats> {
   const one = async <T>(sql: string): Promise<T> => (await rows<T>(db, sql))[0] as T;
   const size = await one<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
   const eventsByStatus = await countBy(db, 'events', 'status');
@@ -335,7 +361,38 @@ export async function readStats(db: PgReader, cutoffs: readonly StuckCutoff[]): 
     ackMs,
     lastDeliveryAt: last.at,
     replicas,
+    forwarding: await forwardingGauges(db, destinations),
   };
+}
+
+// As SQLite's (store/forward-deliveries.ts `gauges`): index-only counts, the oldest pending being
+// the lowest pending id.
+const GAUGES = `SELECT n.name AS destination,
+    (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'pending') AS pending,
+    (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'dead') AS dead,
+    (SELECT created_at FROM forward_deliveries WHERE destination = n.name AND status = 'pending'
+      ORDER BY id LIMIT 1) AS oldest_pending_at,
+    coalesce((SELECT paused FROM forward_destinations WHERE name = n.name), false) AS paused
+  FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
+  ORDER BY n.ord`;
+
+/** `stats`' forwarding figures: the configured destinations, then the others in forward_destinations. */
+async function forwardingGauges(
+  db: PgReader,
+  configured: readonly string[],
+): Promise<DestinationGauges[] | null> {
+  // A boolean, read as 0/1 (LOG_TYPES).
+  const [schema] = await rows<{ present: number }>(
+    db,
+    "SELECT to_regclass('forward_destinations') IS NOT NULL AS present",
+  );
+  if (schema?.present !== 1) return null;
+  const touched = await rows<{ name: string }>(
+    db,
+    'SELECT name FROM forward_destinations ORDER BY name COLLATE "C"',
+  );
+  const names = [...new Set([...configured, ...touched.map((r) => r.name)])];
+  return rows<DestinationGauges>(db, GAUGES, [names]);
 }
 
 /** A `proposals` row with the SQLite log's columns, in its order. */

@@ -2,6 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { systemClock } from '../clock';
 import { openDatabase } from '../store/database';
+import { sqliteSenderStore } from '../store/forward-deliveries';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
 import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
 
@@ -90,7 +91,7 @@ const metrics: SenderMetrics = {
   },
 };
 
-const sender = new ForwardSender(db, data.destinations, {
+const sender = new ForwardSender(sqliteSenderStore(db), data.destinations, {
   clock: systemClock,
   logger,
   metrics,

@@ -19,21 +19,23 @@ import {
   nextAttemptDelayMs,
   parseRetryAfter,
 } from '../domain/forwarding/retry';
+import type {
+  AttemptRecord,
+  CircuitWrite,
+  DueDelivery,
+  DueHead,
+  SenderStore,
+} from '../domain/forwarding/sender-store';
 import type { Logger } from '../logger';
-import type { Db } from '../store/database';
 import { isLockBusy } from '../store/database-errors';
-import {
-  type AttemptRecord,
-  type CircuitWrite,
-  type DueDelivery,
-  type ForwardDeliveries,
-  forwardDeliveries,
-} from '../store/forward-deliveries';
 import { type AttemptAnswer, AttemptAgents, sendAttempt } from './http-attempt';
 
 /**
  * The forwarding sender (contract §8): moves the outbox's pending deliveries to their destinations.
- * Runs only in the process holding the processing lease, like the pipeline.
+ * Runs only where one process sends each destination: in SQLite mode the process holding the
+ * processing lease, like the pipeline (on a worker thread, sender-thread.ts); in cluster mode the
+ * replica holding the destination's PostgreSQL lock (cluster/forwarder.ts). The outbox is a
+ * {@link SenderStore}: SQLite (`sqliteSenderStore`) or PostgreSQL (cluster/pg-forward-store.ts).
  *
  * - Per destination, up to `concurrency` requests in flight, never two of one order key (proposal):
  *   a message waits until every earlier message of its proposal for that destination is delivered
@@ -46,6 +48,10 @@ import { type AttemptAnswer, AttemptAgents, sendAttempt } from './http-attempt';
  * - Retries follow the destination's policy; a `Retry-After` on a 429 or 503 also holds the whole
  *   destination until then. The circuit breaker stops sending to a destination that keeps failing
  *   and lets one probe through now and then.
+ * - Reads are asynchronous (PostgreSQL answers over the network): each destination has at most one
+ *   pump (read the outbox, send what may go) at a time; a pump asked for while one runs runs again
+ *   once it is done. What the pump read can be older than an answer recorded meanwhile, so a
+ *   delivery recorded during a pump is never sent by that pump (see `Worker.settled`).
  */
 
 export interface SenderMetrics {
@@ -86,7 +92,7 @@ export interface SenderOptions {
   /**
    * Writes a batch of attempt records and circuit changes in one transaction. The worker thread
    * passes one that has the main thread write them, so that one thread writes to the file.
-   * @default the sender's own connection (`forwardDeliveries(db).record`)
+   * @default the sender's store (`store.record`)
    */
   record?: Recorder;
 }
@@ -105,7 +111,19 @@ interface Worker {
   holdUntilMs: number;
   timer: NodeJS.Timeout | null;
   pumpQueued: boolean;
+  /** The pump running now (one per destination at a time), or null. */
+  pumping: Promise<void> | null;
+  /** A pump was asked for while one ran: that one looks again before it ends. */
+  pumpAgain: boolean;
+  /**
+   * Deliveries recorded while the running pump read the outbox. What it read of them may predate
+   * the record (a retry still due, say), so it leaves them to the next pump, which reads after it.
+   */
+  settled: Set<number>;
 }
+
+/** What a destination may take now: wait, nothing until an answer comes back, or `slots` more. */
+type Gate = { kind: 'wait'; ms: number } | { kind: 'busy' } | { kind: 'open'; slots: number; probe: boolean };
 
 /** How long a write that found the file locked waits before it is tried again. */
 const LOCKED_RETRY_MS = 20;
@@ -117,6 +135,8 @@ const FLUSH_BATCH = 32;
 const FLUSH_DELAY_MS = 2;
 /** Masked bodies kept (per message), so retries and other destinations do not mask again. */
 const MASKED_BODIES = 1024;
+/** How long stop() waits for the last batch of records to be written (a store that went away). */
+const FINAL_WRITE_MS = 5000;
 
 /** One signal for every request in flight (up to `concurrency` per destination listen to it). */
 function newAbortController(): AbortController {
@@ -126,7 +146,6 @@ function newAbortController(): AbortController {
 }
 
 export class ForwardSender {
-  private readonly store: ForwardDeliveries;
   private readonly workers = new Map<string, Worker>();
   private readonly records: { record: AttemptRecord; worker: Worker; deliveryId: number }[] = [];
   private readonly circuitWrites = new Map<string, CircuitWrite>();
@@ -141,19 +160,21 @@ export class ForwardSender {
   private readonly maskedBodies = new Map<number, string>();
   private paused = new Set<string>();
   private pausedReadAt = -Infinity;
+  /** The last read of the paused flags (shared by the destinations pumping at once). */
+  private pausedRead: Promise<void> = Promise.resolve();
+  /** The circuits read back by start(): no pump sends before they are in. */
+  private ready: Promise<void> = Promise.resolve();
   private readonly random: () => number;
   private readonly recorder: Recorder;
   /** The batch being written: one write at a time; records answered meanwhile wait for it. */
   private writing: Promise<void> | null = null;
 
   constructor(
-    db: Db,
+    private readonly store: SenderStore,
     destinations: readonly Destination[],
     private readonly options: SenderOptions,
   ) {
-    this.store = forwardDeliveries(db);
     this.random = options.random ?? Math.random;
-    const store = this.store;
     // async: a write that throws rejects instead of throwing out of flush().
     this.recorder = options.record ?? (async (records, circuits) => store.record(records, circuits));
     for (const destination of destinations) {
@@ -166,6 +187,9 @@ export class ForwardSender {
         holdUntilMs: 0,
         timer: null,
         pumpQueued: false,
+        pumping: null,
+        pumpAgain: false,
+        settled: new Set(),
       });
     }
   }
@@ -175,7 +199,7 @@ export class ForwardSender {
     if (this.workers.size === 0) return;
     this.stopping = false;
     this.abort = newAbortController();
-    this.loadCircuits();
+    this.ready = this.loadCircuits();
     this.nudge();
   }
 
@@ -204,22 +228,34 @@ export class ForwardSender {
   async stop(timeoutMs: number): Promise<boolean> {
     if (this.stopping) return true;
     this.stopping = true;
+    const { clock } = this.options;
+    const deadline = clock.monotonic() + timeoutMs;
+    const pumps: Promise<void>[] = [];
     for (const worker of this.workers.values()) {
       if (worker.timer) clearTimeout(worker.timer);
       worker.timer = null;
+      if (worker.pumping) pumps.push(worker.pumping);
     }
-    const finished = await settlesWithin(Promise.all([...this.sending]), timeoutMs);
+    // A pump reading the outbox sends nothing once it sees `stopping`; it only has to come back.
+    await settlesWithin(Promise.all(pumps), timeoutMs);
+    const finished = await settlesWithin(
+      Promise.all([...this.sending]),
+      Math.max(0, deadline - clock.monotonic()),
+    );
     this.abort.abort();
     await settlesWithin(Promise.all([...this.sending]), 1000);
     if (this.flushTimer) clearTimeout(this.flushTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.flushTimer = null;
     this.batchTimer = null;
-    await this.writing;
-    await this.flush();
+    // Bounded: a store that went away (PostgreSQL restarting) must not hold the shutdown. What is
+    // not recorded stays pending and is sent again by the next holder, with the same webhook-id.
+    await settlesWithin(this.writing ?? Promise.resolve(), FINAL_WRITE_MS);
+    await settlesWithin(this.flush(), FINAL_WRITE_MS);
     for (const worker of this.workers.values()) {
       worker.inFlight.clear();
       worker.keys.clear();
+      worker.settled.clear();
     }
     this.records.length = 0;
     this.agents.close();
@@ -227,11 +263,12 @@ export class ForwardSender {
     return finished;
   }
 
-  private loadCircuits(): void {
+  /** Reads the circuits back as they were left. Never rejects: unread, they start closed. */
+  private async loadCircuits(): Promise<void> {
     const options = this.options.circuit ?? DEFAULT_CIRCUIT;
     const nowMs = this.options.clock.now().getTime();
     try {
-      for (const row of this.store.destinations()) {
+      for (const row of await this.store.destinations()) {
         const worker = this.workers.get(row.name);
         if (!worker || row.circuit === null) continue;
         const state = JSON.parse(row.circuit) as CircuitState;
@@ -241,16 +278,18 @@ export class ForwardSender {
           state.state === 'half_open' ? { ...state, probeSince: nowMs - options.probeTimeoutMs } : state;
       }
     } catch (err) {
-      this.options.logger.warn(
-        { err: (err as Error).message },
-        'forwarding: circuits not read; starting closed',
-      );
+      this.options.logger.warn({ ...errorFields(err) }, 'forwarding: circuits not read; starting closed');
     }
     for (const [name, worker] of this.workers) this.options.metrics?.circuit(name, worker.circuit.state);
   }
 
   private queuePump(worker: Worker): void {
-    if (this.stopping || worker.pumpQueued) return;
+    if (this.stopping) return;
+    if (worker.pumping !== null) {
+      worker.pumpAgain = true;
+      return;
+    }
+    if (worker.pumpQueued) return;
     worker.pumpQueued = true;
     setImmediate(() => {
       worker.pumpQueued = false;
@@ -272,61 +311,111 @@ export class ForwardSender {
     worker.timer.unref();
   }
 
-  /** Sends what the destination may take now. Never throws. */
+  /** Sends what the destination may take now: one pump per destination at a time. */
   private pump(worker: Worker): void {
     if (this.stopping) return;
+    if (worker.pumping !== null) {
+      worker.pumpAgain = true;
+      return;
+    }
+    worker.pumping = this.pumpLoop(worker);
+  }
+
+  /** Never rejects: a failed read is logged (unless the file was only locked) and tried again. */
+  private async pumpLoop(worker: Worker): Promise<void> {
     try {
-      this.pumpUnsafe(worker);
-    } catch (err) {
-      if (!isLockBusy(err)) {
-        this.options.logger.error(
-          { err: (err as Error).message, destination: worker.destination.name },
-          'forwarding: could not read the outbox; trying again',
-        );
-      }
-      this.lookAgainIn(worker, isLockBusy(err) ? LOCKED_RETRY_MS * 5 : 1000);
+      await this.ready;
+      do {
+        worker.pumpAgain = false;
+        worker.settled.clear();
+        try {
+          await this.pumpOnce(worker);
+        } catch (err) {
+          const busy = isLockBusy(err);
+          if (!busy && !this.stopping) {
+            this.options.logger.error(
+              { ...errorFields(err), destination: worker.destination.name },
+              'forwarding: could not read the outbox; trying again',
+            );
+          }
+          this.lookAgainIn(worker, busy ? LOCKED_RETRY_MS * 5 : 1000);
+        }
+      } while (worker.pumpAgain && !this.stopping);
+    } finally {
+      // In the same turn as the last check of pumpAgain: a pump asked for after it starts anew.
+      worker.pumping = null;
     }
   }
 
-  private pumpUnsafe(worker: Worker): void {
+  private async pumpOnce(worker: Worker): Promise<void> {
     const nowMs = this.options.clock.now().getTime();
     const concurrency = this.options.concurrency ?? 16;
-    if (this.isPaused(worker, nowMs)) return this.lookAgainIn(worker, this.options.pollIntervalMs ?? 1000);
-    if (nowMs < worker.holdUntilMs) return this.lookAgainIn(worker, worker.holdUntilMs - nowMs);
+    if (await this.isPaused(worker, nowMs))
+      return this.lookAgainIn(worker, this.options.pollIntervalMs ?? 1000);
+    if (this.stopping) return;
+    const gate = this.gate(worker, nowMs);
+    if (gate.kind === 'wait') return this.lookAgainIn(worker, gate.ms);
+    if (gate.kind === 'busy') return; // the answers in flight look again
+    const now = new Date(nowMs).toISOString();
+    const heads = await this.store.due(worker.destination.name, now, gate.slots + worker.inFlight.size);
+    const ids = heads.filter((head) => this.mayTake(worker, head)).map((head) => head.id);
+    const rows = ids.length === 0 ? [] : await this.store.dueDeliveries(ids);
+    if (this.stopping || !this.sendRows(worker, rows)) return;
+    // With a slot free, a retry coming due must not wait for the answers in flight (a slow one
+    // would hold every other proposal's retries until it came back). Only heads due later than
+    // `now` count: one due now and not sent is in flight, and its answer looks again.
+    if (worker.inFlight.size < concurrency) {
+      const at = await this.store.nextDueAt(worker.destination.name, now);
+      this.lookAgainIn(
+        worker,
+        at === null
+          ? (this.options.pollIntervalMs ?? 1000)
+          : Date.parse(at) - this.options.clock.now().getTime(),
+      );
+    }
+  }
+
+  /** Whether a head the pump read may be sent: not in flight, its line free, not recorded since. */
+  private mayTake(worker: Worker, head: DueHead): boolean {
+    return !worker.inFlight.has(head.id) && !worker.keys.has(head.order_key) && !worker.settled.has(head.id);
+  }
+
+  /**
+   * Whether the destination may take more now: a Retry-After hold, an open circuit, a probe in flight
+   * or every slot taken say no. Synchronous, so that the pump asks again just before it sends.
+   */
+  private gate(worker: Worker, nowMs: number): Gate {
+    if (nowMs < worker.holdUntilMs) return { kind: 'wait', ms: worker.holdUntilMs - nowMs };
     const gate = mayAttempt(worker.circuit, nowMs, this.options.circuit ?? DEFAULT_CIRCUIT);
-    if (!gate.allowed) return this.lookAgainIn(worker, gate.retryAtMs - nowMs);
-    if (gate.probe && worker.inFlight.size > 0) return; // the probe's answer decides
-    const slots = gate.probe ? 1 : concurrency - worker.inFlight.size;
-    if (slots <= 0) return;
-    const rows = this.store.due(
-      worker.destination.name,
-      new Date(nowMs).toISOString(),
-      slots + worker.inFlight.size,
-    );
+    if (!gate.allowed) return { kind: 'wait', ms: gate.retryAtMs - nowMs };
+    if (gate.probe && worker.inFlight.size > 0) return { kind: 'busy' }; // the probe's answer decides
+    const slots = gate.probe ? 1 : (this.options.concurrency ?? 16) - worker.inFlight.size;
+    return slots <= 0 ? { kind: 'busy' } : { kind: 'open', slots, probe: gate.probe };
+  }
+
+  /**
+   * Sends what may go of the deliveries read, the gate asked again now (answers came back while the
+   * pump read). False when the pump must not look further: it waits (a timer is set) or is full.
+   */
+  private sendRows(worker: Worker, rows: readonly DueDelivery[]): boolean {
+    const nowMs = this.options.clock.now().getTime();
+    const gate = this.gate(worker, nowMs);
+    if (gate.kind === 'wait') this.lookAgainIn(worker, gate.ms);
+    if (gate.kind !== 'open') return false;
     let sent = 0;
-    for (const head of rows) {
-      if (sent >= slots) break;
-      if (worker.inFlight.has(head.id) || worker.keys.has(head.order_key)) continue;
-      const row = this.store.dueDelivery(head.id);
-      if (row === undefined) continue; // changed by another process since
+    for (const row of rows) {
+      if (sent >= gate.slots) break;
+      if (!this.mayTake(worker, row)) continue;
       const wait = this.rateLimitWait(worker, nowMs);
-      if (wait !== null) return this.lookAgainIn(worker, wait);
+      if (wait !== null) {
+        this.lookAgainIn(worker, wait);
+        return false;
+      }
       if (gate.probe) this.setCircuit(worker, circuitProbing(worker.circuit, nowMs), nowMs);
       this.send(worker, row);
       sent += 1;
     }
-    // With a slot free, a retry coming due must not wait for the answers in flight (a slow one
-    // would hold every other proposal's retries until it came back).
-    if (worker.inFlight.size < concurrency) this.lookAgainIn(worker, this.untilNextDue(worker, nowMs));
-  }
-
-  /**
-   * Until the next head of a line comes due. Only later ones count: a head due now and not sent is
-   * in flight, and its answer looks again.
-   */
-  private untilNextDue(worker: Worker, nowMs: number): number {
-    const at = this.store.nextDueAt(worker.destination.name, new Date(nowMs).toISOString());
-    return at === null ? (this.options.pollIntervalMs ?? 1000) : Date.parse(at) - nowMs;
+    return true;
   }
 
   /** null: a token was taken; otherwise how long until one is there. */
@@ -338,18 +427,24 @@ export class ForwardSender {
     return taken.taken ? null : taken.waitMs;
   }
 
-  private isPaused(worker: Worker, nowMs: number): boolean {
+  private async isPaused(worker: Worker, nowMs: number): Promise<boolean> {
     if (worker.destination.paused) return true;
     if (nowMs - this.pausedReadAt >= PAUSE_REFRESH_MS) {
-      this.paused = new Set(
-        this.store
-          .destinations()
-          .filter((d) => d.paused === 1)
-          .map((d) => d.name),
-      );
       this.pausedReadAt = nowMs;
+      this.pausedRead = this.readPaused();
     }
+    await this.pausedRead;
     return this.paused.has(worker.destination.name);
+  }
+
+  private async readPaused(): Promise<void> {
+    try {
+      const rows = await this.store.destinations();
+      this.paused = new Set(rows.filter((d) => d.paused === 1).map((d) => d.name));
+    } catch (err) {
+      this.pausedReadAt = -Infinity; // read again by the next pump
+      throw err;
+    }
   }
 
   private send(worker: Worker, row: DueDelivery): void {
@@ -529,6 +624,7 @@ export class ForwardSender {
       const key = worker.inFlight.get(deliveryId);
       worker.inFlight.delete(deliveryId);
       if (key !== undefined) worker.keys.delete(key);
+      if (worker.pumping !== null) worker.settled.add(deliveryId);
       touched.add(worker);
     }
     this.options.onChange?.();
@@ -540,8 +636,10 @@ export class ForwardSender {
     for (const c of circuits) if (!this.circuitWrites.has(c.name)) this.circuitWrites.set(c.name, c);
     if (!isLockBusy(err)) {
       this.options.logger.error(
-        { err: (err as Error).message },
-        'forwarding: could not record attempts; retrying',
+        errorFields(err),
+        this.stopping
+          ? 'forwarding: could not record attempts while stopping; they stay pending and are sent again'
+          : 'forwarding: could not record attempts; retrying',
       );
     }
     if (!this.stopping && this.flushTimer === null) {
@@ -555,4 +653,14 @@ export class ForwardSender {
       this.flushTimer.unref();
     }
   }
+}
+
+/**
+ * What is logged of a store's error: its message and code (SQLite's `SQLITE_BUSY`, PostgreSQL's
+ * SQLSTATE). Never the error object: node-postgres errors carry the query's details.
+ */
+function errorFields(err: unknown): { err: string; code?: string } {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? { err: message, code } : { err: message };
 }

@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import type { Destination } from '../domain/forwarding/destinations';
-import { destinationWants, isStored, messagesFor } from '../domain/forwarding/messages';
+import { newWebhookId, outboxEntries } from '../domain/forwarding/messages';
 import type { Db } from '../store/database';
 import { forwardOutbox } from '../store/forward-outbox';
 import type { Handler } from './router';
@@ -30,17 +29,9 @@ export function forwardingHandler(
       payload: event.payload,
       raw_body: event.rawBody,
     });
-    for (const message of messagesFor(effects, ctx.now.toISOString(), newWebhookId)) {
-      const wanted = destinations.filter((d) => destinationWants(d, message)).map((d) => d.name);
-      if (isStored(message.type, wanted.length, options.feedEnabled)) outbox.insert(message, wanted);
+    const now = ctx.now.toISOString();
+    for (const entry of outboxEntries(effects, now, newWebhookId, destinations, options.feedEnabled)) {
+      outbox.insert(entry.message, entry.destinations);
     }
   };
-}
-
-/**
- * `msg_` and 128 random bits: unique across databases too, so that a destination deduplicating on
- * `webhook-id` never mistakes a new install's first message for an old one.
- */
-function newWebhookId(): string {
-  return `msg_${randomBytes(16).toString('base64url')}`;
 }

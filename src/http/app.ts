@@ -7,7 +7,8 @@ import type { Metrics } from '../metrics';
 import type { IngestWriter } from '../store/ingest-writer';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
-import { adminRouter } from './admin/admin-router';
+import { adminRouter, clusterAdminRouter } from './admin/admin-router';
+import type { FeedReader } from './admin/feed';
 import { consoleRouter } from './console/console-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
@@ -57,6 +58,11 @@ export interface AppDeps {
    * @default false
    */
   clusterMode?: boolean | undefined;
+  /**
+   * Cluster mode: `/admin/feed` reads PostgreSQL's outbox with this (the rest of `/admin` answers
+   * 501). Rejects when PostgreSQL does not answer: the route then answers 503.
+   */
+  clusterFeed?: FeedReader | undefined;
   /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
   sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
@@ -101,7 +107,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(healthRoutes(deps));
   app.use(metricsRoute(deps));
   if (deps.clusterMode) {
-    app.use(['/admin', '/console'], notInClusterMode);
+    app.use('/admin', clusterAdminRouter(deps, notInClusterMode));
+    app.use('/console', notInClusterMode);
   } else {
     app.use('/admin', adminRouter(deps));
     app.use('/console', consoleRouter(deps));
@@ -115,7 +122,7 @@ function notInClusterMode(_req: express.Request, res: express.Response): void {
   res.status(501).json({
     error: 'not_available_in_cluster_mode',
     message:
-      'in cluster mode the log is in PostgreSQL: read it with the CLI (events, proposal, averbacoes, deliveries, stats with DATABASE_URL set); the admin API and the console do not read PostgreSQL yet',
+      'in cluster mode the log is in PostgreSQL: read it with the CLI (events, proposal, averbacoes, deliveries, stats with DATABASE_URL set); of the admin API only /admin/feed reads PostgreSQL yet, and the console does not',
   });
 }
 

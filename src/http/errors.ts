@@ -28,7 +28,8 @@ export function notFound(_req: Request, res: Response): void {
 
 /**
  * The last handler: a client error (an HttpError, or a body Express could not parse) keeps its
- * 4xx status and says what was wrong; anything else is a 500 that says nothing and is logged.
+ * 4xx status and says what was wrong; an HttpError of 5xx (a route that knows why it cannot answer
+ * now) says why, with a Retry-After; anything else is a 500 that says nothing and is logged.
  */
 export function errorHandler(logger: Logger) {
   return (
@@ -49,6 +50,16 @@ export function errorHandler(logger: Logger) {
       return;
     }
     const status = typeof err.status === 'number' && err.status >= 400 && err.status < 600 ? err.status : 500;
+    if (err instanceof HttpError && status >= 500) {
+      // A route that knows why it cannot answer (the log's database away): it says so, and when to retry.
+      logger.warn({ err: err.message, error: err.type, status }, 'route could not answer now');
+      if (!res.headersSent)
+        res
+          .status(status)
+          .set('retry-after', String(BUSY_RETRY_AFTER_SECONDS))
+          .json({ error: err.type, message: err.message });
+      return;
+    }
     if (status >= 500) logger.error({ err: err.message }, 'unhandled error in route');
     if (res.headersSent) return;
     if (status >= 500) {

@@ -1,6 +1,24 @@
-import type { CircuitState } from '../domain/forwarding/circuit';
-import { type Destination, MESSAGE_TYPES, type MessageType } from '../domain/forwarding/destinations';
-import { destinationWants, type MessageBody } from '../domain/forwarding/messages';
+import {
+  addReplayCounts,
+  type BackfillCounts,
+  type BackfillRange,
+  CHUNK_ROWS,
+  type DestinationCountRow,
+  type DestinationStateRow,
+  type DestinationSummary,
+  destinationSummaries,
+  FEED_DEFAULT_TYPES,
+  type ForwardDetail,
+  type ForwardFilter,
+  type ForwardListFilter,
+  type ForwardRow,
+  type AttemptRow,
+  listLimit,
+  type ReplayCounts,
+  replayCounts,
+} from '../domain/forwarding/admin';
+import type { Destination, MessageType } from '../domain/forwarding/destinations';
+import { destinationWants, type FeedPage, type MessageBody } from '../domain/forwarding/messages';
 import { parseJsonOrUndefined } from '../domain/json';
 import type { Db } from './database';
 import { whereClause } from './sql';
@@ -18,155 +36,27 @@ import { whereClause } from './sql';
  * commit one chunk per step, so a caller on the event loop can yield between them.
  */
 
-/** Rows written per transaction by replays and backfills. */
-export const CHUNK_ROWS = 1000;
-
-/** A delivery's status as filters name it; `retrying` is `pending` after at least one attempt. */
-export const DELIVERY_STATUS_FILTERS = ['pending', 'retrying', 'delivered', 'dead'] as const;
-export type DeliveryStatusFilter = (typeof DELIVERY_STATUS_FILTERS)[number];
-
-/** What the change feed serves when no `types` are asked for: the receiver's own understanding. */
-export const FEED_DEFAULT_TYPES: readonly MessageType[] = ['proposal.changed', 'averbacao.result'];
-
-/**
- * Which deliveries a replay (or a count) means. Times are ISO instants (see {@link parseInstant})
- * compared with the message's `created_at`: `since` inclusive, `until` exclusive.
- */
-export interface ForwardFilter {
-  destination?: string | undefined;
-  status?: DeliveryStatusFilter | undefined;
-  nuProposta?: number | string | undefined;
-  since?: string | undefined;
-  until?: string | undefined;
-}
-
-/** A listing's filter: a replay's, plus the message type and keyset paging. */
-export interface ForwardListFilter extends ForwardFilter {
-  type?: MessageType | undefined;
-  /** Deliveries with an id below this one (paging backwards from the newest). */
-  beforeId?: number | undefined;
-  /** @default 50 (at most 1000) */
-  limit?: number | undefined;
-}
-
-/** A delivery and the columns of its message that say what it is. */
-export interface ForwardRow {
-  id: number;
-  message_id: number;
-  destination: string;
-  status: 'pending' | 'delivered' | 'dead';
-  attempts: number;
-  next_attempt_at: string | null;
-  last_status: number | null;
-  last_error: string | null;
-  created_at: string;
-  updated_at: string;
-  delivered_at: string | null;
-  webhook_id: string;
-  type: MessageType;
-  event_id: number;
-  evento: string | null;
-  nu_proposta: number | string | null;
-  request_id: string | null;
-  order_key: string;
-  message_created_at: string;
-}
-
-export interface AttemptRow {
-  id: number;
-  attempt: number;
-  started_at: string;
-  duration_ms: number;
-  http_status: number | null;
-  error: string | null;
-  outcome: 'delivered' | 'permanent' | 'temporary';
-  /** The first KB of the answer's body. */
-  answer: string | null;
-}
-
-/** One delivery, its message's stored body (CPF in full) and every attempt in order. */
-export interface ForwardDetail {
-  delivery: ForwardRow;
-  body: string;
-  attempts: AttemptRow[];
-}
-
-/** What a replay did, by the status each delivery had before. */
-export interface ReplayCounts {
-  replayed: number;
-  by_status: { pending: number; delivered: number; dead: number };
-}
-
-/** The messages a backfill looks at: all of them when nothing is given. */
-export interface BackfillRange {
-  nuProposta?: number | string | undefined;
-  since?: string | undefined;
-  until?: string | undefined;
-}
-
-export interface BackfillCounts {
-  /** Messages in the range that the destination wants. */
-  matched: number;
-  /** Of those, the ones that had no delivery row for it and got one. */
-  created: number;
-}
-
-/** One destination as an operator sees it: never its secrets. */
-export interface DestinationSummary {
-  name: string;
-  /** False for a name met in the tables that no longer is in the configuration. */
-  configured: boolean;
-  /** The configured URL, its query string hidden (`?…`: it may carry a token); null when not configured. */
-  url: string | null;
-  types: readonly string[] | null;
-  eventos: readonly string[] | null;
-  has_filter: boolean | null;
-  full_cpf: boolean | null;
-  /** Paused in the configuration file or by an operator: its messages accumulate. */
-  paused: boolean;
-  paused_in_config: boolean;
-  paused_by_operator: boolean;
-  counts: { pending: number; retrying: number; delivered: number; dead: number };
-  /** `created_at` of the first pending delivery (the head of the queue); null when none. */
-  oldest_pending_at: string | null;
-  /** As the sender last stored it; closed when it never stored one. */
-  circuit: CircuitState;
-}
-
-/** A page of the change feed: the stored bodies in id order, and the id to go on after. */
-export interface FeedPage {
-  messages: { id: number; body: string }[];
-  /**
-   * The last message returned; when the page is not full, the newest message the read saw, of any
-   * type, so that a follower asking only for some types does not scan the others again.
-   */
-  lastId: number;
-}
-
-/** Whether a replay filter names nothing: refused by the commands and routes (it would mean every delivery). */
-export function isEmptyFilter(filter: ForwardFilter): boolean {
-  return [filter.destination, filter.status, filter.nuProposta, filter.since, filter.until].every(
-    (value) => value === undefined || value === '',
-  );
-}
-
-const INSTANT = /^(\d{4})-(\d{2})-(\d{2})(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
-
-/**
- * An ISO 8601 date (`2026-11-21`, midnight UTC) or date-time with its zone
- * (`2026-11-21T10:00:00-03:00`, `…Z`) as the stored timestamps write it (`toISOString`), or null
- * when it is neither. A date-time without a zone is refused: it would mean the server's zone.
- */
-export function parseInstant(text: string): string | null {
-  const match = INSTANT.exec(text);
-  if (!match) return null;
-  const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  const day = new Date(Date.UTC(y, m - 1, d));
-  // Date.parse rolls 2026-02-30 over to March; a date that does not exist is a typo.
-  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== m - 1 || day.getUTCDate() !== d) return null;
-  const ms = Date.parse(text);
-  return Number.isNaN(ms) ? null : new Date(ms).toISOString();
-}
+// The shapes and rules shared with cluster mode (cluster/pg-forward-admin.ts) live in
+// domain/forwarding/admin.ts; re-exported here for this module's callers.
+export {
+  type AttemptRow,
+  type BackfillCounts,
+  type BackfillRange,
+  CHUNK_ROWS,
+  DELIVERY_STATUS_FILTERS,
+  type DeliveryStatusFilter,
+  type DestinationSummary,
+  FEED_DEFAULT_TYPES,
+  type ForwardDetail,
+  type ForwardFilter,
+  type ForwardListFilter,
+  type ForwardRow,
+  isEmptyFilter,
+  isMessageType,
+  parseInstant,
+  type ReplayCounts,
+} from '../domain/forwarding/admin';
+export type { FeedPage } from '../domain/forwarding/messages';
 
 const CURSOR_TAG = 'f1';
 
@@ -237,7 +127,7 @@ function listing(db: Db) {
     /** Deliveries with their message's columns, newest first (keyset on the delivery id). */
     list(filter: ForwardListFilter = {}): ForwardRow[] {
       const where = filterWhere(filter);
-      const limit = Math.max(1, Math.min(filter.limit ?? 50, 1000));
+      const limit = listLimit(filter);
       const sql = `SELECT ${ROW_COLUMNS} ${FROM_JOINED} ${where.sql} ORDER BY d.id DESC LIMIT ?`;
       return db.prepare<(string | number)[], ForwardRow>(sql).all(...where.params, limit);
     },
@@ -253,18 +143,9 @@ function listing(db: Db) {
       const where = filterWhere(filter);
       const sql = `SELECT d.status, count(*) AS n ${FROM_JOINED} ${where.sql} GROUP BY d.status`;
       const rows = db.prepare<(string | number)[], { status: string; n: number }>(sql).all(...where.params);
-      return countsOf(rows);
+      return replayCounts(rows);
     },
   };
-}
-
-function countsOf(rows: readonly { status: string; n: number }[]): ReplayCounts {
-  const counts: ReplayCounts = { replayed: 0, by_status: { pending: 0, delivered: 0, dead: 0 } };
-  for (const { status, n } of rows) {
-    if (status === 'pending' || status === 'delivered' || status === 'dead') counts.by_status[status] += n;
-    counts.replayed += n;
-  }
-  return counts;
 }
 
 function replays(db: Db) {
@@ -287,7 +168,7 @@ function replays(db: Db) {
   };
   const requeueAll = db.transaction((rows: readonly { id: number; status: string }[], now: string) => {
     for (const row of rows) requeue.run({ now, id: row.id });
-    return countsOf(rows.map((r) => ({ status: r.status, n: 1 })));
+    return replayCounts(rows.map((r) => ({ status: r.status, n: 1 })));
   });
   const byIds = db.transaction((ids: readonly number[], now: string) => {
     const rows: { id: number; status: string }[] = [];
@@ -302,31 +183,25 @@ function replays(db: Db) {
     missing: (ids: readonly number[]): number[] => ids.filter((id) => statusOf.get(id) === undefined),
     /** Replays these deliveries (unknown ids are skipped; see `missing`), due at `now`. */
     replay(ids: readonly number[], now: string): ReplayCounts {
-      const total = countsOf([]);
-      for (let i = 0; i < ids.length; i += CHUNK_ROWS) add(total, byIds(ids.slice(i, i + CHUNK_ROWS), now));
+      const total = replayCounts([]);
+      for (let i = 0; i < ids.length; i += CHUNK_ROWS)
+        addReplayCounts(total, byIds(ids.slice(i, i + CHUNK_ROWS), now));
       return total;
     },
     /** Replays every delivery the filter matches, one committed chunk per step; returns the totals. */
     *replayWhereSteps(filter: ForwardFilter, now: string): Generator<ReplayCounts, ReplayCounts> {
-      const total = countsOf([]);
+      const total = replayCounts([]);
       let afterId = 0;
       for (;;) {
         const rows = chunkOf(filter, afterId);
         if (rows.length === 0) return total;
-        add(total, requeueAll(rows, now));
+        addReplayCounts(total, requeueAll(rows, now));
         afterId = (rows[rows.length - 1] as { id: number }).id;
         if (rows.length < CHUNK_ROWS) return total;
         yield total;
       }
     },
   };
-}
-
-function add(total: ReplayCounts, chunk: ReplayCounts): void {
-  total.replayed += chunk.replayed;
-  total.by_status.pending += chunk.by_status.pending;
-  total.by_status.delivered += chunk.by_status.delivered;
-  total.by_status.dead += chunk.by_status.dead;
 }
 
 type StoredMessage = {
@@ -406,16 +281,13 @@ function backfills(db: Db) {
   };
 }
 
-type CountRow = { destination: string; status: string; n: number };
-type TableRow = { name: string; paused: number; circuit: string | null };
-
 function destinations(db: Db) {
   const upsertPaused = db.prepare<[{ name: string; paused: number; now: string }]>(
     `INSERT INTO forward_destinations (name, paused, updated_at) VALUES (@name, @paused, @now)
      ON CONFLICT (name) DO UPDATE SET paused = @paused, updated_at = @now`,
   );
   // Index-only (forward_deliveries_status), plus the pending rows for `retrying`.
-  const counts = db.prepare<[], CountRow>(
+  const counts = db.prepare<[], DestinationCountRow>(
     `SELECT destination, status, count(*) AS n FROM forward_deliveries GROUP BY destination, status
      UNION ALL
      SELECT destination, 'retrying', count(*) FROM forward_deliveries WHERE status = 'pending' AND attempts > 0
@@ -424,7 +296,7 @@ function destinations(db: Db) {
   const oldestPending = db.prepare<[string], { created_at: string }>(
     `SELECT created_at FROM forward_deliveries WHERE destination = ? AND status = 'pending' ORDER BY id LIMIT 1`,
   );
-  const table = db.prepare<[], TableRow>('SELECT name, paused, circuit FROM forward_destinations');
+  const table = db.prepare<[], DestinationStateRow>('SELECT name, paused, circuit FROM forward_destinations');
   return {
     /** Pauses or resumes a destination for the sender (another process's sees it within a second). */
     setPaused(name: string, paused: boolean, now: string): void {
@@ -437,67 +309,14 @@ function destinations(db: Db) {
      * tables (`configured: false`, by name).
      */
     destinationSummaries(configured: readonly Destination[]): DestinationSummary[] {
-      const rows = table.all();
-      const countRows = counts.all();
-      const names = [
-        ...new Set([
-          ...configured.map((d) => d.name),
-          ...[...rows.map((r) => r.name), ...countRows.map((r) => r.destination)].sort(),
-        ]),
-      ];
-      return names.map((name) => {
-        const destination = configured.find((d) => d.name === name);
-        const row = rows.find((r) => r.name === name);
-        const mine = countRows.filter((r) => r.destination === name);
-        return summary(name, destination, row, mine, oldestPending.get(name)?.created_at ?? null);
-      });
+      return destinationSummaries(
+        configured,
+        table.all(),
+        counts.all(),
+        (name) => oldestPending.get(name)?.created_at ?? null,
+      );
     },
   };
-}
-
-function summary(
-  name: string,
-  destination: Destination | undefined,
-  row: TableRow | undefined,
-  countRows: readonly CountRow[],
-  oldestPendingAt: string | null,
-): DestinationSummary {
-  const count = (status: string) => countRows.find((r) => r.status === status)?.n ?? 0;
-  const pausedInConfig = destination?.paused ?? false;
-  const pausedByOperator = row?.paused === 1;
-  return {
-    name,
-    configured: destination !== undefined,
-    url: destination === undefined ? null : withoutQuery(destination.url),
-    types: destination?.types ?? null,
-    eventos: destination?.eventos ?? null,
-    has_filter: destination === undefined ? null : destination.filter !== null,
-    full_cpf: destination?.fullCpf ?? null,
-    paused: pausedInConfig || pausedByOperator,
-    paused_in_config: pausedInConfig,
-    paused_by_operator: pausedByOperator,
-    counts: {
-      pending: count('pending'),
-      retrying: count('retrying'),
-      delivered: count('delivered'),
-      dead: count('dead'),
-    },
-    oldest_pending_at: oldestPendingAt,
-    circuit: parseCircuit(row?.circuit ?? null),
-  };
-}
-
-function withoutQuery(url: string): string {
-  const at = url.indexOf('?');
-  return at === -1 ? url : `${url.slice(0, at)}?…`;
-}
-
-function parseCircuit(text: string | null): CircuitState {
-  const parsed = text === null ? undefined : parseJsonOrUndefined(text);
-  const state = (parsed as { state?: unknown } | undefined)?.state;
-  return state === 'open' || state === 'half_open' || state === 'closed'
-    ? (parsed as CircuitState)
-    : { state: 'closed', failures: 0 };
 }
 
 function feed(db: Db) {
@@ -523,9 +342,4 @@ function feed(db: Db) {
       return read(afterId, limit, types);
     },
   };
-}
-
-/** Whether `value` names a message type (`event.received`, `proposal.changed`, `averbacao.result`). */
-export function isMessageType(value: string): value is MessageType {
-  return (MESSAGE_TYPES as readonly string[]).includes(value);
 }

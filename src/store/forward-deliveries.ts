@@ -1,3 +1,12 @@
+import type {
+  AttemptRecord,
+  CircuitWrite,
+  DestinationGauges,
+  DestinationRow,
+  DueDelivery,
+  DueHead,
+  SenderStore,
+} from '../domain/forwarding/sender-store';
 import type { Db } from './database';
 
 /**
@@ -5,62 +14,15 @@ import type { Db } from './database';
  * (migration 0007), on its own connection.
  */
 
-/** The head of a (destination, order_key) line that is due: enough to skip it when in flight. */
-export interface DueHead {
-  id: number;
-  order_key: string;
-}
-
-/** A delivery that may be attempted now: the head of its (destination, order_key) line, due. */
-export interface DueDelivery {
-  id: number;
-  message_id: number;
-  destination: string;
-  order_key: string;
-  attempts: number;
-  webhook_id: string;
-  type: string;
-  /** The stored body (CPF in full). */
-  body: string;
-  /** When the message was stored (for the delivery latency). */
-  message_created_at: string;
-}
-
-/** What became of one delivery after an attempt. */
-export type DeliveryNext =
-  { status: 'delivered' } | { status: 'pending'; nextAttemptAt: string } | { status: 'dead' };
-
-/** One attempt, as the sender recorded it. */
-export interface AttemptRecord {
-  deliveryId: number;
-  /** 1-based, counted since the delivery was created or last replayed. */
-  attempt: number;
-  startedAt: string;
-  durationMs: number;
-  httpStatus: number | null;
-  /** `timeout: …` / `network: …`; null when the destination answered. */
-  error: string | null;
-  outcome: 'delivered' | 'permanent' | 'temporary';
-  /** The first KB of the answer's body. */
-  answer: string | null;
-  next: DeliveryNext;
-  at: string;
-}
-
-export interface DestinationGauges {
-  destination: string;
-  pending: number;
-  dead: number;
-  oldest_pending_at: string | null;
-  paused: number;
-}
-
-export interface DestinationRow {
-  name: string;
-  paused: number;
-  circuit: string | null;
-  updated_at: string;
-}
+export type {
+  AttemptRecord,
+  CircuitWrite,
+  DeliveryNext,
+  DestinationGauges,
+  DestinationRow,
+  DueDelivery,
+  DueHead,
+} from '../domain/forwarding/sender-store';
 
 // eslint-disable-next-line max-lines-per-function -- one closure per table family: its prepared statements and the short methods that run them, read together
 export function forwardDeliveries(db: Db) {
@@ -76,13 +38,14 @@ export function forwardDeliveries(db: Db) {
                          AND e.status = 'pending' AND e.id < d.id)
      ORDER BY d.id LIMIT ?`,
   );
-  // One head `due` returned, with its message. Still pending: another process (an operator) may have
-  // changed it between the two reads.
-  const dueById = db.prepare<[number], DueDelivery>(
+  // The heads `due` returned, with their messages. Still pending: another process (an operator) may
+  // have changed one between the two reads.
+  const dueByIds = db.prepare<[string], DueDelivery>(
     `SELECT d.id, d.message_id, d.destination, d.order_key, d.attempts, m.webhook_id, m.type, m.body,
        m.created_at AS message_created_at
      FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
-     WHERE d.id = ? AND d.status = 'pending'`,
+     WHERE d.id IN (SELECT value FROM json_each(?)) AND d.status = 'pending'
+     ORDER BY d.id`,
   );
   // Heads of lines only, as `due`: a row waiting behind a retry keeps the `next_attempt_at` it was
   // created with (in the past), and counting it would have the sender look again at once, forever.
@@ -155,8 +118,9 @@ export function forwardDeliveries(db: Db) {
   return {
     /** Up to `limit` deliveries of `destination` that may be attempted at `now` (heads of their lines). */
     due: (destination: string, now: string, limit: number): DueHead[] => due.all(destination, now, limit),
-    /** A delivery `due` returned, with its message; undefined when it is no longer pending. */
-    dueDelivery: (id: number): DueDelivery | undefined => dueById.get(id),
+    /** Deliveries `due` returned, with their messages, in id order; those no longer pending are left out. */
+    dueDeliveries: (ids: readonly number[]): DueDelivery[] =>
+      ids.length === 0 ? [] : dueByIds.all(JSON.stringify(ids)),
     /**
      * The earliest `next_attempt_at` of the destination's heads of lines (as `due`) later than
      * `after` (every one when not given); null when none.
@@ -173,11 +137,20 @@ export function forwardDeliveries(db: Db) {
   };
 }
 
-/** A destination's circuit state to keep (JSON, or null when closed). */
-export interface CircuitWrite {
-  name: string;
-  circuit: string | null;
-  at: string;
-}
-
 export type ForwardDeliveries = ReturnType<typeof forwardDeliveries>;
+
+/**
+ * The sender's {@link SenderStore} on a SQLite connection: the statements above, run synchronously
+ * (a locked file rejects with SQLite's `SQLITE_BUSY`, which the sender retries shortly).
+ */
+export function sqliteSenderStore(db: Db): SenderStore {
+  const statements = forwardDeliveries(db);
+  // async: a statement that throws rejects instead of throwing out of the caller.
+  return {
+    due: async (destination, now, limit) => statements.due(destination, now, limit),
+    dueDeliveries: async (ids) => statements.dueDeliveries(ids),
+    nextDueAt: async (destination, after) => statements.nextDueAt(destination, after),
+    destinations: async () => statements.destinations(),
+    record: async (records, circuits) => statements.record(records, circuits),
+  };
+}

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
 import { runKick } from '../../src/cluster/kick';
@@ -23,6 +25,7 @@ import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
 import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { tempDir } from '../helpers/tmp';
 
 /**
  * Processing in cluster mode (contract §10, docs/cluster.md §5), unmocked: real receivers with
@@ -44,7 +47,9 @@ let pool: Pool;
 const receivers: TestReceiver[] = [];
 const apps: TestApp[] = [];
 let fake: FakeService | null = null;
+let outboxDir: ReturnType<typeof tempDir>;
 beforeEach(async () => {
+  outboxDir = tempDir();
   url = await createTestDatabase(pg, 'proc');
   pool = openPool(url);
 });
@@ -54,6 +59,7 @@ afterEach(async () => {
   await fake?.close();
   fake = null;
   await pool.end();
+  outboxDir.cleanup();
 });
 
 /** A replica in cluster mode: the whole receiver with DATABASE_URL, connected and running. */
@@ -278,6 +284,43 @@ function normalise(tables: {
   };
 }
 
+/**
+ * The outbox with each store's types normalised: the random `webhook-id`s and every time dropped,
+ * event ids replaced by dedup keys; messages in their order-key lines, each line in id order (the
+ * order a destination and the feed see them).
+ */
+function normaliseOutbox(events: Row[], messages: Row[], deliveries: Row[]): Row[] {
+  const keyOf = new Map(events.map((e) => [String(e.id), e.dedup_key]));
+  const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+  const clean = (v: unknown, key = ''): unknown => {
+    if (typeof v === 'string' && iso.test(v)) return '<time>';
+    if (key === 'event_id') return keyOf.get(String(v)) ?? `unknown:${String(v)}`;
+    if (Array.isArray(v)) return v.map((x) => clean(x));
+    if (v !== null && typeof v === 'object')
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clean(x, k)]));
+    return v;
+  };
+  const byLine = [...messages].sort(
+    (a, b) => String(a.order_key).localeCompare(String(b.order_key)) || Number(a.id) - Number(b.id),
+  );
+  return byLine.map((m) => {
+    const { id: _id, created_at: _at, ...body } = JSON.parse(String(m.body)) as Row;
+    return {
+      type: m.type,
+      event: keyOf.get(String(m.event_id)),
+      evento: m.evento,
+      nu_proposta: m.nu_proposta === null ? null : String(m.nu_proposta),
+      request_id: m.request_id,
+      order_key: m.order_key,
+      body: clean(body),
+      // Line up key-order with the message (the delivery rows of one message are one per destination).
+      deliveries: deliveries
+        .filter((d) => String(d.message_id) === String(m.id))
+        .map((d) => [d.destination, d.order_key, d.status]),
+    };
+  });
+}
+
 const TABLE_QUERIES = {
   events: 'SELECT * FROM events ORDER BY id',
   proposals: 'SELECT * FROM proposals ORDER BY nu_proposta',
@@ -286,12 +329,27 @@ const TABLE_QUERIES = {
   averbacoes: 'SELECT * FROM averbacoes ORDER BY request_id',
 };
 
+const OUTBOX_QUERIES = {
+  messages: 'SELECT * FROM forward_messages ORDER BY id',
+  deliveries: 'SELECT * FROM forward_deliveries ORDER BY id',
+};
+
 describe('one life cycle, two stores', () => {
   it('the same deliveries give the same proposals, transitions and averbações in SQLite mode and in cluster mode', async () => {
     const steps = scenario();
     const total = steps.filter((s) => s.status !== 'duplicate').length;
 
-    const lite = await sqliteReceiver();
+    // Forwarding on (a paused destination that wants everything: messages are stored, none sent)
+    // and the change feed on: the outbox is compared too.
+    const destinations = join(outboxDir.dir, 'destinations.json');
+    writeFileSync(
+      destinations,
+      JSON.stringify({
+        destinations: [{ name: 'crm', url: 'http://127.0.0.1:9/', secret: 'crm-secret', paused: true }],
+      }),
+    );
+    const forwarding = { DESTINATIONS_FILE: destinations, FEED_ENABLED: 'true' };
+    const lite = await sqliteReceiver(forwarding);
     await play(lite, steps, async (id) => lite.store.averbacoes.get(id) !== undefined);
     const liteDb = lite.store.db;
     await waitFor(
@@ -306,8 +364,13 @@ describe('one life cycle, two stores', () => {
       transitions: liteDb.prepare(TABLE_QUERIES.transitions).all() as Row[],
       averbacoes: liteDb.prepare(TABLE_QUERIES.averbacoes).all() as Row[],
     });
+    const liteOutbox = normaliseOutbox(
+      liteDb.prepare(TABLE_QUERIES.events).all() as Row[],
+      liteDb.prepare(OUTBOX_QUERIES.messages).all() as Row[],
+      liteDb.prepare(OUTBOX_QUERIES.deliveries).all() as Row[],
+    );
 
-    const node = await clusterReplica('replica-a');
+    const node = await clusterReplica('replica-a', forwarding);
     await play(
       node,
       steps,
@@ -323,6 +386,17 @@ describe('one life cycle, two stores', () => {
     });
 
     expect(cluster).toEqual(sqlite);
+    const clusterOutbox = normaliseOutbox(
+      await rows(pool, TABLE_QUERIES.events),
+      await rows(pool, OUTBOX_QUERIES.messages),
+      await rows(pool, OUTBOX_QUERIES.deliveries),
+    );
+    expect(clusterOutbox).toEqual(liteOutbox);
+    // Every kind of message is there, each waiting for the paused destination.
+    expect(new Set(clusterOutbox.map((m) => m.type))).toEqual(
+      new Set(['event.received', 'proposal.changed', 'averbacao.result']),
+    );
+    expect(clusterOutbox.every((m) => JSON.stringify(m.deliveries).includes('"pending"'))).toBe(true);
 
     // And what they agree on is the contract (§6), not a shared mistake.
     const byNu = (nu: string) => cluster.transitions!.filter((t) => t.nu_proposta === nu);

@@ -10,6 +10,7 @@ import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
+import { sqliteSenderStore } from '../../src/store/forward-deliveries';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { openStore, type Store } from '../../src/store/store';
 import { LogSink } from '../helpers/app';
@@ -788,7 +789,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const seen: CircuitState[] = [];
     const gauges: string[] = [];
     let sender: ForwardSender | null = null;
-    sender = new ForwardSender(store.db, [dest], {
+    sender = new ForwardSender(sqliteSenderStore(store.db), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 20,
@@ -853,7 +854,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const add = outboxOf(store, 'patient');
     add(1);
     add(1); // waits behind the first, due at once
-    const sender = new ForwardSender(store.db, [dest], {
+    const sender = new ForwardSender(sqliteSenderStore(store.db), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 200,

@@ -306,7 +306,7 @@ describe('deliveries', () => {
 });
 
 describe('stats', () => {
-  it('counts from PostgreSQL, with a line per replica and no forwarding figures', () => {
+  it('counts from PostgreSQL, with a line per replica and the forwarding figures (none configured here)', () => {
     const stats = json('stats');
     expect(stats).toEqual({
       database: target,
@@ -320,6 +320,7 @@ describe('stats', () => {
       ack_ms_avg: 2.9,
       ack_ms_max: 4.25,
       last_delivery_at: T('10.000'),
+      forwarding: [],
       replicas: [
         { replica: 'replica-a', deliveries: 3, last_received_at: T('10.000') },
         { replica: 'replica-b', deliveries: 3, last_received_at: T('09.000') },
@@ -333,10 +334,10 @@ describe('stats', () => {
     expect(table).toMatch(/proposals\s+stuck \(STUCK_AFTER\)\s+em_analise=1/);
     expect(table).toMatch(/replicas\s+replica-a\s+3 deliveries, last received 2026-11-21T13:00:10\.000Z/);
     expect(table).toMatch(/replicas\s+replica-b\s+3 deliveries, last received 2026-11-21T13:00:09\.000Z/);
+    // No destination configured or touched: no forwarding line, and no "not shown" either
+    // (pg-forwards-cli.test.ts shows them with destinations).
     const lines = table.trim().split('\n');
-    expect(lines.filter((l) => /forwarding/.test(l))).toEqual([
-      'forwarding: not shown in cluster mode (the PostgreSQL schema has no forwarding tables yet)',
-    ]);
+    expect(lines.filter((l) => /forwarding/.test(l))).toEqual([]);
   });
 });
 
@@ -547,11 +548,11 @@ describe('the same shape as on SQLite', () => {
     expect(lite).toMatch(/proposta\.pre_aprovada\s+done\s+aprovada\s+pre_aprovada\s+no\s+late/);
   });
 
-  it('events, deliveries and stats --json: the same keys (stats: replicas instead of forwarding)', () => {
+  it('events, deliveries and stats --json: the same keys (stats: plus replicas)', () => {
     const keys = (rows: unknown) => Object.keys((rows as Record<string, unknown>[])[0] ?? {});
     expect(keys(json('events'))).toEqual(keys(onSqlite('events')));
     expect(keys(json('deliveries'))).toEqual(keys(onSqlite('deliveries')));
-    const liteStats = Object.keys(onSqlite('stats') as object).filter((k) => k !== 'forwarding');
+    const liteStats = Object.keys(onSqlite('stats') as object);
     const clusterStats = Object.keys(json('stats') as object).filter((k) => k !== 'replicas');
     expect(clusterStats).toEqual(liteStats);
     expect(keys(json('proposals'))).toEqual(keys(onSqlite('proposals')));

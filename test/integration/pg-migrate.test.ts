@@ -83,7 +83,17 @@ describe('migratePostgres', () => {
     await migratePostgres(url);
     const sqlite = new Database(':memory:');
     migrate(sqlite);
-    for (const table of ['events', 'deliveries', 'proposals', 'proposal_transitions', 'averbacoes']) {
+    for (const table of [
+      'events',
+      'deliveries',
+      'proposals',
+      'proposal_transitions',
+      'averbacoes',
+      'forward_messages',
+      'forward_deliveries',
+      'forward_attempts',
+      'forward_destinations',
+    ]) {
       const sqliteColumns = (sqlite.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map(
         (c) => c.name,
       );

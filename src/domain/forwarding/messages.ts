@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type ProposalStatus, stageOf } from '../lifecycle';
 import { maskCpf, maskCpfsInText } from '../privacy';
 import type { Destination, MessageType } from './destinations';
@@ -265,6 +266,50 @@ export const FEED_TYPES: readonly MessageType[] = ['proposal.changed', 'averbaca
  */
 export function isStored(type: MessageType, wantedBy: number, feedEnabled: boolean): boolean {
   return wantedBy > 0 || (feedEnabled && FEED_TYPES.includes(type));
+}
+
+/** A message to store, and the destinations that want it (none: stored for the change feed only). */
+export interface OutboxEntry {
+  message: OutgoingMessage;
+  destinations: string[];
+}
+
+/**
+ * What the outbox stores for one processed event, in either store: its messages
+ * ({@link messagesFor}), each with the destinations that want it, keeping only those that are
+ * stored at all ({@link isStored}).
+ */
+export function outboxEntries(
+  effects: EventEffects,
+  createdAt: string,
+  newId: () => string,
+  destinations: readonly Pick<Destination, 'name' | 'types' | 'eventos' | 'filter'>[],
+  feedEnabled: boolean,
+): OutboxEntry[] {
+  const out: OutboxEntry[] = [];
+  for (const message of messagesFor(effects, createdAt, newId)) {
+    const wanted = destinations.filter((d) => destinationWants(d, message)).map((d) => d.name);
+    if (isStored(message.type, wanted.length, feedEnabled)) out.push({ message, destinations: wanted });
+  }
+  return out;
+}
+
+/**
+ * A message's `webhook-id`: `msg_` and 128 random bits, unique across databases too, so that a
+ * destination deduplicating on it never mistakes a new install's first message for an old one.
+ */
+export function newWebhookId(): string {
+  return `msg_${randomBytes(16).toString('base64url')}`;
+}
+
+/** A page of the change feed: the stored bodies in id order, and the id to go on after. */
+export interface FeedPage {
+  messages: { id: number; body: string }[];
+  /**
+   * The last message returned; when the page is not full, the newest message the read saw, of any
+   * type, so that a follower asking only for some types does not scan the others again.
+   */
+  lastId: number;
 }
 
 /** Keys whose value is a CPF, wherever they appear in a message. */

@@ -23,6 +23,18 @@ export function adminRouter(deps: AppDeps): Router {
 }
 
 /**
+ * `/admin/*` in cluster mode: the change feed, read from PostgreSQL (`deps.clusterFeed`), behind the
+ * same token; every other admin route answers with `rest` (501 until it reads PostgreSQL).
+ */
+export function clusterAdminRouter(deps: AppDeps, rest: RequestHandler): Router {
+  const router = Router();
+  router.use(requireAdminToken(deps.config.adminToken));
+  router.use(feedRoutes(deps));
+  router.use(rest);
+  return router;
+}
+
+/**
  * ADMIN_TOKEN unset → 404: the admin routes do not exist. A missing or wrong token → 401; the
  * comparison takes the same time wherever the tokens differ.
  */

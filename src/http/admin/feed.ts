@@ -90,8 +90,9 @@ export const FEED_DISABLED =
   'the change feed is off: set FEED_ENABLED=true (proposal.changed and averbacao.result are stored for it from then on)';
 
 /** `GET /admin/feed`. */
-export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding'>): Router {
-  const admin = forwardAdmin(deps.store.db);
+export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding' | 'clusterFeed'>): Router {
+  // Cluster mode reads PostgreSQL's outbox; otherwise the file's.
+  const readPage: FeedReader = deps.clusterFeed ? answering503(deps.clusterFeed) : localFeed(deps.store.db);
   // Without the composition root's waiters (tests, a bare app) nothing notifies: the 500 ms
   // re-check alone finds new messages.
   const waiters = deps.forwarding?.waiters ?? new FeedWaiters();
@@ -104,7 +105,7 @@ export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding'>
       return;
     }
     const query = feedQuery(req);
-    const read = () => admin.feed(query.afterId, query.limit, query.types);
+    const read = () => readPage(query.afterId, query.limit, query.types);
     const page = await longPoll(read, query.waitMs, waiters, deps.clock, clientGone(res));
     if (res.destroyed) return;
     // The bodies are spliced in as the JSON text they are stored as: no parse and re-serialise
@@ -117,24 +118,47 @@ export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding'>
   return router;
 }
 
+/** Reads a page of the feed: the file's outbox, or (cluster mode) PostgreSQL's. */
+export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+
+/** PostgreSQL away (a restart, a failover): 503 and try again, never a 500 for the feed's reader. */
+function answering503(read: FeedReader): FeedReader {
+  return async (afterId, limit, types) => {
+    try {
+      return await read(afterId, limit, types);
+    } catch {
+      throw new HttpError(
+        503,
+        'log_unavailable',
+        'PostgreSQL does not answer this replica now; ask again (the cursor you hold stays valid)',
+      );
+    }
+  };
+}
+
+function localFeed(db: AppDeps['store']['db']): FeedReader {
+  const admin = forwardAdmin(db);
+  return async (afterId, limit, types) => admin.feed(afterId, limit, types);
+}
+
 /**
  * Reads a page; while it is empty, waits for a notify or {@link FEED_RECHECK_MS} and reads again,
  * until `waitMs` has passed, the client went away or the server is closing.
  */
 async function longPoll(
-  read: () => FeedPage,
+  read: () => Promise<FeedPage>,
   waitMs: number,
   waiters: FeedWaiters,
   clock: AppDeps['clock'],
   gone: AbortSignal,
 ): Promise<FeedPage> {
   const deadline = clock.monotonic() + waitMs;
-  let page = read();
+  let page = await read();
   while (page.messages.length === 0 && !gone.aborted && !waiters.closed) {
     const left = deadline - clock.monotonic();
     if (left <= 0) break;
     await waiters.wait(Math.min(left, FEED_RECHECK_MS), gone);
-    page = read();
+    page = await read();
   }
   return page;
 }

@@ -1,0 +1,339 @@
+import { Client, type Pool } from 'pg';
+import type { CircuitState } from '../domain/forwarding/circuit';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { SenderStore } from '../domain/forwarding/sender-store';
+import { type PgForwardStore, pgForwardStore } from './pg-forward-store';
+
+/**
+ * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
+ * (`migrations-pg/0003_forwarding.sql`), every replica runs a ClusterForwarder, and **each
+ * destination is sent by exactly one replica at a time: the holder of that destination's
+ * PostgreSQL session advisory lock**.
+ *
+ * - The locks are taken on a dedicated connection (a `pg.Client`, never a pool's: a pool hands its
+ *   connections round and ends idle ones, and a session lock lives and dies with its connection).
+ *   The same connection `LISTEN`s on `consig_forward`, which the kick notifies after committing new
+ *   messages, and each notification nudges the senders.
+ * - Every `lockRetryMs` the replica tries the locks it does not hold (`pg_try_advisory_lock`, never
+ *   waiting); for each lock taken it starts a sender for that one destination (the same
+ *   forwarding/sender.ts as SQLite mode, on the PostgreSQL store pg-forward-store.ts, on the main
+ *   thread: no worker thread in cluster mode). When every lock is held the same query is a heartbeat.
+ * - When the lock connection errors or ends (PostgreSQL restarted or failed over,
+ *   `pg_terminate_backend`, a heartbeat unanswered for `lockQueryTimeoutMs`), the locks are gone and
+ *   another replica may already be sending: every sender is stopped at once, what is in flight
+ *   aborted. An aborted request the destination did receive is sent again by the next holder with the
+ *   same `webhook-id` (at-least-once, as a crash in SQLite mode). Then the replica reconnects with
+ *   backoff and tries again. It never crashes the process: every client has an 'error' listener.
+ * - Exclusivity comes from PostgreSQL alone, so it holds across any number of replicas; a replica
+ *   that dies frees its locks with its connection (the lock connection turns on TCP keepalives, so
+ *   the server notices a replica that vanished without closing its socket within about 25 s).
+ * - stop(): senders stop first (their answers recorded), then the locks are released, so the next
+ *   holder never re-sends what this one recorded.
+ *
+ * Why session locks rather than a pg-boss job per destination (docs/cluster.md §5.5 sketched one): a
+ * sender is a long-lived stream — in-memory circuit and rate-limit state, keep-alive agents, per-line
+ * ordering with 16 requests in flight. A job per destination would have to run for ever with
+ * heartbeats, and would move between replicas on every run; a session lock gives the same
+ * exclusivity, and PostgreSQL frees it the moment the holder's connection dies.
+ *
+ * Lock keys: the two-int form `(FORWARD_LOCK_CLASS, hashtext(name))`, a key space PostgreSQL keeps
+ * apart from the one-bigint form the relay, the migrations and the kicks use. Two destination names
+ * with the same hash share one lock: one replica then sends both, which is still exclusive.
+ */
+
+/** What a destination's sender offers the forwarder: forwarding/sender.ts's ForwardSender fits. */
+export interface DestinationSender {
+  start(): void;
+  nudge(): void;
+  /** Stops sending; waits up to `timeoutMs` for requests in flight, then aborts them. */
+  stop(timeoutMs: number): Promise<boolean>;
+  readonly inFlight: number;
+  circuits(): Map<string, CircuitState>;
+}
+
+export interface ForwarderLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface ClusterForwarderOptions {
+  /** The pool the senders read and record on. */
+  pool: Pool;
+  /** Where the lock connection goes: the database `pool` reaches (`DATABASE_URL`). */
+  connectionString: string;
+  destinations: readonly Destination[];
+  /**
+   * Builds the sender of one destination on the PostgreSQL store (main:
+   * `new ForwardSender(store, [destination], { clock, logger, metrics, pollIntervalMs, concurrency })`).
+   * Passed in: cluster/ imports nothing of forwarding/ (the layering lint).
+   */
+  createSender(destination: Destination, store: SenderStore): DestinationSender;
+  logger: ForwarderLogger;
+  /**
+   * How often the locks this replica does not hold are tried (and the lock connection checked):
+   * a dead holder's destinations are taken over within about this long.
+   * @default 2000
+   */
+  lockRetryMs?: number;
+  /**
+   * The longest wait between two attempts to reconnect the lock connection.
+   * @default 30000
+   */
+  maxBackoffMs?: number;
+  /**
+   * A query on the lock connection unanswered this long counts as the connection lost.
+   * @default 10000
+   */
+  lockQueryTimeoutMs?: number;
+  /**
+   * The lock connection's `application_name` (pg_stat_activity), one per replica.
+   * @default 'consig-receiver:forwarder'
+   */
+  applicationName?: string;
+  /** This replica took (true) or gave up (false) a destination, for a metric. @default none */
+  onHeld?(destination: string, held: boolean): void;
+  /**
+   * Every `consig_forward` notification (new messages committed anywhere), after the senders were
+   * nudged: the change feed's long-polls wake on it. Given, the lock connection runs (and listens)
+   * even with no destination configured.
+   * @default none
+   */
+  onNotify?(): void;
+}
+
+/** The class of the forwarding locks, first key of the two-int form (ASCII "cfFW"). */
+export const FORWARD_LOCK_CLASS = 0x63664657;
+/** What the kick notifies after committing messages (`SELECT pg_notify('consig_forward', '')`). */
+export const FORWARD_CHANNEL = 'consig_forward';
+
+const TRY_LOCKS = `SELECT t.name, pg_try_advisory_lock($1::int, hashtext(t.name)) AS locked
+  FROM unnest($2::text[]) AS t(name)`;
+// The server notices a replica that vanished (no FIN, no RST) only by its keepalives: the OS default
+// is 2 hours, during which the dead replica's locks would hold its destinations.
+const KEEPALIVES =
+  'SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3';
+
+export class ClusterForwarder {
+  private readonly store: PgForwardStore;
+  private readonly byName: Map<string, Destination>;
+  private readonly senders = new Map<string, DestinationSender>();
+  private client: Client | null = null;
+  private running = false;
+  private timer: NodeJS.Timeout | null = null;
+  private ticking: Promise<void> | null = null;
+  /** Senders stopped after the lock connection was lost: no sender of theirs starts before they are done. */
+  private retiring: Promise<unknown> = Promise.resolve();
+  private failures = 0;
+
+  constructor(private readonly options: ClusterForwarderOptions) {
+    this.store = pgForwardStore(options.pool);
+    this.byName = new Map(options.destinations.map((d) => [d.name, d]));
+    // A connection of the pool dropped while idle (a restart) must not be an uncaught 'error'.
+    options.pool.on('error', () => undefined);
+  }
+
+  /** Starts trying the locks (in the background: PostgreSQL being away only delays it). */
+  start(): void {
+    if (this.running || (this.byName.size === 0 && this.options.onNotify === undefined)) return;
+    this.running = true;
+    this.tick();
+  }
+
+  /** New messages were committed (or an operator replayed some): the senders this replica runs look now. */
+  nudge(): void {
+    for (const sender of this.senders.values()) sender.nudge();
+  }
+
+  /** Deliveries sent and not yet recorded, by the senders of this replica. */
+  get inFlight(): number {
+    let n = 0;
+    for (const sender of this.senders.values()) n += sender.inFlight;
+    return n;
+  }
+
+  /** The circuit of each destination this replica sends (the others' are in their holders). */
+  circuits(): Map<string, CircuitState> {
+    const all = new Map<string, CircuitState>();
+    for (const sender of this.senders.values()) for (const [name, c] of sender.circuits()) all.set(name, c);
+    return all;
+  }
+
+  /** The destinations this replica sends now (holds the lock of), sorted. */
+  holding(): string[] {
+    return [...this.senders.keys()].sort();
+  }
+
+  /** Whether the lock connection is up. */
+  get connected(): boolean {
+    return this.client !== null;
+  }
+
+  /**
+   * Stops the senders (each waits up to `timeoutMs` for its requests in flight and records their
+   * answers), then releases the locks and closes the lock connection. True when everything in
+   * flight finished in time.
+   */
+  async stop(timeoutMs: number): Promise<boolean> {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await within(this.ticking ?? Promise.resolve(), timeoutMs);
+    const finished = await this.retire(timeoutMs);
+    await this.retiring;
+    await this.closeClient();
+    return finished;
+  }
+
+  /** Releases the locks and closes the lock connection (bounded: the server may be gone). */
+  private async closeClient(): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    if (client === null) return;
+    await within(client.query('SELECT pg_advisory_unlock_all()'), 2000);
+    await within(client.end(), 2000);
+  }
+
+  private tick(): void {
+    this.timer = null;
+    if (!this.running || this.ticking !== null) return;
+    this.ticking = this.tickOnce().then(async (delayMs) => {
+      this.ticking = null;
+      // Stopped while connecting, after stop() stopped waiting for this tick: close what it opened.
+      if (!this.running) return this.closeClient();
+      this.timer = setTimeout(() => this.tick(), delayMs);
+      this.timer.unref();
+    });
+  }
+
+  /** Connects if needed and tries the locks not held. Never rejects; resolves to the wait until the next tick. */
+  private async tickOnce(): Promise<number> {
+    const retryMs = this.options.lockRetryMs ?? 2000;
+    try {
+      await this.retiring;
+      const client = this.client ?? (await this.connect());
+      await this.takeLocks(client);
+      if (this.failures > 0)
+        this.options.logger.info(
+          { failures: this.failures },
+          'forwarding: lock connection to PostgreSQL back',
+        );
+      this.failures = 0;
+      return retryMs;
+    } catch (err) {
+      this.failures += 1;
+      this.lost(this.client, err);
+      // Once, then every 30th: PostgreSQL away for long is reported by the cluster's own alerts.
+      if (this.failures === 1 || this.failures % 30 === 0)
+        this.options.logger.warn(
+          { err: errorMessage(err), failures: this.failures },
+          'forwarding: cannot take the destinations’ locks on PostgreSQL; trying again',
+        );
+      return Math.min(this.options.maxBackoffMs ?? 30_000, retryMs * 2 ** Math.min(this.failures - 1, 10));
+    }
+  }
+
+  private async connect(): Promise<Client> {
+    const client = new Client({
+      connectionString: this.options.connectionString,
+      application_name: this.options.applicationName ?? 'consig-receiver:forwarder',
+      keepAlive: true,
+      connectionTimeoutMillis: 5000,
+    });
+    // Listeners before connect(): an error then is the caller's rejection, never an uncaught event.
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client, new Error('the lock connection ended')));
+    client.on('notification', () => {
+      this.nudge();
+      this.options.onNotify?.();
+    });
+    try {
+      await this.timed(client.connect());
+      await this.timed(client.query(KEEPALIVES));
+      await this.timed(client.query(`LISTEN ${FORWARD_CHANNEL}`));
+    } catch (err) {
+      void client.end().catch(() => undefined);
+      throw err;
+    }
+    this.client = client;
+    return client;
+  }
+
+  private async takeLocks(client: Client): Promise<void> {
+    const wanted = [...this.byName.keys()].filter((name) => !this.senders.has(name));
+    if (wanted.length === 0) {
+      await this.timed(client.query('SELECT 1')); // the heartbeat: a dead connection fails it
+      return;
+    }
+    const { rows } = await this.timed(
+      client.query<{ name: string; locked: boolean }>(TRY_LOCKS, [FORWARD_LOCK_CLASS, wanted]),
+    );
+    // Lost meanwhile: whatever was granted went with the connection. Stopping: stop() unlocks.
+    if (client !== this.client || !this.running) return;
+    for (const row of rows) if (row.locked) this.startSender(row.name);
+  }
+
+  private startSender(name: string): void {
+    const destination = this.byName.get(name);
+    if (destination === undefined || this.senders.has(name)) return;
+    const sender = this.options.createSender(destination, this.store);
+    this.senders.set(name, sender);
+    sender.start();
+    this.options.onHeld?.(name, true);
+    this.options.logger.info({ destination: name }, 'forwarding: this replica now sends to the destination');
+  }
+
+  /** The lock connection is gone (or failed a query): so are its locks. Stops every sender at once. */
+  private lost(client: Client | null, err: unknown): void {
+    if (client === null || client !== this.client) return;
+    this.client = null;
+    void client.end().catch(() => undefined);
+    if (this.senders.size > 0)
+      this.options.logger.warn(
+        { err: errorMessage(err), destinations: this.holding() },
+        'forwarding: lost the lock connection to PostgreSQL; stopped sending (what was in flight is sent again by the next holder, same webhook-id)',
+      );
+    void this.retire(0);
+  }
+
+  /** Stops every sender (bounded by `timeoutMs` each, then aborted); resolves true when none was cut short. */
+  private retire(timeoutMs: number): Promise<boolean> {
+    const senders = [...this.senders];
+    this.senders.clear();
+    for (const [name] of senders) this.options.onHeld?.(name, false);
+    const done = Promise.all(senders.map(([, s]) => s.stop(timeoutMs).catch(() => false))).then((all) =>
+      all.every(Boolean),
+    );
+    this.retiring = Promise.all([this.retiring, done]);
+    return done;
+  }
+
+  /** `work`, or a rejection once `lockQueryTimeoutMs` passed (a connection that stopped answering). */
+  private timed<T>(work: Promise<T>): Promise<T> {
+    const ms = this.options.lockQueryTimeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer on the lock connection within ${ms} ms`)), ms);
+    });
+    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  }
+}
+
+/** Waits for `work` (settled either way) at most `ms`. clock.ts's settlesWithin, which cluster/ may not import. */
+async function within(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([work.then(noop, noop), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const noop = (): void => undefined;
+
+/** A PostgreSQL error's message (never the error object: it may carry the query's details). */
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
