@@ -32,6 +32,13 @@ export interface Engine {
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
   /** Schedules the next poll of a registration at `at`, in `sql`'s transaction (one per registration). */
   schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
+  /**
+   * Called with a failed transaction's error. A queue's row gone (a restore that left pg-boss's
+   * tables behind, a server that lost its last commits) fails every commit that queued a job in
+   * it (pg-boss's foreign key, checked at commit); the queues are then created again, once at a
+   * time, and the caller's retry goes through.
+   */
+  recoverFrom(err: unknown): void;
   stop(timeoutMs: number): Promise<void>;
 }
 
@@ -61,6 +68,50 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
   });
   boss.on('error', (err: Error) => options.logger.error({ err: err.message }, 'pg-boss error'));
   await boss.start();
+  await createQueues(boss, options);
+  let recreating: Promise<void> | null = null;
+  const recoverFrom = (err: unknown): void => {
+    if (!isMissingQueue(err) || recreating !== null) return;
+    options.logger.warn({ err: (err as Error).message }, 'pg-boss queue missing: creating it again');
+    recreating = createQueues(boss, options)
+      .catch(() => undefined)
+      .finally(() => {
+        recreating = null;
+      });
+  };
+  return {
+    boss,
+    recoverFrom,
+    async kick(sql, keys, startAfter) {
+      if (keys.length === 0) return;
+      const jobs = keys.map((key) => ({
+        data: { key } satisfies KickData,
+        singletonKey: key,
+        ...(startAfter ? { startAfter } : {}),
+      }));
+      await boss.insert(EVENTS_QUEUE, jobs, { db: bossDbOf(sql) });
+    },
+    async schedulePoll(sql, requestId, at) {
+      await boss.insert(
+        POLL_QUEUE,
+        [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
+        { db: bossDbOf(sql) },
+      );
+    },
+    async stop(timeoutMs) {
+      await boss.stop({ graceful: true, close: true, timeout: timeoutMs });
+    },
+  };
+}
+
+/** pg-boss's foreign key from a job to its queue: the queue's row is not there. */
+function isMissingQueue(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string } | null;
+  return e?.code === '23503' && e.constraint === 'q_fkey';
+}
+
+/** Creates the two queues if missing (a no-op for a queue that exists). */
+async function createQueues(boss: PgBoss, options: EngineOptions): Promise<void> {
   await boss.createQueue(EVENTS_QUEUE, {
     policy: 'stately',
     // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
@@ -85,26 +136,4 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
     deleteAfterSeconds: 3600,
     notify: true,
   });
-  return {
-    boss,
-    async kick(sql, keys, startAfter) {
-      if (keys.length === 0) return;
-      const jobs = keys.map((key) => ({
-        data: { key } satisfies KickData,
-        singletonKey: key,
-        ...(startAfter ? { startAfter } : {}),
-      }));
-      await boss.insert(EVENTS_QUEUE, jobs, { db: bossDbOf(sql) });
-    },
-    async schedulePoll(sql, requestId, at) {
-      await boss.insert(
-        POLL_QUEUE,
-        [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
-        { db: bossDbOf(sql) },
-      );
-    },
-    async stop(timeoutMs) {
-      await boss.stop({ graceful: true, close: true, timeout: timeoutMs });
-    },
-  };
 }

@@ -234,7 +234,10 @@ export class ClusterNode {
       now: options.now,
       logger: options.logger,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
-      onError: () => options.metrics?.relayError?.(),
+      onError: (err) => {
+        options.metrics?.relayError?.();
+        engine.recoverFrom(err);
+      },
     });
     relay.start();
     return relay;
@@ -311,6 +314,9 @@ export class ClusterNode {
       await client.query('COMMIT');
       ok = true;
       return result;
+    } catch (err) {
+      this.engine?.recoverFrom(err);
+      throw err;
     } finally {
       if (!ok) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!ok);

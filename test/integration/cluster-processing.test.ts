@@ -566,6 +566,21 @@ async function kickOnce(key: string, end: 'COMMIT' | 'ROLLBACK'): Promise<number
   }
 }
 
+describe("pg-boss's queue gone", () => {
+  it('(a restore without it, a server that lost its last commits) is created again: the relay and processing go on', async () => {
+    const node = await clusterReplica('replica-a');
+    await ack(node, delivery('proposta.criada', { nu_proposta: 9501 }));
+    await pgSettled(1);
+    // The queue's row and its jobs, gone.
+    await pool.query("DELETE FROM pgboss.job WHERE name = 'consig_events'");
+    await pool.query("DELETE FROM pgboss.queue WHERE name = 'consig_events'");
+    await ack(node, delivery('proposta.pre_aprovada', { nu_proposta: 9501 }));
+    await pgSettled(2, DUE_JOB_BOUND_MS);
+    expect(await proposalStatus(9501)).toBe('pre_aprovada');
+    expect(node.logs.lines.some((l) => l.msg === 'pg-boss queue missing: creating it again')).toBe(true);
+  });
+});
+
 describe('exactly once', () => {
   it('a kick rolled back leaves its events pending; the same kick twice at once applies each event once', async () => {
     await migratePostgres(url);
