@@ -12,6 +12,20 @@ import type { Evento } from '../src/domain/catalogue';
 import { EVENT_EFFECTS, HAPPY_PATH, replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';
 import { canListen, defaultBin } from './crash-load';
+import {
+  checkForwarding,
+  FORWARD_DESTINATION,
+  type ForwardChecks,
+  type ForwardDestination,
+  forwardHolder,
+  type HolderChange,
+  notReceivedAgain,
+  pendingDeliveries,
+  resentCopiesBefore,
+  startDestination,
+  watchHolder,
+  writeDestinationsFile,
+} from './cluster-forwarding';
 
 /**
  * The cluster test of issue 13 with real processes (`node dist/bench/cluster-crash.js`): a real
@@ -23,6 +37,12 @@ import { canListen, defaultBin } from './crash-load';
  * recorded with its time. At the end the runner waits for every replica's relay backlog to reach 0
  * and for processing to finish, stops the replicas gracefully and checks PostgreSQL against what
  * the replicas answered (see {@link ClusterChecks}).
+ *
+ * The replicas also forward `proposal.changed` to a destination on loopback (bench/cluster-forwarding.ts).
+ * The replica SIGKILLed is the one holding that destination's lock at the time, and the destination
+ * holds its answers until then, so the crash cuts requests it received and the sender never recorded.
+ * After the catch-up the runner waits for no delivery pending, then checks the outbox and what the
+ * destination received: every message once in the outbox, none lost, order per proposal, signatures.
  *
  * Like bench/crash-load.ts (the single-process version) it signs bodies itself and imports from src
  * only the pure life-cycle machine, to predict what processing must have recorded, and the local
@@ -67,7 +87,7 @@ export interface ClusterCrashOptions {
 }
 
 /** What PostgreSQL holds after the run, checked against the answers (cluster mode only). */
-export interface ClusterChecks {
+export interface ClusterChecks extends ForwardChecks {
   /** Distinct webhook_ids acknowledged with a 200 by any replica. */
   acknowledgedKeys: number;
   /** Events whose dedup_key is one of those (must equal acknowledgedKeys). */
@@ -154,6 +174,26 @@ export interface ClusterCrashResult {
   inFlightAtKill: number;
   /** SIGKILL to ready again. */
   replicaDownMs: number;
+  /** The SIGKILL and the PostgreSQL restart, in ms from the load's start. */
+  killAtMs: number;
+  pgRestartAtMs: number | null;
+  /** The replica SIGKILLed held the destination's lock then (cluster mode: must be true). */
+  forwardHolderKilled: boolean;
+  /** Who held the destination's lock, each change with its time from the load's start (null: nobody). */
+  forwardHolders: HolderChange[];
+  /** From the SIGKILL of the holder to another holder (or the restarted one) seen. */
+  forwardTakeoverMs: number | null;
+  /**
+   * Requests the destination held unanswered when their sender was SIGKILLed (in flight there; must
+   * be > 0), and of their webhook-ids those not received again afterwards (must be 0: at least once).
+   */
+  forwardHeldAtKill: number;
+  forwardHeldNotResent: number;
+  /** Copies of a webhook-id received again before the PostgreSQL restart (so after the SIGKILL of the sender). */
+  forwardResentBeforePgRestart: number;
+  /** From processing done to no delivery pending; the wait gave up (must be false). */
+  forwardCatchUpMs: number | null;
+  forwardTimedOut: boolean;
   /** The restart's pg_ctl call, start to end (down, WAL replay, accepting connections again). */
   pgRestartMs: number;
   /** Requests of signed deliveries overlapping the PostgreSQL restart. */
@@ -351,6 +391,8 @@ interface Fleet {
   bin: string;
   logLevel: string;
   databaseUrl: string | null;
+  /** DESTINATIONS_FILE of every replica (cluster mode), or null. */
+  destinationsFile: string | null;
   deadline: number;
   /** Exits nobody asked for, and whether the runner is shutting them down. */
   unexpectedExits: string[];
@@ -387,6 +429,7 @@ function spawnReplica(fleet: Fleet, r: Replica): ReplicaProcess {
       LOG_LEVEL: fleet.logLevel,
       REPLICA_ID: r.id,
       ...(fleet.databaseUrl === null ? {} : { DATABASE_URL: fleet.databaseUrl }),
+      ...(fleet.destinationsFile === null ? {} : { DESTINATIONS_FILE: fleet.destinationsFile }),
     },
     stdio: ['ignore', fd, fd],
   });
@@ -803,14 +846,32 @@ function classify(
 
 interface Disruptions {
   replicaKilled: string;
+  killedAt: number;
+  /** The replica killed held the destination's lock (it was chosen for that). */
+  killedHolder: boolean;
+  /** webhook-ids the destination held unanswered at the SIGKILL (in flight at the killed sender). */
+  heldAtKill: string[];
   inFlightAtKill: number;
   replicaDownMs: number;
   pgWindow: { from: number; to: number } | null;
 }
 
+/** In cluster mode, what the SIGKILL aims at: the replica sending the destination, with requests in flight. */
+interface KillTarget {
+  /** The replica holding the destination's lock now (null: none, or PostgreSQL did not answer). */
+  holder(): Promise<string | null>;
+  /** The destination's requests received and held unanswered (see ForwardDestination). */
+  held(): number;
+  /** Answers them (after the SIGKILL); their webhook-ids. */
+  release(): string[];
+}
+
 /**
  * One replica SIGKILLed and restarted at a seeded point of the load, then — once it is back and
- * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point.
+ * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point. With a `target`
+ * (cluster mode) the replica killed is the destination's sender, once the destination holds at
+ * least one of its requests unanswered (waiting at most 10 % more of the load), so that the kill
+ * cuts messages in flight; else a seeded one.
  */
 async function disrupt(
   plan: LoadPlan,
@@ -819,23 +880,36 @@ async function disrupt(
   pg: LocalPostgres,
   isLoadDone: () => boolean,
   live: { pgWindow: { from: number; to: number | null } | null },
+  target: KillTarget | null,
 ): Promise<Disruptions> {
   const { rng, n } = plan;
   const killAt = Math.floor(n * (0.2 + rng() * 0.15));
   const pgAt = Math.floor(n * (0.55 + rng() * 0.15));
   const minFresh = Math.max(10, Math.min(200, Math.floor(n / 50)));
-  const victim = fleet.replicas[Math.floor(rng() * fleet.replicas.length)] as Replica;
+  const drawn = fleet.replicas[Math.floor(rng() * fleet.replicas.length)] as Replica;
   const waitFor = async (at: number) => {
     while (!isLoadDone() && !plan.isAborted() && (state.handedOut < at || state.fresh200 < minFresh))
       await sleep(2);
   };
 
   await waitFor(killAt);
+  const killBy = killAt + Math.floor(n * 0.1);
+  while (
+    target !== null &&
+    target.held() === 0 &&
+    !isLoadDone() &&
+    !plan.isAborted() &&
+    state.handedOut < killBy
+  )
+    await sleep(2);
+  const holder = target === null ? null : await target.holder().catch(() => null);
+  const victim = fleet.replicas.find((r) => r.id === holder) ?? drawn;
   const inFlightAtKill = state.inFlightByReplica[fleet.replicas.indexOf(victim)] ?? 0;
   const killedAt = Date.now();
   await killReplica(victim);
+  const heldAtKill = target?.release() ?? [];
   fleet.log(
-    `SIGKILL ${victim.id} at ${state.handedOut} handed out (${inFlightAtKill} in flight to it); restarting`,
+    `SIGKILL ${victim.id}${holder === victim.id ? ' (the destination’s sender)' : ''} at ${state.handedOut} handed out (${inFlightAtKill} in flight to it); restarting`,
   );
   await sleep(300);
   await startReplica(fleet, victim);
@@ -851,7 +925,15 @@ async function disrupt(
   const to = Date.now();
   live.pgWindow = { from, to };
   fleet.log(`PostgreSQL back after ${to - from} ms`);
-  return { replicaKilled: victim.id, inFlightAtKill, replicaDownMs, pgWindow: { from, to } };
+  return {
+    replicaKilled: victim.id,
+    killedAt,
+    killedHolder: holder === victim.id,
+    heldAtKill,
+    inFlightAtKill,
+    replicaDownMs,
+    pgWindow: { from, to },
+  };
 }
 
 /** Samples the replicas' relay gauges every 250 ms until stopped: the highest backlog and lag seen. */
@@ -913,6 +995,52 @@ async function waitCaughtUp(fleet: Fleet, databaseUrl: string, until: number): P
       await sleep(100);
     }
     return { relayAt, doneAt: null, timedOut: true };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Waits until no forward_deliveries row is pending (every message delivered or dead); when, or null. */
+async function waitForwarded(databaseUrl: string, until: number): Promise<number | null> {
+  const client = await connect(databaseUrl, until);
+  try {
+    while (Date.now() < until) {
+      if ((await pendingDeliveries(client)) === 0) return Date.now();
+      await sleep(100);
+    }
+    return null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Waits until a replica holds the destination's lock; which one. */
+async function waitForHolder(databaseUrl: string, until: number): Promise<string> {
+  const client = await connect(databaseUrl, until);
+  try {
+    for (;;) {
+      const holder = await forwardHolder(client);
+      if (holder !== null) return holder;
+      if (Date.now() > until) throw new Error('no replica took the destination within 60 s');
+      await sleep(50);
+    }
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** SIGKILL of the destination's holder to the first holder seen after it (null: not the holder, or none seen). */
+function takeoverMs(changes: readonly HolderChange[], d: Disruptions): number | null {
+  if (!d.killedHolder) return null;
+  const next = changes.find((c) => c.at > d.killedAt && c.holder !== null);
+  return next === undefined ? null : next.at - d.killedAt;
+}
+
+/** One question on a connection of its own. */
+async function askPostgres<T>(url: string, ask: (client: Client) => Promise<T>): Promise<T> {
+  const client = await connect(url, Date.now() + 5000);
+  try {
+    return await ask(client);
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -1177,7 +1305,11 @@ function checkSpools(replicas: readonly Replica[], load: LoadState): string[] {
   return gaps;
 }
 
-async function checkPostgres(url: string, load: LoadState): Promise<ClusterChecks> {
+async function checkPostgres(
+  url: string,
+  load: LoadState,
+  destination: ForwardDestination,
+): Promise<ClusterChecks> {
   const s = await loadPgState(url);
   return {
     ...checkEvents(s, load),
@@ -1185,6 +1317,7 @@ async function checkPostgres(url: string, load: LoadState): Promise<ClusterCheck
     ...checkProcessing(s),
     ...checkProposals(s, load),
     ...checkDeliveries(s, load),
+    ...(await askPostgres(url, (client) => checkForwarding(client, destination, CPFS))),
   };
 }
 
@@ -1227,6 +1360,27 @@ function failuresOf(r: ClusterCrashResult): string[] {
     f.push('duplicatesSum');
   if (pg.relayGaps.length > 0) f.push('relayGaps');
   if (REPLICAS.some((id) => (pg.deliveriesByReplica[id] ?? 0) === 0)) f.push('deliveriesByReplica');
+  // Forwarding: the SIGKILL hit the sender; the outbox holds each transition once; everything arrived, in order, signed.
+  if (!r.forwardHolderKilled) f.push('forwardHolderKilled');
+  if (r.forwardHeldAtKill === 0) f.push('forwardHeldAtKill');
+  if (r.forwardHeldNotResent !== 0) f.push('forwardHeldNotResent');
+  if (r.forwardTimedOut) f.push('forwardTimedOut');
+  if (pg.proposalChangedMessages !== pg.transitions) f.push('proposalChangedMessages');
+  zero(pg, [
+    'outboxDuplicateTypes',
+    'outboxMismatches',
+    'outboxOrderViolations',
+    'forwardPending',
+    'forwardDead',
+    'forwardMissingRows',
+    'forwardLost',
+    'forwardUnknown',
+    'forwardPhantomAttempts',
+    'forwardOrderViolations',
+    'forwardBadSignatures',
+    'forwardBodyMismatches',
+    'forwardCpfUnmasked',
+  ]);
   return f;
 }
 
@@ -1288,14 +1442,21 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
     logLevel: options.replicaLogLevel ?? 'warn',
     databaseUrl: null,
     deadline,
+    destinationsFile: null,
     unexpectedExits: [],
     stopping: false,
     log,
   };
+  let destination: ForwardDestination | null = null;
   try {
     const databaseUrl = await createDatabase(pg, seed);
     fleet.databaseUrl = cluster ? databaseUrl : null;
     log(`PostgreSQL: ${databaseUrl} (log: ${pg.logFile})`);
+    if (cluster) {
+      destination = await startDestination();
+      fleet.destinationsFile = writeDestinationsFile(dir, destination.url);
+      log(`forwarding to ${destination.url}`);
+    }
     const ports: number[] = [];
     for (const id of REPLICAS) {
       ports.push(await freePort(ports));
@@ -1312,6 +1473,12 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
     }
     await Promise.all(fleet.replicas.map((r) => startReplica(fleet, r)));
     log(`replicas up on ports ${ports.join(', ')}${cluster ? '' : ' (SQLite mode: no DATABASE_URL)'}`);
+    if (cluster) {
+      // Ready answers before PostgreSQL is reached; the load starts once the cluster runs (a replica
+      // holds the destination), so that forwarding is under way when the SIGKILL comes.
+      const holder = await waitForHolder(databaseUrl, Math.min(deadline, Date.now() + 60_000));
+      log(`${holder} sends to the destination`);
+    }
     result = await runPhases({
       options,
       n,
@@ -1326,6 +1493,7 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
       databaseUrl,
       deadline,
       cluster,
+      destination,
     });
     result.durationMs = Date.now() - startedAt;
     result.dir = dir;
@@ -1340,6 +1508,7 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
         await proc.exited;
       }
     }
+    await destination?.close();
     const passed = result !== undefined && result.failures.length === 0 && options.keep !== true;
     if (ownPg) {
       await pg.stop();
@@ -1364,6 +1533,8 @@ interface PhaseInput {
   databaseUrl: string;
   deadline: number;
   cluster: boolean;
+  /** The forwarding destination (cluster mode), or null. */
+  destination: ForwardDestination | null;
 }
 
 /** The load, with one replica SIGKILLed and PostgreSQL restarted meanwhile, and the relay sampled throughout. */
@@ -1384,19 +1555,34 @@ async function loadWithDisruptions(p: PhaseInput, state: LoadState) {
   };
   const live: { pgWindow: { from: number; to: number | null } | null } = { pgWindow: null };
   const sampler = sampleRelay(p.fleet, () => live.pgWindow);
+  const holders =
+    p.destination === null ? null : watchHolder(() => connect(p.databaseUrl, Date.now() + 2000));
+  const stopSampling = async () => {
+    await sampler.stop();
+    await holders?.stop();
+  };
+  const destination = p.destination;
+  const target: KillTarget | null =
+    destination === null
+      ? null
+      : {
+          holder: () => askPostgres(p.databaseUrl, forwardHolder),
+          held: () => destination.held(),
+          release: () => destination.release(),
+        };
   const loadStart = Date.now();
   const loading = runLoad(plan, state).finally(() => (loadDone = true));
-  const disrupting = disrupt(plan, state, p.fleet, p.pg, () => loadDone, live).catch((e: unknown) => {
+  const disrupting = disrupt(plan, state, p.fleet, p.pg, () => loadDone, live, target).catch((e: unknown) => {
     aborted = true;
     throw e;
   });
   const [, disruptions] = await Promise.all([loading, disrupting]).catch(async (e: unknown) => {
-    await sampler.stop();
+    await stopSampling();
     throw e;
   });
   const loadEnd = Date.now();
   if (loadEnd > p.deadline) {
-    await sampler.stop();
+    await stopSampling();
     throw new Error(
       `load did not finish in time (replica logs in ${dirname(p.fleet.replicas[0]?.logPath ?? '')})`,
     );
@@ -1405,24 +1591,26 @@ async function loadWithDisruptions(p: PhaseInput, state: LoadState) {
     `load done in ${loadEnd - loadStart} ms: ${state.handedOut} deliveries, ${state.answers.length} requests`,
   );
   if (state.wrongSamples.length > 0) p.fleet.log(`wrong answers, e.g.: ${state.wrongSamples.join('; ')}`);
-  return { disruptions, sampler, loadMs: loadEnd - loadStart, loadEnd };
+  return { disruptions, stopSampling, sampler, holders, loadStart, loadMs: loadEnd - loadStart, loadEnd };
 }
 
 /** Load, catch-up, graceful stop, checks. */
 async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
   const { fleet } = p;
   const state = newLoadState();
-  const { disruptions, sampler, loadMs, loadEnd } = await loadWithDisruptions(p, state);
+  const { disruptions, stopSampling, sampler, holders, loadStart, loadMs, loadEnd } =
+    await loadWithDisruptions(p, state);
   const pgBack = disruptions.pgWindow?.to ?? loadEnd;
   const from = Math.max(loadEnd, pgBack);
-  const catchUpUntil = Math.min(p.deadline, Date.now() + (p.options.catchUpTimeoutMs ?? 120_000));
+  const catchUpTimeoutMs = p.options.catchUpTimeoutMs ?? 120_000;
   const caught: CatchUp = p.cluster
-    ? await waitCaughtUp(fleet, p.databaseUrl, catchUpUntil)
+    ? await waitCaughtUp(fleet, p.databaseUrl, Math.min(p.deadline, Date.now() + catchUpTimeoutMs))
     : { relayAt: null, doneAt: null, timedOut: false };
-  await sampler.stop();
   if (caught.timedOut) fleet.log('catch-up timed out');
   else if (caught.doneAt !== null)
     fleet.log(`caught up ${caught.doneAt - from} ms after max(load end, PostgreSQL back)`);
+  const forwardedAt = await forwardCatchUp(p, caught, catchUpTimeoutMs);
+  await stopSampling();
   fleet.stopping = true;
   const gracefulExitCodes = await Promise.all(fleet.replicas.map(stopReplica));
   fleet.log(`replicas stopped (${gracefulExitCodes.join(', ')}); checking`);
@@ -1434,6 +1622,11 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
     replicaKilled: disruptions.replicaKilled,
     inFlightAtKill: disruptions.inFlightAtKill,
     replicaDownMs: disruptions.replicaDownMs,
+    killAtMs: disruptions.killedAt - loadStart,
+    pgRestartAtMs: disruptions.pgWindow === null ? null : disruptions.pgWindow.from - loadStart,
+    ...forwardFigures(p.destination, disruptions, holders?.changes ?? [], loadStart),
+    forwardCatchUpMs: forwardedAt === null || caught.doneAt === null ? null : forwardedAt - caught.doneAt,
+    forwardTimedOut: p.destination !== null && forwardedAt === null,
     pgRestartMs: disruptions.pgWindow === null ? 0 : disruptions.pgWindow.to - disruptions.pgWindow.from,
     ...answersDuring(state, disruptions.pgWindow),
     maxBacklog: sampler.seen.maxBacklog,
@@ -1449,11 +1642,42 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
     gracefulExitCodes,
     orderDependentPaths: orderDependentPaths(),
     spoolGaps: checkSpools(fleet.replicas, state),
-    pg: p.cluster ? await checkPostgres(p.databaseUrl, state) : null,
+    // A destination exactly in cluster mode.
+    pg: p.destination === null ? null : await checkPostgres(p.databaseUrl, state, p.destination),
     durationMs: 0,
     dir: '',
     databaseUrl: p.databaseUrl,
     failures: [],
+  };
+}
+
+/** Once processing is done, waits for no delivery pending (cluster mode); when, or null (timed out, or not waited). */
+async function forwardCatchUp(p: PhaseInput, caught: CatchUp, timeoutMs: number): Promise<number | null> {
+  if (p.destination === null || caught.doneAt === null) return null;
+  const at = await waitForwarded(p.databaseUrl, Math.min(p.deadline, Date.now() + timeoutMs));
+  p.fleet.log(
+    at === null
+      ? 'forwarding catch-up timed out'
+      : `no delivery pending ${at - caught.doneAt} ms after processing done`,
+  );
+  return at;
+}
+
+/** The SIGKILL as the destination saw it (see ClusterCrashResult); times from the load's start. */
+function forwardFigures(
+  destination: ForwardDestination | null,
+  d: Disruptions,
+  changes: readonly HolderChange[],
+  loadStart: number,
+) {
+  const arrivals = destination?.arrivals ?? [];
+  return {
+    forwardHolderKilled: d.killedHolder,
+    forwardHolders: changes.map((c) => ({ at: c.at - loadStart, holder: c.holder })),
+    forwardTakeoverMs: takeoverMs(changes, d),
+    forwardHeldAtKill: d.heldAtKill.length,
+    forwardHeldNotResent: notReceivedAgain(arrivals, d.heldAtKill),
+    forwardResentBeforePgRestart: resentCopiesBefore(arrivals, d.pgWindow?.from ?? Infinity),
   };
 }
 
@@ -1520,12 +1744,12 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
     row(
       `SIGKILL ${r.replicaKilled}`,
       `${r.replicaDownMs} ms`,
-      `down until ready again (${r.inFlightAtKill} requests in flight)`,
+      `down until ready again (${r.inFlightAtKill} requests in flight; at ${ms(r.killAtMs)})`,
     ),
     row(
       'PostgreSQL restart -m immediate',
       `${r.pgRestartMs} ms`,
-      `(${r.pgRestartRequests} signed requests overlapped it)`,
+      `(${r.pgRestartRequests} signed requests overlapped it; at ${ms(r.pgRestartAtMs) ?? '-'})`,
     ),
     row(
       '  answered non-200 / not answered',
@@ -1548,7 +1772,9 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
     row('graceful stops, exit codes', r.gracefulExitCodes.join(',')),
     row('order-dependent workload paths', r.orderDependentPaths, must(r.orderDependentPaths)),
     row('spools against answers', r.spoolGaps.length === 0 ? 'ok' : 'FAIL', r.spoolGaps.join('; ')),
-    ...(r.pg === null ? ['(SQLite mode: nothing checked in PostgreSQL)'] : pgLines(r.pg, row, must)),
+    ...(r.pg === null
+      ? ['(SQLite mode: nothing checked in PostgreSQL, no forwarding)']
+      : [...pgLines(r.pg, row, must), ...forwardLines(r, r.pg, row, must)]),
     r.failures.length === 0 ? 'PASS' : `FAIL: ${r.failures.join(', ')} (spools and replica logs in ${r.dir})`,
   ];
   return lines.join('\n');
@@ -1594,6 +1820,82 @@ function pgLines(
       REPLICAS.map((id) => pg.deliveriesByReplica[id] ?? 0).join('/'),
       pg.relayGaps.length === 0 ? '(every 200 relayed)' : `FAIL ${pg.relayGaps.join('; ')}`,
     ),
+  ];
+}
+
+function forwardLines(
+  r: ClusterCrashResult,
+  pg: ClusterChecks,
+  row: (label: string, value: string | number | null, note?: string) => string,
+  must: (v: number, what?: string) => string,
+): string[] {
+  const s = (v: number | null) => (v === null ? '-' : `${(v / 1000).toFixed(1)} s`);
+  const holders = r.forwardHolders.map((c) => `${c.holder ?? 'none'} at ${s(c.at)}`).join(', ');
+  const attempts = Object.entries(pg.forwardAttempts);
+  const fail = (bad: boolean) => (bad ? '  FAIL' : '');
+  return [
+    `Forwarding (proposal.changed to ${FORWARD_DESTINATION}):`,
+    row(
+      'SIGKILL hit the sender',
+      r.forwardHolderKilled ? 'yes' : 'no',
+      `(must be yes)${fail(!r.forwardHolderKilled)} holders: ${holders || '-'}`,
+    ),
+    row('  next holder after', r.forwardTakeoverMs === null ? null : `${r.forwardTakeoverMs} ms`),
+    row(
+      '  its requests held at the destination',
+      r.forwardHeldAtKill,
+      `(received, held unanswered; must be > 0)${fail(r.forwardHeldAtKill === 0)}`,
+    ),
+    row('  of those, never sent again', r.forwardHeldNotResent, must(r.forwardHeldNotResent)),
+    row(
+      'catch-up: no delivery pending',
+      s(r.forwardCatchUpMs),
+      `after processing done${r.forwardTimedOut ? '  TIMED OUT' : ''}`,
+    ),
+    row(
+      'outbox: proposal.changed messages',
+      pg.proposalChangedMessages,
+      `(must equal transitions ${pg.transitions})${fail(pg.proposalChangedMessages !== pg.transitions)}; ${pg.outboxMessages} messages in all`,
+    ),
+    row(
+      '  event with 2 of a type / ≠ transitions',
+      `${pg.outboxDuplicateTypes}/${pg.outboxMismatches}`,
+      must(pg.outboxDuplicateTypes + pg.outboxMismatches),
+    ),
+    row('  order keys not in event order', pg.outboxOrderViolations, must(pg.outboxOrderViolations)),
+    row(
+      'deliveries delivered',
+      pg.forwardDelivered,
+      `(${pg.forwardPending} pending, ${pg.forwardDead} dead, ${pg.forwardMissingRows} missing: must be 0)${fail(pg.forwardPending + pg.forwardDead + pg.forwardMissingRows > 0)}`,
+    ),
+    row(
+      'attempts recorded',
+      attempts.reduce((sum, [, n]) => sum + n, 0),
+      `(${attempts.map(([k, n]) => `${n} ${k}`).join(', ') || 'none'})`,
+    ),
+    row(
+      'requests received',
+      pg.forwardReceived,
+      `(${pg.forwardReceivedIds} webhook-ids; ${pg.forwardResentIds} re-sent, ${pg.forwardResentCopies} extra copies, ${r.forwardResentBeforePgRestart} of them before the PostgreSQL restart: allowed)`,
+    ),
+    row(
+      'messages lost / unknown received',
+      `${pg.forwardLost}/${pg.forwardUnknown}`,
+      must(pg.forwardLost + pg.forwardUnknown),
+    ),
+    row('200s recorded but never received', pg.forwardPhantomAttempts, must(pg.forwardPhantomAttempts)),
+    row(
+      'proposals out of order at destination',
+      pg.forwardOrderViolations,
+      `${must(pg.forwardOrderViolations)} ${pg.forwardOrderSamples.join('; ')}`.trim(),
+    ),
+    row(
+      'bad signatures',
+      pg.forwardBadSignatures,
+      `${must(pg.forwardBadSignatures)} ${pg.forwardSignatureSamples.join('; ')}`.trim(),
+    ),
+    row('bodies unlike their message', pg.forwardBodyMismatches, must(pg.forwardBodyMismatches)),
+    row('bodies with a CPF in full', pg.forwardCpfUnmasked, must(pg.forwardCpfUnmasked)),
   ];
 }
 

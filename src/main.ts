@@ -355,9 +355,7 @@ function buildServer(
   return createHttpServer({
     ...rest,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
-    clusterMode: cluster !== null,
-    clusterFeed:
-      cluster === null ? undefined : (afterId, limit, types) => cluster.readFeed(afterId, limit, types),
+    clusterLog: cluster?.adminLog,
     sharedGauges:
       cluster === null
         ? undefined

@@ -4,12 +4,10 @@ import type { StuckCutoff } from '../domain/stuck';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
 import type { OutboxOptions } from './pg-outbox';
-import type { MessageType } from '../domain/forwarding/destinations';
-import type { FeedPage } from '../domain/forwarding/messages';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
-import { readFeedPage } from './pg-feed';
+import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import { pgForwardStore } from './pg-forward-store';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
@@ -86,6 +84,11 @@ export class ClusterNode {
   private retryTimer: NodeJS.Timeout | null = null;
   private bossErrors = 0;
   state: ClusterState = 'connecting';
+  /**
+   * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
+   * each rejects with a StorageError while PostgreSQL is away.
+   */
+  readonly adminLog: PgAdminLog;
 
   constructor(private readonly options: ClusterNodeOptions) {
     this.pool = new Pool({
@@ -96,6 +99,14 @@ export class ClusterNode {
     });
     // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
     this.pool.on('error', () => undefined);
+    this.adminLog = pgAdminLog({
+      pool: this.pool,
+      running: () => this.state === 'running',
+      kick: (sql, keys) => {
+        if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
+        return this.engine.kick(sql, keys);
+      },
+    });
     const forwarding = options.forwarding;
     this.forwardPool =
       forwarding === undefined
@@ -159,12 +170,6 @@ export class ClusterNode {
     } finally {
       client.release(!ok);
     }
-  }
-
-  /** A page of the change feed from PostgreSQL (pg-feed.ts); rejects while PostgreSQL is away. */
-  async readFeed(afterId: number, limit: number, types: readonly MessageType[]): Promise<FeedPage> {
-    if (this.state !== 'running') throw new Error('cluster mode is not connected to PostgreSQL');
-    return readFeedPage(sqlOf(this.pool), afterId, limit, types);
   }
 
   async stop(timeoutMs: number): Promise<void> {

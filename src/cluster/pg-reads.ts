@@ -1,5 +1,6 @@
 import { Client, type ClientBase, DatabaseError, types } from 'pg';
 import type { RegistryStatus } from '../domain/catalogue';
+import type { DeliveryOutcome } from '../domain/delivery';
 import { ConsigError, StorageError } from '../domain/errors';
 import type { EventKind, EventStatus } from '../domain/event-status';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
@@ -166,6 +167,25 @@ export async function withPgConnection<T>(
 }
 
 const NETWORK_CODE = /^E[A-Z_]+$/;
+// Connection exceptions, insufficient resources (too many connections), operator intervention
+// (shutdown, restart, statement timeout) and system errors: the server cannot serve now.
+const UNAVAILABLE_SQLSTATE = /^(08|53|57|58)/;
+
+/**
+ * Whether `err` means PostgreSQL cannot serve this process now (down, restarting, failing over,
+ * out of connections, a connection cut, a timeout), as opposed to a statement it refused: the
+ * first is worth asking again later, the second is a fault.
+ */
+export function isPgUnavailable(err: unknown): boolean {
+  // Read by shape: a socket's error may come from another realm than this module's Error (a VM
+  // context, Jest's sandbox), where instanceof says no.
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  if (err instanceof DatabaseError) return typeof code === 'string' && UNAVAILABLE_SQLSTATE.test(code);
+  if (typeof code === 'string' && NETWORK_CODE.test(code)) return true;
+  // The driver's own: a connection timeout, a connection closed under the query.
+  return typeof message === 'string' && /connect|timeout|terminated/i.test(message);
+}
 
 /** One line for what went wrong at PostgreSQL; errors of other kinds pass through. */
 function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean): unknown {
@@ -218,10 +238,20 @@ export interface PgEventRow {
 const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
   received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
 
-/** `events`: newest first (by id: the order events reached PostgreSQL). `nuProposta` as stored (text). */
+/**
+ * `events`: newest first (by id: the order events reached PostgreSQL), those with an id below
+ * `beforeId` when it is given (paging backwards). `nuProposta` as stored (text).
+ */
 export async function readEvents(
   db: PgReader,
-  filter: { status?: string; evento?: string; kind?: string; nuProposta?: string; limit: number },
+  filter: {
+    status?: string | undefined;
+    evento?: string | undefined;
+    kind?: string | undefined;
+    nuProposta?: string | undefined;
+    beforeId?: number | undefined;
+    limit: number;
+  },
 ): Promise<PgEventRow[]> {
   const where = whereClause([
     ['status', filter.status],
@@ -229,12 +259,33 @@ export async function readEvents(
     ['kind', filter.kind],
     ['nu_proposta', filter.nuProposta],
   ]);
-  const sql = `SELECT ${EVENT_COLUMNS} FROM events ${where.sql} ORDER BY id DESC LIMIT $${where.params.length + 1}`;
+  const before =
+    filter.beforeId === undefined ? '' : `${where.sql ? 'AND' : 'WHERE'} id < $${where.params.length + 2}`;
+  const sql = `SELECT ${EVENT_COLUMNS} FROM events ${where.sql} ${before} ORDER BY id DESC LIMIT $${where.params.length + 1}`;
   const found = await rows<PgEventRow & { nu_proposta: string | null }>(db, sql, [
     ...where.params,
     filter.limit,
+    ...(filter.beforeId === undefined ? [] : [filter.beforeId]),
   ]);
   return found.map(withLogNuProposta);
+}
+
+/**
+ * One event and its raw body as stored (bytea: the bytes received), or undefined when there is no
+ * event `id`.
+ */
+export async function readEvent(
+  db: PgReader,
+  id: number,
+): Promise<{ event: PgEventRow; body: Buffer | null } | undefined> {
+  const [found] = await rows<PgEventRow & { nu_proposta: string | null; body: Buffer | null }>(
+    db,
+    `SELECT ${EVENT_COLUMNS}, body FROM events WHERE id = $1`,
+    [id],
+  );
+  if (found === undefined) return undefined;
+  const { body, ...event } = found;
+  return { event: withLogNuProposta(event), body };
 }
 
 /** A `deliveries` row with the SQLite log's columns (the replica that answered is in `stats`). */
@@ -242,7 +293,7 @@ export interface PgDeliveryRow {
   id: number;
   received_at: string;
   path: string;
-  outcome: string;
+  outcome: DeliveryOutcome;
   http_status: number;
   dedup_key: string | null;
   event_id: number | null;
@@ -255,19 +306,26 @@ export interface PgDeliveryRow {
 
 /**
  * `deliveries`: newest first by `received_at` (ids are the relay's order, which interleaves the
- * replicas' spools; received_at is when each request arrived).
+ * replicas' spools; received_at is when each request arrived). `beforeId` pages backwards in that
+ * order: the rows after delivery `beforeId` (the last row of the previous page); none when there is
+ * no such delivery.
  */
 export async function readDeliveries(
   db: PgReader,
-  filter: { outcome?: string; limit: number },
+  filter: { outcome?: string | undefined; beforeId?: number | undefined; limit: number },
 ): Promise<PgDeliveryRow[]> {
   const where = whereClause([['outcome', filter.outcome]]);
+  const n = where.params.length;
+  const before =
+    filter.beforeId === undefined
+      ? ''
+      : `${where.sql ? 'AND' : 'WHERE'} (received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = $${n + 2})`;
   return rows<PgDeliveryRow>(
     db,
     `SELECT id, received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
        secret_index, remote_addr, detail
-     FROM deliveries ${where.sql} ORDER BY received_at DESC, id DESC LIMIT $${where.params.length + 1}`,
-    [...where.params, filter.limit],
+     FROM deliveries ${where.sql} ${before} ORDER BY received_at DESC, id DESC LIMIT $${n + 1}`,
+    [...where.params, filter.limit, ...(filter.beforeId === undefined ? [] : [filter.beforeId])],
   );
 }
 
@@ -525,10 +583,19 @@ export interface PgAverbacaoRow {
   completed_at: string | null;
 }
 
+const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
+  next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at, updated_at,
+  completed_at`;
+
 /** `averbacoes`: tracked registrations, the most recently created first. */
 export async function readAverbacoes(
   db: PgReader,
-  filter: { status?: string; stale?: boolean; nuProposta?: string; limit: number },
+  filter: {
+    status?: string | undefined;
+    stale?: boolean | undefined;
+    nuProposta?: string | undefined;
+    limit: number;
+  },
 ): Promise<PgAverbacaoRow[]> {
   const where = whereClause([
     ['status', filter.status],
@@ -537,11 +604,19 @@ export async function readAverbacoes(
   ]);
   const found = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(
     db,
-    `SELECT request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
-       next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at,
-       updated_at, completed_at
+    `SELECT ${AVERBACAO_COLUMNS}
      FROM averbacoes ${where.sql} ORDER BY created_at DESC LIMIT $${where.params.length + 1}`,
     [...where.params, filter.limit],
   );
   return found.map(withLogNuProposta);
+}
+
+/** One tracked registration, or undefined when `requestId` is not tracked. */
+export async function readAverbacao(db: PgReader, requestId: string): Promise<PgAverbacaoRow | undefined> {
+  const [found] = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(
+    db,
+    `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = $1`,
+    [requestId],
+  );
+  return found && withLogNuProposta(found);
 }

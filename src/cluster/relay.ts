@@ -44,6 +44,12 @@ export interface RelayOptions {
   onError?(error: Error): void;
 }
 
+/**
+ * The longest pause between two tries while PostgreSQL is away. A try costs one connection attempt;
+ * a longer pause would only delay the catch-up after a failover (5 s measured 5 s of extra lag).
+ */
+const RETRY_MAX_MS = 1000;
+
 /** The advisory-lock key of the relays' batches (ASCII "consigRL"). */
 export const RELAY_LOCK_KEY = 0x636f6e736967524cn;
 
@@ -150,7 +156,9 @@ export class Relay {
       if (this.stopped) break;
       if (moved >= this.options.batch) continue;
       const pause =
-        this.failures > 0 ? Math.min(5000, 100 * 2 ** Math.min(this.failures, 6)) : this.options.intervalMs;
+        this.failures > 0
+          ? Math.min(RETRY_MAX_MS, 100 * 2 ** Math.min(this.failures, 6))
+          : this.options.intervalMs;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.timer = setTimeout(resolve, pause);

@@ -29,6 +29,17 @@ export interface ClassifiedDelivery {
 
 export type Route = 'events' | 'registry';
 
+/** What a webhook route answered a request (contract §4's response table), as `deliveries.outcome` records it. */
+export type DeliveryOutcome =
+  | 'accepted'
+  | 'duplicate'
+  | 'quarantined'
+  | 'invalid_signature'
+  | 'payload_too_large'
+  | 'storage_unavailable'
+  | 'aborted'
+  | 'forbidden';
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 function integerOrText(value: unknown): number | string | null {
@@ -51,7 +62,11 @@ export function sha256Hex(body: Uint8Array): string {
   return createHash('sha256').update(body).digest('hex');
 }
 
-function decode(body: Uint8Array): string | null {
+/**
+ * The body as text when it is valid UTF-8, else null: SQLite stores such a body as TEXT and any
+ * other as a BLOB, and a reader of PostgreSQL's `bytea` tells them apart the same way.
+ */
+export function decodeUtf8(body: Uint8Array): string | null {
   try {
     return utf8.decode(body);
   } catch {
@@ -102,7 +117,7 @@ function registryFields(obj: JsonObject): { requestId: string; status: string | 
  *   without a status; a body with `evento` and no `requestId` is still taken as an event.
  */
 export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDelivery {
-  const text = decode(body);
+  const text = decodeUtf8(body);
   if (text === null) return quarantine(body, null, 'body is not valid UTF-8', null);
   const parsed = parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   if (!parsed.ok) return quarantine(body, text, 'body is not JSON', null);

@@ -22,3 +22,13 @@ export const REPLAYABLE_STATUSES: readonly EventStatus[] = ['pending', 'done', '
 export function isReplayable(status: EventStatus): boolean {
   return REPLAYABLE_STATUSES.includes(status);
 }
+
+/**
+ * What a replay request did, in either store: events queued again, ids that do not exist, events
+ * that cannot be replayed. All or nothing: `queued` is empty unless the other two are.
+ */
+export interface ReplayResult {
+  queued: number[];
+  unknown: number[];
+  notReplayable: { id: number; status: EventStatus }[];
+}

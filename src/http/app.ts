@@ -7,8 +7,9 @@ import type { Metrics } from '../metrics';
 import type { IngestWriter } from '../store/ingest-writer';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
-import { adminRouter, clusterAdminRouter } from './admin/admin-router';
-import type { FeedReader } from './admin/feed';
+import type { AdminLog } from './admin/admin-log';
+import { notInClusterMode } from './admin/admin-log';
+import { adminRouter } from './admin/admin-router';
 import { consoleRouter } from './console/console-router';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
@@ -54,15 +55,12 @@ export interface AppDeps {
   isProcessing?: (() => boolean) | undefined;
   /**
    * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
-   * spool, so `/admin/*` and `/console` answer 501 rather than show the spool as if it were the log.
-   * @default false
+   * spool. `/admin/*` reads and writes PostgreSQL's log with this (the ClusterNode's `adminLog`),
+   * answering 503 while it rejects with a StorageError (PostgreSQL away); `/console` answers 501
+   * rather than show the spool as if it were the log.
+   * @default undefined (SQLite mode: `/admin/*` and `/console` on `store`)
    */
-  clusterMode?: boolean | undefined;
-  /**
-   * Cluster mode: `/admin/feed` reads PostgreSQL's outbox with this (the rest of `/admin` answers
-   * 501). Rejects when PostgreSQL does not answer: the route then answers 503.
-   */
-  clusterFeed?: FeedReader | undefined;
+  clusterLog?: AdminLog | undefined;
   /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
   sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
@@ -106,25 +104,17 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(webhookRoutes(deps.webhook ?? webhookHandlerFor(deps)));
   app.use(healthRoutes(deps));
   app.use(metricsRoute(deps));
-  if (deps.clusterMode) {
-    app.use('/admin', clusterAdminRouter(deps, notInClusterMode));
-    app.use('/console', notInClusterMode);
-  } else {
-    app.use('/admin', adminRouter(deps));
-    app.use('/console', consoleRouter(deps));
-  }
+  app.use('/admin', adminRouter(deps));
+  app.use('/console', deps.clusterLog ? consoleNotInClusterMode : consoleRouter(deps));
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return app;
 }
 
-function notInClusterMode(_req: express.Request, res: express.Response): void {
-  res.status(501).json({
-    error: 'not_available_in_cluster_mode',
-    message:
-      'in cluster mode the log is in PostgreSQL: read it with the CLI (events, proposal, averbacoes, deliveries, stats with DATABASE_URL set); of the admin API only /admin/feed reads PostgreSQL yet, and the console does not',
-  });
-}
+// The console's pages read the file (src/store/console-*.ts), which is only the spool here.
+const consoleNotInClusterMode = notInClusterMode(
+  'the console reads the SQLite file, which in cluster mode is only the spool of this replica; use the admin API (/admin/*) or the CLI with DATABASE_URL set, which read PostgreSQL',
+);
 
 /** A webhook handler built from `config`, for an app (or a fast path) that was not given one. */
 export function webhookHandlerFor(deps: AppDeps): WebhookHandler {

@@ -1,17 +1,10 @@
+import type { DeliveryOutcome } from '../domain/delivery';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
 /** The `deliveries` audit table (contract §5): one row per HTTP request to a webhook route. */
 
-export type DeliveryOutcome =
-  | 'accepted'
-  | 'duplicate'
-  | 'quarantined'
-  | 'invalid_signature'
-  | 'payload_too_large'
-  | 'storage_unavailable'
-  | 'aborted'
-  | 'forbidden';
+export type { DeliveryOutcome } from '../domain/delivery';
 
 export interface NewDelivery {
   receivedAt: string;

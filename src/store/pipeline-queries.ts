@@ -1,5 +1,5 @@
 import type { Db } from './database';
-import { type EventKind, type EventStatus, isReplayable } from '../domain/event-status';
+import { type EventKind, type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
 
 /** The statements the pipeline runs against `events` (on its own connection). */
 
@@ -71,12 +71,7 @@ export function pipelineQueries(db: Db) {
 
 export type PipelineQueries = ReturnType<typeof pipelineQueries>;
 
-/** What a replay request did: events queued again, ids that do not exist, events that cannot be replayed. */
-export interface ReplayResult {
-  queued: number[];
-  unknown: number[];
-  notReplayable: { id: number; status: EventStatus }[];
-}
+export type { ReplayResult } from '../domain/event-status';
 
 /**
  * Puts events back in the queue (replay): they become `pending`, due now, with a fresh attempt

@@ -13,6 +13,4 @@ export function whereClause(conditions: readonly [string, string | number | unde
   return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
 }
 
-export function clampLimit(limit: number | undefined, fallback = 50): number {
-  return Math.max(1, Math.min(limit ?? fallback, 10000));
-}
+export { clampLimit } from '../domain/list-limit';

@@ -13,7 +13,9 @@ import { BIN } from '../helpers/process';
  * The short CI version of `node dist/bench/cluster-crash.js` (issue 13): three replicas of the built
  * receiver on one real PostgreSQL (durable settings), signed load with 10 % re-sends to a different
  * replica, one replica SIGKILLed and restarted on its spool, PostgreSQL restarted with
- * `-m immediate`; then the relay's catch-up and the checks in PostgreSQL.
+ * `-m immediate`; then the relay's catch-up and the checks in PostgreSQL. The replicas forward
+ * `proposal.changed` to a destination on loopback; the replica SIGKILLed is the one sending to it,
+ * with requests in flight; then the outbox and what the destination received are checked.
  */
 
 let pg: LocalPostgres | undefined;
@@ -27,7 +29,7 @@ afterAll(async () => {
   await pg?.stop();
 });
 
-it('three replicas, one SIGKILLed, PostgreSQL restarted: every 200 one event, processed once in order, answers all 200 meanwhile', async () => {
+it('three replicas, one SIGKILLed, PostgreSQL restarted: every 200 one event, processed once in order, forwarded at least once in order, answers all 200 meanwhile', async () => {
   const result = await runClusterCrash({
     postgres: pg,
     bin: BIN,
@@ -55,6 +57,17 @@ it('three replicas, one SIGKILLed, PostgreSQL restarted: every 200 one event, pr
     expect(await one('SELECT count(*)::int FROM proposal_transitions')).toBe(c.events);
     expect(await one('SELECT count(DISTINCT replica)::int FROM deliveries')).toBe(3);
     expect(await one('SELECT coalesce(sum(duplicates), 0)::int FROM events')).toBe(c.duplicatesSum);
+    // The outbox: one proposal.changed per transition, every delivery delivered.
+    expect(await one("SELECT count(*)::int FROM forward_messages WHERE type = 'proposal.changed'")).toBe(
+      c.events,
+    );
+    expect(
+      await one(
+        'SELECT count(*)::int FROM proposal_transitions t LEFT JOIN forward_messages m ON m.event_id = t.event_id WHERE m.id IS NULL',
+      ),
+    ).toBe(0);
+    expect(await one("SELECT count(*)::int FROM forward_deliveries WHERE status <> 'delivered'")).toBe(0);
+    expect(await one('SELECT count(*)::int FROM forward_deliveries')).toBe(c.outboxMessages);
   });
 }, 90_000);
 
@@ -115,6 +128,42 @@ function expectEveryCheck(result: ClusterCrashResult): void {
   expect(c.relayGaps).toEqual([]);
   expect(Object.values(c.deliveriesByReplica).every((n) => n > 0)).toBe(true);
 
+  expectForwarding(result, c);
+
   // Anything the checks above did not name.
   expect(result.failures).toEqual([]);
+}
+
+function expectForwarding(result: ClusterCrashResult, c: ClusterChecks): void {
+  // The SIGKILL hit the replica sending the destination, with requests the destination had received
+  // (its answers held until then); another replica (or it, restarted) took over and sent each again.
+  expect(result.forwardHolderKilled).toBe(true);
+  expect(result.forwardHeldAtKill).toBeGreaterThan(0);
+  expect(result.forwardHeldNotResent).toBe(0);
+  expect(result.forwardTakeoverMs).not.toBeNull();
+  expect(result.forwardTimedOut).toBe(false);
+  // Outbox: exactly one proposal.changed per transition, none twice for an event, in processing order.
+  expect(c.proposalChangedMessages).toBe(c.transitions);
+  expect(c.outboxMessages).toBe(c.proposalChangedMessages);
+  expect(c.outboxDuplicateTypes).toBe(0);
+  expect(c.outboxMismatches).toBe(0);
+  expect(c.outboxOrderViolations).toBe(0);
+  // Every delivery delivered, none dead.
+  expect(c.forwardDelivered).toBe(c.outboxMessages);
+  expect(c.forwardPending).toBe(0);
+  expect(c.forwardDead).toBe(0);
+  expect(c.forwardMissingRows).toBe(0);
+  // At least once: every message received, nothing else; re-sends (same webhook-id) allowed.
+  expect(c.forwardLost).toBe(0);
+  expect(c.forwardUnknown).toBe(0);
+  expect(c.forwardReceivedIds).toBe(c.outboxMessages);
+  expect(c.forwardReceived).toBe(c.forwardReceivedIds + c.forwardResentCopies);
+  expect(c.forwardPhantomAttempts).toBe(0);
+  // Order per proposal, by first arrival; signed; the body is its message, CPF masked.
+  expect(c.forwardOrderSamples).toEqual([]);
+  expect(c.forwardOrderViolations).toBe(0);
+  expect(c.forwardSignatureSamples).toEqual([]);
+  expect(c.forwardBadSignatures).toBe(0);
+  expect(c.forwardBodyMismatches).toBe(0);
+  expect(c.forwardCpfUnmasked).toBe(0);
 }

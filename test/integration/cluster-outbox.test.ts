@@ -127,10 +127,13 @@ it('any replica serves the feed from PostgreSQL: every change once, in order, pa
   expect(woken.body.messages?.map((m) => [m.data.nu_proposta, m.data.to])).toEqual([[7001, 'negada']]);
 });
 
-it('the rest of /admin answers 501, the token is required, and PostgreSQL away is a 503 while webhooks still get 200', async () => {
+it('the token is required, what is not served answers 501, and PostgreSQL away is a 503 while webhooks still get 200', async () => {
   const a = await replica('replica-a');
   expect((await feed(a, '', 'wrong-token')).status).toBe(401);
-  const other = await fetch(`${a.url}/admin/events`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const other = await fetch(`${a.url}/admin/averbacoes/track`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
   expect(other.status).toBe(501);
   expect(((await other.json()) as { error: string }).error).toBe('not_available_in_cluster_mode');
   expect((await fetch(`${a.url}/console`)).status).toBe(501);

@@ -2,35 +2,55 @@ import { type RequestHandler, Router } from 'express';
 import { constantTimeEqual } from '../../domain/signature';
 import type { AppDeps } from '../app';
 import { notFound } from '../errors';
-import { averbacaoRoutes } from './averbacoes';
+import { logUnavailableAs503, notInClusterMode, sqliteAdminLog } from './admin-log';
+import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacoes';
 import { deliveryRoutes } from './deliveries';
 import { eventRoutes } from './events';
 import { feedRoutes } from './feed';
 import { forwardRoutes } from './forwards';
 import { proposalRoutes } from './proposals';
 
-/** `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`. */
+/**
+ * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the SQLite file's log or, in cluster
+ * mode (`deps.clusterLog`), on PostgreSQL's: the same routes, parameters and answers, PostgreSQL
+ * being away answered 503 `log_unavailable`. Declaring or starting an averbação writes only the
+ * SQLite file yet: 501 in cluster mode.
+ */
 export function adminRouter(deps: AppDeps): Router {
+  const log =
+    deps.clusterLog ??
+    sqliteAdminLog(deps.store, {
+      sweep: () => deps.pipeline?.sweep(),
+      nudge: () => deps.forwarding?.nudge(),
+    });
   const router = Router();
   router.use(requireAdminToken(deps.config.adminToken));
-  router.use(eventRoutes(deps));
-  router.use(proposalRoutes(deps));
-  router.use(averbacaoRoutes(deps));
-  router.use(deliveryRoutes(deps));
-  router.use(forwardRoutes(deps));
-  router.use(feedRoutes(deps));
+  router.use(eventRoutes(deps, log));
+  router.use(proposalRoutes(log));
+  router.use(averbacaoRoutes(log));
+  router.use(deps.clusterLog ? clusterAverbacaoWrites() : averbacaoWriteRoutes(deps));
+  router.use(deliveryRoutes(log));
+  router.use(forwardRoutes(deps, log.forwards));
+  router.use(feedRoutes(deps, log.feed));
+  if (deps.clusterLog) router.use(logUnavailableAs503);
   return router;
 }
 
-/**
- * `/admin/*` in cluster mode: the change feed, read from PostgreSQL (`deps.clusterFeed`), behind the
- * same token; every other admin route answers with `rest` (501 until it reads PostgreSQL).
- */
-export function clusterAdminRouter(deps: AppDeps, rest: RequestHandler): Router {
+/** Cluster mode: the averbação writes of SQLite mode, not on PostgreSQL yet, each saying so. */
+function clusterAverbacaoWrites(): Router {
   const router = Router();
-  router.use(requireAdminToken(deps.config.adminToken));
-  router.use(feedRoutes(deps));
-  router.use(rest);
+  router.post(
+    '/averbacoes/track',
+    notInClusterMode(
+      'nothing declares a registration in PostgreSQL yet (the `track` command writes the SQLite file); a registration named by an event or a registry result is tracked by itself',
+    ),
+  );
+  router.post(
+    '/averbacoes',
+    notInClusterMode(
+      'start it with the `start-averbacao --no-track` command; the registration is tracked once an event or its registry result names it',
+    ),
+  );
   return router;
 }
 

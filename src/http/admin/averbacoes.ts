@@ -4,31 +4,29 @@ import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
 import { trackRegistration, trackStarted } from '../../registry/tracking';
 import { parseNuProposta } from '../../store/proposals';
 import type { AppDeps } from '../app';
+import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 type AverbacaoDeps = Pick<AppDeps, 'store' | 'clock' | 'serviceClient' | 'registryGraceMs'>;
 
 /**
- * The tracked registrations (averbações, interface §4.2–§4.4): list and get them, declare one
- * started elsewhere (`POST /admin/averbacoes/track`), or start one through the service and track
- * it (`POST /admin/averbacoes`).
+ * The tracked registrations (averbações, interface §4.2–§4.4): `GET /admin/averbacoes` and
+ * `GET /admin/averbacoes/:requestId`, from whichever store holds the log.
  */
-export function averbacaoRoutes(deps: AverbacaoDeps): Router {
-  const { averbacoes } = deps.store;
+export function averbacaoRoutes(log: AdminLog): Router {
   const router = Router();
-  router.get('/averbacoes', (req, res) => {
+  router.get('/averbacoes', async (req, res) => {
     const stale = textParam(req, 'stale');
-    res.json({
-      averbacoes: averbacoes.list({
-        status: textParam(req, 'status'),
-        stale: stale === undefined ? undefined : stale === 'true' || stale === '1',
-        nuProposta: nuPropostaParam(req),
-        limit: integerParam(req, 'limit'),
-      }),
-    });
+    const filter = {
+      status: textParam(req, 'status'),
+      stale: stale === undefined ? undefined : stale === 'true' || stale === '1',
+      nuProposta: nuPropostaParam(req),
+      limit: integerParam(req, 'limit'),
+    };
+    res.json({ averbacoes: await log.averbacoes(filter) });
   });
-  router.get('/averbacoes/:requestId', (req, res) => {
-    const row = averbacoes.get(String(req.params.requestId));
+  router.get('/averbacoes/:requestId', async (req, res) => {
+    const row = await log.averbacao(String(req.params.requestId));
     if (!row) {
       res
         .status(404)
@@ -37,6 +35,15 @@ export function averbacaoRoutes(deps: AverbacaoDeps): Router {
     }
     res.json({ averbacao: row });
   });
+  return router;
+}
+
+/**
+ * SQLite mode: declare a registration started elsewhere (`POST /admin/averbacoes/track`), or start
+ * one through the service and track it (`POST /admin/averbacoes`).
+ */
+export function averbacaoWriteRoutes(deps: AverbacaoDeps): Router {
+  const router = Router();
   router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => track(deps, req, res));
   router.post('/averbacoes', express.json({ limit: '64kb' }), (req, res) => start(deps, req, res));
   return router;

@@ -1,19 +1,17 @@
 import { Router } from 'express';
-import type { AppDeps } from '../app';
+import type { AdminLog } from './admin-log';
 import { integerParam, textParam } from './params';
 
 /** `GET /admin/deliveries?outcome=&limit=&before=`: the requests to the webhook routes, newest first. */
-export function deliveryRoutes(deps: Pick<AppDeps, 'store'>): Router {
-  const { deliveries } = deps.store;
+export function deliveryRoutes(log: AdminLog): Router {
   const router = Router();
-  router.get('/deliveries', (req, res) => {
-    res.json({
-      deliveries: deliveries.list({
-        outcome: textParam(req, 'outcome'),
-        limit: integerParam(req, 'limit'),
-        beforeId: integerParam(req, 'before'),
-      }),
-    });
+  router.get('/deliveries', async (req, res) => {
+    const filter = {
+      outcome: textParam(req, 'outcome'),
+      limit: integerParam(req, 'limit'),
+      beforeId: integerParam(req, 'before'),
+    };
+    res.json({ deliveries: await log.deliveries(filter) });
   });
   return router;
 }

@@ -1,59 +1,61 @@
-import { type Request, type Response, Router } from 'express';
-import { replayEvents } from '../../store/pipeline-queries';
-import type { EventRow } from '../../store/events';
+import { type Request, Router } from 'express';
 import type { AppDeps } from '../app';
+import { HttpError } from '../errors';
+import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 /** `GET /admin/events`, `GET /admin/events/:id` (with its raw body), `POST /admin/events/:id/replay`. */
-export function eventRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'pipeline'>): Router {
-  const { events } = deps.store;
+export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminLog): Router {
   const router = Router();
 
-  router.get('/events', (req, res) => {
-    res.json({
-      events: events.list({
-        status: textParam(req, 'status'),
-        evento: textParam(req, 'evento'),
-        kind: textParam(req, 'kind'),
-        nuProposta: nuPropostaParam(req),
-        beforeId: integerParam(req, 'before'),
-        limit: integerParam(req, 'limit'),
-      }),
-    });
+  router.get('/events', async (req, res) => {
+    const filter = {
+      status: textParam(req, 'status'),
+      evento: textParam(req, 'evento'),
+      kind: textParam(req, 'kind'),
+      nuProposta: nuPropostaParam(req),
+      beforeId: integerParam(req, 'before'),
+      limit: integerParam(req, 'limit'),
+    };
+    res.json({ events: await log.events(filter) });
   });
 
-  /** The event named by `:id`, or undefined with the 404 already sent. */
-  const eventOr404 = (req: Request, res: Response): EventRow | undefined => {
-    const id = Number(req.params.id);
-    const row = Number.isSafeInteger(id) ? events.get(id) : undefined;
-    if (!row) res.status(404).json({ error: 'not_found', message: `no event ${req.params.id}` });
-    return row;
-  };
-
-  router.get('/events/:id', (req, res) => {
-    const row = eventOr404(req, res);
-    if (!row) return;
-    const body = events.body(row.id);
-    // A body that is not valid UTF-8 was stored as a BLOB: it travels as base64.
+  router.get('/events/:id', async (req, res) => {
+    const found = await log.event(eventId(req));
+    if (!found) throw noEvent(req);
+    // A body that is not valid UTF-8 was stored as bytes: it travels as base64.
+    const { body } = found;
     const json = typeof body === 'string' || body === null ? body : { base64: body.toString('base64') };
-    res.json({ event: { ...row, body: json } });
+    res.json({ event: { ...found.event, body: json } });
   });
 
-  // The one replay rule (store replayEvents), shared with the `replay` command.
-  router.post('/events/:id/replay', (req, res) => {
-    const row = eventOr404(req, res);
-    if (!row) return;
-    const result = replayEvents(deps.store.db, [row.id], deps.clock.now().toISOString());
-    if (result.notReplayable.length > 0) {
-      res.status(409).json({
-        error: 'not_replayable',
-        message: `event ${row.id} is ${row.status}: it has no handler to run`,
-      });
-      return;
+  // The one replay rule (store replayEvents; on PostgreSQL cluster/pg-replay.ts), shared with the
+  // `replay` command.
+  router.post('/events/:id/replay', async (req, res) => {
+    const id = eventId(req);
+    const result = await log.replayEvents([id], deps.clock.now().toISOString());
+    if (result.unknown.length > 0) throw noEvent(req);
+    const refused = result.notReplayable[0];
+    if (refused !== undefined) {
+      throw new HttpError(
+        409,
+        'not_replayable',
+        `event ${id} is ${refused.status}: it has no handler to run`,
+      );
     }
-    deps.pipeline?.sweep();
     res.status(202).json({ status: 'queued', event_ids: result.queued });
   });
 
   return router;
+}
+
+/** `:id` as an event id; one that cannot be an id names no event (404, as an unknown one). */
+function eventId(req: Request): number {
+  const id = Number(req.params.id);
+  if (!Number.isSafeInteger(id)) throw noEvent(req);
+  return id;
+}
+
+function noEvent(req: Request): HttpError {
+  return new HttpError(404, 'not_found', `no event ${String(req.params.id)}`);
 }

@@ -6,7 +6,6 @@ import {
   encodeFeedCursor,
   FEED_DEFAULT_TYPES,
   type FeedPage,
-  forwardAdmin,
   isMessageType,
 } from '../../store/forward-admin';
 import type { AppDeps } from '../app';
@@ -89,10 +88,8 @@ interface FeedQuery {
 export const FEED_DISABLED =
   'the change feed is off: set FEED_ENABLED=true (proposal.changed and averbacao.result are stored for it from then on)';
 
-/** `GET /admin/feed`. */
-export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding' | 'clusterFeed'>): Router {
-  // Cluster mode reads PostgreSQL's outbox; otherwise the file's.
-  const readPage: FeedReader = deps.clusterFeed ? answering503(deps.clusterFeed) : localFeed(deps.store.db);
+/** `GET /admin/feed`, reading the file's outbox or (cluster mode) PostgreSQL's with `readPage`. */
+export function feedRoutes(deps: Pick<AppDeps, 'clock' | 'forwarding'>, readPage: FeedReader): Router {
   // Without the composition root's waiters (tests, a bare app) nothing notifies: the 500 ms
   // re-check alone finds new messages.
   const waiters = deps.forwarding?.waiters ?? new FeedWaiters();
@@ -120,26 +117,6 @@ export function feedRoutes(deps: Pick<AppDeps, 'store' | 'clock' | 'forwarding' 
 
 /** Reads a page of the feed: the file's outbox, or (cluster mode) PostgreSQL's. */
 export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
-
-/** PostgreSQL away (a restart, a failover): 503 and try again, never a 500 for the feed's reader. */
-function answering503(read: FeedReader): FeedReader {
-  return async (afterId, limit, types) => {
-    try {
-      return await read(afterId, limit, types);
-    } catch {
-      throw new HttpError(
-        503,
-        'log_unavailable',
-        'PostgreSQL does not answer this replica now; ask again (the cursor you hold stays valid)',
-      );
-    }
-  };
-}
-
-function localFeed(db: AppDeps['store']['db']): FeedReader {
-  const admin = forwardAdmin(db);
-  return async (afterId, limit, types) => admin.feed(afterId, limit, types);
-}
 
 /**
  * Reads a page; while it is empty, waits for a notify or {@link FEED_RECHECK_MS} and reads again,

@@ -1,4 +1,3 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import express, { type Request, Router } from 'express';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { bodyFor } from '../../domain/forwarding/messages';
@@ -7,9 +6,7 @@ import {
   type BackfillRange,
   DELIVERY_STATUS_FILTERS,
   type DeliveryStatusFilter,
-  type ForwardAdmin,
   type ForwardFilter,
-  forwardAdmin,
   isEmptyFilter,
   isMessageType,
   parseInstant,
@@ -17,6 +14,7 @@ import {
 import { parseNuProposta } from '../../store/proposals';
 import type { AppDeps } from '../app';
 import { HttpError } from '../errors';
+import type { AdminForwards } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 /**
@@ -26,24 +24,24 @@ import { integerParam, nuPropostaParam, textParam } from './params';
  * `GET /admin/destinations`, `POST /admin/destinations/:name/pause` and `/resume`.
  */
 
-type ForwardDeps = Pick<AppDeps, 'store' | 'clock' | 'forwarding'>;
+type ForwardDeps = Pick<AppDeps, 'clock' | 'forwarding'>;
 
 /** Most deliveries one listing returns. */
 const MAX_LIST_LIMIT = 1000;
 
-export function forwardRoutes(deps: ForwardDeps): Router {
+/** The routes above, on `admin`: the SQLite file's forwarding tables, or PostgreSQL's in cluster mode. */
+export function forwardRoutes(deps: ForwardDeps, admin: AdminForwards): Router {
   const router = Router();
-  const admin = forwardAdmin(deps.store.db);
   deliveryRoutes(router, deps, admin);
   bulkRoutes(router, deps, admin);
   destinationRoutes(router, deps, admin);
   return router;
 }
 
-function deliveryRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin): void {
+function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards): void {
   const configured = deps.forwarding?.destinations ?? [];
 
-  router.get('/forwards', (req, res) => {
+  router.get('/forwards', async (req, res) => {
     const limit = integerParam(req, 'limit') ?? 50;
     if (limit < 1 || limit > MAX_LIST_LIMIT) {
       throw new HttpError(400, 'bad_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`);
@@ -56,7 +54,7 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin):
         'type must be event.received, proposal.changed or averbacao.result',
       );
     }
-    const forwards = admin.list({
+    const forwards = await admin.list({
       ...queryFilter(req),
       type,
       beforeId: integerParam(req, 'before'),
@@ -66,8 +64,8 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin):
     res.json({ forwards, next_before: forwards.length === limit && last !== undefined ? last.id : null });
   });
 
-  router.get('/forwards/:id', (req, res) => {
-    const detail = admin.show(deliveryId(req));
+  router.get('/forwards/:id', async (req, res) => {
+    const detail = await admin.show(deliveryId(req));
     if (detail === undefined) throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
     // The body as this destination gets it: CPF masked unless it is configured to see it in full.
     const fullCpf = configured.find((d) => d.name === detail.delivery.destination)?.fullCpf ?? false;
@@ -75,16 +73,16 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin):
     res.json({ delivery: detail.delivery, message, attempts: detail.attempts });
   });
 
-  router.post('/forwards/:id/replay', (req, res) => {
+  router.post('/forwards/:id/replay', async (req, res) => {
     const id = deliveryId(req);
-    if (admin.missing([id]).length > 0) throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
-    const counts = admin.replay([id], deps.clock.now().toISOString());
-    deps.forwarding?.nudge();
-    res.status(202).json({ status: 'queued', ...counts, delivery: admin.show(id)?.delivery });
+    if ((await admin.missing([id])).length > 0)
+      throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
+    const counts = await admin.replay([id], deps.clock.now().toISOString());
+    res.status(202).json({ status: 'queued', ...counts, delivery: (await admin.show(id))?.delivery });
   });
 }
 
-function bulkRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin): void {
+function bulkRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards): void {
   const configured = deps.forwarding?.destinations ?? [];
   const json = express.json({ limit: '16kb' });
 
@@ -101,12 +99,11 @@ function bulkRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin): voi
     const dryRun = body.dry_run ?? false;
     if (typeof dryRun !== 'boolean') throw new HttpError(400, 'bad_request', 'dry_run must be true or false');
     if (dryRun) {
-      const counts = admin.countWhere(filter);
+      const counts = await admin.countWhere(filter);
       res.json({ dry_run: true, matched: counts.replayed, by_status: counts.by_status });
       return;
     }
-    const counts = await inTurns(admin.replayWhereSteps(filter, deps.clock.now().toISOString()));
-    deps.forwarding?.nudge();
+    const counts = await admin.replayWhere(filter, deps.clock.now().toISOString());
     res.status(202).json({ status: 'queued', ...counts });
   });
 
@@ -123,27 +120,27 @@ function bulkRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin): voi
     const destination = configuredOr404(configured, name);
     const { nuProposta, since, until } = bodyFilter(body);
     const range: BackfillRange = { nuProposta, since, until };
-    const counts = await inTurns(admin.backfillSteps(destination, range, deps.clock.now().toISOString()));
-    deps.forwarding?.nudge();
+    const counts = await admin.backfill(destination, range, deps.clock.now().toISOString());
     res.status(202).json({ status: 'queued', destination: name, ...counts });
   });
 }
 
-function destinationRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmin): void {
+function destinationRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards): void {
   const configured = deps.forwarding?.destinations ?? [];
-  const summaryOf = (name: string) => admin.destinationSummaries(configured).find((d) => d.name === name);
+  const summaryOf = async (name: string) =>
+    (await admin.destinationSummaries(configured)).find((d) => d.name === name);
 
-  router.get('/destinations', (_req, res) => {
-    res.json({ destinations: admin.destinationSummaries(configured) });
+  router.get('/destinations', async (_req, res) => {
+    res.json({ destinations: await admin.destinationSummaries(configured) });
   });
 
-  router.post('/destinations/:name/pause', (req, res) => {
+  router.post('/destinations/:name/pause', async (req, res) => {
     const destination = configuredOr404(configured, String(req.params.name));
-    admin.setPaused(destination.name, true, deps.clock.now().toISOString());
-    res.json({ status: 'paused', destination: summaryOf(destination.name) });
+    await admin.setPaused(destination.name, true, deps.clock.now().toISOString());
+    res.json({ status: 'paused', destination: await summaryOf(destination.name) });
   });
 
-  router.post('/destinations/:name/resume', (req, res) => {
+  router.post('/destinations/:name/resume', async (req, res) => {
     const destination = configuredOr404(configured, String(req.params.name));
     if (destination.paused) {
       throw new HttpError(
@@ -152,23 +149,9 @@ function destinationRoutes(router: Router, deps: ForwardDeps, admin: ForwardAdmi
         `destination ${destination.name} is paused in its configuration file ("paused": true): change the file and restart`,
       );
     }
-    admin.setPaused(destination.name, false, deps.clock.now().toISOString());
-    deps.forwarding?.nudge();
-    res.json({ status: 'resumed', destination: summaryOf(destination.name) });
+    await admin.setPaused(destination.name, false, deps.clock.now().toISOString());
+    res.json({ status: 'resumed', destination: await summaryOf(destination.name) });
   });
-}
-
-/**
- * Runs a store's chunked write to its end, letting the event loop turn between chunks: webhook
- * deliveries in this process are acknowledged while a big replay or backfill goes on.
- */
-export async function inTurns<T>(steps: Generator<T, T>): Promise<T> {
-  let step = steps.next();
-  while (!step.done) {
-    await nextTurn();
-    step = steps.next();
-  }
-  return step.value;
 }
 
 function configuredOr404(configured: readonly Destination[], name: string): Destination {

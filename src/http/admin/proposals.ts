@@ -1,16 +1,13 @@
 import { Router } from 'express';
 import { withMaskedCpf } from '../../domain/privacy';
 import { parseNuProposta } from '../../store/proposals';
-import type { AppDeps } from '../app';
+import type { AdminLog } from './admin-log';
 
 /** `GET /admin/proposals/:nu`: where a proposal stands and its timeline, the CPF masked (LGPD). */
-export function proposalRoutes(deps: Pick<AppDeps, 'store'>): Router {
-  const { proposals } = deps.store;
+export function proposalRoutes(log: AdminLog): Router {
   const router = Router();
-  router.get('/proposals/:nu', (req, res) => {
-    const nu = parseNuProposta(String(req.params.nu));
-    const proposal = proposals.get(nu);
-    const timeline = proposals.timeline(nu);
+  router.get('/proposals/:nu', async (req, res) => {
+    const { proposal, timeline } = await log.proposal(parseNuProposta(String(req.params.nu)));
     if (!proposal && timeline.length === 0) {
       res.status(404).json({ error: 'not_found', message: `no proposal ${req.params.nu}` });
       return;

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Request, Response, Router } from 'express';
 import { replayEvents } from '../../store/pipeline-queries';
-import { inTurns } from '../admin/forwards';
+import { inTurns } from '../admin/admin-log';
 import { actorOf, audit, contextOf, requireAdmin } from './auth';
 import type { ConsoleDeps } from './deps';
 import { deadFilter, FilterError, positiveId, type Query, text } from './filters';

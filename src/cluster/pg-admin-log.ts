@@ -1,0 +1,178 @@
+import type { Pool, PoolClient } from 'pg';
+import { decodeUtf8 } from '../domain/delivery';
+import { StorageError } from '../domain/errors';
+import type { ReplayResult } from '../domain/event-status';
+import type { BackfillRange, ForwardFilter, ForwardListFilter } from '../domain/forwarding/admin';
+import type { Destination, MessageType } from '../domain/forwarding/destinations';
+import { clampLimit } from '../domain/list-limit';
+import { readFeedPage } from './pg-feed';
+import { adminDbOfClient, adminDbOfPool, pgForwardAdmin, type PgForwardAdmin } from './pg-forward-admin';
+import {
+  isPgUnavailable,
+  readAverbacao,
+  readAverbacoes,
+  readDeliveries,
+  readEvent,
+  readEvents,
+  readProposal,
+} from './pg-reads';
+import { replayEvents } from './pg-replay';
+import { checkOut, type Sql, sqlOf } from './sql';
+
+/**
+ * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
+ * the queries the log commands use (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), in the shapes
+ * of the SQLite log, so that the routes (src/http/admin/) serve both stores with one parser and one
+ * JSON shape. Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ *
+ * Every call rejects with a StorageError while the replica is not connected to PostgreSQL or when
+ * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
+ * asks again. Any other failure (a statement PostgreSQL refused) passes through as it is.
+ */
+
+export interface PgAdminLogOptions {
+  /** The replica's pool (ClusterNode's), with an 'error' listener. */
+  pool: Pool;
+  /** Whether the replica is connected and migrated (ClusterNode `state === 'running'`). */
+  running(): boolean;
+  /** Queues a kick of each work key in `sql`'s transaction (engine.ts `kick`). */
+  kick(sql: Sql, keys: readonly string[]): Promise<void>;
+}
+
+/** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
+const READ_TIMEOUT = '10s';
+
+/** An event filter as the admin routes pass it (store/events.ts EventFilter). */
+interface EventFilter {
+  status?: string | undefined;
+  evento?: string | undefined;
+  kind?: string | undefined;
+  nuProposta?: number | string | undefined;
+  beforeId?: number | undefined;
+  limit?: number | undefined;
+}
+
+/** PostgreSQL's text `nu_proposta` for the integer or text a filter names. */
+const textNu = (nu: number | string | undefined): string | undefined =>
+  nu === undefined ? undefined : String(nu);
+
+/** The admin API's log on `options.pool` (see the module's comment); the ClusterNode builds one. */
+export function pgAdminLog(options: PgAdminLogOptions) {
+  const { guarded, read, transaction } = runners(options);
+  return {
+    events: (filter: EventFilter) =>
+      read((db) =>
+        readEvents(db, { ...filter, nuProposta: textNu(filter.nuProposta), limit: clampLimit(filter.limit) }),
+      ),
+    /** One event and its raw body: text when it is valid UTF-8 (as SQLite stores it), else the bytes. */
+    event: (id: number) =>
+      read(async (db) => {
+        const found = await readEvent(db, id);
+        if (found === undefined) return undefined;
+        const body = found.body === null ? null : (decodeUtf8(found.body) ?? found.body);
+        return { event: found.event, body };
+      }),
+    replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
+      transaction((tx) => replayEvents(tx, ids, now, options.kick)),
+    deliveries: (filter: {
+      outcome?: string | undefined;
+      beforeId?: number | undefined;
+      limit?: number | undefined;
+    }) => read((db) => readDeliveries(db, { ...filter, limit: clampLimit(filter.limit) })),
+    /** The proposal and its timeline, from one snapshot. */
+    proposal: (nu: number | string) => read((db) => readProposal(db, String(nu))),
+    averbacoes: (filter: {
+      status?: string | undefined;
+      stale?: boolean | undefined;
+      nuProposta?: number | string | undefined;
+      limit?: number | undefined;
+    }) =>
+      read((db) =>
+        readAverbacoes(db, {
+          ...filter,
+          nuProposta: textNu(filter.nuProposta),
+          limit: clampLimit(filter.limit),
+        }),
+      ),
+    averbacao: (requestId: string) => read((db) => readAverbacao(db, requestId)),
+    forwards: forwards(options.pool, guarded, read),
+    /** A page of the change feed (pg-feed.ts): one statement, so one snapshot of its own. */
+    feed: (afterId: number, limit: number, types: readonly MessageType[]) =>
+      guarded(() => readFeedPage(sqlOf(options.pool), afterId, limit, types)),
+  };
+}
+
+export type PgAdminLog = ReturnType<typeof pgAdminLog>;
+
+type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
+type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
+type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
+
+/**
+ * pg-forward-admin's statements: reads in one read-only snapshot (a destination's figures agree
+ * with each other), writes in its own transactions on the pool (each chunk of a replay commits and
+ * notifies the sending replica).
+ */
+function forwards(pool: Pool, guarded: Guarded, read: Read) {
+  const reading = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) =>
+    read((db) => fn(pgForwardAdmin(adminDbOfClient(db))));
+  const writing = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) =>
+    guarded(() => fn(pgForwardAdmin(adminDbOfPool(pool))));
+  return {
+    list: (filter: ForwardListFilter) => reading((a) => a.list(filter)),
+    show: (id: number) => reading((a) => a.show(id)),
+    missing: (ids: readonly number[]) => reading((a) => a.missing(ids)),
+    countWhere: (filter: ForwardFilter) => reading((a) => a.countWhere(filter)),
+    destinationSummaries: (configured: readonly Destination[]) =>
+      reading((a) => a.destinationSummaries(configured)),
+    replay: (ids: readonly number[], now: string) => writing((a) => a.replay(ids, now)),
+    replayWhere: (filter: ForwardFilter, now: string) => writing((a) => a.replayWhere(filter, now)),
+    backfill: (destination: Destination, range: BackfillRange, now: string) =>
+      writing((a) => a.backfill(destination, range, now)),
+    setPaused: (name: string, paused: boolean, now: string) => writing((a) => a.setPaused(name, paused, now)),
+  };
+}
+
+/**
+ * `guarded`: refuses while the replica is not connected, and turns PostgreSQL's being away into a
+ * StorageError. `read`: guarded, `fn` in one read-only snapshot on a connection of the pool, bounded
+ * by {@link READ_TIMEOUT}. `transaction`: guarded, `fn` in one transaction.
+ */
+function runners(options: PgAdminLogOptions): { guarded: Guarded; read: Read; transaction: Transaction } {
+  const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (!options.running()) throw new StorageError('cluster mode is not connected to PostgreSQL yet');
+    try {
+      return await fn();
+    } catch (err) {
+      if (isPgUnavailable(err))
+        throw new StorageError(`PostgreSQL does not answer: ${(err as Error).message}`, { cause: err });
+      throw err;
+    }
+  };
+  const inTransaction = async <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> => {
+    const client = await checkOut(options.pool);
+    let ok = false;
+    try {
+      await client.query(begin);
+      const result = await fn(client);
+      await client.query('COMMIT');
+      ok = true;
+      return result;
+    } finally {
+      if (!ok) await client.query('ROLLBACK').catch(() => undefined);
+      // A client that failed mid-transaction may be broken (the server went away): not reused.
+      client.release(!ok);
+    }
+  };
+  return {
+    guarded,
+    read: (fn) =>
+      guarded(() =>
+        inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
+          await client.query(`SET LOCAL statement_timeout = '${READ_TIMEOUT}'`);
+          return fn(client);
+        }),
+      ),
+    transaction: (fn) => guarded(() => inTransaction('BEGIN', (client) => fn(sqlOf(client)))),
+  };
+}

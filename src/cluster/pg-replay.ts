@@ -1,0 +1,47 @@
+import { type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
+import { workKeyOf } from './relay';
+import type { Sql } from './sql';
+
+/**
+ * Replay in cluster mode: the rule of SQLite mode's `replayEvents` (store/pipeline-queries.ts) on
+ * PostgreSQL's `events`. The events become `pending`, due `now`, with a fresh attempt count, and a
+ * kick of each one's work key is queued in the same transaction (docs/cluster.md §5.2): committed
+ * together, so a replayed event is never left without a kick, nor a kick sent for a replay that
+ * rolled back. A kick of a key that already has one queued is absorbed by it (pg-boss `stately`).
+ *
+ * All or nothing: when any id is unknown or not replayable (`ignored`, `invalid`), nothing changes
+ * and the result says which. Runs in the caller's transaction (`tx`).
+ */
+export async function replayEvents(
+  tx: Sql,
+  ids: readonly number[],
+  now: string,
+  kick: (sql: Sql, keys: readonly string[]) => Promise<void>,
+): Promise<ReplayResult> {
+  // Locked: a kick running now on one of them finishes first, and the status read is the one replaced.
+  const rows = await tx.query<{
+    id: string;
+    status: EventStatus;
+    nu_proposta: string | null;
+    request_id: string | null;
+  }>(
+    'SELECT id, status, nu_proposta, request_id FROM events WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE',
+    [[...ids]],
+  );
+  const byId = new Map(rows.map((r) => [Number(r.id), r]));
+  const result: ReplayResult = { queued: [], unknown: [], notReplayable: [] };
+  for (const id of ids) {
+    const row = byId.get(id);
+    if (row === undefined) result.unknown.push(id);
+    else if (!isReplayable(row.status)) result.notReplayable.push({ id, status: row.status });
+  }
+  if (result.unknown.length > 0 || result.notReplayable.length > 0) return result;
+  await tx.query(
+    `UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = $2::timestamptz, processed_at = NULL
+     WHERE id = ANY($1::bigint[])`,
+    [[...ids], now],
+  );
+  await kick(tx, [...new Set(rows.map(workKeyOf))]);
+  result.queued = [...ids];
+  return result;
+}

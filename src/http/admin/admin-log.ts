@@ -1,0 +1,168 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { StorageError } from '../../domain/errors';
+import type { ReplayResult } from '../../domain/event-status';
+import type {
+  BackfillCounts,
+  BackfillRange,
+  DestinationSummary,
+  ForwardDetail,
+  ForwardFilter,
+  ForwardListFilter,
+  ForwardRow,
+  ReplayCounts,
+} from '../../domain/forwarding/admin';
+import type { Destination } from '../../domain/forwarding/destinations';
+import type { AverbacaoRow } from '../../store/averbacoes';
+import type { DeliveryFilter, DeliveryRow } from '../../store/deliveries';
+import type { EventFilter, EventRow } from '../../store/events';
+import { type ForwardAdmin, forwardAdmin } from '../../store/forward-admin';
+import { replayEvents } from '../../store/pipeline-queries';
+import type { ProposalRow, TimelineRow } from '../../store/proposals';
+import type { Store } from '../../store/store';
+import { HttpError } from '../errors';
+import type { FeedReader } from './feed';
+
+/**
+ * What the admin routes read and write, whichever store holds the log: the SQLite file
+ * ({@link sqliteAdminLog}), or PostgreSQL in cluster mode (src/cluster/pg-admin-log.ts, which the
+ * ClusterNode provides). The routes parse the request and shape the answer once for both; the
+ * stores return the same rows (the SQLite log's shapes: ISO-8601 text times, 0/1 flags, an integer
+ * `nu_proposta` as a number).
+ */
+export interface AdminLog {
+  /** `events`, newest first (by id). */
+  events(filter: EventFilter): Promise<readonly EventRow[]>;
+  /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
+  event(id: number): Promise<{ event: EventRow; body: string | Buffer | null } | undefined>;
+  /**
+   * Puts events back in the queue, all or nothing (the replay rule of store/pipeline-queries.ts
+   * `replayEvents`), and makes processing look at once.
+   */
+  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
+  /** `deliveries`, newest first. */
+  deliveries(filter: DeliveryFilter): Promise<readonly DeliveryRow[]>;
+  /** A proposal (undefined when it has no row) and every event of it, processed or not. */
+  proposal(
+    nu: number | string,
+  ): Promise<{ proposal: ProposalRow | undefined; timeline: readonly TimelineRow[] }>;
+  /** Tracked registrations, the most recently created first. */
+  averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
+  averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
+  /** The forwarding tables (contract §8). */
+  forwards: AdminForwards;
+  /** A page of the change feed. */
+  feed: FeedReader;
+}
+
+export interface AverbacaoFilter {
+  status?: string | undefined;
+  stale?: boolean | undefined;
+  nuProposta?: number | string | undefined;
+  limit?: number | undefined;
+}
+
+/**
+ * The operators' statements on the forwarding tables (store/forward-admin.ts and
+ * cluster/pg-forward-admin.ts, same rules and shapes). The writes make the sender look at once.
+ */
+export interface AdminForwards {
+  list(filter: ForwardListFilter): Promise<readonly ForwardRow[]>;
+  show(id: number): Promise<ForwardDetail | undefined>;
+  /** The ids among these that name no delivery. */
+  missing(ids: readonly number[]): Promise<number[]>;
+  countWhere(filter: ForwardFilter): Promise<ReplayCounts>;
+  destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
+  replay(ids: readonly number[], now: string): Promise<ReplayCounts>;
+  replayWhere(filter: ForwardFilter, now: string): Promise<ReplayCounts>;
+  backfill(destination: Destination, range: BackfillRange, now: string): Promise<BackfillCounts>;
+  setPaused(name: string, paused: boolean, now: string): Promise<void>;
+}
+
+/**
+ * The SQLite file's log. `sweep` makes the in-process pipeline pick a replay up at once, `nudge`
+ * the forwarding sender (both optional: without them the next sweep or poll finds the work).
+ */
+export function sqliteAdminLog(
+  store: Store,
+  wake: { sweep?: (() => void) | undefined; nudge?: (() => void) | undefined } = {},
+): AdminLog {
+  const { events, deliveries, proposals, averbacoes } = store;
+  const forwards = forwardAdmin(store.db);
+  return {
+    events: async (filter) => events.list(filter),
+    event: async (id) => {
+      const event = events.get(id);
+      return event && { event, body: events.body(id) };
+    },
+    replayEvents: async (ids, now) => {
+      const result = replayEvents(store.db, ids, now);
+      if (result.queued.length > 0) wake.sweep?.();
+      return result;
+    },
+    deliveries: async (filter) => deliveries.list(filter),
+    proposal: async (nu) => ({ proposal: proposals.get(nu), timeline: proposals.timeline(nu) }),
+    averbacoes: async (filter) => averbacoes.list(filter),
+    averbacao: async (requestId) => averbacoes.get(requestId),
+    forwards: sqliteForwards(forwards, () => wake.nudge?.()),
+    feed: async (afterId, limit, types) => forwards.feed(afterId, limit, types),
+  };
+}
+
+function sqliteForwards(admin: ForwardAdmin, nudge: () => void): AdminForwards {
+  const nudging = async <T>(write: () => T | Promise<T>): Promise<T> => {
+    const result = await write();
+    nudge();
+    return result;
+  };
+  return {
+    list: async (filter) => admin.list(filter),
+    show: async (id) => admin.show(id),
+    missing: async (ids) => admin.missing(ids),
+    countWhere: async (filter) => admin.countWhere(filter),
+    destinationSummaries: async (configured) => admin.destinationSummaries(configured),
+    replay: (ids, now) => nudging(() => admin.replay(ids, now)),
+    replayWhere: (filter, now) => nudging(() => inTurns(admin.replayWhereSteps(filter, now))),
+    backfill: (destination, range, now) =>
+      nudging(() => inTurns(admin.backfillSteps(destination, range, now))),
+    setPaused: async (name, paused, now) => {
+      admin.setPaused(name, paused, now);
+      if (!paused) nudge();
+    },
+  };
+}
+
+/**
+ * Runs a store's chunked write to its end, letting the event loop turn between chunks: webhook
+ * deliveries in this process are acknowledged while a big replay or backfill goes on.
+ */
+export async function inTurns<T>(steps: Generator<T, T>): Promise<T> {
+  let step = steps.next();
+  while (!step.done) {
+    await nextTurn();
+    step = steps.next();
+  }
+  return step.value;
+}
+
+/** What a route says when PostgreSQL does not answer this replica (the client asks again). */
+export const LOG_UNAVAILABLE =
+  'the log (PostgreSQL) does not answer this replica now; ask again shortly (a feed cursor you hold stays valid)';
+
+/**
+ * Cluster mode: a read or write the log could not do because PostgreSQL is away (a StorageError,
+ * src/cluster/pg-admin-log.ts) is answered 503 `log_unavailable` with a Retry-After, never a 500.
+ */
+export const logUnavailableAs503: ErrorRequestHandler = (err: unknown, _req, _res, next) => {
+  next(err instanceof StorageError ? new HttpError(503, 'log_unavailable', LOG_UNAVAILABLE) : err);
+};
+
+/** A route cluster mode does not serve yet: 501, and `instead` says what does it (or that nothing does). */
+export function notInClusterMode(instead: string): RequestHandler {
+  return (_req, res) => {
+    res.status(501).json({
+      error: 'not_available_in_cluster_mode',
+      message: `not available in cluster mode yet: ${instead}`,
+    });
+  };
+}
