@@ -67,8 +67,12 @@ const SAVE_CIRCUITS = `INSERT INTO forward_destinations (name, circuit, updated_
   SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
   ON CONFLICT (name) DO UPDATE SET circuit = excluded.circuit, updated_at = excluded.updated_at`;
 
-// The oldest pending is the lowest pending id, as in SQLite (two index probes, not a scan).
-const GAUGES = `SELECT n.name AS destination,
+/**
+ * Each named destination's backlog, dead letters, oldest pending `created_at` and pause flag, in
+ * the order named (`$1`: the names). The oldest pending is the lowest pending id, as in SQLite
+ * (two index probes, not a scan). Also `stats`' figures (pg-reads.ts).
+ */
+export const FORWARD_GAUGES_SQL = `SELECT n.name AS destination,
     (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'pending') AS pending,
     (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'dead') AS dead,
     (SELECT created_at FROM forward_deliveries WHERE destination = n.name AND status = 'pending'
@@ -137,7 +141,7 @@ export function pgForwardStore(pool: Pool): PgForwardStore {
         dead: string;
         oldest_pending_at: Date | null;
         paused: boolean;
-      }>(GAUGES, [names]);
+      }>(FORWARD_GAUGES_SQL, [names]);
       return rows.map((r) => ({
         destination: r.destination,
         pending: Number(r.pending),

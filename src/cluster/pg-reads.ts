@@ -5,6 +5,7 @@ import { ConsigError, StorageError } from '../domain/errors';
 import type { EventKind, EventStatus } from '../domain/event-status';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StuckCutoff } from '../domain/stuck';
+import { FORWARD_GAUGES_SQL } from './pg-forward-store';
 
 /**
  * The log commands' reads in cluster mode (contract §10): the tables of contract §5 as PostgreSQL
@@ -423,17 +424,6 @@ export async function readStats(
   };
 }
 
-// As SQLite's (store/forward-deliveries.ts `gauges`): index-only counts, the oldest pending being
-// the lowest pending id.
-const GAUGES = `SELECT n.name AS destination,
-    (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'pending') AS pending,
-    (SELECT count(*) FROM forward_deliveries WHERE destination = n.name AND status = 'dead') AS dead,
-    (SELECT created_at FROM forward_deliveries WHERE destination = n.name AND status = 'pending'
-      ORDER BY id LIMIT 1) AS oldest_pending_at,
-    coalesce((SELECT paused FROM forward_destinations WHERE name = n.name), false) AS paused
-  FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
-  ORDER BY n.ord`;
-
 /** `stats`' forwarding figures: the configured destinations, then the others in forward_destinations. */
 async function forwardingGauges(
   db: PgReader,
@@ -450,7 +440,7 @@ async function forwardingGauges(
     'SELECT name FROM forward_destinations ORDER BY name COLLATE "C"',
   );
   const names = [...new Set([...configured, ...touched.map((r) => r.name)])];
-  return rows<DestinationGauges>(db, GAUGES, [names]);
+  return rows<DestinationGauges>(db, FORWARD_GAUGES_SQL, [names]);
 }
 
 /** A `proposals` row with the SQLite log's columns, in its order. */

@@ -1,9 +1,11 @@
-import { Pool } from 'pg';
+import { Client, Pool } from 'pg';
+import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { Relay } from '../../src/cluster/relay';
 import type { Sql } from '../../src/cluster/sql';
 import type { Db } from '../../src/store/database';
 import { openSpool, type Spool } from '../../src/store/spool';
 import { postRaw, type PostResult, SECRET, signed } from './payloads';
+import { withClient } from './postgres';
 
 /**
  * Cluster mode's tests (contract §10): a PostgreSQL pool that survives a server restart, the relay
@@ -166,4 +168,35 @@ export async function dropFailureTrigger(pool: Pool): Promise<void> {
     DROP FUNCTION test_fail_transition();
     DROP TABLE test_failures;
   `);
+}
+
+/**
+ * A connection LISTENing on the outbox's channel (`consig_forward`) of `url`; `received` counts its
+ * empty notifications, `settled` waits until every notification committed before it has arrived.
+ */
+export async function listenOutbox(url: string): Promise<{
+  received: () => number;
+  settled: () => Promise<void>;
+  close: () => Promise<void>;
+}> {
+  const client = new Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  let received = 0;
+  let sentinels = 0;
+  client.on('notification', (n) => {
+    if (n.payload === 'sentinel') sentinels += 1;
+    else received += 1;
+  });
+  await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
+  return {
+    received: () => received,
+    // Notifications arrive in commit order: once ours arrives, every earlier one has.
+    async settled() {
+      const before = sentinels;
+      await withClient(url, (c) => c.query(`SELECT pg_notify('${OUTBOX_CHANNEL}', 'sentinel')`));
+      await waitFor(() => sentinels > before, 'the sentinel notification', 10_000);
+    },
+    close: () => client.end(),
+  };
 }

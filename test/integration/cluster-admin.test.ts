@@ -1,12 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client, type Pool } from 'pg';
+import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
-import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { count, listenOutbox, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { FakeDestination } from '../helpers/destination';
 import { delivery, postRaw } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
 
@@ -407,7 +406,7 @@ describe('writes on PostgreSQL', () => {
 
   it('forwarding: pause, resume, replay one, replay by filter and backfill write PostgreSQL, notify the sending replica, and the destination gets the messages', async () => {
     const dest = await FakeDestination.start();
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       const erp = { name: 'erp', url: dest.url, secret: 'erp-secret', types: ['proposal.changed'] };
       const node = await replica({ DESTINATIONS_FILE: destinationsFile([erp]) });
@@ -602,31 +601,3 @@ describe('what cluster mode does not serve, and PostgreSQL away', () => {
     }, 'the delivery acknowledged while PostgreSQL was away, listed once it is back');
   });
 });
-
-/** A connection LISTENing on the outbox's channel; `received` counts its empty notifications. */
-async function listen(): Promise<{
-  received: () => number;
-  settled: () => Promise<void>;
-  close: () => Promise<void>;
-}> {
-  const client = new Client({ connectionString: url });
-  client.on('error', () => {});
-  await client.connect();
-  let received = 0;
-  let sentinels = 0;
-  client.on('notification', (n) => {
-    if (n.payload === 'sentinel') sentinels += 1;
-    else received += 1;
-  });
-  await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-  return {
-    received: () => received,
-    // Notifications arrive in commit order: once ours arrives, every earlier one has.
-    async settled() {
-      const before = sentinels;
-      await withClient(url, (c) => c.query(`SELECT pg_notify('${OUTBOX_CHANNEL}', 'sentinel')`));
-      await waitFor(() => sentinels > before, 'the sentinel notification', 10_000);
-    },
-    close: () => client.end(),
-  };
-}

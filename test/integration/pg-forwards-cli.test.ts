@@ -5,7 +5,7 @@ import { Client } from 'pg';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { adminDbOfClient, pgForwardAdmin } from '../../src/cluster/pg-forward-admin';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { OUTBOX_CHANNEL, storeOutbox } from '../../src/cluster/pg-outbox';
+import { storeOutbox } from '../../src/cluster/pg-outbox';
 import { sqlOf } from '../../src/cluster/sql';
 import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
 import { parseDestinationsFile } from '../../src/domain/forwarding/destinations';
@@ -14,6 +14,7 @@ import type { ProposalStatus } from '../../src/domain/lifecycle';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import Database from '../../src/store/sqlite-driver';
 import { openStore } from '../../src/store/store';
+import { listenOutbox } from '../helpers/cluster-db';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
 import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
 import { BIN, type RunResult, runCli } from '../helpers/process';
@@ -243,34 +244,6 @@ function sqliteRows<T>(text: string, ...params: unknown[]): T[] {
   }
 }
 
-/** A connection LISTENing on the outbox's channel; `received` counts its empty notifications. */
-async function listen(): Promise<{
-  received: () => number;
-  settled: () => Promise<void>;
-  close: () => Promise<void>;
-}> {
-  const client = new Client({ connectionString: url });
-  client.on('error', () => {});
-  await client.connect();
-  let received = 0;
-  let sentinels = 0;
-  client.on('notification', (n) => {
-    if (n.payload === 'sentinel') sentinels += 1;
-    else received += 1;
-  });
-  await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-  return {
-    received: () => received,
-    // Notifications arrive in commit order: once ours arrives, every earlier one has.
-    async settled() {
-      const before = sentinels;
-      await withClient(url, (c) => c.query(`SELECT pg_notify('${OUTBOX_CHANNEL}', 'sentinel')`));
-      await eventually(() => sentinels > before, 'the sentinel notification', 10_000);
-    },
-    close: () => client.end(),
-  };
-}
-
 const webhookOf = (n: number) => MESSAGES[n]?.webhookId as string;
 
 describe('forwards list', () => {
@@ -394,7 +367,7 @@ describe('forwards replay', () => {
   const brief = (rows: State[]) => rows.map((r) => [r.id, r.status, r.attempts, r.delivered_at !== null]);
 
   it('by ids: dead and delivered start over, pending keeps its attempts; the sender is notified', async () => {
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       const out = same('forwards', 'replay', '3', '8', '13', '--json');
       expect(JSON.parse(out)).toEqual({ replayed: 3, by_status: { pending: 1, delivered: 1, dead: 1 } });
@@ -429,7 +402,7 @@ describe('forwards replay', () => {
       /^consig-receiver: 2 deliveries \(dead 2, delivered 0, pending 0\) would be replayed; run again with --yes/,
     );
     expect(brief(await statesOnPg())).toEqual(brief(statesOnSqlite()));
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       const out = same('forwards', 'replay', '--destination', 'crm', '--status', 'dead', '--yes');
       expect(out).toMatch(/^replayed 1 delivery \(dead 1, delivered 0, pending 0\)/);
@@ -460,7 +433,7 @@ describe('forwards replay', () => {
        SELECT 1, 'old-' || n, 'p:1', 'dead', 3, now(), now() FROM generate_series(1, $1::int) AS n`,
       [CHUNK_ROWS * 2.5],
     );
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       const r = cluster(['forwards', 'replay', '--status', 'dead', '--yes', '--json']);
       const n = CHUNK_ROWS * 2.5 + 2;
@@ -524,7 +497,7 @@ describe('forwards pause / resume / destinations', () => {
       paused: true,
       paused_by_operator: true,
     });
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       expect(same('forwards', 'resume', 'warehouse')).toContain('destination warehouse resumed');
       await listener.settled();
@@ -552,7 +525,7 @@ describe('forwards pause / resume / destinations', () => {
 
 describe('forwards backfill', () => {
   it('gives a new destination what it wants and lacks, as SQLite mode does; twice creates nothing', async () => {
-    const listener = await listen();
+    const listener = await listenOutbox(url);
     try {
       const first = same('forwards', 'backfill', '--destination', 'late', '--proposal', '1', '--json');
       expect(JSON.parse(first)).toEqual({ destination: 'late', matched: 2, created: 2 });
