@@ -1,6 +1,8 @@
 import { type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
+import { startEngine } from './engine';
+import { withPgConnection } from './pg-reads';
 import { workKeyOf } from './relay';
-import type { Sql } from './sql';
+import { type Sql, sqlOf } from './sql';
 
 /**
  * Replay in cluster mode: the rule of SQLite mode's `replayEvents` (store/pipeline-queries.ts) on
@@ -44,4 +46,49 @@ export async function replayEvents(
   await kick(tx, [...new Set(rows.map(workKeyOf))]);
   result.queued = [...ids];
   return result;
+}
+
+/**
+ * The `replay` command in cluster mode: the events named (or every one with `status`) replayed in
+ * one transaction on a connection of its own, their kicks queued through a pg-boss started for the
+ * purpose (no workers) and stopped at the end. Errors name host, port and database, never the
+ * password (pg-reads.ts `withPgConnection`).
+ */
+export async function replayOnPostgres(
+  databaseUrl: string,
+  wanted: { ids: readonly number[] } | { status: EventStatus },
+  now: string,
+): Promise<ReplayResult> {
+  return withPgConnection(
+    databaseUrl,
+    async (client) => {
+      const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
+      try {
+        const sql = sqlOf(client);
+        await client.query('BEGIN');
+        try {
+          const ids =
+            'status' in wanted
+              ? (
+                  await sql.query<{ id: string }>('SELECT id FROM events WHERE status = $1 ORDER BY id', [
+                    wanted.status,
+                  ])
+                ).map((r) => Number(r.id))
+              : wanted.ids;
+          const result: ReplayResult =
+            ids.length === 0
+              ? { queued: [], unknown: [], notReplayable: [] }
+              : await replayEvents(sql, ids, now, (tx, keys) => engine.kick(tx, keys));
+          await client.query(result.queued.length > 0 ? 'COMMIT' : 'ROLLBACK');
+          return result;
+        } catch (err) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      } finally {
+        await engine.stop(2000).catch(() => undefined);
+      }
+    },
+    'consig-receiver replay',
+  );
 }

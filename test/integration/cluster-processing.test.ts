@@ -24,6 +24,7 @@ import {
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
 import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { runCliAsync } from '../helpers/process';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
 
@@ -535,6 +536,31 @@ describe('a handler that fails', () => {
       'proposta.aprovada',
       'averbacao.solicitada',
     ]);
+
+    // The handler works again; `replay --status dead` (the real CLI, on PostgreSQL) requeues the
+    // dead letter and kicks its proposal: it is processed once more, recorded late.
+    await dropFailureTrigger(pool);
+    const cliEnv = { DATABASE_URL: url, WEBHOOK_SECRETS: 'unused-by-replay' };
+    const replayed = await runCliAsync(['replay', '--status', 'dead', '--json'], cliEnv);
+    expect(replayed.stderr).toBe('');
+    expect(JSON.parse(replayed.stdout)).toEqual({ queued: [Number(events.get(failing)!.id)] });
+    await waitFor(
+      async () => (await pgEventsByKey()).get(failing)?.status === 'done',
+      'the replayed dead letter processed',
+      DUE_JOB_BOUND_MS,
+    );
+    const late = await rows<{ evento: string; applied: boolean; reason: string }>(
+      pool,
+      "SELECT evento, applied, reason FROM proposal_transitions WHERE nu_proposta = '9211' ORDER BY id",
+    );
+    expect(late.at(-1)).toEqual({ evento: 'proposta.pre_aprovada', applied: false, reason: 'late' });
+    // Nothing left to replay; an unknown id is refused with one line, and no password anywhere.
+    expect(JSON.parse((await runCliAsync(['replay', '--status', 'dead', '--json'], cliEnv)).stdout)).toEqual({
+      queued: [],
+    });
+    const unknown = await runCliAsync(['replay', '999999'], cliEnv);
+    expect(unknown.status).not.toBe(0);
+    expect(unknown.stderr).toMatch(/no event 999999/);
   });
 });
 
