@@ -98,24 +98,40 @@ async function applyLifecycle(event: EventFacts, ctx: EffectsContext): Promise<v
     );
 }
 
+/**
+ * Starts tracking a registration, its first poll scheduled in the same transaction; one already
+ * tracked only gets its missing fields filled. Returns whether it was new.
+ */
+export async function track(
+  sql: Sql,
+  e: Extract<RegistryEffect, { type: 'track' }>,
+  now: string,
+  schedulePoll: EffectsContext['schedulePoll'],
+): Promise<boolean> {
+  const nu = e.nuProposta === null ? null : String(e.nuProposta);
+  const created = await sql.query(
+    `INSERT INTO averbacoes (request_id, correlation_id, nu_proposta, status, tracked_via, next_poll_at,
+       created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+     ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
+    [e.requestId, e.correlationId, nu, e.status, e.via, e.nextPollAt, now],
+  );
+  if (created.length === 0) {
+    await fill(sql, e.requestId, e.correlationId, nu, now);
+    return false;
+  }
+  if (e.nextPollAt !== null) await schedulePoll(sql, e.requestId, new Date(e.nextPollAt));
+  return true;
+}
+
 async function applyRegistry(effects: readonly RegistryEffect[], ctx: EffectsContext): Promise<void> {
   const { sql } = ctx;
   const now = ctx.now.toISOString();
   for (const e of effects) {
     switch (e.type) {
-      case 'track': {
-        const nu = e.nuProposta === null ? null : String(e.nuProposta);
-        const created = await sql.query(
-          `INSERT INTO averbacoes (request_id, correlation_id, nu_proposta, status, tracked_via, next_poll_at,
-             created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-           ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
-          [e.requestId, e.correlationId, nu, e.status, e.via, e.nextPollAt, now],
-        );
-        if (created.length === 0) await fill(sql, e.requestId, e.correlationId, nu, now);
-        else if (e.nextPollAt !== null) await ctx.schedulePoll(sql, e.requestId, new Date(e.nextPollAt));
+      case 'track':
+        await track(sql, e, now, ctx.schedulePoll);
         break;
-      }
       case 'fill':
         await fill(
           sql,

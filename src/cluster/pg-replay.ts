@@ -1,5 +1,6 @@
+import type { Client } from 'pg';
 import { type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
-import { startEngine } from './engine';
+import { type Engine, startEngine } from './engine';
 import { withPgConnection } from './pg-reads';
 import { workKeyOf } from './relay';
 import { type Sql, sqlOf } from './sql';
@@ -49,37 +50,25 @@ export async function replayEvents(
 }
 
 /**
- * The `replay` command in cluster mode: the events named (or every one with `status`) replayed in
- * one transaction on a connection of its own, their kicks queued through a pg-boss started for the
- * purpose (no workers) and stopped at the end. Errors name host, port and database, never the
- * password (pg-reads.ts `withPgConnection`).
+ * `use` in one transaction on a connection of its own, with a pg-boss started for the purpose (no
+ * workers: it only queues jobs in that transaction) and stopped at the end; committed when `use`
+ * says so, else rolled back. For the operators' commands in cluster mode (`replay`, `track`).
+ * Errors name host, port and database, never the password (pg-reads.ts `withPgConnection`).
  */
-export async function replayOnPostgres(
+export async function withEngineTransaction<T>(
   databaseUrl: string,
-  wanted: { ids: readonly number[] } | { status: EventStatus },
-  now: string,
-): Promise<ReplayResult> {
+  command: string,
+  use: (client: Client, engine: Engine) => Promise<{ result: T; commit: boolean }>,
+): Promise<T> {
   return withPgConnection(
     databaseUrl,
     async (client) => {
       const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
       try {
-        const sql = sqlOf(client);
         await client.query('BEGIN');
         try {
-          const ids =
-            'status' in wanted
-              ? (
-                  await sql.query<{ id: string }>('SELECT id FROM events WHERE status = $1 ORDER BY id', [
-                    wanted.status,
-                  ])
-                ).map((r) => Number(r.id))
-              : wanted.ids;
-          const result: ReplayResult =
-            ids.length === 0
-              ? { queued: [], unknown: [], notReplayable: [] }
-              : await replayEvents(sql, ids, now, (tx, keys) => engine.kick(tx, keys));
-          await client.query(result.queued.length > 0 ? 'COMMIT' : 'ROLLBACK');
+          const { result, commit } = await use(client, engine);
+          await client.query(commit ? 'COMMIT' : 'ROLLBACK');
           return result;
         } catch (err) {
           await client.query('ROLLBACK').catch(() => undefined);
@@ -89,6 +78,30 @@ export async function replayOnPostgres(
         await engine.stop(2000).catch(() => undefined);
       }
     },
-    'consig-receiver replay',
+    `consig-receiver ${command}`,
   );
+}
+
+/** The `replay` command in cluster mode: the events named, or every one with `status`. */
+export async function replayOnPostgres(
+  databaseUrl: string,
+  wanted: { ids: readonly number[] } | { status: EventStatus },
+  now: string,
+): Promise<ReplayResult> {
+  return withEngineTransaction(databaseUrl, 'replay', async (client, engine) => {
+    const sql = sqlOf(client);
+    const ids =
+      'status' in wanted
+        ? (
+            await sql.query<{ id: string }>('SELECT id FROM events WHERE status = $1 ORDER BY id', [
+              wanted.status,
+            ])
+          ).map((r) => Number(r.id))
+        : wanted.ids;
+    const result: ReplayResult =
+      ids.length === 0
+        ? { queued: [], unknown: [], notReplayable: [] }
+        : await replayEvents(sql, ids, now, (tx, keys) => engine.kick(tx, keys));
+    return { result, commit: result.queued.length > 0 };
+  });
 }

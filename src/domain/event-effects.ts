@@ -107,6 +107,28 @@ const firstPoll = (nowMs: number, schedule: PollScheduleOptions): string =>
   new Date(firstPollAt(nowMs, schedule)).toISOString();
 
 /**
+ * An operator declaring a registration (the `track` command in cluster mode; SQLite mode's
+ * registry/tracking.ts writes the same row): `queued` until the service says more, first poll
+ * after the webhook's grace.
+ */
+export function declaredTrackEffect(
+  requestId: string,
+  nuProposta: number | string | null,
+  nowMs: number,
+  schedule: Pick<PollScheduleOptions, 'graceMs'>,
+): Extract<RegistryEffect, { type: 'track' }> {
+  return {
+    type: 'track',
+    requestId,
+    correlationId: null,
+    nuProposta,
+    status: 'queued',
+    via: 'declared',
+    nextPollAt: new Date(firstPollAt(nowMs, schedule)).toISOString(),
+  };
+}
+
+/**
  * A registry result (the webhook of interface §4.4, kind `registry`) or a poll answer (kind
  * `poll`), given the registration as loaded (`current`, null when not tracked). Whichever of webhook
  * and poll brings the final status first wins; the other is a no-op.

@@ -795,6 +795,37 @@ describe('registrations', () => {
     expect(await pollJobs('req-9401')).toHaveLength(2);
   });
 
+  it('`track` (the real CLI, on PostgreSQL) declares a registration; its poll job completes it', async () => {
+    fake = await startFakeService();
+    fake.on('GET', '/request/:id', { json: { requestId: 'req-9451', status: 'completed' } });
+    await clusterReplica('replica-a', serviceEnv({ REGISTRY_WEBHOOK_GRACE_MS: '100' }));
+    const cliEnv = {
+      DATABASE_URL: url,
+      WEBHOOK_SECRETS: 'unused-by-track',
+      REGISTRY_WEBHOOK_GRACE_MS: '100',
+    };
+    const tracked = await runCliAsync(['track', 'req-9451', '--proposal', '9451', '--json'], cliEnv);
+    expect(tracked.stderr).toBe('');
+    expect(JSON.parse(tracked.stdout)).toMatchObject({
+      status: 'tracked',
+      averbacao: { request_id: 'req-9451', nu_proposta: 9451, status: 'queued', tracked_via: 'declared' },
+    });
+    // One poll job, queued with the row.
+    expect(await pollJobs('req-9451')).toHaveLength(1);
+    const done = await waitFor(
+      async () => {
+        const row = await averbacao('req-9451');
+        return row?.status === 'completed' ? row : undefined;
+      },
+      'req-9451 completed by its poll',
+      DUE_JOB_BOUND_MS,
+    );
+    expect(done).toMatchObject({ result_source: 'poll', tracked_via: 'declared', next_poll_at: null });
+    // Declared again: already tracked, nothing queued twice.
+    const again = await runCliAsync(['track', 'req-9451', '--json'], cliEnv);
+    expect(JSON.parse(again.stdout)).toMatchObject({ status: 'already_tracked' });
+  });
+
   it('a registry webhook arriving first makes the scheduled poll a no-op', async () => {
     fake = await startFakeService();
     fake.on('GET', '/request/:id', { json: { requestId: 'req-9402', status: 'completed' } });

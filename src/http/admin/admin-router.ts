@@ -42,7 +42,7 @@ function clusterAverbacaoWrites(): Router {
   router.post(
     '/averbacoes/track',
     notInClusterMode(
-      'nothing declares a registration in PostgreSQL yet (the `track` command writes the SQLite file); a registration named by an event or a registry result is tracked by itself',
+      'declare it with the `track` command (with DATABASE_URL set it writes PostgreSQL and queues the first poll); a registration named by an event or a registry result is tracked by itself',
     ),
   );
   router.post(
