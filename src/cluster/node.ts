@@ -106,6 +106,10 @@ export class ClusterNode {
         if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
         return this.engine.kick(sql, keys);
       },
+      schedulePoll: (sql, requestId, at) => {
+        if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
+        return this.engine.schedulePoll(sql, requestId, at);
+      },
     });
     const forwarding = options.forwarding;
     this.forwardPool =

@@ -17,6 +17,8 @@ import {
   readProposal,
 } from './pg-reads';
 import { replayEvents } from './pg-replay';
+import { track } from './pg-effects';
+import { trackEffect } from '../domain/event-effects';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
@@ -37,6 +39,16 @@ export interface PgAdminLogOptions {
   running(): boolean;
   /** Queues a kick of each work key in `sql`'s transaction (engine.ts `kick`). */
   kick(sql: Sql, keys: readonly string[]): Promise<void>;
+  /** Schedules a registration's poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
+}
+
+/** A registration to track, as the admin routes declare or start it. */
+interface TrackRequest {
+  requestId: string;
+  correlationId: string | null;
+  nuProposta: number | string | null;
+  via: 'declared' | 'started';
 }
 
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
@@ -95,6 +107,13 @@ export function pgAdminLog(options: PgAdminLogOptions) {
         }),
       ),
     averbacao: (requestId: string) => read((db) => readAverbacao(db, requestId)),
+    /** Tracks a registration (pg-effects.ts `track`), its first poll a job queued with it. */
+    track: async (t: TrackRequest, now: Date, graceMs: number) => {
+      const created = await transaction((tx) =>
+        track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), options.schedulePoll),
+      );
+      return { created, averbacao: await read((db) => readAverbacao(db, t.requestId)) };
+    },
     forwards: forwards(options.pool, guarded, read),
     /** A page of the change feed (pg-feed.ts): one statement, so one snapshot of its own. */
     feed: (afterId: number, limit: number, types: readonly MessageType[]) =>

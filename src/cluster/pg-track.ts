@@ -1,4 +1,4 @@
-import { declaredTrackEffect } from '../domain/event-effects';
+import { trackEffect } from '../domain/event-effects';
 import { track } from './pg-effects';
 import { type PgAverbacaoRow, readAverbacao } from './pg-reads';
 import { withEngineTransaction } from './pg-replay';
@@ -16,7 +16,7 @@ export async function trackOnPostgres(
   graceMs: number,
 ): Promise<{ created: boolean; row: PgAverbacaoRow | undefined }> {
   return withEngineTransaction(databaseUrl, 'track', async (client, engine) => {
-    const effect = declaredTrackEffect(t.requestId, t.nuProposta, now.getTime(), { graceMs });
+    const effect = trackEffect({ ...t, correlationId: null, via: 'declared' }, now.getTime(), { graceMs });
     const schedule = (tx: Sql, id: string, at: Date) => engine.schedulePoll(tx, id, at);
     const created = await track(sqlOf(client), effect, now.toISOString(), schedule);
     const row = await readAverbacao(client, t.requestId);

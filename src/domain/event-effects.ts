@@ -107,23 +107,24 @@ const firstPoll = (nowMs: number, schedule: PollScheduleOptions): string =>
   new Date(firstPollAt(nowMs, schedule)).toISOString();
 
 /**
- * An operator declaring a registration (the `track` command in cluster mode; SQLite mode's
- * registry/tracking.ts writes the same row): `queued` until the service says more, first poll
- * after the webhook's grace.
+ * A registration declared here (the `track` command, `POST /admin/averbacoes/track`) or started
+ * through the service's client: `queued` until the service says more, first poll after the
+ * webhook's grace. SQLite mode's registry/tracking.ts writes the same row.
  */
-export function declaredTrackEffect(
-  requestId: string,
-  nuProposta: number | string | null,
+export function trackEffect(
+  t: {
+    requestId: string;
+    correlationId: string | null;
+    nuProposta: number | string | null;
+    via: 'declared' | 'started';
+  },
   nowMs: number,
   schedule: Pick<PollScheduleOptions, 'graceMs'>,
 ): Extract<RegistryEffect, { type: 'track' }> {
   return {
     type: 'track',
-    requestId,
-    correlationId: null,
-    nuProposta,
+    ...t,
     status: 'queued',
-    via: 'declared',
     nextPollAt: new Date(firstPollAt(nowMs, schedule)).toISOString(),
   };
 }

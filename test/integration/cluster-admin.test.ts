@@ -532,7 +532,7 @@ describe('writes on PostgreSQL', () => {
 });
 
 describe('what cluster mode does not serve, and PostgreSQL away', () => {
-  it('the token is required; the averbação writes and the console answer 501; PostgreSQL away is a 503 log_unavailable while webhooks still get 200', async () => {
+  it('the token is required; averbações are declared in PostgreSQL; the console answers 501; PostgreSQL away is a 503 log_unavailable while webhooks still get 200', async () => {
     const node = await replica({ DESTINATIONS_FILE: destinationsFile(), FEED_ENABLED: 'true' });
     await sendSigned(node.url, delivery('proposta.criada', { nu_proposta: 9401 }));
     await settled(node, 1, 1);
@@ -548,13 +548,25 @@ describe('what cluster mode does not serve, and PostgreSQL away', () => {
         .status,
     ).toBe(401);
 
-    const track = await admin(node, '/averbacoes/track', { method: 'POST', json: { requestId: 'req-1' } });
-    expect(track).toMatchObject({ status: 501, body: { error: 'not_available_in_cluster_mode' } });
-    expect(track.body.message).toMatch(/`track` command/);
+    // Declaring a registration writes PostgreSQL, its first poll a pg-boss job queued with the row.
+    const track = await admin(node, '/averbacoes/track', {
+      method: 'POST',
+      json: { requestId: 'req-1', nu_proposta: 9401 },
+    });
+    expect(track).toMatchObject({
+      status: 201,
+      body: {
+        status: 'tracked',
+        averbacao: { request_id: 'req-1', nu_proposta: 9401, status: 'queued', tracked_via: 'declared' },
+      },
+    });
+    expect(await count(pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'")).toBe(1);
+    const again = await admin(node, '/averbacoes/track', { method: 'POST', json: { requestId: 'req-1' } });
+    expect(again).toMatchObject({ status: 200, body: { status: 'already_tracked' } });
+    expect(await count(pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'")).toBe(1);
+    // Starting one needs the service, as in SQLite mode.
     const start = await admin(node, '/averbacoes', { method: 'POST', json: {} });
-    expect(start).toMatchObject({ status: 501, body: { error: 'not_available_in_cluster_mode' } });
-    expect(start.body.message).toMatch(/start-averbacao --no-track/);
-    expect(await count(pool, 'SELECT count(*) AS n FROM averbacoes')).toBe(0);
+    expect(start).toMatchObject({ status: 503, body: { error: 'service_not_configured' } });
     const page = await fetch(`${node.url}/console`);
     expect(page.status).toBe(501);
     expect(((await page.json()) as { message: string }).message).toMatch(/console/);
@@ -569,6 +581,7 @@ describe('what cluster mode does not serve, and PostgreSQL away', () => {
       ['/proposals/9401', {}],
       ['/averbacoes', {}],
       ['/averbacoes/req-1', {}],
+      ['/averbacoes/track', { method: 'POST', json: { requestId: 'req-2' } }],
       ['/forwards', {}],
       ['/forwards/1/replay', { method: 'POST' }],
       ['/forwards/replay', { method: 'POST', json: { status: 'dead' } }],

@@ -1,3 +1,4 @@
+import { trackRegistration } from '../../registry/tracking';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { StorageError } from '../../domain/errors';
@@ -49,6 +50,20 @@ export interface AdminLog {
   /** Tracked registrations, the most recently created first. */
   averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
   averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
+  /**
+   * Tracks a registration declared here or started through the service's client (`queued`, first
+   * poll after `graceMs`); one already tracked only gets its missing fields. `created`: it was new.
+   */
+  track(
+    t: {
+      requestId: string;
+      correlationId: string | null;
+      nuProposta: number | string | null;
+      via: 'declared' | 'started';
+    },
+    now: Date,
+    graceMs: number,
+  ): Promise<{ created: boolean; averbacao: AverbacaoRow | undefined }>;
   /** The forwarding tables (contract §8). */
   forwards: AdminForwards;
   /** A page of the change feed. */
@@ -104,6 +119,10 @@ export function sqliteAdminLog(
     proposal: async (nu) => ({ proposal: proposals.get(nu), timeline: proposals.timeline(nu) }),
     averbacoes: async (filter) => averbacoes.list(filter),
     averbacao: async (requestId) => averbacoes.get(requestId),
+    track: async (t, now, graceMs) => ({
+      created: trackRegistration(averbacoes, t, now, graceMs),
+      averbacao: averbacoes.get(t.requestId),
+    }),
     forwards: sqliteForwards(forwards, () => wake.nudge?.()),
     feed: async (afterId, limit, types) => forwards.feed(afterId, limit, types),
   };

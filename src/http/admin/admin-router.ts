@@ -2,7 +2,7 @@ import { type RequestHandler, Router } from 'express';
 import { constantTimeEqual } from '../../domain/signature';
 import type { AppDeps } from '../app';
 import { notFound } from '../errors';
-import { logUnavailableAs503, notInClusterMode, sqliteAdminLog } from './admin-log';
+import { logUnavailableAs503, sqliteAdminLog } from './admin-log';
 import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacoes';
 import { deliveryRoutes } from './deliveries';
 import { eventRoutes } from './events';
@@ -13,8 +13,7 @@ import { proposalRoutes } from './proposals';
 /**
  * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the SQLite file's log or, in cluster
  * mode (`deps.clusterLog`), on PostgreSQL's: the same routes, parameters and answers, PostgreSQL
- * being away answered 503 `log_unavailable`. Declaring or starting an averbação writes only the
- * SQLite file yet: 501 in cluster mode.
+ * being away answered 503 `log_unavailable`.
  */
 export function adminRouter(deps: AppDeps): Router {
   const log =
@@ -28,29 +27,11 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(eventRoutes(deps, log));
   router.use(proposalRoutes(log));
   router.use(averbacaoRoutes(log));
-  router.use(deps.clusterLog ? clusterAverbacaoWrites() : averbacaoWriteRoutes(deps));
+  router.use(averbacaoWriteRoutes(deps, log));
   router.use(deliveryRoutes(log));
   router.use(forwardRoutes(deps, log.forwards));
   router.use(feedRoutes(deps, log.feed));
   if (deps.clusterLog) router.use(logUnavailableAs503);
-  return router;
-}
-
-/** Cluster mode: the averbação writes of SQLite mode, not on PostgreSQL yet, each saying so. */
-function clusterAverbacaoWrites(): Router {
-  const router = Router();
-  router.post(
-    '/averbacoes/track',
-    notInClusterMode(
-      'declare it with the `track` command (with DATABASE_URL set it writes PostgreSQL and queues the first poll); a registration named by an event or a registry result is tracked by itself',
-    ),
-  );
-  router.post(
-    '/averbacoes',
-    notInClusterMode(
-      'start it with the `start-averbacao --no-track` command; the registration is tracked once an event or its registry result names it',
-    ),
-  );
   return router;
 }
 

@@ -1,13 +1,12 @@
 import express, { type Request, type Response, Router } from 'express';
 import { ConsigError } from '../../domain/errors';
 import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
-import { trackRegistration, trackStarted } from '../../registry/tracking';
 import { parseNuProposta } from '../../store/proposals';
 import type { AppDeps } from '../app';
 import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
-type AverbacaoDeps = Pick<AppDeps, 'store' | 'clock' | 'serviceClient' | 'registryGraceMs'>;
+type AverbacaoDeps = Pick<AppDeps, 'clock' | 'serviceClient' | 'registryGraceMs'>;
 
 /**
  * The tracked registrations (averbações, interface §4.2–§4.4): `GET /admin/averbacoes` and
@@ -39,37 +38,34 @@ export function averbacaoRoutes(log: AdminLog): Router {
 }
 
 /**
- * SQLite mode: declare a registration started elsewhere (`POST /admin/averbacoes/track`), or start
- * one through the service and track it (`POST /admin/averbacoes`).
+ * Declare a registration started elsewhere (`POST /admin/averbacoes/track`), or start one through
+ * the service and track it (`POST /admin/averbacoes`), in whichever store holds the log (in cluster
+ * mode the first poll is a job queued with the row).
  */
-export function averbacaoWriteRoutes(deps: AverbacaoDeps): Router {
+export function averbacaoWriteRoutes(deps: AverbacaoDeps, log: AdminLog): Router {
   const router = Router();
-  router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => track(deps, req, res));
-  router.post('/averbacoes', express.json({ limit: '64kb' }), (req, res) => start(deps, req, res));
+  router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => track(deps, log, req, res));
+  router.post('/averbacoes', express.json({ limit: '64kb' }), (req, res) => start(deps, log, req, res));
   return router;
 }
 
 /** `{ requestId, nu_proposta? }`: tracks a registration started elsewhere; 201 when new, 200 when known. */
-function track(deps: AverbacaoDeps, req: Request, res: Response): void {
+async function track(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Response): Promise<void> {
   const requestId = nonBlankString(own(req.body, 'requestId'))?.trim();
   if (requestId === undefined || requestId.length > 200) {
     res.status(400).json({ error: 'bad_request', message: 'requestId (string) is required' });
     return;
   }
-  const created = trackRegistration(
-    deps.store.averbacoes,
-    { requestId, nuProposta: nuPropostaOf(req.body), via: 'declared' },
+  const { created, averbacao } = await log.track(
+    { requestId, correlationId: null, nuProposta: nuPropostaOf(req.body), via: 'declared' },
     deps.clock.now(),
     deps.registryGraceMs ?? 0,
   );
-  res.status(created ? 201 : 200).json({
-    status: created ? 'tracked' : 'already_tracked',
-    averbacao: deps.store.averbacoes.get(requestId),
-  });
+  res.status(created ? 201 : 200).json({ status: created ? 'tracked' : 'already_tracked', averbacao });
 }
 
 /** Sends the body to `POST /contract/averbacao` and tracks the `requestId` the service answers. */
-async function start(deps: AverbacaoDeps, req: Request, res: Response): Promise<void> {
+async function start(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Response): Promise<void> {
   const client = deps.serviceClient;
   if (!client) {
     res.status(503).json({ error: 'service_not_configured', message: 'SERVICE_BASE_URL is not set' });
@@ -85,9 +81,12 @@ async function start(deps: AverbacaoDeps, req: Request, res: Response): Promise<
   }
   try {
     const accepted = await client.startAverbacao(body);
-    const now = deps.clock.now();
-    trackStarted(deps.store.averbacoes, accepted, nuPropostaOf(body), now, deps.registryGraceMs ?? 0);
-    res.status(202).json({ status: 'tracked', averbacao: deps.store.averbacoes.get(accepted.requestId) });
+    const { averbacao } = await log.track(
+      { ...accepted, nuProposta: nuPropostaOf(body), via: 'started' },
+      deps.clock.now(),
+      deps.registryGraceMs ?? 0,
+    );
+    res.status(202).json({ status: 'tracked', averbacao });
   } catch (err) {
     // Anything but the client's own errors is a fault here: the error handler answers 500.
     if (!(err instanceof ConsigError)) throw err;
