@@ -1,8 +1,8 @@
 import { Client, type ClientBase, DatabaseError, types } from 'pg';
 import type { RegistryStatus } from '../domain/catalogue';
-import type { DeliveryOutcome } from '../domain/delivery';
+import type { DeliveryRow } from '../domain/delivery';
 import { ConsigError, StorageError } from '../domain/errors';
-import type { EventKind, EventStatus } from '../domain/event-status';
+import type { EventRow } from '../domain/event-status';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StuckCutoff } from '../domain/stuck';
 import { FORWARD_GAUGES_SQL } from './pg-forward-store';
@@ -215,26 +215,7 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
 }
 
 /** An `events` row as the SQLite log's `events` command shows it (no body). */
-export interface PgEventRow {
-  id: number;
-  dedup_key: string;
-  webhook_id: string | null;
-  kind: EventKind;
-  evento: string | null;
-  nu_proposta: number | string | null;
-  request_id: string | null;
-  registry_status: string | null;
-  tentativa: number | null;
-  received_at: string;
-  body_bytes: number;
-  status: EventStatus;
-  attempts: number;
-  next_attempt_at: string | null;
-  last_error: string | null;
-  processed_at: string | null;
-  duplicates: number;
-  last_duplicate_at: string | null;
-}
+export type PgEventRow = EventRow;
 
 const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
   received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
@@ -290,20 +271,7 @@ export async function readEvent(
 }
 
 /** A `deliveries` row with the SQLite log's columns (the replica that answered is in `stats`). */
-export interface PgDeliveryRow {
-  id: number;
-  received_at: string;
-  path: string;
-  outcome: DeliveryOutcome;
-  http_status: number;
-  dedup_key: string | null;
-  event_id: number | null;
-  duration_ms: number;
-  body_bytes: number | null;
-  secret_index: number | null;
-  remote_addr: string | null;
-  detail: string | null;
-}
+export type PgDeliveryRow = DeliveryRow;
 
 /**
  * `deliveries`: newest first by `received_at` (ids are the relay's order, which interleaves the

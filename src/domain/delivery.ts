@@ -173,3 +173,19 @@ export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDeli
     text,
   };
 }
+
+/** A `deliveries` row as both stores hand it to readers (PostgreSQL's replica column aside). */
+export interface DeliveryRow {
+  id: number;
+  received_at: string;
+  path: string;
+  outcome: DeliveryOutcome;
+  http_status: number;
+  dedup_key: string | null;
+  event_id: number | null;
+  duration_ms: number;
+  body_bytes: number | null;
+  secret_index: number | null;
+  remote_addr: string | null;
+  detail: string | null;
+}

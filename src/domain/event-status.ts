@@ -32,3 +32,25 @@ export interface ReplayResult {
   unknown: number[];
   notReplayable: { id: number; status: EventStatus }[];
 }
+
+/** An `events` row as both stores hand it to readers (no body): SQLite's, and PostgreSQL's in its types. */
+export interface EventRow {
+  id: number;
+  dedup_key: string;
+  webhook_id: string | null;
+  kind: EventKind;
+  evento: string | null;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+  registry_status: string | null;
+  tentativa: number | null;
+  received_at: string;
+  body_bytes: number;
+  status: EventStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  processed_at: string | null;
+  duplicates: number;
+  last_duplicate_at: string | null;
+}

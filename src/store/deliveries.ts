@@ -1,4 +1,4 @@
-import type { DeliveryOutcome } from '../domain/delivery';
+import type { DeliveryOutcome, DeliveryRow } from '../domain/delivery';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
@@ -20,20 +20,7 @@ export interface NewDelivery {
   detail: string | null;
 }
 
-export interface DeliveryRow {
-  id: number;
-  received_at: string;
-  path: string;
-  outcome: DeliveryOutcome;
-  http_status: number;
-  dedup_key: string | null;
-  event_id: number | null;
-  duration_ms: number;
-  body_bytes: number | null;
-  secret_index: number | null;
-  remote_addr: string | null;
-  detail: string | null;
-}
+export type { DeliveryRow } from '../domain/delivery';
 
 export interface DeliveryFilter {
   outcome?: string | undefined;

@@ -1,4 +1,4 @@
-import type { EventKind, EventStatus } from '../domain/event-status';
+import type { EventKind, EventRow, EventStatus } from '../domain/event-status';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
@@ -23,26 +23,7 @@ export interface NewEvent {
   lastError: string | null;
 }
 
-export interface EventRow {
-  id: number;
-  dedup_key: string;
-  webhook_id: string | null;
-  kind: EventKind;
-  evento: string | null;
-  nu_proposta: number | string | null;
-  request_id: string | null;
-  registry_status: string | null;
-  tentativa: number | null;
-  received_at: string;
-  body_bytes: number;
-  status: EventStatus;
-  attempts: number;
-  next_attempt_at: string | null;
-  last_error: string | null;
-  processed_at: string | null;
-  duplicates: number;
-  last_duplicate_at: string | null;
-}
+export type { EventRow } from '../domain/event-status';
 
 export interface EventFilter {
   status?: string | undefined;
