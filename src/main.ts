@@ -110,7 +110,13 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   if (cluster === null) leadership.start();
   else cluster.start();
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
-  const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock });
+  // Cluster mode: the service counts failures at every replica, so the alarms read them all.
+  const deliveryWatch = startDeliveryWatch(config, {
+    metrics,
+    logger,
+    clock,
+    shared: cluster ? () => cluster.sharedAnswers() : undefined,
+  });
 
   const server = buildServer(config, {
     store,

@@ -1,5 +1,6 @@
 import { Pool } from 'pg';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { StuckCutoff } from '../domain/stuck';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
@@ -9,6 +10,7 @@ import type { SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import { pgForwardStore } from './pg-forward-store';
+import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { runPollJob, type StatusClient } from './poll-job';
@@ -156,19 +158,32 @@ export class ClusterNode {
    * The cluster-wide figures of /metrics, read from PostgreSQL; null when it does not answer
    * within 2 s (the scrape then keeps the last values, and consig_cluster_connected says why).
    */
-  async sharedGauges(cutoffs: readonly StuckCutoff[]): Promise<SharedGauges | null> {
+  sharedGauges(cutoffs: readonly StuckCutoff[]): Promise<SharedGauges | null> {
+    return this.readShort(async (sql) => {
+      const gauges = await readSharedGauges(sql, cutoffs);
+      const names = this.options.forwarding?.destinations.map((d) => d.name) ?? [];
+      if (names.length > 0) gauges.forwarding = await pgForwardStore(this.pool).gauges(names);
+      return gauges;
+    });
+  }
+
+  /** Every replica's answers, for the deactivation and silence alarms; null as for {@link sharedGauges}. */
+  sharedAnswers(): Promise<SharedAnswers | null> {
+    return this.readShort(readSharedAnswers);
+  }
+
+  /** A read of at most 2 s on one pooled connection; null when not running or when it fails. */
+  private async readShort<T>(read: (sql: Sql) => Promise<T>): Promise<T | null> {
     if (this.state !== 'running') return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
     let ok = false;
     try {
       await client.query("SET statement_timeout = '2s'");
-      const gauges = await readSharedGauges(sqlOf(client), cutoffs);
-      const names = this.options.forwarding?.destinations.map((d) => d.name) ?? [];
-      if (names.length > 0) gauges.forwarding = await pgForwardStore(this.pool).gauges(names);
+      const result = await read(sqlOf(client));
       await client.query('RESET statement_timeout');
       ok = true;
-      return gauges;
+      return result;
     } catch {
       return null;
     } finally {

@@ -47,6 +47,12 @@ export const noFailures: DeliveryAlarmState = Object.freeze({
   lastAnswer: null,
 });
 
+/** Proposals in flight are counted up to here: the log says "at least", and the query stays bounded. */
+export const IN_FLIGHT_COUNT_CAP = 1000;
+
+/** A run read back from a shared log is counted up to here (the service stops sending after three). */
+export const SHARED_RUN_CAP = 1000;
+
 /** interface §6.1, rule 4: the third failure in a row deactivates the callback. */
 export const ALARM_THRESHOLD = 3;
 /** While a run goes on, the alarm speaks again every this many further failures. */
@@ -78,6 +84,52 @@ export function recordAnswer(state: DeliveryAlarmState, answer: DeliveryAnswer, 
     lastAnswer: answer,
   };
   return { state: next, alarm: alarmSpeaksAt(consecutive), changed: true };
+}
+
+/** One answer as a shared log keeps it: what was answered, and when (epoch ms). */
+export interface TimedAnswer {
+  readonly answer: DeliveryAnswer;
+  readonly at: number;
+}
+
+/**
+ * What a log shared by several receivers (cluster mode's PostgreSQL) knows of their answers: the
+ * service counts failed attempts to the callback URL whatever replica answered them, so three
+ * failures spread over three replicas are one run; and a replica's silence is only a silence when
+ * no replica hears from the service.
+ */
+export interface SharedAnswers {
+  /** The answers since the latest 200 at any receiver, oldest first (at most SHARED_RUN_CAP). */
+  readonly run: readonly TimedAnswer[];
+  /** Epoch ms of the latest request any receiver answered, or null. */
+  readonly lastDeliveryAt: number | null;
+  /** Proposals whose status is not final, counted up to IN_FLIGHT_COUNT_CAP. */
+  readonly proposalsInFlight: number;
+}
+
+/**
+ * The run of failed answers at the end of `answers` (in the order they were answered), by the same
+ * rule as {@link recordAnswer}: cluster mode folds every replica's answers read back from
+ * PostgreSQL, so three failures spread over three replicas are one run, as the service counts them.
+ */
+export function runOfAnswers(
+  answers: readonly TimedAnswer[],
+  from: DeliveryAlarmState = noFailures,
+): DeliveryAlarmState {
+  let state = from;
+  for (const { answer, at } of answers) state = recordAnswer(state, answer, at).state;
+  return state;
+}
+
+/**
+ * Whether a run seen again (read back later, perhaps grown by several failures at once) has reached
+ * a point {@link alarmSpeaksAt} reports since it was last seen: a new run counts from zero.
+ */
+export function runSpeaksSince(seen: DeliveryAlarmState, now: DeliveryAlarmState): boolean {
+  const sameRun = seen.firstFailureAt !== null && seen.firstFailureAt === now.firstFailureAt;
+  const from = sameRun ? seen.consecutive : 0;
+  for (let n = from + 1; n <= now.consecutive; n++) if (alarmSpeaksAt(n)) return true;
+  return false;
 }
 
 /** Whether the failure numbered `consecutive` in a run is reported: the third, then every tenth. */

@@ -8,19 +8,23 @@ import {
   type DeliveryAnswer,
   describeRun,
   type FailedAnswer,
+  IN_FLIGHT_COUNT_CAP,
   isFailedAnswer,
   judgeSilence,
   likelyCause,
   noFailures,
   noSilence,
   recordAnswer,
+  runOfAnswers,
+  runSpeaksSince,
+  type SharedAnswers,
   type SilenceState,
   silenceDue,
 } from '../domain/delivery-alarm';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from '../store/database';
-import { type DeliveryAlarmRepo, deliveryAlarmRepo, IN_FLIGHT_COUNT_CAP } from '../store/delivery-alarm';
+import { type DeliveryAlarmRepo, deliveryAlarmRepo } from '../store/delivery-alarm';
 
 /**
  * The deactivation alarm at run time (rules in src/domain/delivery-alarm.ts): every answer of the
@@ -55,7 +59,20 @@ export interface DeliveryWatchOptions extends CauseSettings {
   checkIntervalMs?: number | undefined;
   /** Called by `stop()` after the last save (closes a connection the watch was given for itself). */
   onStop?: (() => void) | undefined;
+  /**
+   * Cluster mode: reads every replica's answers from the shared log (PostgreSQL), or null when it
+   * cannot. Read at each check and {@link SHARED_RECHECK_MS} after a failed answer (once the relay
+   * has moved it). The gauges then show the longer of this replica's run and the cluster's; the
+   * cluster's run is logged when it reaches a point this replica's own run did not report; the
+   * silence is judged on the last delivery at any replica and the proposals in flight there. While
+   * it returns null, this replica's own answers alone are judged, as in SQLite mode.
+   * @default undefined (one receiver: its own answers and file)
+   */
+  shared?: (() => Promise<SharedAnswers | null>) | undefined;
 }
+
+/** After a failed answer, the shared log is read again this much later (the relay lag is ~tens of ms). */
+export const SHARED_RECHECK_MS = 1000;
 
 export class DeliveryWatch {
   private run: DeliveryAlarmState = noFailures;
@@ -66,6 +83,11 @@ export class DeliveryWatch {
   private lastSeenAt: number | null = null;
   private readonly startedAt: number;
   private timer: NodeJS.Timeout | null = null;
+  /** Cluster mode: the run across replicas, as last read, and the silence figures read with it. */
+  private sharedRun: DeliveryAlarmState = noFailures;
+  private sharedFigures: Pick<SharedAnswers, 'lastDeliveryAt' | 'proposalsInFlight'> | null = null;
+  private sharedReading: Promise<void> | null = null;
+  private recheck: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: DeliveryWatchOptions) {
     this.startedAt = options.clock.now().getTime();
@@ -79,13 +101,15 @@ export class DeliveryWatch {
     const now = this.options.clock.now().getTime();
     this.lastSeenAt = now;
     if (this.silence.raised) this.guarded(() => this.judgeSilence(now));
+    // Cluster mode: a failure may extend the cluster's run, a 200 may end it.
+    if (isFailedAnswer(answer) || this.sharedRun.consecutive > 0) this.recheckShared();
     // The 200 path with no run going on: nothing to count, nothing to write.
     if (!isFailedAnswer(answer) && this.run.consecutive === 0 && !this.unsaved) return;
     const ended = this.run.consecutive;
     const step = this.recordAndStore(answer, now);
     this.run = step.state;
     this.publishRun();
-    if (step.alarm) this.logAlarm();
+    if (step.alarm) this.logAlarm(this.run, 'replica');
     else if (step.changed && ended >= ALARM_THRESHOLD && step.state.consecutive === 0)
       this.options.logger.info({ failed_answers: ended }, 'webhook deliveries answered 200 again');
   }
@@ -98,6 +122,62 @@ export class DeliveryWatch {
         this.run = this.readStored() ?? this.run;
         this.publishRun();
       }
+      // Cluster mode judges the silence once the shared figures are read.
+      if (this.options.shared) void this.readShared();
+      else this.judgeSilence(this.options.clock.now().getTime());
+    });
+  }
+
+  /** Reads the cluster's answers (one read at a time); never rejects. */
+  readShared(): Promise<void> {
+    const { shared } = this.options;
+    if (!shared) return Promise.resolve();
+    this.sharedReading ??= shared()
+      .then(
+        (answers) => this.adoptShared(answers),
+        (err: unknown) => {
+          this.options.logger.warn(
+            { err: (err as Error).message },
+            'could not read the answers of the other replicas',
+          );
+          this.adoptShared(null);
+        },
+      )
+      .finally(() => {
+        this.sharedReading = null;
+      });
+    return this.sharedReading;
+  }
+
+  private recheckShared(): void {
+    if (!this.options.shared || this.recheck !== null) return;
+    this.recheck = setTimeout(() => {
+      this.recheck = null;
+      void this.readShared();
+    }, SHARED_RECHECK_MS);
+    this.recheck.unref();
+  }
+
+  private adoptShared(answers: SharedAnswers | null): void {
+    this.guarded(() => {
+      if (answers !== null) {
+        const seen = this.sharedRun;
+        const run = runOfAnswers(answers.run);
+        this.sharedRun = run;
+        this.sharedFigures = {
+          lastDeliveryAt: answers.lastDeliveryAt,
+          proposalsInFlight: answers.proposalsInFlight,
+        };
+        this.publishRun();
+        // This replica's own run reports itself; the cluster's only when it is the longer one.
+        if (run.consecutive > this.run.consecutive && runSpeaksSince(seen, run))
+          this.logAlarm(run, 'cluster');
+        else if (alarmRaised(seen) && run.consecutive === 0)
+          this.options.logger.info(
+            { failed_answers: seen.consecutive },
+            'webhook deliveries answered 200 again at the replicas',
+          );
+      } else this.sharedFigures = null;
       this.judgeSilence(this.options.clock.now().getTime());
     });
   }
@@ -123,6 +203,8 @@ export class DeliveryWatch {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    if (this.recheck) clearTimeout(this.recheck);
+    this.recheck = null;
     if (this.unsaved) {
       try {
         this.save();
@@ -174,15 +256,16 @@ export class DeliveryWatch {
     }
   }
 
+  /** The gauges show the longer run: this replica's own, or (cluster mode) every replica's. */
   private publishRun(): void {
     const { metrics } = this.options;
-    metrics.consecutiveFailedAnswers.set(this.run.consecutive);
-    metrics.consecutiveInvalidSignatures.set(this.run.byAnswer.invalid_signature ?? 0);
-    metrics.deactivationAlarm.set(alarmRaised(this.run) ? 1 : 0);
+    const run = this.sharedRun.consecutive > this.run.consecutive ? this.sharedRun : this.run;
+    metrics.consecutiveFailedAnswers.set(run.consecutive);
+    metrics.consecutiveInvalidSignatures.set(run.byAnswer.invalid_signature ?? 0);
+    metrics.deactivationAlarm.set(alarmRaised(run) ? 1 : 0);
   }
 
-  private logAlarm(): void {
-    const run = this.run;
+  private logAlarm(run: DeliveryAlarmState, scope: 'replica' | 'cluster'): void {
     const kinds = Object.keys(run.byAnswer) as FailedAnswer[];
     const what =
       kinds.length === 1 && kinds[0] === 'invalid_signature'
@@ -196,19 +279,21 @@ export class DeliveryWatch {
         last_answer: run.lastAnswer,
         by_answer: run.byAnswer,
         header: this.options.signatureHeader,
+        ...(scope === 'cluster' ? { across: 'replicas' } : {}),
       },
-      `${run.consecutive} consecutive webhook deliveries ${what}: the service deactivates the callback after 3 consecutive failed deliveries (interface §6.1). Likely cause — ${causes}. Then have the service re-activate the callback.`,
+      `${run.consecutive} consecutive webhook deliveries ${what}${scope === 'cluster' ? ' across the replicas' : ''}: the service deactivates the callback after 3 consecutive failed deliveries (interface §6.1). Likely cause — ${causes}. Then have the service re-activate the callback.`,
     );
   }
 
   private judgeSilence(now: number): void {
     const { repo, metrics } = this.options;
     const silenceMs = this.options.silenceMs ?? 0;
-    const stored = repo?.lastDeliveryAt() ?? null;
+    const shared = this.sharedFigures;
+    const stored = shared ? shared.lastDeliveryAt : (repo?.lastDeliveryAt() ?? null);
     const known = [this.lastSeenAt, stored].filter((t): t is number => t !== null);
     const lastDeliveryAt = known.length > 0 ? Math.max(...known) : this.startedAt;
-    const due = repo !== undefined && silenceDue(now, lastDeliveryAt, silenceMs);
-    const inFlight = due ? repo.proposalsInFlight() : null;
+    const due = (repo !== undefined || shared !== null) && silenceDue(now, lastDeliveryAt, silenceMs);
+    const inFlight = !due ? null : shared ? shared.proposalsInFlight : (repo?.proposalsInFlight() ?? null);
     const step = judgeSilence(this.silence, { now, lastDeliveryAt, silenceMs, inFlight });
     this.silence = step.state;
     metrics.secondsSinceLastDelivery.set(step.silentMs / 1000);
@@ -240,7 +325,13 @@ export class DeliveryWatch {
  */
 export function startDeliveryWatch(
   config: Pick<Config, 'databasePath' | 'signatureHeader' | 'maxBodyBytes' | 'deliverySilenceAlarmMs'>,
-  deps: { metrics: Metrics; logger: Logger; clock: Clock; checkIntervalMs?: number | undefined },
+  deps: {
+    metrics: Metrics;
+    logger: Logger;
+    clock: Clock;
+    checkIntervalMs?: number | undefined;
+    shared?: DeliveryWatchOptions['shared'];
+  },
 ): DeliveryWatch {
   const db: Db = openDatabase(config.databasePath, {
     // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.

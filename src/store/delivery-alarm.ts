@@ -3,6 +3,7 @@ import {
   type DeliveryAlarmState,
   type FailedAnswer,
   FAILED_ANSWERS,
+  IN_FLIGHT_COUNT_CAP,
   noFailures,
 } from '../domain/delivery-alarm';
 import { NON_FINAL_STATUSES } from '../domain/lifecycle';
@@ -26,8 +27,6 @@ interface AlarmRow {
 /** Every status a proposal can be at that is not final: what "in flight" means. */
 const IN_FLIGHT_STATUSES: string[] = [...NON_FINAL_STATUSES];
 
-/** Counting stops here: the log says "at least", and the query stays bounded on any table. */
-export const IN_FLIGHT_COUNT_CAP = 1000;
 
 export function deliveryAlarmRepo(db: Db) {
   const select = db.prepare<[], AlarmRow>(

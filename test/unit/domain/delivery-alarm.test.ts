@@ -11,6 +11,8 @@ import {
   noFailures,
   noSilence,
   recordAnswer,
+  runOfAnswers,
+  runSpeaksSince,
   type SilenceState,
 } from '../../../src/domain/delivery-alarm';
 import type { DeliveryOutcome } from '../../../src/store/deliveries';
@@ -145,5 +147,47 @@ describe('judgeSilence', () => {
       inFlight: null,
     });
     expect(after).toEqual({ state: noSilence, silentMs: 1, log: 'cleared' });
+  });
+});
+
+describe('runOfAnswers and runSpeaksSince: the run read back from every replica (cluster mode)', () => {
+  const timed = (answers: readonly DeliveryAnswer[], start = 0) =>
+    answers.map((answer, i) => ({ answer, at: start + i * 1000 }));
+
+  it.each<[string, DeliveryAnswer[], number]>([
+    ['no answers', [], 0],
+    ['three failures from three replicas', ['invalid_signature', 'forbidden', 'invalid_signature'], 3],
+    ['a 200 in between ends the run', ['invalid_signature', 'accepted', 'invalid_signature'], 1],
+    ['a duplicate is a 200 too', ['aborted', 'aborted', 'duplicate'], 0],
+  ])('%s', (_name, answers, consecutive) => {
+    const folded = runOfAnswers(timed(answers));
+    expect(folded.consecutive).toBe(consecutive);
+    // The same rule as answering them one by one.
+    expect(folded).toEqual(run(answers).state);
+  });
+
+  it('goes on from a known run', () => {
+    const first = runOfAnswers(timed(['invalid_signature']));
+    const next = runOfAnswers(timed(['forbidden'], 5000), first);
+    expect(next).toMatchObject({ consecutive: 2, firstFailureAt: 0, lastFailureAt: 5000 });
+  });
+
+  it.each<[string, number, number, boolean]>([
+    ['nothing new', 3, 3, false],
+    ['reaches the third', 2, 3, true],
+    ['jumps over the third', 1, 5, true],
+    ['grows between speaking points', 3, 12, false],
+    ['reaches the thirteenth', 12, 13, true],
+  ])('speaks when the same run %s', (_name, seenCount, nowCount, speaks) => {
+    const seen = runOfAnswers(timed(Array<DeliveryAnswer>(seenCount).fill('invalid_signature')));
+    const now = runOfAnswers(timed(Array<DeliveryAnswer>(nowCount).fill('invalid_signature')));
+    expect(runSpeaksSince(seen, now)).toBe(speaks);
+  });
+
+  it('counts a new run from zero', () => {
+    const old = runOfAnswers(timed(Array<DeliveryAnswer>(5).fill('aborted')));
+    const fresh = runOfAnswers(timed(Array<DeliveryAnswer>(3).fill('aborted'), 60_000));
+    expect(runSpeaksSince(old, fresh)).toBe(true);
+    expect(runSpeaksSince(noFailures, noFailures)).toBe(false);
   });
 });
