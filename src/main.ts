@@ -29,6 +29,7 @@ import { IngestWriter } from './store/ingest-writer';
 import type { NewEvent } from './store/events';
 import { openSpool, type Spool } from './store/spool';
 import { ClusterNode } from './cluster/node';
+import { pgConsoleLog } from './cluster/pg-console-log';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
 import { forwardDeliveries } from './store/forward-deliveries';
 import { processingLease } from './store/processing-lease';
@@ -129,6 +130,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     feedWaiters,
     leadership,
     cluster,
+    spool,
     clusterForwarding,
   });
   const release = async (timeoutMs: number): Promise<void> => {
@@ -355,13 +357,17 @@ function buildServer(
     clusterForwarding: { gauges: DestinationGauges[] };
     leadership: ProcessingLeadership;
     cluster: ClusterNode | null;
+    spool: Spool | null;
   },
 ): Server {
-  const { processing, feedWaiters, leadership, cluster, clusterForwarding, ...rest } = deps;
+  const { processing, feedWaiters, leadership, cluster, spool, clusterForwarding, ...rest } = deps;
   return createHttpServer({
     ...rest,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
     clusterLog: cluster?.adminLog,
+    // The console on PostgreSQL's log; its overview shows this replica's relay.
+    clusterConsole:
+      cluster === null || spool === null ? undefined : { log: pgConsoleLog(cluster.adminLog), relay: spool },
     sharedGauges:
       cluster === null
         ? undefined
@@ -436,6 +442,9 @@ function buildCluster(
     schedule: pollSchedule(config),
     spool: deps.spool,
     statusClient: deps.processing.serviceClient,
+    // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
+    retention:
+      config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
     forwarding: {
       destinations: config.forwarding.destinations,

@@ -313,7 +313,7 @@ function registerToolCommands(program: Command): void {
   program
     .command('prune')
     .description(
-      'remove raw bodies of finished events older than --days (default RETENTION_DAYS); rows and dedup keys stay',
+      'remove raw bodies of finished events, and forwarded messages delivered everywhere, older than --days (default RETENTION_DAYS); rows and dedup keys stay. With DATABASE_URL: PostgreSQL, then the relayed rows of the spool at DATABASE_PATH',
     )
     .option('--days <n>', 'retention in days')
     .option('--json', 'JSON for scripts')

@@ -13,10 +13,12 @@ import { pgForwardStore } from './pg-forward-store';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
+import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
 import { Relay, type RelaySpool } from './relay';
 import { type BossDb, checkOut, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
+import { RETENTION_LOG, retentionCutoff, type SpoolPruneStep } from '../domain/retention';
 
 /**
  * One replica's part of cluster mode (contract §10): once PostgreSQL answers, migrate it (replicas
@@ -63,6 +65,12 @@ export interface ClusterNodeOptions {
   };
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
+  /**
+   * RETENTION_DAYS (pg-retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
+   * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
+   * @default undefined (everything is kept)
+   */
+  retention?: ClusterRetention;
   metrics?: {
     relayed?(rows: number, delays: readonly number[]): void;
     relayError?(): void;
@@ -70,6 +78,21 @@ export interface ClusterNodeOptions {
     handlerFailure?(evento: string): void;
     poll?(outcome: PollOutcome): void;
   };
+}
+
+/** Cluster mode's retention settings (ClusterNodeOptions.retention). */
+export interface ClusterRetention {
+  days: number;
+  /** The spool's side (store/spool.ts `pruneBatch`): relayed rows received before the cutoff. */
+  spool?: { pruneBatch(cutoff: Date, afterId: number, size: number): SpoolPruneStep };
+  /** Spool rows per batch (one SQLite transaction, on the thread that answers). @default 500 */
+  spoolBatch?: number;
+  /** How often the spool is pruned, after a first pass at start. @default 3600000 */
+  spoolEveryMs?: number;
+  /** Passed on to startClusterRetention (tests shorten them). */
+  offerEveryMs?: number;
+  slotSeconds?: number;
+  onPass?: ClusterRetentionOptions['onPass'];
 }
 
 export type ClusterState = 'connecting' | 'running' | 'stopped';
@@ -85,6 +108,8 @@ export class ClusterNode {
   private stopping = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private bossErrors = 0;
+  private retention: { stop(): void } | null = null;
+  private spoolRetention: NodeJS.Timeout | null = null;
   state: ClusterState = 'connecting';
   /**
    * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
@@ -141,6 +166,7 @@ export class ClusterNode {
   /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
   start(): void {
     this.starting ??= this.connect(1);
+    this.startSpoolRetention();
   }
 
   /** A delivery was just spooled. */
@@ -194,6 +220,8 @@ export class ClusterNode {
   async stop(timeoutMs: number): Promise<void> {
     this.stopping = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.spoolRetention) clearInterval(this.spoolRetention);
+    this.retention?.stop();
     await this.relay?.stop();
     // Senders first record what was answered, then give their destinations' locks back.
     await this.forwarder?.stop(timeoutMs).catch(() => undefined);
@@ -217,6 +245,7 @@ export class ClusterNode {
       });
       if (this.stopping) return;
       await this.startWorkers(this.engine);
+      this.retention = await this.startRetention(this.engine);
       this.relay = this.startRelay(this.engine);
       // After the migrations: the senders read tables they create.
       this.forwarder?.start();
@@ -246,6 +275,71 @@ export class ClusterNode {
     this.bossErrors += 1;
     if (this.bossErrors === 1 || this.bossErrors % 50 === 0)
       this.options.logger.warn({ ...fields, count: this.bossErrors }, message);
+  }
+
+  /** The hourly pass on PostgreSQL, run by whichever replica fetches the hour's job. */
+  private async startRetention(engine: Engine): Promise<{ stop(): void } | null> {
+    const { options } = this;
+    const retention = options.retention;
+    if (retention === undefined) return null;
+    return startClusterRetention(engine.boss, {
+      days: retention.days,
+      replicaId: options.replicaId,
+      transaction: (fn) => this.transaction(fn),
+      logger: options.logger,
+      now: options.now,
+      stopping: () => this.stopping,
+      offerEveryMs: retention.offerEveryMs,
+      slotSeconds: retention.slotSeconds,
+      onPass: retention.onPass,
+    });
+  }
+
+  /**
+   * This replica's own spool: relayed rows older than the retention, at start and hourly. Local
+   * only, so it runs whether PostgreSQL answers or not (it removes nothing not relayed yet).
+   */
+  private startSpoolRetention(): void {
+    const { options } = this;
+    const retention = options.retention;
+    const spool = retention?.spool;
+    if (retention === undefined || spool === undefined || this.spoolRetention !== null) return;
+    let running = false;
+    const pass = async () => {
+      if (this.stopping || running) return;
+      running = true;
+      const cutoff = retentionCutoff(options.now(), retention.days);
+      const removed = { deliveries: 0, events: 0 };
+      try {
+        // A batch at a time, a turn of the event loop apart: the answers to the service run on
+        // this thread and this connection, and wait for a batch (500 rows: 6 ms on average, under 30 ms
+        // at most, measured on a spool of 100 000).
+        for (let afterId = 0; !this.stopping;) {
+          const step = spool.pruneBatch(cutoff, afterId, retention.spoolBatch ?? 500);
+          removed.deliveries += step.deliveries;
+          removed.events += step.events;
+          if (step.done) break;
+          afterId = step.lastId;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } catch (err) {
+        // A lock held by another connection (a `prune` command beside it): the next hour.
+        options.logger.warn(
+          { err: (err as Error).message },
+          'retention: could not prune the spool; trying again in an hour',
+        );
+      } finally {
+        running = false;
+      }
+      if (removed.deliveries > 0 || removed.events > 0)
+        options.logger.info(
+          { ...removed, retention_days: retention.days, replica: options.replicaId },
+          RETENTION_LOG.spool,
+        );
+    };
+    this.spoolRetention = setInterval(() => void pass(), retention.spoolEveryMs ?? 3_600_000);
+    this.spoolRetention.unref();
+    setImmediate(() => void pass());
   }
 
   private startRelay(engine: Engine): Relay {

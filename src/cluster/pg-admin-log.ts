@@ -118,6 +118,11 @@ export function pgAdminLog(options: PgAdminLogOptions) {
     /** A page of the change feed (pg-feed.ts): one statement, so one snapshot of its own. */
     feed: (afterId: number, limit: number, types: readonly MessageType[]) =>
       guarded(() => readFeedPage(sqlOf(options.pool), afterId, limit, types)),
+    /**
+     * The runners every call above goes through (the replica's pool, the running() guard,
+     * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.
+     */
+    runners: { guarded, read, transaction } satisfies PgRunners,
   };
 }
 
@@ -126,6 +131,13 @@ export type PgAdminLog = ReturnType<typeof pgAdminLog>;
 type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
 type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
 type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
+
+/** The guarded ways to reach PostgreSQL that every call of the admin log takes (see {@link runners}). */
+export interface PgRunners {
+  guarded: Guarded;
+  read: Read;
+  transaction: Transaction;
+}
 
 /**
  * pg-forward-admin's statements: reads in one read-only snapshot (a destination's figures agree
@@ -157,7 +169,7 @@ function forwards(pool: Pool, guarded: Guarded, read: Read) {
  * StorageError. `read`: guarded, `fn` in one read-only snapshot on a connection of the pool, bounded
  * by {@link READ_TIMEOUT}. `transaction`: guarded, `fn` in one transaction.
  */
-function runners(options: PgAdminLogOptions): { guarded: Guarded; read: Read; transaction: Transaction } {
+function runners(options: PgAdminLogOptions): PgRunners {
   const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
     if (!options.running()) throw new StorageError('cluster mode is not connected to PostgreSQL yet');
     try {

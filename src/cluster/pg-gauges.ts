@@ -20,6 +20,16 @@ export interface SharedGauges {
   forwarding?: DestinationGauges[];
 }
 
+/** received_at of the oldest event still to process (pending or failed), or null. */
+export async function readOldestUnprocessed(sql: Sql): Promise<Date | null> {
+  const [row] = await sql.query<{ at: Date | null }>(
+    // The first of each by id, as SQLite mode reads it: two index probes, not a scan of the backlog.
+    `SELECT least((SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1),
+                  (SELECT received_at FROM events WHERE status = 'failed' ORDER BY id LIMIT 1)) AS at`,
+  );
+  return row?.at ?? null;
+}
+
 export async function readSharedGauges(sql: Sql, cutoffs: readonly StuckCutoff[]): Promise<SharedGauges> {
   const events = await sql.query<{ status: string; n: string }>(
     'SELECT status, count(*) AS n FROM events GROUP BY status',
@@ -27,11 +37,6 @@ export async function readSharedGauges(sql: Sql, cutoffs: readonly StuckCutoff[]
   const averbacoes = await sql.query<{ status: string; stale: boolean; waiting: string; n: string }>(
     `SELECT status, stale, count(*) FILTER (WHERE next_poll_at IS NOT NULL) AS waiting, count(*) AS n
      FROM averbacoes GROUP BY status, stale`,
-  );
-  const oldest = await sql.query<{ at: Date | null }>(
-    // The first of each by id, as SQLite mode reads it: two index probes, not a scan of the backlog.
-    `SELECT least((SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1),
-                  (SELECT received_at FROM events WHERE status = 'failed' ORDER BY id LIMIT 1)) AS at`,
   );
   const stuck = await sql.query<{ status: string; n: string }>(
     `SELECT c.status, (SELECT count(*) FROM proposals p WHERE p.status = c.status AND p.updated_at < c.before) AS n
@@ -51,7 +56,7 @@ export async function readSharedGauges(sql: Sql, cutoffs: readonly StuckCutoff[]
     averbacoesByStatus,
     averbacoesStale: stale,
     averbacoesWaiting: waiting,
-    oldestUnprocessedAt: oldest[0]?.at ?? null,
+    oldestUnprocessedAt: await readOldestUnprocessed(sql),
     stuckByStatus: Object.fromEntries(stuck.map((r) => [r.status, Number(r.n)])),
   };
 }

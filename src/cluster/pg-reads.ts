@@ -1,5 +1,6 @@
 import { Client, type ClientBase, DatabaseError, types } from 'pg';
 import type { RegistryStatus } from '../domain/catalogue';
+import type { ProposalKey } from '../domain/console';
 import type { DeliveryRow } from '../domain/delivery';
 import { ConsigError, StorageError } from '../domain/errors';
 import type { EventRow } from '../domain/event-status';
@@ -75,28 +76,45 @@ const INTEGER_TEXT = '^(0|[1-9][0-9]{0,14})$';
 const integerText = new RegExp(INTEGER_TEXT);
 
 /** `nu_proposta` as the SQLite log holds it: an integer as a number, anything else as the text. */
-function logNuProposta(value: string): number | string;
-function logNuProposta(value: string | null): number | string | null;
-function logNuProposta(value: string | null): number | string | null {
+export function logNuProposta(value: string): number | string;
+export function logNuProposta(value: string | null): number | string | null;
+export function logNuProposta(value: string | null): number | string | null {
   return value !== null && integerText.test(value) ? Number(value) : value;
 }
 
-function withLogNuProposta<T extends { nu_proposta: string | null }>(
+export function withLogNuProposta<T extends { nu_proposta: string | null }>(
   row: T,
 ): Omit<T, 'nu_proposta'> & { nu_proposta: number | string | null } {
   return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
 }
 
 /**
- * SQLite's order of `nu_proposta` (integers by value before text by bytes), so that proposals with
- * the same `updated_at` come in the same order in both modes.
+ * SQLite's order of `nu_proposta` (integers by value before text by bytes) as keys PostgreSQL
+ * sorts on: text or not, an integer's length, then the bytes. Proposals with the same `updated_at`
+ * so come in the same order in both modes, and a keyset page goes on where SQLite's would.
  */
+const NU_KEYS = [
+  `(nu_proposta !~ '${INTEGER_TEXT}')`,
+  `(CASE WHEN nu_proposta ~ '${INTEGER_TEXT}' THEN length(nu_proposta) ELSE 0 END)`,
+  'nu_proposta COLLATE "C"',
+];
+
 function nuPropostaOrder(direction: 'ASC' | 'DESC'): string {
-  return [
-    `(nu_proposta !~ '${INTEGER_TEXT}') ${direction}`,
-    `(CASE WHEN nu_proposta ~ '${INTEGER_TEXT}' THEN length(nu_proposta) END) ${direction}`,
-    `nu_proposta COLLATE "C" ${direction}`,
-  ].join(', ');
+  return NU_KEYS.map((k) => `${k} ${direction}`).join(', ');
+}
+
+/**
+ * `(updated_at, nu keys) < key` (`<`: newest first) or `>` as a condition with its parameters,
+ * numbered from `$${first}`.
+ */
+function afterKey(key: ProposalKey, op: '<' | '>', first: number): { sql: string; params: unknown[] } {
+  const nu = String(key.nu_proposta);
+  const text = !integerText.test(nu);
+  const [a, b, c, d] = [first, first + 1, first + 2, first + 3];
+  return {
+    sql: `(updated_at, ${NU_KEYS.join(', ')}) ${op} ($${a}::timestamptz, $${b}::boolean, $${c}::int, $${d}::text)`,
+    params: [key.updated_at, text, text ? 0 : nu.length, nu],
+  };
 }
 
 /** `WHERE a = $1 AND b = $2` from the conditions given (undefined or '' = no condition). */
@@ -114,7 +132,8 @@ function whereClause(conditions: readonly [column: string, value: string | numbe
   return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
 }
 
-async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
+/** The rows of one query, in the SQLite log's representation (LOG_TYPES). */
+export async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
   return (await db.query({ text: sql, values: [...params], types: LOG_TYPES })).rows as T[];
 }
 
@@ -217,7 +236,7 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
 /** An `events` row as the SQLite log's `events` command shows it (no body). */
 export type PgEventRow = EventRow;
 
-const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
   received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
 
 /**
@@ -281,20 +300,33 @@ export type PgDeliveryRow = DeliveryRow;
  */
 export async function readDeliveries(
   db: PgReader,
-  filter: { outcome?: string | undefined; beforeId?: number | undefined; limit: number },
+  filter: {
+    outcome?: string | undefined;
+    /** received_at from (inclusive) and to (exclusive), ISO instants: the console's time range. */
+    from?: string | undefined;
+    to?: string | undefined;
+    beforeId?: number | undefined;
+    limit: number;
+  },
 ): Promise<PgDeliveryRow[]> {
   const where = whereClause([['outcome', filter.outcome]]);
-  const n = where.params.length;
-  const before =
-    filter.beforeId === undefined
-      ? ''
-      : `${where.sql ? 'AND' : 'WHERE'} (received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = $${n + 2})`;
+  const params: unknown[] = [...where.params, filter.limit];
+  const conditions = where.sql === '' ? [] : [where.sql.replace(/^WHERE /, '')];
+  const add = (condition: string, value: unknown): void => {
+    params.push(value);
+    conditions.push(condition.replace('?', `$${params.length}`));
+  };
+  if (filter.from !== undefined) add('received_at >= ?::timestamptz', filter.from);
+  if (filter.to !== undefined) add('received_at < ?::timestamptz', filter.to);
+  if (filter.beforeId !== undefined)
+    add('(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = ?)', filter.beforeId);
   return rows<PgDeliveryRow>(
     db,
     `SELECT id, received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
        secret_index, remote_addr, detail
-     FROM deliveries ${where.sql} ${before} ORDER BY received_at DESC, id DESC LIMIT $${n + 1}`,
-    [...where.params, filter.limit, ...(filter.beforeId === undefined ? [] : [filter.beforeId])],
+     FROM deliveries ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
+     ORDER BY received_at DESC, id DESC LIMIT $${where.params.length + 1}`,
+    params,
   );
 }
 
@@ -328,8 +360,8 @@ export interface PgStats {
   forwarding: DestinationGauges[] | null;
 }
 
-/** Rows of `table` per value of `column` (both names from this file), in SQLite's (byte) order of the values. */
-async function countBy(db: PgReader, table: string, column: string): Promise<Record<string, number>> {
+/** Rows of `table` per value of `column` (both names from the caller's code), in SQLite's (byte) order of the values. */
+export async function countBy(db: PgReader, table: string, column: string): Promise<Record<string, number>> {
   const found = await rows<{ key: string; n: number }>(
     db,
     `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${column} COLLATE "C"`,
@@ -337,7 +369,11 @@ async function countBy(db: PgReader, table: string, column: string): Promise<Rec
   return Object.fromEntries(found.map((r) => [r.key, r.n]));
 }
 
-async function stuckCounts(db: PgReader, cutoffs: readonly StuckCutoff[]): Promise<Record<string, number>> {
+/** Stuck proposals per cutoff's status, in the cutoffs' order, 0 included. */
+export async function stuckCounts(
+  db: PgReader,
+  cutoffs: readonly StuckCutoff[],
+): Promise<Record<string, number>> {
   const found = await rows<{ status: string; n: number }>(
     db,
     `SELECT c.status, count(p.nu_proposta) AS n
@@ -443,11 +479,8 @@ export interface PgTimelineRow {
   last_error: string | null;
 }
 
-/** `proposal <nu>`: the row (undefined when none) and every event of it, processed or not. */
-export async function readProposal(
-  db: PgReader,
-  nuProposta: string,
-): Promise<{ proposal: PgProposalRow | undefined; timeline: PgTimelineRow[] }> {
+/** One proposal's row, undefined when it has none. */
+export async function readProposalRow(db: PgReader, nuProposta: string): Promise<PgProposalRow | undefined> {
   const [row] = await rows<PgProposalRow & { nu_proposta: string }>(
     db,
     `SELECT nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage, status,
@@ -455,6 +488,15 @@ export async function readProposal(
      FROM proposals WHERE nu_proposta = $1`,
     [nuProposta],
   );
+  return row && { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
+}
+
+/** `proposal <nu>`: the row (undefined when none) and every event of it, processed or not. */
+export async function readProposal(
+  db: PgReader,
+  nuProposta: string,
+): Promise<{ proposal: PgProposalRow | undefined; timeline: PgTimelineRow[] }> {
+  const proposal = await readProposalRow(db, nuProposta);
   // Every event of the proposal, processed or not, with its transition when it has one.
   const timeline = await rows<PgTimelineRow>(
     db,
@@ -465,10 +507,7 @@ export async function readProposal(
      ORDER BY e.id`,
     [nuProposta],
   );
-  return {
-    proposal: row && { ...row, nu_proposta: logNuProposta(row.nu_proposta) },
-    timeline,
-  };
+  return { proposal, timeline };
 }
 
 /** What `proposals` lists of a proposal (`nu_cpf` as stored: the command masks it). */
@@ -487,36 +526,55 @@ function listRows(found: (PgProposalListRow & { nu_proposta: string })[]): PgPro
   return found.map((r) => ({ ...r, nu_proposta: logNuProposta(r.nu_proposta) }));
 }
 
-/** `proposals`: those at `statuses`, the most recently changed first. */
+// Both listings read one status at a time over proposals_status_updated (a LATERAL page per status,
+// as SQLite's proposal-lists.ts runs one statement per status), then merge: a page costs the rows
+// it shows, never a sort of every proposal at those statuses.
+
+/**
+ * `proposals`: those at `statuses`, the most recently changed first; `before` = the last row of
+ * the previous page (the console's keyset).
+ */
 export async function readLatestProposals(
   db: PgReader,
   statuses: readonly string[],
   limit: number,
+  before?: ProposalKey,
 ): Promise<PgProposalListRow[]> {
+  const key = before === undefined ? undefined : afterKey(before, '<', 3);
+  const order = `updated_at DESC, ${nuPropostaOrder('DESC')}`;
   return listRows(
     await rows(
       db,
-      `SELECT ${LIST_COLUMNS} FROM proposals WHERE status = ANY($1::text[])
-       ORDER BY updated_at DESC, ${nuPropostaOrder('DESC')} LIMIT $2`,
-      [statuses, limit],
+      `SELECT p.* FROM unnest($1::text[]) AS s (status) CROSS JOIN LATERAL (
+         SELECT ${LIST_COLUMNS} FROM proposals WHERE status = s.status ${key ? `AND ${key.sql}` : ''}
+         ORDER BY ${order} LIMIT $2) p
+       ORDER BY ${order} LIMIT $2`,
+      [statuses, limit, ...(key?.params ?? [])],
     ),
   );
 }
 
-/** `proposals --stuck`: those older than their status's cutoff, the longest unchanged first. */
+/**
+ * `proposals --stuck`: those older than their status's cutoff, the longest unchanged first; `after`
+ * = the last row of the previous page (the console's keyset).
+ */
 export async function readStuckProposals(
   db: PgReader,
   cutoffs: readonly StuckCutoff[],
   limit: number,
+  after?: ProposalKey,
 ): Promise<PgProposalListRow[]> {
+  const key = after === undefined ? undefined : afterKey(after, '>', 4);
+  const order = `updated_at, ${nuPropostaOrder('ASC')}`;
   return listRows(
     await rows(
       db,
-      `SELECT p.nu_proposta, p.nu_cpf, p.stage, p.status, p.last_evento, p.updated_at
-       FROM proposals p JOIN unnest($1::text[], $2::timestamptz[]) AS c (status, before)
-         ON p.status = c.status AND p.updated_at < c.before
-       ORDER BY p.updated_at, ${nuPropostaOrder('ASC')} LIMIT $3`,
-      [cutoffs.map((c) => c.status), cutoffs.map((c) => c.before), limit],
+      `SELECT p.* FROM unnest($1::text[], $2::timestamptz[]) AS c (status, before) CROSS JOIN LATERAL (
+         SELECT ${LIST_COLUMNS} FROM proposals
+         WHERE status = c.status AND updated_at < c.before ${key ? `AND ${key.sql}` : ''}
+         ORDER BY ${order} LIMIT $3) p
+       ORDER BY ${order} LIMIT $3`,
+      [cutoffs.map((c) => c.status), cutoffs.map((c) => c.before), limit, ...(key?.params ?? [])],
     ),
   );
 }
@@ -541,7 +599,7 @@ export interface PgAverbacaoRow {
   completed_at: string | null;
 }
 
-const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
+export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
   next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at, updated_at,
   completed_at`;
 

@@ -8,9 +8,10 @@ import type { IngestWriter } from '../store/ingest-writer';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
 import type { AdminLog } from './admin/admin-log';
-import { notInClusterMode } from './admin/admin-log';
 import { adminRouter } from './admin/admin-router';
+import type { ConsoleLog } from './console/console-log';
 import { consoleRouter } from './console/console-router';
+import type { ConsoleRelay } from './console/deps';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
 import { metricsRoute, type MetricsRouteDeps } from './metrics-route';
@@ -56,11 +57,17 @@ export interface AppDeps {
   /**
    * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
    * spool. `/admin/*` reads and writes PostgreSQL's log with this (the ClusterNode's `adminLog`),
-   * answering 503 while it rejects with a StorageError (PostgreSQL away); `/console` answers 501
-   * rather than show the spool as if it were the log.
-   * @default undefined (SQLite mode: `/admin/*` and `/console` on `store`)
+   * answering 503 while it rejects with a StorageError (PostgreSQL away).
+   * @default undefined (SQLite mode: `/admin/*` on `store`)
    */
   clusterLog?: AdminLog | undefined;
+  /**
+   * Cluster mode: `/console` reads and writes PostgreSQL's log with `log` (src/cluster/pg-console-log.ts:
+   * sessions and the audit table shared by the replicas), answering a 503 page while it rejects with
+   * a StorageError; its overview also shows this replica's `relay` (the spool's backlog and lag).
+   * @default undefined (SQLite mode: `/console` on `store`)
+   */
+  clusterConsole?: { log: ConsoleLog; relay: ConsoleRelay } | undefined;
   /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
   sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
@@ -105,16 +112,11 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(healthRoutes(deps));
   app.use(metricsRoute(deps));
   app.use('/admin', adminRouter(deps));
-  app.use('/console', deps.clusterLog ? consoleNotInClusterMode : consoleRouter(deps));
+  app.use('/console', consoleRouter(deps));
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return app;
 }
-
-// The console's pages read the file (src/store/console-*.ts), which is only the spool here.
-const consoleNotInClusterMode = notInClusterMode(
-  'the console reads the SQLite file, which in cluster mode is only the spool of this replica; use the admin API (/admin/*) or the CLI with DATABASE_URL set, which read PostgreSQL',
-);
 
 /** A webhook handler built from `config`, for an app (or a fast path) that was not given one. */
 export function webhookHandlerFor(deps: AppDeps): WebhookHandler {

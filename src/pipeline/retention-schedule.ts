@@ -1,8 +1,9 @@
 import type { Clock } from '../clock';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import { RETENTION_LOG, retentionCutoff } from '../domain/retention';
 import { isLockBusy } from '../store/database-errors';
-import { pruneBodies, pruneForwarded, retentionCutoff } from '../store/retention';
+import { pruneBodies, pruneForwarded } from '../store/retention';
 
 /** How often RETENTION_DAYS is applied after the first pass at start. */
 const PRUNE_INTERVAL_MS = 3_600_000;
@@ -23,14 +24,9 @@ export function scheduleRetention(db: Db, days: number, clock: Clock, logger: Lo
       const now = clock.now();
       const cutoff = retentionCutoff(now, days);
       const { pruned } = pruneBodies(db, cutoff, now);
-      if (pruned > 0)
-        logger.info({ pruned, retention_days: days }, 'retention: removed bodies of old finished events');
+      if (pruned > 0) logger.info({ pruned, retention_days: days }, RETENTION_LOG.bodies);
       const forwarded = pruneForwarded(db, cutoff).pruned;
-      if (forwarded > 0)
-        logger.info(
-          { forwarded, retention_days: days },
-          'retention: removed old messages delivered everywhere',
-        );
+      if (forwarded > 0) logger.info({ forwarded, retention_days: days }, RETENTION_LOG.forwarded);
     } catch (err) {
       if (isLockBusy(err) && retry === null) {
         logger.warn({ err: (err as Error).message }, 'retention: database locked; trying again in a minute');

@@ -1,3 +1,4 @@
+import { type ConsoleAverbacaoFilter, COUNT_CAP } from '../domain/console';
 import type { AverbacaoRow } from './averbacoes';
 import type { Db } from './database';
 import { whereClause } from './sql';
@@ -8,18 +9,8 @@ import { whereClause } from './sql';
  * stale filters use `averbacoes_status`, "waiting" the partial index `averbacoes_due`.
  */
 
-/** Counts stop here: the overview says "at least", and a huge backlog costs no more than this. */
-export const COUNT_CAP = 100_000;
-
-export interface AverbacaoFilter {
-  status?: string | undefined;
-  stale?: boolean | undefined;
-  /** Only registrations still polled (`next_poll_at` set). */
-  waiting?: boolean | undefined;
-  before?: number | undefined;
-  /** @default 50 */
-  limit?: number | undefined;
-}
+// Shared with cluster mode (cluster/pg-console-reads.ts): domain/console.ts.
+export { type ConsoleAverbacaoFilter as AverbacaoFilter, COUNT_CAP } from '../domain/console';
 
 export type AverbacaoListRow = AverbacaoRow & { rid: number };
 
@@ -36,7 +27,7 @@ export function consoleAverbacoes(db: Db) {
     countEvents: (status: string): number => countStatus.get(status)?.n ?? 0,
     staleWaiting: (): number => staleWaiting.get()?.n ?? 0,
     /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
-    list(f: AverbacaoFilter): { rows: AverbacaoListRow[]; next: number | null } {
+    list(f: ConsoleAverbacaoFilter): { rows: AverbacaoListRow[]; next: number | null } {
       const limit = f.limit ?? 50;
       const where = whereClause([
         ['status = ?', f.status],

@@ -1,3 +1,14 @@
+import {
+  type ConsoleDeliveryFilter,
+  type ConsoleEventFilter,
+  hasUnindexedCondition,
+  type JsonLeaf,
+  type ListPage,
+  pageOf,
+  scanCapFor,
+  windowLow,
+  windowPage,
+} from '../domain/console';
 import type { DeliveryRow } from './deliveries';
 import type { Db } from './database';
 import type { EventRow } from './events';
@@ -18,47 +29,16 @@ import { whereClause } from './sql';
  *   every ingest. The exact `received_at` conditions are applied too.
  */
 
-/** Rows of the driving index examined per page when a condition has no index. */
-export const SCAN_CAP = 50_000;
-/** The same when the body is matched (each row's JSON is parsed). */
-export const JSON_SCAN_CAP = 10_000;
-
-/** One leaf of a partial-JSON filter: the value at `path` (an SQLite JSON path) equals `value`. */
-export interface JsonLeaf {
-  path: string;
-  value: string | number | boolean | null;
-}
-
-export interface ConsoleEventFilter {
-  status?: string | undefined;
-  evento?: string | undefined;
-  kind?: string | undefined;
-  nuProposta?: number | string | undefined;
-  /** ISO instants: `from` inclusive, `to` exclusive. */
-  from?: string | undefined;
-  to?: string | undefined;
-  json?: readonly JsonLeaf[] | undefined;
-  /** Keyset: ids below this one. */
-  before?: number | undefined;
-  /** @default 50 */
-  limit?: number | undefined;
-  /**
-   * Rows examined per page for the conditions without an index.
-   * @default SCAN_CAP, or JSON_SCAN_CAP with a JSON match (tests lower it)
-   */
-  scanCap?: number | undefined;
-}
-
-export interface ListPage<T> {
-  rows: T[];
-  /** The `before` of the next page; null when there is none. */
-  next: number | null;
-  /**
-   * The window of a condition without an index ended before the page was full: rows with an id
-   * below this one were not examined (`next` goes on from there). null when the search was complete.
-   */
-  stoppedAt: number | null;
-}
+// The shapes and rules shared with cluster mode (cluster/pg-console-reads.ts) live in
+// domain/console.ts; re-exported here for this module's callers.
+export {
+  type ConsoleEventFilter,
+  JSON_SCAN_CAP,
+  type JsonLeaf,
+  type ListPage,
+  SCAN_CAP,
+  scanCapFor,
+} from '../domain/console';
 
 const EVENT_COLUMNS = `e.id, e.dedup_key, e.webhook_id, e.kind, e.evento, e.nu_proposta, e.request_id,
   e.registry_status, e.tentativa, e.received_at, e.body_bytes, e.status, e.attempts, e.next_attempt_at,
@@ -131,7 +111,7 @@ export function consoleEvents(db: Db) {
         .map((r) => r.id);
     },
     /** One page of deliveries, newest first: `outcome` and the time range (received_at index). */
-    deliveries(filter: { outcome?: string; from?: string; to?: string; before?: number; limit?: number }) {
+    deliveries(filter: ConsoleDeliveryFilter) {
       return listDeliveries(db, filter);
     },
   };
@@ -168,15 +148,6 @@ function eventQuery(
   };
 }
 
-function hasUnindexedCondition(f: ConsoleEventFilter): boolean {
-  return f.evento !== undefined || f.kind !== undefined || (f.json?.length ?? 0) > 0;
-}
-
-/** Rows a page may examine for its conditions without an index: fewer when bodies are parsed. */
-export function scanCapFor(f: ConsoleEventFilter): number {
-  return f.scanCap ?? ((f.json?.length ?? 0) > 0 ? JSON_SCAN_CAP : SCAN_CAP);
-}
-
 function listEvents(db: Db, f: ConsoleEventFilter): ListPage<EventRow> {
   const limit = f.limit ?? 50;
   const select = (filter: ConsoleEventFilter, atLeastId?: number) => {
@@ -195,23 +166,11 @@ function listEvents(db: Db, f: ConsoleEventFilter): ListPage<EventRow> {
       `SELECT count(*) AS n, min(id) AS low FROM (SELECT e.id FROM events e ${driving.where} ORDER BY e.id DESC LIMIT ${cap + 1})`,
     )
     .get(...driving.params);
-  const cut = edge !== undefined && edge.n > cap && edge.low !== null ? edge.low : undefined;
-  const low = cut === undefined ? undefined : cut + 1;
-  const rows = select(f, low);
-  if (rows.length > limit || low === undefined) return pageOf(rows, limit, null);
-  return { rows, next: low, stoppedAt: low };
+  const low = windowLow(edge, cap);
+  return windowPage(select(f, low), limit, low);
 }
 
-function pageOf<T extends { id: number }>(rows: T[], limit: number, stoppedAt: number | null): ListPage<T> {
-  if (rows.length <= limit) return { rows, next: null, stoppedAt };
-  const page = rows.slice(0, limit);
-  return { rows: page, next: (page[page.length - 1] as T).id, stoppedAt };
-}
-
-function listDeliveries(
-  db: Db,
-  f: { outcome?: string; from?: string; to?: string; before?: number; limit?: number },
-): ListPage<DeliveryRow> {
+function listDeliveries(db: Db, f: ConsoleDeliveryFilter): ListPage<DeliveryRow> {
   const limit = f.limit ?? 50;
   // The received_at index gives the id bounds of the time range.
   const bound = (at: string | undefined) =>

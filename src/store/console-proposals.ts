@@ -1,3 +1,9 @@
+import {
+  type RegistryEventRow,
+  STORY_CAP,
+  type StoryEventRow,
+  type StoryForwardRow,
+} from '../domain/console';
 import type { Db } from './database';
 
 /**
@@ -7,53 +13,13 @@ import type { Db } from './database';
  * of events, and a hostile or broken sender must not make its page unbounded.
  */
 
-export const STORY_CAP = 1000;
-
-/** An event of the proposal with the transition it caused (if it was processed). */
-export interface StoryEventRow {
-  id: number;
-  kind: string;
-  evento: string | null;
-  request_id: string | null;
-  received_at: string;
-  status: string;
-  attempts: number;
-  last_error: string | null;
-  processed_at: string | null;
-  duplicates: number;
-  last_duplicate_at: string | null;
-  from_status: string | null;
-  to_status: string | null;
-  applied: number | null;
-  reason: string | null;
-  transition_at: string | null;
-}
-
-/** A registry answer (webhook or poll) about one of the proposal's averbações. */
-export interface RegistryEventRow {
-  id: number;
-  kind: string;
-  request_id: string;
-  registry_status: string | null;
-  received_at: string;
-  status: string;
-  duplicates: number;
-}
-
-/** A forwarded message and one of its deliveries (destination null: stored for the feed only). */
-export interface StoryForwardRow {
-  message_id: number;
-  type: string;
-  event_id: number;
-  created_at: string;
-  delivery_id: number | null;
-  destination: string | null;
-  status: string | null;
-  attempts: number | null;
-  last_status: number | null;
-  last_error: string | null;
-  delivered_at: string | null;
-}
+// The row shapes shared with cluster mode (cluster/pg-console-reads.ts) live in domain/console.ts.
+export {
+  type RegistryEventRow,
+  STORY_CAP,
+  type StoryEventRow,
+  type StoryForwardRow,
+} from '../domain/console';
 
 export function consoleProposals(db: Db) {
   const events = db.prepare<[number | string], StoryEventRow>(

@@ -1,3 +1,11 @@
+import {
+  type HourCount,
+  hourOf,
+  ROLLUP_CHUNK_ROWS,
+  ROLLUP_KEEP_MS as KEEP_MS,
+  ROLLUP_STATE as STATE,
+  type RollupResult,
+} from '../domain/console';
 import type { Db } from './database';
 import { isLockBusy } from './database-errors';
 
@@ -12,30 +20,8 @@ import { isLockBusy } from './database-errors';
  * and deliveries are never deleted, so every row below the watermark has been counted.
  */
 
-/** Rows counted per call at most: a first view of a long log catches up over a few views. */
-export const ROLLUP_CHUNK_ROWS = 50_000;
-/** Hours kept: the overview shows 7 days. */
-const KEEP_MS = 8 * 86_400_000;
-const STATE = 'deliveries';
-
-export interface HourCount {
-  /** `2026-11-21T13`: the UTC hour, as `received_at` begins. */
-  hour: string;
-  outcome: string;
-  n: number;
-}
-
-export interface RollupResult {
-  /** Deliveries above the watermark left uncounted after this call (0 once caught up). */
-  behind: number;
-  /** The write was refused (another connection held the lock): what is shown may be behind. */
-  locked: boolean;
-}
-
-/** `2026-11-21T13` for an instant. */
-export function hourOf(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 13);
-}
+// The shapes and constants shared with cluster mode (cluster/pg-console-rollup.ts): domain/console.ts.
+export { type HourCount, hourOf, ROLLUP_CHUNK_ROWS, type RollupResult } from '../domain/console';
 
 export function deliveryRollup(db: Db) {
   const state = db.prepare<[string], { last_id: number }>(

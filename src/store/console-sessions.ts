@@ -1,3 +1,4 @@
+import type { ConsoleSessionRow, NewConsoleSession } from '../domain/console';
 import type { Db } from './database';
 
 /**
@@ -6,22 +7,8 @@ import type { Db } from './database';
  * strings, whose text order is their time order.
  */
 
-export type ConsoleRole = 'admin' | 'viewer';
-
-export interface ConsoleSessionRow {
-  id_hash: string;
-  role: ConsoleRole;
-  created_at: string;
-  expires_at: string;
-  last_seen: string;
-}
-
-export interface NewConsoleSession {
-  idHash: string;
-  role: ConsoleRole;
-  now: string;
-  expiresAt: string;
-}
+// The shapes shared with cluster mode (cluster/pg-console-sessions.ts): domain/console.ts.
+export type { ConsoleRole, ConsoleSessionRow, NewConsoleSession } from '../domain/console';
 
 export function consoleSessionsRepo(db: Db) {
   const insert = db.prepare<[string, string, string, string, string]>(

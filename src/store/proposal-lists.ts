@@ -1,3 +1,4 @@
+import type { ProposalKey } from '../domain/console';
 import type { StuckCutoff } from '../domain/stuck';
 import type { ProposalRow } from './proposals';
 import type { Db } from './database';
@@ -18,11 +19,8 @@ export type ProposalListRow = Pick<
   'nu_proposta' | 'nu_cpf' | 'stage' | 'status' | 'last_evento' | 'updated_at'
 >;
 
-/** Where a page ends: the last row's `updated_at` and `nu_proposta`. */
-export interface ProposalKey {
-  updated_at: string;
-  nu_proposta: number | string;
-}
+/** Where a page ends: the last row's `updated_at` and `nu_proposta` (shared with cluster mode). */
+export type { ProposalKey } from '../domain/console';
 
 const COLUMNS = 'nu_proposta, nu_cpf, stage, status, last_evento, updated_at';
 

@@ -1,10 +1,11 @@
+import { BODY_PRUNABLE_STATUSES, isBodyPrunable, isMessagePrunable } from '../domain/retention';
 import type { Db } from './database';
 
 /**
- * Removes the raw bodies of finished events (`done`, `ignored`, `invalid`) received before
- * `cutoff`, keeping their rows and dedup keys. `dead`, `failed` and `pending` events keep their
- * bodies: they may still be processed or replayed. Works in short transactions of `batch` rows
- * walking the primary key from the oldest, so the receiver's writes are never held up for long.
+ * Removes the raw bodies of finished events received before `cutoff`, keeping their rows and dedup
+ * keys (the rule: domain/retention.ts, shared with PostgreSQL's cluster/pg-retention.ts). Works in
+ * short transactions of `batch` rows walking the primary key from the oldest, so the receiver's
+ * writes are never held up for long.
  */
 export function pruneBodies(
   db: Db,
@@ -18,8 +19,9 @@ export function pruneBodies(
   >(
     `SELECT id, received_at, status, body IS NOT NULL AS has_body FROM events WHERE id > ? ORDER BY id LIMIT ?`,
   );
-  const prune = db.prepare<[string, number]>(
-    `UPDATE events SET body = NULL, body_pruned_at = ? WHERE id = ? AND status IN ('done', 'ignored', 'invalid')`,
+  const prune = db.prepare<[string, number, ...string[]]>(
+    `UPDATE events SET body = NULL, body_pruned_at = ? WHERE id = ?
+     AND status IN (${BODY_PRUNABLE_STATUSES.map(() => '?').join(', ')})`,
   );
   const cutoffIso = cutoff.toISOString();
   const at = now.toISOString();
@@ -37,8 +39,8 @@ export function pruneBodies(
           break;
         }
         lastId = row.id;
-        if (row.has_body && ['done', 'ignored', 'invalid'].includes(row.status))
-          pruned += prune.run(at, row.id).changes;
+        if (row.has_body && isBodyPrunable(row.status))
+          pruned += prune.run(at, row.id, ...BODY_PRUNABLE_STATUSES).changes;
       }
     })();
     if (reachedCutoff || rows.length < batch) break;
@@ -46,13 +48,9 @@ export function pruneBodies(
   return { pruned, scannedTo: lastId };
 }
 
-export function retentionCutoff(now: Date, days: number): Date {
-  return new Date(now.getTime() - days * 24 * 3600 * 1000);
-}
-
 /**
- * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`, with
- * their delivery rows and attempts. A message with a delivery still pending or dead stays whole (it
+ * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`
+ * (domain/retention.ts `isMessagePrunable`), with their delivery rows and attempts. A message with a delivery still pending or dead stays whole (it
  * may still be sent or replayed), and so does every message newer than the cutoff. The change feed
  * then starts after the removed messages: a cursor older than them simply reads on from the first
  * one kept. Short transactions of `batch` messages, oldest first.
@@ -61,8 +59,8 @@ export function pruneForwarded(db: Db, cutoff: Date, batch = 500): { pruned: num
   const next = db.prepare<[number, string, number], { id: number }>(
     `SELECT id FROM forward_messages WHERE id > ? AND created_at < ? ORDER BY id LIMIT ?`,
   );
-  const unfinished = db.prepare<[number], { n: number }>(
-    `SELECT count(*) AS n FROM forward_deliveries WHERE message_id = ? AND status <> 'delivered'`,
+  const statuses = db.prepare<[number], { status: string }>(
+    'SELECT status FROM forward_deliveries WHERE message_id = ?',
   );
   const deleteAttempts = db.prepare<[number]>(
     `DELETE FROM forward_attempts WHERE delivery_id IN (SELECT id FROM forward_deliveries WHERE message_id = ?)`,
@@ -78,7 +76,7 @@ export function pruneForwarded(db: Db, cutoff: Date, batch = 500): { pruned: num
     db.transaction(() => {
       for (const { id } of rows) {
         lastId = id;
-        if ((unfinished.get(id)?.n ?? 0) > 0) continue;
+        if (!isMessagePrunable(statuses.all(id).map((d) => d.status))) continue;
         deleteAttempts.run(id);
         deleteDeliveries.run(id);
         pruned += deleteMessage.run(id).changes;

@@ -1,3 +1,4 @@
+import type { SpoolPruneStep, SpoolPruneSummary } from '../domain/retention';
 import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
 import type { Db } from './database';
 
@@ -9,7 +10,7 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-export type { SpoolEvent, SpoolRow };
+export type { SpoolEvent, SpoolRow, SpoolPruneStep };
 
 interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_kind: SpoolEvent['kind'] | null;
@@ -37,6 +38,13 @@ export interface Spool {
   advance(throughId: number, at: string): void;
   /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
   backlog(): { count: number; oldestReceivedAt: string | null };
+  /**
+   * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that were
+   * received before `cutoff`, with the events they stored (see {@link spoolPruner}); `prune` walks
+   * the whole spool at once, `pruneBatch` one batch after `afterId`.
+   */
+  prune(cutoff: Date, batch?: number): SpoolPruneSummary;
+  pruneBatch(cutoff: Date, afterId: number, size: number): SpoolPruneStep;
 }
 
 export function openSpool(db: Db): Spool {
@@ -60,6 +68,7 @@ export function openSpool(db: Db): Spool {
   const backlog = db.prepare<[number], { count: number; oldest: string | null }>(
     'SELECT count(*) AS count, min(received_at) AS oldest FROM deliveries WHERE id > ?',
   );
+  const pruner = spoolPruner(db);
   const row = cursor.get();
   if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
   return {
@@ -71,7 +80,79 @@ export function openSpool(db: Db): Spool {
       const b = backlog.get(cursor.get()?.relayed_through ?? 0);
       return { count: b?.count ?? 0, oldestReceivedAt: b?.oldest ?? null };
     },
+    prune: (cutoff, batch) => pruneSpool(db, cutoff, batch),
+    pruneBatch: (cutoff, afterId, size) => pruner.batch(cutoff, afterId, size),
   };
+}
+
+/**
+ * Removes, from a replica's spool, the deliveries that are relayed (`id <= relayed_through`: their
+ * PostgreSQL commit is recorded) and received before the cutoff, and the events those deliveries
+ * stored (`accepted`, `quarantined`). A row not relayed yet is never touched, and neither is an
+ * event no relayed delivery stored (a spool that ran in SQLite mode may hold poll results, which the
+ * relay never reads). One transaction per batch, oldest first; like store/retention.ts, the walk
+ * ends at the first delivery newer than the cutoff (ids follow arrival). `batch(cutoff, afterId,
+ * size)` runs one; the replica runs them one event-loop turn apart (its answers share this
+ * connection and this thread), {@link pruneSpool} back to back.
+ *
+ * Why this is safe:
+ * - The newest delivery is always kept. `deliveries.id` is a rowid without AUTOINCREMENT: with its
+ *   highest row gone, SQLite would hand out that id again, and the relay (whose cursor is past it)
+ *   would skip the new delivery for ever, as PostgreSQL would ((spool, spool_id) is its key).
+ * - Local deduplication reads `events.dedup_key`: a copy arriving after its event left the spool is
+ *   stored and answered `accepted` again, and the relay's ON CONFLICT on the dedup key makes it one
+ *   more duplicate of the event PostgreSQL has, not a second event. Duplicate deliveries do not need
+ *   their event row (the relay counts them by dedup key), so a kept one may name a removed event.
+ */
+export function spoolPruner(db: Db): {
+  batch(cutoff: Date, afterId: number, size: number): SpoolPruneStep;
+} {
+  // The highest id a pass may remove: relayed, and below the newest row.
+  const bound = db.prepare<[], { through: number | null }>(
+    `SELECT min((SELECT relayed_through FROM relay_cursor WHERE id = 1), (SELECT max(id) FROM deliveries) - 1) AS through`,
+  );
+  const next = db.prepare<
+    [number, number, number],
+    { id: number; received_at: string; outcome: string; event_id: number | null }
+  >('SELECT id, received_at, outcome, event_id FROM deliveries WHERE id > ? AND id <= ? ORDER BY id LIMIT ?');
+  const deleteDeliveries = db.prepare<[number, number]>('DELETE FROM deliveries WHERE id > ? AND id <= ?');
+  const deleteEvent = db.prepare<[number, string]>('DELETE FROM events WHERE id = ? AND received_at < ?');
+  return {
+    batch: (cutoff, afterId, size) =>
+      db.transaction((): SpoolPruneStep => {
+        const cutoffIso = cutoff.toISOString();
+        // Read in the transaction: the relay (same connection) moves the cursor between batches.
+        const rows = next.all(afterId, bound.get()?.through ?? 0, size);
+        const firstNew = rows.findIndex((r) => r.received_at >= cutoffIso);
+        const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
+        const step = {
+          deliveries: 0,
+          events: 0,
+          lastId: afterId,
+          done: firstNew !== -1 || rows.length < size,
+        };
+        if (taken.length === 0) return { ...step, done: true };
+        step.lastId = taken[taken.length - 1]!.id;
+        step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
+        for (const r of taken)
+          if (r.event_id !== null && (r.outcome === 'accepted' || r.outcome === 'quarantined'))
+            step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
+        return step;
+      })(),
+  };
+}
+
+/** A whole pass of {@link spoolPruner}'s batches, back to back (the `prune` command). */
+export function pruneSpool(db: Db, cutoff: Date, batch = 2000): SpoolPruneSummary {
+  const pruner = spoolPruner(db);
+  const removed: SpoolPruneSummary = { deliveries: 0, events: 0 };
+  for (let afterId = 0; ;) {
+    const step = pruner.batch(cutoff, afterId, batch);
+    removed.deliveries += step.deliveries;
+    removed.events += step.events;
+    if (step.done) return removed;
+    afterId = step.lastId;
+  }
 }
 
 function toSpoolRow(r: JoinedRow): SpoolRow {

@@ -1,13 +1,9 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
-import { count, listenOutbox, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { count, listenOutbox, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { FakeDestination } from '../helpers/destination';
-import { delivery, postRaw } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
-import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
-import { tempDir } from '../helpers/tmp';
+import { delivery } from '../helpers/payloads';
+import { clusterBed } from '../helpers/cluster-bed';
+import { play, scenario, settled } from '../helpers/cluster-scenario';
+import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * The admin API in cluster mode (contract §10): every route reads, and the forwarding routes write,
@@ -18,60 +14,8 @@ import { tempDir } from '../helpers/tmp';
 
 const TOKEN = 'cluster-admin-token';
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  // Durable: the last test SIGKILLs the server (a fast one loses its last commits then).
-  pg = await startTestPostgres({ fast: false });
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
-let url: string;
-let pool: Pool;
-let dir: ReturnType<typeof tempDir>;
-const receivers: TestReceiver[] = [];
-beforeEach(async () => {
-  url = await createTestDatabase(pg, 'admin');
-  pool = openPool(url);
-  dir = tempDir();
-});
-afterEach(async () => {
-  for (const r of receivers.splice(0)) await r.stop();
-  await pool.end();
-  dir.cleanup();
-});
-
-/** A DESTINATIONS_FILE; `crm` is paused in it (its messages accumulate, none is sent). */
-function destinationsFile(extra: Record<string, unknown>[] = []): string {
-  const file = join(dir.dir, `destinations-${extra.length}.json`);
-  const crm = { name: 'crm', url: 'http://127.0.0.1:9/', secret: 'crm-secret', paused: true };
-  writeFileSync(file, JSON.stringify({ destinations: [crm, ...extra] }));
-  return file;
-}
-
-async function replica(env: Record<string, string> = {}): Promise<TestReceiver> {
-  const r = await startTestReceiver({
-    env: {
-      DATABASE_URL: url,
-      REPLICA_ID: 'replica-a',
-      RELAY_INTERVAL_MS: '20',
-      CLUSTER_CONCURRENCY: '2',
-      ADMIN_TOKEN: TOKEN,
-      ...env,
-    },
-  });
-  receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', 'replica connected to PostgreSQL');
-  return r;
-}
-
-async function sqliteReceiver(env: Record<string, string>): Promise<TestReceiver> {
-  const r = await startTestReceiver({ env: { ADMIN_TOKEN: TOKEN, ...env } });
-  receivers.push(r);
-  expect(r.cluster).toBeNull();
-  return r;
-}
+const bed = clusterBed({ prefix: 'admin', env: { ADMIN_TOKEN: TOKEN } });
+const { replica, sqliteReceiver, destinationsFile } = bed;
 
 interface Answer {
   status: number;
@@ -95,86 +39,6 @@ async function admin(
     ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
   });
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
-}
-
-const sqliteCount = (r: TestReceiver, sql: string): number =>
-  (r.store.db.prepare(sql).get() as { n: number }).n;
-
-const UNFINISHED = "SELECT count(*) AS n FROM events WHERE status IN ('pending', 'failed')";
-
-/** Waits until the receiver's log (its file, or PostgreSQL) holds `events` events, all final, and `deliveries` deliveries. */
-async function settled(r: TestReceiver, events: number, deliveries: number): Promise<void> {
-  const figures = async () =>
-    r.cluster === null
-      ? [
-          sqliteCount(r, 'SELECT count(*) AS n FROM events'),
-          sqliteCount(r, UNFINISHED),
-          sqliteCount(r, 'SELECT count(*) AS n FROM deliveries'),
-        ]
-      : [
-          await count(pool, 'SELECT count(*) AS n FROM events'),
-          await count(pool, UNFINISHED),
-          await count(pool, 'SELECT count(*) AS n FROM deliveries'),
-        ];
-  await waitFor(async () => {
-    const [e, unfinished, d] = await figures();
-    return e === events && unfinished === 0 && d === deliveries;
-  }, `${events} events processed and ${deliveries} deliveries in the log`);
-}
-
-// --- the same deliveries through SQLite mode and cluster mode -----------------------------------
-
-interface Step {
-  body: unknown;
-  path?: string;
-  /** The webhook's answer: `accepted` unless said (a wrong signature: 401). */
-  answer?: 'accepted' | 'duplicate' | 'quarantined' | 401;
-}
-
-function scenario(): Step[] {
-  const ev = (evento: string, nu: number | string, dados: Record<string, unknown> = {}) =>
-    delivery(evento, { dados: { nu_proposta: nu, ...dados } });
-  const preAprovada = ev('proposta.pre_aprovada', 9101, { vl_emprestimo: 14000.25 });
-  return [
-    { body: ev('proposta.criada', 9101) },
-    { body: preAprovada },
-    { body: ev('proposta.aprovada', 9101) },
-    { body: ev('averbacao.solicitada', 9101, { requestId: 'req-9101', correlationId: 'corr-9101' }) },
-    { body: preAprovada, answer: 'duplicate' },
-    {
-      body: { requestId: 'req-9101', status: 'completed', correlationId: 'corr-9101' },
-      path: '/webhooks/registry',
-    },
-    { body: ev('proposta.criada', 9102) },
-    { body: ev('proposta.negada', 9102) },
-    // An `evento` the catalogue does not know: stored `ignored`.
-    { body: ev('proposta.renegociada', 9103) },
-    // A proposal number that is text.
-    { body: ev('proposta.criada', 'ADE-77') },
-    // Not UTF-8: quarantined, its bytes kept.
-    { body: Buffer.from([0x7b, 0xff, 0x7d]), answer: 'quarantined' },
-    { body: ev('proposta.criada', 9104), answer: 401 },
-  ];
-}
-
-/** Sends each step and waits until the receiver's log has processed it (one order in both modes). */
-async function play(r: TestReceiver, steps: readonly Step[]): Promise<void> {
-  let events = 0;
-  for (const [i, step] of steps.entries()) {
-    const answer = step.answer ?? 'accepted';
-    if (answer === 401) {
-      const raw = JSON.stringify(step.body);
-      const res = await postRaw(`${r.url}/webhooks`, raw, {
-        'x-service-signature': `sha256=${'0'.repeat(64)}`,
-      });
-      expect(res.status).toBe(401);
-    } else {
-      const res = await sendSigned(r.url, step.body, step.path);
-      expect([res.status, res.body.status]).toEqual([200, answer]);
-      if (answer !== 'duplicate') events += 1;
-    }
-    await settled(r, events, i + 1);
-  }
 }
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
@@ -312,9 +176,9 @@ describe('one admin API, two stores', () => {
     const env = { DESTINATIONS_FILE: destinationsFile(), FEED_ENABLED: 'true' };
     const steps = scenario();
     const lite = await sqliteReceiver(env);
-    await play(lite, steps);
+    await play(lite, bed.pool, steps);
     const node = await replica(env);
-    await play(node, steps);
+    await play(node, bed.pool, steps);
 
     const modes = { lite: await idsOf(lite), node: await idsOf(node) };
     // The scenario's rows are there to compare (10 events, 12 deliveries, messages for crm).
@@ -384,7 +248,7 @@ describe('writes on PostgreSQL', () => {
     const criada = delivery('proposta.criada', { nu_proposta: 9201 });
     await sendSigned(node.url, criada);
     await sendSigned(node.url, delivery('proposta.pre_aprovada', { nu_proposta: 9201 }));
-    await settled(node, 2, 2);
+    await settled(node, bed.pool, 2, 2);
     const [first] = (await admin(node, '/events?evento=proposta.criada')).body.events;
     expect(first).toMatchObject({ status: 'done', attempts: 1 });
 
@@ -406,7 +270,7 @@ describe('writes on PostgreSQL', () => {
 
   it('forwarding: pause, resume, replay one, replay by filter and backfill write PostgreSQL, notify the sending replica, and the destination gets the messages', async () => {
     const dest = await FakeDestination.start();
-    const listener = await listenOutbox(url);
+    const listener = await listenOutbox(bed.url);
     try {
       const erp = { name: 'erp', url: dest.url, secret: 'erp-secret', types: ['proposal.changed'] };
       const node = await replica({ DESTINATIONS_FILE: destinationsFile([erp]) });
@@ -418,7 +282,7 @@ describe('writes on PostgreSQL', () => {
         status: 200,
         body: { status: 'paused', destination: { name: 'erp', paused: true, paused_by_operator: true } },
       });
-      expect(await rows(pool, "SELECT paused FROM forward_destinations WHERE name = 'erp'")).toEqual([
+      expect(await rows(bed.pool, "SELECT paused FROM forward_destinations WHERE name = 'erp'")).toEqual([
         { paused: true },
       ]);
       await listener.settled();
@@ -428,7 +292,7 @@ describe('writes on PostgreSQL', () => {
 
       for (const evento of ['proposta.criada', 'proposta.pre_aprovada'])
         await sendSigned(node.url, delivery(evento, { nu_proposta: 9301 }));
-      await settled(node, 2, 2);
+      await settled(node, bed.pool, 2, 2);
       await listener.settled();
       const kicks = listener.received();
       expect((await admin(node, '/forwards?destination=erp&status=pending')).body.forwards).toHaveLength(2);
@@ -449,7 +313,7 @@ describe('writes on PostgreSQL', () => {
       await waitFor(
         async () =>
           (await count(
-            pool,
+            bed.pool,
             "SELECT count(*) AS n FROM forward_deliveries WHERE destination = 'erp' AND status = 'delivered'",
           )) === 2,
         'both recorded delivered',
@@ -491,8 +355,7 @@ describe('writes on PostgreSQL', () => {
 
       // Backfill: a destination configured after the messages were stored gets a delivery for each
       // one it wants (audit: paused in its file, so they wait); twice creates nothing.
-      await node.stop();
-      receivers.splice(receivers.indexOf(node), 1);
+      await bed.stop(node);
       const audit = {
         name: 'audit',
         url: dest.url,
@@ -531,11 +394,11 @@ describe('writes on PostgreSQL', () => {
   });
 });
 
-describe('what cluster mode does not serve, and PostgreSQL away', () => {
-  it('the token is required; averbações are declared in PostgreSQL; the console answers 501; PostgreSQL away is a 503 log_unavailable while webhooks still get 200', async () => {
+describe('the token, averbações, and PostgreSQL away', () => {
+  it('the token is required; averbações are declared in PostgreSQL; the console is served; PostgreSQL away is a 503 log_unavailable while webhooks still get 200', async () => {
     const node = await replica({ DESTINATIONS_FILE: destinationsFile(), FEED_ENABLED: 'true' });
     await sendSigned(node.url, delivery('proposta.criada', { nu_proposta: 9401 }));
-    await settled(node, 1, 1);
+    await settled(node, bed.pool, 1, 1);
 
     expect(await admin(node, '/events', { token: null })).toMatchObject({
       status: 401,
@@ -560,19 +423,23 @@ describe('what cluster mode does not serve, and PostgreSQL away', () => {
         averbacao: { request_id: 'req-1', nu_proposta: 9401, status: 'queued', tracked_via: 'declared' },
       },
     });
-    expect(await count(pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'")).toBe(1);
+    expect(
+      await count(bed.pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'"),
+    ).toBe(1);
     const again = await admin(node, '/averbacoes/track', { method: 'POST', json: { requestId: 'req-1' } });
     expect(again).toMatchObject({ status: 200, body: { status: 'already_tracked' } });
-    expect(await count(pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'")).toBe(1);
+    expect(
+      await count(bed.pool, "SELECT count(*) AS n FROM pgboss.job WHERE singleton_key = 'r:req-1'"),
+    ).toBe(1);
     // Starting one needs the service, as in SQLite mode.
     const start = await admin(node, '/averbacoes', { method: 'POST', json: {} });
     expect(start).toMatchObject({ status: 503, body: { error: 'service_not_configured' } });
-    const page = await fetch(`${node.url}/console`);
-    expect(page.status).toBe(501);
-    expect(((await page.json()) as { message: string }).message).toMatch(/console/);
+    // The console is served in cluster mode too (test/integration/cluster-console.test.ts).
+    const page = await fetch(`${node.url}/console`, { redirect: 'manual' });
+    expect([page.status, page.headers.get('location')]).toEqual([303, '/console/login?next=%2Fconsole']);
 
     // PostgreSQL gone (SIGKILL): each route says so and when to ask again; webhooks are still answered.
-    pg.kill9();
+    bed.pg.kill9();
     const away: [string, { method?: string; json?: unknown }][] = [
       ['/events', {}],
       ['/events/1', {}],
@@ -607,7 +474,7 @@ describe('what cluster mode does not serve, and PostgreSQL away', () => {
     expect(acked.status).toBe(200);
 
     // Back: the routes answer again, and show what was acknowledged meanwhile.
-    await pg.restart({ mode: 'fast' });
+    await bed.pg.restart({ mode: 'fast' });
     await waitFor(async () => {
       const answer = await admin(node, '/events?nu_proposta=9402');
       return answer.status === 200 && answer.body.events.length === 1;

@@ -127,12 +127,15 @@ it('any replica serves the feed from PostgreSQL: every change once, in order, pa
   expect(woken.body.messages?.map((m) => [m.data.nu_proposta, m.data.to])).toEqual([[7001, 'negada']]);
 });
 
-it('the token is required, what is not served answers 501, and PostgreSQL away is a 503 while webhooks still get 200', async () => {
+it('the token is required, the console asks to sign in, and PostgreSQL away is a 503 while webhooks still get 200', async () => {
   const a = await replica('replica-a');
   expect((await feed(a, '', 'wrong-token')).status).toBe(401);
-  const consolePage = await fetch(`${a.url}/console`);
-  expect(consolePage.status).toBe(501);
-  expect(((await consolePage.json()) as { error: string }).error).toBe('not_available_in_cluster_mode');
+  // The console is served in cluster mode too (test/integration/cluster-console.test.ts): sign in first.
+  const consolePage = await fetch(`${a.url}/console`, { redirect: 'manual' });
+  expect([consolePage.status, consolePage.headers.get('location')]).toEqual([
+    303,
+    '/console/login?next=%2Fconsole',
+  ]);
   expect((await feed(a, '?after=not-a-cursor')).body.error).toBe('invalid_cursor');
 
   // PostgreSQL gone (SIGKILL): the feed cannot be read, the webhook is still acknowledged from the spool.

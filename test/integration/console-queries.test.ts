@@ -152,14 +152,20 @@ describe('event listings', () => {
     addEvent({ body: Buffer.from([0xff, 0xfe, 0x00]) });
     addEvent({ body: JSON.stringify([1, 2]) });
     const q = consoleEvents(store.db);
+    // The keys of a leaf (PostgreSQL's path) from its SQLite path: `$."dados"."n"` → dados, n.
+    const leaves = (json: { path: string; value: string | number | boolean | null }[]) =>
+      json.map((l) => ({ ...l, keys: [...l.path.matchAll(/"([^"]*)"/g)].map((m) => m[1] as string) }));
     const ids = (json: { path: string; value: string | number | boolean | null }[]) =>
-      q.list({ json }).rows.map((r) => r.id);
+      q.list({ json: leaves(json) }).rows.map((r) => r.id);
     expect(ids([{ path: '$."dados"."n"', value: 5 }])).toEqual([a]);
     expect(ids([{ path: '$."dados"."ok"', value: true }])).toEqual([a]);
     expect(ids([{ path: '$."dados"."x"', value: null }])).toEqual([a]);
     expect(ids([{ path: '$."dados"."no_conveniada"', value: 'ACME' }]).length).toBe(2);
     expect(
-      q.countMatching({ status: 'done', json: [{ path: '$."dados"."no_conveniada"', value: 'ACME' }] }),
+      q.countMatching({
+        status: 'done',
+        json: leaves([{ path: '$."dados"."no_conveniada"', value: 'ACME' }]),
+      }),
     ).toBe(2);
   });
 });

@@ -93,6 +93,10 @@ describe('migratePostgres', () => {
       'forward_deliveries',
       'forward_attempts',
       'forward_destinations',
+      'console_sessions',
+      'console_audit',
+      'console_delivery_hours',
+      'console_rollup_state',
     ]) {
       const sqliteColumns = (sqlite.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map(
         (c) => c.name,

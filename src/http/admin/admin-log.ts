@@ -1,6 +1,6 @@
 import { trackRegistration } from '../../registry/tracking';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler } from 'express';
 import { StorageError } from '../../domain/errors';
 import type { ReplayResult } from '../../domain/event-status';
 import type {
@@ -175,13 +175,3 @@ export const LOG_UNAVAILABLE =
 export const logUnavailableAs503: ErrorRequestHandler = (err: unknown, _req, _res, next) => {
   next(err instanceof StorageError ? new HttpError(503, 'log_unavailable', LOG_UNAVAILABLE) : err);
 };
-
-/** A route cluster mode does not serve yet: 501, and `instead` says what does it (or that nothing does). */
-export function notInClusterMode(instead: string): RequestHandler {
-  return (_req, res) => {
-    res.status(501).json({
-      error: 'not_available_in_cluster_mode',
-      message: `not available in cluster mode yet: ${instead}`,
-    });
-  };
-}

@@ -1,7 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Request, Response, Router } from 'express';
-import { replayEvents } from '../../store/pipeline-queries';
-import { inTurns } from '../admin/admin-log';
 import { actorOf, audit, contextOf, requireAdmin } from './auth';
 import type { ConsoleDeps } from './deps';
 import { deadFilter, FilterError, positiveId, type Query, text } from './filters';
@@ -12,7 +10,8 @@ import { rawFilters } from './pages/events';
 /**
  * The console's actions, admin only, each a POST checked for its CSRF token before it gets here,
  * each recorded in `console_audit`, each reusing the store's replay rules (the ones `/admin` and
- * the commands use) and waking the pipeline or the sender afterwards, as `/admin` does. A bulk
+ * the commands use, through the console's log: the SQLite file, or PostgreSQL in cluster mode),
+ * which wakes the pipeline or the sender afterwards, as `/admin` does. A bulk
  * replay first shows how many rows its filter matches (a GET: it changes nothing) and runs only
  * when that page's "Confirm replay" is posted.
  */
@@ -33,9 +32,9 @@ function idParam(req: Request): number {
   return id;
 }
 
-function replayOne(d: ConsoleDeps, req: Request, res: Response): void {
+async function replayOne(d: ConsoleDeps, req: Request, res: Response): Promise<void> {
   const id = idParam(req);
-  const result = replayEvents(d.store.db, [id], d.clock.now().toISOString());
+  const result = await d.log.replayEvents([id], d.clock.now().toISOString());
   if (result.unknown.length > 0) {
     res.status(404).send(messagePage('Not found', `There is no event ${id}.`));
     return;
@@ -53,8 +52,7 @@ function replayOne(d: ConsoleDeps, req: Request, res: Response): void {
       );
     return;
   }
-  audit(d, req, actorOf(res), 'replay_event', `event:${id}`);
-  d.sweep();
+  await audit(d, req, actorOf(res), 'replay_event', `event:${id}`);
   res.redirect(303, backTo((req.body as Query | undefined)?.back, `/console/events/${id}?replayed=1`));
 }
 
@@ -64,9 +62,9 @@ async function replayMatching(d: ConsoleDeps, q: Query): Promise<number> {
   let before = Number.MAX_SAFE_INTEGER;
   let total = 0;
   for (;;) {
-    const ids = d.q.events.idsMatching(filter, before, REPLAY_CHUNK);
+    const ids = await d.log.eventIds(filter, before, REPLAY_CHUNK);
     if (ids.length === 0) return total;
-    total += replayEvents(d.store.db, ids, d.clock.now().toISOString()).queued.length;
+    total += (await d.log.replayEvents(ids, d.clock.now().toISOString())).queued.length;
     before = ids[ids.length - 1] as number;
     if (ids.length < REPLAY_CHUNK) return total;
     await nextTurn();
@@ -75,10 +73,10 @@ async function replayMatching(d: ConsoleDeps, q: Query): Promise<number> {
 
 function eventActions(router: Router, d: ConsoleDeps): void {
   router.post('/events/:id/replay', (req, res) => replayOne(d, req, res));
-  router.get('/dead/replay', (req, res) => {
+  router.get('/dead/replay', async (req, res) => {
     const q = req.query as Query;
     const raw = rawFilters(q, DEAD_FILTER_FIELDS);
-    const count = d.q.events.countMatching(deadFilter(q));
+    const count = await d.log.countEvents(deadFilter(q));
     res.send(
       confirmReplayPage(contextOf(d, res), {
         count,
@@ -92,19 +90,18 @@ function eventActions(router: Router, d: ConsoleDeps): void {
   router.post('/dead/replay', async (req, res) => {
     const body = (req.body ?? {}) as Query;
     const count = await replayMatching(d, body);
-    audit(d, req, actorOf(res), 'replay_bulk', 'events:dead', {
+    await audit(d, req, actorOf(res), 'replay_bulk', 'events:dead', {
       filter: rawFilters(body, DEAD_FILTER_FIELDS),
       count,
     });
-    d.sweep();
     res.redirect(303, `/console/dead?replayed=${count}`);
   });
 }
 
 function forwardReplays(router: Router, d: ConsoleDeps): void {
-  router.get('/forwards/replay', (req, res) => {
+  router.get('/forwards/replay', async (req, res) => {
     const destination = text(req.query as Query, 'destination');
-    const count = d.q.forwards.countWhere({ status: 'dead', destination }).replayed;
+    const count = (await d.log.forwards.countWhere({ status: 'dead', destination })).replayed;
     res.send(
       confirmReplayPage(contextOf(d, res), {
         count,
@@ -117,10 +114,11 @@ function forwardReplays(router: Router, d: ConsoleDeps): void {
   });
   router.post('/forwards/replay', async (req, res) => {
     const destination = text((req.body ?? {}) as Query, 'destination');
-    const counts = await inTurns(
-      d.q.forwards.replayWhereSteps({ status: 'dead', destination }, d.clock.now().toISOString()),
+    const counts = await d.log.forwards.replayWhere(
+      { status: 'dead', destination },
+      d.clock.now().toISOString(),
     );
-    audit(
+    await audit(
       d,
       req,
       actorOf(res),
@@ -128,24 +126,22 @@ function forwardReplays(router: Router, d: ConsoleDeps): void {
       destination === undefined ? 'forwards:dead' : `destination:${destination}`,
       { filter: { status: 'dead', destination: destination ?? null }, count: counts.replayed },
     );
-    d.nudge();
     res.redirect(303, `/console/dead?replayed=${counts.replayed}`);
   });
-  router.post('/forwards/:id/replay', (req, res) => {
+  router.post('/forwards/:id/replay', async (req, res) => {
     const id = idParam(req);
-    if (d.q.forwards.missing([id]).length > 0) {
+    if ((await d.log.forwards.missing([id])).length > 0) {
       res.status(404).send(messagePage('Not found', `There is no forward delivery ${id}.`));
       return;
     }
-    d.q.forwards.replay([id], d.clock.now().toISOString());
-    audit(d, req, actorOf(res), 'forward_replay', `forward:${id}`);
-    d.nudge();
+    await d.log.forwards.replay([id], d.clock.now().toISOString());
+    await audit(d, req, actorOf(res), 'forward_replay', `forward:${id}`);
     res.redirect(303, '/console/dead?replayed=1');
   });
 }
 
 function pauseResume(router: Router, d: ConsoleDeps): void {
-  const act = (paused: boolean) => (req: Request, res: Response) => {
+  const act = (paused: boolean) => async (req: Request, res: Response) => {
     const name = String(req.params.name);
     const destination = d.destinations.find((x) => x.name === name);
     if (destination === undefined) {
@@ -169,9 +165,8 @@ function pauseResume(router: Router, d: ConsoleDeps): void {
         );
       return;
     }
-    d.q.forwards.setPaused(name, paused, d.clock.now().toISOString());
-    audit(d, req, actorOf(res), paused ? 'forward_pause' : 'forward_resume', `destination:${name}`);
-    if (!paused) d.nudge();
+    await d.log.forwards.setPaused(name, paused, d.clock.now().toISOString());
+    await audit(d, req, actorOf(res), paused ? 'forward_pause' : 'forward_resume', `destination:${name}`);
     res.redirect(303, `/console/forwards?done=${paused ? 'paused' : 'resumed'}`);
   };
   router.post('/forwards/:name/pause', act(true));

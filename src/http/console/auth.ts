@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import { clientAddress } from '../../domain/cidr';
-import type { AuditAction } from '../../store/audit';
+import type { AuditAction } from '../../domain/console';
 import { isLockBusy } from '../../store/database-errors';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';
@@ -22,8 +22,9 @@ import type { LoginThrottle } from './throttle';
 
 /**
  * Signing in and out of the console, the session every other page needs, and the checks every
- * POST passes (same origin, CSRF token, admin role for actions). Sessions live in SQLite
- * (`console_sessions`), so they survive a restart and a hand-over.
+ * POST passes (same origin, CSRF token, admin role for actions). Sessions live in the log
+ * (`console_sessions`: the SQLite file, or PostgreSQL in cluster mode), so they survive a restart
+ * and a hand-over, and a replica behind a load balancer knows a session another one opened.
  */
 
 /** last_seen is written at most this often per session: a page view is not a write. */
@@ -67,8 +68,8 @@ export function audit(
   action: AuditAction,
   target: string | null,
   detail: Record<string, unknown> | null = null,
-): void {
-  d.q.audit.record({
+): Promise<void> {
+  return d.log.audit.record({
     at: d.clock.now().toISOString(),
     role: actor?.role ?? null,
     session: actor?.tag ?? null,
@@ -112,7 +113,7 @@ export function nextPath(value: unknown): string {
 }
 
 function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
-  return (req, res) => {
+  return async (req, res) => {
     const now = d.clock.now();
     const ip = addressOf(d, req);
     const body = (req.body ?? {}) as Record<string, unknown>;
@@ -127,21 +128,21 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
     const role = token === '' ? null : roleForToken(token, d.tokens);
     if (role === null) {
       throttle.failed(ip, now.getTime());
-      audit(d, req, null, 'sign_in_failed', null);
+      await audit(d, req, null, 'sign_in_failed', null);
       res.status(401).send(loginPage('That token does not sign in.', next));
       return;
     }
     throttle.succeeded(ip);
     const id = newSessionId();
     const idHash = hashSessionId(id);
-    d.q.sessions.pruneExpired(now.toISOString());
-    d.q.sessions.create({
+    await d.log.sessions.pruneExpired(now.toISOString());
+    await d.log.sessions.create({
       idHash,
       role,
       now: now.toISOString(),
       expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
     });
-    audit(d, req, { role, tag: sessionTag(idHash) }, 'sign_in', null);
+    await audit(d, req, { role, tag: sessionTag(idHash) }, 'sign_in', null);
     res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, isSecureRequest(req, d.trustProxy)));
     res.redirect(303, next);
   };
@@ -152,7 +153,7 @@ export function loginRoutes(router: Router, d: ConsoleDeps, throttle: LoginThrot
   router.get('/login', (req, res) => {
     res.send(loginPage(null, nextPath(req.query.next)));
   });
-  router.post('/login', (req, res, next) => {
+  router.post('/login', async (req, res, next) => {
     if (!sameOrigin(req, d.trustProxy)) {
       res.status(403).send(
         messagePage('Refused', 'A sign-in from another site is refused.', {
@@ -162,15 +163,15 @@ export function loginRoutes(router: Router, d: ConsoleDeps, throttle: LoginThrot
       );
       return;
     }
-    signIn(d, throttle)(req, res, next);
+    await signIn(d, throttle)(req, res, next);
   });
 }
 
 export function logoutRoute(router: Router, d: ConsoleDeps): void {
-  router.post('/logout', (req, res) => {
+  router.post('/logout', async (req, res) => {
     const { session } = signedIn(res);
-    d.q.sessions.remove(session.idHash);
-    audit(d, req, session, 'sign_out', null);
+    await d.log.sessions.remove(session.idHash);
+    await audit(d, req, session, 'sign_out', null);
     res.set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy))).redirect(303, '/console/login');
   });
 }
@@ -180,11 +181,11 @@ export function logoutRoute(router: Router, d: ConsoleDeps): void {
  * the stale cookie removed. Nothing is done for a request without one.
  */
 export function requireSession(d: ConsoleDeps): RequestHandler {
-  return (req: Request, res: Response, next: NextFunction) => {
+  return async (req: Request, res: Response, next: NextFunction) => {
     const id = sessionIdFrom(req);
     const now = d.clock.now();
     const idHash = id === undefined ? undefined : hashSessionId(id);
-    const row = idHash === undefined ? undefined : d.q.sessions.live(idHash, now.toISOString());
+    const row = idHash === undefined ? undefined : await d.log.sessions.live(idHash, now.toISOString());
     if (id === undefined || idHash === undefined || row === undefined) {
       if (req.headers.cookie?.includes('consig_console='))
         res.append('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)));
@@ -192,7 +193,7 @@ export function requireSession(d: ConsoleDeps): RequestHandler {
       res.redirect(303, `/console/login${back}`);
       return;
     }
-    if (now.getTime() - Date.parse(row.last_seen) >= TOUCH_EVERY_MS) touch(d, idHash, now);
+    if (now.getTime() - Date.parse(row.last_seen) >= TOUCH_EVERY_MS) await touch(d, idHash, now);
     const session: ConsoleSession = {
       role: row.role,
       idHash,
@@ -205,9 +206,9 @@ export function requireSession(d: ConsoleDeps): RequestHandler {
   };
 }
 
-function touch(d: ConsoleDeps, idHash: string, now: Date): void {
+async function touch(d: ConsoleDeps, idHash: string, now: Date): Promise<void> {
   try {
-    d.q.sessions.touch(idHash, now.toISOString());
+    await d.log.sessions.touch(idHash, now.toISOString());
   } catch (err) {
     // Another connection holds the write lock: last_seen is a courtesy, the page is not refused.
     if (!isLockBusy(err)) throw err;

@@ -1,6 +1,6 @@
 import type { AppDeps } from '../app';
 import { consoleDeps } from './deps';
-import { type ConsoleEventFilter } from '../../store/console-events';
+import type { ConsoleEventFilter } from '../../domain/console';
 import { eventFilter, proposalFilter, type Query } from './filters';
 import type { PageContext } from './layout';
 import { eventsPage, EVENT_FILTER_FIELDS, rawFilters } from './pages/events';
@@ -16,12 +16,12 @@ export function consoleRenderers(deps: AppDeps, role: PageContext['role'] = 'adm
   const d = consoleDeps(deps);
   const ctx = (): PageContext => ({ role, csrf: 'bench', now: d.clock.now() });
   return {
-    overview: (): string => overviewPage(d, ctx()),
-    proposals: (query: Query = {}): string => proposalsPage(d, ctx(), proposalFilter(query)),
+    overview: (): Promise<string> => overviewPage(d, ctx()),
+    proposals: (query: Query = {}): Promise<string> => proposalsPage(d, ctx(), proposalFilter(query)),
     /** undefined when no proposal has this number. */
-    proposal: (nu: number | string): string | undefined => proposalPage(d, ctx(), nu),
+    proposal: (nu: number | string): Promise<string | undefined> => proposalPage(d, ctx(), nu),
     /** `query` as the URL gives it, e.g. `{ evento: 'proposta.aprovada', json: '{"dados":{…}}' }`. */
-    events: (query: Query = {}): string => {
+    events: (query: Query = {}): Promise<string> => {
       const filter: ConsoleEventFilter = eventFilter(query);
       return eventsPage(d, ctx(), filter, rawFilters(query, EVENT_FILTER_FIELDS));
     },

@@ -5,6 +5,7 @@ import express, {
   type Response,
   Router,
 } from 'express';
+import { StorageError } from '../../domain/errors';
 import type { Logger } from '../../logger';
 import { isLockBusy } from '../../store/database-errors';
 import type { AppDeps } from '../app';
@@ -50,6 +51,26 @@ export const securityHeaders: RequestHandler = (_req, res, next) => {
   next();
 };
 
+/**
+ * The log cannot answer now: the SQLite file is locked by another connection, or (cluster mode)
+ * PostgreSQL does not answer this replica (a StorageError of src/cluster/pg-admin-log.ts). A 503
+ * page asking to come back, never a 500: the process stays up and nothing was changed (the write
+ * that failed was its request's only one, or its transaction rolled back).
+ */
+function unavailablePage(err: unknown, cluster: boolean): string | undefined {
+  if (isLockBusy(err))
+    return messagePage(
+      'Busy',
+      'The database is locked by another connection: try again in a moment. Nothing was changed.',
+    );
+  if (cluster && err instanceof StorageError)
+    return messagePage(
+      'Unavailable',
+      'PostgreSQL is not reachable from this replica right now: try again in a moment. Nothing was changed.',
+    );
+  return undefined;
+}
+
 /** Errors as pages: a filter that makes no sense is a 400 that says so; anything else says nothing. */
 function consoleErrors(logger: Logger, d: ReturnType<typeof consoleDeps>) {
   return (
@@ -59,16 +80,9 @@ function consoleErrors(logger: Logger, d: ReturnType<typeof consoleDeps>) {
     _next: NextFunction,
   ): void => {
     if (res.headersSent) return;
-    if (isLockBusy(err)) {
-      res
-        .status(503)
-        .set('retry-after', '1')
-        .send(
-          messagePage(
-            'Busy',
-            'The database is locked by another connection: try again in a moment. Nothing was changed.',
-          ),
-        );
+    const unavailable = unavailablePage(err, d.cluster);
+    if (unavailable !== undefined) {
+      res.status(503).set('retry-after', '1').send(unavailable);
       return;
     }
     const status = typeof err.status === 'number' && err.status >= 400 && err.status < 500 ? err.status : 500;

@@ -32,6 +32,11 @@ export function timeTag(iso: string | null | undefined): SafeHtml {
 
 export { formatAge };
 
+/** A delay: `350 ms` under a second, otherwise as {@link formatAge} writes it. */
+export function formatDelay(ms: number): string {
+  return ms < 1000 ? `${Math.max(0, Math.round(ms))} ms` : formatAge(ms);
+}
+
 /** The age of `iso` at `now` (`3 h 5 min ago`), or `—` when there is no time. */
 export function ageOf(iso: string | null | undefined, now: Date): string {
   if (iso === null || iso === undefined) return '—';

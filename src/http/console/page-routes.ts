@@ -38,54 +38,54 @@ function notFoundPage(d: ConsoleDeps, res: Response, what: string): void {
 }
 
 function proposalRoutes(router: Router, d: ConsoleDeps): void {
-  router.get('/proposals', (req, res) => {
+  router.get('/proposals', async (req, res) => {
     const filter = proposalFilter(req.query as Query);
     if (filter.nu !== undefined) {
       const nu = parseNuProposta(filter.nu);
-      if (d.store.proposals.get(nu) !== undefined || d.q.proposals.events(nu).length > 0) {
+      if (await d.log.proposalExists(nu)) {
         res.redirect(303, `/console/proposals/${encodeURIComponent(String(nu))}`);
         return;
       }
-      res.status(404).send(proposalsPage(d, contextOf(d, res), filter, filter.nu));
+      res.status(404).send(await proposalsPage(d, contextOf(d, res), filter, filter.nu));
       return;
     }
-    res.send(proposalsPage(d, contextOf(d, res), filter));
+    res.send(await proposalsPage(d, contextOf(d, res), filter));
   });
-  router.get('/proposals/:nu', (req, res) => {
+  router.get('/proposals/:nu', async (req, res) => {
     const raw = String(req.params.nu);
     const nu = parseNuProposta(raw.slice(0, 40));
-    const html = proposalPage(d, contextOf(d, res), nu);
+    const html = await proposalPage(d, contextOf(d, res), nu);
     if (html === undefined) notFoundPage(d, res, `No proposal ${raw.slice(0, 40)}.`);
     else res.send(html);
   });
 }
 
 function eventRoutes(router: Router, d: ConsoleDeps): void {
-  router.get('/events', (req, res) => {
+  router.get('/events', async (req, res) => {
     const q = req.query as Query;
-    res.send(eventsPage(d, contextOf(d, res), eventFilter(q), rawFilters(q, EVENT_FILTER_FIELDS)));
+    res.send(await eventsPage(d, contextOf(d, res), eventFilter(q), rawFilters(q, EVENT_FILTER_FIELDS)));
   });
-  router.get('/events/:id', (req: Request, res) => {
+  router.get('/events/:id', async (req: Request, res) => {
     const id = positiveId({ id: req.params.id }, 'id') as number;
     const notice =
       req.query.replayed === '1'
         ? 'Queued for replay: the status below changes once the pipeline has run it (reload).'
         : null;
-    const html = eventPage(d, contextOf(d, res), id, notice);
+    const html = await eventPage(d, contextOf(d, res), id, notice);
     if (html === undefined) notFoundPage(d, res, `No event ${id}.`);
     else res.send(html);
   });
-  router.get('/deliveries', (req, res) => {
+  router.get('/deliveries', async (req, res) => {
     const q = req.query as Query;
     res.send(
-      deliveriesPage(d, contextOf(d, res), deliveryFilter(q), rawFilters(q, ['outcome', 'from', 'to'])),
+      await deliveriesPage(d, contextOf(d, res), deliveryFilter(q), rawFilters(q, ['outcome', 'from', 'to'])),
     );
   });
-  router.get('/dead', (req, res) => {
+  router.get('/dead', async (req, res) => {
     const q = req.query as Query;
     const replayed = positiveId(q, 'replayed');
     res.send(
-      deadPage(d, contextOf(d, res), {
+      await deadPage(d, contextOf(d, res), {
         filter: deadFilter(q),
         raw: rawFilters(q, DEAD_FILTER_FIELDS),
         destination: text(q, 'destination'),
@@ -98,24 +98,29 @@ function eventRoutes(router: Router, d: ConsoleDeps): void {
 
 /** Mounts every page (after requireSession). */
 export function pageRoutes(router: Router, d: ConsoleDeps): void {
-  router.get('/', (_req, res) => {
-    res.send(overviewPage(d, contextOf(d, res)));
+  router.get('/', async (_req, res) => {
+    res.send(await overviewPage(d, contextOf(d, res)));
   });
   proposalRoutes(router, d);
   eventRoutes(router, d);
-  router.get('/averbacoes', (req, res) => {
+  router.get('/averbacoes', async (req, res) => {
     const q = req.query as Query;
     res.send(
-      averbacoesPage(d, contextOf(d, res), averbacaoFilter(q), rawFilters(q, ['status', 'stale', 'waiting'])),
+      await averbacoesPage(
+        d,
+        contextOf(d, res),
+        averbacaoFilter(q),
+        rawFilters(q, ['status', 'stale', 'waiting']),
+      ),
     );
   });
-  router.get('/forwards', (req, res) => {
+  router.get('/forwards', async (req, res) => {
     const done = req.query.done;
     const notice =
       done === 'paused' ? 'Destination paused.' : done === 'resumed' ? 'Destination resumed.' : null;
-    res.send(forwardsPage(d, contextOf(d, res), notice));
+    res.send(await forwardsPage(d, contextOf(d, res), notice));
   });
-  router.get('/audit', (req, res) => {
-    res.send(auditPage(d, contextOf(d, res), positiveId(req.query as Query, 'before')));
+  router.get('/audit', async (req, res) => {
+    res.send(await auditPage(d, contextOf(d, res), positiveId(req.query as Query, 'before')));
   });
 }

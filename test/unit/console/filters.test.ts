@@ -40,7 +40,7 @@ describe('filters', () => {
       nuProposta: 42,
       from: undefined,
       to: undefined,
-      json: [{ path: '$."a"', value: 1 }],
+      json: [{ path: '$."a"', keys: ['a'], value: 1 }],
       before: 9,
     });
     expect(eventFilter({ nu_proposta: 'ABC-1' }).nuProposta).toBe('ABC-1');

@@ -2,17 +2,20 @@ import { parseJsonFilter } from '../../../src/http/console/json-filter';
 
 describe('parseJsonFilter', () => {
   it.each([
-    ['{"dados":{"no_conveniada":"ACME"}}', [{ path: '$."dados"."no_conveniada"', value: 'ACME' }]],
+    [
+      '{"dados":{"no_conveniada":"ACME"}}',
+      [{ path: '$."dados"."no_conveniada"', keys: ['dados', 'no_conveniada'], value: 'ACME' }],
+    ],
     [
       '{"evento":"proposta.criada","dados":{"vl":15000.5,"ok":true,"x":null}}',
       [
-        { path: '$."evento"', value: 'proposta.criada' },
-        { path: '$."dados"."vl"', value: 15000.5 },
-        { path: '$."dados"."ok"', value: true },
-        { path: '$."dados"."x"', value: null },
+        { path: '$."evento"', keys: ['evento'], value: 'proposta.criada' },
+        { path: '$."dados"."vl"', keys: ['dados', 'vl'], value: 15000.5 },
+        { path: '$."dados"."ok"', keys: ['dados', 'ok'], value: true },
+        { path: '$."dados"."x"', keys: ['dados', 'x'], value: null },
       ],
     ],
-    ['{"a.b":{"$c":1}}', [{ path: '$."a.b"."$c"', value: 1 }]],
+    ['{"a.b":{"$c":1}}', [{ path: '$."a.b"."$c"', keys: ['a.b', '$c'], value: 1 }]],
   ])('%s → leaves', (text, leaves) => {
     expect(parseJsonFilter(text)).toEqual({ ok: true, leaves });
   });

@@ -1,4 +1,4 @@
-import type { AuditRow } from '../../../store/audit';
+import type { AuditRow } from '../../../domain/console';
 import type { ConsoleDeps } from '../deps';
 import { freeText, timeTag } from '../format';
 import { html, type SafeHtml } from '../html';
@@ -21,8 +21,12 @@ function row(r: AuditRow): SafeHtml {
   </tr>`;
 }
 
-export function auditPage(d: ConsoleDeps, ctx: PageContext, before: number | undefined): string {
-  const rows = d.q.audit.page(before ?? Number.MAX_SAFE_INTEGER, PAGE_SIZE + 1);
+export async function auditPage(
+  d: ConsoleDeps,
+  ctx: PageContext,
+  before: number | undefined,
+): Promise<string> {
+  const rows = await d.log.audit.page(before ?? Number.MAX_SAFE_INTEGER, PAGE_SIZE + 1);
   const shown = rows.slice(0, PAGE_SIZE);
   const last = shown[shown.length - 1];
   const next =

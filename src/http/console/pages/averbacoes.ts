@@ -43,13 +43,13 @@ function row(r: AverbacaoListRow, now: Date): SafeHtml {
   </tr>`;
 }
 
-export function averbacoesPage(
+export async function averbacoesPage(
   d: ConsoleDeps,
   ctx: PageContext,
   filter: ReturnType<typeof averbacaoFilter>,
   raw: RawFilters,
-): string {
-  const list = d.q.averbacoes.list({ ...filter, limit: PAGE_SIZE });
+): Promise<string> {
+  const list = await d.log.averbacoes({ ...filter, limit: PAGE_SIZE });
   const nextHref = list.next === null ? null : hrefWith('/console/averbacoes', { ...raw, before: list.next });
   const yesNo = [
     { value: 'yes', label: 'yes' },

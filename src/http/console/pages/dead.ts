@@ -1,5 +1,5 @@
-import type { ConsoleEventFilter } from '../../../store/console-events';
-import type { ForwardRow } from '../../../store/forward-admin';
+import type { ConsoleEventFilter } from '../../../domain/console';
+import type { ForwardRow } from '../../../domain/forwarding/admin';
 import type { ConsoleDeps } from '../deps';
 import { formatCount, freeText, timeTag } from '../format';
 import { html, type SafeHtml } from '../html';
@@ -34,8 +34,8 @@ export interface DeadParams {
   replayed: number | undefined;
 }
 
-function deadEvents(d: ConsoleDeps, ctx: PageContext, p: DeadParams): SafeHtml {
-  const list = d.q.events.list({ ...p.filter, limit: PAGE_SIZE });
+async function deadEvents(d: ConsoleDeps, ctx: PageContext, p: DeadParams): Promise<SafeHtml> {
+  const list = await d.log.events({ ...p.filter, limit: PAGE_SIZE });
   const self = hrefWith('/console/dead', { ...p.raw });
   const nextHref = list.next === null ? null : hrefWith('/console/dead', { ...p.raw, before: list.next });
   const form = filterForm(
@@ -86,8 +86,8 @@ function forwardRow(ctx: PageContext, r: ForwardRow): SafeHtml {
   </tr>`;
 }
 
-function deadForwards(d: ConsoleDeps, ctx: PageContext, p: DeadParams): SafeHtml {
-  const rows = d.q.forwards.list({
+async function deadForwards(d: ConsoleDeps, ctx: PageContext, p: DeadParams): Promise<SafeHtml> {
+  const rows = await d.log.forwards.list({
     status: 'dead',
     destination: p.destination,
     beforeId: p.forwardsBefore,
@@ -132,16 +132,16 @@ function deadForwards(d: ConsoleDeps, ctx: PageContext, p: DeadParams): SafeHtml
   )}${pager(next)}`;
 }
 
-export function deadPage(d: ConsoleDeps, ctx: PageContext, p: DeadParams): string {
+export async function deadPage(d: ConsoleDeps, ctx: PageContext, p: DeadParams): Promise<string> {
   const notice =
     p.replayed === undefined
       ? ''
       : html`<p class="note" role="status">${formatCount(p.replayed)} queued for replay.</p>`;
   const body = html`${notice}
     <h2>Events</h2>
-    ${deadEvents(d, ctx, p)}
+    ${await deadEvents(d, ctx, p)}
     <h2>Forward deliveries</h2>
-    ${deadForwards(d, ctx, p)}`;
+    ${await deadForwards(d, ctx, p)}`;
   return page({ title: 'Dead letters', current: 'dead', ctx, body });
 }
 

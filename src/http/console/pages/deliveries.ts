@@ -1,4 +1,4 @@
-import type { DeliveryRow } from '../../../store/deliveries';
+import type { DeliveryRow } from '../../../domain/delivery';
 import type { ConsoleDeps } from '../deps';
 import { DELIVERY_OUTCOMES, deliveryFilter } from '../filters';
 import { freeText, timeTag } from '../format';
@@ -38,13 +38,13 @@ function row(r: DeliveryRow): SafeHtml {
   </tr>`;
 }
 
-export function deliveriesPage(
+export async function deliveriesPage(
   d: ConsoleDeps,
   ctx: PageContext,
   filter: ReturnType<typeof deliveryFilter>,
   raw: RawFilters,
-): string {
-  const list = d.q.events.deliveries({ ...filter, limit: PAGE_SIZE });
+): Promise<string> {
+  const list = await d.log.deliveries({ ...filter, limit: PAGE_SIZE });
   const nextHref = list.next === null ? null : hrefWith('/console/deliveries', { ...raw, before: list.next });
   const form = filterForm(
     '/console/deliveries',

@@ -1,7 +1,11 @@
 import { isReplayable } from '../../../domain/event-status';
-import { type ConsoleEventFilter, type ListPage, scanCapFor } from '../../../store/console-events';
-import type { StoryForwardRow } from '../../../store/console-proposals';
-import type { EventRow } from '../../../store/events';
+import {
+  type ConsoleEventFilter,
+  type ListPage,
+  scanCapFor,
+  type StoryForwardRow,
+} from '../../../domain/console';
+import type { EventRow } from '../../../domain/event-status';
 import type { ConsoleDeps } from '../deps';
 import { EVENT_KINDS, EVENT_STATUSES, type Query } from '../filters';
 import { formatCount, freeText, prettyBody, timeTag } from '../format';
@@ -109,13 +113,13 @@ function eventFilters(raw: RawFilters): SafeHtml {
   );
 }
 
-export function eventsPage(
+export async function eventsPage(
   d: ConsoleDeps,
   ctx: PageContext,
   filter: ConsoleEventFilter,
   raw: RawFilters,
-): string {
-  const list = d.q.events.list({ ...filter, limit: PAGE_SIZE });
+): Promise<string> {
+  const list = await d.log.events({ ...filter, limit: PAGE_SIZE });
   const nextHref = list.next === null ? null : hrefWith('/console/events', { ...raw, before: list.next });
   const body = html`${eventFilters(raw)}${windowNote(list, filter, nextHref)}${table(
     'Events, newest first',
@@ -146,15 +150,16 @@ function forwardsOf(rows: readonly StoryForwardRow[]): SafeHtml {
   );
 }
 
-export function eventPage(
+export async function eventPage(
   d: ConsoleDeps,
   ctx: PageContext,
   id: number,
   notice: string | null,
-): string | undefined {
-  const e = d.store.events.get(id);
-  if (e === undefined) return undefined;
-  const shown = prettyBody(d.store.events.body(id));
+): Promise<string | undefined> {
+  const found = await d.log.event(id);
+  if (found === undefined) return undefined;
+  const e = found.event;
+  const shown = prettyBody(found.body);
   const replay =
     ctx.role === 'admin' && isReplayable(e.status)
       ? actionForm(ctx, `/console/events/${e.id}/replay`, 'Replay')
@@ -200,6 +205,6 @@ export function eventPage(
     <h2>Body</h2>
     ${shown.note === null ? '' : html`<p class="note">${shown.note}</p>`}${shown.text === null ? '' : html`<pre class="body" role="region" tabindex="0" aria-label="Body of event ${e.id}">${shown.text}</pre>`}
     <h2>Forwarding</h2>
-    ${forwardsOf(d.q.proposals.eventForwards(e.id))}`;
+    ${forwardsOf(found.forwards)}`;
   return page({ title: `Event ${e.id}`, current: 'events', ctx, body });
 }

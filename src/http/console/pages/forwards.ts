@@ -1,4 +1,4 @@
-import type { DestinationSummary } from '../../../store/forward-admin';
+import type { DestinationSummary } from '../../../domain/forwarding/admin';
 import type { ConsoleDeps } from '../deps';
 import { ageOf } from '../format';
 import { html, type SafeHtml } from '../html';
@@ -35,8 +35,8 @@ function row(s: DestinationSummary, ctx: PageContext): SafeHtml {
   </tr>`;
 }
 
-export function forwardsPage(d: ConsoleDeps, ctx: PageContext, notice: string | null): string {
-  const summaries = d.q.forwards.destinationSummaries(d.destinations);
+export async function forwardsPage(d: ConsoleDeps, ctx: PageContext, notice: string | null): Promise<string> {
+  const summaries = await d.log.forwards.destinationSummaries(d.destinations);
   const headings = [
     'destination',
     'url',

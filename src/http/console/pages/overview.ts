@@ -6,12 +6,12 @@ import {
   judgeSilence,
   noSilence,
 } from '../../../domain/delivery-alarm';
+import { COUNT_CAP, type HourCount, hourOf } from '../../../domain/console';
+import type { DestinationSummary } from '../../../domain/forwarding/admin';
 import { stuckCutoffs } from '../../../domain/stuck';
-import { COUNT_CAP } from '../../../store/console-averbacoes';
-import { type HourCount, hourOf } from '../../../store/console-rollup';
-import type { DestinationSummary } from '../../../store/forward-admin';
+import type { RelaySpoolRow } from '../console-log';
 import type { ConsoleDeps } from '../deps';
-import { ageOf, formatAge, formatCount, timeTag } from '../format';
+import { ageOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
 import { html, type SafeHtml } from '../html';
 import { page, type PageContext, statusBadge, table } from '../layout';
 import { type ChartSeries, stackedBarChart } from '../svg';
@@ -19,11 +19,15 @@ import { type ChartSeries, stackedBarChart } from '../svg';
 /**
  * `/console`: is the service still sending (last delivery, deliveries per hour and per day by
  * outcome, the deactivation and silence alarms), is the receiver keeping up (backlog, lag, dead
- * letters, stale averbações, stuck proposals), and each forwarding destination's state.
+ * letters, stale averbações, stuck proposals), and each forwarding destination's state. In cluster
+ * mode the figures are the cluster's (PostgreSQL), and a block more shows the relay: the spool
+ * backlog and lag of the replica serving the page, and how far each replica's relay got.
  */
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
+/** The relay's backlog card turns red once its oldest delivery has waited this long. */
+const RELAY_LAG_ALARM_MS = 60_000;
 
 /** The chart's series: the three 200 answers, and every answer the service counts as a failure. */
 export const OUTCOME_SERIES: readonly ChartSeries[] = [
@@ -50,16 +54,28 @@ export interface OverviewData {
   averbacoes: { waiting: number; staleWaiting: number };
   stuck: number;
   destinations: DestinationSummary[];
+  /** Cluster mode's relay figures; null in SQLite mode. */
+  relay: RelayData | null;
 }
 
-export function loadOverview(d: ConsoleDeps, now: Date): OverviewData {
-  const { q } = d;
-  const rollup = q.rollup.update(now);
-  const last = q.alarm.lastDeliveryAt();
-  const inFlight =
-    last !== null && d.silenceMs > 0 && now.getTime() - last >= d.silenceMs
-      ? q.alarm.proposalsInFlight()
-      : null;
+export interface RelayData {
+  /** This replica's spool (its row among `spools`). */
+  spool: string;
+  /** Deliveries acknowledged by this replica and not yet in PostgreSQL. */
+  backlog: number;
+  /** received_at of the oldest of them: the relay lag is its age. */
+  oldestReceivedAt: string | null;
+  spools: RelaySpoolRow[];
+}
+
+export async function loadOverview(d: ConsoleDeps, now: Date): Promise<OverviewData> {
+  const f = await d.log.overview(now, {
+    stuckCutoffs: stuckCutoffs(d.stuckAfter, now),
+    silenceMs: d.silenceMs,
+    destinations: d.destinations,
+  });
+  const last = f.lastDeliveryAt === null ? null : Date.parse(f.lastDeliveryAt);
+  const inFlight = f.inFlight;
   const silence =
     last === null
       ? { state: noSilence }
@@ -69,27 +85,27 @@ export function loadOverview(d: ConsoleDeps, now: Date): OverviewData {
           silenceMs: d.silenceMs,
           inFlight,
         });
-  const stuck = Object.values(q.lists.stuckCounts(stuckCutoffs(d.stuckAfter, now))).reduce(
-    (a, b) => a + b,
-    0,
-  );
+  const stuck = Object.values(f.stuckByStatus).reduce((a, b) => a + b, 0);
   return {
     now,
-    lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
-    run: q.alarm.load(),
+    lastDeliveryAt: f.lastDeliveryAt,
+    run: f.run,
     silence: { raised: silence.state.raised, silenceMs: d.silenceMs, inFlight },
-    hours: q.rollup.since(hourOf(now.getTime() - 7 * DAY)),
-    rollupBehind: rollup.behind,
-    events: {
-      pending: q.averbacoes.countEvents('pending'),
-      failed: q.averbacoes.countEvents('failed'),
-      dead: q.averbacoes.countEvents('dead'),
-      oldestUnprocessedAt: d.store.events.oldestUnprocessedAt(),
-    },
-    averbacoes: { waiting: d.store.averbacoes.counts().waiting, staleWaiting: q.averbacoes.staleWaiting() },
+    hours: f.hours,
+    rollupBehind: f.rollup.behind,
+    events: f.events,
+    averbacoes: f.averbacoes,
     stuck,
-    destinations: q.forwards.destinationSummaries(d.destinations),
+    destinations: f.destinations,
+    relay:
+      d.relay === undefined
+        ? null
+        : { spool: d.relay.id, ...backlogOf(d.relay.backlog()), spools: f.relaySpools ?? [] },
   };
+}
+
+function backlogOf(b: { count: number; oldestReceivedAt: string | null }) {
+  return { backlog: b.count, oldestReceivedAt: b.oldestReceivedAt };
 }
 
 /** Bars of the last 24 hours and the last 7 days (UTC), oldest first, from the hourly counts. */
@@ -253,6 +269,49 @@ function destinationsTable(destinations: readonly DestinationSummary[], now: Dat
   );
 }
 
+/** How long a spool's newest relayed delivery waited for its batch's commit. */
+function latestDelay(s: RelaySpoolRow): string {
+  if (s.last_received_at === null) return '—';
+  return formatDelay(Date.parse(s.last_relayed_at) - Date.parse(s.last_received_at));
+}
+
+/** Cluster mode: this replica's relay (its spool's backlog and lag), and every replica's progress. */
+function relayBlock(relay: RelayData, now: Date): SafeHtml {
+  const lagMs = relay.oldestReceivedAt === null ? 0 : now.getTime() - Date.parse(relay.oldestReceivedAt);
+  const state = relay.backlog === 0 ? 'fine' : lagMs >= RELAY_LAG_ALARM_MS ? 'alarm' : '';
+  const lag =
+    relay.oldestReceivedAt === null
+      ? 'none waiting'
+      : `oldest waiting since ${ageOf(relay.oldestReceivedAt, now)}`;
+  const own = relay.spools.find((s) => s.spool === relay.spool);
+  const rows = relay.spools.map(
+    (s) =>
+      html`<tr>
+        <th scope="row">${s.replica}${s.spool === relay.spool ? ' (this replica)' : ''}</th>
+        <td><code>${s.spool.slice(0, 8)}</code></td>
+        <td class="num">${s.relayed_through}</td>
+        <td>${timeTag(s.last_relayed_at)} (${ageOf(s.last_relayed_at, now)})</td>
+        <td>${latestDelay(s)}</td>
+      </tr>`,
+  );
+  return html`<div class="cards">
+      <section class="card ${state}" aria-labelledby="c-relay">
+        <h2 id="c-relay">Relay backlog (this replica)</h2>
+        <p class="big">${formatCount(relay.backlog)}</p>
+        <p>Deliveries acknowledged here and not yet in PostgreSQL. Relay lag: ${lag}.</p>
+      </section>
+      <section class="card" aria-labelledby="c-relay-delay">
+        <h2 id="c-relay-delay">Relay delay (this replica)</h2>
+        <p class="big">${own === undefined ? '—' : latestDelay(own)}</p>
+        <p>
+          From acknowledgement to PostgreSQL's commit, for the newest delivery of the last
+          batch${own === undefined ? ' (nothing relayed yet)' : html`, relayed ${ageOf(own.last_relayed_at, now)}`}.
+        </p>
+      </section>
+    </div>
+    ${table('Relay per replica', ['replica', 'spool', 'relayed through', 'last batch', 'latest delay'], rows, 'no replica has relayed yet')}`;
+}
+
 export function renderOverview(data: OverviewData, ctx: PageContext): string {
   const { hourly, daily } = deliveryBars(data.hours, data.now);
   const behind =
@@ -273,12 +332,17 @@ export function renderOverview(data: OverviewData, ctx: PageContext): string {
       <a href="/console/deliveries?outcome=storage_unavailable">503s</a>
     </p>
     <h2>Processing</h2>
-    ${backlogCards(data)}
+    ${backlogCards(data)}${
+      data.relay === null
+        ? ''
+        : html`<h2>Relay (cluster mode)</h2>
+            ${relayBlock(data.relay, data.now)}`
+    }
     <h2>Forwarding</h2>
     ${destinationsTable(data.destinations, data.now)}`;
   return page({ title: 'Overview', current: 'overview', ctx, body });
 }
 
-export function overviewPage(d: ConsoleDeps, ctx: PageContext): string {
-  return renderOverview(loadOverview(d, ctx.now), ctx);
+export async function overviewPage(d: ConsoleDeps, ctx: PageContext): Promise<string> {
+  return renderOverview(await loadOverview(d, ctx.now), ctx);
 }

@@ -2,8 +2,12 @@ import type { TransitionReason } from '../../../domain/lifecycle';
 import { maskCpf } from '../../../domain/privacy';
 import { isStuck, stuckSince } from '../../../domain/stuck';
 import type { AverbacaoRow } from '../../../store/averbacoes';
-import type { RegistryEventRow, StoryEventRow, StoryForwardRow } from '../../../store/console-proposals';
-import { STORY_CAP } from '../../../store/console-proposals';
+import {
+  type RegistryEventRow,
+  STORY_CAP,
+  type StoryEventRow,
+  type StoryForwardRow,
+} from '../../../domain/console';
 import type { ProposalRow } from '../../../store/proposals';
 import type { ConsoleDeps } from '../deps';
 import { ageOf, freeText, timeTag } from '../format';
@@ -52,14 +56,9 @@ export interface ProposalStory {
   forwards: StoryForwardRow[];
 }
 
-export function loadProposal(d: ConsoleDeps, nu: number | string): ProposalStory | undefined {
-  const proposal = d.store.proposals.get(nu);
-  const events = d.q.proposals.events(nu);
-  if (proposal === undefined && events.length === 0) return undefined;
-  const averbacoes = d.store.averbacoes
-    .list({ nuProposta: nu, limit: 20 })
-    .map((row) => ({ row, answers: d.q.proposals.registryEvents(row.request_id) }));
-  return { nu, proposal, events, averbacoes, forwards: d.q.proposals.forwards(nu) };
+export async function loadProposal(d: ConsoleDeps, nu: number | string): Promise<ProposalStory | undefined> {
+  const story = await d.log.proposalStory(nu);
+  return story && { nu, ...story };
 }
 
 /** Items sorted by time; at one instant, in the order things happen (event, then its transition…). */
@@ -226,7 +225,11 @@ export function renderProposal(
 }
 
 /** The page, or undefined when nothing names this proposal. */
-export function proposalPage(d: ConsoleDeps, ctx: PageContext, nu: number | string): string | undefined {
-  const story = loadProposal(d, nu);
+export async function proposalPage(
+  d: ConsoleDeps,
+  ctx: PageContext,
+  nu: number | string,
+): Promise<string | undefined> {
+  const story = await loadProposal(d, nu);
   return story === undefined ? undefined : renderProposal(story, ctx, d);
 }

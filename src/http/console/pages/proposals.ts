@@ -68,22 +68,24 @@ function cutoffsOf(d: ConsoleDeps, filter: ProposalFilter, now: Date): StuckCuto
   });
 }
 
-export function loadProposals(
+export async function loadProposals(
   d: ConsoleDeps,
   filter: ProposalFilter,
   now: Date,
   notFound: string | null = null,
-): ProposalsData {
+): Promise<ProposalsData> {
   const oldestFirst = filter.stuck || filter.ageMs !== undefined;
   const limit = PAGE_SIZE + 1;
-  const rows = oldestFirst
-    ? d.q.lists.stuck(cutoffsOf(d, filter, now), { after: filter.after, limit })
-    : d.q.lists.latest(statusesOf(filter), { before: filter.after, limit });
+  const { counts, rows } = await d.log.proposals(
+    oldestFirst
+      ? { kind: 'stuck', cutoffs: cutoffsOf(d, filter, now), after: filter.after, limit }
+      : { kind: 'latest', statuses: statusesOf(filter), before: filter.after, limit },
+  );
   const shown = rows.slice(0, PAGE_SIZE);
   const last = shown[shown.length - 1];
   const next =
     rows.length > PAGE_SIZE && last !== undefined ? `${last.updated_at}~${last.nu_proposta}` : null;
-  return { now, filter, counts: d.store.proposals.countByStatus(), rows: shown, next, notFound, oldestFirst };
+  return { now, filter, counts, rows: shown, next, notFound, oldestFirst };
 }
 
 function funnel(counts: Record<string, number>): SafeHtml {
@@ -162,11 +164,11 @@ export function renderProposals(
   return page({ title: 'Proposals', current: 'proposals', ctx, body });
 }
 
-export function proposalsPage(
+export async function proposalsPage(
   d: ConsoleDeps,
   ctx: PageContext,
   filter: ProposalFilter,
   notFound: string | null = null,
-): string {
-  return renderProposals(loadProposals(d, filter, ctx.now, notFound), ctx, d);
+): Promise<string> {
+  return renderProposals(await loadProposals(d, filter, ctx.now, notFound), ctx, d);
 }

@@ -1,0 +1,178 @@
+import type { PoolClient } from 'pg';
+import {
+  type ConsoleAverbacaoFilter,
+  type ConsoleDeliveryFilter,
+  type ConsoleEventFilter,
+  type NewAuditEntry,
+  type NewConsoleSession,
+  type OverviewFigures,
+  type OverviewQuery,
+  overviewSinceHour,
+  pageOf,
+  type ProposalListing,
+  type RollupResult,
+  STORY_AVERBACOES,
+} from '../domain/console';
+import { runOfAnswers, silenceDue } from '../domain/delivery-alarm';
+import type { PgAdminLog } from './pg-admin-log';
+import {
+  countConsoleEvents,
+  proposalNamed,
+  readConsoleAverbacoes,
+  readConsoleEventIds,
+  readConsoleEvents,
+  readEventForwards,
+  readOverviewCounts,
+  readProposalForwards,
+  readRegistryEvents,
+  readRelaySpools,
+  readStoryEvents,
+} from './pg-console-reads';
+import { isRollupBusy, readRollupHours, rollupPosition, updateRollup } from './pg-console-rollup';
+import {
+  createSession,
+  liveSession,
+  pruneSessions,
+  readAuditPage,
+  recordAudit,
+  removeSession,
+  touchSession,
+} from './pg-console-sessions';
+import { readSharedAnswers } from './pg-delivery-alarm';
+import { readOldestUnprocessed } from './pg-gauges';
+import {
+  countBy,
+  readAverbacoes,
+  readDeliveries,
+  readLatestProposals,
+  readProposalRow,
+  readStuckProposals,
+  stuckCounts,
+} from './pg-reads';
+import { iso, sqlOf } from './sql';
+
+/**
+ * The operator console's log in cluster mode (contract §9, §10): what its pages read and its
+ * actions write (src/http/console/console-log.ts ConsoleLog), on PostgreSQL, shared by every
+ * replica — sessions, the audit table, the hourly rollup — in the SQLite log's shapes. It runs on
+ * the admin log's runners (pg-admin-log.ts: the replica's pool, the running() guard, READ_TIMEOUT),
+ * and its writes that the admin API also makes (replays, pause and resume) are the admin log's own.
+ * Every call rejects with a StorageError while the replica is not connected to PostgreSQL or when
+ * PostgreSQL cannot serve it: the console answers a 503 page, and the process stays up.
+ *
+ * Each page's reads run in one read-only snapshot where they are more than one (the overview, a
+ * proposal's story), so the figures of a page agree with each other.
+ */
+
+/** The console's log on the admin log's connection to PostgreSQL (see the module's comment). */
+export function pgConsoleLog(admin: PgAdminLog) {
+  const { read, transaction } = admin.runners;
+  return {
+    sessions: {
+      create: (s: NewConsoleSession) => transaction((tx) => createSession(tx, s)),
+      live: (idHash: string, now: string) => read((db) => liveSession(db, idHash, now)),
+      touch: (idHash: string, now: string) => transaction((tx) => touchSession(tx, idHash, now)),
+      remove: (idHash: string) => transaction((tx) => removeSession(tx, idHash)),
+      pruneExpired: (now: string) => transaction((tx) => pruneSessions(tx, now)),
+    },
+    audit: {
+      record: (entry: NewAuditEntry) => transaction((tx) => recordAudit(tx, entry)),
+      page: (beforeId: number, limit: number) => read((db) => readAuditPage(db, beforeId, limit)),
+    },
+    overview: (now: Date, query: OverviewQuery) => overview(admin, now, query),
+    events: (filter: ConsoleEventFilter) => read((db) => readConsoleEvents(db, filter)),
+    countEvents: (filter: ConsoleEventFilter) => read((db) => countConsoleEvents(db, filter)),
+    eventIds: (filter: ConsoleEventFilter, before: number, limit: number) =>
+      read((db) => readConsoleEventIds(db, filter, before, limit)),
+    /** The event and its body as the admin API reads them, and the messages it caused. */
+    event: async (id: number) => {
+      const found = await admin.event(id);
+      return found && { ...found, forwards: await read((db) => readEventForwards(db, id)) };
+    },
+    deliveries: async (f: ConsoleDeliveryFilter) => {
+      const limit = f.limit ?? 50;
+      const rows = await read((db) =>
+        readDeliveries(db, {
+          outcome: f.outcome,
+          from: f.from,
+          to: f.to,
+          beforeId: f.before,
+          limit: limit + 1,
+        }),
+      );
+      return pageOf(rows, limit, null);
+    },
+    proposals: (listing: ProposalListing) => read((db) => proposals(db, listing)),
+    proposalExists: (nu: number | string) => read((db) => proposalNamed(db, nu)),
+    proposalStory: (nu: number | string) => read((db) => proposalStory(db, nu)),
+    averbacoes: (filter: ConsoleAverbacaoFilter) => read((db) => readConsoleAverbacoes(db, filter)),
+    replayEvents: admin.replayEvents,
+    forwards: admin.forwards,
+  };
+}
+
+export type PgConsoleLog = ReturnType<typeof pgConsoleLog>;
+
+async function proposals(db: PoolClient, listing: ProposalListing) {
+  const rows =
+    listing.kind === 'stuck'
+      ? await readStuckProposals(db, listing.cutoffs, listing.limit, listing.after)
+      : await readLatestProposals(db, listing.statuses, listing.limit, listing.before);
+  return { counts: await countBy(db, 'proposals', 'status'), rows };
+}
+
+async function proposalStory(db: PoolClient, nu: number | string) {
+  const proposal = await readProposalRow(db, String(nu));
+  const events = await readStoryEvents(db, nu);
+  if (proposal === undefined && events.length === 0) return undefined;
+  const averbacoes = [];
+  for (const row of await readAverbacoes(db, { nuProposta: String(nu), limit: STORY_AVERBACOES }))
+    averbacoes.push({ row, answers: await readRegistryEvents(db, row.request_id) });
+  return { proposal, events, averbacoes, forwards: await readProposalForwards(db, nu) };
+}
+
+/**
+ * The hourly rollup brought up to date (its own transaction, under the rollup's advisory lock:
+ * pg-console-rollup.ts), then the figures in one snapshot. The deactivation alarm's run and the
+ * silence figures are every replica's answers (pg-delivery-alarm.ts), as the alarm itself reads them.
+ */
+async function overview(admin: PgAdminLog, now: Date, query: OverviewQuery): Promise<OverviewFigures> {
+  const { read } = admin.runners;
+  const rollup = await updateRollupOnce(admin, now);
+  const figures = await read(async (db) => {
+    const sql = sqlOf(db);
+    const answers = await readSharedAnswers(sql);
+    const last = answers.lastDeliveryAt;
+    return {
+      rollup,
+      hours: await readRollupHours(db, overviewSinceHour(now)),
+      lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
+      run: runOfAnswers(answers.run),
+      inFlight:
+        last !== null && silenceDue(now.getTime(), last, query.silenceMs) ? answers.proposalsInFlight : null,
+      stuckByStatus: await stuckCounts(db, query.stuckCutoffs),
+      ...(await overviewCounts(db)),
+      relaySpools: await readRelaySpools(db),
+    };
+  });
+  return { ...figures, destinations: await admin.forwards.destinationSummaries(query.destinations) };
+}
+
+async function overviewCounts(db: PoolClient) {
+  const { events, averbacoes } = await readOverviewCounts(db);
+  const oldest = await readOldestUnprocessed(sqlOf(db));
+  return { events: { ...events, oldestUnprocessedAt: iso(oldest) }, averbacoes };
+}
+
+/** One rollup update when there is something to count; another replica's held too long: shown as is. */
+async function updateRollupOnce(admin: PgAdminLog, now: Date): Promise<RollupResult> {
+  const { read, transaction } = admin.runners;
+  const { last, top } = await read((db) => rollupPosition(sqlOf(db)));
+  if (last !== null && last >= top) return { behind: 0, locked: false };
+  try {
+    return { behind: await transaction((tx) => updateRollup(tx, now)), locked: false };
+  } catch (err) {
+    if (!isRollupBusy(err)) throw err;
+    return { behind: top - (last ?? 0), locked: true };
+  }
+}

@@ -1,0 +1,328 @@
+import type { DeliveryAlarmState } from './delivery-alarm';
+import type { DestinationSummary } from './forwarding/admin';
+import type { Destination } from './forwarding/destinations';
+import { maskCpfsInText } from './privacy';
+import type { StuckCutoff } from './stuck';
+
+/**
+ * The operator console's shapes and rules (contract §9), one home for both stores: the SQLite file
+ * (src/store/console-*.ts, audit.ts) and PostgreSQL in cluster mode (src/cluster/pg-console-*.ts).
+ * Rows are given in the SQLite log's representation (ISO-8601 text times, 0/1 flags, an integer
+ * `nu_proposta` as a number), so that one set of pages renders either. Pure.
+ */
+
+// ---- events lists --------------------------------------------------------------------------------
+
+/** Rows of the driving index examined per page when a condition has no index. */
+export const SCAN_CAP = 50_000;
+/** The same when the body is matched (each row's JSON is parsed). */
+export const JSON_SCAN_CAP = 10_000;
+
+/**
+ * One leaf of a partial-JSON filter: the value at a path of object keys equals `value`. `path` is
+ * the SQLite JSON path with every key quoted (`$."dados"."no_conveniada"`), `keys` the same path as
+ * a list (PostgreSQL's `#>`).
+ */
+export interface JsonLeaf {
+  path: string;
+  keys: readonly string[];
+  value: string | number | boolean | null;
+}
+
+export interface ConsoleEventFilter {
+  status?: string | undefined;
+  evento?: string | undefined;
+  kind?: string | undefined;
+  nuProposta?: number | string | undefined;
+  /** ISO instants: `from` inclusive, `to` exclusive. */
+  from?: string | undefined;
+  to?: string | undefined;
+  json?: readonly JsonLeaf[] | undefined;
+  /** Keyset: ids below this one. */
+  before?: number | undefined;
+  /** @default 50 */
+  limit?: number | undefined;
+  /**
+   * Rows examined per page for the conditions without an index.
+   * @default SCAN_CAP, or JSON_SCAN_CAP with a JSON match (tests lower it)
+   */
+  scanCap?: number | undefined;
+}
+
+export interface ListPage<T> {
+  rows: T[];
+  /** The `before` of the next page; null when there is none. */
+  next: number | null;
+  /**
+   * The window of a condition without an index ended before the page was full: rows with an id
+   * below this one were not examined (`next` goes on from there). null when the search was complete.
+   */
+  stoppedAt: number | null;
+}
+
+/** The deliveries list's filter: outcome, the time range (`from` inclusive, `to` exclusive), keyset. */
+export interface ConsoleDeliveryFilter {
+  outcome?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  before?: number | undefined;
+  /** @default 50 */
+  limit?: number | undefined;
+}
+
+/** Whether the filter has a condition no index serves (checked inside a window of the driving index). */
+export function hasUnindexedCondition(f: ConsoleEventFilter): boolean {
+  return f.evento !== undefined || f.kind !== undefined || (f.json?.length ?? 0) > 0;
+}
+
+/** Rows a page may examine for its conditions without an index: fewer when bodies are parsed. */
+export function scanCapFor(f: ConsoleEventFilter): number {
+  return f.scanCap ?? ((f.json?.length ?? 0) > 0 ? JSON_SCAN_CAP : SCAN_CAP);
+}
+
+/** A page of `limit` rows out of up to `limit + 1` read: `next` is the last row's id when there are more. */
+export function pageOf<T extends { id: number }>(
+  rows: T[],
+  limit: number,
+  stoppedAt: number | null,
+): ListPage<T> {
+  if (rows.length <= limit) return { rows, next: null, stoppedAt };
+  const page = rows.slice(0, limit);
+  return { rows: page, next: (page[page.length - 1] as T).id, stoppedAt };
+}
+
+/**
+ * Where the window of a page ends (see store/console-events.ts): `edge` counts the newest `cap + 1`
+ * entries of the driving index below the cursor and gives the lowest of them. One past the window
+ * says it was cut; ids from the one above it on are examined. undefined: the window holds them all.
+ */
+export function windowLow(
+  edge: { n: number; low: number | null } | undefined,
+  cap: number,
+): number | undefined {
+  return edge !== undefined && edge.n > cap && edge.low !== null ? edge.low + 1 : undefined;
+}
+
+/** The page from the rows read inside the window starting at `low` (undefined: no window). */
+export function windowPage<T extends { id: number }>(
+  rows: T[],
+  limit: number,
+  low: number | undefined,
+): ListPage<T> {
+  if (rows.length > limit || low === undefined) return pageOf(rows, limit, null);
+  return { rows, next: low, stoppedAt: low };
+}
+
+// ---- the proposal page ---------------------------------------------------------------------------
+
+/** Rows of each list of a proposal's story at most (a hostile sender must not make it unbounded). */
+export const STORY_CAP = 1000;
+
+/** An event of the proposal with the transition it caused (if it was processed). */
+export interface StoryEventRow {
+  id: number;
+  kind: string;
+  evento: string | null;
+  request_id: string | null;
+  received_at: string;
+  status: string;
+  attempts: number;
+  last_error: string | null;
+  processed_at: string | null;
+  duplicates: number;
+  last_duplicate_at: string | null;
+  from_status: string | null;
+  to_status: string | null;
+  applied: number | null;
+  reason: string | null;
+  transition_at: string | null;
+}
+
+/** A registry answer (webhook or poll) about one of the proposal's averbações. */
+export interface RegistryEventRow {
+  id: number;
+  kind: string;
+  request_id: string;
+  registry_status: string | null;
+  received_at: string;
+  status: string;
+  duplicates: number;
+}
+
+/** A forwarded message and one of its deliveries (destination null: stored for the feed only). */
+export interface StoryForwardRow {
+  message_id: number;
+  type: string;
+  event_id: number;
+  created_at: string;
+  delivery_id: number | null;
+  destination: string | null;
+  status: string | null;
+  attempts: number | null;
+  last_status: number | null;
+  last_error: string | null;
+  delivered_at: string | null;
+}
+
+/** A proposal's averbações shown on its page at most. */
+export const STORY_AVERBACOES = 20;
+
+// ---- the proposals list --------------------------------------------------------------------------
+
+/** Where a page of proposals ends: the last row's `updated_at` and `nu_proposta`. */
+export interface ProposalKey {
+  updated_at: string;
+  nu_proposta: number | string;
+}
+
+/** The proposals list: by status, newest first (`before`), or past cutoffs, oldest first (`after`). */
+export type ProposalListing =
+  | { kind: 'latest'; statuses: readonly string[]; before?: ProposalKey | undefined; limit: number }
+  | { kind: 'stuck'; cutoffs: readonly StuckCutoff[]; after?: ProposalKey | undefined; limit: number };
+
+// ---- averbações and the overview's counts --------------------------------------------------------
+
+/** Counts stop here: the overview says "at least", and a huge backlog costs no more than this. */
+export const COUNT_CAP = 100_000;
+
+export interface ConsoleAverbacaoFilter {
+  status?: string | undefined;
+  stale?: boolean | undefined;
+  /** Only registrations still polled (`next_poll_at` set). */
+  waiting?: boolean | undefined;
+  before?: number | undefined;
+  /** @default 50 */
+  limit?: number | undefined;
+}
+
+// ---- the overview --------------------------------------------------------------------------------
+
+export interface OverviewQuery {
+  /** STUCK_AFTER's cutoffs now. */
+  stuckCutoffs: readonly StuckCutoff[];
+  /** DELIVERY_SILENCE_ALARM_MS: proposals in flight are counted once the silence is this long (0: off). */
+  silenceMs: number;
+  destinations: readonly Destination[];
+}
+
+export interface OverviewFigures {
+  rollup: RollupResult;
+  /** The rollup's hours of the last 7 days, oldest first. */
+  hours: HourCount[];
+  /** The latest request to a webhook route (any process on the file, any replica). */
+  lastDeliveryAt: string | null;
+  /** The run of failed answers the deactivation alarm counts. */
+  run: DeliveryAlarmState;
+  /** Proposals in flight; null when the silence is too short for them to matter (not counted). */
+  inFlight: number | null;
+  stuckByStatus: Record<string, number>;
+  events: { pending: number; failed: number; dead: number; oldestUnprocessedAt: string | null };
+  averbacoes: { waiting: number; staleWaiting: number };
+  destinations: DestinationSummary[];
+  /** Cluster mode: how far each replica's spool has been relayed (`relay_spools`); null in SQLite mode. */
+  relaySpools: RelaySpoolRow[] | null;
+}
+
+/** One replica's spool as PostgreSQL last heard from its relay (migrations-pg/0002 `relay_spools`). */
+export interface RelaySpoolRow {
+  spool: string;
+  replica: string;
+  relayed_through: number;
+  last_relayed_at: string;
+  /** received_at of the newest delivery relayed: last_relayed_at minus this is the latest delay. */
+  last_received_at: string | null;
+}
+
+/** `hours` of {@link OverviewFigures}: the rollup's hours from this one on. */
+export function overviewSinceHour(now: Date): string {
+  return hourOf(now.getTime() - 7 * 86_400_000);
+}
+
+// ---- the hourly delivery rollup ------------------------------------------------------------------
+
+/** Deliveries counted per rollup call at most: a first view of a long log catches up over a few views. */
+export const ROLLUP_CHUNK_ROWS = 50_000;
+/** Hours kept: the overview shows 7 days. */
+export const ROLLUP_KEEP_MS = 8 * 86_400_000;
+/** The rollup's row in `console_rollup_state`. */
+export const ROLLUP_STATE = 'deliveries';
+
+export interface HourCount {
+  /** `2026-11-21T13`: the UTC hour, as `received_at` begins. */
+  hour: string;
+  outcome: string;
+  n: number;
+}
+
+export interface RollupResult {
+  /** Deliveries above the watermark left uncounted after this call (0 once caught up). */
+  behind: number;
+  /** The write was refused (another connection held the lock): what is shown may be behind. */
+  locked: boolean;
+}
+
+/** `2026-11-21T13` for an instant. */
+export function hourOf(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 13);
+}
+
+// ---- sessions and the audit table ----------------------------------------------------------------
+
+export type ConsoleRole = 'admin' | 'viewer';
+
+export interface ConsoleSessionRow {
+  id_hash: string;
+  role: ConsoleRole;
+  created_at: string;
+  expires_at: string;
+  last_seen: string;
+}
+
+export interface NewConsoleSession {
+  idHash: string;
+  role: ConsoleRole;
+  now: string;
+  expiresAt: string;
+}
+
+export const AUDIT_ACTIONS = [
+  'replay_event',
+  'replay_bulk',
+  'forward_replay',
+  'forward_replay_bulk',
+  'forward_pause',
+  'forward_resume',
+  'sign_in',
+  'sign_out',
+  'sign_in_failed',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export interface NewAuditEntry {
+  at: string;
+  /** null for a failed sign-in (no one is known). */
+  role: ConsoleRole | null;
+  /** The session's short tag (never its id); null when there is no session. */
+  session: string | null;
+  action: AuditAction;
+  target: string | null;
+  /** Stored as JSON with any CPF in it masked (a filter may name one): the filter used, how many rows. */
+  detail: Record<string, unknown> | null;
+  ip: string | null;
+}
+
+export interface AuditRow {
+  id: number;
+  at: string;
+  role: ConsoleRole | null;
+  session: string | null;
+  action: string;
+  target: string | null;
+  detail: string | null;
+  ip: string | null;
+}
+
+/** The `detail` column of an audit entry: JSON, any CPF in it masked (LGPD). */
+export function auditDetailText(detail: Record<string, unknown> | null): string | null {
+  return detail === null ? null : maskCpfsInText(JSON.stringify(detail));
+}

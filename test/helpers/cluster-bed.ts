@@ -1,0 +1,82 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import { openPool, waitFor } from './cluster-db';
+import { createTestDatabase, startTestPostgres } from './postgres';
+import { startTestReceiver, type TestReceiver } from './receiver';
+import { tempDir } from './tmp';
+
+/**
+ * What a test file of cluster mode's HTTP side needs, with its Jest hooks: one durable PostgreSQL
+ * server for the file (a test may SIGKILL it: a fast one would lose its last commits then), a fresh
+ * database and temp folder per test, and receivers — cluster replicas on that database, or one on
+ * SQLite alone — stopped after each test. `env` goes to every receiver (tokens).
+ */
+export function clusterBed(options: { prefix: string; env: Record<string, string> }) {
+  const receivers: TestReceiver[] = [];
+  const bed = {
+    pg: undefined as unknown as LocalPostgres,
+    url: '',
+    pool: undefined as unknown as Pool,
+    dir: undefined as unknown as ReturnType<typeof tempDir>,
+    /** A replica on this test's database (REPLICA_ID `replica-a` unless `env` names another), connected. */
+    async replica(env: Record<string, string> = {}): Promise<TestReceiver> {
+      const r = await startTestReceiver({
+        env: {
+          DATABASE_URL: bed.url,
+          REPLICA_ID: 'replica-a',
+          RELAY_INTERVAL_MS: '20',
+          CLUSTER_CONCURRENCY: '2',
+          ...options.env,
+          ...env,
+        },
+      });
+      receivers.push(r);
+      await waitFor(() => r.cluster?.state === 'running', 'replica connected to PostgreSQL');
+      return r;
+    },
+    /** A receiver on SQLite alone. */
+    async sqliteReceiver(env: Record<string, string> = {}): Promise<TestReceiver> {
+      const r = await startTestReceiver({ env: { ...options.env, ...env } });
+      receivers.push(r);
+      if (r.cluster !== null) throw new Error('a SQLite receiver started in cluster mode');
+      return r;
+    },
+    /** Any receiver, stopped after the test like the others. */
+    async receiver(env: Record<string, string>): Promise<TestReceiver> {
+      const r = await startTestReceiver({ env: { ...options.env, ...env } });
+      receivers.push(r);
+      return r;
+    },
+    /** Stops a receiver before the test ends (a restart). */
+    async stop(r: TestReceiver): Promise<void> {
+      receivers.splice(receivers.indexOf(r), 1);
+      await r.stop();
+    },
+    /** A DESTINATIONS_FILE: `crm`, paused in it (its messages accumulate, none is sent), then `extra`. */
+    destinationsFile(extra: Record<string, unknown>[] = []): string {
+      const file = join(bed.dir.dir, `destinations-${extra.length}.json`);
+      const crm = { name: 'crm', url: 'http://127.0.0.1:9/', secret: 'crm-secret', paused: true };
+      writeFileSync(file, JSON.stringify({ destinations: [crm, ...extra] }));
+      return file;
+    },
+  };
+  beforeAll(async () => {
+    bed.pg = await startTestPostgres({ fast: false });
+  });
+  afterAll(async () => {
+    await bed.pg?.stop();
+  });
+  beforeEach(async () => {
+    bed.url = await createTestDatabase(bed.pg, options.prefix);
+    bed.pool = openPool(bed.url);
+    bed.dir = tempDir();
+  });
+  afterEach(async () => {
+    for (const r of receivers.splice(0)) await r.stop();
+    await bed.pool.end();
+    bed.dir.cleanup();
+  });
+  return bed;
+}
