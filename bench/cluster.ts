@@ -1,12 +1,13 @@
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, get, request } from 'node:http';
-import { availableParallelism, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
 import { Client, Pool } from 'pg';
 import { EVENTS_QUEUE, startEngine } from '../src/cluster/engine';
-import { type LocalPostgres, startLocalPostgres } from '../src/cluster/local-postgres';
+import { freePort, type LocalPostgres, startLocalPostgres } from '../src/cluster/local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import { workKeyOf } from '../src/cluster/relay';
 import { sqlOf } from '../src/cluster/sql';
@@ -39,6 +40,11 @@ import { type LoadResult, percentile } from './protocol';
  * `track_commit_timestamp`, which rows 2–4 read; each run gets a fresh database. Every run is
  * checked: each 200 is one event in PostgreSQL (and in the spool), and every event is done at the
  * end, with one transition each.
+ *
+ * Row 3 also runs alone, as an A/B of builds (`node dist/bench/cluster.js drain --help`, at the end
+ * of this file): alternating rounds, CPU per event of the replica and of PostgreSQL (steadier than
+ * events/s on a shared machine), and with `--statements` pg_stat_statements' count and time of each
+ * statement per event.
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -329,7 +335,11 @@ export interface CpuUse {
   busyCores: number | null;
 }
 
-function cpuSnapshot(h: ClusterHarness, replica: ReceiverRun, pg: LocalPostgres): CpuSnapshot {
+function cpuSnapshot(
+  h: Pick<ClusterHarness, 'cpuMicros'>,
+  replica: ReceiverRun,
+  pg: LocalPostgres,
+): CpuSnapshot {
   return { replica: h.cpuMicros(replica.pid), postgres: postgresCpu(pg), machine: machineJiffies() };
 }
 
@@ -792,9 +802,14 @@ function backlogEvent(
  * Writes `events` pending events and one kick per proposal, through the real engine, in
  * transactions of 2 000 (as relay batches would, without a replica running); returns the proposals.
  */
-async function prefillBacklog(db: RunDatabase, events: number): Promise<number> {
-  const proposals = Math.ceil(events / HAPPY_PATH.length);
-  await migratePostgres(db.pool);
+async function prefillBacklog(
+  db: RunDatabase,
+  events: number,
+  migrationsDir?: string,
+  steps = HAPPY_PATH.length,
+): Promise<number> {
+  const proposals = Math.ceil(events / steps);
+  await migratePostgres(db.pool, migrationsDir === undefined ? {} : { dir: migrationsDir });
   const silent = { error: () => undefined, warn: () => undefined };
   const engine = await startEngine(db.url, { max: 2, logger: silent });
   const client = await db.pool.connect();
@@ -828,16 +843,33 @@ async function prefillBacklog(db: RunDatabase, events: number): Promise<number> 
   return proposals;
 }
 
+/** What a drain needs of its harness: a replica to start, and a process's CPU. */
+type DrainHarness = Pick<ClusterHarness, 'startReceiver' | 'cpuMicros'>;
+
+/** Options of one drain beyond the section's (the drain-only A/B mode at the end of this file). */
+interface DrainExtras {
+  /** The replica's migrations-pg (a baseline build's own), for the prefill. @default this build's */
+  migrationsDir?: string;
+  /** Events per proposal, the first steps of the happy path (1: one event per kick). @default all 9 */
+  steps?: number;
+  /** Database name suffix, so that runs on one server do not collide. @default '' */
+  suffix?: string;
+  /** Called once processing began (pg_stat_statements is reset there) and once it ended. */
+  onBegin?(db: RunDatabase): Promise<void>;
+  onEnd?(db: RunDatabase, events: number): Promise<void>;
+}
+
 async function drainRun(
-  h: ClusterHarness,
+  h: DrainHarness,
   pg: LocalPostgres,
-  o: ClusterBenchOptions,
+  o: Pick<ClusterBenchOptions, 'drainEvents'>,
   concurrency: number,
+  extras: DrainExtras = {},
 ): Promise<DrainRun> {
-  const db = await RunDatabase.create(pg, `drain_c${concurrency}`);
+  const db = await RunDatabase.create(pg, `drain_c${concurrency}${extras.suffix ?? ''}`);
   try {
     const t = performance.now();
-    const proposals = await prefillBacklog(db, o.drainEvents);
+    const proposals = await prefillBacklog(db, o.drainEvents, extras.migrationsDir, extras.steps);
     const prefillSeconds = (performance.now() - t) / 1000;
     const replica = await h.startReceiver(`cluster-${db.name}`, {
       DATABASE_URL: db.url,
@@ -856,6 +888,7 @@ async function drainRun(
         replica.alive,
         20,
       );
+      await extras.onBegin?.(db);
       first = cpuSnapshot(h, replica, pg);
       doneAtFirst = await db.count("SELECT count(*) AS n FROM events WHERE status = 'done'");
       await until(
@@ -866,6 +899,7 @@ async function drainRun(
         100,
       );
       last = cpuSnapshot(h, replica, pg);
+      await extras.onEnd?.(db, o.drainEvents - doneAtFirst);
     } finally {
       await replica.stop();
     }
@@ -1236,4 +1270,231 @@ function childMain(): void {
   process.on('disconnect', () => process.exit(0));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Row 3 alone, A/B: `node dist/bench/cluster.js drain [--bin <cli>]… [options]`
+
+const DRAIN_USAGE = `usage: node dist/bench/cluster.js drain [options]
+  --bin <label=path>   a build's CLI (dist/src/cli/bin.js) to drain with; repeat for A/B (default: this build)
+  --events <n>         pending events per run (default 20000)
+  --concurrency <n>    CLUSTER_CONCURRENCY (default 4)
+  --runs <n>           rounds; each runs every --bin once, the order reversed every other round (default 3)
+  --steps <n>          events per proposal, 1 to 9 (default 9: the happy path; 1: one event per kick)
+  --statements         pg_stat_statements on (its own cost included): statements and PostgreSQL time per event
+  --env <K=V>          added to every replica's environment (repeatable; FEED_ENABLED=true turns the outbox on)`;
+
+interface DrainBuild {
+  label: string;
+  bin: string;
+}
+
+/** A replica of `build` as the section's harness starts one (a fresh spool, FULL, LOG_LEVEL info). */
+function drainHarness(build: DrainBuild, dir: string, env: Record<string, string>): DrainHarness {
+  return {
+    cpuMicros: (pid) => (pid === undefined ? null : procCpu(pid)),
+    startReceiver: async (name, extra) => {
+      const home = join(dir, `${build.label}-${name}-${Date.now()}`);
+      mkdirSync(home, { recursive: true });
+      const port = await freePort();
+      const logPath = join(home, 'server.log');
+      const log = openSync(logPath, 'w');
+      const child = spawn(process.execPath, [build.bin, 'serve'], {
+        env: {
+          PATH: process.env.PATH ?? '',
+          ...(process.env.PG_BIN === undefined ? {} : { PG_BIN: process.env.PG_BIN }),
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          WEBHOOK_SECRETS: 'drain-bench-secret-0123456789abcdef',
+          DATABASE_PATH: join(home, 'consig.db'),
+          LOG_LEVEL: 'info',
+          SQLITE_SYNCHRONOUS: 'FULL',
+          ...env,
+          ...extra,
+        },
+        stdio: ['ignore', log, log],
+      });
+      closeSync(log);
+      const alive = () => child.exitCode === null && child.signalCode === null;
+      const stop = async () => {
+        if (!alive()) return;
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        await exited;
+        clearTimeout(timer);
+      };
+      try {
+        await until(
+          `${build.label}: ready`,
+          async () => (await httpText(port, '/readyz').catch(() => ({ status: 0 }))).status === 200,
+          20_000,
+          alive,
+          50,
+        );
+      } catch (err) {
+        await stop();
+        throw new Error(`${(err as Error).message}\n${readFileSync(logPath, 'utf8').slice(-2000)}`);
+      }
+      return { port, pid: child.pid, dbPath: join(home, 'consig.db'), logPath, alive, stop };
+    },
+  };
+}
+
+interface StatementRow {
+  query: string;
+  calls: string;
+  exec_ms: string;
+  plan_ms: string;
+  rows: string;
+}
+
+/** pg_stat_statements of the run's database since `reset`, per event, the costliest first. */
+async function statementReport(db: RunDatabase, events: number): Promise<string[]> {
+  const r = await db.pool.query<StatementRow>(
+    `SELECT query, calls, total_exec_time AS exec_ms, total_plan_time AS plan_ms, rows
+     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+     ORDER BY total_exec_time + total_plan_time DESC`,
+  );
+  let calls = 0;
+  let execMs = 0;
+  let planMs = 0;
+  const lines = r.rows.map((s) => {
+    calls += Number(s.calls);
+    execMs += Number(s.exec_ms);
+    planMs += Number(s.plan_ms);
+    const per = (n: string) => (Number(n) / events).toFixed(3);
+    const us = (n: string) => ((Number(n) * 1000) / events).toFixed(1);
+    const q = s.query.replace(/\s+/g, ' ').slice(0, 150);
+    return `   ${per(s.calls).padStart(7)} calls ${us(s.exec_ms).padStart(6)} µs exec ${us(s.plan_ms).padStart(5)} µs plan  ${q}`;
+  });
+  return [
+    `  statements per event: ${(calls / events).toFixed(2)}; PostgreSQL exec ${((execMs * 1000) / events).toFixed(1)} µs + ` +
+      `plan ${((planMs * 1000) / events).toFixed(1)} µs per event (pg_stat_statements, top level)`,
+    ...lines.slice(0, 40),
+  ];
+}
+
+interface DrainOptions {
+  builds: DrainBuild[];
+  env: Record<string, string>;
+  events: number;
+  concurrency: number;
+  runs: number;
+  steps: number;
+  statements: boolean;
+}
+
+/** The drain mode's options (DRAIN_USAGE); null for --help. */
+function drainOptions(argv: string[]): DrainOptions | null {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      bin: { type: 'string', multiple: true },
+      events: { type: 'string' },
+      concurrency: { type: 'string' },
+      runs: { type: 'string' },
+      steps: { type: 'string' },
+      statements: { type: 'boolean' },
+      env: { type: 'string', multiple: true },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) return null;
+  const split = (kv: string): [string, string] => {
+    const i = kv.indexOf('=');
+    return i < 0 ? [kv, kv] : [kv.slice(0, i), kv.slice(i + 1)];
+  };
+  const steps = Number(values.steps ?? HAPPY_PATH.length);
+  if (!Number.isInteger(steps) || steps < 1 || steps > HAPPY_PATH.length)
+    throw new Error(`--steps: expected 1 to ${HAPPY_PATH.length}, got ${values.steps}`);
+  return {
+    builds: (values.bin ?? [`this=${join(__dirname, '..', 'src', 'cli', 'bin.js')}`]).map((b) => {
+      const [label, bin] = split(b);
+      return { label, bin };
+    }),
+    env: Object.fromEntries((values.env ?? []).map(split)),
+    events: Number(values.events ?? 20_000),
+    concurrency: Number(values.concurrency ?? 4),
+    runs: Number(values.runs ?? 3),
+    steps,
+    statements: values.statements === true,
+  };
+}
+
+/** One drain by `build`'s replica: its line, and with --statements its statements per event. */
+async function drainOnce(
+  pg: LocalPostgres,
+  o: DrainOptions,
+  build: DrainBuild,
+  dir: string,
+  n: number,
+): Promise<string[]> {
+  const report: string[] = [];
+  const d = await drainRun(drainHarness(build, dir, o.env), pg, { drainEvents: o.events }, o.concurrency, {
+    // The build's own migrations: its replica refuses a database with migrations it does not know.
+    migrationsDir: resolve(build.bin, '..', '..', '..', '..', 'migrations-pg'),
+    steps: o.steps,
+    suffix: `_${n}`,
+    onBegin: o.statements
+      ? async (db) => {
+          await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+          await db.pool.query('SELECT pg_stat_statements_reset()');
+        }
+      : undefined,
+    onEnd: o.statements
+      ? async (db, processed) => void report.push(...(await statementReport(db, processed)))
+      : undefined,
+  });
+  const us = (v: number | null) => (v === null ? '-' : v.toFixed(0));
+  const checks = drainOk(d, o.events)
+    ? 'ok'
+    : `MISMATCH (${d.done} done, ${d.transitions} transitions, ${d.orderViolations} out of order)`;
+  return [
+    `${build.label.padEnd(8)} ${Math.round(d.eventsPerSecond)} events/s (${d.seconds.toFixed(2)} s); ` +
+      `CPU per event: replica ${us(d.cpu.replicaUs)} µs, PostgreSQL ${us(d.cpu.postgresUs)} µs; ` +
+      `busy cores ${d.cpu.busyCores?.toFixed(2) ?? '-'}; ${d.kicks} kicks in ${d.transactions} transactions; ` +
+      `${checks}; load ${d.machine.load1.toFixed(1)}`,
+    ...report,
+  ];
+}
+
+/** Row 3 alone, every build once per round, the order reversed every other round (ABBA). */
+async function drainMain(argv: string[]): Promise<void> {
+  const o = drainOptions(argv);
+  if (o === null) {
+    process.stdout.write(`${DRAIN_USAGE}\n`);
+    return;
+  }
+  const statementSettings = {
+    shared_preload_libraries: 'pg_stat_statements',
+    'pg_stat_statements.track_planning': true,
+    'pg_stat_statements.max': 10000,
+  };
+  const pg = await startLocalPostgres({
+    settings: { ...PG_SETTINGS, ...(o.statements ? statementSettings : {}) },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'consig-drain-'));
+  let n = 0;
+  try {
+    process.stdout.write(
+      `${await postgresVersion(pg)}; ${o.events} events (${o.steps} per proposal), CLUSTER_CONCURRENCY=${o.concurrency}\n`,
+    );
+    for (let round = 1; round <= o.runs; round++) {
+      for (const build of round % 2 === 1 ? o.builds : [...o.builds].reverse()) {
+        const [line, ...report] = await drainOnce(pg, o, build, dir, ++n);
+        process.stdout.write(`round ${round} ${[line, ...report].join('\n')}\n`);
+      }
+    }
+  } finally {
+    await pg.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (require.main === module && process.argv[2] === 'pace') childMain();
+if (require.main === module && process.argv[2] === 'drain')
+  drainMain(process.argv.slice(3)).catch((err: unknown) => {
+    process.stderr.write(
+      `drain: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n${DRAIN_USAGE}\n`,
+    );
+    process.exitCode = 1;
+  });

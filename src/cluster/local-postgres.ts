@@ -165,7 +165,8 @@ function exec(file: string, args: string[], cwd: string): Promise<string> {
   });
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now (the benchmark's replicas use it too). */
+export function freePort(): Promise<number> {
   return new Promise((resolvePromise, reject) => {
     const server = createServer();
     server.once('error', reject);
