@@ -13,6 +13,7 @@ import type { DestinationGauges } from './domain/forwarding/sender-store';
 import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
+import { ClusterEventRouter } from './domain/event-router';
 import { EventRouter } from './handlers/router';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
 import type { AppDeps } from './http/app';
@@ -59,8 +60,18 @@ export interface StartOptions {
   logger: Logger;
   /** @default the system clock */
   clock?: Clock;
-  /** Registers a partner's own handlers next to the life-cycle one (`router.on(…)`). */
+  /**
+   * Registers a partner's own handlers next to the life-cycle one (`router.on(…)`), in SQLite mode.
+   * With DATABASE_URL set they cannot run (they are synchronous, on the SQLite file): a receiver
+   * given these and no `configureClusterRouter` refuses to start in cluster mode rather than skip them.
+   */
   configureRouter?: (router: EventRouter, db: Db) => void;
+  /**
+   * Cluster mode's partner handlers: asynchronous, each awaited inside the event's savepoint of the
+   * kick's transaction after the life cycle, writing with `ctx.sql` (see README, "Adding your own
+   * handlers").
+   */
+  configureClusterRouter?: (router: ClusterEventRouter) => void;
   /** Handler retry backoff (tests shorten it). @default 1 s … 10 min */
   handlerBackoff?: { baseMs: number; maxMs: number };
   /** @default 1000 ms */
@@ -88,6 +99,7 @@ interface Processing {
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
+  refuseSqliteOnlyHandlers(config, options);
   const { store, pipelineDb } = openFiles(config);
   const spool = config.cluster === null ? null : openSpool(store.db);
   const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
@@ -110,14 +122,10 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
   if (cluster === null) leadership.start();
   else cluster.start();
-  // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
-  // Cluster mode: the service counts failures at every replica, so the alarms read them all.
-  const deliveryWatch = startDeliveryWatch(config, {
-    metrics,
-    logger,
-    clock,
-    shared: cluster ? () => cluster.sharedAnswers() : undefined,
-  });
+  // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check;
+  // in cluster mode, read from every replica's answers (the service counts failures at all of them).
+  const shared = cluster ? () => cluster.sharedAnswers() : undefined;
+  const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock, shared });
 
   const server = buildServer(config, {
     store,
@@ -428,6 +436,22 @@ function afterStore(pipeline: Pipeline, cluster: ClusterNode | null): (id: numbe
  * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
  * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
  */
+/** A partner's handlers must not be skipped in silence: SQLite-mode ones cannot run in cluster mode. */
+function refuseSqliteOnlyHandlers(config: Config, options: StartOptions): void {
+  if (config.cluster !== null && options.configureRouter && !options.configureClusterRouter)
+    throw new Error(
+      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureClusterRouter too (README, "Adding your own handlers")',
+    );
+}
+
+/** The partner's cluster-mode handlers, when it registered any. */
+function clusterHandlers(options: StartOptions): ClusterEventRouter | undefined {
+  if (!options.configureClusterRouter) return undefined;
+  const router = new ClusterEventRouter();
+  options.configureClusterRouter(router);
+  return router.empty ? undefined : router;
+}
+
 function buildCluster(
   config: Config,
   options: StartOptions,
@@ -442,6 +466,7 @@ function buildCluster(
     schedule: pollSchedule(config),
     spool: deps.spool,
     statusClient: deps.processing.serviceClient,
+    handlers: clusterHandlers(options),
     // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
     retention:
       config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },

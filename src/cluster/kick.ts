@@ -1,7 +1,7 @@
 import { backoffDelayMs } from '../domain/backoff';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
-import { own, parseJsonOrUndefined } from '../domain/json';
+import { type ClusterEventRouter, type HandlerEvent, handlerEventOf } from '../domain/event-router';
 import { applyEvent, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
 import { canonicalNu, iso, type Sql, type Statement } from './sql';
@@ -32,6 +32,8 @@ export interface KickOptions {
   logger: EffectsContext['logger'] & { error(fields: Record<string, unknown>, message: string): void };
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
+  /** A partner's own handlers (`configureClusterRouter`), awaited after the life cycle's effects. */
+  handlers?: ClusterEventRouter | undefined;
 }
 
 interface EventRow {
@@ -46,6 +48,8 @@ interface EventRow {
   status: string;
   attempts: number;
   next_attempt_at: Date | null;
+  webhook_id: string | null;
+  tentativa: number | null;
 }
 
 type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses'> & { now: () => Date };
@@ -53,7 +57,7 @@ type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses'> & { now: () 
 const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
-  next_attempt_at`;
+  next_attempt_at, webhook_id, tentativa`;
 
 /**
  * The statements an event runs: prepared (sql.ts `prepared`). Those a batch runs once are sent as
@@ -179,7 +183,8 @@ export async function runKick(
  *   at once, their `done` marks written together at the end (see {@link fastPass});
  * - if any event throws, the batch is rolled back to that savepoint, as if it had never run, and
  *   runs again event by event, each in a savepoint of its own ({@link carefulPass}): the failure is
- *   recorded for that event alone, and the others commit.
+ *   recorded for that event alone, without running it again (its attempt is the one that threw,
+ *   told once to `onError`), and the others commit.
  * Either way an event's effects and its `done` mark commit together, or not at all.
  */
 export async function runKicks(
@@ -190,8 +195,9 @@ export async function runKicks(
 ): Promise<number> {
   const work = await loadWork(sql, keys);
   const outbox: OutboxEntry[] = [];
+  const fast = await fastPass(sql, work, ctx, options, outbox);
   const finished =
-    (await fastPass(sql, work, ctx, options, outbox)) ?? (await carefulPass(sql, work, ctx, options, outbox));
+    typeof fast === 'number' ? fast : await carefulPass(sql, work, ctx, options, outbox, fast.threw);
   await storeOutbox(sql, outbox);
   return finished;
 }
@@ -200,16 +206,23 @@ export async function runKicks(
 interface Pass {
   /** The events' context but their clock: statuses locked for the batch, log lines held back. */
   ctx: Omit<EffectsContext, 'now'>;
-  facts: Map<string, EventFacts>;
+  facts: Map<string, HandlerEvent>;
   done: { id: string; at: string }[];
   entries: OutboxEntry[];
   /** Log lines and metrics: run once the pass is kept, so that a pass run again counts once. */
   later: (() => void)[];
 }
 
+/** The event that threw in the fast pass, and what it threw. */
+interface Threw {
+  id: string;
+  error: Error;
+}
+
 /**
- * Runs the batch under one savepoint; null when an event threw (the savepoint is then rolled back,
- * and nothing of the pass remains: effects, done marks, kicks, messages, log lines and metrics).
+ * Runs the batch under one savepoint; the event that threw, when one did (the savepoint is then
+ * rolled back, and nothing of the pass remains: effects, done marks, kicks, messages, log lines
+ * and metrics).
  */
 async function fastPass(
   sql: Sql,
@@ -217,7 +230,7 @@ async function fastPass(
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
-): Promise<number | null> {
+): Promise<number | { threw: Threw }> {
   const facts = new Map(work.flatMap((w) => w.rows.map((row) => [row.id, toFacts(row)] as const)));
   if (facts.size === 0) return 0;
   await sql.query('SAVEPOINT consig_batch');
@@ -235,10 +248,11 @@ async function fastPass(
     later,
   };
   for (const { key, rows } of work) {
-    if (!(await fastKey(pass, key, rows, ctx, options))) {
+    const threw = await fastKey(pass, key, rows, ctx, options);
+    if (threw !== null) {
       await sql.query('ROLLBACK TO SAVEPOINT consig_batch');
       await sql.query('RELEASE SAVEPOINT consig_batch');
-      return null;
+      return { threw };
     }
   }
   const { done } = pass;
@@ -249,44 +263,48 @@ async function fastPass(
   return done.length;
 }
 
-/** One key's events in the fast pass; false when one threw. */
+/** One key's events in the fast pass; the event that threw, if one did. */
 async function fastKey(
   pass: Pass,
   key: string,
   rows: readonly EventRow[],
   ctx: KickContext,
   options: KickOptions,
-): Promise<boolean> {
+): Promise<Threw | null> {
   const { sql } = pass.ctx;
   for (const row of rows) {
     const now = ctx.now();
     if (notDue(row, now)) {
       await options.kick(sql, [key], row.next_attempt_at as Date);
-      return true;
+      return null;
     }
-    const event = pass.facts.get(row.id) as EventFacts;
+    const event = pass.facts.get(row.id) as HandlerEvent;
     try {
       pass.entries.push(...(await runEvent(row, event, { ...pass.ctx, now }, options)));
-    } catch {
-      return false;
+    } catch (err) {
+      return { id: row.id, error: err instanceof Error ? err : new Error(String(err)) };
     }
     pass.done.push({ id: row.id, at: now.toISOString() });
     pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
   }
   if (rows.length === KICK_BATCH) await options.kick(sql, [key]);
-  return true;
+  return null;
 }
 
-/** The batch again, each event in a savepoint of its own (after an event threw in the fast pass). */
+/**
+ * The batch again, each event in a savepoint of its own, after `threw` threw in the fast pass: that
+ * event's failure is recorded as it happened, without running it again.
+ */
 async function carefulPass(
   sql: Sql,
   work: readonly KeyWork[],
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
+  threw: Threw,
 ): Promise<number> {
   let finished = 0;
-  for (const { key, rows } of work) finished += await processKey(sql, key, rows, ctx, options, outbox);
+  for (const { key, rows } of work) finished += await processKey(sql, key, rows, ctx, options, outbox, threw);
   return finished;
 }
 
@@ -298,11 +316,13 @@ async function carefulPass(
  */
 async function runEvent(
   row: EventRow,
-  event: EventFacts,
+  event: HandlerEvent,
   ctx: EffectsContext,
   options: KickOptions,
 ): Promise<OutboxEntry[]> {
   await applyEvent(event, ctx);
+  for (const handler of options.handlers?.handlersFor(event) ?? [])
+    await handler(event, { sql: ctx.sql, now: ctx.now, logger: options.logger });
   return outboxOn(options.outbox)
     ? outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox)
     : [];
@@ -320,6 +340,7 @@ async function processKey(
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
+  threw: Threw | null,
 ): Promise<number> {
   let finished = 0;
   for (const row of rows) {
@@ -331,6 +352,8 @@ async function processKey(
     const event = toFacts(row);
     await sql.query('SAVEPOINT consig_event');
     try {
+      // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
+      if (threw?.id === row.id) throw threw.error;
       const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
       await sql.prepared(SQL.done, [row.id, now.toISOString()]);
       await sql.query('RELEASE SAVEPOINT consig_event');
@@ -353,6 +376,7 @@ async function processKey(
         now.toISOString(),
       ]);
       options.onError?.(error, event);
+      options.handlers?.emitError(error, event);
       options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
       const log = {
         event_id: Number(row.id),
@@ -374,20 +398,13 @@ async function processKey(
   return finished;
 }
 
-function toFacts(row: EventRow): EventFacts {
-  const rawBody = row.body === null ? null : row.body.toString('utf8');
-  const payload = rawBody === null ? undefined : parseJsonOrUndefined(rawBody);
-  return {
+function toFacts(row: EventRow): HandlerEvent {
+  return handlerEventOf({
+    ...row,
     id: Number(row.id),
-    kind: row.kind,
-    evento: row.evento,
-    nuProposta: row.nu_proposta === null ? null : canonicalNu(row.nu_proposta),
-    requestId: row.request_id,
-    registryStatus: row.registry_status,
-    rawBody,
-    payload,
-    dados: own(payload, 'dados'),
-  };
+    nu_proposta: row.nu_proposta === null ? null : canonicalNu(row.nu_proposta),
+    received_at: row.received_at.toISOString(),
+  });
 }
 
 /** The event as the outbox's messages describe it (SQLite mode's pipeline hands the same). */

@@ -2,7 +2,7 @@ import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import { backoffDelayMs } from '../domain/backoff';
-import { own, parseJsonOrUndefined } from '../domain/json';
+import { handlerEventOf } from '../domain/event-router';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
@@ -103,27 +103,6 @@ export function workKey(item: Pick<WorkItem, 'id' | 'nu_proposta' | 'request_id'
   if (item.nu_proposta !== null && item.nu_proposta !== undefined) return `p:${item.nu_proposta}`;
   if (item.request_id !== null && item.request_id !== undefined) return `r:${item.request_id}`;
   return `e:${item.id}`;
-}
-
-function toHandlerEvent(row: EventForWork): HandlerEvent {
-  const rawBody =
-    row.body === null ? null : typeof row.body === 'string' ? row.body : row.body.toString('utf8');
-  const payload = rawBody === null ? undefined : parseJsonOrUndefined(rawBody);
-  return {
-    id: row.id,
-    kind: row.kind,
-    evento: row.evento,
-    nuProposta: row.nu_proposta,
-    requestId: row.request_id,
-    registryStatus: row.registry_status,
-    webhookId: row.webhook_id,
-    tentativa: row.tentativa,
-    receivedAt: row.received_at,
-    attempts: row.attempts,
-    rawBody,
-    payload,
-    dados: own(payload, 'dados'),
-  };
 }
 
 export class Pipeline {
@@ -397,7 +376,7 @@ export class Pipeline {
       return { id, outcome: 'unavailable', error: err as Error };
     }
     if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
-    const event = toHandlerEvent(row);
+    const event = handlerEventOf(row);
     try {
       this.runEvent(row, event, now);
       return { id, outcome: 'done', row, event };

@@ -27,7 +27,6 @@ interface AlarmRow {
 /** Every status a proposal can be at that is not final: what "in flight" means. */
 const IN_FLIGHT_STATUSES: string[] = [...NON_FINAL_STATUSES];
 
-
 export function deliveryAlarmRepo(db: Db) {
   const select = db.prepare<[], AlarmRow>(
     'SELECT consecutive, by_answer, first_failure_at, last_failure_at, last_answer FROM delivery_alarm WHERE id = 1',

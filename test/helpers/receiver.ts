@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config';
+import type { ClusterEventRouter } from '../../src/domain/event-router';
 import type { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { type Receiver, startReceiver } from '../../src/main';
@@ -22,6 +23,7 @@ export async function startTestReceiver(
     env?: Record<string, string>;
     dir?: string;
     configureRouter?: (router: EventRouter, db: Db) => void;
+    configureClusterRouter?: (router: ClusterEventRouter) => void;
     serviceClient?: ServiceClient | null;
     pollTickMs?: number;
     /** @default 50 ms */
@@ -39,6 +41,7 @@ export async function startTestReceiver(
   const receiver = await startReceiver(config, {
     logger: createLogger('debug', logs as never),
     configureRouter: options.configureRouter,
+    configureClusterRouter: options.configureClusterRouter,
     handlerBackoff: { baseMs: 10, maxMs: 40 },
     sweepIntervalMs: 10,
     serviceClient: options.serviceClient,

@@ -1,0 +1,157 @@
+import type { Pool } from 'pg';
+import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { ClusterEventRouter, HandlerEvent } from '../../src/domain/event-router';
+import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { delivery } from '../helpers/payloads';
+import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
+
+/**
+ * A partner's own handlers in cluster mode (`configureClusterRouter`): awaited inside each event's
+ * savepoint of the kick's transaction, after the life cycle, so what they write with `ctx.sql`
+ * commits exactly once with the event, or rolls back with it (and with the life cycle's effects)
+ * when one throws. Real replicas on a real PostgreSQL this file starts.
+ */
+
+let pg: LocalPostgres;
+beforeAll(async () => {
+  pg = await startTestPostgres();
+});
+afterAll(async () => {
+  await pg?.stop();
+});
+
+let url: string;
+let pool: Pool;
+const receivers: TestReceiver[] = [];
+beforeEach(async () => {
+  url = await createTestDatabase(pg, 'handlers');
+  pool = openPool(url);
+  await pool.query(
+    'CREATE TABLE my_outbox (event_id bigint PRIMARY KEY, nu_proposta text, kind text NOT NULL)',
+  );
+});
+afterEach(async () => {
+  for (const r of receivers.splice(0)) await r.stop();
+  await pool.end();
+});
+
+async function replica(
+  configureClusterRouter: (router: ClusterEventRouter) => void,
+  env: Record<string, string> = {},
+): Promise<TestReceiver> {
+  const r = await startTestReceiver({
+    env: { DATABASE_URL: url, REPLICA_ID: 'a', RELAY_INTERVAL_MS: '20', CLUSTER_CONCURRENCY: '2', ...env },
+    configureClusterRouter,
+  });
+  receivers.push(r);
+  await waitFor(() => r.cluster?.state === 'running', 'replica connected to PostgreSQL');
+  return r;
+}
+
+const finished = (pool: Pool, n: number) =>
+  waitFor(
+    async () => (await count(pool, "SELECT count(*) AS n FROM events WHERE status IN ('done', 'dead')")) >= n,
+    `${n} events finished`,
+  );
+
+it('a handler writes with ctx.sql once per event, named handlers before onAny, and sees the event as SQLite mode does', async () => {
+  const seen: HandlerEvent[] = [];
+  const order: string[] = [];
+  const r = await replica((router) => {
+    router
+      .on('pagamento.realizado', async (event, { sql }) => {
+        order.push(`named:${event.id}`);
+        await sql.query('INSERT INTO my_outbox VALUES ($1, $2, $3)', [
+          event.id,
+          event.nuProposta,
+          'notify-accounting',
+        ]);
+      })
+      .onAny((event) => {
+        order.push(`any:${event.id}`);
+        seen.push(event);
+      });
+  });
+  const paid = delivery('pagamento.realizado', { nu_proposta: 4242, webhook_id: 'wh-paid-1', tentativa: 2 });
+  expect((await sendSigned(r.url, paid)).status).toBe(200);
+  expect((await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 4243 }))).status).toBe(200);
+  await finished(pool, 2);
+
+  expect(await rows(pool, 'SELECT nu_proposta, kind FROM my_outbox')).toEqual([
+    { nu_proposta: '4242', kind: 'notify-accounting' },
+  ]);
+  const [paidId] = (
+    await rows<{ id: string }>(pool, "SELECT id FROM events WHERE evento = 'pagamento.realizado'")
+  ).map((e) => Number(e.id));
+  expect(order.filter((o) => o.endsWith(`:${paidId}`))).toEqual([`named:${paidId}`, `any:${paidId}`]);
+  expect(seen.find((e) => e.id === paidId)).toMatchObject({
+    kind: 'event',
+    evento: 'pagamento.realizado',
+    nuProposta: 4242,
+    webhookId: 'wh-paid-1',
+    tentativa: 2,
+    attempts: 0,
+    dados: expect.objectContaining({ nu_proposta: 4242 }),
+  });
+});
+
+it("a handler that throws rolls back its writes and the life cycle's, the event retries, and onError is told", async () => {
+  let calls = 0;
+  const errors: string[] = [];
+  const r = await replica((router) => {
+    router
+      .on('proposta.aprovada', async (event, { sql }) => {
+        calls += 1;
+        await sql.query('INSERT INTO my_outbox VALUES ($1, $2, $3)', [
+          event.id,
+          event.nuProposta,
+          `try-${calls}`,
+        ]);
+        if (calls === 1) throw new Error('the partner system said no');
+      })
+      .onError((err, event) => errors.push(`${event.evento}: ${err.message}`));
+  });
+  expect((await sendSigned(r.url, delivery('proposta.aprovada', { nu_proposta: 5151 }))).status).toBe(200);
+  await finished(pool, 1);
+
+  expect(calls).toBe(2);
+  expect(errors).toEqual(['proposta.aprovada: the partner system said no']);
+  // The first attempt's row is gone with its savepoint; the second one's is there, once.
+  expect(await rows(pool, 'SELECT kind FROM my_outbox')).toEqual([{ kind: 'try-2' }]);
+  expect(await rows(pool, 'SELECT status, attempts FROM events')).toEqual([{ status: 'done', attempts: 2 }]);
+  // One transition: the failed attempt's was rolled back with the handler's row.
+  expect(await count(pool, "SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = '5151'")).toBe(
+    1,
+  );
+});
+
+it('a handler that always throws makes the event dead after HANDLER_MAX_ATTEMPTS, leaving no effect of it', async () => {
+  const r = await replica(
+    (router) => {
+      router.onAny(async (_event, { sql }) => {
+        await sql.query("INSERT INTO my_outbox VALUES (1, NULL, 'never')");
+        throw new Error('always');
+      });
+    },
+    { HANDLER_MAX_ATTEMPTS: '2' },
+  );
+  expect((await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 6161 }))).status).toBe(200);
+  await finished(pool, 1);
+  expect(await rows(pool, 'SELECT status, attempts, last_error FROM events')).toEqual([
+    { status: 'dead', attempts: 2, last_error: 'always' },
+  ]);
+  expect(await count(pool, 'SELECT count(*) AS n FROM my_outbox')).toBe(0);
+  expect(await count(pool, "SELECT count(*) AS n FROM proposals WHERE nu_proposta = '6161'")).toBe(0);
+});
+
+it('refuses to start in cluster mode with SQLite-mode handlers and no cluster ones, naming the option', async () => {
+  await expect(
+    startTestReceiver({
+      env: { DATABASE_URL: url, REPLICA_ID: 'a' },
+      configureRouter: (router) => {
+        router.onAny(() => undefined);
+      },
+    }),
+  ).rejects.toThrow(/configureRouter.*configureClusterRouter/);
+});
