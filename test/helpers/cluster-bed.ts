@@ -8,27 +8,65 @@ import { startTestReceiver, type TestReceiver } from './receiver';
 import { tempDir } from './tmp';
 
 /**
+ * A PostgreSQL server for the test file and a fresh database per test, with their Jest hooks:
+ * `url` and `pool` are the current test's (read them inside tests or hooks, not at load time).
+ * `fast` (the default) trades durability for speed; a test that SIGKILLs the server needs `false`.
+ */
+export function pgBed(options: { prefix: string; fast?: boolean }) {
+  const bed = {
+    pg: undefined as unknown as LocalPostgres,
+    url: '',
+    pool: undefined as unknown as Pool,
+  };
+  beforeAll(async () => {
+    bed.pg = await startTestPostgres({ fast: options.fast ?? true });
+  });
+  afterAll(async () => {
+    await bed.pg?.stop();
+  });
+  beforeEach(async () => {
+    bed.url = await createTestDatabase(bed.pg, options.prefix);
+    bed.pool = openPool(bed.url);
+  });
+  afterEach(async () => {
+    await bed.pool.end();
+  });
+  return bed;
+}
+
+/** How a replica of a test starts beyond its environment. */
+type ReplicaStart = Pick<Parameters<typeof startTestReceiver>[0] & object, 'configureClusterRouter'>;
+
+/**
  * What a test file of cluster mode's HTTP side needs, with its Jest hooks: one durable PostgreSQL
  * server for the file (a test may SIGKILL it: a fast one would lose its last commits then), a fresh
  * database and temp folder per test, and receivers — cluster replicas on that database, or one on
  * SQLite alone — stopped after each test. `env` goes to every receiver (tokens).
  */
-export function clusterBed(options: { prefix: string; env: Record<string, string> }) {
+export function clusterBed(options: { prefix: string; env?: Record<string, string> }) {
   const receivers: TestReceiver[] = [];
+  const db = pgBed({ prefix: options.prefix, fast: false });
   const bed = {
-    pg: undefined as unknown as LocalPostgres,
-    url: '',
-    pool: undefined as unknown as Pool,
+    get pg(): LocalPostgres {
+      return db.pg;
+    },
+    get url(): string {
+      return db.url;
+    },
+    get pool(): Pool {
+      return db.pool;
+    },
     dir: undefined as unknown as ReturnType<typeof tempDir>,
     /** A replica on this test's database (REPLICA_ID `replica-a` unless `env` names another), connected. */
-    async replica(env: Record<string, string> = {}): Promise<TestReceiver> {
+    async replica(env: Record<string, string> = {}, start: ReplicaStart = {}): Promise<TestReceiver> {
       const r = await startTestReceiver({
+        ...start,
         env: {
           DATABASE_URL: bed.url,
           REPLICA_ID: 'replica-a',
           RELAY_INTERVAL_MS: '20',
           CLUSTER_CONCURRENCY: '2',
-          ...options.env,
+          ...(options.env ?? {}),
           ...env,
         },
       });
@@ -38,14 +76,14 @@ export function clusterBed(options: { prefix: string; env: Record<string, string
     },
     /** A receiver on SQLite alone. */
     async sqliteReceiver(env: Record<string, string> = {}): Promise<TestReceiver> {
-      const r = await startTestReceiver({ env: { ...options.env, ...env } });
+      const r = await startTestReceiver({ env: { ...(options.env ?? {}), ...env } });
       receivers.push(r);
       if (r.cluster !== null) throw new Error('a SQLite receiver started in cluster mode');
       return r;
     },
     /** Any receiver, stopped after the test like the others. */
     async receiver(env: Record<string, string>): Promise<TestReceiver> {
-      const r = await startTestReceiver({ env: { ...options.env, ...env } });
+      const r = await startTestReceiver({ env: { ...(options.env ?? {}), ...env } });
       receivers.push(r);
       return r;
     },
@@ -62,20 +100,12 @@ export function clusterBed(options: { prefix: string; env: Record<string, string
       return file;
     },
   };
-  beforeAll(async () => {
-    bed.pg = await startTestPostgres({ fast: false });
-  });
-  afterAll(async () => {
-    await bed.pg?.stop();
-  });
-  beforeEach(async () => {
-    bed.url = await createTestDatabase(bed.pg, options.prefix);
-    bed.pool = openPool(bed.url);
+  beforeEach(() => {
     bed.dir = tempDir();
   });
+  // The receivers have pools of their own: the order against pgBed's hook (the test's pool) does not matter.
   afterEach(async () => {
     for (const r of receivers.splice(0)) await r.stop();
-    await bed.pool.end();
     bed.dir.cleanup();
   });
   return bed;

@@ -1,17 +1,16 @@
 import type { Pool } from 'pg';
 import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { readSharedAnswers } from '../../src/cluster/pg-delivery-alarm';
 import { checkOut, sqlOf } from '../../src/cluster/sql';
 import { DeliveryWatch } from '../../src/http/delivery-watch';
 import { createLogger } from '../../src/logger';
 import { createMetrics, type Metrics } from '../../src/metrics';
 import { LogSink } from '../helpers/app';
-import { openPool, sendSigned, waitFor } from '../helpers/cluster-db';
+import { sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
-import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { clusterBed } from '../helpers/cluster-bed';
+import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * The deactivation and silence alarms in cluster mode (interface §6.1, rule 4). The service counts
@@ -20,34 +19,14 @@ import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
  * replicas on a real PostgreSQL this file starts; the silence is judged on a clock the test moves.
  */
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  pg = await startTestPostgres();
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
-let url: string;
+const bed = clusterBed({ prefix: 'alarm' });
 let pool: Pool;
-const receivers: TestReceiver[] = [];
-beforeEach(async () => {
-  url = await createTestDatabase(pg, 'alarm');
-  pool = openPool(url);
-});
-afterEach(async () => {
-  for (const r of receivers.splice(0)) await r.stop();
-  await pool.end();
+beforeEach(() => {
+  pool = bed.pool;
 });
 
-async function replica(id: string): Promise<TestReceiver> {
-  const r = await startTestReceiver({
-    env: { DATABASE_URL: url, REPLICA_ID: id, RELAY_INTERVAL_MS: '20', CLUSTER_CONCURRENCY: '1' },
-  });
-  receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', `replica ${id} connected to PostgreSQL`);
-  return r;
-}
+const replica = (id: string): Promise<TestReceiver> =>
+  bed.replica({ REPLICA_ID: id, CLUSTER_CONCURRENCY: '1' });
 
 async function gauge(metrics: Metrics, name: string): Promise<number> {
   const text = await metrics.registry.getSingleMetricAsString(name);
@@ -145,8 +124,7 @@ describe('the watch on the answers read back from PostgreSQL', () => {
 
   beforeEach(async () => {
     // The tables, migrated by a replica that then stops.
-    await (await replica('migrator')).stop();
-    receivers.length = 0;
+    await bed.stop(await replica('migrator'));
   });
 
   it('folds the answers of every replica in the order they were answered, counting from the latest 200', async () => {

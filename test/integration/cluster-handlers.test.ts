@@ -1,9 +1,8 @@
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import type { ClusterEventRouter, HandlerEvent } from '../../src/domain/event-router';
-import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { clusterBed } from '../helpers/cluster-bed';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 
 /**
@@ -13,40 +12,20 @@ import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
  * when one throws. Real replicas on a real PostgreSQL this file starts.
  */
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  pg = await startTestPostgres();
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
-let url: string;
+const bed = clusterBed({ prefix: 'handlers' });
 let pool: Pool;
-const receivers: TestReceiver[] = [];
 beforeEach(async () => {
-  url = await createTestDatabase(pg, 'handlers');
-  pool = openPool(url);
+  pool = bed.pool;
   await pool.query(
     'CREATE TABLE my_outbox (event_id bigint PRIMARY KEY, nu_proposta text, kind text NOT NULL)',
   );
 });
-afterEach(async () => {
-  for (const r of receivers.splice(0)) await r.stop();
-  await pool.end();
-});
 
-async function replica(
+function replica(
   configureClusterRouter: (router: ClusterEventRouter) => void,
   env: Record<string, string> = {},
 ): Promise<TestReceiver> {
-  const r = await startTestReceiver({
-    env: { DATABASE_URL: url, REPLICA_ID: 'a', RELAY_INTERVAL_MS: '20', CLUSTER_CONCURRENCY: '2', ...env },
-    configureClusterRouter,
-  });
-  receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', 'replica connected to PostgreSQL');
-  return r;
+  return bed.replica({ REPLICA_ID: 'a', ...env }, { configureClusterRouter });
 }
 
 const finished = (pool: Pool, n: number) =>
@@ -148,7 +127,7 @@ it('a handler that always throws makes the event dead after HANDLER_MAX_ATTEMPTS
 it('refuses to start in cluster mode with SQLite-mode handlers and no cluster ones, naming the option', async () => {
   await expect(
     startTestReceiver({
-      env: { DATABASE_URL: url, REPLICA_ID: 'a' },
+      env: { DATABASE_URL: bed.url, REPLICA_ID: 'a' },
       configureRouter: (router) => {
         router.onAny(() => undefined);
       },

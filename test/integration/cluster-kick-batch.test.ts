@@ -2,7 +2,6 @@ import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
 import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/sql';
 import {
@@ -11,11 +10,11 @@ import {
   dropFailureTrigger,
   installFailureTrigger,
   memoryLogger,
-  openPool,
   rows,
 } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
+import { pgBed } from '../helpers/cluster-bed';
+import { createTestDatabase, withClient } from '../helpers/postgres';
 
 /**
  * A batch of kicks (src/cluster/kick.ts runKicks), run directly in a transaction of the test's:
@@ -25,23 +24,12 @@ import { createTestDatabase, startTestPostgres, withClient } from '../helpers/po
  * metrics, messages) is left behind or counted twice. Failures are provoked for real, by a trigger.
  */
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  pg = await startTestPostgres();
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
+const bed = pgBed({ prefix: 'batch' });
 let url: string;
 let pool: Pool;
 beforeEach(async () => {
-  url = await createTestDatabase(pg, 'batch');
-  pool = openPool(url);
+  ({ url, pool } = bed);
   await migratePostgres(pool);
-});
-afterEach(async () => {
-  await pool.end();
 });
 
 interface Stored {
@@ -337,7 +325,7 @@ it('the prepared statements keep an index plan even when their generic plan is m
 
   // A connection keeps the generic plan it made at a statement's sixth run until the table is next
   // analysed: made on a new, empty database, it must still find rows by index once tables are large.
-  const empty = await createTestDatabase(pg, 'plans');
+  const empty = await createTestDatabase(bed.pg, 'plans');
   await migratePostgres(empty);
   const plans = await withClient(empty, async (c) => {
     await c.query('SET plan_cache_mode = force_generic_plan');

@@ -2,7 +2,6 @@ import { createServer } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { ClusterNode } from '../../src/cluster/node';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import {
@@ -24,7 +23,6 @@ import {
   count,
   drain,
   memoryLogger,
-  openPool,
   recordingKick,
   relayOf,
   rows,
@@ -32,7 +30,7 @@ import {
   waitFor,
 } from '../helpers/cluster-db';
 import { delivery, postRaw } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { pgBed } from '../helpers/cluster-bed';
 import { runCli } from '../helpers/process';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -44,27 +42,18 @@ import { tempDir } from '../helpers/tmp';
  * it, the spools' relayed rows, a redelivery after its spool row left, and the command.
  */
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  pg = await startTestPostgres();
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
+const bed = pgBed({ prefix: 'retention' });
 let url: string;
 let pool: Pool;
 let tmp: ReturnType<typeof tempDir>;
 const closers: (() => Promise<void> | void)[] = [];
 beforeEach(async () => {
-  url = await createTestDatabase(pg, 'retention');
+  ({ url, pool } = bed);
   await migratePostgres(url);
-  pool = openPool(url);
   tmp = tempDir();
 });
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
-  await pool.end();
   tmp.cleanup();
 });
 
