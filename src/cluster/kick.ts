@@ -247,13 +247,28 @@ async function fastPass(
     entries: [],
     later,
   };
-  for (const { key, rows } of work) {
-    const threw = await fastKey(pass, key, rows, ctx, options);
-    if (threw !== null) {
-      await sql.query('ROLLBACK TO SAVEPOINT consig_batch');
-      await sql.query('RELEASE SAVEPOINT consig_batch');
-      return { threw };
+  let threw: Threw | null = null;
+  await eachInIdOrder(sql, work, options, async (key, row) => {
+    const now = ctx.now();
+    if (notDue(row, now)) {
+      await options.kick(sql, [key], row.next_attempt_at as Date);
+      return 'stop';
     }
+    const event = facts.get(row.id) as HandlerEvent;
+    try {
+      pass.entries.push(...(await runEvent(row, event, { ...pass.ctx, now }, options)));
+    } catch (err) {
+      threw = { id: row.id, error: err instanceof Error ? err : new Error(String(err)) };
+      return 'abort';
+    }
+    pass.done.push({ id: row.id, at: now.toISOString() });
+    pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+    return 'next';
+  });
+  if (threw !== null) {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_batch');
+    await sql.query('RELEASE SAVEPOINT consig_batch');
+    return { threw };
   }
   const { done } = pass;
   if (done.length > 0) await sql.query(DONE_ALL, [done.map((d) => d.id), done.map((d) => d.at)]);
@@ -263,32 +278,32 @@ async function fastPass(
   return done.length;
 }
 
-/** One key's events in the fast pass; the event that threw, if one did. */
-async function fastKey(
-  pass: Pass,
-  key: string,
-  rows: readonly EventRow[],
-  ctx: KickContext,
+type Step = 'next' | 'stop' | 'abort';
+
+/**
+ * Runs `step` on the batch's events in id order across its keys: SQLite mode's order, one id
+ * sequence, so that an event of one key never runs before an earlier event of another key in the
+ * same batch (a registry result before its proposal's next event). A key stops at the first step
+ * that says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each
+ * key that stopped nowhere and loaded a full batch is kicked again.
+ */
+async function eachInIdOrder(
+  sql: Sql,
+  work: readonly KeyWork[],
   options: KickOptions,
-): Promise<Threw | null> {
-  const { sql } = pass.ctx;
-  for (const row of rows) {
-    const now = ctx.now();
-    if (notDue(row, now)) {
-      await options.kick(sql, [key], row.next_attempt_at as Date);
-      return null;
-    }
-    const event = pass.facts.get(row.id) as HandlerEvent;
-    try {
-      pass.entries.push(...(await runEvent(row, event, { ...pass.ctx, now }, options)));
-    } catch (err) {
-      return { id: row.id, error: err instanceof Error ? err : new Error(String(err)) };
-    }
-    pass.done.push({ id: row.id, at: now.toISOString() });
-    pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+  step: (key: string, row: EventRow) => Promise<Step>,
+): Promise<void> {
+  const all = work.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
+  all.sort((a, b) => Number(a.row.id) - Number(b.row.id));
+  const stopped = new Set<string>();
+  for (const { key, row } of all) {
+    if (stopped.has(key)) continue;
+    const next = await step(key, row);
+    if (next === 'abort') return;
+    if (next === 'stop') stopped.add(key);
   }
-  if (rows.length === KICK_BATCH) await options.kick(sql, [key]);
-  return null;
+  const full = work.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
+  if (full.length > 0) await options.kick(sql, full);
 }
 
 /**
@@ -304,7 +319,11 @@ async function carefulPass(
   threw: Threw,
 ): Promise<number> {
   let finished = 0;
-  for (const { key, rows } of work) finished += await processKey(sql, key, rows, ctx, options, outbox, threw);
+  await eachInIdOrder(sql, work, options, async (key, row) => {
+    const step = await carefulStep(sql, key, row, ctx, options, outbox, threw);
+    if (step.finished) finished += 1;
+    return step.next;
+  });
   return finished;
 }
 
@@ -333,69 +352,65 @@ function notDue(row: EventRow, now: Date): boolean {
   return row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime();
 }
 
-async function processKey(
+/** One event in a savepoint of its own: done, or its failure recorded (retry later, or dead). */
+async function carefulStep(
   sql: Sql,
   key: string,
-  rows: readonly EventRow[],
+  row: EventRow,
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
-  threw: Threw | null,
-): Promise<number> {
-  let finished = 0;
-  for (const row of rows) {
-    const now = ctx.now();
-    if (notDue(row, now)) {
-      await options.kick(sql, [key], row.next_attempt_at as Date);
-      return finished;
-    }
-    const event = toFacts(row);
-    await sql.query('SAVEPOINT consig_event');
-    try {
-      // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
-      if (threw?.id === row.id) throw threw.error;
-      const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
-      await sql.prepared(SQL.done, [row.id, now.toISOString()]);
-      await sql.query('RELEASE SAVEPOINT consig_event');
-      outbox.push(...entries);
-      options.onProcessed?.(event.evento ?? event.kind, 'done');
-      finished += 1;
-    } catch (err) {
-      await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-      const error = err instanceof Error ? err : new Error(String(err));
-      const attempts = row.attempts + 1;
-      const dead = attempts >= options.maxAttempts;
-      const delay = backoffDelayMs(attempts, options.backoff, options.random ?? Math.random);
-      const nextAt = dead ? null : new Date(now.getTime() + delay);
-      await sql.prepared(SQL.failed, [
-        row.id,
-        dead ? 'dead' : 'failed',
-        attempts,
-        error.message.slice(0, 1000),
-        iso(nextAt),
-        now.toISOString(),
-      ]);
-      options.onError?.(error, event);
-      options.handlers?.emitError(error, event);
-      options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
-      const log = {
-        event_id: Number(row.id),
-        evento: event.evento,
-        attempts,
-        err: error.message.slice(0, 200),
-      };
-      if (dead) {
-        options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-        finished += 1;
-        continue; // a dead letter no longer holds its proposal back
-      }
-      options.logger.warn({ ...log, next_attempt_at: iso(nextAt) }, 'handler failed: will retry');
-      await options.kick(sql, [key], nextAt ?? undefined);
-      return finished;
-    }
+  threw: Threw,
+): Promise<{ next: Step; finished: boolean }> {
+  const now = ctx.now();
+  if (notDue(row, now)) {
+    await options.kick(sql, [key], row.next_attempt_at as Date);
+    return { next: 'stop', finished: false };
   }
-  if (rows.length === KICK_BATCH) await options.kick(sql, [key]);
-  return finished;
+  const event = toFacts(row);
+  await sql.query('SAVEPOINT consig_event');
+  try {
+    // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
+    if (threw.id === row.id) throw threw.error;
+    const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
+    await sql.prepared(SQL.done, [row.id, now.toISOString()]);
+    await sql.query('RELEASE SAVEPOINT consig_event');
+    outbox.push(...entries);
+    options.onProcessed?.(event.evento ?? event.kind, 'done');
+    return { next: 'next', finished: true };
+  } catch (err) {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
+    const error = err instanceof Error ? err : new Error(String(err));
+    const attempts = row.attempts + 1;
+    const dead = attempts >= options.maxAttempts;
+    const delay = backoffDelayMs(attempts, options.backoff, options.random ?? Math.random);
+    const nextAt = dead ? null : new Date(now.getTime() + delay);
+    await sql.prepared(SQL.failed, [
+      row.id,
+      dead ? 'dead' : 'failed',
+      attempts,
+      error.message.slice(0, 1000),
+      iso(nextAt),
+      now.toISOString(),
+    ]);
+    options.onError?.(error, event);
+    options.handlers?.emitError(error, event);
+    options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
+    const log = {
+      event_id: Number(row.id),
+      evento: event.evento,
+      attempts,
+      err: error.message.slice(0, 200),
+    };
+    if (dead) {
+      options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
+      // A dead letter no longer holds its proposal back.
+      return { next: 'next', finished: true };
+    }
+    options.logger.warn({ ...log, next_attempt_at: iso(nextAt) }, 'handler failed: will retry');
+    await options.kick(sql, [key], nextAt ?? undefined);
+    return { next: 'stop', finished: false };
+  }
 }
 
 function toFacts(row: EventRow): HandlerEvent {

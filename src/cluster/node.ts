@@ -111,6 +111,8 @@ export class ClusterNode {
   private stopping = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private bossErrors = 0;
+  /** Batches of kicks whose transaction failed, since start (logged the first and every 30th time). */
+  private kickFailures = 0;
   private retention: { stop(): void } | null = null;
   private spoolRetention: NodeJS.Timeout | null = null;
   state: ClusterState = 'connecting';
@@ -388,21 +390,29 @@ export class ClusterNode {
       },
       async (jobs: Job<KickData>[], tx: BossDb) => {
         const sql = sqlOfBossDb(tx);
-        await runKicks(
-          sql,
-          jobs.map((job) => job.data.key),
-          effects,
-          {
+        const keys = jobs.map((job) => job.data.key);
+        try {
+          await runKicks(sql, keys, effects, {
             maxAttempts: options.maxAttempts,
             backoff: options.backoff,
-            kick: (s, keys, startAfter) => engine.kick(s, keys, startAfter),
+            kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
             logger: options.logger,
             onProcessed: options.metrics?.processed,
             onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
             outbox: options.outbox,
             handlers: options.handlers,
-          },
-        );
+          });
+        } catch (err) {
+          // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
+          // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.
+          this.kickFailures += 1;
+          if (this.kickFailures === 1 || this.kickFailures % 30 === 0)
+            options.logger.warn(
+              { err: (err as Error).message, keys: keys.length, count: this.kickFailures },
+              'a batch of kicks failed; pg-boss retries it',
+            );
+          throw err;
+        }
       },
     );
     if (options.statusClient === null) return;

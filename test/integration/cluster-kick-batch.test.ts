@@ -224,6 +224,36 @@ it('one event of a batch fails: it alone is recorded, the others commit in order
   );
 });
 
+it.each([
+  ['in one pass', false],
+  ['in the careful pass, after an event threw', true],
+])(
+  "a batch runs its events in id order across its keys, as SQLite mode's one sequence does (%s)",
+  async (_name, fail) => {
+    await installFailureTrigger(pool);
+    // Ids a < b < c < d: two proposals interleaved; keys handed over in the opposite order.
+    const [a, b, c, d] = await store([
+      delivery('proposta.criada', { nu_proposta: 7001 }),
+      delivery('proposta.criada', { nu_proposta: 7002 }),
+      delivery('proposta.pre_aprovada', { nu_proposta: 7001 }),
+      delivery('proposta.pre_aprovada', { nu_proposta: 7002 }),
+    ]);
+    if (fail) await failEvent(pool, d!.key);
+    await batch(['p:7002', 'p:7001']);
+    const order = await rows<{ event_id: string }>(
+      pool,
+      'SELECT event_id FROM proposal_transitions ORDER BY id',
+    );
+    expect(order.map((t) => t.event_id)).toEqual((fail ? [a, b, c] : [a, b, c, d]).map((e) => e!.id));
+    expect(await statusOf([a!.id, b!.id, c!.id, d!.id])).toEqual([
+      ['done', 1],
+      ['done', 1],
+      ['done', 1],
+      fail ? ['failed', 1] : ['done', 1],
+    ]);
+  },
+);
+
 it('a replayed event in a batch changes nothing, and the next event moves on from the status as it is', async () => {
   const [x1, x2] = await store(
     ['proposta.criada', 'proposta.pre_aprovada'].map((evento) => delivery(evento, { nu_proposta: 8201 })),
