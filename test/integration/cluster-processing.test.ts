@@ -155,6 +155,13 @@ interface Step {
   status?: string;
   /** Before sending: wait until this registration is tracked (the registry webhook must not win the race against its tracking). */
   afterTracked?: string;
+  /**
+   * Before sending: wait until this registration is completed. In cluster mode a registry result
+   * (work key r:<requestId>) and the proposal's next event (p:<nu>) are different keys, processed
+   * concurrently: without the wait, the next event's message could show the averbação before or
+   * after the result (README, cluster mode's differences).
+   */
+  afterCompleted?: string;
 }
 
 /**
@@ -204,18 +211,26 @@ function scenario(): Step[] {
     ...happy.map((body) => ({ body })),
     { body: happy[1]!, status: 'duplicate' },
     { body: registry, path: '/webhooks/registry', afterTracked: 'req-9101' },
-    ...rest.map((body) => ({ body })),
+    ...rest.map((body, i) => (i === 0 ? { body, afterCompleted: 'req-9101' } : { body })),
     ...odd.map((body) => ({ body })),
   ];
 }
 
 /** Sends the scenario's steps in order; `tracked` says whether a registration is tracked yet. */
-async function play(r: TestReceiver, steps: Step[], tracked: (requestId: string) => Promise<boolean>) {
+async function play(
+  r: TestReceiver,
+  steps: Step[],
+  statusOf: (requestId: string) => Promise<string | undefined>,
+) {
   for (const step of steps) {
-    if (step.afterTracked !== undefined) {
-      const requestId = step.afterTracked;
-      await waitFor(() => tracked(requestId), `${requestId} tracked`);
-    }
+    const { afterTracked, afterCompleted } = step;
+    if (afterTracked !== undefined)
+      await waitFor(async () => (await statusOf(afterTracked)) !== undefined, `${afterTracked} tracked`);
+    if (afterCompleted !== undefined)
+      await waitFor(
+        async () => (await statusOf(afterCompleted)) === 'completed',
+        `${afterCompleted} completed`,
+      );
     await ack(r, step.body, step.status ?? 'accepted', step.path);
   }
 }
@@ -351,7 +366,7 @@ describe('one life cycle, two stores', () => {
     );
     const forwarding = { DESTINATIONS_FILE: destinations, FEED_ENABLED: 'true' };
     const lite = await sqliteReceiver(forwarding);
-    await play(lite, steps, async (id) => lite.store.averbacoes.get(id) !== undefined);
+    await play(lite, steps, async (id) => lite.store.averbacoes.get(id)?.status);
     const liteDb = lite.store.db;
     await waitFor(
       () =>
@@ -376,7 +391,8 @@ describe('one life cycle, two stores', () => {
       node,
       steps,
       async (id) =>
-        (await count(pool, 'SELECT count(*) AS n FROM averbacoes WHERE request_id = $1', [id])) === 1,
+        (await rows<{ status: string }>(pool, 'SELECT status FROM averbacoes WHERE request_id = $1', [id]))[0]
+          ?.status,
     );
     await pgSettled(total);
     const cluster = normalise({
