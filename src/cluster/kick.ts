@@ -2,17 +2,17 @@ import { backoffDelayMs } from '../domain/backoff';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
 import { type ClusterEventRouter, type HandlerEvent, handlerEventOf } from '../domain/event-router';
-import { applyEvent, type EffectsContext } from './pg-effects';
+import { applyEvent, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, iso, type Sql } from './sql';
+import { canonicalNu, iso, type Sql, type Statement } from './sql';
 
 /**
  * A kick: processes one work key's due events in `events.id` order, inside the transaction pg-boss
- * opened for the kick and commits with the kick's completion (docs/cluster.md §5.2). Each event runs
- * in a savepoint: its effects and its `done` mark commit together, or, when a handler throws, roll
- * back together while the failure itself is recorded (attempts, backoff, dead letter). So an event's
- * effects happen once however often a kick runs, and a kick that dies before its commit leaves its
- * events pending for the next one.
+ * opened for the kick and commits with the kick's completion (docs/cluster.md §5.2). An event's
+ * effects and its `done` mark commit together, or, when a handler throws, roll back together while
+ * the failure itself is recorded (attempts, backoff, dead letter). So an event's effects happen once
+ * however often a kick runs, and a kick that dies before its commit leaves its events pending for
+ * the next one. How a batch of kicks gets there in few statements: {@link runKicks}.
  *
  * The advisory lock makes two kicks of one key never overlap even if the engine's one-active-per-key
  * rule were ever broken (a claim that expired while its kick was still running).
@@ -52,16 +52,116 @@ interface EventRow {
   tentativa: number | null;
 }
 
-/** The SQL condition that selects a work key's events, as pipeline.workKey() derives the key. */
-function keyCondition(key: string): { where: string; value: string } {
+type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses'> & { now: () => Date };
+
+const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
+
+const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
+  next_attempt_at, webhook_id, tentativa`;
+
+/**
+ * The statements an event runs: prepared (sql.ts `prepared`). Those a batch runs once are sent as
+ * plain text, planned at each run: a generic plan made while a table is still small (a new
+ * database) is kept by the connection until the table is next analysed, and for an `= ANY` or an
+ * `unnest` join it is a sequential scan. test/integration/cluster-kick-batch.test.ts checks the
+ * generic plans of the prepared ones.
+ */
+const SQL = {
+  // In the keys' order (sorted): two batches sharing keys would otherwise be able to deadlock.
+  lock: statement(
+    'lock',
+    `SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
+  ),
+  done: statement(
+    'done',
+    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
+       last_error = NULL WHERE id = $1`,
+  ),
+  failed: statement(
+    'failed',
+    `UPDATE events SET status = $2, attempts = $3, last_error = $4, next_attempt_at = $5,
+       processed_at = CASE WHEN $2 = 'dead' THEN $6::timestamptz ELSE NULL END WHERE id = $1`,
+  ),
+} as const;
+
+/** The events a batch finished, each with the time it ran (processed_at), in one statement. */
+const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts + 1, processed_at = d.at,
+  next_attempt_at = NULL, last_error = NULL FROM unnest($1::bigint[], $2::timestamptz[]) AS d(id, at)
+  WHERE events.id = d.id`;
+
+/** Which events each kind of work key selects, as pipeline.workKey() derives the keys. */
+const KEY_CONDITION = {
+  p: { type: 'text', where: 'nu_proposta = k.v', limit: `ORDER BY id LIMIT ${KICK_BATCH}` },
+  r: {
+    type: 'text',
+    where: 'nu_proposta IS NULL AND request_id = k.v',
+    limit: `ORDER BY id LIMIT ${KICK_BATCH}`,
+  },
+  e: { type: 'bigint', where: 'id = k.v', limit: '' },
+} as const;
+
+/**
+ * Each key's due events, up to KICK_BATCH, for the kinds of keys the batch has (parameter $n is
+ * the array of the n-th kind's values): `slot` is the key's place in its array.
+ */
+function dueSql(kinds: readonly (keyof typeof KEY_CONDITION)[]): string {
+  return kinds
+    .map((kind, i) => {
+      const c = KEY_CONDITION[kind];
+      return `SELECT '${kind}' AS kind_of_key, k.slot, e.* FROM unnest($${i + 1}::${c.type}[]) WITH ORDINALITY AS k(v, slot)
+        CROSS JOIN LATERAL (SELECT ${EVENT_COLUMNS} FROM events
+          WHERE ${c.where} AND status IN ('pending', 'failed') ${c.limit}) e`;
+    })
+    .join('\nUNION ALL\n');
+}
+
+/** A work key, as pipeline.workKey() derives it: which events it selects. */
+interface Key {
+  key: string;
+  kind: 'p' | 'r' | 'e';
+  value: string;
+}
+
+function parseKey(key: string): Key {
   const value = key.slice(2);
-  if (key.startsWith('p:')) return { where: 'nu_proposta = $1', value };
-  if (key.startsWith('r:')) return { where: 'nu_proposta IS NULL AND request_id = $1', value };
-  if (key.startsWith('e:') && /^\d+$/.test(value)) return { where: 'id = $1::bigint', value };
+  if (key.startsWith('p:')) return { key, kind: 'p', value };
+  if (key.startsWith('r:')) return { key, kind: 'r', value };
+  if (key.startsWith('e:') && /^\d+$/.test(value)) return { key, kind: 'e', value };
   throw new Error(`not a work key: ${key}`);
 }
 
-type KickContext = Omit<EffectsContext, 'sql' | 'now'> & { now: () => Date };
+/** A key's due events, in id order. */
+interface KeyWork {
+  key: string;
+  rows: EventRow[];
+}
+
+/**
+ * Locks the keys (the kick advisory lock) and loads each one's due events, two statements for the
+ * whole batch. The load is a statement of its own, after the lock: its snapshot then sees whatever
+ * an earlier kick of the same keys committed. An event is taken once, by the first key that
+ * selects it.
+ */
+async function loadWork(sql: Sql, keys: readonly string[]): Promise<KeyWork[]> {
+  const parsed = [...new Set(keys)].sort().map(parseKey);
+  if (parsed.length === 0) return [];
+  await sql.prepared(SQL.lock, [parsed.map((k) => k.key)]);
+  const kinds = (['p', 'r', 'e'] as const).filter((kind) => parsed.some((k) => k.kind === kind));
+  const byKind = new Map(kinds.map((kind) => [kind, parsed.filter((k) => k.kind === kind)]));
+  const rows = await sql.query<EventRow & { kind_of_key: Key['kind']; slot: string }>(
+    dueSql(kinds),
+    kinds.map((kind) => (byKind.get(kind) as Key[]).map((k) => k.value)),
+  );
+  const work = new Map<string, EventRow[]>(parsed.map((k) => [k.key, []]));
+  const seen = new Set<string>();
+  for (const { kind_of_key: kind, slot, ...row } of rows) {
+    if (seen.has(row.id)) continue;
+    seen.add(row.id);
+    work.get((byKind.get(kind)?.[Number(slot) - 1] as Key).key)?.push(row);
+  }
+  for (const list of work.values()) list.sort((a, b) => Number(a.id) - Number(b.id));
+  return [...work].map(([key, list]) => ({ key, rows: list }));
+}
 
 /** Processes `key`'s due events; returns how many reached a final status. */
 export async function runKick(
@@ -77,6 +177,15 @@ export async function runKick(
  * Processes each key's due events, in one transaction (a batch of kicks pg-boss handed one
  * worker). The messages they cause are stored last, once for the batch: the outbox's lock
  * (pg-outbox.ts) is then held only for those inserts and the commit, never while events run.
+ *
+ * Two passes, so that a savepoint per event is paid only when an event fails:
+ * - first, every event runs under one savepoint for the batch, their proposals loaded and locked
+ *   at once, their `done` marks written together at the end (see {@link fastPass});
+ * - if any event throws, the batch is rolled back to that savepoint, as if it had never run, and
+ *   runs again event by event, each in a savepoint of its own ({@link carefulPass}): the failure is
+ *   recorded for that event alone, without running it again (its attempt is the one that threw,
+ *   told once to `onError`), and the others commit.
+ * Either way an event's effects and its `done` mark commit together, or not at all.
  */
 export async function runKicks(
   sql: Sql,
@@ -84,99 +193,150 @@ export async function runKicks(
   ctx: KickContext,
   options: KickOptions,
 ): Promise<number> {
+  const work = await loadWork(sql, keys);
   const outbox: OutboxEntry[] = [];
-  let finished = 0;
-  for (const key of keys) finished += await processKey(sql, key, ctx, options, outbox);
+  const fast = await fastPass(sql, work, ctx, options, outbox);
+  const finished =
+    typeof fast === 'number' ? fast : await carefulPass(sql, work, ctx, options, outbox, fast.threw);
   await storeOutbox(sql, outbox);
   return finished;
 }
 
-async function processKey(
+/** What the fast pass keeps of its events until it knows it is kept. */
+interface Pass {
+  /** The events' context but their clock: statuses locked for the batch, log lines held back. */
+  ctx: Omit<EffectsContext, 'now'>;
+  facts: Map<string, HandlerEvent>;
+  done: { id: string; at: string }[];
+  entries: OutboxEntry[];
+  /** Log lines and metrics: run once the pass is kept, so that a pass run again counts once. */
+  later: (() => void)[];
+}
+
+/** The event that threw in the fast pass, and what it threw. */
+interface Threw {
+  id: string;
+  error: Error;
+}
+
+/**
+ * Runs the batch under one savepoint; the event that threw, when one did (the savepoint is then
+ * rolled back, and nothing of the pass remains: effects, done marks, kicks, messages, log lines
+ * and metrics).
+ */
+async function fastPass(
   sql: Sql,
-  key: string,
+  work: readonly KeyWork[],
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
-): Promise<number> {
-  const { where, value } = keyCondition(key);
-  await sql.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`consig-kick:${key}`]);
-  const rows = await sql.query<EventRow>(
-    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
-       next_attempt_at, webhook_id, tentativa
-     FROM events WHERE ${where} AND status IN ('pending', 'failed') ORDER BY id LIMIT ${KICK_BATCH}`,
-    [value],
-  );
-  let finished = 0;
-  for (const row of rows) {
+): Promise<number | { threw: Threw }> {
+  const facts = new Map(work.flatMap((w) => w.rows.map((row) => [row.id, toFacts(row)] as const)));
+  if (facts.size === 0) return 0;
+  await sql.query('SAVEPOINT consig_batch');
+  const later: (() => void)[] = [];
+  const logger: EffectsContext['logger'] = {
+    info: (fields, message) => void later.push(() => ctx.logger.info(fields, message)),
+    warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
+  };
+  const nus = [...new Set([...facts.values()].map(proposalOf).filter((nu) => nu !== null))];
+  const pass: Pass = {
+    ctx: { ...ctx, logger, sql, statuses: await lockProposals(sql, nus) },
+    facts,
+    done: [],
+    entries: [],
+    later,
+  };
+  let threw: Threw | null = null;
+  await eachInIdOrder(sql, work, options, async (key, row) => {
     const now = ctx.now();
-    if (row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime()) {
-      // A retry not due yet holds its proposal's later events back (order), until then.
-      await options.kick(sql, [key], row.next_attempt_at);
-      return finished;
+    if (notDue(row, now)) {
+      await options.kick(sql, [key], row.next_attempt_at as Date);
+      return 'stop';
     }
-    const event = toFacts(row);
-    await sql.query('SAVEPOINT consig_event');
+    const event = facts.get(row.id) as HandlerEvent;
     try {
-      const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
-      await sql.query(
-        `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
-           last_error = NULL WHERE id = $1`,
-        [row.id, now.toISOString()],
-      );
-      await sql.query('RELEASE SAVEPOINT consig_event');
-      outbox.push(...entries);
-      options.onProcessed?.(event.evento ?? event.kind, 'done');
-      finished += 1;
+      pass.entries.push(...(await runEvent(row, event, { ...pass.ctx, now }, options)));
     } catch (err) {
-      await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-      const error = err instanceof Error ? err : new Error(String(err));
-      const attempts = row.attempts + 1;
-      const dead = attempts >= options.maxAttempts;
-      const delay = backoffDelayMs(attempts, options.backoff, options.random ?? Math.random);
-      const nextAt = dead ? null : new Date(now.getTime() + delay);
-      await sql.query(
-        `UPDATE events SET status = $2, attempts = $3, last_error = $4, next_attempt_at = $5,
-           processed_at = CASE WHEN $2 = 'dead' THEN $6::timestamptz ELSE NULL END WHERE id = $1`,
-        [
-          row.id,
-          dead ? 'dead' : 'failed',
-          attempts,
-          error.message.slice(0, 1000),
-          iso(nextAt),
-          now.toISOString(),
-        ],
-      );
-      options.onError?.(error, event);
-      options.handlers?.emitError(error, event);
-      options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
-      const log = {
-        event_id: Number(row.id),
-        evento: event.evento,
-        attempts,
-        err: error.message.slice(0, 200),
-      };
-      if (dead) {
-        options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-        finished += 1;
-        continue; // a dead letter no longer holds its proposal back
-      }
-      options.logger.warn({ ...log, next_attempt_at: iso(nextAt) }, 'handler failed: will retry');
-      await options.kick(sql, [key], nextAt ?? undefined);
-      return finished;
+      threw = { id: row.id, error: err instanceof Error ? err : new Error(String(err)) };
+      return 'abort';
     }
+    pass.done.push({ id: row.id, at: now.toISOString() });
+    pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+    return 'next';
+  });
+  if (threw !== null) {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_batch');
+    await sql.query('RELEASE SAVEPOINT consig_batch');
+    return { threw };
   }
-  if (rows.length === KICK_BATCH) await options.kick(sql, [key]);
+  const { done } = pass;
+  if (done.length > 0) await sql.query(DONE_ALL, [done.map((d) => d.id), done.map((d) => d.at)]);
+  await sql.query('RELEASE SAVEPOINT consig_batch');
+  outbox.push(...pass.entries);
+  for (const f of later) f();
+  return done.length;
+}
+
+type Step = 'next' | 'stop' | 'abort';
+
+/**
+ * Runs `step` on the batch's events in id order across its keys: SQLite mode's order, one id
+ * sequence, so that an event of one key never runs before an earlier event of another key in the
+ * same batch (a registry result before its proposal's next event). A key stops at the first step
+ * that says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each
+ * key that stopped nowhere and loaded a full batch is kicked again.
+ */
+async function eachInIdOrder(
+  sql: Sql,
+  work: readonly KeyWork[],
+  options: KickOptions,
+  step: (key: string, row: EventRow) => Promise<Step>,
+): Promise<void> {
+  const all = work.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
+  all.sort((a, b) => Number(a.row.id) - Number(b.row.id));
+  const stopped = new Set<string>();
+  for (const { key, row } of all) {
+    if (stopped.has(key)) continue;
+    const next = await step(key, row);
+    if (next === 'abort') return;
+    if (next === 'stop') stopped.add(key);
+  }
+  const full = work.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
+  if (full.length > 0) await options.kick(sql, full);
+}
+
+/**
+ * The batch again, each event in a savepoint of its own, after `threw` threw in the fast pass: that
+ * event's failure is recorded as it happened, without running it again.
+ */
+async function carefulPass(
+  sql: Sql,
+  work: readonly KeyWork[],
+  ctx: KickContext,
+  options: KickOptions,
+  outbox: OutboxEntry[],
+  threw: Threw,
+): Promise<number> {
+  let finished = 0;
+  await eachInIdOrder(sql, work, options, async (key, row) => {
+    const step = await carefulStep(sql, key, row, ctx, options, outbox, threw);
+    if (step.finished) finished += 1;
+    return step.next;
+  });
   return finished;
 }
 
 /**
- * What an event does: the life cycle's effects, then the partner's handlers, then the messages
- * they cause (read back after them), kept by the caller once the event's savepoint is released.
+ * What an event does, in either pass: its effects, then the messages they cause (read back after
+ * them), kept by the caller only once the event's work is kept. Whatever runs here may run twice in
+ * one kick (a later event of the batch threw in the first pass): its writes roll back with that
+ * pass, so only what goes through `ctx.sql` may have effects.
  */
 async function runEvent(
   row: EventRow,
   event: HandlerEvent,
-  ctx: Parameters<typeof applyEvent>[1],
+  ctx: EffectsContext,
   options: KickOptions,
 ): Promise<OutboxEntry[]> {
   await applyEvent(event, ctx);
@@ -185,6 +345,72 @@ async function runEvent(
   return outboxOn(options.outbox)
     ? outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox)
     : [];
+}
+
+/** A retry not due yet holds its proposal's later events back (order), until then. */
+function notDue(row: EventRow, now: Date): boolean {
+  return row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime();
+}
+
+/** One event in a savepoint of its own: done, or its failure recorded (retry later, or dead). */
+async function carefulStep(
+  sql: Sql,
+  key: string,
+  row: EventRow,
+  ctx: KickContext,
+  options: KickOptions,
+  outbox: OutboxEntry[],
+  threw: Threw,
+): Promise<{ next: Step; finished: boolean }> {
+  const now = ctx.now();
+  if (notDue(row, now)) {
+    await options.kick(sql, [key], row.next_attempt_at as Date);
+    return { next: 'stop', finished: false };
+  }
+  const event = toFacts(row);
+  await sql.query('SAVEPOINT consig_event');
+  try {
+    // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
+    if (threw.id === row.id) throw threw.error;
+    const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
+    await sql.prepared(SQL.done, [row.id, now.toISOString()]);
+    await sql.query('RELEASE SAVEPOINT consig_event');
+    outbox.push(...entries);
+    options.onProcessed?.(event.evento ?? event.kind, 'done');
+    return { next: 'next', finished: true };
+  } catch (err) {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
+    const error = err instanceof Error ? err : new Error(String(err));
+    const attempts = row.attempts + 1;
+    const dead = attempts >= options.maxAttempts;
+    const delay = backoffDelayMs(attempts, options.backoff, options.random ?? Math.random);
+    const nextAt = dead ? null : new Date(now.getTime() + delay);
+    await sql.prepared(SQL.failed, [
+      row.id,
+      dead ? 'dead' : 'failed',
+      attempts,
+      error.message.slice(0, 1000),
+      iso(nextAt),
+      now.toISOString(),
+    ]);
+    options.onError?.(error, event);
+    options.handlers?.emitError(error, event);
+    options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
+    const log = {
+      event_id: Number(row.id),
+      evento: event.evento,
+      attempts,
+      err: error.message.slice(0, 200),
+    };
+    if (dead) {
+      options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
+      // A dead letter no longer holds its proposal back.
+      return { next: 'next', finished: true };
+    }
+    options.logger.warn({ ...log, next_attempt_at: iso(nextAt) }, 'handler failed: will retry');
+    await options.kick(sql, [key], nextAt ?? undefined);
+    return { next: 'stop', finished: false };
+  }
 }
 
 function toFacts(row: EventRow): HandlerEvent {

@@ -10,7 +10,7 @@ import {
   serializeMessage,
 } from '../domain/forwarding/messages';
 import type { ProposalStatus } from '../domain/lifecycle';
-import { canonicalNu, iso, type Sql } from './sql';
+import { canonicalNu, iso, type Sql, type Statement } from './sql';
 
 /**
  * The outbox in cluster mode (contract §8, migrations-pg/0003_forwarding.sql): the same messages as
@@ -51,8 +51,11 @@ const AVERBACAO_JSON = `json_build_object('request_id', a.request_id, 'correlati
   'result_body', a.result_body, 'completed_at', a.completed_at, 'updated_at', a.updated_at)`;
 
 // One round trip: the event's transition, its proposal, the proposal's latest averbação, the
-// averbação the event finished, and the proposal a registration is tracked for.
-const EFFECTS_SQL = `
+// averbação the event finished, and the proposal a registration is tracked for. Prepared: it runs
+// once per event (sql.ts `prepared`).
+const EFFECTS_SQL: Statement = {
+  name: 'consig_outbox_effects',
+  text: `
 WITH t AS (SELECT nu_proposta, from_status, to_status, applied, reason FROM proposal_transitions WHERE event_id = $1)
 SELECT
   (SELECT row_to_json(t) FROM t) AS transition,
@@ -64,7 +67,8 @@ SELECT
   (SELECT ${AVERBACAO_JSON} FROM averbacoes a WHERE a.nu_proposta = (SELECT nu_proposta FROM t)
    ORDER BY a.created_at DESC, a.request_id LIMIT 1) AS proposal_averbacao,
   (SELECT ${AVERBACAO_JSON} FROM averbacoes a WHERE a.request_id = $2 AND a.result_event_id = $1) AS finished,
-  (SELECT a.nu_proposta FROM averbacoes a WHERE a.request_id = $2) AS tracked_nu`;
+  (SELECT a.nu_proposta FROM averbacoes a WHERE a.request_id = $2) AS tracked_nu`,
+};
 
 interface EffectsRow {
   transition: {
@@ -101,7 +105,7 @@ export async function outboxEntriesOf(
   now: Date,
   options: OutboxOptions,
 ): Promise<OutboxEntry[]> {
-  const [row] = await sql.query<EffectsRow>(EFFECTS_SQL, [event.id, event.request_id]);
+  const [row] = await sql.prepared<EffectsRow>(EFFECTS_SQL, [event.id, event.request_id]);
   if (row === undefined) return [];
   return outboxEntries(
     effectsFrom(event, row),
