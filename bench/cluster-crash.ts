@@ -214,6 +214,8 @@ export interface ClusterCrashResult {
   loadMs: number;
   /** The end-of-state query gave up waiting (must be false). */
   catchUpTimedOut: boolean;
+  /** When it did: the first events still open, with every kick of their keys. */
+  openAtTimeout: string[];
   /** Replica exits nobody asked for (must be none). */
   unexpectedExits: string[];
   /** Exit codes of the final SIGTERMs (all must be 0). */
@@ -974,6 +976,8 @@ interface CatchUp {
   relayAt: number | null;
   doneAt: number | null;
   timedOut: boolean;
+  /** At a timeout: the events still open, with their keys' kicks. */
+  open?: string[];
 }
 
 /** Waits until every replica's relay backlog is 0 and no event in PostgreSQL is pending or failed. */
@@ -994,10 +998,37 @@ async function waitCaughtUp(fleet: Fleet, databaseUrl: string, until: number): P
       }
       await sleep(100);
     }
-    return { relayAt, doneAt: null, timedOut: true };
+    return {
+      relayAt,
+      doneAt: null,
+      timedOut: true,
+      open: await openKeys(client).catch((err: Error) => [err.message]),
+    };
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * At a catch-up timeout: the first events still open and every pg-boss kick of their keys (state,
+ * retries, when it started and ended), so that a failure says whether a key had no kick left.
+ */
+async function openKeys(client: Client): Promise<string[]> {
+  const open = await client.query<{ id: string; key: string; status: string; attempts: number }>(
+    `SELECT id, CASE WHEN nu_proposta IS NOT NULL THEN 'p:' || nu_proposta WHEN request_id IS NOT NULL
+       THEN 'r:' || request_id ELSE 'e:' || id END AS key, status, attempts
+     FROM events WHERE status IN ('pending', 'failed') ORDER BY id LIMIT 10`,
+  );
+  const jobs = await client.query<{ key: string; kicks: string }>(
+    `SELECT singleton_key AS key, string_agg(state || ' x' || retry_count || ' ' || coalesce(to_char(started_on, 'HH24:MI:SS.MS'), '-')
+       || '..' || coalesce(to_char(completed_on, 'HH24:MI:SS.MS'), '-'), ', ' ORDER BY created_on) AS kicks
+     FROM pgboss.job WHERE name = 'consig_events' AND singleton_key = ANY($1) GROUP BY 1`,
+    [open.rows.map((e) => e.key)],
+  );
+  const kicks = new Map(jobs.rows.map((j) => [j.key, j.kicks]));
+  return open.rows.map(
+    (e) => `event ${e.id} ${e.status} (${e.attempts} attempts), ${e.key}: ${kicks.get(e.key) ?? 'no kick'}`,
+  );
 }
 
 /** Waits until no forward_deliveries row is pending (every message delivered or dead); when, or null. */
@@ -1638,6 +1669,7 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
     catchUpAfterLoadMs: since(loadEnd),
     loadMs,
     catchUpTimedOut: caught.timedOut,
+    openAtTimeout: caught.open ?? [],
     unexpectedExits: fleet.unexpectedExits,
     gracefulExitCodes,
     orderDependentPaths: orderDependentPaths(),
@@ -1768,6 +1800,7 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
       ms(r.catchUpMs),
       `(${ms(r.catchUpAfterPgMs) ?? '-'} after PostgreSQL back, ${ms(r.catchUpAfterLoadMs) ?? '-'} after load end)${r.catchUpTimedOut ? '  TIMED OUT' : ''}`,
     ),
+    ...r.openAtTimeout.map((line) => `      open at the timeout: ${line}`),
     row('unexpected replica exits', r.unexpectedExits.length, r.unexpectedExits.join('; ')),
     row('graceful stops, exit codes', r.gracefulExitCodes.join(',')),
     row('order-dependent workload paths', r.orderDependentPaths, must(r.orderDependentPaths)),

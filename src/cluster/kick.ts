@@ -2,6 +2,7 @@ import { backoffDelayMs } from '../domain/backoff';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
 import { type ClusterEventRouter, type HandlerEvent, handlerEventOf } from '../domain/event-router';
+import { lockKeys, lockOrder } from './kick-lock';
 import { applyEvent, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
 import { canonicalNu, iso, type Sql, type Statement } from './sql';
@@ -14,8 +15,9 @@ import { canonicalNu, iso, type Sql, type Statement } from './sql';
  * however often a kick runs, and a kick that dies before its commit leaves its events pending for
  * the next one. How a batch of kicks gets there in few statements: {@link runKicks}.
  *
- * The advisory lock makes two kicks of one key never overlap even if the engine's one-active-per-key
- * rule were ever broken (a claim that expired while its kick was still running).
+ * The kick lock (kick-lock.ts) makes two kicks of one key never overlap even if the engine's
+ * one-active-per-key rule were ever broken (a claim that expired while its kick was still running),
+ * and makes a kick wait for any transaction still adding events to its keys.
  */
 
 /** Events per kick: a key with more is kicked again in the same transaction. */
@@ -67,11 +69,6 @@ const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_statu
  * generic plans of the prepared ones.
  */
 const SQL = {
-  // In the keys' order (sorted): two batches sharing keys would otherwise be able to deadlock.
-  lock: statement(
-    'lock',
-    `SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
-  ),
   done: statement(
     'done',
     `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
@@ -137,15 +134,18 @@ interface KeyWork {
 }
 
 /**
- * Locks the keys (the kick advisory lock) and loads each one's due events, two statements for the
- * whole batch. The load is a statement of its own, after the lock: its snapshot then sees whatever
- * an earlier kick of the same keys committed. An event is taken once, by the first key that
- * selects it.
+ * Locks the keys (kick-lock.ts) and loads each one's due events, two statements for the whole
+ * batch. The load is a statement of its own, after the lock: its snapshot then sees whatever an
+ * earlier kick of the same keys, or a producer of their events, committed. An event is taken once,
+ * by the first key that selects it.
  */
 async function loadWork(sql: Sql, keys: readonly string[]): Promise<KeyWork[]> {
-  const parsed = [...new Set(keys)].sort().map(parseKey);
+  const parsed = lockOrder(keys).map(parseKey);
   if (parsed.length === 0) return [];
-  await sql.prepared(SQL.lock, [parsed.map((k) => k.key)]);
+  await lockKeys(
+    sql,
+    parsed.map((k) => k.key),
+  );
   const kinds = (['p', 'r', 'e'] as const).filter((kind) => parsed.some((k) => k.kind === kind));
   const byKind = new Map(kinds.map((kind) => [kind, parsed.filter((k) => k.kind === kind)]));
   const rows = await sql.query<EventRow & { kind_of_key: Key['kind']; slot: string }>(

@@ -2,6 +2,7 @@ import type { Client } from 'pg';
 import { type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
 import { type Engine, startEngine } from './engine';
 import { withPgConnection } from './pg-reads';
+import { holdKeys } from './kick-lock';
 import { workKeyOf } from './relay';
 import { type Sql, sqlOf } from './sql';
 
@@ -21,7 +22,13 @@ export async function replayEvents(
   now: string,
   kick: (sql: Sql, keys: readonly string[]) => Promise<void>,
 ): Promise<ReplayResult> {
-  // Locked: a kick running now on one of them finishes first, and the status read is the one replaced.
+  // Their keys first (an event's key never changes), held before any row is locked (kick-lock.ts):
+  // a kick running now on one of them finishes first, and the status read is the one replaced.
+  const keyed = await tx.query<{ id: string; nu_proposta: string | null; request_id: string | null }>(
+    'SELECT id, nu_proposta, request_id FROM events WHERE id = ANY($1::bigint[])',
+    [[...ids]],
+  );
+  await holdKeys(tx, keyed.map(workKeyOf));
   const rows = await tx.query<{
     id: string;
     status: EventStatus;

@@ -7,6 +7,7 @@ import {
   type PollOutcome,
   type PollScheduleOptions,
 } from '../domain/registry';
+import { holdKeys } from './kick-lock';
 import type { Sql } from './sql';
 
 /**
@@ -88,7 +89,12 @@ export async function runPollJob(requestId: string, deps: PollJobDeps): Promise<
     ? null
     : nextPollAt(trackedAt, now.getTime(), attempts, deps.schedule, deps.random ?? Math.random, retryAfterMs);
   await deps.transaction(async (sql) => {
-    if (answer !== null) await storeAnswer(sql, deps, row, answer, now);
+    if (answer !== null) {
+      // Before the first write (kick-lock.ts): the answer's kick cannot be absorbed by one that
+      // started without it.
+      await holdKeys(sql, [pollWorkKey(row.request_id)]);
+      await storeAnswer(sql, deps, row, answer, now);
+    }
     // A final result (from the webhook) that landed while the poll was in flight keeps polling off.
     const updated = await sql.query<{ polling: boolean }>(
       `UPDATE averbacoes SET poll_attempts = $2,
@@ -134,8 +140,12 @@ async function storeAnswer(
       body.length,
     ],
   );
-  // Poll answers carry no nu_proposta: their work key is the registration's (pipeline.workKey()).
-  if (stored[0]?.inserted) await deps.kick(sql, [`r:${row.request_id}`]);
+  if (stored[0]?.inserted) await deps.kick(sql, [pollWorkKey(row.request_id)]);
+}
+
+/** Poll answers carry no nu_proposta: their work key is the registration's (pipeline.workKey()). */
+function pollWorkKey(requestId: string): string {
+  return `r:${requestId}`;
 }
 
 async function markStale(deps: PollJobDeps, row: Tracked): Promise<void> {

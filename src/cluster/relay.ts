@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { SpoolRow } from '../domain/spool-row';
+import { holdKeys } from './kick-lock';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
@@ -63,12 +64,23 @@ function relayedStatus(local: string): 'pending' | 'ignored' | 'invalid' {
 /** The work key of an event, as pipeline.workKey() derives it. */
 export function workKeyOf(e: {
   id: string | number;
-  nu_proposta: string | null;
+  nu_proposta: string | number | null;
   request_id: string | null;
 }): string {
-  if (e.nu_proposta !== null) return `p:${e.nu_proposta}`;
+  return sharedWorkKeyOf(e) ?? `e:${e.id}`;
+}
+
+/**
+ * The work key an event shares with others (its proposal's, or its registration's), known before
+ * it has an id; null for an event that is its own key (`e:<id>`, which no earlier kick can hold).
+ */
+export function sharedWorkKeyOf(e: {
+  nu_proposta: string | number | null;
+  request_id: string | null;
+}): string | null {
+  if (e.nu_proposta !== null) return `p:${String(e.nu_proposta)}`;
   if (e.request_id !== null) return `r:${e.request_id}`;
-  return `e:${e.id}`;
+  return null;
 }
 
 export class Relay {
@@ -175,6 +187,12 @@ export class Relay {
     // run with synchronous_commit off, never this).
     await sql.query('SET LOCAL synchronous_commit = on');
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
+    // Before the first write: a kick running on one of these keys commits first, and one that
+    // starts now waits for this batch (kick-lock.ts).
+    await holdKeys(
+      sql,
+      rows.flatMap((r) => (r.event === null ? [] : [sharedWorkKeyOf(r.event)])).filter((k) => k !== null),
+    );
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));
     const kicks = await this.insertEvents(

@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
 import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
+import { holdKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/sql';
 import {
@@ -11,6 +12,7 @@ import {
   installFailureTrigger,
   memoryLogger,
   rows,
+  waitFor,
 } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { pgBed } from '../helpers/cluster-bed';
@@ -254,6 +256,42 @@ it.each([
   },
 );
 
+it('a kick waits for a transaction adding events to its key, then runs them too (kick-lock.ts)', async () => {
+  // What the crash test found: pg-boss absorbs the producer's kick into one already queued, and
+  // that one must not load the key's events before the producer commits.
+  const [first] = await store([delivery('proposta.criada', { nu_proposta: 8201 })]);
+  const producer = await pool.connect();
+  try {
+    await producer.query('BEGIN');
+    await holdKeys(sqlOf(producer), ['p:8201']);
+    const body = delivery('proposta.pre_aprovada', { nu_proposta: 8201 });
+    const raw = Buffer.from(JSON.stringify(body));
+    const key = (body.metadata as { webhook_id: string }).webhook_id;
+    const {
+      rows: [late],
+    } = await producer.query<{ id: string }>(
+      `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, tentativa, received_at, body, body_bytes,
+         status)
+       VALUES ($1, $1, 'event', 'proposta.pre_aprovada', '8201', 1, now(), $2, $3, 'pending') RETURNING id`,
+      [key, raw, raw.length],
+    );
+    const running = batch(['p:8201']);
+    await waitFor(
+      () => count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"),
+      'the kick waiting for the producer',
+    );
+    await producer.query('COMMIT');
+    const done = await running;
+    expect(done.finished).toBe(2);
+    expect(await statusOf([first!.id, late!.id])).toEqual([
+      ['done', 1],
+      ['done', 1],
+    ]);
+  } finally {
+    producer.release();
+  }
+});
+
 it('a replayed event in a batch changes nothing, and the next event moves on from the status as it is', async () => {
   const [x1, x2] = await store(
     ['proposta.criada', 'proposta.pre_aprovada'].map((evento) => delivery(evento, { nu_proposta: 8201 })),
@@ -348,7 +386,7 @@ it('the prepared statements keep an index plan even when their generic plan is m
       'consig_effects_track',
       'consig_kick_done',
       'consig_kick_failed',
-      'consig_kick_lock',
+      'consig_kick_lock_exclusive',
       'consig_outbox_effects',
     ]),
   );

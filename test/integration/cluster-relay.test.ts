@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { type Engine, EVENTS_QUEUE, startEngine } from '../../src/cluster/engine';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
+import { sqlOf } from '../../src/cluster/sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,
@@ -562,6 +564,64 @@ describe('PostgreSQL away', () => {
     } finally {
       await ownPool.end();
       await own.stop();
+    }
+  });
+});
+
+describe('the kick lock (kick-lock.ts)', () => {
+  const waiting = () =>
+    count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+
+  it('a batch waits for a kick running on one of its keys, and commits once it has', async () => {
+    const a = await replica();
+    await ack(a, delivery('proposta.criada', { nu_proposta: 841 }), 'accepted');
+    const kick = await pool.connect();
+    try {
+      await kick.query('BEGIN');
+      await lockKeys(sqlOf(kick), ['p:841']);
+      const relaying = relayOf(pool, a.store.db, {
+        replicaId: 'a',
+        kick: recordingKick().kick,
+      }).relay.relayOnce();
+      await waitFor(waiting, 'the batch waiting for the kick');
+      expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(0);
+      await kick.query('COMMIT');
+      expect(await relaying).toBe(1);
+      expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(1);
+    } finally {
+      kick.release();
+    }
+  });
+
+  it('a kick that starts while a batch adds to its key waits for the batch, and then sees its event', async () => {
+    const a = await replica();
+    await ack(a, delivery('proposta.criada', { nu_proposta: 842 }), 'accepted');
+    let reached!: () => void;
+    const inFlight = new Promise<void>((r) => (reached = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { relay } = relayOf(pool, a.store.db, {
+      replicaId: 'a',
+      kick: async () => {
+        reached();
+        await gate; // the batch holds its transaction open after its INSERTs
+      },
+    });
+    const relaying = relay.relayOnce();
+    await inFlight;
+    const kick = await pool.connect();
+    try {
+      await kick.query('BEGIN');
+      const locked = lockKeys(sqlOf(kick), ['p:842']);
+      await waitFor(waiting, 'the kick waiting for the batch');
+      release();
+      await locked;
+      const seen = await kick.query("SELECT count(*)::int AS n FROM events WHERE nu_proposta = '842'");
+      expect(seen.rows[0].n).toBe(1);
+      await kick.query('COMMIT');
+      expect(await relaying).toBe(1);
+    } finally {
+      kick.release();
     }
   });
 });

@@ -1,0 +1,50 @@
+import type { Sql, Statement } from './sql';
+
+/**
+ * The kick lock of a work key (`p:<nu>`, `r:<requestId>`, `e:<id>`): a transaction-scoped advisory
+ * lock, taken **exclusively** by a kick before it loads the key's due events (kick.ts), and
+ * **shared** by every transaction that makes events due for the key and queues its kick: the
+ * relay, a registry poll's answer, a replay.
+ *
+ * Why the producers take it: pg-boss absorbs a kick queued for a key that already has one waiting
+ * (`stately`), and the waiting one may be claimed before the producer commits. Without the lock it
+ * could load the key's events without the producer's new ones, find nothing else to do and
+ * complete, and those events would stay pending with no kick at all: the crash test found 2 to 11
+ * such events after PostgreSQL's restart, when the relay catches up in long transactions. With
+ * it, that kick either waits for the producer to commit and then sees its events, or commits
+ * before the producer's kick is queued, which then finds no kick waiting and absorbs nothing.
+ *
+ * Keys are locked in sorted order by everyone (two lockers of overlapping keys would otherwise be
+ * able to deadlock), and a producer takes the locks before its first write, so that it never holds
+ * a row a kick waits for while it waits for that kick.
+ */
+
+const statement = (name: string, text: string): Statement => ({ name: `consig_kick_lock_${name}`, text });
+
+const LOCK = {
+  exclusive: statement(
+    'exclusive',
+    `SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
+  ),
+  shared: statement(
+    'shared',
+    `SELECT pg_advisory_xact_lock_shared(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
+  ),
+} as const;
+
+/** The distinct keys, in the one order every locker uses. */
+export function lockOrder(keys: Iterable<string>): string[] {
+  return [...new Set(keys)].sort();
+}
+
+/** A kick's hold on its keys: waits for any producer of them to commit. */
+export async function lockKeys(sql: Sql, keys: readonly string[]): Promise<void> {
+  const sorted = lockOrder(keys);
+  if (sorted.length > 0) await sql.prepared(LOCK.exclusive, [sorted]);
+}
+
+/** A producer's hold on the keys it will make events due for: see the module's note. */
+export async function holdKeys(sql: Sql, keys: Iterable<string>): Promise<void> {
+  const sorted = lockOrder(keys);
+  if (sorted.length > 0) await sql.prepared(LOCK.shared, [sorted]);
+}
