@@ -1,4 +1,4 @@
-import { fork, spawn } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, get, request } from 'node:http';
@@ -21,9 +21,13 @@ import { type LoadResult, percentile } from './protocol';
  * Cluster-mode figures (issue 13), run by run.ts (`--only cluster`):
  *
  * 1. ingest per replica: the load generator of the HTTP rows (load.ts, c=50) against the receiver
- *    in SQLite mode and against one replica in cluster mode (`serve` with DATABASE_URL: its own
- *    SQLite spool, the relay and the kick workers running, PostgreSQL on this machine), alternating
- *    (ABBA), the median of each; the ratio's target is ≥ 0.9;
+ *    in SQLite mode, against one replica in cluster mode (`serve` with DATABASE_URL: its own
+ *    SQLite spool, the relay and the kick workers running, PostgreSQL on this machine), and against
+ *    an ingest-only replica (CLUSTER_CONCURRENCY=0: the relay only; once the load is over, a
+ *    replica with workers starts and processes the backlog, so that the same checks hold),
+ *    alternating (ABC CBA), the median of each; the ratio's target is ≥ 0.9. On 2 cores or more,
+ *    the receiver under load and the load generator run on core 0 and PostgreSQL on the others
+ *    ({@link Layout}; `--cluster-share-cores` unpins);
  * 2. relay lag, from a delivery's receipt at the replica to the commit of the relay's batch in
  *    PostgreSQL, computed per delivery from PostgreSQL (the commit timestamp of its `deliveries`
  *    row), at the load of row 1 and at a fixed rate (open loop);
@@ -58,12 +62,16 @@ export interface ClusterHarness extends ForwardingHarness {
     warmupMs: number;
     durationMs: number;
     idPrefix: string;
+    /** Pins the load generator to these cores (taskset's list form). */
+    cpus?: string;
   }): Promise<LoadResult>;
 }
 
 export interface ClusterBenchOptions {
-  /** Ingest rounds; each runs SQLite mode and cluster mode once (ABBA order). */
+  /** Ingest rounds; each runs SQLite mode, cluster mode and an ingest-only replica once (ABC CBA order). */
   rounds: number;
+  /** Row 1 on every core, unpinned (see {@link Layout}). @default false */
+  shareCores?: boolean;
   /** The ingest load's concurrency (the HTTP rows' c=50). */
   concurrency: number;
   warmupMs: number;
@@ -107,20 +115,39 @@ export interface Spread {
   maxMs: number;
 }
 
+/**
+ * Row 1's modes: the receiver on SQLite alone; a cluster replica with its kick workers
+ * (CLUSTER_CONCURRENCY 4); an ingest-only cluster replica (CLUSTER_CONCURRENCY=0).
+ */
+export type IngestMode = 'sqlite' | 'cluster' | 'ingest-only';
+
 export interface IngestRun {
-  mode: 'sqlite' | 'cluster';
+  mode: IngestMode;
   round: number;
   load: LoadResult;
   /** Server CPU per 200 (user + system, all threads, warm-up included), µs. */
   cpuUsPerReq: number | null;
   /** Cluster: PostgreSQL's CPU (all its processes) per 200 over the same window, µs. */
   pgCpuUsPerReq: number | null;
+  /**
+   * Cores the whole machine kept busy over the load: the server, PostgreSQL, the load generator, and
+   * any neighbour's job (a figure well above theirs says the round was disturbed).
+   */
+  busyCores: number | null;
   /** Events in the SQLite file (the spool, in cluster mode) after the run. */
   sqliteEvents: number;
   /** Cluster only: events in PostgreSQL, and how many of them are done. */
   pgEvents: number | null;
   pgDone: number | null;
-  /** Cluster only: from the end of the load to the relay caught up and every event done. */
+  /**
+   * Ingest-only: events processed (or tried) once its relay had caught up, before a replica with
+   * workers started; 0 unless the replica processed.
+   */
+  doneBeforeProcessing: number | null;
+  /**
+   * Cluster only: from the end of the load to the relay caught up and every event done (ingest-only:
+   * the processing replica's start-up included).
+   */
   catchUpMs: number | null;
   /** Cluster only: events processed per second, from the first event done to the last. */
   processedPerSecond: number | null;
@@ -190,6 +217,8 @@ export interface DrainRun {
 export interface ClusterFigures {
   postgres: string;
   ingest: IngestRun[];
+  /** Row 1's cores (null: every run on every core). */
+  ingestLayout: Layout | null;
   rate: RateRun;
   drains: DrainRun[];
   sqliteDrain: (DrainResult & { machine: MachineLoad }) | null;
@@ -287,26 +316,69 @@ function procCpu(pid: number, children = false): number | null {
  * CPU of the whole PostgreSQL server, µs: the postmaster, its live children, and the children it
  * reaped (a backend that exits adds its time to the postmaster's cutime).
  */
-function postgresCpu(pg: LocalPostgres): number | null {
+/** PostgreSQL's processes: the postmaster and its children (none if it is not running). */
+function postgresPids(pg: LocalPostgres): number[] {
   let pm: number;
   try {
     pm = Number(readFileSync(join(pg.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
   } catch {
-    return null;
+    return [];
   }
-  let total = procCpu(pm, true);
-  if (total === null) return null;
+  const pids = [pm];
   for (const e of readdirSync('/proc')) {
     if (!/^\d+$/.test(e)) continue;
     try {
       const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pm)
-        total += procCpu(Number(e)) ?? 0;
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pm) pids.push(Number(e));
     } catch {
       // exited meanwhile
     }
   }
-  return total;
+  return pids;
+}
+
+function postgresCpu(pg: LocalPostgres): number | null {
+  const [pm, ...children] = postgresPids(pg);
+  if (pm === undefined) return null;
+  const total = procCpu(pm, true);
+  if (total === null) return null;
+  return children.reduce((sum, pid) => sum + (procCpu(pid) ?? 0), total);
+}
+
+/**
+ * Row 1's layout on a machine of 2 cores or more: the receiver under load (either mode) and the load
+ * generator on core 0, PostgreSQL and the replica that processes an ingest-only run's backlog on the
+ * others. That is a replica on a machine of its own with PostgreSQL elsewhere, as deployed; unpinned,
+ * PostgreSQL's CPU comes out of the replica's share of the same 2 cores, which no deployment has.
+ * Null (every run on every core) with one core, without taskset, or with `shareCores`.
+ */
+export interface Layout {
+  replica: string;
+  rest: string;
+  all: string;
+}
+
+function layoutOf(o: ClusterBenchOptions): Layout | null {
+  const n = availableParallelism();
+  if (o.shareCores === true || n < 2) return null;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+  } catch {
+    return null;
+  }
+  return { replica: '0', rest: n === 2 ? '1' : `1-${n - 1}`, all: `0-${n - 1}` };
+}
+
+/** Pins processes, every thread of each, to `cpus` (taskset's list form); one that exited is skipped. */
+export function pinToCpus(pids: readonly (number | undefined)[], cpus: string): void {
+  for (const pid of pids) {
+    if (pid === undefined) continue;
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+    } catch {
+      // exited meanwhile
+    }
+  }
 }
 
 /** Busy and total jiffies of all cores (/proc/stat): the machine's load, ours and the neighbours'. */
@@ -346,16 +418,20 @@ function cpuSnapshot(
 function cpuUse(a: CpuSnapshot, b: CpuSnapshot, units: number): CpuUse {
   const per = (x: number | null, y: number | null) =>
     x === null || y === null || units <= 0 ? null : (y - x) / units;
-  const m =
-    a.machine !== null && b.machine !== null && b.machine.total > a.machine.total
-      ? [a.machine, b.machine]
-      : null;
   return {
     replicaUs: per(a.replica, b.replica),
     postgresUs: per(a.postgres, b.postgres),
-    busyCores:
-      m === null ? null : ((m[1]!.busy - m[0]!.busy) / (m[1]!.total - m[0]!.total)) * availableParallelism(),
+    busyCores: busyCores(a.machine, b.machine),
   };
+}
+
+/** Cores the whole machine kept busy between two readings of /proc/stat. */
+function busyCores(
+  a: { busy: number; total: number } | null,
+  b: { busy: number; total: number } | null,
+): number | null {
+  if (a === null || b === null || b.total <= a.total) return null;
+  return ((b.busy - a.busy) / (b.total - a.total)) * availableParallelism();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -490,16 +566,28 @@ function delayHistogram(text: string): RelayLag['histogram'] {
 // ---------------------------------------------------------------------------------------------
 // 1 (and 2 at its load). Ingest per replica: SQLite mode and cluster mode, alternating
 
-async function ingestSqlite(h: ClusterHarness, o: ClusterBenchOptions, round: number): Promise<IngestRun> {
+async function ingestSqlite(
+  h: ClusterHarness,
+  o: ClusterBenchOptions,
+  round: number,
+  layout: Layout | null,
+): Promise<IngestRun> {
   const receiver = await h.startReceiver(`sqlite-ingest-${round}`, {});
+  if (layout !== null) pinToCpus([receiver.pid], layout.replica);
   let load: LoadResult;
   let cpuUsPerReq: number | null = null;
+  let busy: number | null = null;
   try {
-    const before = h.cpuMicros(receiver.pid);
-    load = await h.runLoad({ ...ingestSpec(o), port: receiver.port, idPrefix: `sqlite${round}` });
-    const after = h.cpuMicros(receiver.pid);
-    if (before !== null && after !== null && load.ok200Total > 0)
-      cpuUsPerReq = (after - before) / load.ok200Total;
+    const before = { node: h.cpuMicros(receiver.pid), machine: machineJiffies() };
+    load = await h.runLoad({
+      ...ingestSpec(o, layout),
+      port: receiver.port,
+      idPrefix: `sqlite${round}`,
+    });
+    const after = { node: h.cpuMicros(receiver.pid), machine: machineJiffies() };
+    if (before.node !== null && after.node !== null && load.ok200Total > 0)
+      cpuUsPerReq = (after.node - before.node) / load.ok200Total;
+    busy = busyCores(before.machine, after.machine);
     if (!receiver.alive()) throw new Error(`SQLite ingest round ${round}: the receiver died`);
   } finally {
     await receiver.stop();
@@ -510,9 +598,11 @@ async function ingestSqlite(h: ClusterHarness, o: ClusterBenchOptions, round: nu
     load,
     cpuUsPerReq,
     pgCpuUsPerReq: null,
+    busyCores: busy,
     sqliteEvents: sqliteEvents(receiver.dbPath),
     pgEvents: null,
     pgDone: null,
+    doneBeforeProcessing: null,
     catchUpMs: null,
     processedPerSecond: null,
     relay: null,
@@ -520,39 +610,76 @@ async function ingestSqlite(h: ClusterHarness, o: ClusterBenchOptions, round: nu
   };
 }
 
-function ingestSpec(o: ClusterBenchOptions) {
-  return { concurrency: o.concurrency, warmupMs: o.warmupMs, durationMs: o.durationMs };
+function ingestSpec(o: ClusterBenchOptions, layout: Layout | null) {
+  return {
+    concurrency: o.concurrency,
+    warmupMs: o.warmupMs,
+    durationMs: o.durationMs,
+    ...(layout === null ? {} : { cpus: layout.replica }),
+  };
 }
 
+/**
+ * One cluster round of row 1: the load against one replica on a fresh database, then every event
+ * processed. In `ingest-only` mode the replica runs with CLUSTER_CONCURRENCY=0; once its relay has
+ * caught up (and nothing was processed), a second replica with workers starts and drains the backlog.
+ * CPU is counted over the load only, for the replica under load and for PostgreSQL.
+ */
 async function ingestCluster(
   h: ClusterHarness,
   pg: LocalPostgres,
   o: ClusterBenchOptions,
   round: number,
+  mode: Exclude<IngestMode, 'sqlite'>,
+  layout: Layout | null,
 ): Promise<IngestRun> {
-  const db = await RunDatabase.create(pg, `ingest_${round}`);
+  const db = await RunDatabase.create(pg, mode === 'cluster' ? `ingest_${round}` : `ingest_only_${round}`);
   try {
-    const replica = await startReplica(h, db);
+    const replica = await startReplica(h, db, mode === 'ingest-only' ? { CLUSTER_CONCURRENCY: '0' } : {});
+    if (layout !== null) pinToCpus([replica.pid], layout.replica);
+    let worker: ReceiverRun | null = null;
     let run: Omit<IngestRun, 'sqliteEvents' | 'machine'>;
     try {
-      const before = { node: h.cpuMicros(replica.pid), pg: postgresCpu(pg) };
-      const load = await h.runLoad({ ...ingestSpec(o), port: replica.port, idPrefix: `cluster${round}` });
-      const after = { node: h.cpuMicros(replica.pid), pg: postgresCpu(pg) };
+      const before = { node: h.cpuMicros(replica.pid), pg: postgresCpu(pg), machine: machineJiffies() };
+      const load = await h.runLoad({
+        ...ingestSpec(o, layout),
+        port: replica.port,
+        idPrefix: `${mode}${round}`,
+      });
+      const after = { node: h.cpuMicros(replica.pid), pg: postgresCpu(pg), machine: machineJiffies() };
       const loadEnd = performance.now();
       const per = (a: number | null, b: number | null) =>
         a === null || b === null || load.ok200Total === 0 ? null : (b - a) / load.ok200Total;
+      const timeoutMs = Math.max(120_000, load.ok200Total * 20);
+      let doneBeforeProcessing: number | null = null;
+      if (mode === 'ingest-only') {
+        await until(
+          `${db.name}: relay backlog 0`,
+          async () => spoolBacklog(replica.dbPath) === 0,
+          timeoutMs,
+          () => replica.alive(),
+          200,
+        );
+        doneBeforeProcessing = await db.count(
+          "SELECT count(*) AS n FROM events WHERE status IN ('done', 'failed', 'dead')",
+        );
+        worker = await startReplica(h, db, { REPLICA_ID: `${db.name}_worker` });
+        if (layout !== null) pinToCpus([worker.pid], layout.rest);
+      }
       // Processing runs behind the load; the checks need it finished (and the next run an idle machine).
-      await caughtUp(db, replica, Math.max(120_000, load.ok200Total * 20));
+      await caughtUp(db, worker ?? replica, timeoutMs);
       const catchUpMs = performance.now() - loadEnd;
       const metrics = await httpText(replica.port, '/metrics');
       run = {
-        mode: 'cluster',
+        mode,
         round,
         load,
         cpuUsPerReq: per(before.node, after.node),
         pgCpuUsPerReq: per(before.pg, after.pg),
+        busyCores: busyCores(before.machine, after.machine),
         pgEvents: await db.count('SELECT count(*) AS n FROM events'),
         pgDone: await db.count("SELECT count(*) AS n FROM events WHERE status = 'done'"),
+        doneBeforeProcessing,
         catchUpMs,
         processedPerSecond: await db.count(
           'SELECT count(*) / extract(epoch FROM max(processed_at) - min(processed_at)) AS n FROM events',
@@ -560,6 +687,7 @@ async function ingestCluster(
         relay: await relayLag(db, metrics.body),
       };
     } finally {
+      await worker?.stop();
       await replica.stop();
     }
     return { ...run, sqliteEvents: sqliteEvents(replica.dbPath), machine: machineLoad() };
@@ -577,16 +705,27 @@ function checkIngest(r: IngestRun, errors: string[]): void {
     );
   if (r.sqliteEvents !== r.load.ok200Total)
     errors.push(`${label}: ${r.sqliteEvents} events in SQLite but ${r.load.ok200Total} answers 200`);
-  if (r.mode === 'cluster' && (r.pgEvents !== r.load.ok200Total || r.pgDone !== r.pgEvents))
+  if (r.mode !== 'sqlite' && (r.pgEvents !== r.load.ok200Total || r.pgDone !== r.pgEvents))
     errors.push(
       `${label}: ${r.pgEvents} events in PostgreSQL for ${r.load.ok200Total} answers 200, ${r.pgDone} of them done`,
     );
+  if (r.mode === 'ingest-only' && r.doneBeforeProcessing !== 0)
+    errors.push(
+      `${label}: ${r.doneBeforeProcessing} events processed before a replica with workers started (CLUSTER_CONCURRENCY=0 ignored?)`,
+    );
 }
 
-/** A cluster run is ok when every 200 is one event in PostgreSQL and in the spool, and all are done. */
+/**
+ * A cluster run is ok when every 200 is one event in PostgreSQL and in the spool, and all are done;
+ * an ingest-only run, when besides none was processed before the replica with workers started.
+ */
 function ingestOk(r: IngestRun): boolean {
   const n = r.load.ok200Total;
-  return r.sqliteEvents === n && (r.mode === 'sqlite' || (r.pgEvents === n && r.pgDone === n));
+  return (
+    r.sqliteEvents === n &&
+    (r.mode === 'sqlite' || (r.pgEvents === n && r.pgDone === n)) &&
+    (r.mode !== 'ingest-only' || r.doneBeforeProcessing === 0)
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -974,11 +1113,20 @@ export async function runClusterFigures(
     const version = await postgresVersion(pg);
     o.log(` ${version}\n`);
     const ingest: IngestRun[] = [];
+    const layout = layoutOf(o);
     for (let round = 1; round <= o.rounds; round++) {
-      const modes = round % 2 === 1 ? (['sqlite', 'cluster'] as const) : (['cluster', 'sqlite'] as const);
+      // ABC CBA: over two rounds each mode has the same mean position (a machine warming up or a
+      // neighbour's job starting favours none).
+      const modes: IngestMode[] = ['sqlite', 'cluster', 'ingest-only'];
+      if (round % 2 === 0) modes.reverse();
       for (const mode of modes) {
         o.log(`bench: cluster ingest, ${mode} mode, c=${o.concurrency}, round ${round}/${o.rounds} ...`);
-        const r = mode === 'sqlite' ? await ingestSqlite(h, o, round) : await ingestCluster(h, pg, o, round);
+        // PostgreSQL's processes forked since the last run (connections) are pinned too.
+        if (layout !== null) pinToCpus(postgresPids(pg), layout.rest);
+        const r =
+          mode === 'sqlite'
+            ? await ingestSqlite(h, o, round, layout)
+            : await ingestCluster(h, pg, o, round, mode, layout);
         checkIngest(r, errors);
         ingest.push(r);
         o.log(
@@ -986,6 +1134,8 @@ export async function runClusterFigures(
         );
       }
     }
+    // Rows 2-4 on every core, as before.
+    if (layout !== null) pinToCpus(postgresPids(pg), layout.all);
     o.log(`bench: cluster fixed rate, ${o.rate} deliveries/s for ${o.rateMs / 1000} s ...`);
     const rate = await rateRun(h, pg, o, errors);
     o.log(` end to end p50 ${rate.endToEnd.p50Ms.toFixed(1)} ms\n`);
@@ -1008,7 +1158,14 @@ export async function runClusterFigures(
         `cluster baseline: SQLite pipeline ${s.done} done, ${s.transitions} transitions of ${s.events}`,
       );
     o.log(` ${Math.round(s.eventsPerSecond)} events/s\n`);
-    return { postgres: version, ingest, rate, drains, sqliteDrain: { ...s, machine: machineLoad() } };
+    return {
+      postgres: version,
+      ingest,
+      ingestLayout: layout,
+      rate,
+      drains,
+      sqliteDrain: { ...s, machine: machineLoad() },
+    };
   } finally {
     await pg.stop();
   }
@@ -1038,35 +1195,84 @@ function median<T>(items: readonly T[], by: (t: T) => number): T | undefined {
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
+const ROW1_LABEL: Record<IngestMode, string> = {
+  sqlite: 'SQLite mode',
+  cluster: 'cluster mode',
+  'ingest-only': 'ingest-only',
+};
+
+/** Each cluster mode's req/s over the SQLite mode's of the same round, round by round. */
+function roundRatios(runs: readonly IngestRun[], mode: IngestMode): string {
+  const out: string[] = [];
+  for (const r of runs.filter((x) => x.mode === mode)) {
+    const s = runs.find((x) => x.mode === 'sqlite' && x.round === r.round);
+    if (s !== undefined && s.load.rps > 0) out.push((r.load.rps / s.load.rps).toFixed(2));
+  }
+  return out.join(', ');
+}
+
 function ingestReport(f: ClusterFigures, o: ClusterBenchOptions): string[] {
-  const of = (mode: IngestRun['mode']) => f.ingest.filter((r) => r.mode === mode);
+  const of = (mode: IngestMode) => f.ingest.filter((r) => r.mode === mode);
   const s = median(of('sqlite'), (r) => r.load.rps);
-  const c = median(of('cluster'), (r) => r.load.rps);
-  if (s === undefined || c === undefined) return ['1. ingest per replica: not run'];
-  const runs = (mode: IngestRun['mode']) =>
+  if (s === undefined) return ['1. ingest per replica: not run'];
+  const runs = (mode: IngestMode) =>
     of(mode)
-      .map((r) => r.load.rps.toFixed(0))
+      .map((r) => `${r.load.rps.toFixed(0)} (${r.busyCores === null ? '-' : r.busyCores.toFixed(2)})`)
       .join(', ');
   const loads = f.ingest.map((r) => r.machine.load1);
-  const ratio = c.load.rps / s.load.rps;
   const checks = (rs: IngestRun[]) => (rs.every(ingestOk) ? 'ok' : 'MISMATCH');
   const cpu = (n: number | null) => (n === null ? '-' : n.toFixed(0));
-  const catchUp = of('cluster').map((r) => ((r.catchUpMs ?? 0) / 1000).toFixed(1));
-  const processed = of('cluster').map((r) => cpu(r.processedPerSecond));
-  return [
+  const out = [
     `1. ingest per replica, cluster mode / SQLite mode: load.ts (signed unique deliveries), c=${o.concurrency}, ` +
-      `warm-up ${o.warmupMs / 1000} s + ${o.durationMs / 1000} s measured, ${o.rounds} rounds alternating (ABBA), median req/s of each mode`,
+      `warm-up ${o.warmupMs / 1000} s + ${o.durationMs / 1000} s measured, ${o.rounds} rounds alternating (ABC CBA), ` +
+      `median req/s of each mode; CPU per 200 over the load (warm-up included); ` +
+      `each run's req/s with, in brackets, the cores the whole machine kept busy meanwhile`,
     `   SQLite mode   ${s.load.rps.toFixed(0).padStart(6)} req/s (runs ${runs('sqlite')}); p50 ${ms(s.load.p50Ms)} ms, p99 ${ms(s.load.p99Ms)} ms; ` +
       `receiver CPU ${cpu(s.cpuUsPerReq)} µs/req; rows/200s ${checks(of('sqlite'))}`,
-    `   cluster mode  ${c.load.rps.toFixed(0).padStart(6)} req/s (runs ${runs('cluster')}); p50 ${ms(c.load.p50Ms)} ms, p99 ${ms(c.load.p99Ms)} ms; ` +
-      `replica CPU ${cpu(c.cpuUsPerReq)} µs/req + PostgreSQL ${cpu(c.pgCpuUsPerReq)} µs/req (the relay and the kick workers run beside the load)`,
-    `   checks: every 200 one event in the spool and in PostgreSQL, all done: ${checks(of('cluster'))} ` +
-      `(median run: ${c.load.ok200Total} 200s, ${c.sqliteEvents} spooled, ${c.pgEvents} in PostgreSQL, ${c.pgDone} done); ` +
-      `processing (one kick per event: each delivery of load.ts is a new proposal) ran ${processed.join(', ')} events/s ` +
-      `from the first event done to the last, and caught up ${catchUp.join(', ')} s after each load`,
-    `   ratio ${ratio.toFixed(3)}×; load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} on ${s.machine.cores} cores`,
-    `target "ingest per replica in cluster mode ≥ ${CLUSTER_INGEST_TARGET}× SQLite mode": ${met(ratio >= CLUSTER_INGEST_TARGET)} (${ratio.toFixed(3)}×)`,
   ];
+  const targets: string[] = [];
+  for (const mode of ['cluster', 'ingest-only'] as const) {
+    const c = median(of(mode), (r) => r.load.rps);
+    if (c === undefined) continue;
+    const ratio = c.load.rps / s.load.rps;
+    const catchUp = of(mode).map((r) => ((r.catchUpMs ?? 0) / 1000).toFixed(1));
+    const processed = of(mode).map((r) => cpu(r.processedPerSecond));
+    const beside =
+      mode === 'cluster'
+        ? 'the relay and the kick workers run beside the load'
+        : 'CLUSTER_CONCURRENCY=0: the relay alone runs beside the load';
+    const after =
+      mode === 'cluster'
+        ? `processing (one kick per event: each delivery of load.ts is a new proposal) ran ${processed.join(', ')} events/s ` +
+          `from the first event done to the last, and caught up ${catchUp.join(', ')} s after each load`
+        : `events processed before a replica with workers started: ${of(mode)
+            .map((r) => r.doneBeforeProcessing ?? '-')
+            .join(
+              ', ',
+            )} (must be 0); that replica (CLUSTER_CONCURRENCY 4, started once the relay had caught up) ` +
+          `processed ${processed.join(', ')} events/s, every event done ${catchUp.join(', ')} s after each load`;
+    out.push(
+      `   ${ROW1_LABEL[mode].padEnd(13)} ${c.load.rps.toFixed(0).padStart(6)} req/s (runs ${runs(mode)}); p50 ${ms(c.load.p50Ms)} ms, p99 ${ms(c.load.p99Ms)} ms; ` +
+        `replica CPU ${cpu(c.cpuUsPerReq)} µs/req + PostgreSQL ${cpu(c.pgCpuUsPerReq)} µs/req (${beside}); ` +
+        `ratio ${ratio.toFixed(3)}× (per round: ${roundRatios(f.ingest, mode)})`,
+      `     checks: every 200 one event in the spool and in PostgreSQL, all done: ${checks(of(mode))} ` +
+        `(median run: ${c.load.ok200Total} 200s, ${c.sqliteEvents} spooled, ${c.pgEvents} in PostgreSQL, ${c.pgDone} done); ${after}`,
+    );
+    targets.push(
+      `target "ingest per replica in cluster mode ≥ ${CLUSTER_INGEST_TARGET}× SQLite mode", ${ROW1_LABEL[mode]}: ` +
+        `${met(ratio >= CLUSTER_INGEST_TARGET)} (${ratio.toFixed(3)}×)`,
+    );
+  }
+  out.push(
+    `   load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} on ${s.machine.cores} cores; ` +
+      (f.ingestLayout === null
+        ? 'every run on every core (the receiver, PostgreSQL and the load generator share them)'
+        : `the receiver under load and the load generator on core ${f.ingestLayout.replica}, PostgreSQL and the ` +
+          `ingest-only run's processing replica on cores ${f.ingestLayout.rest} (taskset): a replica on a machine ` +
+          'of its own, PostgreSQL elsewhere; --cluster-share-cores runs them unpinned'),
+    ...targets,
+  );
+  return out;
 }
 
 function cpuText(c: CpuUse, unit: string, m: MachineLoad): string {
@@ -1089,16 +1295,20 @@ function lagText(r: RelayLag): string {
 }
 
 function relayReport(f: ClusterFigures): string[] {
-  const c = median(
-    f.ingest.filter((r) => r.mode === 'cluster'),
-    (r) => r.load.rps,
-  );
+  const at = (mode: IngestMode) => {
+    const c = median(
+      f.ingest.filter((r) => r.mode === mode),
+      (r) => r.load.rps,
+    );
+    return c?.relay == null
+      ? `   at the load of row 1, ${ROW1_LABEL[mode]}: not run`
+      : `   at the load of row 1 (median ${ROW1_LABEL[mode]} round, ${c.load.rps.toFixed(0)} req/s): ${lagText(c.relay)}; ${loadText(c.machine)}`;
+  };
   return [
     `2. relay lag: a delivery's receipt at the replica (deliveries.received_at) → commit of its relay batch in PostgreSQL ` +
       `(pg_xact_commit_timestamp of its row), every delivery of the run`,
-    c?.relay == null
-      ? '   at the load of row 1: not run'
-      : `   at the load of row 1 (median cluster round, ${c.load.rps.toFixed(0)} req/s): ${lagText(c.relay)}; ${loadText(c.machine)}`,
+    at('cluster'),
+    at('ingest-only'),
     `   at ${f.rate.rate} deliveries/s (open loop, the run of row 4): ${lagText(f.rate.relay)}; ${loadText(f.rate.machine)}`,
   ];
 }

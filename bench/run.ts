@@ -12,6 +12,7 @@ import {
   type ClusterFigures,
   type ClusterHarness,
   clusterReport,
+  pinToCpus,
   runClusterFigures,
 } from './cluster';
 import { consoleReport, runConsoleFigures } from './console';
@@ -159,6 +160,8 @@ interface Options {
   /** --cluster: the cluster-mode figures run (a throwaway PostgreSQL on this machine's binaries). */
   cluster: boolean;
   clusterRounds: number;
+  /** --cluster-share-cores: row 1's runs on every core, unpinned (default: pinned, see bench/cluster.ts). */
+  clusterShareCores: boolean;
   clusterRate: number;
   clusterLatencyMs: number;
   clusterEvents: number;
@@ -211,7 +214,11 @@ const USAGE = `usage: npm run bench -- [options]
                        binaries): ingest per replica over SQLite mode, relay lag, processing throughput
                        on PostgreSQL, 200 → proposal updated there (default 1; with --only, 1 only when
                        "cluster" is named)
-  --cluster-rounds <n> ingest rounds, each SQLite mode and cluster mode once (default 3, --quick 2)
+  --cluster-rounds <n> ingest rounds, each SQLite mode, cluster mode and an ingest-only replica
+                       (CLUSTER_CONCURRENCY=0) once (default 3, --quick 2)
+  --cluster-share-cores row 1 unpinned: the receiver, PostgreSQL and the load generator share every
+                       core (default: the receiver and the load generator on core 0, PostgreSQL on the
+                       others, as a replica on a machine of its own)
   --cluster-rate <n>   deliveries per second of the fixed-rate run (relay lag, end to end; default 200)
   --cluster-latency <s> measured seconds of the fixed-rate run (default 10, --quick 3)
   --cluster-events <n> pending events drained by the processing figure (default 20000, --quick 5000)
@@ -245,6 +252,7 @@ function parseOptions(argv: string[]): Options {
       'console-requests': { type: 'string' },
       cluster: { type: 'string' },
       'cluster-rounds': { type: 'string' },
+      'cluster-share-cores': { type: 'boolean', default: false },
       'cluster-rate': { type: 'string' },
       'cluster-latency': { type: 'string' },
       'cluster-events': { type: 'string' },
@@ -358,6 +366,7 @@ function parseOptions(argv: string[]): Options {
     consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
     cluster: clusterFigures,
     clusterRounds: count('cluster-rounds', values['cluster-rounds'], quick ? 2 : 3, 1),
+    clusterShareCores: values['cluster-share-cores'] === true,
     clusterRate: count('cluster-rate', values['cluster-rate'], 200, 1),
     clusterLatencyMs: seconds('cluster-latency', values['cluster-latency'], quick ? 3000 : 10_000, 0.5),
     clusterEvents: count('cluster-events', values['cluster-events'], quick ? 5000 : 20_000, 1),
@@ -681,10 +690,11 @@ function clusterHarness(secret: string, options: Options): ClusterHarness {
   };
 }
 
-async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+async function runLoad(spec: LoadSpec & { cpus?: string }): Promise<LoadResult> {
   const child = track(
     fork(join(__dirname, 'load.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
   );
+  if (spec.cpus !== undefined && child.pid !== undefined) pinToCpus([child.pid], spec.cpus);
   const limitMs = spec.warmupMs + spec.durationMs + 60_000;
   try {
     return await new Promise<LoadResult>((done, fail) => {
@@ -1124,6 +1134,7 @@ async function runClusterSection(
 ): Promise<{ figures: ClusterFigures; options: ClusterBenchOptions } | null> {
   const clusterOptions: ClusterBenchOptions = {
     rounds: options.clusterRounds,
+    shareCores: options.clusterShareCores,
     concurrency: 50,
     warmupMs: options.warmupMs,
     durationMs: options.durationMs,

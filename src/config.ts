@@ -159,7 +159,8 @@ const schema = z.object({
   }),
   RELAY_BATCH: int(1, 10000, 1000),
   RELAY_INTERVAL_MS: int(10, 60000, 100),
-  CLUSTER_CONCURRENCY: int(1, 64, 4),
+  // 0: an ingest-only replica (relays, processes nothing); another replica must process.
+  CLUSTER_CONCURRENCY: int(0, 64, 4),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -268,7 +269,11 @@ export interface ClusterConfig {
   readonly relayBatch: number;
   /** RELAY_INTERVAL_MS: the relay's pause when the spool is empty (a new delivery wakes it). @default 100 */
   readonly relayIntervalMs: number;
-  /** CLUSTER_CONCURRENCY: work keys this replica processes at once on PostgreSQL. @default 4 */
+  /**
+   * CLUSTER_CONCURRENCY: work keys this replica processes at once on PostgreSQL; 0 makes it
+   * ingest-only (it acknowledges and relays, runs no kick or registry-poll workers and sends no
+   * destination). @default 4
+   */
   readonly concurrency: number;
 }
 

@@ -371,7 +371,7 @@ function buildServer(
   const { processing, feedWaiters, leadership, cluster, spool, clusterForwarding, ...rest } = deps;
   return createHttpServer({
     ...rest,
-    isProcessing: () => (cluster === null ? leadership.isHolder : cluster.state === 'running'),
+    isProcessing: () => (cluster === null ? leadership.isHolder : cluster.processing),
     clusterLog: cluster?.adminLog,
     // The console on PostgreSQL's log; its overview shows this replica's relay.
     clusterConsole:
@@ -380,10 +380,10 @@ function buildServer(
       cluster === null
         ? undefined
         : (cutoffs) => {
-            // In cluster mode a replica connected to PostgreSQL processes (ConsigNoProcessingHolder).
-            const running = cluster.state === 'running' ? 1 : 0;
-            rest.metrics.clusterConnected.set(running);
-            rest.metrics.processingHolder.set(running);
+            // A replica processes once connected with its kick workers: an ingest-only one
+            // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
+            rest.metrics.clusterConnected.set(cluster.state === 'running' ? 1 : 0);
+            rest.metrics.processingHolder.set(cluster.processing ? 1 : 0);
             return cluster.sharedGauges(cutoffs).then((figures) => {
               if (figures?.forwarding) clusterForwarding.gauges = figures.forwarding;
               return figures;

@@ -27,6 +27,10 @@ import { RETENTION_LOG, retentionCutoff, type SpoolPruneStep } from '../domain/r
  * kick workers and, when the service's API is configured, the registry-poll workers. Until then,
  * and whenever PostgreSQL is away later, the replica keeps acknowledging from its spool: nothing
  * here is on the path of an answer.
+ *
+ * An ingest-only replica (`concurrency` 0, CLUSTER_CONCURRENCY=0) relays and queues kicks but runs
+ * no kick or registry-poll worker and sends no destination: its event loop answers webhooks and
+ * moves them to PostgreSQL, and the replicas with workers process and send everything.
  */
 
 export interface ClusterLogger {
@@ -40,7 +44,10 @@ export interface ClusterNodeOptions {
   replicaId: string;
   relayBatch: number;
   relayIntervalMs: number;
-  /** Kick workers in this replica. */
+  /**
+   * Kick workers in this replica. 0: an ingest-only replica (no kick or registry-poll workers, no
+   * destination's lock); another replica must process.
+   */
   concurrency: number;
   maxAttempts: number;
   backoff: { baseMs: number; maxMs: number };
@@ -159,7 +166,10 @@ export class ClusterNode {
         : new ClusterForwarder({
             pool: this.forwardPool,
             connectionString: options.databaseUrl,
-            destinations: forwarding.destinations,
+            // An ingest-only replica takes no destination: a sender runs on the main thread and costs
+            // more CPU per message than an answer does (README, Benchmark). Its lock connection
+            // still listens, for the feed's long-polls.
+            destinations: options.concurrency === 0 ? [] : forwarding.destinations,
             createSender: forwarding.createSender,
             logger: options.logger,
             applicationName: `consig-receiver:${options.replicaId}:forwarder`,
@@ -172,6 +182,20 @@ export class ClusterNode {
   start(): void {
     this.starting ??= this.connect(1);
     this.startSpoolRetention();
+  }
+
+  /**
+   * Whether this replica processes: connected, with its kick workers registered in pg-boss (false
+   * on an ingest-only replica). `/readyz` `processing` and `consig_processing_holder` say it.
+   */
+  get processing(): boolean {
+    return this.state === 'running' && this.workerQueues().includes(EVENTS_QUEUE);
+  }
+
+  /** The queues this replica has pg-boss workers on, as pg-boss lists them (none before it connects). */
+  workerQueues(): string[] {
+    const names = this.engine?.boss.getWipData().map((w) => w.name) ?? [];
+    return [...new Set(names)].sort();
   }
 
   /** A delivery was just spooled. */
@@ -256,8 +280,10 @@ export class ClusterNode {
       this.forwarder?.start();
       this.state = 'running';
       logger.info(
-        { replica: this.options.replicaId },
-        'cluster mode: connected to PostgreSQL; relay and workers running',
+        { replica: this.options.replicaId, concurrency: this.options.concurrency },
+        this.options.concurrency === 0
+          ? 'cluster mode: connected to PostgreSQL; relay running; ingest-only (CLUSTER_CONCURRENCY=0): no kick or registry-poll workers, no destinations'
+          : 'cluster mode: connected to PostgreSQL; relay and workers running',
       );
     } catch (err) {
       if (this.stopping) return;
@@ -366,8 +392,10 @@ export class ClusterNode {
     return relay;
   }
 
+  /** The kick and registry-poll workers; none on an ingest-only replica. */
   private async startWorkers(engine: Engine): Promise<void> {
     const { options } = this;
+    if (options.concurrency === 0) return;
     const effects = {
       logger: options.logger,
       schedule: options.schedule,

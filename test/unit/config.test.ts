@@ -120,3 +120,21 @@ describe('loadConfig', () => {
     expect(err.message).not.toContain('super-secret-value');
   });
 });
+
+describe('CLUSTER_CONCURRENCY', () => {
+  const cluster = { DATABASE_URL: 'postgres://u:p@db:5432/consig', REPLICA_ID: 'r1' };
+
+  it('defaults to 4 and accepts 0 (an ingest-only replica) to 64', () => {
+    expect(loadConfig(cluster).cluster?.concurrency).toBe(4);
+    expect(loadConfig({ ...cluster, CLUSTER_CONCURRENCY: '0' }).cluster?.concurrency).toBe(0);
+    expect(loadConfig({ ...cluster, CLUSTER_CONCURRENCY: '64' }).cluster?.concurrency).toBe(64);
+  });
+
+  it('refuses values outside 0 to 64, naming the variable and the range', () => {
+    for (const bad of ['-1', '65', '1.5', 'none']) {
+      const err = error({ ...cluster, CLUSTER_CONCURRENCY: bad }, false);
+      expect(err.variable).toBe('CLUSTER_CONCURRENCY');
+      expect(err.message).toBe(`CLUSTER_CONCURRENCY: expected an integer from 0 to 64, got "${bad}"`);
+    }
+  });
+});
