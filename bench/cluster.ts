@@ -505,8 +505,8 @@ async function startReplica(
   return replica;
 }
 
-/** Waits until the replica's spool is relayed and no event is left to process. */
-async function caughtUp(db: RunDatabase, replica: ReceiverRun, timeoutMs: number): Promise<void> {
+/** Waits until the replica's spool is relayed. */
+async function relayed(db: RunDatabase, replica: ReceiverRun, timeoutMs: number): Promise<void> {
   // The spool read directly: a scrape of /metrics would also query PostgreSQL (the shared gauges).
   await until(
     `${db.name}: relay backlog 0`,
@@ -515,6 +515,11 @@ async function caughtUp(db: RunDatabase, replica: ReceiverRun, timeoutMs: number
     () => replica.alive(),
     200,
   );
+}
+
+/** Waits until the replica's spool is relayed and no event is left to process. */
+async function caughtUp(db: RunDatabase, replica: ReceiverRun, timeoutMs: number): Promise<void> {
+  await relayed(db, replica, timeoutMs);
   await until(
     `${db.name}: every event processed`,
     async () => !(await db.exists("SELECT 1 FROM events WHERE status IN ('pending', 'failed')")),
@@ -653,13 +658,7 @@ async function ingestCluster(
       const timeoutMs = Math.max(120_000, load.ok200Total * 20);
       let doneBeforeProcessing: number | null = null;
       if (mode === 'ingest-only') {
-        await until(
-          `${db.name}: relay backlog 0`,
-          async () => spoolBacklog(replica.dbPath) === 0,
-          timeoutMs,
-          () => replica.alive(),
-          200,
-        );
+        await relayed(db, replica, timeoutMs);
         doneBeforeProcessing = await db.count(
           "SELECT count(*) AS n FROM events WHERE status IN ('done', 'failed', 'dead')",
         );
