@@ -8,7 +8,7 @@ import { verifyStandardWebhook } from '../src/domain/forwarding/standard-webhook
 
 /**
  * The lender's side of bench/cluster-crash.ts: a destination on loopback that the three replicas
- * forward `proposal.changed` to (README "Forwarding to the lender's own systems", in cluster mode),
+ * forward `proposal.changed` to (docs/forwarding.md, in cluster mode),
  * and the checks of what it received against PostgreSQL's outbox. It records every request as it
  * arrives (its `webhook-id`, arrival order, raw body, signature verdict) and answers 200 at once, so
  * everything it shows about order, loss and re-sends is the sender's doing — except at the start:
@@ -355,7 +355,7 @@ function received(
 }
 
 /**
- * Per order key, the messages in id order must have increasing first arrivals (README "Order":
+ * Per order key, the messages in id order must have increasing first arrivals (docs/forwarding.md "Order":
  * a message waits until every earlier one of its proposal is delivered). Re-sends may come later;
  * only the first arrival of each counts. Messages never received are the loss check's.
  */

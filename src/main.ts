@@ -68,8 +68,8 @@ export interface StartOptions {
   configureRouter?: (router: EventRouter, db: Db) => void;
   /**
    * Cluster mode's partner handlers: asynchronous, each awaited inside the event's savepoint of the
-   * kick's transaction after the life cycle, writing with `ctx.sql` (see README, "Adding your own
-   * handlers").
+   * kick's transaction after the life cycle, writing with `ctx.sql` (see docs/handlers.md, "In cluster
+   * mode").
    */
   configureClusterRouter?: (router: ClusterEventRouter) => void;
   /** Handler retry backoff (tests shorten it). @default 1 s … 10 min */
@@ -440,7 +440,7 @@ function afterStore(pipeline: Pipeline, cluster: ClusterNode | null): (id: numbe
 function refuseSqliteOnlyHandlers(config: Config, options: StartOptions): void {
   if (config.cluster !== null && options.configureRouter && !options.configureClusterRouter)
     throw new Error(
-      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureClusterRouter too (README, "Adding your own handlers")',
+      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureClusterRouter too (docs/handlers.md)',
     );
 }
 

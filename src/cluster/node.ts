@@ -167,7 +167,7 @@ export class ClusterNode {
             pool: this.forwardPool,
             connectionString: options.databaseUrl,
             // An ingest-only replica takes no destination: a sender runs on the main thread and costs
-            // more CPU per message than an answer does (README, Benchmark). Its lock connection
+            // more CPU per message than an answer does (docs/benchmark.md). Its lock connection
             // still listens, for the feed's long-polls.
             destinations: options.concurrency === 0 ? [] : forwarding.destinations,
             createSender: forwarding.createSender,

@@ -3,7 +3,7 @@ import type { SignatureFailure } from '../domain/signature';
 import type { DeliveryOutcome } from '../store/deliveries';
 
 /**
- * The webhook requests refused before anything is stored (contract §4 and the README's table):
+ * The webhook requests refused before anything is stored (contract §4 and the table of docs/operating.md):
  * what each one answers and records. The webhook handler sends, counts, audits and logs them all
  * one way.
  */

@@ -25,7 +25,7 @@ export function createHttpServer(deps: AppDeps): Server {
 /**
  * The request listener production runs: `POST /webhooks` and `POST /webhooks/registry` go straight
  * to the framework-free webhook handler, everything else to Express. Express 5 costs about 0.3 ms
- * of CPU per request on these machines (README, "Benchmark"), as much as verifying, storing and
+ * of CPU per request on these machines (docs/benchmark.md), as much as verifying, storing and
  * logging a delivery; the hot path does not pay it. Express mounts the same handler, so a request
  * that reaches it instead gets the same answer.
  */

@@ -48,7 +48,7 @@ import type { RegistrySettings } from './settings';
  *                                               for averbações created from now on
  *   POST /_sim/registrations/:id/reactivate     a deactivated callback receives again
  *
- * Guesses where the interface shows nothing (documented for the README):
+ * Guesses where the interface shows nothing (documented in docs/simulator.md):
  * - the token endpoint and its answers follow OAuth 2.0 client credentials (RFC 6749 §4.4, §5);
  * - `POST /api/v1/webhooks` answers 201 `{id, url, eventos, active: true}`; errors 400 VALIDATION_ERROR;
  * - `POST /api/v1/propostas` answers 201; validation errors 400 `{error: 'VALIDATION_ERROR', message,

@@ -80,7 +80,7 @@ function causeOfCode(code: string, message: string): { verb: string; cause: stri
   if (code.startsWith('SQLITE_CORRUPT'))
     return {
       verb: 'open',
-      cause: `the database file is damaged (${message}): restore the newest backup (README, operating notes)`,
+      cause: `the database file is damaged (${message}): restore the newest backup (docs/operating.md, "Backup and restore")`,
     };
   if (code === 'SQLITE_FULL') return { verb: 'write', cause: 'the disk is full (database or disk is full)' };
   if (code.startsWith('SQLITE_READONLY'))

@@ -266,4 +266,15 @@ it('demo runs end to end and exits 0', async () => {
   const rows = r.stdout.split('\n').filter((l) => /^1000\d\d /.test(l));
   expect(rows).toHaveLength(5);
   for (const row of rows) expect(row.trimEnd().endsWith('yes')).toBe(true);
+
+  // The closing hints are commands a reader pastes into the checkout's shell: the package's bin is
+  // not on PATH there, so each goes through npx, and each runs on the demo's database.
+  const lines = r.stdout.split('\n');
+  expect(lines.filter((l) => /^\s+consig-receiver /.test(l))).toEqual([]);
+  const hints = lines.flatMap((l) => /^\s+npx consig-receiver (.+)$/.exec(l)?.slice(1) ?? []);
+  expect(hints.length).toBeGreaterThanOrEqual(3);
+  for (const hint of hints) {
+    const run = await runCliAsync(hint.trim().split(/\s+/));
+    expect({ hint, status: run.status, stderr: run.stderr }).toEqual({ hint, status: 0, stderr: '' });
+  }
 });

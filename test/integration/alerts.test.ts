@@ -9,7 +9,7 @@ import { tempDir } from '../helpers/tmp';
  * The alerting that ships with the product (deploy/): the rules pass `promtool check rules` and
  * their unit tests; every metric the rules and the Grafana dashboard read is one a real receiver
  * exposes on GET /metrics (a renamed metric fails here, not silently in production); every alert
- * has a severity, a summary, a runbook_url and an entry in the README's alert runbook.
+ * has a severity, a summary, a runbook_url and an entry in the alert runbook (docs/alert-runbook.md).
  *
  * promtool comes from Debian's `prometheus` package. Missing, this test fails: it is never skipped.
  */
@@ -18,7 +18,7 @@ const ROOT = join(__dirname, '..', '..');
 const RULES = 'deploy/prometheus/alerts.yml';
 const RULE_TESTS = 'deploy/prometheus/alerts.test.yml';
 const DASHBOARD = 'deploy/grafana/consig-receiver.json';
-const RUNBOOK = 'README.md';
+const RUNBOOK = 'docs/alert-runbook.md';
 
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
 
@@ -222,13 +222,13 @@ describe('the alerting rules', () => {
     expect(alertNames.filter((n) => !quiet.has(n))).toEqual([]);
   });
 
-  it('each have a severity, a summary, a description and a runbook_url to their README entry', () => {
+  it('each have a severity, a summary, a description and a runbook_url to their runbook entry', () => {
     const problems = rules.flatMap((r) => {
       const out: string[] = [];
       if (!['critical', 'warning'].includes(r.fields.get('severity') ?? '')) out.push(`${r.name}: severity`);
       for (const key of ['summary', 'description'])
         if (!(r.fields.get(key) ?? '').trim()) out.push(`${r.name}: ${key}`);
-      if (r.fields.get('runbook_url') !== `README.md#${r.name.toLowerCase()}`)
+      if (r.fields.get('runbook_url') !== `${RUNBOOK}#${r.name.toLowerCase()}`)
         out.push(`${r.name}: runbook_url ${r.fields.get('runbook_url')}`);
       if (!r.expr) out.push(`${r.name}: expr`);
       return out;
@@ -237,11 +237,10 @@ describe('the alerting rules', () => {
   });
 
   it('each have one entry in the runbook, and the runbook has no entry for an alert that is gone', () => {
-    const readme = read(RUNBOOK);
-    expect(readme).toMatch(/^## Alert runbook$/m);
-    // The section only: from its heading to the next of its level.
-    const runbook = readme.slice(readme.indexOf('## Alert runbook')).split(/^## /m)[1] ?? '';
-    const headings = [...runbook.matchAll(/^### (\S+)\s*$/gm)].map((m) => m[1]);
+    const runbook = read(RUNBOOK);
+    expect(runbook).toMatch(/^# Alert runbook$/m);
+    // One second-level heading per alert, named as the alert (its anchor is the runbook_url's).
+    const headings = [...runbook.matchAll(/^## (\S+)\s*$/gm)].map((m) => m[1]);
     expect([...headings].sort()).toEqual([...alertNames].sort());
   });
 });

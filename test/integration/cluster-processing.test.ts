@@ -159,7 +159,7 @@ interface Step {
    * Before sending: wait until this registration is completed. In cluster mode a registry result
    * (work key r:<requestId>) and the proposal's next event (p:<nu>) are different keys, processed
    * concurrently: without the wait, the next event's message could show the averbação before or
-   * after the result (README, cluster mode's differences).
+   * after the result (docs/cluster-mode.md, differences from SQLite mode).
    */
   afterCompleted?: string;
 }

@@ -131,7 +131,7 @@ describe('the rule, on both stores', () => {
     { age: 'recent', days: 10 },
   ] as const;
   const CASES = AGES.flatMap(({ age, days }) => EVENT_STATUSES.map((status) => ({ status, age, days })));
-  // The contract (README, RETENTION_DAYS): finished events older than the retention lose their bodies.
+  // The contract (docs/configuration.md, RETENTION_DAYS): finished events older than the retention lose their bodies.
   const EXPECTED = CASES.filter((c) => c.age === 'old' && ['done', 'ignored', 'invalid'].includes(c.status))
     .map((c) => `${c.age}-${c.status}`)
     .sort();

@@ -5,7 +5,7 @@ import { delivery, SECRET } from '../helpers/payloads';
 import { openRaw, rawRequest, type RawResponse, requestBytes, sleep } from '../helpers/raw-http';
 
 /**
- * Every row of the contract §4 response table (and the README's extra rows: aborted, forbidden),
+ * Every row of the contract §4 response table (and its extra rows, docs/operating.md: aborted, forbidden),
  * sent over real loopback HTTP to the server production runs (createHttpServer: the webhook fast
  * path before Express), each checking the answer and what was stored. The table was once tested
  * only through the Express app, which production does not send `POST /webhooks` through.

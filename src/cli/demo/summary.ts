@@ -50,7 +50,10 @@ export function printSummary(io: Output, rows: readonly SummaryRow[]): void {
   io.out(renderTable(COLUMNS, rows));
 }
 
-/** Where the database, the log and the destinations file are, and a few commands to look into them. */
+/**
+ * Where the database, the log and the destinations file are, and a few commands to look into them,
+ * written as they run from the checkout the demo ran in (`npx`: the package's bin is not on PATH).
+ */
 export function printWhereToLook(
   io: Output,
   files: { dbPath: string; logPath: string; destinationsPath: string },
@@ -59,10 +62,10 @@ export function printWhereToLook(
   const { dbPath, logPath, destinationsPath } = files;
   io.out('');
   io.out(`SQLite log: ${dbPath}   (receiver log: ${logPath}; destinations: ${destinationsPath})`);
-  io.out(`  consig-receiver proposal ${nuProposta} --database ${dbPath}`);
-  io.out(`  consig-receiver stats --database ${dbPath}`);
+  io.out(`  npx consig-receiver proposal ${nuProposta} --database ${dbPath}`);
+  io.out(`  npx consig-receiver stats --database ${dbPath}`);
   io.out(
-    `  consig-receiver forwards list --destination warehouse --proposal ${nuProposta} --database ${dbPath}`,
+    `  npx consig-receiver forwards list --destination warehouse --proposal ${nuProposta} --database ${dbPath}`,
   );
   io.out(`  sqlite3 ${dbPath} "SELECT nu_proposta, stage, status FROM proposals"`);
 }
