@@ -54,7 +54,7 @@ describe('SERVICE_BASE_URL unset: polling off, and a lender refusing deliveries'
     expect(averb).toContain('1 waiting for a result');
     expect(averb).not.toContain('being polled');
     expect(averb).toContain(
-      'Registry polling is off: SERVICE_BASE_URL is not set, so no poller runs. Results come only by the registry webhook.',
+      'Registry polling is off: SERVICE_BASE_URL is not set in this receiver&#39;s configuration, so no poller runs here. Results come only by the registry webhook.',
     );
   });
 

@@ -26,14 +26,11 @@ const PAGE_SIZE = 50;
 
 /**
  * Why nothing is polled, when nothing is: with SERVICE_BASE_URL unset no poller runs (in cluster
- * mode this replica runs no registry-poll worker: its own configuration decides), so a registration
- * waits for the registry's webhook and its "next poll" never comes.
+ * mode this replica runs no registry-poll worker: its own configuration decides, hence "this
+ * receiver"), so a registration waits for the registry's webhook and its "next poll" never comes.
  */
-export function pollingOffText(d: Pick<ConsoleDeps, 'cluster'>): string {
-  return d.cluster
-    ? 'Registry polling is off on this replica: SERVICE_BASE_URL is not set, so it runs no registry-poll worker. Results come only by the registry webhook.'
-    : 'Registry polling is off: SERVICE_BASE_URL is not set, so no poller runs. Results come only by the registry webhook.';
-}
+export const POLLING_OFF =
+  "Registry polling is off: SERVICE_BASE_URL is not set in this receiver's configuration, so no poller runs here. Results come only by the registry webhook.";
 
 /** The "next poll" of a registration: its time, or why there is none while polling is off. */
 export function nextPoll(at: string | null, polling: boolean): SafeHtml {
@@ -90,7 +87,7 @@ export async function averbacoesPage(
     'result by',
     'tracked',
   ];
-  const off = d.registryPolling ? '' : html`<p class="note" role="status">${pollingOffText(d)}</p>`;
+  const off = d.registryPolling ? '' : html`<p class="note" role="status">${POLLING_OFF}</p>`;
   const body = html`${off}${form}${table(
     'Averbações, newest first',
     headings,
