@@ -54,13 +54,15 @@ describe('SERVICE_BASE_URL unset: polling off, and a lender refusing deliveries'
     expect(averb).toContain('1 waiting for a result');
     expect(averb).not.toContain('being polled');
     expect(averb).toContain(
-      'Registry polling is off: SERVICE_BASE_URL is not set in this receiver&#39;s configuration, so no poller runs here. Results come only by the registry webhook.',
+      'Registry polling is off: SERVICE_BASE_URL is not set (results come by webhook only).',
     );
   });
 
   it('shows no "next poll" in the past on the averbações and on the timeline', async () => {
     const list = (await c.get('/console/averbacoes')).text;
-    expect(list).toContain('Registry polling is off: SERVICE_BASE_URL is not set');
+    expect(list).toContain(
+      'Registry polling is off: SERVICE_BASE_URL is not set in this receiver&#39;s configuration, so no poller runs here. Results come only by the registry webhook.',
+    );
     expect(list).toMatch(
       /<th scope="row">req-701<\/th>(<td[^>]*>[^]*?<\/td>){6}<td>none \(polling off\)<\/td>/,
     );

@@ -31,6 +31,9 @@ const PAGE_SIZE = 50;
  */
 export const POLLING_OFF =
   "Registry polling is off: SERVICE_BASE_URL is not set in this receiver's configuration, so no poller runs here. Results come only by the registry webhook.";
+/** The same for the overview's card. */
+export const POLLING_OFF_SHORT =
+  'Registry polling is off: SERVICE_BASE_URL is not set (results come by webhook only).';
 
 /** The "next poll" of a registration: its time, or why there is none while polling is off. */
 export function nextPoll(at: string | null, polling: boolean): SafeHtml {

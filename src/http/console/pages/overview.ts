@@ -14,7 +14,7 @@ import type { ConsoleDeps } from '../deps';
 import { ageOf, countOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';
 import { hrefWith, page, type PageContext, statusBadge, table } from '../layout';
-import { POLLING_OFF } from './averbacoes';
+import { POLLING_OFF_SHORT } from './averbacoes';
 import { type ChartSeries, stackedBarChart } from '../svg';
 
 /**
@@ -100,7 +100,7 @@ export async function loadOverview(d: ConsoleDeps, now: Date): Promise<OverviewD
     averbacoes: f.averbacoes,
     stuck,
     destinations: f.destinations,
-    pollingOff: d.registryPolling ? null : POLLING_OFF,
+    pollingOff: d.registryPolling ? null : POLLING_OFF_SHORT,
     relay:
       d.relay === undefined
         ? null
