@@ -7,7 +7,7 @@ import {
   screenshot,
   signedInPage,
 } from './helpers/browser';
-import { ADMIN, type ConsoleStory, startConsoleStory, STORY_NU, VIEWER } from './helpers/story';
+import { ADMIN, type ConsoleStory, OTHER_NUS, startConsoleStory, STORY_NU, VIEWER } from './helpers/story';
 
 /**
  * Issue 21 (items 6 and 9), in headless Chromium: the console on a phone (390×844) — chart text at
@@ -145,6 +145,25 @@ describe('tables on a phone', () => {
     expect(await page.getByLabel('evento', { exact: true }).isVisible()).toBe(false);
     await page.getByText('Filter dead events').click();
     expect(await page.getByLabel('evento', { exact: true }).isVisible()).toBe(true);
+  });
+
+  it('a stuck proposal\'s "stuck since" shows in its card, inside the width of the screen', async () => {
+    // Proposal 456, unchanged for weeks: past em_analise's stuck limit.
+    story.r.store.db
+      .prepare("UPDATE proposals SET updated_at = '2026-01-02T03:04:05.000Z' WHERE nu_proposta = ?")
+      .run(OTHER_NUS[0]);
+    const page = await as(VIEWER, PHONE);
+    await page.goto('/console/proposals?stuck=yes');
+    await screenshot(page, 'phone-cards-stuck');
+    const cell = page.locator('td', { hasText: 'stuck since' }).first();
+    const seen = await cell.evaluate((td: unknown) => {
+      const e = td as InPageElement;
+      return { box: e.getBoundingClientRect(), label: getComputedStyle(e, '::before').content };
+    });
+    expect(seen.label).toBe('"stuck"');
+    expect(seen.box.left).toBeGreaterThanOrEqual(0);
+    expect(seen.box.right).toBeLessThanOrEqual(PHONE.width);
+    expect(await cell.isVisible()).toBe(true);
   });
 
   it.each([
