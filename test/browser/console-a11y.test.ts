@@ -12,8 +12,9 @@ import { ADMIN, type ConsoleStory, REQUEST_ID, startConsoleStory, STORY_NU, VIEW
 
 /**
  * Issue 12: every console page, filled with real data, checked by axe-core in Chromium against
- * WCAG 2.0/2.1 A and AA and axe's best practices — no serious or critical violation — and kept as
- * a screenshot under test-artifacts/screenshots/.
+ * WCAG 2.0/2.1 A and AA and axe's best practices — no serious or critical violation — at a desktop's
+ * width and at a phone's (issue 21: tables as cards, the charts' narrow drawing), and kept as a
+ * screenshot under test-artifacts/screenshots/.
  */
 
 let browser: Browser;
@@ -33,8 +34,11 @@ afterEach(async () => {
   contexts = [];
 });
 
-async function as(token: string): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token);
+/** A phone's screen (issue 21): the tables are cards there, the charts their narrow drawing. */
+const PHONE = { width: 390, height: 844 };
+
+async function as(token: string, viewport?: { width: number; height: number }): Promise<Page> {
+  const signed = await signedInPage(browser, story.r.url, token, viewport);
   contexts.push(signed.context);
   return signed.page;
 }
@@ -101,6 +105,20 @@ describe('signed in', () => {
     const id = story.deadEventIds[0] as number;
     await page.goto(`/console/events/${id}`);
     await check(page, 'event-dead', `Event ${id}`);
+  });
+
+  it.each(PAGES)('%s (%s) at 390×844: no serious violations', async (name, path, heading, who) => {
+    const page = await as(who === 'admin' ? ADMIN : VIEWER, PHONE);
+    await page.goto(path);
+    await check(page, `phone-a11y-${name}`, heading);
+  });
+
+  it('login at 390×844: no serious violations', async () => {
+    const context = await newContext(browser, story.r.url, PHONE);
+    contexts.push(context);
+    const page = await context.newPage();
+    await page.goto('/console/login');
+    await check(page, 'phone-a11y-login', 'Sign in');
   });
 
   it('the averbação is listed (the page was checked with a row in it)', async () => {

@@ -143,7 +143,10 @@ describe('one console, two stores', () => {
     expect(proposal.text).toMatch(/\*\*\*\.\d{3}\.\d{3}-\*\*/);
     const overview = await clients.node.get('/console');
     expect(overview.text).toContain('Last 24 hours: accepted 9, duplicate 1, quarantined 1, failed 1');
-    expect(overview.text).toContain('1 consecutive failed answers (invalid_signature ×1');
+    expect(overview.text).toContain('1 consecutive failed answer (invalid_signature ×1');
+    // SERVICE_BASE_URL is unset on the replica: it runs no registry-poll worker, and says so.
+    expect(overview.text).toContain('Registry polling is off: SERVICE_BASE_URL is not set');
+    expect(overview.text).not.toContain('being polled');
     expect((await clients.node.get('/console/deliveries')).text.match(/<tr><th scope="row">/g)).toHaveLength(
       12,
     );

@@ -97,8 +97,10 @@ describe('pages', () => {
 
   it('draws the overview charts as labelled SVG from the rollup, and counts each delivery once', async () => {
     const res = await c.get('/console');
-    const charts = res.text.match(/<svg class="chart" role="img" aria-label="[^"]+"/g) ?? [];
-    expect(charts.length).toBe(2);
+    // Each chart drawn twice: for a desktop and for a phone (console.css shows one).
+    const charts =
+      res.text.match(/<svg class="chart chart-(wide|narrow)" role="img" aria-label="[^"]+"/g) ?? [];
+    expect(charts.length).toBe(4);
     expect(res.text).toContain('<title>Deliveries per hour, last 24 hours</title>');
     const total = (r.store.db.prepare('SELECT count(*) AS n FROM deliveries').get() as { n: number }).n;
     expect(res.text).toContain(`Deliveries per hour, last 24 hours: ${total} in total`);

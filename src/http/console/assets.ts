@@ -2,7 +2,8 @@
  * The console's one stylesheet, served at /console/assets/console.css (the Content-Security-Policy
  * allows styles from the console's own origin only, no inline style). Colours keep a contrast of at
  * least 4.5:1 for text and 3:1 for chart bars against their background (WCAG 2.1 AA); focus is
- * always visible; the layout is one column on a phone.
+ * always visible; the layout is one column on a phone, where a table's rows become cards (each cell
+ * a "label: value" line, the label from its `data-label`) and each chart shows its narrow drawing.
  */
 export const CONSOLE_CSS = `
 :root { --fg: #1a1a1a; --muted: #4a4a4a; --bg: #ffffff; --panel: #f4f5f7; --line: #c8ccd2; --link: #0b57b5;
@@ -63,8 +64,13 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1r
 dl.facts dt { font-weight: 600; }
 dl.facts dd { margin: 0; }
 .chart { width: 100%; height: auto; max-width: 48rem; display: block; }
+.chart-narrow { display: none; }
 .chart .grid { stroke: var(--line); stroke-width: 1; }
 .chart .axis { fill: var(--muted); font-size: 12px; }
+details.filters-box { margin-bottom: 1rem; }
+details.filters-box > summary { cursor: pointer; padding: .35rem 0; font-weight: 600; }
+details.filters-box form.filters { margin: .25rem 0 0; }
+.polling-off { font-weight: 600; }
 .s-accepted { fill: #1f5fa8; } .s-duplicate { fill: #6b6f76; } .s-quarantined { fill: #9a6400; } .s-failed { fill: #c0352b; }
 .s-bar { fill: #1f5fa8; } .s-final { fill: #6b6f76; }
 .legend { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; padding: 0; margin: .25rem 0; }
@@ -78,5 +84,24 @@ dl.facts dd { margin: 0; }
   th, td { padding: .3rem; font-size: .9rem; }
   dl.facts { grid-template-columns: minmax(0, 1fr); }
   dl.facts dd { margin-bottom: .35rem; overflow-wrap: anywhere; }
+  .table-wrap.cards { overflow-x: visible; }
+  .cards table, .cards tbody, .cards tr { display: block; }
+  .cards caption { display: block; }
+  .cards thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
+  .cards tbody tr { border: 1px solid var(--line); border-radius: 6px; margin: 0 0 .6rem; padding: .3rem .5rem; }
+  .cards tbody td, .cards tbody th { display: block; position: relative; min-height: 1.6rem; padding: .15rem 0 .15rem 8.5rem; border: 0; text-align: left; overflow-wrap: anywhere; background: none; }
+  .cards tbody td::before, .cards tbody th::before { content: attr(data-label); position: absolute; left: 0; top: .15rem; width: 8rem; font-weight: 600; color: var(--muted); overflow-wrap: anywhere; }
+  .cards tbody td:empty { display: none; }
+}
+@media (max-width: 48rem) {
+  .chart-wide { display: none; }
+  .chart-narrow { display: block; max-width: 28rem; }
+  .chart-narrow .axis { font-size: 13px; }
 }
 `;
+
+/**
+ * The console's icon, served at /console/assets/favicon.svg and declared by every page (otherwise a
+ * browser asks for /favicon.ico, gets a 404 and logs an error on each page).
+ */
+export const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#0b57b5"/><path d="M4 8.5l2.5 2.5L12 5.5" fill="none" stroke="#fff" stroke-width="2"/></svg>`;

@@ -11,7 +11,7 @@ import { isLockBusy } from '../../store/database-errors';
 import type { AppDeps } from '../app';
 import { notFound } from '../errors';
 import { actionRoutes } from './actions';
-import { CONSOLE_CSS } from './assets';
+import { CONSOLE_CSS, FAVICON_SVG } from './assets';
 import { contextOf, loginRoutes, logoutRoute, requireCsrf, requireSession } from './auth';
 import { consoleDeps, consoleEnabled } from './deps';
 import { html } from './html';
@@ -117,6 +117,9 @@ export function consoleRouter(deps: AppDeps): Router {
   router.use(securityHeaders);
   router.get('/assets/console.css', (_req, res) => {
     res.type('text/css').send(CONSOLE_CSS);
+  });
+  router.get('/assets/favicon.svg', (_req, res) => {
+    res.type('image/svg+xml').send(FAVICON_SVG);
   });
   router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 }));
   loginRoutes(router, d, new LoginThrottle());

@@ -28,6 +28,12 @@ export interface ConsoleDeps {
   /** STUCK_AFTER. */
   stuckAfter: StuckLimits;
   destinations: readonly Destination[];
+  /**
+   * Whether registry polls run: the poller (cluster mode: this replica's registry-poll workers)
+   * exists exactly when the service's API is configured (SERVICE_BASE_URL), and then `serviceClient`
+   * is set (main.ts). Off, the pages say so instead of "being polled" and a "next poll" that never comes.
+   */
+  registryPolling: boolean;
 }
 
 /** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
@@ -62,5 +68,6 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     silenceMs: config.deliverySilenceAlarmMs ?? 0,
     stuckAfter: config.stuckAfter ?? DEFAULT_STUCK_AFTER,
     destinations: deps.forwarding?.destinations ?? [],
+    registryPolling: deps.serviceClient !== undefined && deps.serviceClient !== null,
   };
 }

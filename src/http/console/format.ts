@@ -51,6 +51,14 @@ export function formatCount(n: number, cap = Number.POSITIVE_INFINITY): string {
 }
 
 /**
+ * `1 attempt`, `2 attempts`, `0 attempts`: a count and its noun, singular for exactly one (English
+ * plural rule). `many` for the nouns that do not just take an `s` (`delivery`, `deliveries`).
+ */
+export function countOf(n: number, one: string, many = `${one}s`): string {
+  return `${formatCount(n)} ${n === 1 ? one : many}`;
+}
+
+/**
  * A stored body as the console shows it: pretty JSON with every `nu_cpf` / `cpf` value masked (the
  * rule forwarding applies for a destination without full CPF: domain/forwarding/messages bodyFor),
  * then any CPF-shaped number left in free text masked too (more than needed, never less). A body

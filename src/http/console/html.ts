@@ -68,3 +68,19 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
 export function joinHtml(parts: readonly HtmlValue[], separator = ''): SafeHtml {
   return new SafeHtml(BRAND, parts.map(render).join(escapeHtml(separator)));
 }
+
+/** The opening of a cell's tag: in built markup every `<` of text is escaped, so each match is a tag. */
+const CELL_TAG = /<t[dh](?=[\s>])/g;
+
+/**
+ * A table row with a `data-label` on each of its cells, in order (console.css draws the phone's
+ * card layout from it). A row whose cells do not match the labels one for one is left as it is.
+ */
+export function labelCells(row: SafeHtml, labels: readonly string[]): SafeHtml {
+  if ((row.value.match(CELL_TAG) ?? []).length !== labels.length) return row;
+  let i = 0;
+  return new SafeHtml(
+    BRAND,
+    row.value.replace(CELL_TAG, (tag) => `${tag} data-label="${escapeHtml(labels[i++] ?? '')}"`),
+  );
+}

@@ -1,5 +1,5 @@
 import type { ConsoleRole } from '../../store/console-sessions';
-import { html, type HtmlValue, type SafeHtml } from './html';
+import { html, type HtmlValue, labelCells, type SafeHtml } from './html';
 
 /**
  * The console's page shell and the small pieces every page uses: navigation, the CSRF field,
@@ -29,6 +29,7 @@ const NAV: readonly [NavKey, string, string][] = [
 ];
 
 export const STYLESHEET_PATH = '/console/assets/console.css';
+export const FAVICON_PATH = '/console/assets/favicon.svg';
 
 function head(title: string): SafeHtml {
   return html`<head>
@@ -37,6 +38,7 @@ function head(title: string): SafeHtml {
     <meta name="referrer" content="no-referrer" />
     <title>${title} · consig-receiver console</title>
     <link rel="stylesheet" href="${STYLESHEET_PATH}" />
+    <link rel="icon" href="${FAVICON_PATH}" type="image/svg+xml" />
   </head>`;
 }
 
@@ -173,6 +175,18 @@ export function textField(
   </div>`;
 }
 
+/**
+ * A filter form folded into a `<details>` above its list, so that on a phone the list (and its
+ * actions) comes first; the summary names the filters in force.
+ */
+export function foldedFilters(what: string, active: readonly string[], form: SafeHtml): SafeHtml {
+  const state = active.length === 0 ? 'none active' : `active: ${active.join(', ')}`;
+  return html`<details class="filters-box">
+    <summary>Filter ${what} (${state})</summary>
+    ${form}
+  </details>`;
+}
+
 /** A GET form that keeps its filters in the URL. */
 export function filterForm(action: string, fields: HtmlValue, label = 'Filters'): SafeHtml {
   return html`<form method="get" action="${action}" class="filters" aria-label="${label}">
@@ -196,16 +210,29 @@ export function actionForm(
   </form>`;
 }
 
-/** A table with a caption and `<th scope="col">` headings; an empty list says so. */
+/**
+ * A table with a caption and `<th scope="col">` headings; an empty list says so. On a phone its rows
+ * become cards, each cell a line labelled with its heading (the cells get `data-label`), so that
+ * every column, the actions too, shows without scrolling sideways; `cards: false` keeps a narrow
+ * table (a few numbers per row) as a table.
+ */
 export function table(
   caption: string,
   headings: readonly string[],
   rows: readonly SafeHtml[],
   empty = 'None.',
+  options: { cards?: boolean } = {},
 ): SafeHtml {
   if (rows.length === 0) return html`<p class="empty">${caption}: ${empty}</p>`;
   const ths = headings.map((h) => html`<th scope="col">${h}</th>`);
-  return html`<div class="table-wrap" tabindex="0" role="region" aria-label="${caption}">
+  const cards = options.cards ?? true;
+  const body = cards ? rows.map((r) => labelCells(r, headings)) : rows;
+  return html`<div
+    class="table-wrap${cards ? ' cards' : ''}"
+    tabindex="0"
+    role="region"
+    aria-label="${caption}"
+  >
     <table>
       <caption>
         ${caption}
@@ -216,7 +243,7 @@ export function table(
         </tr>
       </thead>
       <tbody>
-        ${rows}
+        ${body}
       </tbody>
     </table>
   </div>`;

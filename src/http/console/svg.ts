@@ -29,9 +29,36 @@ export interface HorizontalBarSpec {
   rows: readonly { label: string; value: number; className?: string }[];
 }
 
-const WIDTH = 720;
-const HEIGHT = 220;
-const PAD = { top: 12, right: 8, bottom: 28, left: 44 };
+/**
+ * A chart is drawn twice, once per frame, and console.css shows one: SVG text scales with the
+ * viewBox, so the 720-unit drawing of a desktop would put 12 px labels at about 6 px on a phone.
+ * The narrow frame is drawn near a phone's width (its text stays at least 10 px from 320 px up);
+ * each is `display: none` where the other shows, so assistive technology meets one.
+ */
+interface Frame {
+  kind: 'wide' | 'narrow';
+  width: number;
+  height: number;
+  pad: { top: number; right: number; bottom: number; left: number };
+  /** Bar labels drawn per `labelEvery` of the spec (fewer bars fit a phone's labels). */
+  labelFactor: number;
+}
+
+const WIDE: Frame = {
+  kind: 'wide',
+  width: 720,
+  height: 220,
+  pad: { top: 12, right: 8, bottom: 28, left: 44 },
+  labelFactor: 1,
+};
+const NARROW: Frame = {
+  kind: 'narrow',
+  width: 360,
+  height: 200,
+  pad: { top: 12, right: 6, bottom: 28, left: 40 },
+  labelFactor: 2,
+};
+const FRAMES: readonly Frame[] = [WIDE, NARROW];
 
 /** 0 → 1, else the smallest 1, 2 or 5 × 10^k at or above `max`: round numbers on the axis. */
 export function niceMax(max: number): number {
@@ -59,19 +86,24 @@ export function summarise(spec: StackedBarSpec): string {
 
 /** A stacked bar chart, one bar per period, one colour per series. */
 export function stackedBarChart(spec: StackedBarSpec): SafeHtml {
-  const plotW = WIDTH - PAD.left - PAD.right;
-  const plotH = HEIGHT - PAD.top - PAD.bottom;
+  return html`${FRAMES.map((frame) => stackedBars(spec, frame))}`;
+}
+
+function stackedBars(spec: StackedBarSpec, frame: Frame): SafeHtml {
+  const { width, height, pad } = frame;
+  const plotW = width - pad.left - pad.right;
+  const plotH = height - pad.top - pad.bottom;
   const max = niceMax(Math.max(0, ...spec.bars.map((b) => sum(b.values))));
   const step = plotW / Math.max(1, spec.bars.length);
-  const every = Math.max(1, spec.labelEvery ?? 1);
-  const y = (v: number) => round(PAD.top + plotH - (v / max) * plotH);
+  const every = Math.max(1, spec.labelEvery ?? 1) * (spec.bars.length > 12 ? frame.labelFactor : 1);
+  const y = (v: number) => round(pad.top + plotH - (v / max) * plotH);
   const grid = [0, max / 2, max].map(
     (v) =>
-      html`<line class="grid" x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${y(v)}" y2="${y(v)}"></line>
-        <text class="axis" x="${PAD.left - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text>`,
+      html`<line class="grid" x1="${pad.left}" x2="${width - pad.right}" y1="${y(v)}" y2="${y(v)}"></line>
+        <text class="axis" x="${pad.left - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text>`,
   );
   const bars = spec.bars.map((bar, i) => {
-    const x = round(PAD.left + i * step + step * 0.1);
+    const x = round(pad.left + i * step + step * 0.1);
     let base = 0;
     const rects = spec.series.map((s, k) => {
       const v = bar.values[k] ?? 0;
@@ -89,50 +121,95 @@ export function stackedBarChart(spec: StackedBarSpec): SafeHtml {
     });
     const label =
       i % every === 0
-        ? html`<text class="axis" x="${round(x + step * 0.4)}" y="${HEIGHT - 10}" text-anchor="middle"
+        ? html`<text class="axis" x="${round(x + step * 0.4)}" y="${height - 10}" text-anchor="middle"
             >${bar.label}</text
           >`
         : '';
     return html`<g>${rects}${label}</g>`;
   });
-  return chartSvg(spec.title, summarise(spec), HEIGHT, html`${grid}${bars}`);
+  return chartSvg(frame, height, { title: spec.title, summary: summarise(spec) }, html`${grid}${bars}`);
 }
 
 /** The `<svg>` of a chart: an image to assistive technology, named and described by its summary. */
-function chartSvg(title: string, summary: string, height: number, body: SafeHtml): SafeHtml {
+function chartSvg(
+  frame: Frame,
+  height: number,
+  text: { title: string; summary: string },
+  body: SafeHtml,
+): SafeHtml {
   return html`<svg
-    class="chart"
+    class="chart chart-${frame.kind}"
     role="img"
-    aria-label="${summary}"
-    viewBox="0 0 ${WIDTH} ${height}"
+    aria-label="${text.summary}"
+    viewBox="0 0 ${frame.width} ${height}"
     xmlns="http://www.w3.org/2000/svg"
   >
-    <title>${title}</title>
-    <desc>${summary}</desc>
+    <title>${text.title}</title>
+    <desc>${text.summary}</desc>
     ${body}
   </svg>`;
 }
 
-/** A horizontal bar chart, one labelled row per entry (the proposals funnel). */
+/** Room for a label of `chars` characters at the axis' 12 px (0.6 em each, more than most glyphs). */
+const labelRoom = (chars: number): number => Math.ceil(chars * 7.2) + 12;
+
+/**
+ * A horizontal bar chart, one labelled row per entry (the proposals funnel). Wide: the label on the
+ * left, as wide as the longest needs, anchored at its start so that it is never cut at the edge.
+ * Narrow: the label above its bar, so that the bar keeps the phone's width.
+ */
 export function horizontalBarChart(spec: HorizontalBarSpec): SafeHtml {
-  const rowH = 22;
-  const labelW = 190;
-  const height = PAD.top + spec.rows.length * rowH + 8;
   const max = niceMax(Math.max(0, ...spec.rows.map((r) => r.value)));
-  const plotW = WIDTH - labelW - 60;
+  const total = sum(spec.rows.map((r) => r.value));
+  const parts = spec.rows.filter((r) => r.value > 0).map((r) => `${r.label} ${r.value}`);
+  const text = {
+    title: spec.title,
+    summary: total === 0 ? `${spec.title}: none.` : `${spec.title}: ${total} in total (${parts.join(', ')}).`,
+  };
+  const longest = Math.max(0, ...spec.rows.map((r) => [...r.label].length));
+  return html`${wideRows(spec, max, longest, text)}${narrowRows(spec, max, text)}`;
+}
+
+function wideRows(
+  spec: HorizontalBarSpec,
+  max: number,
+  longest: number,
+  text: { title: string; summary: string },
+): SafeHtml {
+  const rowH = 22;
+  const labelW = Math.max(190, labelRoom(longest));
+  const height = WIDE.pad.top + spec.rows.length * rowH + 8;
+  const plotW = WIDE.width - labelW - 60;
   const rows = spec.rows.map((r, i) => {
-    const top = PAD.top + i * rowH;
+    const top = WIDE.pad.top + i * rowH;
     const w = round((r.value / max) * plotW);
     return html`<g
-      ><text class="axis" x="${labelW - 6}" y="${top + 15}" text-anchor="end">${r.label}</text
+      ><text class="axis" x="2" y="${top + 15}">${r.label}</text
       ><rect class="${r.className ?? 's-bar'}" x="${labelW}" y="${top + 3}" width="${w}" height="${rowH - 6}"
         ><title>${r.label}: ${r.value}</title></rect
       ><text class="axis" x="${labelW + w + 6}" y="${top + 15}">${r.value}</text></g
     >`;
   });
-  const total = sum(spec.rows.map((r) => r.value));
-  const parts = spec.rows.filter((r) => r.value > 0).map((r) => `${r.label} ${r.value}`);
-  const summary =
-    total === 0 ? `${spec.title}: none.` : `${spec.title}: ${total} in total (${parts.join(', ')}).`;
-  return chartSvg(spec.title, summary, height, html`${rows}`);
+  return chartSvg(WIDE, height, text, html`${rows}`);
+}
+
+function narrowRows(
+  spec: HorizontalBarSpec,
+  max: number,
+  text: { title: string; summary: string },
+): SafeHtml {
+  const rowH = 38;
+  const height = NARROW.pad.top + spec.rows.length * rowH;
+  const plotW = NARROW.width - 56;
+  const rows = spec.rows.map((r, i) => {
+    const top = NARROW.pad.top + i * rowH;
+    const w = round((r.value / max) * plotW);
+    return html`<g
+      ><text class="axis" x="2" y="${top + 12}">${r.label}</text
+      ><rect class="${r.className ?? 's-bar'}" x="2" y="${top + 18}" width="${w}" height="14"
+        ><title>${r.label}: ${r.value}</title></rect
+      ><text class="axis" x="${w + 8}" y="${top + 30}">${r.value}</text></g
+    >`;
+  });
+  return chartSvg(NARROW, height, text, html`${rows}`);
 }

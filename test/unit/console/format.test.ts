@@ -1,4 +1,11 @@
-import { ageOf, formatAge, formatCount, prettyBody, timeTag } from '../../../src/http/console/format';
+import {
+  ageOf,
+  countOf,
+  formatAge,
+  formatCount,
+  prettyBody,
+  timeTag,
+} from '../../../src/http/console/format';
 import { deliveryBars } from '../../../src/http/console/pages/overview';
 import { sortTimeline } from '../../../src/http/console/pages/proposal';
 import { html } from '../../../src/http/console/html';
@@ -113,5 +120,17 @@ describe('timeline order and chart bars', () => {
     ]);
     expect(daily[5]?.values).toEqual([0, 4, 0, 0]);
     expect(daily[6]?.values).toEqual([5, 0, 0, 3]);
+  });
+});
+
+describe('countOf', () => {
+  it.each([
+    [0, 'attempt', undefined, '0 attempts'],
+    [1, 'attempt', undefined, '1 attempt'],
+    [2, 'attempt', undefined, '2 attempts'],
+    [1, 'delivery', 'deliveries', '1 delivery'],
+    [12345, 'delivery', 'deliveries', '12 345 deliveries'],
+  ])('%p %s → %p', (n, one, many, expected) => {
+    expect(countOf(n, one, many)).toBe(expected);
   });
 });

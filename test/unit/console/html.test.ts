@@ -1,4 +1,4 @@
-import { escapeHtml, html, joinHtml, SafeHtml } from '../../../src/http/console/html';
+import { escapeHtml, html, joinHtml, labelCells, SafeHtml } from '../../../src/http/console/html';
 import { squash } from '../../helpers/console-client';
 
 /** The console's one escaping rule, against hostile strings. */
@@ -35,5 +35,25 @@ describe('html tag', () => {
 
   it('joins with an escaped separator', () => {
     expect(joinHtml([html`<a></a>`, '<b>'], ' & ').value).toBe('<a></a> &amp; &lt;b&gt;');
+  });
+});
+
+describe('labelCells (the phone card layout)', () => {
+  it("gives each cell its column's heading, escaped, and leaves text that looks like a cell alone", () => {
+    const row = html`<tr>
+      <th scope="row">1</th>
+      <td>${'<td>not a cell</td>'}</td>
+      <td class="num">3</td>
+    </tr>`;
+    expect(labelCells(row, ['id', 'a "b"', 'n']).value.replace(/>\s+</g, '><').trim()).toBe(
+      '<tr><th data-label="id" scope="row">1</th><td data-label="a &quot;b&quot;">&lt;td&gt;not a cell&lt;/td&gt;</td><td data-label="n" class="num">3</td></tr>',
+    );
+  });
+
+  it('leaves a row whose cells do not match the headings as it is', () => {
+    const row = html`<tr>
+      <td>1</td>
+    </tr>`;
+    expect(labelCells(row, ['a', 'b']).value).toBe(row.value);
   });
 });

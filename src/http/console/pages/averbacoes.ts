@@ -24,7 +24,24 @@ import type { RawFilters } from './events';
 
 const PAGE_SIZE = 50;
 
-function row(r: AverbacaoListRow, now: Date): SafeHtml {
+/**
+ * Why nothing is polled, when nothing is: with SERVICE_BASE_URL unset no poller runs (in cluster
+ * mode this replica runs no registry-poll worker: its own configuration decides, hence "this
+ * receiver"), so a registration waits for the registry's webhook and its "next poll" never comes.
+ */
+export const POLLING_OFF =
+  "Registry polling is off: SERVICE_BASE_URL is not set in this receiver's configuration, so no poller runs here. Results come only by the registry webhook.";
+/** The same for the overview's card. */
+export const POLLING_OFF_SHORT =
+  'Registry polling is off: SERVICE_BASE_URL is not set (results come by webhook only).';
+
+/** The "next poll" of a registration: its time, or why there is none while polling is off. */
+export function nextPoll(at: string | null, polling: boolean): SafeHtml {
+  if (at === null) return html`—`;
+  return polling ? timeTag(at) : html`none (polling off)`;
+}
+
+function row(r: AverbacaoListRow, now: Date, polling: boolean): SafeHtml {
   const nu =
     r.nu_proposta === null
       ? '—'
@@ -37,7 +54,7 @@ function row(r: AverbacaoListRow, now: Date): SafeHtml {
     <td>${r.tracked_via}</td>
     <td class="num">${r.poll_attempts}</td>
     <td>${timeTag(r.last_poll_at)} ${r.last_poll_outcome ?? ''}</td>
-    <td>${timeTag(r.next_poll_at)}</td>
+    <td>${nextPoll(r.next_poll_at, polling)}</td>
     <td>${r.result_source ?? '—'}</td>
     <td>${timeTag(r.created_at)} (${ageOf(r.created_at, now)})</td>
   </tr>`;
@@ -59,7 +76,7 @@ export async function averbacoesPage(
     '/console/averbacoes',
     html`${selectField('status', 'Status', REGISTRY_STATUSES, raw.status)}
     ${selectField('stale', 'Stale', yesNo, filter.stale === undefined ? undefined : filter.stale ? 'yes' : 'no')}
-    ${selectField('waiting', 'Being polled', [{ value: 'yes', label: 'yes' }], filter.waiting ? 'yes' : undefined)}`,
+    ${selectField('waiting', d.registryPolling ? 'Being polled' : 'Waiting for a result', [{ value: 'yes', label: 'yes' }], filter.waiting ? 'yes' : undefined)}`,
   );
   const headings = [
     'requestId',
@@ -73,10 +90,11 @@ export async function averbacoesPage(
     'result by',
     'tracked',
   ];
-  const body = html`${form}${table(
+  const off = d.registryPolling ? '' : html`<p class="note" role="status">${POLLING_OFF}</p>`;
+  const body = html`${off}${form}${table(
     'Averbações, newest first',
     headings,
-    list.rows.map((r) => row(r, ctx.now)),
+    list.rows.map((r) => row(r, ctx.now, d.registryPolling)),
     'none match these filters',
   )}${pager(nextHref)}`;
   return page({ title: 'Averbações', current: 'averbacoes', ctx, body });

@@ -7,6 +7,7 @@ import {
   actionForm,
   csrfField,
   filterForm,
+  foldedFilters,
   hrefWith,
   page,
   type PageContext,
@@ -38,14 +39,18 @@ async function deadEvents(d: ConsoleDeps, ctx: PageContext, p: DeadParams): Prom
   const list = await d.log.events({ ...p.filter, limit: PAGE_SIZE });
   const self = hrefWith('/console/dead', { ...p.raw });
   const nextHref = list.next === null ? null : hrefWith('/console/dead', { ...p.raw, before: list.next });
-  const form = filterForm(
-    '/console/dead',
-    html`${textField('evento', 'evento', p.raw.evento, { placeholder: 'proposta.aprovada' })}
-    ${textField('nu_proposta', 'nu_proposta', p.raw.nu_proposta)}
-    ${textField('from', 'From (UTC)', p.raw.from, { placeholder: '2026-11-21T10:00' })}
-    ${textField('to', 'To (UTC)', p.raw.to, { placeholder: '2026-11-22' })}
-    ${textField('json', 'Body contains (JSON)', p.raw.json, { placeholder: '{"dados":{"no_conveniada":"ACME"}}' })}`,
-    'Dead letter filters',
+  const form = foldedFilters(
+    'dead events',
+    DEAD_FILTER_FIELDS.filter((f) => p.raw[f] !== undefined),
+    filterForm(
+      '/console/dead',
+      html`${textField('evento', 'evento', p.raw.evento, { placeholder: 'proposta.aprovada' })}
+      ${textField('nu_proposta', 'nu_proposta', p.raw.nu_proposta)}
+      ${textField('from', 'From (UTC)', p.raw.from, { placeholder: '2026-11-21T10:00' })}
+      ${textField('to', 'To (UTC)', p.raw.to, { placeholder: '2026-11-22' })}
+      ${textField('json', 'Body contains (JSON)', p.raw.json, { placeholder: '{"dados":{"no_conveniada":"ACME"}}' })}`,
+      'Dead letter filters',
+    ),
   );
   const rows = list.rows.map((e) =>
     eventRow(
@@ -110,10 +115,14 @@ async function deadForwards(d: ConsoleDeps, ctx: PageContext, p: DeadParams): Pr
     'since',
     ...(ctx.role === 'admin' ? ['action'] : []),
   ];
-  const form = filterForm(
-    '/console/dead',
-    textField('destination', 'Destination', p.destination),
-    'Dead delivery filters',
+  const form = foldedFilters(
+    'dead deliveries',
+    p.destination === undefined ? [] : ['destination'],
+    filterForm(
+      '/console/dead',
+      textField('destination', 'Destination', p.destination),
+      'Dead delivery filters',
+    ),
   );
   const bulk =
     ctx.role === 'admin' && shown.length > 0
@@ -140,7 +149,7 @@ export async function deadPage(d: ConsoleDeps, ctx: PageContext, p: DeadParams):
   const body = html`${notice}
     <h2>Events</h2>
     ${await deadEvents(d, ctx, p)}
-    <h2>Forward deliveries</h2>
+    <h2 id="dead-forwards">Forward deliveries</h2>
     ${await deadForwards(d, ctx, p)}`;
   return page({ title: 'Dead letters', current: 'dead', ctx, body });
 }

@@ -11,9 +11,10 @@ import type { DestinationSummary } from '../../../domain/forwarding/admin';
 import { stuckCutoffs } from '../../../domain/stuck';
 import type { RelaySpoolRow } from '../console-log';
 import type { ConsoleDeps } from '../deps';
-import { ageOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
-import { html, type SafeHtml } from '../html';
-import { page, type PageContext, statusBadge, table } from '../layout';
+import { ageOf, countOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
+import { html, joinHtml, type SafeHtml } from '../html';
+import { hrefWith, page, type PageContext, statusBadge, table } from '../layout';
+import { POLLING_OFF_SHORT } from './averbacoes';
 import { type ChartSeries, stackedBarChart } from '../svg';
 
 /**
@@ -54,6 +55,8 @@ export interface OverviewData {
   averbacoes: { waiting: number; staleWaiting: number };
   stuck: number;
   destinations: DestinationSummary[];
+  /** Why registry polls do not run (SERVICE_BASE_URL unset); null while they do. */
+  pollingOff: string | null;
   /** Cluster mode's relay figures; null in SQLite mode. */
   relay: RelayData | null;
 }
@@ -97,6 +100,7 @@ export async function loadOverview(d: ConsoleDeps, now: Date): Promise<OverviewD
     averbacoes: f.averbacoes,
     stuck,
     destinations: f.destinations,
+    pollingOff: d.registryPolling ? null : POLLING_OFF_SHORT,
     relay:
       d.relay === undefined
         ? null
@@ -186,7 +190,7 @@ function sendingCards(data: OverviewData): SafeHtml {
     silence.silenceMs === 0
       ? 'off (DELIVERY_SILENCE_ALARM_MS=0)'
       : silence.raised
-        ? `raised: no delivery for over ${formatAge(silence.silenceMs)} while ${formatCount(silence.inFlight ?? 0)} proposals are in flight`
+        ? `raised: no delivery for over ${formatAge(silence.silenceMs)} while ${countOf(silence.inFlight ?? 0, 'proposal is', 'proposals are')} in flight`
         : `not raised (threshold ${formatAge(silence.silenceMs)})`;
   return html`<div class="cards">
     <section class="card ${last === null ? 'alarm' : 'fine'}" aria-labelledby="c-last">
@@ -198,8 +202,7 @@ function sendingCards(data: OverviewData): SafeHtml {
       <h2 id="c-deact">Deactivation alarm</h2>
       <p class="big">${alarm ? 'RAISED' : 'not raised'}</p>
       <p>
-        ${run.consecutive} consecutive failed
-        answers${run.consecutive > 0 ? html` (${describeRun(run)}), since ${timeTag(run.firstFailureAt === null ? null : new Date(run.firstFailureAt).toISOString())}` : ''}.
+        ${countOf(run.consecutive, 'consecutive failed answer')}${run.consecutive > 0 ? html` (${describeRun(run)}), since ${timeTag(run.firstFailureAt === null ? null : new Date(run.firstFailureAt).toISOString())}` : ''}.
         The service deactivates the callback after 3.
       </p>
     </section>
@@ -211,8 +214,54 @@ function sendingCards(data: OverviewData): SafeHtml {
   </div>`;
 }
 
+/** Stale registrations are the alarm; while polling is off, the card says so and why. */
+function averbacoesCard(data: OverviewData): SafeHtml {
+  const { averbacoes, pollingOff } = data;
+  const waiting =
+    pollingOff === null
+      ? `${formatCount(averbacoes.waiting)} being polled`
+      : `${formatCount(averbacoes.waiting)} waiting for a result`;
+  return html`<section
+    class="card ${averbacoes.staleWaiting > 0 ? 'alarm' : 'fine'}"
+    aria-labelledby="c-averb"
+  >
+    <h2 id="c-averb">Averbações</h2>
+    <p class="big">${formatCount(averbacoes.staleWaiting)} stale</p>
+    <p>
+      <a href="/console/averbacoes?waiting=yes">${waiting}</a>,
+      <a href="/console/averbacoes?stale=yes">stale ones</a>
+    </p>
+    ${pollingOff === null ? '' : html`<p class="polling-off">${pollingOff}</p>`}
+  </section>`;
+}
+
+/**
+ * Forward deliveries a destination refused for good or that ran out of attempts: an alarm like dead
+ * events (the lender is missing those messages until someone replays them). No card when forwarding
+ * has never had a destination.
+ */
+function deadForwardsCard(destinations: readonly DestinationSummary[]): SafeHtml | string {
+  if (destinations.length === 0) return '';
+  const dead = destinations.filter((s) => s.counts.dead > 0);
+  const total = dead.reduce((n, s) => n + s.counts.dead, 0);
+  const per = dead.map(
+    (s) =>
+      html`<a href="${hrefWith('/console/dead', { destination: s.name })}#dead-forwards">${s.name}</a>
+        ${formatCount(s.counts.dead)}`,
+  );
+  return html`<section class="card ${total > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-dead-fwd">
+    <h2 id="c-dead-fwd">Dead forward deliveries</h2>
+    <p class="big">${formatCount(total)}</p>
+    <p>
+      ${per.length === 0 ? '' : html`${joinHtml(per, ', ')}. `}<a href="/console/dead#dead-forwards"
+        >Review and replay</a
+      >
+    </p>
+  </section>`;
+}
+
 function backlogCards(data: OverviewData): SafeHtml {
-  const { events, averbacoes, now } = data;
+  const { events, now } = data;
   const lag =
     events.oldestUnprocessedAt === null
       ? 'none waiting'
@@ -232,14 +281,7 @@ function backlogCards(data: OverviewData): SafeHtml {
       <p class="big">${formatCount(events.dead, COUNT_CAP)}</p>
       <p><a href="/console/dead">Review and replay</a></p>
     </section>
-    <section class="card ${averbacoes.staleWaiting > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-averb">
-      <h2 id="c-averb">Averbações</h2>
-      <p class="big">${formatCount(averbacoes.staleWaiting)} stale</p>
-      <p>
-        <a href="/console/averbacoes?waiting=yes">${formatCount(averbacoes.waiting)} being polled</a>,
-        <a href="/console/averbacoes?stale=yes">stale ones</a>
-      </p>
-    </section>
+    ${deadForwardsCard(data.destinations)} ${averbacoesCard(data)}
     <section class="card ${data.stuck > 0 ? 'alarm' : 'fine'}" aria-labelledby="c-stuck">
       <h2 id="c-stuck">Stuck proposals</h2>
       <p class="big">${formatCount(data.stuck)}</p>
@@ -317,8 +359,8 @@ export function renderOverview(data: OverviewData, ctx: PageContext): string {
   const behind =
     data.rollupBehind > 0
       ? html`<p class="note">
-          Still counting: ${formatCount(data.rollupBehind)} older deliveries are not in the charts yet (the
-          count catches up at each view).
+          Still counting: ${countOf(data.rollupBehind, 'older delivery is', 'older deliveries are')} not in
+          the charts yet (the count catches up at each view).
         </p>`
       : '';
   const body = html`${sendingCards(data)}

@@ -10,9 +10,10 @@ import {
 } from '../../../domain/console';
 import type { ProposalRow } from '../../../store/proposals';
 import type { ConsoleDeps } from '../deps';
-import { ageOf, freeText, timeTag } from '../format';
+import { ageOf, countOf, freeText, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';
 import { page, type PageContext, statusBadge } from '../layout';
+import { nextPoll } from './averbacoes';
 
 /**
  * `/console/proposals/:nu`: where the proposal stands, and its whole story as one timeline ordered
@@ -84,15 +85,15 @@ function eventItems(e: StoryEventRow): TimelineItem[] {
       at: e.received_at,
       kind: 'event',
       content: html`${eventLink(e.id, e.evento)} received (event ${e.id})
-      ${statusBadge(e.status)}${e.attempts > 1 ? html`, ${e.attempts} attempts` : ''}${e.last_error === null ? '' : html`, last error: ${freeText(e.last_error)}`}`,
+      ${statusBadge(e.status)}${e.attempts > 1 ? html`, ${countOf(e.attempts, 'attempt')}` : ''}${e.last_error === null ? '' : html`, last error: ${freeText(e.last_error)}`}`,
     },
   ];
   if (e.duplicates > 0) {
     items.push({
       at: e.last_duplicate_at ?? e.received_at,
       kind: 'duplicate',
-      content: html`${e.duplicates} duplicate ${e.duplicates === 1 ? 'delivery' : 'deliveries'} of event
-      ${e.id} (the last one at this time): answered 200, nothing stored again`,
+      content: html`${countOf(e.duplicates, 'duplicate delivery', 'duplicate deliveries')} of event ${e.id}
+      (the last one at this time): answered 200, nothing stored again`,
     });
   }
   if (e.to_status !== null) {
@@ -110,13 +111,17 @@ function eventItems(e: StoryEventRow): TimelineItem[] {
   return items;
 }
 
-function averbacaoItems(a: { row: AverbacaoRow; answers: RegistryEventRow[] }): TimelineItem[] {
+function averbacaoItems(
+  a: { row: AverbacaoRow; answers: RegistryEventRow[] },
+  polling: boolean,
+): TimelineItem[] {
   const r = a.row;
   const polls =
     r.poll_attempts > 0
-      ? html`; ${r.poll_attempts} polls, the last ${timeTag(r.last_poll_at)} (${r.last_poll_outcome ?? '—'})`
+      ? html`; ${countOf(r.poll_attempts, 'poll')}, the last ${timeTag(r.last_poll_at)}
+        (${r.last_poll_outcome ?? '—'})`
       : '';
-  const next = r.next_poll_at === null ? '' : html`; next poll ${timeTag(r.next_poll_at)}`;
+  const next = r.next_poll_at === null ? '' : html`; next poll ${nextPoll(r.next_poll_at, polling)}`;
   const items: TimelineItem[] = [
     {
       at: r.created_at,
@@ -139,7 +144,7 @@ function averbacaoItems(a: { row: AverbacaoRow; answers: RegistryEventRow[] }): 
       kind: ans.kind === 'poll' ? 'poll' : 'event',
       content: html`${ans.kind === 'poll' ? 'Poll answer' : 'Registry webhook'} for ${ans.request_id}:
       ${ans.registry_status ?? '—'} (${eventLink(ans.id, `event ${ans.id}`)}
-      ${statusBadge(ans.status)}${ans.duplicates > 0 ? html`, ${ans.duplicates} repeats` : ''})`,
+      ${statusBadge(ans.status)}${ans.duplicates > 0 ? html`, ${countOf(ans.duplicates, 'repeat')}` : ''})`,
     });
   }
   return items;
@@ -155,7 +160,7 @@ function forwardItems(rows: readonly StoryForwardRow[]): TimelineItem[] {
       .map(
         (g) =>
           html`${g.destination}:
-          ${statusBadge(g.status ?? 'pending')}${(g.attempts ?? 0) > 0 ? html` after ${g.attempts} attempts` : ''}${g.last_error === null ? '' : html` (${freeText(g.last_error)})`}`,
+          ${statusBadge(g.status ?? 'pending')}${(g.attempts ?? 0) > 0 ? html` after ${countOf(g.attempts ?? 0, 'attempt')}` : ''}${g.last_error === null ? '' : html` (${freeText(g.last_error)})`}`,
       );
     const to = deliveries.length === 0 ? html`kept for the change feed only` : joinHtml(deliveries, '; ');
     return {
@@ -200,11 +205,11 @@ function header(s: ProposalStory, d: Pick<ConsoleDeps, 'stuckAfter'>, now: Date)
 export function renderProposal(
   s: ProposalStory,
   ctx: PageContext,
-  d: Pick<ConsoleDeps, 'stuckAfter'>,
+  d: Pick<ConsoleDeps, 'stuckAfter' | 'registryPolling'>,
 ): string {
   const items = sortTimeline([
     ...s.events.flatMap(eventItems),
-    ...s.averbacoes.flatMap(averbacaoItems),
+    ...s.averbacoes.flatMap((a) => averbacaoItems(a, d.registryPolling)),
     ...forwardItems(s.forwards),
   ]);
   const lis = items.map((i) => html`<li data-kind="${i.kind}">${timeTag(i.at)} ${i.content}</li>`);

@@ -104,7 +104,7 @@ function funnel(counts: Record<string, number>): SafeHtml {
   return html`${horizontalBarChart({ title: 'Proposals by stage and status', rows })}
     <details>
       <summary>The funnel as a table</summary>
-      ${table('Proposals by stage and status', ['stage · status', 'proposals'], tableRows)}
+      ${table('Proposals by stage and status', ['stage · status', 'proposals'], tableRows, 'None.', { cards: false })}
     </details>`;
 }
 
