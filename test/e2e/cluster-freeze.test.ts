@@ -1,5 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
+import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
+import { FakeDestination } from '../helpers/destination';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery, SECRET } from '../helpers/payloads';
@@ -24,6 +26,7 @@ const bed = pgBed({ prefix: 'freeze', fast: true });
 const FROZEN_MS = 30_000;
 /** The issue's bound for the others' relay lag while one replica is frozen. */
 const LAG_BOUND_MS = 20_000;
+const FORWARD_SECRET = `whsec_${Buffer.from('freeze-test-lender-secret-0123456').toString('base64')}`;
 
 let tmp: ReturnType<typeof tempDir>;
 const fleet: ServerProcess[] = [];
@@ -38,7 +41,11 @@ afterEach(() => {
   tmp.cleanup();
 });
 
-async function replica(name: string, concurrency = '2'): Promise<ServerProcess> {
+async function replica(
+  name: string,
+  concurrency = '2',
+  env: Record<string, string> = {},
+): Promise<ServerProcess> {
   const s = await startServe({
     DATABASE_URL: bed.url,
     DATABASE_PATH: `${tmp.dir}/${name}.db`,
@@ -47,6 +54,7 @@ async function replica(name: string, concurrency = '2'): Promise<ServerProcess> 
     RELAY_INTERVAL_MS: '20',
     WEBHOOK_SECRETS: SECRET,
     LOG_LEVEL: 'info',
+    ...env,
   });
   fleet.push(s);
   await waitFor(
@@ -248,3 +256,49 @@ it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lo
   expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
   await expectExactlyOnce(bed.pool, load.sent() + 3);
 }, 150_000);
+
+it('the replica sending a destination SIGSTOPped: another replica takes the destination over (its lock freed by the server) and sends while it is frozen', async () => {
+  const destination = await FakeDestination.start();
+  try {
+    const forwarding = { FORWARD_URL: destination.url, FORWARD_SECRET };
+    const a = await replica('replica-a', '2', forwarding);
+    const b = await replica('replica-b', '2', forwarding);
+    const holderOf = async (): Promise<string | null> => {
+      const [row] = await rows<{ application_name: string }>(
+        bed.pool,
+        `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::oid AND l.objsubid = 2`,
+        [FORWARD_LOCK_CLASS],
+      );
+      return row?.application_name ?? null;
+    };
+    const first = await waitFor(holderOf, 'a replica sending the destination');
+    const [frozen, other] = first === 'consig-receiver:replica-a:forwarder' ? [a, b] : [b, a];
+    await send(other, 9001);
+    await waitFor(() => destination.accepted().length >= 1, 'the first message sent');
+
+    frozen.child.kill('SIGSTOP');
+    await waitFor(
+      async () => (await holderOf()) !== null && (await holderOf()) !== first,
+      'the other replica holding the destination',
+    );
+    await send(other, 9002);
+    await waitFor(() => destination.accepted().length >= 2, 'a message sent while the old holder is frozen');
+    frozen.child.kill('SIGCONT');
+
+    await expectExactlyOnce(bed.pool, 2);
+    await waitFor(
+      async () =>
+        (await count(
+          bed.pool,
+          "SELECT count(*) AS n FROM forward_deliveries WHERE status <> 'delivered'",
+        )) === 0,
+      'every message delivered',
+    );
+    expect(new Set(destination.accepted().map((r) => r.webhookId)).size).toBe(
+      await count(bed.pool, 'SELECT count(*) AS n FROM forward_deliveries'),
+    );
+  } finally {
+    await destination.close();
+  }
+}, 120_000);
