@@ -15,7 +15,9 @@ import { tempDir } from '../helpers/tmp';
  * for, freezes it while it waits, then lets the lock go, so the frozen replica's transaction holds
  * its own lock and sends nothing more — or SIGKILLed there. Meanwhile the other replicas keep
  * receiving deliveries, and each one's relay lag (answer → row in PostgreSQL) is measured. After
- * SIGCONT (or a restart on its spool) everything is relayed and processed exactly once.
+ * SIGCONT (or a restart on its spool) everything is relayed and processed exactly once. And a
+ * replica only slow (a kick lock held long by a live transaction) does not hold the relay lock for
+ * the others while its relay waits behind it.
  *
  * What bounds it: idle_in_transaction_session_timeout (10 s by default) ends the frozen replica's
  * transaction on the server; the relay's lock_timeout (5 s) keeps a relay that waits behind it from
@@ -301,4 +303,31 @@ it('the replica sending a destination SIGSTOPped: another replica takes the dest
   } finally {
     await destination.close();
   }
+}, 120_000);
+
+it('a relay waiting behind a slow kick (a key’s kick lock held 25 s by a live transaction) gives the relay lock up after PG_LOCK_TIMEOUT_MS: the others keep relaying, and its batch goes in once, after', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const load = steadyLoad(bed.pool, [a], 40_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
+
+  // Not frozen, only slow: the holder is alive and its session is not idle-bounded (the test's own).
+  const kickLock = await holdKickLock(bed.pool, 'p:5501');
+  let worstWhileHeld: number;
+  try {
+    await send(b, 5501);
+    await waitFor(
+      () => holdsRelayLockWaiting(bed.pool, 'replica-b'),
+      'replica-b’s relay waiting for the kick lock',
+    );
+    await new Promise((r) => setTimeout(r, 25_000));
+    worstWhileHeld = load.worstMs();
+  } finally {
+    await kickLock.query('COMMIT');
+    kickLock.release();
+  }
+  await load.stop();
+
+  expect(worstWhileHeld).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 1);
 }, 120_000);
