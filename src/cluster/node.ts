@@ -132,6 +132,9 @@ export interface ClusterRetention {
 
 export type ClusterState = 'connecting' | 'running' | 'stopped';
 
+/** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
+const READ_SHORT_MS = 2500;
+
 export class ClusterNode {
   private readonly pool: Pool;
   /** The senders' own connections: a slow destination's records never wait behind the relay. */
@@ -274,22 +277,38 @@ export class ClusterNode {
     return this.readShort(readSharedAnswers);
   }
 
-  /** A read of at most 2 s on one pooled connection; null when not running or when it fails. */
+  /**
+   * A read of at most 2 s on one pooled connection; null when not connected or when it fails. The
+   * server's statement_timeout bounds a slow read; a server that does not answer at all (frozen,
+   * partitioned) cannot enforce it, so the connection is also dropped here after READ_SHORT_MS:
+   * a `/metrics` scrape never hangs on PostgreSQL.
+   */
   private async readShort<T>(read: (sql: Sql) => Promise<T>): Promise<T | null> {
-    if (this.state !== 'running') return null;
+    if (!this.connected) return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
-    let ok = false;
-    try {
+    const work = (async () => {
       await client.query("SET statement_timeout = '2s'");
       const result = await read(sqlOf(client));
       await client.query('RESET statement_timeout');
-      ok = true;
-      return result;
+      return { result };
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), READ_SHORT_MS);
+    });
+    let ok = false;
+    try {
+      const outcome = await Promise.race([work, expired]);
+      ok = outcome !== null;
+      return outcome === null ? null : outcome.result;
     } catch {
       return null;
     } finally {
+      clearTimeout(timer);
+      // Dropped unless it finished: the query still in flight then fails, and nobody waits for it.
       client.release(!ok);
+      work.catch(() => undefined);
     }
   }
 

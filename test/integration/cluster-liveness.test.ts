@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { freePort } from '../../src/cluster/local-postgres';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, sendSigned, waitFor } from '../helpers/cluster-db';
@@ -70,6 +72,40 @@ it('PostgreSQL stopped (-m immediate): connected, processing holder and /readyz 
   );
   expect(r.logs.lines.some((l) => l.msg === 'cluster mode: PostgreSQL reachable again')).toBe(true);
 }, 150_000);
+
+/** The server's processes: the postmaster (first line of postmaster.pid) and its children. */
+function serverPids(dataDir: string): number[] {
+  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children = readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .filter((e) => {
+      try {
+        const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return [postmaster, ...children];
+}
+
+it('PostgreSQL silent (every server process SIGSTOPped, as a partition looks): the figures drop within 15 s all the same, and come back on SIGCONT', async () => {
+  const r = await bed.replica({ REPLICA_ID: 'replica-live-2' });
+  expect(await figures(r)).toEqual({ connected: 1, holder: 1, processing: true });
+  const pids = serverPids(bed.pg.dataDir);
+  for (const pid of pids) process.kill(pid, 'SIGSTOP');
+  const frozenAt = Date.now();
+  try {
+    await waitFor(async () => (await figures(r)).connected === 0, 'connected down');
+    expect(Date.now() - frozenAt).toBeLessThan(15_000);
+    expect(await figures(r)).toEqual({ connected: 0, holder: 0, processing: false });
+  } finally {
+    for (const pid of pids) process.kill(pid, 'SIGCONT');
+  }
+  await waitFor(async () => (await figures(r)).connected === 1, 'connected again', 30_000);
+  expect(await figures(r)).toEqual({ connected: 1, holder: 1, processing: true });
+}, 90_000);
 
 const LOST =
   'cluster mode: PostgreSQL unreachable; acknowledging from the spool, relay and processing wait for it';
