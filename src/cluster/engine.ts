@@ -52,8 +52,8 @@ export interface EngineOptions {
   /**
    * connection.ts's settings for pg-boss's pool: a kick's transaction holds kick locks, the outbox
    * lock and proposals' rows, and a frozen replica's must end within the same bound as the relay's.
-   * pg-boss bounds a transactional handler's transaction itself too (about twice expireInSeconds),
-   * and keeps the tighter of its bound and the session's.
+   * pg-boss bounds a transactional handler's transaction itself too (idle_in_transaction_session_timeout
+   * of expireInSeconds + 5 s on PostgreSQL < 17), and keeps the tighter of its bound and the session's.
    */
   settings?: ConnectionSettings;
 }

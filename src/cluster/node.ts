@@ -19,6 +19,7 @@ import { runPollJob, type StatusClient } from './poll-job';
 import { Relay, type RelaySpool } from './relay';
 import {
   type ConnectionLimits,
+  type ConnectionSettings,
   connectionSettings,
   DEFAULT_CONNECTION_LIMITS,
   describeDatabase,
@@ -88,8 +89,6 @@ export interface ClusterNodeOptions {
    * PG_LOCK_TIMEOUT_MS. @default DEFAULT_CONNECTION_LIMITS
    */
   limits?: ConnectionLimits;
-  /** The liveness heartbeat's interval and timeout (tests shorten them). @default 5000 each */
-  heartbeat?: { intervalMs: number; timeoutMs: number };
   /**
    * RETENTION_DAYS (pg-retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
    * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
@@ -152,6 +151,8 @@ export class ClusterNode {
   private spoolRetention: NodeJS.Timeout | null = null;
   /** Whether PostgreSQL answers now, once started (a heartbeat on a connection of its own). */
   private readonly liveness: Liveness;
+  /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
+  private readonly settings: ConnectionSettings;
   state: ClusterState = 'connecting';
   /**
    * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
@@ -161,6 +162,7 @@ export class ClusterNode {
 
   constructor(private readonly options: ClusterNodeOptions) {
     const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
+    this.settings = settings;
     this.pool = new Pool({
       connectionString: options.databaseUrl,
       max: 4,
@@ -173,8 +175,6 @@ export class ClusterNode {
       settings,
       applicationName: `consig-receiver:${options.replicaId}:liveness`,
       logger: options.logger,
-      intervalMs: options.heartbeat?.intervalMs,
-      timeoutMs: options.heartbeat?.timeoutMs,
     });
     // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
     this.pool.on('error', () => undefined);
@@ -334,7 +334,7 @@ export class ClusterNode {
       await this.checkSpoolIdentity();
       this.engine = await startEngine(this.options.databaseUrl, {
         max: this.options.concurrency + 4,
-        settings: connectionSettings(this.options.limits ?? DEFAULT_CONNECTION_LIMITS),
+        settings: this.settings,
         logger: {
           error: (fields, message) => this.bossError(fields, message),
           warn: (fields, message) => logger.warn(fields, message),
