@@ -38,7 +38,6 @@ export class Liveness {
   /** When the current outage began (ms), and when it was last logged; null while connected. */
   private downSince: number | null = null;
   private loggedAt = 0;
-  private ticking: Promise<void> | null = null;
 
   constructor(private readonly options: LivenessOptions) {}
 
@@ -55,11 +54,11 @@ export class Liveness {
     this.tick();
   }
 
+  /** Stops beating; a beat in flight is not waited for (it may wait for a server that is away). */
   async stop(): Promise<void> {
     this.running = false;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await this.ticking;
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);
@@ -68,8 +67,7 @@ export class Liveness {
   private tick(): void {
     this.timer = null;
     if (!this.running) return;
-    this.ticking = this.beat().then(() => {
-      this.ticking = null;
+    void this.beat().then(() => {
       if (!this.running) return;
       this.timer = setTimeout(() => this.tick(), this.options.intervalMs ?? 5000);
       this.timer.unref();
@@ -80,9 +78,9 @@ export class Liveness {
     try {
       const client = this.client ?? (await this.connect());
       await this.timed(client.query('SELECT 1'));
-      this.markUp();
+      if (this.running) this.markUp();
     } catch (err) {
-      this.markDown(this.client, err);
+      if (this.running) this.markDown(this.client, err);
     }
   }
 
@@ -98,6 +96,7 @@ export class Liveness {
     client.on('end', () => this.markDown(client, new Error('the connection to PostgreSQL ended')));
     try {
       await this.timed(client.connect());
+      if (!this.running) throw new Error('stopped');
     } catch (err) {
       void client.end().catch(() => undefined);
       throw err;
