@@ -161,6 +161,9 @@ const schema = z.object({
   RELAY_INTERVAL_MS: int(10, 60000, 100),
   // 0: an ingest-only replica (relays, processes nothing); another replica must process.
   CLUSTER_CONCURRENCY: int(0, 64, 4),
+  // How long a frozen or partitioned replica can hold the others' locks (src/cluster/connection.ts).
+  PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(1000, 3_600_000, 10_000),
+  PG_LOCK_TIMEOUT_MS: int(100, 600_000, 5_000),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -275,6 +278,11 @@ export interface ClusterConfig {
    * destination). @default 4
    */
   readonly concurrency: number;
+  /**
+   * PG_IDLE_IN_TRANSACTION_TIMEOUT_MS (default 10000) and PG_LOCK_TIMEOUT_MS (default 5000): the
+   * bounds every connection to PostgreSQL carries (src/cluster/connection.ts).
+   */
+  readonly limits: { readonly idleInTransactionMs: number; readonly lockTimeoutMs: number };
 }
 
 export interface LoadOptions {
@@ -429,6 +437,10 @@ export function loadConfig(
             relayBatch: p.RELAY_BATCH,
             relayIntervalMs: p.RELAY_INTERVAL_MS,
             concurrency: p.CLUSTER_CONCURRENCY,
+            limits: Object.freeze({
+              idleInTransactionMs: p.PG_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+              lockTimeoutMs: p.PG_LOCK_TIMEOUT_MS,
+            }),
           }),
     warnings: Object.freeze(ignoredSettings(p)),
   };

@@ -29,6 +29,7 @@ import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } fro
 import { IngestWriter } from './store/ingest-writer';
 import type { NewEvent } from './store/events';
 import { openSpool, type Spool } from './store/spool';
+import { lockSpool, type SpoolLock } from './store/spool-lock';
 import { ClusterNode } from './cluster/node';
 import { pgConsoleLog } from './cluster/pg-console-log';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
@@ -100,7 +101,10 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   refuseSqliteOnlyHandlers(config, options);
-  const { store, pipelineDb } = openFiles(config);
+  // Cluster mode: one spool, one replica; a second one on the same file stops here (spool-lock.ts).
+  const spoolLock =
+    config.cluster === null || config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
+  const { store, pipelineDb } = openFilesOrRelease(config, spoolLock);
   const spool = config.cluster === null ? null : openSpool(store.db);
   const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
   // This process's name in the processing lease.
@@ -150,6 +154,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     await leadership.stop();
     pipelineDb.close();
     store.close();
+    spoolLock?.release();
   };
   let url: string;
   try {
@@ -382,7 +387,7 @@ function buildServer(
         : (cutoffs) => {
             // A replica processes once connected with its kick workers: an ingest-only one
             // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
-            rest.metrics.clusterConnected.set(cluster.state === 'running' ? 1 : 0);
+            rest.metrics.clusterConnected.set(cluster.connected ? 1 : 0);
             rest.metrics.processingHolder.set(cluster.processing ? 1 : 0);
             return cluster.sharedGauges(cutoffs).then((figures) => {
               if (figures?.forwarding) clusterForwarding.gauges = figures.forwarding;
@@ -401,6 +406,16 @@ function buildServer(
       nudge: () => processing.sender.nudge(),
     },
   });
+}
+
+/** openFiles, giving the spool's lock back when the file cannot be used (a test's process goes on). */
+function openFilesOrRelease(config: Config, spoolLock: SpoolLock | null): { store: Store; pipelineDb: Db } {
+  try {
+    return openFiles(config);
+  } catch (err) {
+    spoolLock?.release();
+    throw err;
+  }
 }
 
 /** The SQLite file, migrated, and the pipeline's own connection to it. */
@@ -491,9 +506,9 @@ function buildCluster(
     now: () => clock.now(),
     metrics: {
       relayed: (_rows, delays) => {
-        metrics.clusterConnected.set(1);
         for (const d of delays) metrics.relayDelay.observe(d);
       },
+      spoolReplaced: () => metrics.relaySpoolReplaced.set(1),
       relayError: () => metrics.relayErrors.inc(),
       processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
       handlerFailure: (evento) => metrics.handlerFailures.inc({ evento }),

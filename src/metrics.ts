@@ -285,7 +285,12 @@ export function createMetrics(options: MetricsOptions = {}) {
   });
   const clusterConnected = new Gauge({
     name: 'consig_cluster_connected',
-    help: 'Cluster mode: 1 once this replica migrated PostgreSQL and runs its relay and workers',
+    help: 'Cluster mode: 1 while this replica reaches PostgreSQL (a heartbeat every 5 s) with its relay and workers started; 0 within about 10 s of losing it',
+    registers: [registry],
+  });
+  const relaySpoolReplaced = new Gauge({
+    name: 'consig_relay_spool_replaced',
+    help: 'Cluster mode: 1 when this replica started on a spool PostgreSQL did not know while it knew another one of the same REPLICA_ID (a lost or replaced volume: what the old spool acknowledged and never relayed is lost); stays 1 until the process stops',
     registers: [registry],
   });
 
@@ -296,6 +301,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     relayDelay,
     relayErrors,
     clusterConnected,
+    relaySpoolReplaced,
     deliveries,
     ackLatency,
     eventsStored,

@@ -1,4 +1,5 @@
 import { PgBoss } from 'pg-boss';
+import type { ConnectionSettings } from './connection';
 import { bossDbOf, type Sql } from './sql';
 
 /**
@@ -48,6 +49,13 @@ export interface EngineOptions {
   logger: EngineLogger;
   /** A kick's claim lapses after this: a dead replica's kicks run elsewhere about then. @default 10 */
   kickExpireSeconds?: number;
+  /**
+   * connection.ts's settings for pg-boss's pool: a kick's transaction holds kick locks, the outbox
+   * lock and proposals' rows, and a frozen replica's must end within the same bound as the relay's.
+   * pg-boss bounds a transactional handler's transaction itself too (idle_in_transaction_session_timeout
+   * of expireInSeconds + 5 s on PostgreSQL < 17), and keeps the tighter of its bound and the session's.
+   */
+  settings?: ConnectionSettings;
 }
 
 /**
@@ -60,6 +68,8 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
     schema: BOSS_SCHEMA,
     max: options.max,
     application_name: 'consig-receiver:pg-boss',
+    // `options` (the server's bounds) is pg-boss's; keepAlive reaches node-postgres's Pool with it.
+    ...(options.settings ?? {}),
     useListenNotify: true,
     // Takeover after a crash: a claim lapses after expireInSeconds, checked in the monitor pass,
     // which runs every max(monitor, supervise) interval (60 s each by default: a 62 s takeover).

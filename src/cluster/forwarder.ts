@@ -1,4 +1,5 @@
 import { Client, type Pool } from 'pg';
+import type { ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
@@ -90,6 +91,11 @@ export interface ClusterForwarderOptions {
    * @default 'consig-receiver:forwarder'
    */
   applicationName?: string;
+  /**
+   * connection.ts's settings (server-side keepalives and bounds) for the lock connection.
+   * @default client-side keepalives and KEEPALIVES only
+   */
+  settings?: ConnectionSettings;
   /** This replica took (true) or gave up (false) a destination, for a metric. @default none */
   onHeld?(destination: string, held: boolean): void;
   /**
@@ -112,6 +118,16 @@ const TRY_LOCKS = `SELECT t.name, pg_try_advisory_lock($1::int, hashtext(t.name)
 // is 2 hours, during which the dead replica's locks would hold its destinations.
 const KEEPALIVES =
   'SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3';
+/**
+ * A frozen holder (SIGSTOP, a long pause) keeps its socket and answers keepalives: only its silence
+ * tells. The lock connection speaks every lockRetryMs (a heartbeat or a try), so the server ends it
+ * after IDLE_SESSION_ROUNDS rounds without a word (at least IDLE_SESSION_MIN_MS) and its locks go
+ * with it: another replica takes the destinations within the bound plus lockRetryMs. Servers before
+ * 14 have no idle_session_timeout: the set is skipped there.
+ */
+const IDLE_SESSION_ROUNDS = 4;
+const IDLE_SESSION_MIN_MS = 10_000;
+const IDLE_SESSION = `SELECT set_config(name, $1, false) FROM pg_settings WHERE name = 'idle_session_timeout'`;
 
 export class ClusterForwarder {
   private readonly store: PgForwardStore;
@@ -238,6 +254,7 @@ export class ClusterForwarder {
       application_name: this.options.applicationName ?? 'consig-receiver:forwarder',
       keepAlive: true,
       connectionTimeoutMillis: 5000,
+      ...this.options.settings,
     });
     // Listeners before connect(): an error then is the caller's rejection, never an uncaught event.
     client.on('error', (err) => this.lost(client, err));
@@ -249,6 +266,8 @@ export class ClusterForwarder {
     try {
       await this.timed(client.connect());
       await this.timed(client.query(KEEPALIVES));
+      const idleMs = Math.max(IDLE_SESSION_MIN_MS, IDLE_SESSION_ROUNDS * (this.options.lockRetryMs ?? 2000));
+      await this.timed(client.query(IDLE_SESSION, [String(idleMs)]));
       await this.timed(client.query(`LISTEN ${FORWARD_CHANNEL}`));
     } catch (err) {
       void client.end().catch(() => undefined);

@@ -76,6 +76,11 @@ export interface LocalPostgres {
    * server again.
    */
   restart(options: { mode: 'immediate' | 'fast' }): Promise<void>;
+  /**
+   * `pg_ctl stop -m <mode>`, leaving the directory in place: an outage that lasts until `restart()`
+   * starts the server again.
+   */
+  halt(options: { mode: 'immediate' | 'fast' }): Promise<void>;
   /** SIGKILLs the postmaster and its children, as a machine crash would stop them. */
   kill9(): void;
 }
@@ -360,6 +365,9 @@ function handle(s: Started): LocalPostgres {
           `PostgreSQL restart (${mode}) failed: ${(err as Error).message}\n--- server log (tail) ---\n${logTail(s.logFile)}`,
         );
       }
+    },
+    async halt({ mode }) {
+      if (postmasterAlive(s.dataDir)) await s.pgCtl(['stop', '-m', mode]);
     },
     kill9() {
       killed = killCluster(s.dataDir);

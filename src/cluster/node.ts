@@ -17,7 +17,16 @@ import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
 import { Relay, type RelaySpool } from './relay';
-import { type BossDb, checkOut, type Sql, sqlOf, sqlOfBossDb } from './sql';
+import {
+  type ConnectionLimits,
+  type ConnectionSettings,
+  connectionSettings,
+  DEFAULT_CONNECTION_LIMITS,
+  describeDatabase,
+  redactedMessage,
+} from './connection';
+import { Liveness } from './liveness';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
 import { RETENTION_LOG, retentionCutoff, type SpoolPruneStep } from '../domain/retention';
 
@@ -76,6 +85,11 @@ export interface ClusterNodeOptions {
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
   /**
+   * The bounds every connection carries (connection.ts): PG_IDLE_IN_TRANSACTION_TIMEOUT_MS and
+   * PG_LOCK_TIMEOUT_MS. @default DEFAULT_CONNECTION_LIMITS
+   */
+  limits?: ConnectionLimits;
+  /**
    * RETENTION_DAYS (pg-retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
    * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
    * @default undefined (everything is kept)
@@ -87,7 +101,17 @@ export interface ClusterNodeOptions {
     processed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
     handlerFailure?(evento: string): void;
     poll?(outcome: PollOutcome): void;
+    /** PostgreSQL knew another spool of this REPLICA_ID and not this one (see checkSpoolIdentity). */
+    spoolReplaced?(previous: PreviousSpool): void;
   };
+}
+
+/** A spool relay_spools knows for this REPLICA_ID, other than the one the replica runs on. */
+export interface PreviousSpool {
+  spool: string;
+  relayedThrough: number;
+  lastRelayedAt: string | null;
+  lastReceivedAt: string | null;
 }
 
 /** Cluster mode's retention settings (ClusterNodeOptions.retention). */
@@ -107,6 +131,9 @@ export interface ClusterRetention {
 
 export type ClusterState = 'connecting' | 'running' | 'stopped';
 
+/** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
+const READ_SHORT_MS = 2500;
+
 export class ClusterNode {
   private readonly pool: Pool;
   /** The senders' own connections: a slow destination's records never wait behind the relay. */
@@ -122,6 +149,10 @@ export class ClusterNode {
   private kickFailures = 0;
   private retention: { stop(): void } | null = null;
   private spoolRetention: NodeJS.Timeout | null = null;
+  /** Whether PostgreSQL answers now, once started (a heartbeat on a connection of its own). */
+  private readonly liveness: Liveness;
+  /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
+  private readonly settings: ConnectionSettings;
   state: ClusterState = 'connecting';
   /**
    * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
@@ -130,11 +161,20 @@ export class ClusterNode {
   readonly adminLog: PgAdminLog;
 
   constructor(private readonly options: ClusterNodeOptions) {
+    const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
+    this.settings = settings;
     this.pool = new Pool({
       connectionString: options.databaseUrl,
       max: 4,
       application_name: `consig-receiver:${options.replicaId}`,
       connectionTimeoutMillis: 5000,
+      ...settings,
+    });
+    this.liveness = new Liveness({
+      connectionString: options.databaseUrl,
+      settings,
+      applicationName: `consig-receiver:${options.replicaId}:liveness`,
+      logger: options.logger,
     });
     // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
     this.pool.on('error', () => undefined);
@@ -159,6 +199,7 @@ export class ClusterNode {
             max: 3,
             application_name: `consig-receiver:${options.replicaId}:sender`,
             connectionTimeoutMillis: 5000,
+            ...settings,
           });
     this.forwarder =
       forwarding === undefined || this.forwardPool === null
@@ -173,6 +214,7 @@ export class ClusterNode {
             createSender: forwarding.createSender,
             logger: options.logger,
             applicationName: `consig-receiver:${options.replicaId}:forwarder`,
+            settings,
             onHeld: forwarding.onHeld,
             onNotify: forwarding.onNotify,
           });
@@ -189,7 +231,15 @@ export class ClusterNode {
    * on an ingest-only replica). `/readyz` `processing` and `consig_processing_holder` say it.
    */
   get processing(): boolean {
-    return this.state === 'running' && this.workerQueues().includes(EVENTS_QUEUE);
+    return this.connected && this.workerQueues().includes(EVENTS_QUEUE);
+  }
+
+  /**
+   * Started and reaching PostgreSQL now (`consig_cluster_connected`): false within about 10 s of
+   * losing it (liveness.ts), true again once a heartbeat is answered.
+   */
+  get connected(): boolean {
+    return this.state === 'running' && this.liveness.connected;
   }
 
   /** The queues this replica has pg-boss workers on, as pg-boss lists them (none before it connects). */
@@ -227,22 +277,38 @@ export class ClusterNode {
     return this.readShort(readSharedAnswers);
   }
 
-  /** A read of at most 2 s on one pooled connection; null when not running or when it fails. */
+  /**
+   * A read of at most 2 s on one pooled connection; null when not connected or when it fails. The
+   * server's statement_timeout bounds a slow read; a server that does not answer at all (frozen,
+   * partitioned) cannot enforce it, so the connection is also dropped here after READ_SHORT_MS:
+   * a `/metrics` scrape never hangs on PostgreSQL.
+   */
   private async readShort<T>(read: (sql: Sql) => Promise<T>): Promise<T | null> {
-    if (this.state !== 'running') return null;
+    if (!this.connected) return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
-    let ok = false;
-    try {
+    const work = (async () => {
       await client.query("SET statement_timeout = '2s'");
       const result = await read(sqlOf(client));
       await client.query('RESET statement_timeout');
-      ok = true;
-      return result;
+      return { result };
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), READ_SHORT_MS);
+    });
+    let ok = false;
+    try {
+      const outcome = await Promise.race([work, expired]);
+      ok = outcome !== null;
+      return outcome === null ? null : outcome.result;
     } catch {
       return null;
     } finally {
+      clearTimeout(timer);
+      // Dropped unless it finished: the query still in flight then fails, and nobody waits for it.
       client.release(!ok);
+      work.catch(() => undefined);
     }
   }
 
@@ -251,6 +317,7 @@ export class ClusterNode {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.spoolRetention) clearInterval(this.spoolRetention);
     this.retention?.stop();
+    await this.liveness.stop();
     await this.relay?.stop();
     // Senders first record what was answered, then give their destinations' locks back.
     await this.forwarder?.stop(timeoutMs).catch(() => undefined);
@@ -264,8 +331,10 @@ export class ClusterNode {
     const { logger } = this.options;
     try {
       await migratePostgres(this.pool, { logger });
+      await this.checkSpoolIdentity();
       this.engine = await startEngine(this.options.databaseUrl, {
         max: this.options.concurrency + 4,
+        settings: this.settings,
         logger: {
           error: (fields, message) => this.bossError(fields, message),
           warn: (fields, message) => logger.warn(fields, message),
@@ -279,6 +348,7 @@ export class ClusterNode {
       // After the migrations: the senders read tables they create.
       this.forwarder?.start();
       this.state = 'running';
+      this.liveness.start(true);
       logger.info(
         { replica: this.options.replicaId, concurrency: this.options.concurrency },
         this.options.concurrency === 0
@@ -290,8 +360,11 @@ export class ClusterNode {
       await this.engine?.stop(1000).catch(() => undefined);
       this.engine = null;
       const delay = Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5));
-      logger.warn(
-        { err: (err as Error).message, attempt, retry_in_ms: delay },
+      // An error, at most 30 s apart: a replica that never reaches PostgreSQL (a wrong host or
+      // password, a firewall) processes and relays nothing, and only its log says why.
+      const url = this.options.databaseUrl;
+      logger.error(
+        { err: redactedMessage(err, url), database: describeDatabase(url), attempt, retry_in_ms: delay },
         'cluster mode: cannot start on PostgreSQL yet; acknowledging from the spool meanwhile',
       );
       await new Promise<void>((resolve) => {
@@ -299,6 +372,50 @@ export class ClusterNode {
       });
       if (!this.stopping) await this.connect(attempt + 1);
     }
+  }
+
+  /**
+   * A replica restarted on an empty spool (its volume lost or replaced) relays under a new spool id,
+   * and whatever the old spool had acknowledged but not relayed is gone: the service does not send
+   * a 200 again. PostgreSQL knows the spools this REPLICA_ID relayed from (relay_spools); when it
+   * knows others and not this one, the newest of them is named in an error, with how far it had
+   * been relayed, and the metric `consig_relay_spool_replaced` goes to 1 for the life of the process.
+   * A spool never relayed from is not known to PostgreSQL either, so this holds from the first start
+   * until the new spool's first batch commits, and on every start before that.
+   */
+  private async checkSpoolIdentity(): Promise<void> {
+    const { options } = this;
+    const rows = await sqlOf(this.pool).query<{
+      spool: string;
+      relayed_through: string;
+      last_relayed_at: Date | null;
+      last_received_at: Date | null;
+    }>(
+      `SELECT spool, relayed_through, last_relayed_at, last_received_at FROM relay_spools
+       WHERE replica = $1 ORDER BY (spool = $2) DESC, last_relayed_at DESC`,
+      [options.replicaId, options.spool.id],
+    );
+    const newest = rows[0];
+    if (newest === undefined || newest.spool === options.spool.id) return;
+    const previous: PreviousSpool = {
+      spool: newest.spool,
+      relayedThrough: Number(newest.relayed_through),
+      lastRelayedAt: iso(newest.last_relayed_at),
+      lastReceivedAt: iso(newest.last_received_at),
+    };
+    options.metrics?.spoolReplaced?.(previous);
+    options.logger.error(
+      {
+        replica: options.replicaId,
+        spool: options.spool.id,
+        previous_spool: previous.spool,
+        previous_relayed_through: previous.relayedThrough,
+        previous_last_received_at: previous.lastReceivedAt,
+        previous_last_relayed_at: previous.lastRelayedAt,
+        spools_before: rows.length,
+      },
+      'cluster mode: this replica starts on a new spool; deliveries its previous spool acknowledged after previous_last_received_at and never relayed are lost unless that volume is recovered (docs/alert-runbook.md#consigspoolreplaced)',
+    );
   }
 
   /** pg-boss reports every failed fetch while PostgreSQL is away: the first, then every 50th. */
@@ -382,6 +499,7 @@ export class ClusterNode {
       kick: (sql, keys) => engine.kick(sql, keys),
       now: options.now,
       logger: options.logger,
+      lockTimeoutMs: (options.limits ?? DEFAULT_CONNECTION_LIMITS).lockTimeoutMs,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
       onError: (err) => {
         options.metrics?.relayError?.();

@@ -43,6 +43,12 @@ export interface RelayOptions {
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
+  /**
+   * PG_LOCK_TIMEOUT_MS: a batch waits this long at most for a lock (the relay lock, a key's kick
+   * lock), then is rolled back and tried again: a relay waiting behind a slow kick does not keep
+   * the relay lock from the other replicas meanwhile (connection.ts). @default 5000
+   */
+  lockTimeoutMs?: number;
 }
 
 /**
@@ -81,6 +87,11 @@ export function sharedWorkKeyOf(e: {
   if (e.nu_proposta !== null) return `p:${String(e.nu_proposta)}`;
   if (e.request_id !== null) return `r:${e.request_id}`;
   return null;
+}
+
+/** PostgreSQL's `lock_not_available`: lock_timeout ran out. */
+function isLockTimeout(err: Error): boolean {
+  return (err as { code?: string }).code === '55P03';
 }
 
 export class Relay {
@@ -162,7 +173,9 @@ export class Relay {
         if (this.failures === 1 || this.failures % 30 === 0)
           this.options.logger.warn(
             { err: error.message, failures: this.failures },
-            'relay: cannot write to PostgreSQL; deliveries stay in the spool and are relayed when it is back',
+            isLockTimeout(error)
+              ? 'relay: a lock stayed held by another transaction longer than PG_LOCK_TIMEOUT_MS; the batch is tried again'
+              : 'relay: cannot write to PostgreSQL; deliveries stay in the spool and are relayed when it is back',
           );
       }
       if (this.stopped) break;
@@ -186,6 +199,9 @@ export class Relay {
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
     // run with synchronous_commit off, never this).
     await sql.query('SET LOCAL synchronous_commit = on');
+    await sql.query(
+      `SET LOCAL lock_timeout = ${Math.max(1, Math.round(this.options.lockTimeoutMs ?? 5000))}`,
+    );
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
     // Before the first write: a kick running on one of these keys commits first, and one that
     // starts now waits for this batch (kick-lock.ts).

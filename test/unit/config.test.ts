@@ -138,3 +138,23 @@ describe('CLUSTER_CONCURRENCY', () => {
     }
   });
 });
+
+describe('PG_IDLE_IN_TRANSACTION_TIMEOUT_MS and PG_LOCK_TIMEOUT_MS', () => {
+  const cluster = { DATABASE_URL: 'postgres://u:p@db:5432/consig', REPLICA_ID: 'r1' };
+
+  it('default to 10 s and 5 s, and are read in milliseconds', () => {
+    expect(loadConfig(cluster).cluster?.limits).toEqual({
+      idleInTransactionMs: 10_000,
+      lockTimeoutMs: 5_000,
+    });
+    const set = { ...cluster, PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '30000', PG_LOCK_TIMEOUT_MS: '250' };
+    expect(loadConfig(set).cluster?.limits).toEqual({ idleInTransactionMs: 30_000, lockTimeoutMs: 250 });
+  });
+
+  it('refuse a bound of zero (no bound) or below their minimum, naming the variable', () => {
+    expect(error({ ...cluster, PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '0' }, false).variable).toBe(
+      'PG_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+    );
+    expect(error({ ...cluster, PG_LOCK_TIMEOUT_MS: '50' }, false).variable).toBe('PG_LOCK_TIMEOUT_MS');
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * What every connection of a replica to PostgreSQL carries, so that no replica — frozen (SIGSTOP,
+ * a long GC pause), partitioned or slow — can hold a lock the others wait for beyond a bound
+ * (issue 22, item 3). The locks in play: the relay's advisory lock, the kick locks (kick-lock.ts),
+ * the outbox lock and row locks of a kick (pg-boss's transactions), the destinations' session locks
+ * (forwarder.ts).
+ *
+ * - `idle_in_transaction_session_timeout`: the server ends a session that sits in an open
+ *   transaction without sending a statement for this long. A frozen or partitioned replica is just
+ *   that, whatever TCP still says (a stopped process's kernel keeps answering keepalives), so its
+ *   transaction-scoped locks are freed after it. The replica, continued, finds its connection gone:
+ *   the transaction rolled back, and what it was relaying is relayed again (the spool's cursor moves
+ *   only after a commit).
+ * - TCP keepalives and `tcp_user_timeout` on the server's side: a replica whose machine vanished
+ *   (no FIN, no RST) is noticed in about 25 s instead of the OS default of 2 hours, and data the
+ *   server is sending to it stays unacknowledged at most 15 s. On the client's side (`keepAlive`),
+ *   the replica notices a server that vanished.
+ * - `lock_timeout` is not a session setting here: it is set by the transactions whose wait may fail
+ *   and be tried again (the relay's, relay.ts), never on the migrations, which wait for one another
+ *   on purpose.
+ *
+ * These go as the startup packet's `options` (`-c name=value`), which PostgreSQL applies before the
+ * first statement. Options given in DATABASE_URL (`?options=...`) replace them (node-postgres lets
+ * the URL win). A pooler must pass them through (PgBouncer: `ignore_startup_parameters` must not
+ * list `options`), as it must already give the listener a session connection.
+ */
+
+export interface ConnectionLimits {
+  /**
+   * PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: the longest a replica's transaction may sit between two
+   * statements before the server ends it (and frees its locks). A partner's cluster handler that
+   * awaits longer than this inside a kick has its batch rolled back and retried.
+   * @default 10000
+   */
+  idleInTransactionMs: number;
+  /**
+   * PG_LOCK_TIMEOUT_MS: the longest the relay waits for a lock (the relay lock, a key's kick lock)
+   * before it gives its batch up and tries again, so that it does not hold the relay lock for the
+   * others while it waits behind a slow kick. @default 5000
+   */
+  lockTimeoutMs: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
+  idleInTransactionMs: 10_000,
+  lockTimeoutMs: 5_000,
+});
+
+/** Seconds of silence before the server probes a replica's socket, between probes, and probes lost. */
+const SERVER_KEEPALIVES = { idle: 10, interval: 5, count: 3 } as const;
+/** The longest data the server sent may stay unacknowledged before it drops the connection. */
+const SERVER_TCP_USER_TIMEOUT_MS = 15_000;
+/** The replica's own sockets: first keepalive probe after this much silence. */
+const CLIENT_KEEPALIVE_DELAY_MS = 10_000;
+
+/** The node-postgres settings of a replica's pools and clients (pg-boss's pool included). */
+export interface ConnectionSettings {
+  keepAlive: true;
+  keepAliveInitialDelayMillis: number;
+  options: string;
+}
+
+/** The settings for a pg Pool or Client: spread them into its config. */
+export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): ConnectionSettings {
+  const gucs: Record<string, number> = {
+    idle_in_transaction_session_timeout: limits.idleInTransactionMs,
+    tcp_keepalives_idle: SERVER_KEEPALIVES.idle,
+    tcp_keepalives_interval: SERVER_KEEPALIVES.interval,
+    tcp_keepalives_count: SERVER_KEEPALIVES.count,
+    tcp_user_timeout: SERVER_TCP_USER_TIMEOUT_MS,
+  };
+  return {
+    keepAlive: true,
+    keepAliveInitialDelayMillis: CLIENT_KEEPALIVE_DELAY_MS,
+    options: Object.entries(gucs)
+      .map(([name, value]) => `-c ${name}=${value}`)
+      .join(' '),
+  };
+}
+
+/**
+ * DATABASE_URL as it may be logged: scheme, user, host, port and database, never the password nor
+ * the query string (which may carry one). An unparsable value is not echoed at all.
+ */
+export function describeDatabase(url: string): string {
+  try {
+    const u = new URL(url);
+    const user = u.username === '' ? '' : `${decodeURIComponent(u.username)}@`;
+    return `${u.protocol}//${user}${u.host}${u.pathname}`;
+  } catch {
+    return '(DATABASE_URL unparsable)';
+  }
+}
+
+/**
+ * An error's message as it may be logged next to DATABASE_URL: the password (and the whole URL),
+ * should a driver ever echo them, replaced. PostgreSQL's own messages name the user, never the
+ * password; this is the guard for the ones that are not PostgreSQL's.
+ */
+export function redactedMessage(err: unknown, url: string): string {
+  let message = err instanceof Error ? err.message : String(err);
+  if (message === '') message = (err as { code?: string } | null)?.code ?? 'unknown error';
+  const secrets = [url];
+  try {
+    const password = new URL(url).password;
+    if (password !== '') secrets.push(password, decodeURIComponent(password));
+  } catch {
+    // An unparsable URL: only the whole value is replaced.
+  }
+  for (const secret of secrets.filter((s) => s.length > 0).sort((a, b) => b.length - a.length))
+    message = message.split(secret).join('***');
+  return message;
+}

@@ -1,0 +1,149 @@
+import { Client } from 'pg';
+import { type ConnectionSettings, describeDatabase, redactedMessage } from './connection';
+
+/**
+ * Whether this replica reaches PostgreSQL now (issue 22, item 2): `consig_cluster_connected`,
+ * `consig_processing_holder` and `/readyz`'s `processing` follow it. A connection of its own runs
+ * `SELECT 1` every `intervalMs`; a query unanswered within `timeoutMs`, an error or the connection
+ * ending (a server stopped, restarted, failed over) marks the replica disconnected at once, and the
+ * next answered heartbeat marks it connected again. So the figures drop within interval + timeout
+ * (10 s by default) of losing PostgreSQL, usually at once (a stopped server closes the socket).
+ *
+ * Its own connection, not one of the pool's: a pool busy with a long relay catch-up or admin reads
+ * would make a heartbeat wait for a connection and report a healthy server as lost.
+ */
+
+export interface LivenessOptions {
+  connectionString: string;
+  settings: ConnectionSettings;
+  applicationName: string;
+  logger: {
+    info(fields: Record<string, unknown>, message: string): void;
+    error(fields: Record<string, unknown>, message: string): void;
+  };
+  /** @default 5000 */
+  intervalMs?: number;
+  /** @default 5000 */
+  timeoutMs?: number;
+  /** While PostgreSQL stays away, the error is said again this often. @default 60000 */
+  repeatMs?: number;
+  now?: () => number;
+}
+
+export class Liveness {
+  private client: Client | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private running = false;
+  private up = false;
+  /** When the current outage began (ms), and when it was last logged; null while connected. */
+  private downSince: number | null = null;
+  private loggedAt = 0;
+
+  constructor(private readonly options: LivenessOptions) {}
+
+  /** True while the last heartbeat was answered and the connection has not failed since. */
+  get connected(): boolean {
+    return this.up;
+  }
+
+  /** Starts beating; `initiallyUp`: the caller just reached PostgreSQL (it started the cluster). */
+  start(initiallyUp: boolean): void {
+    if (this.running) return;
+    this.running = true;
+    this.up = initiallyUp;
+    this.tick();
+  }
+
+  /** Stops beating; a beat in flight is not waited for (it may wait for a server that is away). */
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private tick(): void {
+    this.timer = null;
+    if (!this.running) return;
+    void this.beat().then(() => {
+      if (!this.running) return;
+      this.timer = setTimeout(() => this.tick(), this.options.intervalMs ?? 5000);
+      this.timer.unref();
+    });
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      const client = this.client ?? (await this.connect());
+      await this.timed(client.query('SELECT 1'));
+      if (this.running) this.markUp();
+    } catch (err) {
+      if (this.running) this.markDown(this.client, err);
+    }
+  }
+
+  private async connect(): Promise<Client> {
+    const client = new Client({
+      connectionString: this.options.connectionString,
+      application_name: this.options.applicationName,
+      connectionTimeoutMillis: this.options.timeoutMs ?? 5000,
+      ...this.options.settings,
+    });
+    // Listeners before connect(): a server that goes away is an event here, never an uncaught one.
+    client.on('error', (err) => this.markDown(client, err));
+    client.on('end', () => this.markDown(client, new Error('the connection to PostgreSQL ended')));
+    try {
+      await this.timed(client.connect());
+      if (!this.running) throw new Error('stopped');
+    } catch (err) {
+      void client.end().catch(() => undefined);
+      throw err;
+    }
+    this.client = client;
+    return client;
+  }
+
+  private markUp(): void {
+    const now = (this.options.now ?? Date.now)();
+    if (!this.up && this.downSince !== null)
+      this.options.logger.info(
+        { database: describeDatabase(this.options.connectionString), down_ms: now - this.downSince },
+        'cluster mode: PostgreSQL reachable again',
+      );
+    this.up = true;
+    this.downSince = null;
+  }
+
+  /** The connection failed (or never opened): disconnected now; said once, then every `repeatMs`. */
+  private markDown(client: Client | null, err: unknown): void {
+    if (client !== null && client === this.client) {
+      this.client = null;
+      void client.end().catch(() => undefined);
+    } else if (client !== null) return; // an old connection's late event
+    const now = (this.options.now ?? Date.now)();
+    const wasUp = this.up;
+    this.up = false;
+    this.downSince ??= now;
+    if (!wasUp && now - this.loggedAt < (this.options.repeatMs ?? 60_000)) return;
+    this.loggedAt = now;
+    this.options.logger.error(
+      {
+        err: redactedMessage(err, this.options.connectionString),
+        database: describeDatabase(this.options.connectionString),
+        down_ms: now - this.downSince,
+      },
+      'cluster mode: PostgreSQL unreachable; acknowledging from the spool, relay and processing wait for it',
+    );
+  }
+
+  private timed<T>(work: Promise<T>): Promise<T> {
+    const ms = this.options.timeoutMs ?? 5000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from PostgreSQL within ${ms} ms`)), ms);
+    });
+    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  }
+}

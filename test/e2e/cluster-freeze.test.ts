@@ -1,0 +1,333 @@
+import type { Pool, PoolClient } from 'pg';
+import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
+import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
+import { FakeDestination } from '../helpers/destination';
+import { pgBed } from '../helpers/cluster-bed';
+import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { delivery, SECRET } from '../helpers/payloads';
+import { type ServerProcess, startServe } from '../helpers/process';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * No replica can stall the others (issue 22, item 3). Real `serve` replicas on one real
+ * PostgreSQL, each on its own spool. One of them is frozen (SIGSTOP) at a point where it holds a
+ * lock the others need — deterministically: the test holds the lock that replica is about to wait
+ * for, freezes it while it waits, then lets the lock go, so the frozen replica's transaction holds
+ * its own lock and sends nothing more — or SIGKILLed there. Meanwhile the other replicas keep
+ * receiving deliveries, and each one's relay lag (answer → row in PostgreSQL) is measured. After
+ * SIGCONT (or a restart on its spool) everything is relayed and processed exactly once. And a
+ * replica only slow (a kick lock held long by a live transaction) does not hold the relay lock for
+ * the others while its relay waits behind it.
+ *
+ * What bounds it: idle_in_transaction_session_timeout (10 s by default) ends the frozen replica's
+ * transaction on the server; the relay's lock_timeout (5 s) keeps a relay that waits behind it from
+ * holding the relay lock for the others meanwhile (src/cluster/connection.ts).
+ */
+
+const bed = pgBed({ prefix: 'freeze', fast: true });
+const FROZEN_MS = 30_000;
+/** The issue's bound for the others' relay lag while one replica is frozen. */
+const LAG_BOUND_MS = 20_000;
+const FORWARD_SECRET = `whsec_${Buffer.from('freeze-test-lender-secret-0123456').toString('base64')}`;
+
+let tmp: ReturnType<typeof tempDir>;
+const fleet: ServerProcess[] = [];
+beforeEach(() => {
+  tmp = tempDir('consig-freeze-');
+});
+afterEach(() => {
+  for (const s of fleet.splice(0)) {
+    s.child.kill('SIGCONT');
+    s.child.kill('SIGKILL');
+  }
+  tmp.cleanup();
+});
+
+async function replica(
+  name: string,
+  concurrency = '2',
+  env: Record<string, string> = {},
+): Promise<ServerProcess> {
+  const s = await startServe({
+    DATABASE_URL: bed.url,
+    DATABASE_PATH: `${tmp.dir}/${name}.db`,
+    REPLICA_ID: name,
+    CLUSTER_CONCURRENCY: concurrency,
+    RELAY_INTERVAL_MS: '20',
+    WEBHOOK_SECRETS: SECRET,
+    LOG_LEVEL: 'info',
+    ...env,
+  });
+  fleet.push(s);
+  await waitFor(
+    async () => /^consig_cluster_connected 1$/m.test(await (await fetch(`${s.url}/metrics`)).text()),
+    `${name} connected`,
+  );
+  return s;
+}
+
+/** A proposal's first event, answered 200. */
+async function send(s: ServerProcess, nu: number, evento = 'proposta.criada'): Promise<void> {
+  const answer = await sendSigned(s.url, delivery(evento, { dados: { nu_proposta: nu } }));
+  if (answer.status !== 200) throw new Error(`${evento} ${nu}: ${answer.status}`);
+}
+
+/**
+ * Deliveries to `targets` in turn, one new proposal each, every `everyMs` until stopped; for each,
+ * the time from its answer to its event in PostgreSQL. `stop()` waits for all of them to be there.
+ */
+function steadyLoad(pool: Pool, targets: ServerProcess[], firstNu: number, everyMs = 250) {
+  const answeredAt = new Map<number, number>();
+  const lagMs = new Map<number, number>();
+  let running = true;
+  let nu = firstNu;
+  const sending = (async () => {
+    while (running) {
+      const n = nu++;
+      await send(targets[n % targets.length]!, n);
+      answeredAt.set(n, Date.now());
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  const watching = (async () => {
+    while (running || lagMs.size < answeredAt.size) {
+      const waiting = [...answeredAt.keys()].filter((n) => !lagMs.has(n));
+      if (waiting.length > 0) {
+        const seen = await rows<{ nu_proposta: string }>(
+          pool,
+          'SELECT nu_proposta FROM events WHERE nu_proposta = ANY($1::text[])',
+          [waiting.map(String)],
+        );
+        const now = Date.now();
+        for (const r of seen) lagMs.set(Number(r.nu_proposta), now - answeredAt.get(Number(r.nu_proposta))!);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    /** The worst lag so far, counting deliveries not relayed yet as their age. */
+    worstMs(): number {
+      const now = Date.now();
+      let worst = 0;
+      for (const [n, at] of answeredAt) worst = Math.max(worst, lagMs.get(n) ?? now - at);
+      return worst;
+    },
+    sent: () => answeredAt.size,
+    async stop(): Promise<void> {
+      running = false;
+      await sending;
+      await waitFor(() => lagMs.size === answeredAt.size, 'every delivery of the load relayed', 60_000);
+      await watching;
+    },
+  };
+}
+
+const RELAY_LOCK = {
+  classid: String(RELAY_LOCK_KEY >> 32n),
+  objid: String(RELAY_LOCK_KEY & 0xffffffffn),
+};
+
+/** Whether `replica`'s relay holds the relay lock and waits for another lock (the test's). */
+async function holdsRelayLockWaiting(pool: Pool, replica: string): Promise<boolean> {
+  const n = await count(
+    pool,
+    `SELECT count(*) AS n FROM pg_locks held JOIN pg_stat_activity a ON a.pid = held.pid
+     WHERE a.application_name = $1 AND held.locktype = 'advisory' AND held.granted
+       AND held.classid = $2::oid AND held.objid = $3::oid AND held.objsubid = 1
+       AND EXISTS (SELECT 1 FROM pg_locks w WHERE w.pid = held.pid AND NOT w.granted)`,
+    [`consig-receiver:${replica}`, RELAY_LOCK.classid, RELAY_LOCK.objid],
+  );
+  return n === 1;
+}
+
+/** A transaction of the test holding a key's kick lock exclusively, as a running kick would. */
+async function holdKickLock(pool: Pool, key: string): Promise<PoolClient> {
+  const client = await pool.connect();
+  await client.query('BEGIN');
+  await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || $1, 0))`, [key]);
+  return client;
+}
+
+/** Every delivery answered is one row, each event one and processed once. */
+async function expectExactlyOnce(pool: Pool, deliveries: number): Promise<void> {
+  await waitFor(
+    async () =>
+      (await count(pool, 'SELECT count(*) AS n FROM deliveries')) === deliveries &&
+      (await count(pool, "SELECT count(*) AS n FROM events WHERE status <> 'done'")) === 0,
+    `${deliveries} deliveries relayed and processed`,
+    60_000,
+  );
+  expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(deliveries);
+  expect(await count(pool, 'SELECT count(*) AS n FROM proposal_transitions')).toBe(deliveries);
+  expect(await count(pool, 'SELECT coalesce(sum(duplicates), 0) AS n FROM events')).toBe(0);
+}
+
+/**
+ * Freezes `victim` while its relay holds the relay lock: the test takes the kick lock of the
+ * victim's next delivery first, so that its relay takes the relay lock and waits; SIGSTOP; then the
+ * test lets go, and the frozen relay's transaction holds the relay lock with nobody to finish it.
+ */
+async function freezeHoldingRelayLock(pool: Pool, victim: ServerProcess, name: string, nu: number) {
+  const kickLock = await holdKickLock(pool, `p:${nu}`);
+  try {
+    await send(victim, nu);
+    await waitFor(() => holdsRelayLockWaiting(pool, name), `${name}'s relay holding the relay lock, waiting`);
+    victim.child.kill('SIGSTOP');
+  } finally {
+    await kickLock.query('COMMIT');
+    kickLock.release();
+  }
+}
+
+it('a replica SIGSTOPped while its relay holds the relay lock: the others keep relaying (lag < 20 s); continued, it relays its spool and everything is processed exactly once', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const c = await replica('replica-c');
+  const load = steadyLoad(bed.pool, [a, c], 10_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
+
+  await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 5001);
+  await new Promise((r) => setTimeout(r, FROZEN_MS));
+  const worstWhileFrozen = load.worstMs();
+  b.child.kill('SIGCONT');
+  await send(b, 5002);
+  await load.stop();
+
+  expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 2);
+}, 150_000);
+
+it('a replica SIGKILLed while its relay holds the relay lock: the others keep relaying; restarted on its spool, it relays what it had acknowledged, once', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const load = steadyLoad(bed.pool, [a], 20_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
+
+  await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 6001);
+  b.child.kill('SIGKILL');
+  await b.exited;
+  fleet.splice(fleet.indexOf(b), 1);
+  await new Promise((r) => setTimeout(r, 5_000));
+  await replica('replica-b');
+  await load.stop();
+
+  expect(load.worstMs()).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 1);
+}, 120_000);
+
+it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lock: the relays of the others go on (lag < 20 s); continued, everything is processed once', async () => {
+  // Two ingest-only replicas relay; only `worker` processes, so the kick of the key is its own.
+  const a = await replica('replica-a', '0');
+  const c = await replica('replica-c', '0');
+  const worker = await replica('replica-w', '2');
+  const nu = 7001;
+  await send(a, nu);
+  await waitFor(
+    async () => (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE status = 'done'")) === 1,
+    'the proposal created',
+  );
+  // The test holds the proposal's row: the worker's kick takes the key's kick lock, then waits here.
+  const row = await bed.pool.connect();
+  await row.query('BEGIN');
+  await row.query('SELECT 1 FROM proposals WHERE nu_proposta = $1 FOR UPDATE', [String(nu)]);
+  try {
+    await send(a, nu, 'proposta.pre_aprovada');
+    await waitFor(
+      async () =>
+        (await count(
+          bed.pool,
+          `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+           WHERE s.application_name = 'consig-receiver:pg-boss' AND NOT l.granted`,
+        )) > 0,
+      'the kick waiting for the proposal’s row',
+    );
+    worker.child.kill('SIGSTOP');
+  } finally {
+    await row.query('COMMIT');
+    row.release();
+  }
+  // The kick lock of the proposal is held by the frozen kick: a relay of that proposal's next event
+  // would wait for it holding the relay lock, and every other relay behind it.
+  await send(c, nu, 'proposta.aprovada');
+  const load = steadyLoad(bed.pool, [a, c], 30_000);
+  await new Promise((r) => setTimeout(r, FROZEN_MS));
+  const worstWhileFrozen = load.worstMs();
+  worker.child.kill('SIGCONT');
+  await load.stop();
+
+  expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 3);
+}, 150_000);
+
+it('the replica sending a destination SIGSTOPped: another replica takes the destination over (its lock freed by the server) and sends while it is frozen', async () => {
+  const destination = await FakeDestination.start();
+  try {
+    const forwarding = { FORWARD_URL: destination.url, FORWARD_SECRET };
+    const a = await replica('replica-a', '2', forwarding);
+    const b = await replica('replica-b', '2', forwarding);
+    const holderOf = async (): Promise<string | null> => {
+      const [row] = await rows<{ application_name: string }>(
+        bed.pool,
+        `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::oid AND l.objsubid = 2`,
+        [FORWARD_LOCK_CLASS],
+      );
+      return row?.application_name ?? null;
+    };
+    const first = await waitFor(holderOf, 'a replica sending the destination');
+    const [frozen, other] = first === 'consig-receiver:replica-a:forwarder' ? [a, b] : [b, a];
+    await send(other, 9001);
+    await waitFor(() => destination.accepted().length >= 1, 'the first message sent');
+
+    frozen.child.kill('SIGSTOP');
+    await waitFor(
+      async () => (await holderOf()) !== null && (await holderOf()) !== first,
+      'the other replica holding the destination',
+    );
+    await send(other, 9002);
+    await waitFor(() => destination.accepted().length >= 2, 'a message sent while the old holder is frozen');
+    frozen.child.kill('SIGCONT');
+
+    await expectExactlyOnce(bed.pool, 2);
+    await waitFor(
+      async () =>
+        (await count(
+          bed.pool,
+          "SELECT count(*) AS n FROM forward_deliveries WHERE status <> 'delivered'",
+        )) === 0,
+      'every message delivered',
+    );
+    expect(new Set(destination.accepted().map((r) => r.webhookId)).size).toBe(
+      await count(bed.pool, 'SELECT count(*) AS n FROM forward_deliveries'),
+    );
+  } finally {
+    await destination.close();
+  }
+}, 120_000);
+
+it('a relay waiting behind a slow kick (a key’s kick lock held 25 s by a live transaction) gives the relay lock up after PG_LOCK_TIMEOUT_MS: the others keep relaying, and its batch goes in once, after', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const load = steadyLoad(bed.pool, [a], 40_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
+
+  // Not frozen, only slow: the holder is alive and its session is not idle-bounded (the test's own).
+  const kickLock = await holdKickLock(bed.pool, 'p:5501');
+  let worstWhileHeld: number;
+  try {
+    await send(b, 5501);
+    await waitFor(
+      () => holdsRelayLockWaiting(bed.pool, 'replica-b'),
+      'replica-b’s relay waiting for the kick lock',
+    );
+    await new Promise((r) => setTimeout(r, 25_000));
+    worstWhileHeld = load.worstMs();
+  } finally {
+    await kickLock.query('COMMIT');
+    kickLock.release();
+  }
+  await load.stop();
+
+  expect(worstWhileHeld).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 1);
+}, 120_000);
