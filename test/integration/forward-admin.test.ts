@@ -26,7 +26,7 @@ import { tempDir } from '../helpers/tmp';
  * (forwardDeliveries).
  */
 
-const TOKEN = 'admin-token-fwd';
+const TOKEN = 'admin-token-forwards';
 const DESTINATIONS = parseDestinationsFile(
   JSON.stringify({
     destinations: [
