@@ -10,6 +10,8 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
+import type { TokenFingerprints } from '../domain/console';
+import { endOtherTokensSessions } from './pg-console-sessions';
 import { pgForwardStore } from './pg-forward-store';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
@@ -73,6 +75,12 @@ export interface ClusterNodeOptions {
     onHeld?(destination: string, held: boolean): void;
     onNotify?(): void;
   };
+  /**
+   * The fingerprints of the console's configured tokens: on connecting, the sessions of any other
+   * token (rotated or removed) are deleted, for every replica at once (the sessions are shared).
+   * @default undefined (sessions are left as they are)
+   */
+  consoleTokens?: TokenFingerprints;
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
   /**
@@ -264,6 +272,7 @@ export class ClusterNode {
     const { logger } = this.options;
     try {
       await migratePostgres(this.pool, { logger });
+      await this.endRotatedSessions();
       this.engine = await startEngine(this.options.databaseUrl, {
         max: this.options.concurrency + 4,
         logger: {
@@ -299,6 +308,15 @@ export class ClusterNode {
       });
       if (!this.stopping) await this.connect(attempt + 1);
     }
+  }
+
+  /** Console sessions of tokens no longer configured end (see ClusterNodeOptions.consoleTokens). */
+  private async endRotatedSessions(): Promise<void> {
+    const fps = this.options.consoleTokens;
+    if (fps === undefined) return;
+    const ended = await this.transaction((sql) => endOtherTokensSessions(sql, fps));
+    if (ended > 0)
+      this.options.logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
   }
 
   /** pg-boss reports every failed fetch while PostgreSQL is away: the first, then every 50th. */
