@@ -322,9 +322,15 @@ describe('cluster mode: every replica at once', () => {
     const b = await cluster.start({ ADMIN_TOKEN: ADMIN_A });
     const c = await signedIn(a, ADMIN_A);
     expect((await at(b, c).get('/console')).status).toBe(200);
-    await cluster.start({ ADMIN_TOKEN: ADMIN_B });
+    const rotated = await cluster.start({ ADMIN_TOKEN: ADMIN_B });
     // b still has the old token configured, but the session is gone from the shared log.
     expect(await signedOut(at(b, c))).toBe(true);
     expect(await signedOut(c)).toBe(true);
+    // During a rolling rotation: a session the old token opens at a replica not yet restarted is
+    // refused at the rotated one (and its row deleted, for every replica).
+    const late = await signedIn(a, ADMIN_A);
+    expect(await signedOut(at(rotated, late))).toBe(true);
+    expect(await cluster.query('SELECT * FROM console_sessions')).toEqual([]);
+    expect(await signedOut(late)).toBe(true);
   });
 });
