@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { clusterBed } from '../helpers/cluster-bed';
+import { ConsoleClient } from '../helpers/console-client';
 import { FakeDestination } from '../helpers/destination';
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { runCliAsync } from '../helpers/process';
@@ -12,7 +13,7 @@ import type { TestReceiver } from '../helpers/receiver';
  * (SQLite, cluster on PostgreSQL): events with a known CPF (valid JSON, a quarantined text body,
  * bytes that are not UTF-8, a registry result naming it), a full-CPF destination that echoes what
  * it gets and refuses the first message; then every admin route and every read command (as a table
- * and as JSON), and the receiver's log, are searched for the 11 digits and for the formatted CPF.
+ * and as JSON), the console's pages, and the receiver's log, are searched for the 11 digits and for the formatted CPF.
  * Needs dist/ (npm run build) for the commands.
  */
 
@@ -106,7 +107,13 @@ async function everyAdminAnswer(r: TestReceiver): Promise<Map<string, string>> {
   };
   const events = (await get('/events?limit=1000')).events as { id: number }[];
   expect(events.length).toBeGreaterThanOrEqual(6);
-  for (const e of events) await get(`/events/${e.id}`);
+  for (const e of events) {
+    const { event } = (await get(`/events/${e.id}`)) as { event: { body: unknown } };
+    // A body that is not UTF-8 travels as base64: its bytes are searched too.
+    const { base64 } = (event.body ?? {}) as { base64?: string };
+    if (base64 !== undefined)
+      answers.set(`/events/${e.id} bytes`, Buffer.from(base64, 'base64').toString('latin1'));
+  }
   await get(`/proposals/${NU}`);
   await get('/averbacoes');
   await get(`/averbacoes/${REQUEST_ID}`);
@@ -153,6 +160,31 @@ async function everyCommandOutput(
   return outputs;
 }
 
+/** The console's pages that show events, proposals, averbações and forwards, signed in as admin. */
+async function everyConsolePage(r: TestReceiver, eventIds: number[]): Promise<Map<string, string>> {
+  const c = new ConsoleClient(r.url);
+  await c.signIn(TOKEN);
+  const pages = new Map<string, string>();
+  const paths = [
+    '/console',
+    '/console/events',
+    ...eventIds.map((id) => `/console/events/${id}`),
+    `/console/proposals/${NU}`,
+    '/console/proposals',
+    '/console/averbacoes',
+    '/console/deliveries',
+    '/console/dead',
+    '/console/forwards',
+    '/console/audit',
+  ];
+  for (const path of paths) {
+    const page = await c.get(path);
+    expect({ path, status: page.status }).toEqual({ path, status: 200 });
+    pages.set(path, page.raw);
+  }
+  return pages;
+}
+
 async function sweep(r: TestReceiver, commandEnv: Record<string, string>): Promise<void> {
   await drive(r);
   await settled(r);
@@ -161,7 +193,10 @@ async function sweep(r: TestReceiver, commandEnv: Record<string, string>): Promi
   const answers = await everyAdminAnswer(r);
   const forwardIds = [...answers.keys()].flatMap((p) => /^\/forwards\/(\d+)$/.exec(p)?.[1] ?? []).map(Number);
   const outputs = await everyCommandOutput(commandEnv, forwardIds);
-  const leaking = [...answers, ...outputs].filter(([, text]) => leaks(text)).map(([what]) => what);
+  const eventIds = [...answers.keys()].flatMap((p) => /^\/events\/(\d+)$/.exec(p)?.[1] ?? []).map(Number);
+  const pages = await everyConsolePage(r, eventIds);
+  expect([...answers.keys()].filter((k) => k.endsWith(' bytes'))).toHaveLength(1);
+  const leaking = [...answers, ...outputs, ...pages].filter(([, text]) => leaks(text)).map(([what]) => what);
   expect(leaking).toEqual([]);
   expect(outputs.size).toBeGreaterThan(READ_COMMANDS.length);
   expect(leaks(r.logs.raw)).toBe(false);
