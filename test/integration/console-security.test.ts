@@ -279,6 +279,12 @@ describe.each([sqlite, cluster])('$name mode', (mode) => {
     ]);
     expect(refused[0]?.session).toMatch(/^[0-9a-f]{8}$/);
     expect(JSON.stringify(lines)).not.toMatch(/token-|forged/);
+    // A path is the requester's text: a CPF in it is masked.
+    expect((await admin.post('/console/events/12345678909/replay', {})).status).toBe(403);
+    expect((await audit(mode)).at(-1)).toMatchObject({
+      reason: 'csrf',
+      target: 'POST /console/events/***.456.789-**/replay',
+    });
     const page = await admin.get('/console/audit');
     expect(page.text).toContain('refused: csrf<br>4 times, the last');
     expect(page.text).toContain('<td>anonymous</td>');

@@ -7,6 +7,7 @@ import {
   sessionTokenCurrent,
   tokenFingerprint,
 } from '../../domain/console';
+import { maskCpfsInText } from '../../domain/privacy';
 import { isLockBusy } from '../../store/database-errors';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';
@@ -96,8 +97,9 @@ export function refuse(d: ConsoleDeps, req: Request, actor: Actor, reason: Refus
     at: d.clock.now().toISOString(),
     role: actor?.role ?? null,
     session: actor?.tag ?? null,
-    // The path as requested (a mounted check's own req.path is relative to its mount), no query.
-    route: `${req.method} ${req.originalUrl.split('?')[0] ?? ''}`.slice(0, MAX_ROUTE_CHARS),
+    // The path as requested (a mounted check's own req.path is relative to its mount), no query,
+    // any CPF-shaped number in it masked (a path is the requester's text).
+    route: maskCpfsInText(`${req.method} ${req.originalUrl.split('?')[0] ?? ''}`.slice(0, MAX_ROUTE_CHARS)),
     reason,
     ip: addressOf(d, req),
   });
