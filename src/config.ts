@@ -37,6 +37,20 @@ function optionalText() {
     .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 }
 
+/** Fewest characters an ADMIN_TOKEN or VIEWER_TOKEN may have: a guessable token is a way in. */
+export const MIN_TOKEN_CHARS = 16;
+
+/** A bearer token: unset, or at least {@link MIN_TOKEN_CHARS} characters (its value is never echoed). */
+function optionalToken() {
+  return optionalText().superRefine((v, ctx) => {
+    if (v !== undefined && v.length < MIN_TOKEN_CHARS)
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected at least ${MIN_TOKEN_CHARS} characters (a long random string, e.g. openssl rand -hex 32), got ${v.length}`,
+      });
+  });
+}
+
 function optionalUrl() {
   return optionalText().superRefine((v, ctx) => {
     if (v === undefined) return;
@@ -93,8 +107,8 @@ const schema = z.object({
   QUEUE_CONCURRENCY: optionalText(),
   HANDLER_MAX_ATTEMPTS: int(1, 1000, 8),
   PROCESSING_LEASE_MS: int(500, 600000, 3000),
-  ADMIN_TOKEN: optionalText(),
-  VIEWER_TOKEN: optionalText(),
+  ADMIN_TOKEN: optionalToken(),
+  VIEWER_TOKEN: optionalToken(),
   CONSOLE_SESSION_TTL: optionalText().transform((v, ctx) => {
     if (v === undefined) return 8 * 3_600_000;
     const ms = parseDuration(v);

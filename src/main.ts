@@ -6,6 +6,7 @@ import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { EVENTOS } from './domain/catalogue';
+import { tokenFingerprints } from './domain/console';
 import type { PollScheduleOptions } from './domain/registry';
 import { ForwardSender, type SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
@@ -30,6 +31,7 @@ import { IngestWriter } from './store/ingest-writer';
 import type { NewEvent } from './store/events';
 import { openSpool, type Spool } from './store/spool';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
+import { consoleSessionsRepo } from './store/console-sessions';
 import { ClusterNode } from './cluster/node';
 import { pgConsoleLog } from './cluster/pg-console-log';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
@@ -104,7 +106,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   // Cluster mode: one spool, one replica; a second one on the same file stops here (spool-lock.ts).
   const spoolLock =
     config.cluster === null || config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
-  const { store, pipelineDb } = openFilesOrRelease(config, spoolLock);
+  const { store, pipelineDb } = openFilesOrRelease(config, logger, spoolLock);
   const spool = config.cluster === null ? null : openSpool(store.db);
   const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
   // This process's name in the processing lease.
@@ -409,9 +411,13 @@ function buildServer(
 }
 
 /** openFiles, giving the spool's lock back when the file cannot be used (a test's process goes on). */
-function openFilesOrRelease(config: Config, spoolLock: SpoolLock | null): { store: Store; pipelineDb: Db } {
+function openFilesOrRelease(
+  config: Config,
+  logger: Logger,
+  spoolLock: SpoolLock | null,
+): { store: Store; pipelineDb: Db } {
   try {
-    return openFiles(config);
+    return openFiles(config, logger);
   } catch (err) {
     spoolLock?.release();
     throw err;
@@ -419,12 +425,14 @@ function openFilesOrRelease(config: Config, spoolLock: SpoolLock | null): { stor
 }
 
 /** The SQLite file, migrated, and the pipeline's own connection to it. */
-function openFiles(config: Config): { store: Store; pipelineDb: Db } {
+function openFiles(config: Config, logger: Logger): { store: Store; pipelineDb: Db } {
   const store = openStore(config.databasePath, {
     migrate: true,
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });
+  // SQLite mode's console sessions are in this file (cluster mode's: ClusterNode, on PostgreSQL).
+  if (config.cluster === null) endRotatedSessions(config, store, logger);
   // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
   // connection of this process holds the event loop while another process has the write lock.
   setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
@@ -436,6 +444,18 @@ function openFiles(config: Config): { store: Store; pipelineDb: Db } {
     busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
   return { store, pipelineDb };
+}
+
+/**
+ * Console sessions opened by a token that is no longer configured for their role (rotated or
+ * removed) end at start, before anything listens: their next request signs them out anyway
+ * (http/console/auth.ts), this removes them from the log at once.
+ */
+function endRotatedSessions(config: Config, store: Store, logger: Logger): void {
+  const ended = consoleSessionsRepo(store.db).endOthers(
+    tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
+  );
+  if (ended > 0) logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
 }
 
 /** What follows a stored delivery: the pipeline queues it, or (cluster mode) the relay is woken. */
@@ -486,6 +506,7 @@ function buildCluster(
     retention:
       config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
+    consoleTokens: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
     forwarding: {
       destinations: config.forwarding.destinations,
       // One sender per destination this replica holds, on the main thread (forwarder.ts).

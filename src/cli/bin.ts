@@ -31,6 +31,7 @@ import {
   startAverbacaoCommand,
 } from './service-commands';
 import { serve } from './serve';
+import { endSessionsCommand } from './session-commands';
 
 /**
  * `consig-receiver` (contract §2). Each command is a thin wrapper over the modules; errors become one
@@ -155,6 +156,14 @@ function registerLogCommands(program: Command): void {
       const c = config(program);
       return c.cluster ? clusterProposalsCommand(c, opts, io) : proposalsCommand(c, opts, io);
     });
+
+  program
+    .command('end-sessions')
+    .description(
+      'sign everyone out of the console: every session ends at once (with DATABASE_URL: at every replica); audited',
+    )
+    .option('--json', 'JSON for scripts')
+    .action((opts) => endSessionsCommand(config(program), opts, io));
 
   program
     .command('replay')

@@ -25,6 +25,8 @@ import {
   isMessageType,
   parseInstant,
   type ReplayCounts,
+  shownForward,
+  shownForwardRow,
 } from '../store/forward-admin';
 import { parseNuProposta } from '../store/proposals';
 import { openStore } from '../store/store';
@@ -91,7 +93,7 @@ function registerReadCommands(forwards: Command, config: () => Config, io: Outpu
 
   forwards
     .command('show')
-    .description('one delivery: its message (as the destination gets it) and every attempt')
+    .description('one delivery: its message (CPF masked) and every attempt')
     .argument('<id>', 'delivery id (see forwards list)')
     .option('--json', 'JSON for scripts')
     .action((id: string, opts: { json?: boolean }) => forwardsShowCommand(config(), id, opts, io));
@@ -222,7 +224,7 @@ export function forwardsListCommand(config: Config, opts: ListOptions, io: Outpu
     );
   }
   const filter = { ...filterOf(opts), type: opts.type as MessageType | undefined, limit };
-  const show = (rows: readonly ForwardRow[]) => showForwardList(rows, opts, io);
+  const show = (rows: readonly ForwardRow[]) => showForwardList(rows.map(shownForwardRow), opts, io);
   if (config.cluster) return withPgAdmin(config, (admin) => admin.list(filter)).then(show);
   show(withAdmin(config, (admin) => admin.list(filter)));
 }
@@ -235,7 +237,7 @@ function showForwardList(rows: readonly ForwardRow[], opts: { json?: boolean }, 
 }
 
 /**
- * `forwards show <id>`: the body as the destination gets it (CPF masked unless it sees it in full).
+ * `forwards show <id>`: the message and every attempt, CPF masked (whatever the destination gets).
  * Synchronous on SQLite; a promise in cluster mode.
  */
 export function forwardsShowCommand(
@@ -258,22 +260,20 @@ function showForward(
   io: Output,
 ): void {
   if (detail === undefined) throw new UsageError(`no forward ${id} in ${logName(config)}`);
-  const destination = configuredNamed(config, detail.delivery.destination);
-  const message: unknown = JSON.parse(bodyFor(detail.body, destination?.fullCpf ?? false));
-  if (opts.json) {
-    return io.out(JSON.stringify({ delivery: detail.delivery, message, attempts: detail.attempts }, null, 2));
-  }
-  const d = detail.delivery;
+  // CPF masked even for a destination that gets it in full (contract §5).
+  const shown = shownForward(detail);
+  if (opts.json) return io.out(JSON.stringify(shown, null, 2));
+  const d = shown.delivery;
   io.out(
     `forward ${d.id}: ${d.type} ${d.webhook_id} → ${d.destination}: ${d.status}, ${d.attempts} attempt(s)` +
       (d.next_attempt_at === null ? '' : `, next at ${d.next_attempt_at}`) +
       (d.last_error === null ? '' : `, last error: ${d.last_error}`),
   );
-  io.out(JSON.stringify(message, null, 2));
+  io.out(JSON.stringify(shown.message, null, 2));
   io.out(
     renderTable(
       ['attempt', 'started_at', 'duration_ms', 'http_status', 'outcome', 'error', 'answer'],
-      detail.attempts as unknown as Record<string, unknown>[],
+      shown.attempts as unknown as Record<string, unknown>[],
     ),
   );
 }

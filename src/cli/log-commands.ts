@@ -18,7 +18,7 @@ import type { Config } from '../config';
 import { formatAge } from '../domain/duration';
 import { StorageError, UsageError } from '../domain/errors';
 import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifecycle';
-import { maskCpf, withMaskedCpf } from '../domain/privacy';
+import { maskCpf, withMaskedCpf, withMaskedResultBody } from '../domain/privacy';
 import { formatLimit, limitOf, type StuckCutoff, stuckCutoffs, stuckSince } from '../domain/stuck';
 import type { AverbacaoRow } from '../store/averbacoes';
 import type { Db } from '../store/database';
@@ -471,7 +471,8 @@ export function parseAverbacoesOptions(opts: AverbacoesOptions): number {
 
 /** Tracked registrations: status, where the result came from, polling. */
 export function showAverbacoes(rows: readonly AverbacaoRow[], opts: { json?: boolean }, io: Output): void {
-  if (opts.json) return io.out(JSON.stringify(rows, null, 2));
+  // The registry's answers are the service's text: any CPF in them masked (contract §5).
+  if (opts.json) return io.out(JSON.stringify(rows.map(withMaskedResultBody), null, 2));
   io.out(
     renderTable(
       [

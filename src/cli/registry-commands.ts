@@ -1,3 +1,4 @@
+import { withMaskedResultBody } from '../domain/privacy';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import { trackRegistration } from '../registry/tracking';
@@ -69,12 +70,17 @@ export function trackCommand(
 function showTracked(
   id: string,
   created: boolean,
-  row: { next_poll_at: string | null; status: string } | undefined,
+  row: { next_poll_at: string | null; status: string; result_body: string | null } | undefined,
   opts: { json?: boolean },
   io: Output,
 ): void {
   if (opts.json)
-    return io.out(JSON.stringify({ status: created ? 'tracked' : 'already_tracked', averbacao: row }));
+    return io.out(
+      JSON.stringify({
+        status: created ? 'tracked' : 'already_tracked',
+        averbacao: row && withMaskedResultBody(row),
+      }),
+    );
   io.out(
     created
       ? `tracking ${id}: first poll at ${row?.next_poll_at} unless the registry webhook comes first`

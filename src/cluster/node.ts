@@ -10,6 +10,8 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
+import type { TokenFingerprints } from '../domain/console';
+import { endOtherTokensSessions } from './pg-console-sessions';
 import { pgForwardStore } from './pg-forward-store';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
@@ -82,6 +84,12 @@ export interface ClusterNodeOptions {
     onHeld?(destination: string, held: boolean): void;
     onNotify?(): void;
   };
+  /**
+   * The fingerprints of the console's configured tokens: on connecting, the sessions of any other
+   * token (rotated or removed) are deleted, for every replica at once (the sessions are shared).
+   * @default undefined (sessions are left as they are)
+   */
+  consoleTokens?: TokenFingerprints;
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
   /**
@@ -332,6 +340,7 @@ export class ClusterNode {
     try {
       await migratePostgres(this.pool, { logger });
       await this.checkSpoolIdentity();
+      await this.endRotatedSessions();
       this.engine = await startEngine(this.options.databaseUrl, {
         max: this.options.concurrency + 4,
         settings: this.settings,
@@ -416,6 +425,15 @@ export class ClusterNode {
       },
       'cluster mode: this replica starts on a new spool; deliveries its previous spool acknowledged after previous_last_received_at and never relayed are lost unless that volume is recovered (docs/alert-runbook.md#consigspoolreplaced)',
     );
+  }
+
+  /** Console sessions of tokens no longer configured end (see ClusterNodeOptions.consoleTokens). */
+  private async endRotatedSessions(): Promise<void> {
+    const fps = this.options.consoleTokens;
+    if (fps === undefined) return;
+    const ended = await this.transaction((sql) => endOtherTokensSessions(sql, fps));
+    if (ended > 0)
+      this.options.logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
   }
 
   /** pg-boss reports every failed fetch while PostgreSQL is away: the first, then every 50th. */

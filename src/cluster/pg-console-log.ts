@@ -5,6 +5,7 @@ import {
   type ConsoleEventFilter,
   type NewAuditEntry,
   type NewConsoleSession,
+  type NewRefusal,
   type OverviewFigures,
   type OverviewQuery,
   overviewSinceHour,
@@ -12,6 +13,7 @@ import {
   type ProposalListing,
   type RollupResult,
   STORY_AVERBACOES,
+  type TokenFingerprints,
 } from '../domain/console';
 import { runOfAnswers, silenceDue } from '../domain/delivery-alarm';
 import type { PgAdminLog } from './pg-admin-log';
@@ -30,11 +32,17 @@ import {
 } from './pg-console-reads';
 import { isRollupBusy, readRollupHours, rollupPosition, updateRollup } from './pg-console-rollup';
 import {
+  clearSignInFailures,
   createSession,
+  endAllSessions,
+  endOtherTokensSessions,
   liveSession,
   pruneSessions,
   readAuditPage,
+  readSignInFailures,
   recordAudit,
+  recordRefusal,
+  recordSignInFailure,
   removeSession,
   touchSession,
 } from './pg-console-sessions';
@@ -74,9 +82,19 @@ export function pgConsoleLog(admin: PgAdminLog) {
       touch: (idHash: string, now: string) => transaction((tx) => touchSession(tx, idHash, now)),
       remove: (idHash: string) => transaction((tx) => removeSession(tx, idHash)),
       pruneExpired: (now: string) => transaction((tx) => pruneSessions(tx, now)),
+      endOthers: (fps: TokenFingerprints) => transaction((tx) => endOtherTokensSessions(tx, fps)),
+      endAll: () => transaction((tx) => endAllSessions(tx)),
+    },
+    signInFailures: {
+      current: (address: string, windowStart: string) =>
+        read((db) => readSignInFailures(db, address, windowStart)),
+      failed: (address: string, now: string, windowStart: string) =>
+        transaction((tx) => recordSignInFailure(tx, address, now, windowStart)),
+      succeeded: (address: string) => transaction((tx) => clearSignInFailures(tx, address)),
     },
     audit: {
       record: (entry: NewAuditEntry) => transaction((tx) => recordAudit(tx, entry)),
+      refuse: (refusal: NewRefusal) => transaction((tx) => recordRefusal(tx, refusal)),
       page: (beforeId: number, limit: number) => read((db) => readAuditPage(db, beforeId, limit)),
     },
     overview: (now: Date, query: OverviewQuery) => overview(admin, now, query),

@@ -4,23 +4,30 @@ import {
   type ConsoleSessionRow,
   type NewAuditEntry,
   type NewConsoleSession,
+  type NewRefusal,
+  overflowRefusal,
+  REFUSAL_ROWS_PER_WINDOW,
+  refusalWindowStart,
+  type TokenFingerprints,
 } from '../domain/console';
 import { type PgReader, rows } from './pg-reads';
 import type { Sql } from './sql';
 
 /**
- * The console's own tables in cluster mode (migrations-pg/0004): `console_sessions` and
- * `console_audit`, SQLite's store/console-sessions.ts and store/audit.ts on PostgreSQL. Shared by
- * every replica: a browser signed in through one is signed in at all of them, and signing out at
- * one signs out everywhere. The session id itself is never stored, only its SHA-256.
+ * The console's own tables in cluster mode (migrations-pg/0004, 0005): `console_sessions`,
+ * `console_audit` and `console_sign_in_failures`, SQLite's store/console-sessions.ts, store/audit.ts
+ * and store/console-throttle.ts on PostgreSQL. Shared by every replica: a browser signed in through
+ * one is signed in at all of them, signing out at one signs out everywhere, a replica started with a
+ * rotated token ends the old token's sessions for all, and the sign-in throttle counts an address's
+ * wrong tokens at any replica. The session id itself is never stored, only its SHA-256.
  */
 
 /** A new session (its creation time is its first last_seen). */
 export async function createSession(sql: Sql, s: NewConsoleSession): Promise<void> {
   await sql.query(
-    `INSERT INTO console_sessions (id_hash, role, created_at, expires_at, last_seen)
-     VALUES ($1, $2, $3::timestamptz, $4::timestamptz, $3::timestamptz)`,
-    [s.idHash, s.role, s.now, s.expiresAt],
+    `INSERT INTO console_sessions (id_hash, role, created_at, expires_at, last_seen, token_fp)
+     VALUES ($1, $2, $3::timestamptz, $4::timestamptz, $3::timestamptz, $5)`,
+    [s.idHash, s.role, s.now, s.expiresAt, s.tokenFp],
   );
 }
 
@@ -32,7 +39,7 @@ export async function liveSession(
 ): Promise<ConsoleSessionRow | undefined> {
   const [row] = await rows<ConsoleSessionRow>(
     db,
-    `SELECT id_hash, role, created_at, expires_at, last_seen FROM console_sessions
+    `SELECT id_hash, role, created_at, expires_at, last_seen, token_fp FROM console_sessions
      WHERE id_hash = $1 AND expires_at > $2::timestamptz`,
     [idHash, now],
   );
@@ -60,6 +67,97 @@ export async function pruneSessions(sql: Sql, now: string): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+async function deleted(sql: Sql, where: string, params: unknown[]): Promise<number> {
+  const [row] = await sql.query<{ n: string }>(
+    `WITH gone AS (DELETE FROM console_sessions WHERE ${where} RETURNING 1) SELECT count(*) AS n FROM gone`,
+    params,
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** Removes every session its role's configured token did not open (rotated or removed); how many. */
+export function endOtherTokensSessions(sql: Sql, fps: TokenFingerprints): Promise<number> {
+  // '' for a role without a token, which no fingerprint equals.
+  return deleted(
+    sql,
+    `token_fp IS NULL OR NOT ((role = 'admin' AND token_fp = $1) OR (role = 'viewer' AND token_fp = $2))`,
+    [fps.admin ?? '', fps.viewer ?? ''],
+  );
+}
+
+/** Removes every session (everyone signed out, at every replica); returns how many. */
+export function endAllSessions(sql: Sql): Promise<number> {
+  return deleted(sql, 'true', []);
+}
+
+/** The address's wrong tokens in the window that began after `windowStart`, if any. */
+export async function readSignInFailures(
+  db: PgReader,
+  address: string,
+  windowStart: string,
+): Promise<{ since: string; failures: number } | undefined> {
+  const [row] = await rows<{ since: string; failures: number }>(
+    db,
+    `SELECT since, failures FROM console_sign_in_failures WHERE address = $1 AND since > $2::timestamptz`,
+    [address, windowStart],
+  );
+  return row;
+}
+
+/** One more wrong token from an address (store/console-throttle.ts), past windows forgotten. */
+export async function recordSignInFailure(
+  sql: Sql,
+  address: string,
+  now: string,
+  windowStart: string,
+): Promise<void> {
+  await sql.query('DELETE FROM console_sign_in_failures WHERE since <= $1::timestamptz', [windowStart]);
+  await sql.query(
+    `INSERT INTO console_sign_in_failures (address, since, failures) VALUES ($1, $2::timestamptz, 1)
+     ON CONFLICT (address) DO UPDATE SET
+       failures = CASE WHEN console_sign_in_failures.since <= $3::timestamptz THEN 1
+                       ELSE console_sign_in_failures.failures + 1 END,
+       since = CASE WHEN console_sign_in_failures.since <= $3::timestamptz THEN $2::timestamptz
+                    ELSE console_sign_in_failures.since END`,
+    [address, now, windowStart],
+  );
+}
+
+export async function clearSignInFailures(sql: Sql, address: string): Promise<void> {
+  await sql.query('DELETE FROM console_sign_in_failures WHERE address = $1', [address]);
+}
+
+/**
+ * A refused request, aggregated as in SQLite (store/audit.ts `refuse`). Two replicas refusing the
+ * same thing at once may each add a row: the count is split, never lost.
+ */
+export async function recordRefusal(sql: Sql, r: NewRefusal): Promise<void> {
+  const start = refusalWindowStart(r.at);
+  const add = async (x: NewRefusal): Promise<boolean> => {
+    const done = await sql.query<{ id: string }>(
+      `UPDATE console_audit SET times = times + 1, last_at = $1::timestamptz WHERE id = (
+         SELECT id FROM console_audit WHERE outcome = 'refused' AND at >= $2::timestamptz AND reason = $3
+           AND target = $4 AND ip IS NOT DISTINCT FROM $5 AND session IS NOT DISTINCT FROM $6
+         ORDER BY id DESC LIMIT 1) RETURNING id`,
+      [x.at, start, x.reason, x.route, x.ip, x.session],
+    );
+    return done.length > 0;
+  };
+  if (await add(r)) return;
+  const [count] = await sql.query<{ n: string }>(
+    `SELECT count(*) AS n FROM console_audit WHERE outcome = 'refused' AND at >= $1::timestamptz`,
+    [start],
+  );
+  const full = Number(count?.n ?? 0) >= REFUSAL_ROWS_PER_WINDOW;
+  const row = full ? overflowRefusal(r) : r;
+  if (full && (await add(row))) return;
+  await sql.query(
+    `INSERT INTO console_audit (at, role, session, action, target, ip, outcome, reason, times)
+     VALUES ($1::timestamptz, $2, $3, 'refused', $4, $5, 'refused', $6, 1)`,
+    [row.at, row.role, row.session, row.route, row.ip, row.reason],
+  );
+}
+
 /** Records an action (its detail as JSON with any CPF masked, as in SQLite). */
 export async function recordAudit(sql: Sql, e: NewAuditEntry): Promise<void> {
   await sql.query(
@@ -73,8 +171,8 @@ export async function recordAudit(sql: Sql, e: NewAuditEntry): Promise<void> {
 export function readAuditPage(db: PgReader, beforeId: number, limit: number): Promise<AuditRow[]> {
   return rows<AuditRow>(
     db,
-    `SELECT id, at, role, session, action, target, detail, ip FROM console_audit
-     WHERE id < $1 ORDER BY id DESC LIMIT $2`,
+    `SELECT id, at, role, session, action, target, detail, ip, outcome, reason, times, last_at
+     FROM console_audit WHERE id < $1 ORDER BY id DESC LIMIT $2`,
     [beforeId, limit],
   );
 }

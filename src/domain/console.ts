@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { DeliveryAlarmState } from './delivery-alarm';
 import type { DestinationSummary } from './forwarding/admin';
 import type { Destination } from './forwarding/destinations';
@@ -276,6 +277,8 @@ export interface ConsoleSessionRow {
   created_at: string;
   expires_at: string;
   last_seen: string;
+  /** The fingerprint of the token that opened it ({@link tokenFingerprint}); null before migration 0011. */
+  token_fp: string | null;
 }
 
 export interface NewConsoleSession {
@@ -283,6 +286,41 @@ export interface NewConsoleSession {
   role: ConsoleRole;
   now: string;
   expiresAt: string;
+  tokenFp: string;
+}
+
+/**
+ * Which token opened a session, stored with it: HMAC-SHA256 keyed by the token, hex. Never the token,
+ * and a copy of the database does not give it back; the same token always gives the same value, so a
+ * rotated or removed token is known by its fingerprint no longer being a configured one.
+ */
+export function tokenFingerprint(token: string): string {
+  return createHmac('sha256', token).update('consig-receiver console session').digest('hex');
+}
+
+/** The fingerprint of each role's configured token; null for a role whose token is not set. */
+export interface TokenFingerprints {
+  admin: string | null;
+  viewer: string | null;
+}
+
+export function tokenFingerprints(tokens: {
+  admin: string | undefined;
+  viewer: string | undefined;
+}): TokenFingerprints {
+  return {
+    admin: tokens.admin === undefined ? null : tokenFingerprint(tokens.admin),
+    viewer: tokens.viewer === undefined ? null : tokenFingerprint(tokens.viewer),
+  };
+}
+
+/** Whether a session was opened by the token its role has now (rotated, removed or unknown: no). */
+export function sessionTokenCurrent(
+  row: Pick<ConsoleSessionRow, 'role' | 'token_fp'>,
+  fps: TokenFingerprints,
+): boolean {
+  const current = fps[row.role];
+  return current !== null && row.token_fp === current;
 }
 
 export const AUDIT_ACTIONS = [
@@ -295,6 +333,8 @@ export const AUDIT_ACTIONS = [
   'sign_in',
   'sign_out',
   'sign_in_failed',
+  'end_sessions',
+  'refused',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -311,6 +351,43 @@ export interface NewAuditEntry {
   ip: string | null;
 }
 
+/** Why a console request was refused (contract §9): a `refused` row of the audit table. */
+export const REFUSAL_REASONS = ['csrf', 'origin', 'role', 'throttled'] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+/** Repeats of one refusal within this window add to one row. */
+export const REFUSAL_WINDOW_MS = 3_600_000;
+/**
+ * Distinct refusal rows per window at most; past it, the rest of the window's refusals are counted
+ * in one row per reason (target `*`, no address or session). So refusals add at most this many rows
+ * plus four an hour, whatever an attacker sends.
+ */
+export const REFUSAL_ROWS_PER_WINDOW = 200;
+
+/** A refused request: who (a session's role and tag, or null: anonymous), which route, why. */
+export interface NewRefusal {
+  at: string;
+  role: ConsoleRole | null;
+  session: string | null;
+  /** `POST /console/events/12/replay`, at most {@link MAX_ROUTE_CHARS} characters. */
+  route: string;
+  reason: RefusalReason;
+  ip: string | null;
+}
+
+export const MAX_ROUTE_CHARS = 200;
+
+/** Where a refusal's aggregation window starts: the UTC hour of `at`. */
+export function refusalWindowStart(at: string): string {
+  const ms = Date.parse(at);
+  return new Date(ms - (ms % REFUSAL_WINDOW_MS)).toISOString();
+}
+
+/** The row a refusal adds to once the window's cap is reached: one per reason, no address or session. */
+export function overflowRefusal(r: NewRefusal): NewRefusal {
+  return { ...r, role: null, session: null, route: '*', ip: null };
+}
+
 export interface AuditRow {
   id: number;
   at: string;
@@ -320,6 +397,13 @@ export interface AuditRow {
   target: string | null;
   detail: string | null;
   ip: string | null;
+  /** 'refused' for a refused attempt, else null. */
+  outcome: string | null;
+  reason: string | null;
+  /** How many times this row happened (a refusal repeated within its window). */
+  times: number;
+  /** The latest of them (null: only `at`). */
+  last_at: string | null;
 }
 
 /** The `detail` column of an audit entry: JSON, any CPF in it masked (LGPD). */

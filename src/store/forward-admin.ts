@@ -55,6 +55,9 @@ export {
   isMessageType,
   parseInstant,
   type ReplayCounts,
+  type ShownForward,
+  shownForward,
+  shownForwardRow,
 } from '../domain/forwarding/admin';
 export type { FeedPage } from '../domain/forwarding/messages';
 

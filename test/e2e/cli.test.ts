@@ -38,6 +38,14 @@ describe('configuration errors stop startup with one line naming the variable', 
       { WEBHOOK_SECRETS: 's', STUCK_AFTER: 'averbacao_solicitada=36x' },
       /^consig-receiver: STUCK_AFTER: averbacao_solicitada: expected a duration .* got "36x"$/,
     ],
+    [
+      { WEBHOOK_SECRETS: 's', ADMIN_TOKEN: 'a' },
+      /^consig-receiver: ADMIN_TOKEN: expected at least 16 characters \(.*\), got 1$/,
+    ],
+    [
+      { WEBHOOK_SECRETS: 's', ADMIN_TOKEN: 'admin-token-0123456789', VIEWER_TOKEN: 'viewer-token-01' },
+      /^consig-receiver: VIEWER_TOKEN: expected at least 16 characters \(.*\), got 15$/,
+    ],
   ])('%j', (vars, pattern) => {
     expectOneLineError(runCli(['serve'], { ...env(), ...vars }), 2, pattern);
   });

@@ -10,7 +10,7 @@ import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
  * `POST /admin/averbacoes` the real service client against a real HTTP fake of the service.
  */
 
-const TOKEN = 'admin-token-123';
+const TOKEN = 'admin-token-0123456789';
 
 let t: TestApp;
 let fake: FakeService;

@@ -220,9 +220,21 @@ describe('actions write PostgreSQL', () => {
       403,
     );
     expect(await statuses()).toEqual(['9501:dead', '9502:dead']);
-    expect(await count(bed.pool, "SELECT count(*) AS n FROM console_audit WHERE action <> 'sign_in'")).toBe(
-      0,
-    );
+    // Nothing done is audited; the four refusals are (issue 21), each with its reason.
+    expect(
+      await count(
+        bed.pool,
+        "SELECT count(*) AS n FROM console_audit WHERE action NOT IN ('sign_in', 'refused')",
+      ),
+    ).toBe(0);
+    expect(
+      (
+        await rows<{ reason: string }>(
+          bed.pool,
+          "SELECT reason FROM console_audit WHERE action = 'refused' ORDER BY id",
+        )
+      ).map((r) => r.reason),
+    ).toEqual(['csrf', 'role', 'csrf', 'role']);
 
     // The handler works again: one replayed by hand, the other by the bulk replay of what is dead.
     await dropFailureTrigger(bed.pool);
@@ -270,7 +282,7 @@ describe('actions write PostgreSQL', () => {
     expect(
       await rows(
         bed.pool,
-        "SELECT role, session, action, target, detail FROM console_audit WHERE action NOT LIKE 'sign_%' ORDER BY id",
+        "SELECT role, session, action, target, detail FROM console_audit WHERE action NOT LIKE 'sign_%' AND action <> 'refused' ORDER BY id",
       ),
     ).toEqual([
       { role: 'admin', session: tag, action: 'replay_event', target: `event:${id}`, detail: null },

@@ -173,10 +173,34 @@ describe('event listings', () => {
 describe('sessions and averbações', () => {
   it('reads a session only until it expires, and prunes expired ones', () => {
     const sessions = consoleSessionsRepo(store.db);
-    sessions.create({ idHash: 'h1', role: 'viewer', now: at(0), expiresAt: at(60) });
+    sessions.create({ idHash: 'h1', role: 'viewer', now: at(0), expiresAt: at(60), tokenFp: 'fp-v' });
     expect(sessions.live('h1', at(59))?.role).toBe('viewer');
     expect(sessions.live('h1', at(60))).toBeUndefined();
     expect(sessions.pruneExpired(at(61))).toBe(1);
+  });
+
+  it("ends the sessions whose token is not their role's configured one, or all of them", () => {
+    const sessions = consoleSessionsRepo(store.db);
+    const open = (idHash: string, role: 'admin' | 'viewer', tokenFp: string) =>
+      sessions.create({ idHash, role, now: at(0), expiresAt: at(60), tokenFp });
+    open('a-old', 'admin', 'fp-a1');
+    open('a-new', 'admin', 'fp-a2');
+    open('v', 'viewer', 'fp-v');
+    // A viewer session carrying the admin token's fingerprint is not the viewer token's.
+    open('v-odd', 'viewer', 'fp-a2');
+    store.db
+      .prepare(
+        `INSERT INTO console_sessions (id_hash, role, created_at, expires_at, last_seen)
+      VALUES ('pre-0011', 'admin', ?, ?, ?)`,
+      )
+      .run(at(0), at(60), at(0));
+    expect(sessions.endOthers({ admin: 'fp-a2', viewer: 'fp-v' })).toBe(3);
+    expect(sessions.live('a-new', at(1))?.token_fp).toBe('fp-a2');
+    expect(sessions.live('v', at(1))?.role).toBe('viewer');
+    // The viewer token removed: its sessions end.
+    expect(sessions.endOthers({ admin: 'fp-a2', viewer: null })).toBe(1);
+    expect(sessions.endAll()).toBe(1);
+    expect(sessions.live('a-new', at(1))).toBeUndefined();
   });
 
   it('lists averbações newest first by keyset', () => {

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { maskCpf } from '../../src/domain/privacy';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -26,7 +27,7 @@ import { tempDir } from '../helpers/tmp';
  * (forwardDeliveries).
  */
 
-const TOKEN = 'admin-token-fwd';
+const TOKEN = 'admin-token-forwards';
 const DESTINATIONS = parseDestinationsFile(
   JSON.stringify({
     destinations: [
@@ -321,9 +322,10 @@ describe('GET /admin/forwards/:id', () => {
         answer: '{"error":"bad"}',
       }),
     ]);
-    // …the warehouse does (full_cpf: true).
+    // …the warehouse does (full_cpf: true), but the admin answer never does (contract §5).
     const dw = await admin(`/forwards/${deliveryOf(changed[0] as number, 'warehouse').id}`);
-    expect(dw.body.message.data.proposal.nu_cpf).toBe(CPF);
+    expect(dw.body.message.data.proposal.nu_cpf).toBe(maskCpf(CPF));
+    expect(dw.text).not.toContain(CPF);
     expect(dw.body.attempts).toEqual([]);
   });
 

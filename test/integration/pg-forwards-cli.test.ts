@@ -15,6 +15,7 @@ import { forwardOutbox } from '../../src/store/forward-outbox';
 import Database from '../../src/store/sqlite-driver';
 import { openStore } from '../../src/store/store';
 import { listenOutbox } from '../helpers/cluster-db';
+import { maskCpf } from '../../src/domain/privacy';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
 import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
 import { BIN, type RunResult, runCli } from '../helpers/process';
@@ -342,8 +343,10 @@ describe('forwards show', () => {
       `forward 8: proposal.changed ${webhookOf(3)} → crm: dead, 2 attempt(s), last error: HTTP 410`,
     );
     expect(text).not.toContain(CPF);
-    // warehouse asked for the CPF in full.
-    expect(JSON.parse(same('forwards', 'show', '9', '--json')).message.data.proposal.nu_cpf).toBe(CPF);
+    // warehouse asked for the CPF in full: it gets it, the command still masks it (contract §5).
+    const full = same('forwards', 'show', '9', '--json');
+    expect(JSON.parse(full).message.data.proposal.nu_cpf).toBe(maskCpf(CPF));
+    expect(full).not.toContain(CPF);
   });
 
   it('an unknown delivery names the database, never the password', () => {

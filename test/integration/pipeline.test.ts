@@ -148,7 +148,7 @@ describe('retries and the dead letter', () => {
     let broken = true;
     const errors: string[] = [];
     r = await startTestReceiver({
-      env: { HANDLER_MAX_ATTEMPTS: '3', ADMIN_TOKEN: 'adm' },
+      env: { HANDLER_MAX_ATTEMPTS: '3', ADMIN_TOKEN: 'admin-token-0123456789' },
       configureRouter: (router) =>
         router
           .on('proposta.criada', () => {
@@ -170,7 +170,7 @@ describe('retries and the dead letter', () => {
     broken = false;
     const replayRes = await fetch(`${r.url}/admin/events/${id}/replay`, {
       method: 'POST',
-      headers: { authorization: 'Bearer adm' },
+      headers: { authorization: 'Bearer admin-token-0123456789' },
     });
     expect(replayRes.status).toBe(202);
     await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');

@@ -93,7 +93,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     const r = await startTestReceiver({
       dir: tmp.dir,
       env: {
-        ADMIN_TOKEN: 'adm',
+        ADMIN_TOKEN: 'admin-token-0123456789',
         SERVICE_BASE_URL: fake.url,
         SERVICE_ACCESS_TOKEN: 't',
         REGISTRY_WEBHOOK_GRACE_MS: '0',
@@ -132,7 +132,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
       "SELECT count(*) AS n FROM forward_deliveries WHERE destination = 'default' AND status = 'delivered'",
     );
     await eventually(() => (delivered.get() as { n: number }).n > 5, 'forwarded');
-    const admin = { headers: { authorization: 'Bearer adm' } };
+    const admin = { headers: { authorization: 'Bearer admin-token-0123456789' } };
     for (const path of [
       '/admin/events?status=done',
       '/admin/events?evento=proposta.criada',
@@ -245,7 +245,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
 /** Every console page and action, with each kind of filter (the console's statements are recorded too). */
 async function visitConsole(url: string): Promise<void> {
   const c = new ConsoleClient(url);
-  await c.signIn('adm');
+  await c.signIn('admin-token-0123456789');
   const json = encodeURIComponent('{"dados":{"nu_proposta":7}}');
   for (const path of [
     '/console',

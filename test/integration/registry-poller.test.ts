@@ -20,7 +20,7 @@ afterEach(async () => {
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
   return {
-    ADMIN_TOKEN: 'adm',
+    ADMIN_TOKEN: 'admin-token-0123456789',
     SERVICE_BASE_URL: fake.url,
     SERVICE_ACCESS_TOKEN: 'access-token-1',
     SERVICE_API_KEY: 'api-key-1',
@@ -34,7 +34,7 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 async function track(rec: TestReceiver, requestId: string, nu?: number) {
   const res = await fetch(`${rec.url}/admin/averbacoes/track`, {
     method: 'POST',
-    headers: { authorization: 'Bearer adm', 'content-type': 'application/json' },
+    headers: { authorization: 'Bearer admin-token-0123456789', 'content-type': 'application/json' },
     body: JSON.stringify({ requestId, nu_proposta: nu }),
   });
   expect(res.status).toBe(201);
@@ -105,7 +105,7 @@ it('an averbação started through the admin route: 202, tracked, _links.result 
   r = await startTestReceiver({ env: env() });
   const res = await fetch(`${r.url}/admin/averbacoes`, {
     method: 'POST',
-    headers: { authorization: 'Bearer adm', 'content-type': 'application/json' },
+    headers: { authorization: 'Bearer admin-token-0123456789', 'content-type': 'application/json' },
     body: JSON.stringify({ nu_proposta: 777 }),
   });
   expect(res.status).toBe(202);

@@ -8,7 +8,7 @@ afterEach(async () => {
 });
 
 const start = (env: Record<string, string> = {}) =>
-  startTestReceiver({ env: { ADMIN_TOKEN: 'adm', ...env }, serviceClient: null });
+  startTestReceiver({ env: { ADMIN_TOKEN: 'admin-token-0123456789', ...env }, serviceClient: null });
 
 describe('averbação tracking from webhooks (no poller)', () => {
   it('an event whose dados carries a requestId starts tracking it', async () => {
@@ -83,7 +83,7 @@ describe('averbação tracking from webhooks (no poller)', () => {
     const post = (body: unknown) =>
       fetch(`${r?.url}/admin/averbacoes/track`, {
         method: 'POST',
-        headers: { authorization: 'Bearer adm', 'content-type': 'application/json' },
+        headers: { authorization: 'Bearer admin-token-0123456789', 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
     const created = await post({ requestId: 'req-9', nu_proposta: 9 });
@@ -91,7 +91,9 @@ describe('averbação tracking from webhooks (no poller)', () => {
     expect((await post({ requestId: 'req-9' })).status).toBe(200);
     expect((await post({ nu_proposta: 9 })).status).toBe(400);
     const list = (await (
-      await fetch(`${r.url}/admin/averbacoes?status=queued`, { headers: { authorization: 'Bearer adm' } })
+      await fetch(`${r.url}/admin/averbacoes?status=queued`, {
+        headers: { authorization: 'Bearer admin-token-0123456789' },
+      })
     ).json()) as { averbacoes: unknown[] };
     expect(list.averbacoes).toEqual([
       expect.objectContaining({ request_id: 'req-9', nu_proposta: 9, tracked_via: 'declared' }),

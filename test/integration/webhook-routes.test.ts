@@ -414,18 +414,20 @@ describe('other routes', () => {
 
   it('/admin needs the bearer token when it is set', async () => {
     await t.close();
-    t = await startTestApp({ ADMIN_TOKEN: 'admin-token-123' });
+    t = await startTestApp({ ADMIN_TOKEN: 'admin-token-0123456789' });
     const accepted = await post(delivery('proposta.criada', { webhook_id: 'wh_admin' }));
     expect((await request(t.server).get('/admin/events')).status).toBe(401);
     expect((await request(t.server).get('/admin/events').set('authorization', 'Bearer nope')).status).toBe(
       401,
     );
-    const ok = await request(t.server).get('/admin/events').set('authorization', 'Bearer admin-token-123');
+    const ok = await request(t.server)
+      .get('/admin/events')
+      .set('authorization', 'Bearer admin-token-0123456789');
     expect(ok.status).toBe(200);
     expect(ok.body.events).toEqual([expect.objectContaining({ dedup_key: 'wh_admin' })]);
     const one = await request(t.server)
       .get(`/admin/events/${accepted.body.event_id}`)
-      .set('authorization', 'Bearer admin-token-123');
+      .set('authorization', 'Bearer admin-token-0123456789');
     expect(JSON.parse(one.body.event.body).metadata.webhook_id).toBe('wh_admin');
   });
 });

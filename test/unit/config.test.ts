@@ -2,6 +2,9 @@ import { loadConfig } from '../../src/config';
 import { ConfigError } from '../../src/domain/errors';
 import { DEFAULT_STUCK_AFTER } from '../../src/domain/stuck';
 
+const ADMIN = 'admin-token-0123456789';
+const VIEWER = 'viewer-token-0123456789';
+
 function error(env: Record<string, string>, requireSecrets = true): ConfigError {
   try {
     loadConfig(env, { requireSecrets });
@@ -98,10 +101,13 @@ describe('loadConfig', () => {
   });
 
   it('VIEWER_TOKEN signs in to the console read-only and must differ from ADMIN_TOKEN; CONSOLE_SESSION_TTL is a duration', () => {
-    const c = loadConfig({ ADMIN_TOKEN: 'adm', VIEWER_TOKEN: 'view' });
-    expect(c).toMatchObject({ adminToken: 'adm', viewerToken: 'view', consoleSessionTtlMs: 8 * 3_600_000 });
-    expect(loadConfig({ VIEWER_TOKEN: 'view' }).viewerToken).toBe('view');
-    const same = error({ ADMIN_TOKEN: 'same-token', VIEWER_TOKEN: 'same-token' }, false);
+    const c = loadConfig({ ADMIN_TOKEN: ADMIN, VIEWER_TOKEN: VIEWER });
+    expect(c).toMatchObject({ adminToken: ADMIN, viewerToken: VIEWER, consoleSessionTtlMs: 8 * 3_600_000 });
+    expect(loadConfig({ VIEWER_TOKEN: VIEWER }).viewerToken).toBe(VIEWER);
+    const same = error(
+      { ADMIN_TOKEN: 'same-token-0123456789', VIEWER_TOKEN: 'same-token-0123456789' },
+      false,
+    );
     expect(same.variable).toBe('VIEWER_TOKEN');
     expect(same.message).not.toContain('same-token');
     expect(loadConfig({ CONSOLE_SESSION_TTL: '30m' }).consoleSessionTtlMs).toBe(30 * 60_000);
@@ -109,6 +115,21 @@ describe('loadConfig', () => {
     for (const bad of ['8', '1m', '31d', 'forever', '8 h']) {
       expect(error({ CONSOLE_SESSION_TTL: bad }, false).variable).toBe('CONSOLE_SESSION_TTL');
     }
+  });
+
+  it('refuses an ADMIN_TOKEN or VIEWER_TOKEN shorter than 16 characters, naming the variable, never the value', () => {
+    for (const variable of ['ADMIN_TOKEN', 'VIEWER_TOKEN']) {
+      const short = error({ [variable]: 'abcdefghijklmno' }, false);
+      expect(short.variable).toBe(variable);
+      expect(short.message).toBe(
+        `${variable}: expected at least 16 characters (a long random string, e.g. openssl rand -hex 32), got 15`,
+      );
+      expect(short.message).not.toContain('abcdefghijklmno');
+      expect(error({ [variable]: 'a' }, false).variable).toBe(variable);
+    }
+    // Surrounding blanks are not characters of the token.
+    expect(error({ ADMIN_TOKEN: '  abcdefghijklmno  ' }, false).variable).toBe('ADMIN_TOKEN');
+    expect(loadConfig({ ADMIN_TOKEN: 'abcdefghijklmnop' }).adminToken).toBe('abcdefghijklmnop');
   });
 
   it('does not require secrets for read-only commands', () => {

@@ -1,6 +1,8 @@
 import { parseJsonOrUndefined } from '../json';
+import { maskCpfsInJsonText, maskCpfsInText } from '../privacy';
 import type { CircuitState } from './circuit';
 import { type Destination, MESSAGE_TYPES, type MessageType } from './destinations';
+import { bodyFor } from './messages';
 
 /**
  * The shapes and rules of the operators' tools over the forwarding tables (contract §8), whichever
@@ -80,6 +82,36 @@ export interface ForwardDetail {
   delivery: ForwardRow;
   body: string;
   attempts: AttemptRow[];
+}
+
+/** One delivery as operators see it: see {@link shownForward}. */
+export interface ShownForward {
+  delivery: ForwardRow;
+  message: unknown;
+  attempts: AttemptRow[];
+}
+
+function masked(text: string | null): string | null {
+  return text === null ? null : maskCpfsInText(text);
+}
+
+/** A delivery as operators see it (admin API, commands, console): its last error with any CPF masked. */
+export function shownForwardRow(row: ForwardRow): ForwardRow {
+  return { ...row, last_error: masked(row.last_error) };
+}
+
+/**
+ * One delivery as operators see it: its message with every CPF masked, even when its destination
+ * gets the CPF in full (`full_cpf`: that is the destination's, contract §5 keeps admin answers,
+ * commands and logs masked), and its attempts' errors and answers masked too (a destination may
+ * echo the body it got).
+ */
+export function shownForward(detail: ForwardDetail): ShownForward {
+  return {
+    delivery: shownForwardRow(detail.delivery),
+    message: JSON.parse(maskCpfsInJsonText(bodyFor(detail.body, false))) as unknown,
+    attempts: detail.attempts.map((a) => ({ ...a, error: masked(a.error), answer: masked(a.answer) })),
+  };
 }
 
 /** What a replay did, by the status each delivery had before. */

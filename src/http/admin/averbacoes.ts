@@ -1,3 +1,4 @@
+import { withMaskedResultBody } from '../../domain/privacy';
 import express, { type Request, type Response, Router } from 'express';
 import { ConsigError } from '../../domain/errors';
 import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
@@ -22,7 +23,8 @@ export function averbacaoRoutes(log: AdminLog): Router {
       nuProposta: nuPropostaParam(req),
       limit: integerParam(req, 'limit'),
     };
-    res.json({ averbacoes: await log.averbacoes(filter) });
+    // The registry's answers are the service's text: any CPF in them masked (contract §5).
+    res.json({ averbacoes: (await log.averbacoes(filter)).map(withMaskedResultBody) });
   });
   router.get('/averbacoes/:requestId', async (req, res) => {
     const row = await log.averbacao(String(req.params.requestId));
@@ -32,7 +34,7 @@ export function averbacaoRoutes(log: AdminLog): Router {
         .json({ error: 'not_found', message: `requestId ${req.params.requestId} is not tracked` });
       return;
     }
-    res.json({ averbacao: row });
+    res.json({ averbacao: withMaskedResultBody(row) });
   });
   return router;
 }
@@ -61,7 +63,12 @@ async function track(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Resp
     deps.clock.now(),
     deps.registryGraceMs ?? 0,
   );
-  res.status(created ? 201 : 200).json({ status: created ? 'tracked' : 'already_tracked', averbacao });
+  res
+    .status(created ? 201 : 200)
+    .json({
+      status: created ? 'tracked' : 'already_tracked',
+      averbacao: averbacao && withMaskedResultBody(averbacao),
+    });
 }
 
 /** Sends the body to `POST /contract/averbacao` and tracks the `requestId` the service answers. */

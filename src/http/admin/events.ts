@@ -1,10 +1,11 @@
 import { type Request, Router } from 'express';
+import { maskCpfsInBytes, maskCpfsInJsonText } from '../../domain/privacy';
 import type { AppDeps } from '../app';
 import { HttpError } from '../errors';
 import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
-/** `GET /admin/events`, `GET /admin/events/:id` (with its raw body), `POST /admin/events/:id/replay`. */
+/** `GET /admin/events`, `GET /admin/events/:id` (with its body as received, CPF masked), `POST /admin/events/:id/replay`. */
 export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminLog): Router {
   const router = Router();
 
@@ -23,9 +24,15 @@ export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminLog): Router
   router.get('/events/:id', async (req, res) => {
     const found = await log.event(eventId(req));
     if (!found) throw noEvent(req);
-    // A body that is not valid UTF-8 was stored as bytes: it travels as base64.
+    // A body that is not valid UTF-8 was stored as bytes: it travels as base64. Either way every
+    // CPF in it is masked (contract §5: admin answers never show one in full).
     const { body } = found;
-    const json = typeof body === 'string' || body === null ? body : { base64: body.toString('base64') };
+    const json =
+      body === null
+        ? null
+        : typeof body === 'string'
+          ? maskCpfsInJsonText(body)
+          : { base64: maskCpfsInBytes(body).toString('base64') };
     res.json({ event: { ...found.event, body: json } });
   });
 

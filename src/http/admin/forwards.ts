@@ -1,6 +1,5 @@
 import express, { type Request, Router } from 'express';
 import type { Destination } from '../../domain/forwarding/destinations';
-import { bodyFor } from '../../domain/forwarding/messages';
 import { isObject } from '../../domain/json';
 import {
   type BackfillRange,
@@ -8,6 +7,8 @@ import {
   type DeliveryStatusFilter,
   type ForwardFilter,
   isEmptyFilter,
+  shownForward,
+  shownForwardRow,
   isMessageType,
   parseInstant,
 } from '../../store/forward-admin';
@@ -39,8 +40,6 @@ export function forwardRoutes(deps: ForwardDeps, admin: AdminForwards): Router {
 }
 
 function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards): void {
-  const configured = deps.forwarding?.destinations ?? [];
-
   router.get('/forwards', async (req, res) => {
     const limit = integerParam(req, 'limit') ?? 50;
     if (limit < 1 || limit > MAX_LIST_LIMIT) {
@@ -54,12 +53,14 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards)
         'type must be event.received, proposal.changed or averbacao.result',
       );
     }
-    const forwards = await admin.list({
-      ...queryFilter(req),
-      type,
-      beforeId: integerParam(req, 'before'),
-      limit,
-    });
+    const forwards = (
+      await admin.list({
+        ...queryFilter(req),
+        type,
+        beforeId: integerParam(req, 'before'),
+        limit,
+      })
+    ).map(shownForwardRow);
     const last = forwards[forwards.length - 1];
     res.json({ forwards, next_before: forwards.length === limit && last !== undefined ? last.id : null });
   });
@@ -67,10 +68,7 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards)
   router.get('/forwards/:id', async (req, res) => {
     const detail = await admin.show(deliveryId(req));
     if (detail === undefined) throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
-    // The body as this destination gets it: CPF masked unless it is configured to see it in full.
-    const fullCpf = configured.find((d) => d.name === detail.delivery.destination)?.fullCpf ?? false;
-    const message: unknown = JSON.parse(bodyFor(detail.body, fullCpf));
-    res.json({ delivery: detail.delivery, message, attempts: detail.attempts });
+    res.json(shownForward(detail));
   });
 
   router.post('/forwards/:id/replay', async (req, res) => {
@@ -78,7 +76,8 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards)
     if ((await admin.missing([id])).length > 0)
       throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
     const counts = await admin.replay([id], deps.clock.now().toISOString());
-    res.status(202).json({ status: 'queued', ...counts, delivery: (await admin.show(id))?.delivery });
+    const shown = await admin.show(id);
+    res.status(202).json({ status: 'queued', ...counts, delivery: shown && shownForward(shown).delivery });
   });
 }
 

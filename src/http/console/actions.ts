@@ -4,6 +4,7 @@ import { actorOf, audit, contextOf, requireAdmin } from './auth';
 import type { ConsoleDeps } from './deps';
 import { deadFilter, FilterError, positiveId, type Query, text } from './filters';
 import { messagePage } from './pages/login';
+import { clearedCookie, isSecureRequest } from './session';
 import { confirmReplayPage, DEAD_FILTER_FIELDS } from './pages/dead';
 import { rawFilters } from './pages/events';
 
@@ -173,6 +174,18 @@ function pauseResume(router: Router, d: ConsoleDeps): void {
   router.post('/forwards/:name/resume', act(false));
 }
 
+/**
+ * Signs everyone out (this browser too): every session in the log ends, at every replica in cluster
+ * mode; recorded with how many ended. The `end-sessions` command does the same.
+ */
+function endSessions(router: Router, d: ConsoleDeps): void {
+  router.post('/sessions/end', async (req, res) => {
+    const ended = await d.log.sessions.endAll();
+    await audit(d, req, actorOf(res), 'end_sessions', 'console', { ended });
+    res.set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy))).redirect(303, '/console/login');
+  });
+}
+
 /** Mounts the actions and their confirmation pages, all behind requireAdmin. */
 export function actionRoutes(router: Router, d: ConsoleDeps): void {
   const admin = requireAdmin(d);
@@ -184,9 +197,11 @@ export function actionRoutes(router: Router, d: ConsoleDeps): void {
       '/forwards/:id/replay',
       '/forwards/:name/pause',
       '/forwards/:name/resume',
+      '/sessions/end',
     ],
     admin,
   );
+  endSessions(router, d);
   eventActions(router, d);
   forwardReplays(router, d);
   pauseResume(router, d);

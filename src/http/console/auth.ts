@@ -1,6 +1,13 @@
 import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import { clientAddress } from '../../domain/cidr';
-import type { AuditAction } from '../../domain/console';
+import {
+  type AuditAction,
+  MAX_ROUTE_CHARS,
+  type RefusalReason,
+  sessionTokenCurrent,
+  tokenFingerprint,
+} from '../../domain/console';
+import { maskCpfsInText } from '../../domain/privacy';
 import { isLockBusy } from '../../store/database-errors';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';
@@ -81,6 +88,24 @@ export function audit(
 }
 
 /**
+ * Records a refused request (403 or 429) in `console_audit`: who (the session's role and tag, or
+ * anonymous), the route, why; aggregated by the store so that refusals cannot fill the disk. Never
+ * the token or the request's body.
+ */
+export function refuse(d: ConsoleDeps, req: Request, actor: Actor, reason: RefusalReason): Promise<void> {
+  return d.log.audit.refuse({
+    at: d.clock.now().toISOString(),
+    role: actor?.role ?? null,
+    session: actor?.tag ?? null,
+    // The path as requested (a mounted check's own req.path is relative to its mount), no query,
+    // any CPF-shaped number in it masked (a path is the requester's text).
+    route: maskCpfsInText(`${req.method} ${req.originalUrl.split('?')[0] ?? ''}`.slice(0, MAX_ROUTE_CHARS)),
+    reason,
+    ip: addressOf(d, req),
+  });
+}
+
+/**
  * A POST from another site is refused: `Sec-Fetch-Site` when the browser sends it, otherwise the
  * `Origin` host against `Host` (or, behind trusted proxies, `X-Forwarded-Host`). Neither header
  * (an old browser, a script) leaves the decision to the CSRF token.
@@ -118,8 +143,9 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
     const ip = addressOf(d, req);
     const body = (req.body ?? {}) as Record<string, unknown>;
     const next = nextPath(req.query.next ?? body.next);
-    const wait = throttle.retryAfter(ip, now.getTime());
+    const wait = await throttle.retryAfter(ip, now.getTime());
     if (wait > 0) {
+      await refuse(d, req, null, 'throttled');
       const message = `Too many wrong tokens from this address: try again in ${wait} s.`;
       res.status(429).set('retry-after', String(wait)).send(loginPage(message, next));
       return;
@@ -127,12 +153,12 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
     const token = typeof body.token === 'string' && body.token.length <= MAX_TOKEN_CHARS ? body.token : '';
     const role = token === '' ? null : roleForToken(token, d.tokens);
     if (role === null) {
-      throttle.failed(ip, now.getTime());
+      await throttle.failed(ip, now.getTime());
       await audit(d, req, null, 'sign_in_failed', null);
       res.status(401).send(loginPage('That token does not sign in.', next));
       return;
     }
-    throttle.succeeded(ip);
+    await throttle.succeeded(ip);
     const id = newSessionId();
     const idHash = hashSessionId(id);
     await d.log.sessions.pruneExpired(now.toISOString());
@@ -141,6 +167,7 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
       role,
       now: now.toISOString(),
       expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
+      tokenFp: tokenFingerprint(token),
     });
     await audit(d, req, { role, tag: sessionTag(idHash) }, 'sign_in', null);
     res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, isSecureRequest(req, d.trustProxy)));
@@ -155,6 +182,7 @@ export function loginRoutes(router: Router, d: ConsoleDeps, throttle: LoginThrot
   });
   router.post('/login', async (req, res, next) => {
     if (!sameOrigin(req, d.trustProxy)) {
+      await refuse(d, req, null, 'origin');
       res.status(403).send(
         messagePage('Refused', 'A sign-in from another site is refused.', {
           href: '/console/login',
@@ -177,15 +205,20 @@ export function logoutRoute(router: Router, d: ConsoleDeps): void {
 }
 
 /**
- * Every path after this needs a live session: none, unknown or expired → the sign-in page (303),
- * the stale cookie removed. Nothing is done for a request without one.
+ * Every path after this needs a live session: none, unknown, expired, or opened by a token that is
+ * no longer its role's (rotated or removed: the row is deleted) → the sign-in page (303), the stale
+ * cookie removed. Nothing is done for a request without one.
  */
 export function requireSession(d: ConsoleDeps): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     const id = sessionIdFrom(req);
     const now = d.clock.now();
     const idHash = id === undefined ? undefined : hashSessionId(id);
-    const row = idHash === undefined ? undefined : await d.log.sessions.live(idHash, now.toISOString());
+    let row = idHash === undefined ? undefined : await d.log.sessions.live(idHash, now.toISOString());
+    if (row !== undefined && !sessionTokenCurrent(row, d.fingerprints)) {
+      await d.log.sessions.remove(row.id_hash);
+      row = undefined;
+    }
     if (id === undefined || idHash === undefined || row === undefined) {
       if (req.headers.cookie?.includes('consig_console='))
         res.append('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)));
@@ -220,10 +253,12 @@ async function touch(d: ConsoleDeps, idHash: string, now: Date): Promise<void> {
  * and nothing changes.
  */
 export function requireCsrf(d: ConsoleDeps): RequestHandler {
-  return (req, res, next) => {
+  return async (req, res, next) => {
     if (req.method !== 'POST') return next();
     const given = ((req.body ?? {}) as Record<string, unknown>)._csrf;
-    if (!sameOrigin(req, d.trustProxy) || !csrfMatches(signedIn(res).id, given)) {
+    const origin = sameOrigin(req, d.trustProxy);
+    if (!origin || !csrfMatches(signedIn(res).id, given)) {
+      await refuse(d, req, actorOf(res), origin ? 'csrf' : 'origin');
       res
         .status(403)
         .send(
@@ -240,8 +275,9 @@ export function requireCsrf(d: ConsoleDeps): RequestHandler {
 
 /** Actions (replay, pause, resume) are the admin's: a viewer gets 403 and nothing changes. */
 export function requireAdmin(d: ConsoleDeps): RequestHandler {
-  return (_req, res, next) => {
+  return async (req, res, next) => {
     if (contextOf(d, res).role === 'admin') return next();
+    await refuse(d, req, actorOf(res), 'role');
     res
       .status(403)
       .send(

@@ -7,6 +7,7 @@ import {
   type ListPage,
   type NewAuditEntry,
   type NewConsoleSession,
+  type NewRefusal,
   type OverviewFigures,
   type OverviewQuery,
   overviewSinceHour,
@@ -15,6 +16,7 @@ import {
   STORY_AVERBACOES,
   type StoryEventRow,
   type StoryForwardRow,
+  type TokenFingerprints,
 } from '../../domain/console';
 import { silenceDue } from '../../domain/delivery-alarm';
 import type { DeliveryRow } from '../../domain/delivery';
@@ -27,6 +29,7 @@ import { consoleEvents } from '../../store/console-events';
 import { consoleProposals } from '../../store/console-proposals';
 import { deliveryRollup } from '../../store/console-rollup';
 import { consoleSessionsRepo } from '../../store/console-sessions';
+import { consoleThrottleRepo } from '../../store/console-throttle';
 import type { Db } from '../../store/database';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
 import { forwardAdmin } from '../../store/forward-admin';
@@ -48,9 +51,13 @@ export interface ConsoleLog {
   sessions: ConsoleSessions;
   audit: {
     record(entry: NewAuditEntry): Promise<void>;
+    /** A refused request, aggregated (store/audit.ts `refuse`). */
+    refuse(refusal: NewRefusal): Promise<void>;
     /** Newest first, entries with an id below `beforeId` (keyset). */
     page(beforeId: number, limit: number): Promise<AuditRow[]>;
   };
+  /** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the log. */
+  signInFailures: SignInFailures;
   /** The overview's figures; counts the deliveries that arrived since the last view into the hourly rollup first. */
   overview(now: Date, query: OverviewQuery): Promise<OverviewFigures>;
   /** A page of events (the window rule of store/console-events.ts). */
@@ -86,6 +93,18 @@ export interface ConsoleSessions {
   remove(idHash: string): Promise<void>;
   /** Removes every session expired at `now`; returns how many. */
   pruneExpired(now: string): Promise<number>;
+  /** Removes every session not opened by its role's configured token (rotated or removed); how many. */
+  endOthers(fps: TokenFingerprints): Promise<number>;
+  /** Removes every session; returns how many. */
+  endAll(): Promise<number>;
+}
+
+export interface SignInFailures {
+  /** The address's wrong tokens in the window that began after `windowStart`, if any. */
+  current(address: string, windowStart: string): Promise<{ since: string; failures: number } | undefined>;
+  /** One more, at `now`; a window that began at or before `windowStart` begins again. */
+  failed(address: string, now: string, windowStart: string): Promise<void>;
+  succeeded(address: string): Promise<void>;
 }
 
 export interface ConsoleEvent {
@@ -113,6 +132,7 @@ export function consoleQueries(db: Db) {
     alarm: deliveryAlarmRepo(db),
     audit: auditRepo(db),
     sessions: consoleSessionsRepo(db),
+    throttle: consoleThrottleRepo(db),
   };
 }
 
@@ -133,10 +153,18 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
       touch: async (idHash, now) => q.sessions.touch(idHash, now),
       remove: async (idHash) => q.sessions.remove(idHash),
       pruneExpired: async (now) => q.sessions.pruneExpired(now),
+      endOthers: async (fps) => q.sessions.endOthers(fps),
+      endAll: async () => q.sessions.endAll(),
     },
     audit: {
       record: async (entry) => q.audit.record(entry),
+      refuse: async (refusal) => q.audit.refuse(refusal),
       page: async (beforeId, limit) => q.audit.page(beforeId, limit),
+    },
+    signInFailures: {
+      current: async (address, windowStart) => q.throttle.current(address, windowStart),
+      failed: async (address, now, windowStart) => q.throttle.failed(address, now, windowStart),
+      succeeded: async (address) => q.throttle.succeeded(address),
     },
     overview: async (now, query) => sqliteOverview(store, q, now, query),
     events: async (filter) => q.events.list(filter),

@@ -122,7 +122,7 @@ export function consoleRouter(deps: AppDeps): Router {
     res.type('image/svg+xml').send(FAVICON_SVG);
   });
   router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 }));
-  loginRoutes(router, d, new LoginThrottle());
+  loginRoutes(router, d, new LoginThrottle(d.log.signInFailures));
   router.use(requireSession(d));
   router.use(requireCsrf(d));
   logoutRoute(router, d);

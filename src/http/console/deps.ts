@@ -1,4 +1,5 @@
 import type { Clock } from '../../clock';
+import { type TokenFingerprints, tokenFingerprints } from '../../domain/console';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
@@ -19,6 +20,8 @@ export interface ConsoleDeps {
    */
   relay: ConsoleRelay | undefined;
   tokens: { admin: string | undefined; viewer: string | undefined };
+  /** The fingerprint of each configured token: a session opened by another one is over. */
+  fingerprints: TokenFingerprints;
   /** CONSOLE_SESSION_TTL in ms. */
   sessionTtlMs: number;
   /** TRUST_PROXY: proxies whose X-Forwarded-For / X-Forwarded-Proto are believed. */
@@ -63,6 +66,7 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     cluster: deps.clusterConsole !== undefined,
     relay: deps.clusterConsole?.relay,
     tokens: { admin: config.adminToken, viewer: config.viewerToken },
+    fingerprints: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
     sessionTtlMs: config.consoleSessionTtlMs ?? 8 * 3_600_000,
     trustProxy: config.trustProxy ?? 0,
     silenceMs: config.deliverySilenceAlarmMs ?? 0,

@@ -1,9 +1,12 @@
+import type { SignInFailures } from './console-log';
+
 /**
- * Brute force on the console's sign-in, kept simple: after {@link LoginThrottleOptions.maxFailures}
- * wrong tokens from one address within a window, that address gets 429 until the window that began
- * with its first failure is over. In memory (a restart forgets it; the tokens are long random
- * strings, so this only has to make guessing slow, not impossible to retry). Bounded: at most
- * `maxAddresses` addresses are remembered, the oldest forgotten first.
+ * Brute force on the console's sign-in: after {@link LoginThrottleOptions.maxFailures} wrong tokens
+ * from one address within a window, that address gets 429 until the window that began with its
+ * first failure is over. Counted in the log (`console_sign_in_failures`: the SQLite file, or
+ * PostgreSQL in cluster mode), so a restart does not reset it and every replica counts the same
+ * failures. A row lives one window (past ones are removed at each failure), so the table holds at
+ * most the addresses that failed within the last window.
  */
 
 export interface LoginThrottleOptions {
@@ -11,57 +14,34 @@ export interface LoginThrottleOptions {
   maxFailures?: number;
   /** @default 60000 */
   windowMs?: number;
-  /** @default 10000 */
-  maxAddresses?: number;
 }
 
-interface Entry {
-  since: number;
-  failures: number;
-}
+const iso = (ms: number): string => new Date(ms).toISOString();
 
 export class LoginThrottle {
-  private readonly entries = new Map<string, Entry>();
   private readonly maxFailures: number;
   private readonly windowMs: number;
-  private readonly maxAddresses: number;
 
-  constructor(options: LoginThrottleOptions = {}) {
+  constructor(
+    private readonly store: SignInFailures,
+    options: LoginThrottleOptions = {},
+  ) {
     this.maxFailures = options.maxFailures ?? 5;
     this.windowMs = options.windowMs ?? 60_000;
-    this.maxAddresses = options.maxAddresses ?? 10_000;
   }
 
   /** Seconds `address` must wait before trying again; 0 when it may try now. */
-  retryAfter(address: string, now: number): number {
-    const entry = this.current(address, now);
+  async retryAfter(address: string, now: number): Promise<number> {
+    const entry = await this.store.current(address, iso(now - this.windowMs));
     if (entry === undefined || entry.failures < this.maxFailures) return 0;
-    return Math.max(1, Math.ceil((entry.since + this.windowMs - now) / 1000));
+    return Math.max(1, Math.ceil((Date.parse(entry.since) + this.windowMs - now) / 1000));
   }
 
-  failed(address: string, now: number): void {
-    const entry = this.current(address, now);
-    if (entry !== undefined) {
-      entry.failures += 1;
-      return;
-    }
-    if (this.entries.size >= this.maxAddresses) {
-      const oldest = this.entries.keys().next();
-      if (oldest.done !== true) this.entries.delete(oldest.value);
-    }
-    this.entries.set(address, { since: now, failures: 1 });
+  failed(address: string, now: number): Promise<void> {
+    return this.store.failed(address, iso(now), iso(now - this.windowMs));
   }
 
-  succeeded(address: string): void {
-    this.entries.delete(address);
-  }
-
-  private current(address: string, now: number): Entry | undefined {
-    const entry = this.entries.get(address);
-    if (entry !== undefined && now - entry.since >= this.windowMs) {
-      this.entries.delete(address);
-      return undefined;
-    }
-    return entry;
+  succeeded(address: string): Promise<void> {
+    return this.store.succeeded(address);
   }
 }

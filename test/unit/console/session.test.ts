@@ -1,4 +1,8 @@
 import type { IncomingMessage } from 'node:http';
+import { join } from 'node:path';
+import { sqliteConsoleLog } from '../../../src/http/console/console-log';
+import { openStore, type Store } from '../../../src/store/store';
+import { tempDir } from '../../helpers/tmp';
 import {
   clearedCookie,
   csrfMatches,
@@ -11,7 +15,7 @@ import {
   sessionIdFrom,
   sessionTag,
 } from '../../../src/http/console/session';
-import { LoginThrottle } from '../../../src/http/console/throttle';
+import { LoginThrottle, type LoginThrottleOptions } from '../../../src/http/console/throttle';
 
 const req = (headers: Record<string, string>, encrypted = false) =>
   ({ headers, socket: { encrypted } }) as unknown as IncomingMessage;
@@ -66,40 +70,63 @@ describe('cookies', () => {
 });
 
 describe('tokens and the sign-in throttle', () => {
+  const ADMIN = 'admin-token-0123456789';
+  const VIEWER = 'viewer-token-0123456789';
+
   it.each([
-    ['adm', 'admin'],
-    ['view', 'viewer'],
-    ['ad', null],
-    ['admx', null],
+    [ADMIN, 'admin'],
+    [VIEWER, 'viewer'],
+    [ADMIN.slice(0, -1), null],
+    [`${ADMIN}x`, null],
     ['', null],
   ])('token %j → %p', (token, role) => {
-    expect(roleForToken(token, { admin: 'adm', viewer: 'view' })).toBe(role);
+    expect(roleForToken(token, { admin: ADMIN, viewer: VIEWER })).toBe(role);
   });
 
   it('a viewer token alone signs in read-only', () => {
-    expect(roleForToken('view', { admin: undefined, viewer: 'view' })).toBe('viewer');
+    expect(roleForToken(VIEWER, { admin: undefined, viewer: VIEWER })).toBe('viewer');
   });
 
-  it('refuses an address after 5 failures within a minute, until the minute is over', () => {
-    const t = new LoginThrottle();
+  // The throttle on a real log (a temp SQLite file): the counts are in console_sign_in_failures.
+  let tmp: ReturnType<typeof tempDir>;
+  let store: Store;
+  const throttle = (options: LoginThrottleOptions = {}) =>
+    new LoginThrottle(
+      sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined }).signInFailures,
+      options,
+    );
+  beforeEach(() => {
+    tmp = tempDir('consig-throttle-');
+    store = openStore(join(tmp.dir, 'consig.db'), { migrate: true });
+  });
+  afterEach(() => {
+    store.close();
+    tmp.cleanup();
+  });
+
+  it('refuses an address after 5 failures within a minute, until the minute is over', async () => {
+    const t = throttle();
     for (let i = 0; i < 5; i++) {
-      expect(t.retryAfter('1.2.3.4', 1000 + i)).toBe(0);
-      t.failed('1.2.3.4', 1000 + i);
+      expect(await t.retryAfter('1.2.3.4', 1000 + i)).toBe(0);
+      await t.failed('1.2.3.4', 1000 + i);
     }
-    expect(t.retryAfter('1.2.3.4', 2000)).toBe(59);
-    expect(t.retryAfter('5.6.7.8', 2000)).toBe(0);
-    expect(t.retryAfter('1.2.3.4', 61_000)).toBe(0);
+    expect(await t.retryAfter('1.2.3.4', 2000)).toBe(59);
+    expect(await t.retryAfter('5.6.7.8', 2000)).toBe(0);
+    expect(await t.retryAfter('1.2.3.4', 61_000)).toBe(0);
+    // A failure after the window starts a new one.
+    await t.failed('1.2.3.4', 61_000);
+    expect(await t.retryAfter('1.2.3.4', 61_001)).toBe(0);
   });
 
-  it('forgets an address on success and the oldest address when full', () => {
-    const t = new LoginThrottle({ maxFailures: 1, maxAddresses: 2 });
-    t.failed('a', 0);
-    t.succeeded('a');
-    expect(t.retryAfter('a', 1)).toBe(0);
-    t.failed('b', 0);
-    t.failed('c', 0);
-    t.failed('d', 0);
-    expect(t.retryAfter('b', 1)).toBe(0);
-    expect(t.retryAfter('d', 1)).toBeGreaterThan(0);
+  it('forgets an address on success, and the addresses whose window is over at each failure', async () => {
+    const t = throttle({ maxFailures: 1 });
+    await t.failed('a', 0);
+    expect(await t.retryAfter('a', 1)).toBe(60);
+    await t.succeeded('a');
+    expect(await t.retryAfter('a', 1)).toBe(0);
+    await t.failed('b', 0);
+    await t.failed('c', 60_000);
+    const rows = store.db.prepare('SELECT address FROM console_sign_in_failures ORDER BY address').all();
+    expect(rows).toEqual([{ address: 'c' }]);
   });
 });

@@ -2,23 +2,52 @@ import type { AuditRow } from '../../../domain/console';
 import type { ConsoleDeps } from '../deps';
 import { freeText, timeTag } from '../format';
 import { html, type SafeHtml } from '../html';
-import { hrefWith, page, type PageContext, pager, table } from '../layout';
+import { actionForm, hrefWith, page, type PageContext, pager, table } from '../layout';
 
-/** `/console/audit`: what was done through the console, newest first (both roles may read it). */
+/**
+ * `/console/audit`: what was done through the console, and what it refused, newest first (both roles
+ * may read it); an admin ends every session here.
+ */
 
 const PAGE_SIZE = 100;
+
+/** A refused attempt's action cell: `refused: csrf`, and how often it repeated within its hour. */
+function action(r: AuditRow): SafeHtml | string {
+  if (r.outcome !== 'refused') return r.action;
+  const repeats = r.times > 1 ? html`<br />${r.times} times, the last ${timeTag(r.last_at)}` : '';
+  return html`refused: ${r.reason ?? '?'}${repeats}`;
+}
+
+/** Who: the role, or anonymous for a refusal before sign-in; '—' for anything else without one. */
+function who(r: AuditRow): string {
+  if (r.role !== null) return r.role;
+  return r.outcome === 'refused' ? 'anonymous' : '—';
+}
 
 function row(r: AuditRow): SafeHtml {
   return html`<tr>
     <th scope="row">${r.id}</th>
     <td>${timeTag(r.at)}</td>
-    <td>${r.action}</td>
-    <td>${r.role ?? '—'}</td>
+    <td>${action(r)}</td>
+    <td>${who(r)}</td>
     <td>${r.session ?? '—'}</td>
     <td>${r.target ?? ''}</td>
     <td><code>${freeText(r.detail, 1000)}</code></td>
     <td>${r.ip ?? ''}</td>
   </tr>`;
+}
+
+/** The admins' way to sign everyone out (the `end-sessions` command does the same). */
+function endSessions(ctx: PageContext): SafeHtml | string {
+  if (ctx.role !== 'admin') return '';
+  return html`<section aria-labelledby="end-sessions">
+    <h2 id="end-sessions">Sessions</h2>
+    <p class="note">
+      Ends every console session, yours included: everyone signs in again. Rotating a token ends the sessions
+      it opened by itself.
+    </p>
+    ${actionForm(ctx, '/console/sessions/end', 'End all sessions')}
+  </section>`;
 }
 
 export async function auditPage(
@@ -31,7 +60,10 @@ export async function auditPage(
   const last = shown[shown.length - 1];
   const next =
     rows.length > PAGE_SIZE && last !== undefined ? hrefWith('/console/audit', { before: last.id }) : null;
-  const body = html`<p class="note">Sessions are named by a short tag, never by their id.</p>
-    ${table('Console actions, newest first', ['id', 'at', 'action', 'role', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}`;
+  const body = html`<p class="note">
+      Sessions are named by a short tag, never by their id. Refused attempts (a missing or wrong CSRF token,
+      another site's request, a viewer's action, a throttled sign-in) are counted per hour.
+    </p>
+    ${table('Console actions, newest first', ['id', 'at', 'action', 'role', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}${endSessions(ctx)}`;
   return page({ title: 'Audit', current: 'audit', ctx, body });
 }
