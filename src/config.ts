@@ -161,6 +161,8 @@ const schema = z.object({
   RELAY_INTERVAL_MS: int(10, 60000, 100),
   // 0: an ingest-only replica (relays, processes nothing); another replica must process.
   CLUSTER_CONCURRENCY: int(0, 64, 4),
+  // The hold-back window's bound: a relay silent this long no longer holds processing back.
+  CLUSTER_HOLDBACK_MAX_MS: int(100, 600_000, 5000),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -275,6 +277,12 @@ export interface ClusterConfig {
    * destination). @default 4
    */
   readonly concurrency: number;
+  /**
+   * CLUSTER_HOLDBACK_MAX_MS: a proposal's events are processed once every replica's relay has moved
+   * past them (docs/cluster.md §10); a relay silent this long (a dead, frozen or cut-off replica)
+   * stops holding processing back, and what it relays later is processed late. @default 5000
+   */
+  readonly holdbackMaxMs: number;
 }
 
 export interface LoadOptions {
@@ -429,6 +437,7 @@ export function loadConfig(
             relayBatch: p.RELAY_BATCH,
             relayIntervalMs: p.RELAY_INTERVAL_MS,
             concurrency: p.CLUSTER_CONCURRENCY,
+            holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
     warnings: Object.freeze(ignoredSettings(p)),
   };

@@ -16,7 +16,7 @@ import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
-import { Relay, type RelaySpool } from './relay';
+import { type BeatFigures, Relay, type RelaySpool } from './relay';
 import { type BossDb, checkOut, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
 import { RETENTION_LOG, retentionCutoff, type SpoolPruneStep } from '../domain/retention';
@@ -75,6 +75,10 @@ export interface ClusterNodeOptions {
   };
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
+  /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
+  holdbackMaxMs?: number;
+  /** The oldest received_at of the webhook requests being answered (relay.ts's heartbeat). */
+  oldestInFlight?(): string | null;
   /**
    * RETENTION_DAYS (pg-retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
    * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
@@ -87,6 +91,8 @@ export interface ClusterNodeOptions {
     processed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
     handlerFailure?(evento: string): void;
     poll?(outcome: PollOutcome): void;
+    beat?(beat: BeatFigures): void;
+    late?(rows: number): void;
   };
 }
 
@@ -383,6 +389,10 @@ export class ClusterNode {
       now: options.now,
       logger: options.logger,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
+      holdbackMaxMs: options.holdbackMaxMs,
+      oldestInFlight: options.oldestInFlight,
+      onBeat: options.metrics?.beat,
+      onLate: options.metrics?.late,
       onError: (err) => {
         options.metrics?.relayError?.();
         engine.recoverFrom(err);
@@ -429,6 +439,7 @@ export class ClusterNode {
             onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
             outbox: options.outbox,
             handlers: options.handlers,
+            holdbackMaxMs: options.holdbackMaxMs,
           });
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,

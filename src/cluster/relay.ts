@@ -1,7 +1,23 @@
 import type { Pool, PoolClient } from 'pg';
 import type { SpoolRow } from '../domain/spool-row';
+import {
+  clockOffsetMs,
+  coveredThrough,
+  liveSinceAfterBeat,
+  type Watermark,
+  watermarkOf,
+} from '../domain/watermark';
 import { holdKeys } from './kick-lock';
 import { checkOut, type Sql, sqlOf } from './sql';
+import {
+  type Beats,
+  DEFAULT_HOLDBACK_MAX_MS,
+  hold,
+  type Hold,
+  publishBeat,
+  readBeats,
+  release,
+} from './watermark';
 
 /**
  * The relay (contract §10, docs/cluster.md §6): moves what this replica acknowledged from its local
@@ -13,9 +29,13 @@ import { checkOut, type Sql, sqlOf } from './sql';
  *    acknowledgement inserts nothing, and only the rows new to PostgreSQL go on;
  * 3. their events, deduplicated on dedup_key across replicas: a copy already there (acknowledged by
  *    another replica) adds 1 to its `duplicates`; a local `duplicate` answer adds 1 as well;
- * 4. one kick per work key that got a new pending event (pg-boss, same transaction).
- * The spool's cursor moves only after the commit. PostgreSQL down or failing over: the batch is
- * tried again with backoff while the spool keeps acknowledging.
+ * 4. for each work key that got a new pending event: a kick (pg-boss, same transaction) when the
+ *    watermark is already past one of its events, else a hold until it is (watermark.ts).
+ * The batch also publishes the spool's heartbeat (what it now covers), and every turn of the loop,
+ * a batch or an idle pause, publishes it again and releases the holds the watermark has reached
+ * (docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
+ * PostgreSQL down or failing over: the batch is tried again with backoff while the spool keeps
+ * acknowledging.
  */
 
 /** What the relay reads from the spool (src/store/spool.ts implements it on the SQLite file). */
@@ -24,6 +44,8 @@ export interface RelaySpool {
   relayedThrough(): number;
   read(afterId: number, limit: number): RelayRow[];
   advance(throughId: number, at: string): void;
+  /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
+  oldestAfter(afterId: number): string | null;
 }
 
 /** A spooled delivery and the event it stored (src/store/spool.ts reads them). */
@@ -43,6 +65,27 @@ export interface RelayOptions {
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
+  /**
+   * CLUSTER_HOLDBACK_MAX_MS: a relay silent this long is dropped from the watermark (once another
+   * has been live as long). @default DEFAULT_HOLDBACK_MAX_MS
+   */
+  holdbackMaxMs?: number;
+  /**
+   * The oldest received_at of the requests this replica is answering whose delivery is not in the
+   * spool yet (their received_at is taken when they arrive); null if none. @default none
+   */
+  oldestInFlight?(): string | null;
+  /** After each heartbeat: the watermark as this turn saw it, this replica's clock offset, keys released. */
+  onBeat?(beat: BeatFigures): void;
+  /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
+  onLate?(rows: number): void;
+}
+
+export interface BeatFigures {
+  watermark: Watermark;
+  /** This replica's clock minus PostgreSQL's, ms. */
+  clockOffsetMs: number;
+  released: number;
 }
 
 /**
@@ -143,11 +186,37 @@ export class Relay {
     return rows.length;
   }
 
+  /**
+   * One heartbeat and release, in a transaction of its own: publishes what this spool covers now,
+   * then kicks the held keys the watermark has reached. Returns how many it released.
+   */
+  async turn(): Promise<number> {
+    const client = await checkOut(this.pool);
+    let committed = false;
+    let figures: BeatFigures;
+    try {
+      await client.query('BEGIN');
+      const sql = sqlOf(client);
+      const beat = await this.beat(sql, this.cursor);
+      const keys = await release(sql, beat.after.at);
+      await this.options.kick(sql, keys);
+      await client.query('COMMIT');
+      committed = true;
+      figures = { watermark: beat.after, clockOffsetMs: beat.offsetMs, released: keys.length };
+    } finally {
+      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
+      client.release(!committed);
+    }
+    this.options.onBeat?.(figures);
+    return figures.released;
+  }
+
   private async loop(): Promise<void> {
     while (!this.stopped) {
       let moved = 0;
       try {
         moved = await this.relayOnce();
+        await this.turn();
         if (this.failures > 0)
           this.options.logger.info(
             { failures: this.failures },
@@ -180,22 +249,70 @@ export class Relay {
     }
   }
 
+  private get maxMs(): number {
+    return this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
+  }
+
+  /**
+   * Publishes this spool's heartbeat, covering what is in PostgreSQL once everything through
+   * `throughId` is: the watermark before it (this spool's previous beat) and after.
+   */
+  private async beat(
+    sql: Sql,
+    throughId: number,
+  ): Promise<{ before: Watermark; after: Watermark; offsetMs: number }> {
+    const sentAt = this.options.now();
+    const read: Beats = await readBeats(sql);
+    const receivedAt = this.options.now();
+    const before = watermarkOf(read.beats, read.now, this.maxMs);
+    const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
+    // Read after the SELECT: a delivery spooled or a request arrived meanwhile is counted (both
+    // happen on this thread, between awaits), and anything later has a later received_at.
+    const covered = coveredThrough(
+      receivedAt,
+      this.spool.oldestAfter(throughId),
+      this.options.oldestInFlight?.() ?? null,
+      this.maxMs,
+    );
+    const offsetMs = clockOffsetMs(sentAt, read.now, receivedAt);
+    const own = {
+      spool: this.spool.id,
+      replica: this.options.replicaId,
+      coveredThrough: covered,
+      heartbeatAt: read.now,
+      liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
+    };
+    await publishBeat(sql, {
+      ...own,
+      relayedThrough: this.cursor,
+      at: read.now,
+      clockOffsetMs: offsetMs,
+    });
+    const after = watermarkOf(
+      [...read.beats.filter((b) => b.spool !== this.spool.id), own],
+      read.now,
+      this.maxMs,
+    );
+    return { before, after, offsetMs };
+  }
+
   private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<void> {
     const sql = sqlOf(client);
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
     // run with synchronous_commit off, never this).
     await sql.query('SET LOCAL synchronous_commit = on');
+    const { before, after } = await this.beat(sql, rows[rows.length - 1]!.id);
+    const plan = planBatch(rows, after.at);
+    // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
+    // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
+    // that starts now waits for this batch: kick-lock.ts), and the holds of the others.
+    await holdKeys(sql, plan.kick);
+    await hold(sql, plan.holds);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
-    // Before the first write: a kick running on one of these keys commits first, and one that
-    // starts now waits for this batch (kick-lock.ts).
-    await holdKeys(
-      sql,
-      rows.flatMap((r) => (r.event === null ? [] : [sharedWorkKeyOf(r.event)])).filter((k) => k !== null),
-    );
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));
-    const kicks = await this.insertEvents(
+    const inserted = await this.insertEvents(
       sql,
       news.filter((r) => r.event !== null),
     );
@@ -211,12 +328,38 @@ export class Relay {
     );
     const last = rows[rows.length - 1]!;
     await sql.query(
-      `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at) VALUES ($1, $2, $3, $4)
+      `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at, covered_through, heartbeat_at, live_since)
+       VALUES ($1, $2, $3, $4, now(), now(), now())
        ON CONFLICT (spool) DO UPDATE SET relayed_through = greatest(relay_spools.relayed_through, excluded.relayed_through),
          replica = excluded.replica, last_relayed_at = now(), last_received_at = excluded.last_received_at`,
       [this.spool.id, this.options.replicaId, last.id, last.received_at],
     );
-    await this.options.kick(sql, kicks);
+    // An event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
+    const own = inserted.filter((e) => e.shared === null);
+    await hold(
+      sql,
+      own.filter((e) => !plan.due(e.received_at)).map((e) => ({ key: e.key, until: e.received_at })),
+    );
+    const kicked = new Set(plan.kick);
+    await this.options.kick(sql, [
+      ...new Set(
+        inserted
+          .filter((e) => (e.shared === null ? plan.due(e.received_at) : kicked.has(e.key)))
+          .map((e) => e.key),
+      ),
+    ]);
+    // Below the watermark before this batch: another spool's later events may have been processed.
+    const late = before.at === null ? 0 : inserted.filter((e) => e.received_at < (before.at as Date)).length;
+    if (late > 0) this.reportLate(late, before);
+  }
+
+  private reportLate(late: number, before: Watermark): void {
+    this.options.onLate?.(late);
+    this.options.logger.warn(
+      { late, spool: this.spool.id, watermark: before.at?.toISOString() ?? null },
+      'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
+        'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
+    );
   }
 
   /** Returns the spool ids PostgreSQL did not have. */
@@ -247,8 +390,8 @@ export class Relay {
     return new Set(inserted.map((r) => Number(r.spool_id)));
   }
 
-  /** Inserts the events; returns the work keys of the new pending ones (to kick). */
-  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<string[]> {
+  /** Inserts the events; returns the new pending ones, with their work keys. */
+  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<InsertedEvent[]> {
     if (rows.length === 0) return [];
     const events = rows.map((r) => r.event!);
     const col = <K extends keyof NonNullable<RelayRow['event']>>(k: K) => events.map((e) => e[k]);
@@ -259,6 +402,7 @@ export class Relay {
       status: string;
       nu_proposta: string | null;
       request_id: string | null;
+      received_at: Date;
     }>(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
          received_at, body, body_bytes, status, last_error, processed_at, first_replica)
@@ -271,7 +415,7 @@ export class Relay {
            body_bytes, status, last_error)
        ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
          last_duplicate_at = greatest(e.last_duplicate_at, excluded.received_at)
-       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id`,
+       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id, e.received_at`,
       [
         rows.map((r) => r.dedup_key),
         col('webhook_id'),
@@ -289,9 +433,9 @@ export class Relay {
         this.options.replicaId,
       ],
     );
-    const keys = new Set<string>();
-    for (const e of out) if (e.inserted && e.status === 'pending') keys.add(workKeyOf(e));
-    return [...keys];
+    return out
+      .filter((e) => e.inserted && e.status === 'pending')
+      .map((e) => ({ key: workKeyOf(e), shared: sharedWorkKeyOf(e), received_at: e.received_at }));
   }
 
   /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
@@ -311,4 +455,46 @@ export class Relay {
       [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
     );
   }
+}
+
+/** A new pending event the batch inserted. */
+interface InsertedEvent {
+  key: string;
+  /** Its proposal's or registration's key; null when it is its own (`e:<id>`). */
+  shared: string | null;
+  received_at: Date;
+}
+
+/** Events a batch brings that processing will see, and their shared keys. */
+function pendingEvents(rows: readonly RelayRow[]): { key: string | null; at: Date }[] {
+  return rows.flatMap((r) =>
+    r.event === null || relayedStatus(r.event.status) !== 'pending'
+      ? []
+      : [{ key: sharedWorkKeyOf(r.event), at: new Date(r.event.received_at) }],
+  );
+}
+
+/**
+ * Which shared keys the batch kicks at once (one of their events is at or below the watermark
+ * `at`: a kick processes it now, and holds the rest itself) and which it holds until the watermark
+ * reaches their oldest event. A duplicate may be planned for too: its hold or kick finds nothing.
+ */
+export function planBatch(
+  rows: readonly RelayRow[],
+  at: Date | null,
+): { kick: string[]; holds: Hold[]; due(receivedAt: Date): boolean } {
+  const due = (receivedAt: Date) => at === null || receivedAt.getTime() <= at.getTime();
+  const oldest = new Map<string, Date>();
+  for (const e of pendingEvents(rows)) {
+    if (e.key === null) continue;
+    const seen = oldest.get(e.key);
+    if (seen === undefined || e.at.getTime() < seen.getTime()) oldest.set(e.key, e.at);
+  }
+  const kick: string[] = [];
+  const holds: Hold[] = [];
+  for (const [key, until] of oldest) {
+    if (due(until)) kick.push(key);
+    else holds.push({ key, until });
+  }
+  return { kick, holds, due };
 }
