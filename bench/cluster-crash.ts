@@ -1130,7 +1130,8 @@ async function loadPgState(url: string): Promise<PgState> {
   try {
     const q = async <T>(sql: string): Promise<T[]> => (await client.query(sql)).rows as T[];
     const events = await q<PgState['events'][number]>(
-      'SELECT id::float8 AS id, dedup_key, evento, nu_proposta, status, duplicates, attempts, last_error FROM events ORDER BY id',
+      // The order processing follows (docs/cluster.md §10): as the replicas acknowledged them.
+      'SELECT id::float8 AS id, dedup_key, evento, nu_proposta, status, duplicates, attempts, last_error FROM events ORDER BY received_at, id',
     );
     const transitions = await q<PgState['transitions'][number]>(
       `SELECT id::float8 AS id, nu_proposta, event_id::float8 AS event_id, evento, from_status, to_status, applied, reason
@@ -1241,8 +1242,9 @@ function checkProcessing(s: PgState) {
 }
 
 /**
- * Per proposal: transitions in event-id order (processing followed PostgreSQL's order); what they
- * recorded is replay() over the events in that order; and the status is also replay() over the
+ * Per proposal: transitions in the order the replicas acknowledged the events (received_at, then
+ * id: the hold-back window's order, whichever relay reached PostgreSQL first); what they recorded
+ * is replay() over the events in that order; and the status is also replay() over the
  * events in the order they were sent (see orderDependentPaths for why that must hold).
  */
 function checkProposals(s: PgState, load: LoadState) {
@@ -1262,10 +1264,12 @@ function checkProposals(s: PgState, load: LoadState) {
   };
   for (const [nu, events] of eventsByNu) {
     const trans = transByNu.get(nu) ?? [];
-    if (trans.some((t, i) => i > 0 && t.event_id <= (trans[i - 1] as { event_id: number }).event_id))
+    const position = new Map(events.map((e, i) => [e.id, i]));
+    const at = (t: { event_id: number }) => position.get(t.event_id) ?? -1;
+    if (trans.some((t, i) => i > 0 && at(t) <= at(trans[i - 1] as { event_id: number })))
       out.orderViolations += 1;
     const predicted = replay(events.map((e) => e.evento as Evento));
-    const byEvent = [...trans].sort((a, b) => a.event_id - b.event_id);
+    const byEvent = [...trans].sort((a, b) => at(a) - at(b));
     const same =
       byEvent.length === events.length &&
       byEvent.every((t, i) => {
