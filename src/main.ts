@@ -116,12 +116,9 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     holder,
     onCommitted: () => feedWaiters.notify(),
   });
-  // Cluster mode: the webhook requests being answered, which the relay's heartbeat may not cover yet.
   const inFlight = spool === null ? undefined : new InFlightRequests();
-  const cluster =
-    spool === null
-      ? null
-      : buildCluster(config, options, { clock, metrics, spool, processing, feedWaiters, inFlight });
+  const clusterDeps = { clock, metrics, processing, feedWaiters, inFlight };
+  const cluster = spool === null ? null : buildCluster(config, options, { ...clusterDeps, spool });
   const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
