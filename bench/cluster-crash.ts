@@ -430,6 +430,10 @@ function spawnReplica(fleet: Fleet, r: Replica): ReplicaProcess {
       WEBHOOK_SECRETS: SECRET,
       LOG_LEVEL: fleet.logLevel,
       REPLICA_ID: r.id,
+      // The replica SIGKILLed is back within this (5 s by default, and its restart took 5.3 s on a
+      // loaded machine): it is waited for, not dropped, so its spool's deliveries are processed in
+      // order with the others' (docs/cluster.md §10).
+      CLUSTER_HOLDBACK_MAX_MS: '30000',
       ...(fleet.databaseUrl === null ? {} : { DATABASE_URL: fleet.databaseUrl }),
       ...(fleet.destinationsFile === null ? {} : { DESTINATIONS_FILE: fleet.destinationsFile }),
     },

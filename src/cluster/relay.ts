@@ -414,7 +414,13 @@ export class Relay {
          AS u(dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa, received_at, body,
            body_bytes, status, last_error)
        ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
-         last_duplicate_at = greatest(e.last_duplicate_at, excluded.received_at)
+         -- A copy another replica acknowledged earlier (a re-send that reached its relay later) is the
+         -- first acknowledgement: its time orders the event (docs/cluster.md §10), until it is processed;
+         -- the later of the two is then the duplicate's.
+         last_duplicate_at = greatest(e.last_duplicate_at, CASE WHEN e.status IN ('pending', 'failed')
+           THEN greatest(e.received_at, excluded.received_at) ELSE excluded.received_at END),
+         received_at = CASE WHEN e.status IN ('pending', 'failed') THEN least(e.received_at, excluded.received_at)
+           ELSE e.received_at END
        RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id, e.received_at`,
       [
         rows.map((r) => r.dedup_key),
