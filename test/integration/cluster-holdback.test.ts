@@ -149,7 +149,10 @@ it('a relay waiting for a running kick of one of its keys does not hold the othe
       "a's batch waiting for the kick lock",
     );
     // b's batch goes through while a's still waits (before issue 22, a waited holding the relay lock).
-    const second = await Promise.race([rb.relay.relayOnce(), sleep(20_000).then(() => 'blocked')]);
+    let timer: NodeJS.Timeout | undefined;
+    const blocked = new Promise<string>((r) => (timer = setTimeout(() => r('blocked'), 20_000)));
+    const second = await Promise.race([rb.relay.relayOnce(), blocked]);
+    clearTimeout(timer);
     expect(second).toBe(1);
     expect(rb.kicks.flat()).toEqual(['p:4422']);
     await kick.query('COMMIT');
