@@ -1852,8 +1852,8 @@ function pgLines(
     row('stray transitions', pg.strayTransitions, must(pg.strayTransitions)),
     row('transitions', pg.transitions, `(${pg.notApplied} not applied; ${pg.retriedEvents} events retried)`),
     row('proposals', pg.proposals, `(${pg.proposalsReordered} with events numbered out of sending order)`),
-    row('proposals out of event-id order', pg.orderViolations, must(pg.orderViolations)),
-    row('proposals off replay() in id order', pg.stateMismatches, must(pg.stateMismatches)),
+    row('proposals out of received_at order', pg.orderViolations, must(pg.orderViolations)),
+    row('proposals off replay() in received order', pg.stateMismatches, must(pg.stateMismatches)),
     row('proposals off replay() in life order', pg.endStateMismatches, must(pg.endStateMismatches)),
     row('proposal rows without events / missing', pg.proposalRowMismatches, must(pg.proposalRowMismatches)),
     row(
@@ -1903,7 +1903,7 @@ function forwardLines(
       `${pg.outboxDuplicateTypes}/${pg.outboxMismatches}`,
       must(pg.outboxDuplicateTypes + pg.outboxMismatches),
     ),
-    row('  order keys not in event order', pg.outboxOrderViolations, must(pg.outboxOrderViolations)),
+    row('  order keys not in processing order', pg.outboxOrderViolations, must(pg.outboxOrderViolations)),
     row(
       'deliveries delivered',
       pg.forwardDelivered,
