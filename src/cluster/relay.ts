@@ -31,9 +31,9 @@ import {
  *    another replica) adds 1 to its `duplicates`; a local `duplicate` answer adds 1 as well;
  * 4. for each work key that got a new pending event: a kick (pg-boss, same transaction) when the
  *    watermark is already past one of its events, else a hold until it is (watermark.ts).
- * The batch also publishes the spool's heartbeat (what it now covers), and every turn of the loop,
- * a batch or an idle pause, publishes it again and releases the holds the watermark has reached
- * (docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
+ * The batch also publishes the spool's heartbeat (what it now covers) and releases the holds the
+ * watermark has now reached; an idle pass of the loop does both in a transaction of its own
+ * (`turn`; docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
  * PostgreSQL down or failing over: the batch is tried again with backoff while the spool keeps
  * acknowledging.
  */
@@ -166,15 +166,17 @@ export class Relay {
     if (rows.length === 0) return 0;
     const client = await checkOut(this.pool);
     let committed = false;
+    let figures: BeatFigures;
     try {
       await client.query('BEGIN');
-      await this.write(client, rows);
+      figures = await this.write(client, rows);
       await client.query('COMMIT');
       committed = true;
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!committed);
     }
+    this.options.onBeat?.(figures);
     const through = rows[rows.length - 1]!.id;
     this.cursor = through;
     const now = this.options.now();
@@ -216,7 +218,8 @@ export class Relay {
       let moved = 0;
       try {
         moved = await this.relayOnce();
-        await this.turn();
+        // A batch published the heartbeat and released what it could; an idle pass does it alone.
+        if (moved === 0) await this.turn();
         if (this.failures > 0)
           this.options.logger.info(
             { failures: this.failures },
@@ -296,19 +299,22 @@ export class Relay {
     return { before, after, offsetMs };
   }
 
-  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<void> {
+  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<BeatFigures> {
     const sql = sqlOf(client);
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
     // run with synchronous_commit off, never this).
     await sql.query('SET LOCAL synchronous_commit = on');
-    const { before, after } = await this.beat(sql, rows[rows.length - 1]!.id);
+    const { before, after, offsetMs } = await this.beat(sql, rows[rows.length - 1]!.id);
     const plan = planBatch(rows, after.at);
     // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
     // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
     // that starts now waits for this batch: kick-lock.ts), and the holds of the others.
     await holdKeys(sql, plan.kick);
     await hold(sql, plan.holds);
+    // What this heartbeat lets go (kicked below with the batch's keys): a turn's work, done here so
+    // that a busy relay pays one transaction per batch, not two.
+    const released = await release(sql, after.at);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));
@@ -342,15 +348,17 @@ export class Relay {
     );
     const kicked = new Set(plan.kick);
     await this.options.kick(sql, [
-      ...new Set(
-        inserted
+      ...new Set([
+        ...released,
+        ...inserted
           .filter((e) => (e.shared === null ? plan.due(e.received_at) : kicked.has(e.key)))
           .map((e) => e.key),
-      ),
+      ]),
     ]);
     // Below the watermark before this batch: another spool's later events may have been processed.
     const late = before.at === null ? 0 : inserted.filter((e) => e.received_at < (before.at as Date)).length;
     if (late > 0) this.reportLate(late, before);
+    return { watermark: after, clockOffsetMs: offsetMs, released: released.length };
   }
 
   private reportLate(late: number, before: Watermark): void {
