@@ -4,6 +4,7 @@ import {
   clockOffsetMs,
   coveredThrough,
   liveSinceAfterBeat,
+  type RelayBeat,
   type Watermark,
   watermarkOf,
 } from '../domain/watermark';
@@ -79,6 +80,17 @@ export interface RelayOptions {
   onBeat?(beat: BeatFigures): void;
   /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
   onLate?(rows: number): void;
+}
+
+/** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
+interface Observed {
+  now: Date;
+  others: RelayBeat[];
+  /** The watermark before this transaction (with this spool's last published beat). */
+  before: Watermark;
+  liveSince: Date;
+  offsetMs: number;
+  own: RelayBeat;
 }
 
 export interface BeatFigures {
@@ -199,12 +211,14 @@ export class Relay {
     try {
       await client.query('BEGIN');
       const sql = sqlOf(client);
-      const beat = await this.beat(sql, this.cursor);
-      const keys = await release(sql, beat.after.at);
+      const o = await this.observe(sql, this.cursor);
+      await publishBeat(sql, { ...o.own, relayedThrough: this.cursor, at: o.now, clockOffsetMs: o.offsetMs });
+      const after = this.withOwn(o, o.own);
+      const keys = await release(sql, after.at);
       await this.options.kick(sql, keys);
       await client.query('COMMIT');
       committed = true;
-      figures = { watermark: beat.after, clockOffsetMs: beat.offsetMs, released: keys.length };
+      figures = { watermark: after, clockOffsetMs: o.offsetMs, released: keys.length };
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!committed);
@@ -257,64 +271,65 @@ export class Relay {
   }
 
   /**
-   * Publishes this spool's heartbeat, covering what is in PostgreSQL once everything through
-   * `throughId` is: the watermark before it (this spool's previous beat) and after.
+   * Reads every spool's heartbeat (and PostgreSQL's clock, timed on this replica's to measure the
+   * offset); the watermark as it stands, and this spool's own heartbeat as of now, once everything
+   * through `throughId` is in PostgreSQL.
    */
-  private async beat(
-    sql: Sql,
-    throughId: number,
-  ): Promise<{ before: Watermark; after: Watermark; offsetMs: number }> {
+  private async observe(sql: Sql, throughId: number): Promise<Observed> {
     const sentAt = this.options.now();
     const read: Beats = await readBeats(sql);
     const receivedAt = this.options.now();
-    const before = watermarkOf(read.beats, read.now, this.maxMs);
     const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
-    // Read after the SELECT: a delivery spooled or a request arrived meanwhile is counted (both
-    // happen on this thread, between awaits), and anything later has a later received_at.
+    const observed = {
+      now: read.now,
+      others: read.beats.filter((b) => b.spool !== this.spool.id),
+      before: watermarkOf(read.beats, read.now, this.maxMs),
+      liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
+      offsetMs: clockOffsetMs(sentAt, read.now, receivedAt),
+    };
+    return { ...observed, own: this.ownBeat(observed, throughId) };
+  }
+
+  /**
+   * This spool's heartbeat, covering what is in PostgreSQL once everything through `throughId` is.
+   * Read on this thread between awaits: a delivery spooled or a request arrived before it is
+   * counted, and anything later has a later received_at.
+   */
+  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): RelayBeat {
     const covered = coveredThrough(
-      receivedAt,
+      this.options.now(),
       this.spool.oldestAfter(throughId),
       this.options.oldestInFlight?.() ?? null,
       this.maxMs,
     );
-    const offsetMs = clockOffsetMs(sentAt, read.now, receivedAt);
-    const own = {
+    return {
       spool: this.spool.id,
       replica: this.options.replicaId,
       coveredThrough: covered,
-      heartbeatAt: read.now,
-      liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
+      heartbeatAt: o.now,
+      liveSince: o.liveSince,
     };
-    await publishBeat(sql, {
-      ...own,
-      relayedThrough: this.cursor,
-      at: read.now,
-      clockOffsetMs: offsetMs,
-    });
-    const after = watermarkOf(
-      [...read.beats.filter((b) => b.spool !== this.spool.id), own],
-      read.now,
-      this.maxMs,
-    );
-    return { before, after, offsetMs };
+  }
+
+  /** The watermark once `own` is published. */
+  private withOwn(o: Observed, own: RelayBeat): Watermark {
+    return watermarkOf([...o.others, own], o.now, this.maxMs);
   }
 
   private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<BeatFigures> {
     const sql = sqlOf(client);
+    const last = rows[rows.length - 1]!;
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
     // run with synchronous_commit off, never this).
     await sql.query('SET LOCAL synchronous_commit = on');
-    const { before, after, offsetMs } = await this.beat(sql, rows[rows.length - 1]!.id);
-    const plan = planBatch(rows, after.at);
+    const o = await this.observe(sql, last.id);
+    const plan = planBatch(rows, this.withOwn(o, o.own).at);
     // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
     // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
     // that starts now waits for this batch: kick-lock.ts), and the holds of the others.
     await holdKeys(sql, plan.kick);
     await hold(sql, plan.holds);
-    // What this heartbeat lets go (kicked below with the batch's keys): a turn's work, done here so
-    // that a busy relay pays one transaction per batch, not two.
-    const released = await release(sql, after.at);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));
@@ -332,20 +347,25 @@ export class Relay {
          AND d.outcome IN ('accepted', 'quarantined', 'duplicate')`,
       [this.spool.id, news.map((r) => r.id)],
     );
-    const last = rows[rows.length - 1]!;
-    await sql.query(
-      `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at, covered_through, heartbeat_at, live_since)
-       VALUES ($1, $2, $3, $4, now(), now(), now())
-       ON CONFLICT (spool) DO UPDATE SET relayed_through = greatest(relay_spools.relayed_through, excluded.relayed_through),
-         replica = excluded.replica, last_relayed_at = now(), last_received_at = excluded.last_received_at`,
-      [this.spool.id, this.options.replicaId, last.id, last.received_at],
-    );
+    // The heartbeat last, as late as it can be said: the watermark moves as far as this batch lets it.
+    const own = this.ownBeat(o, last.id);
+    await publishBeat(sql, {
+      ...own,
+      relayedThrough: last.id,
+      lastReceivedAt: last.received_at,
+      at: o.now,
+      clockOffsetMs: o.offsetMs,
+    });
+    const after = this.withOwn(o, own);
     // An event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
-    const own = inserted.filter((e) => e.shared === null);
+    const mine = inserted.filter((e) => e.shared === null);
     await hold(
       sql,
-      own.filter((e) => !plan.due(e.received_at)).map((e) => ({ key: e.key, until: e.received_at })),
+      mine.filter((e) => !plan.due(e.received_at)).map((e) => ({ key: e.key, until: e.received_at })),
     );
+    // What this heartbeat lets go, kicked with the batch's keys: a turn's work, done here so that a
+    // busy relay pays one transaction per batch, not two.
+    const released = await release(sql, after.at);
     const kicked = new Set(plan.kick);
     await this.options.kick(sql, [
       ...new Set([
@@ -356,9 +376,10 @@ export class Relay {
       ]),
     ]);
     // Below the watermark before this batch: another spool's later events may have been processed.
-    const late = before.at === null ? 0 : inserted.filter((e) => e.received_at < (before.at as Date)).length;
-    if (late > 0) this.reportLate(late, before);
-    return { watermark: after, clockOffsetMs: offsetMs, released: released.length };
+    const late =
+      o.before.at === null ? 0 : inserted.filter((e) => e.received_at < (o.before.at as Date)).length;
+    if (late > 0) this.reportLate(late, o.before);
+    return { watermark: after, clockOffsetMs: o.offsetMs, released: released.length };
   }
 
   private reportLate(late: number, before: Watermark): void {

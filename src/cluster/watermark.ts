@@ -63,8 +63,10 @@ export async function currentWatermark(sql: Sql, maxMs: number): Promise<Waterma
 export interface Beat {
   spool: string;
   replica: string;
-  /** The spool's relayed_through when the row is new (a beat before the first batch). */
+  /** The spool's relayed_through (kept if higher). */
   relayedThrough: number;
+  /** A batch's: received_at of its newest delivery (`last_received_at`), and the row's last_relayed_at. */
+  lastReceivedAt?: string;
   coveredThrough: Date;
   /** PostgreSQL's clock (read in the same transaction). */
   at: Date;
@@ -73,12 +75,26 @@ export interface Beat {
 }
 
 export async function publishBeat(sql: Sql, b: Beat): Promise<void> {
+  const batch = b.lastReceivedAt !== undefined;
   await sql.query(
-    `INSERT INTO relay_spools (spool, replica, relayed_through, covered_through, heartbeat_at, live_since, clock_offset_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
-     ON CONFLICT (spool) DO UPDATE SET replica = excluded.replica, covered_through = excluded.covered_through,
-       heartbeat_at = excluded.heartbeat_at, live_since = excluded.live_since, clock_offset_ms = excluded.clock_offset_ms`,
-    [b.spool, b.replica, b.relayedThrough, b.coveredThrough, b.at, b.liveSince, b.clockOffsetMs],
+    `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at, covered_through, heartbeat_at,
+       live_since, clock_offset_ms)
+     VALUES ($1, $2, $3, $8, $4, $5, $6, $7)
+     ON CONFLICT (spool) DO UPDATE SET replica = excluded.replica,
+       relayed_through = greatest(relay_spools.relayed_through, excluded.relayed_through),
+       covered_through = excluded.covered_through, heartbeat_at = excluded.heartbeat_at,
+       live_since = excluded.live_since, clock_offset_ms = excluded.clock_offset_ms
+       ${batch ? ', last_relayed_at = now(), last_received_at = excluded.last_received_at' : ''}`,
+    [
+      b.spool,
+      b.replica,
+      b.relayedThrough,
+      b.coveredThrough,
+      b.at,
+      b.liveSince,
+      b.clockOffsetMs,
+      b.lastReceivedAt ?? null,
+    ],
   );
 }
 
