@@ -12,8 +12,8 @@ import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './wa
  * A kick: processes one work key's due events in `received_at` order (the order the replicas
  * acknowledged them), those at or below the watermark only (docs/cluster.md §10: a key's events
  * wait until every relay has moved past them; the first one above it is held, watermark.ts), inside
- * the transaction pg-boss
- * opened for the kick and commits with the kick's completion (docs/cluster.md §5.2). An event's
+ * the transaction pg-boss opened for the kick and commits with the kick's completion
+ * (docs/cluster.md §5.2). An event's
  * effects and its `done` mark commit together, or, when a handler throws, roll back together while
  * the failure itself is recorded (attempts, backoff, dead letter). So an event's effects happen once
  * however often a kick runs, and a kick that dies before its commit leaves its events pending for
