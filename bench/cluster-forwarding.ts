@@ -265,6 +265,8 @@ interface MessageRow {
   order_key: string;
   status: string | null;
   ok_attempts: number;
+  /** Its event's received_at (ms): with the event id, the order events are processed in. */
+  received_ms: number;
 }
 
 /** Reads the outbox (after the replicas stopped) and checks it and the destination's record. */
@@ -277,8 +279,10 @@ export async function checkForwarding(
     (await client.query(sql, params)).rows as T[];
   const messages = await q<MessageRow>(
     `SELECT m.id::float8 AS id, m.webhook_id, m.type, m.event_id::float8 AS event_id, m.nu_proposta, m.order_key,
-       d.status, (SELECT count(*)::int FROM forward_attempts a WHERE a.delivery_id = d.id AND a.http_status = 200) AS ok_attempts
-     FROM forward_messages m LEFT JOIN forward_deliveries d ON d.message_id = m.id AND d.destination = $1
+       d.status, (SELECT count(*)::int FROM forward_attempts a WHERE a.delivery_id = d.id AND a.http_status = 200) AS ok_attempts,
+       extract(epoch FROM e.received_at)::float8 * 1000 AS received_ms
+     FROM forward_messages m JOIN events e ON e.id = m.event_id
+       LEFT JOIN forward_deliveries d ON d.message_id = m.id AND d.destination = $1
      ORDER BY m.id`,
     [FORWARD_DESTINATION],
   );
@@ -308,13 +312,20 @@ export async function checkForwarding(
   };
 }
 
-/** Order keys whose messages by id have event ids that do not increase. */
+/**
+ * Order keys whose messages by id do not follow their events' processing order: received_at, then
+ * id (docs/cluster.md §10; an event's several messages share its place).
+ */
 function outboxOrder(messages: readonly MessageRow[]): number {
-  const lastEvent = new Map<string, number>();
+  const last = new Map<string, MessageRow>();
   const bad = new Set<string>();
   for (const m of messages) {
-    if ((lastEvent.get(m.order_key) ?? -Infinity) >= m.event_id) bad.add(m.order_key);
-    lastEvent.set(m.order_key, m.event_id);
+    const p = last.get(m.order_key);
+    const before =
+      p !== undefined &&
+      (p.received_ms > m.received_ms || (p.received_ms === m.received_ms && p.event_id >= m.event_id));
+    if (before && p.event_id !== m.event_id) bad.add(m.order_key);
+    last.set(m.order_key, m);
   }
   return bad.size;
 }

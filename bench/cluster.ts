@@ -37,7 +37,10 @@ import { type LoadResult, percentile } from './protocol';
  *    the same count as the baseline;
  * 4. end to end: for each delivery of the fixed-rate run, from its 200 at the sender to the commit
  *    that recorded its transition in PostgreSQL (`proposal_transitions`, the row that moves
- *    `proposals`), and to `proposal_transitions.at`; one machine, one clock.
+ *    `proposals`), and to `proposal_transitions.at`; one machine, one clock;
+ * 5. the same at the same rate over three replicas, delivery i to replica i mod 3 (a round-robin load
+ *    balancer): what the hold-back window adds (docs/cluster.md §10), with the transitions recorded
+ *    out of order counted (must be 0).
  *
  * PostgreSQL is a throwaway server on the machine's binaries (src/cluster/local-postgres.ts) with
  * its durable defaults (fsync, synchronous_commit and full_page_writes on: not `fast`), plus
@@ -167,6 +170,17 @@ export interface RelayLag extends Spread {
 
 export interface RateRun {
   rate: number;
+  /** Replicas the deliveries went to, in turn (1: row 4; 3: row 5, the hold-back across replicas). */
+  replicas: number;
+  /** Transitions recorded as not applied: each delivery is the next step of its proposal, so 0 unless out of order. */
+  lateTransitions: number;
+  /**
+   * Deliveries sent before the previous event of their proposal was answered (the sender is open
+   * loop): their order against it is the replicas' arrival order, not the sender's.
+   */
+  overlapping: number;
+  /** consig_relay_late_total summed over the replicas: deliveries relayed below the watermark. */
+  relayedLate: number;
   durationMs: number;
   /** Measured deliveries (after the warm-up), and their 200s. */
   sent: number;
@@ -220,6 +234,8 @@ export interface ClusterFigures {
   /** Row 1's cores (null: every run on every core). */
   ingestLayout: Layout | null;
   rate: RateRun;
+  /** Row 5: the fixed rate round-robin over three replicas (the hold-back window at work). */
+  rateAcross: RateRun | null;
   drains: DrainRun[];
   sqliteDrain: (DrainResult & { machine: MachineLoad }) | null;
 }
@@ -407,12 +423,16 @@ export interface CpuUse {
   busyCores: number | null;
 }
 
+/** `replica` may be several (the fixed rate across replicas): their CPU is summed. */
 function cpuSnapshot(
   h: Pick<ClusterHarness, 'cpuMicros'>,
-  replica: ReceiverRun,
+  replica: ReceiverRun | readonly ReceiverRun[],
   pg: LocalPostgres,
 ): CpuSnapshot {
-  return { replica: h.cpuMicros(replica.pid), postgres: postgresCpu(pg), machine: machineJiffies() };
+  const all: readonly ReceiverRun[] = Array.isArray(replica) ? replica : [replica as ReceiverRun];
+  const each = all.map((r) => h.cpuMicros(r.pid));
+  const sum = each.some((v) => v === null) ? null : each.reduce((a: number, b) => a + (b as number), 0);
+  return { replica: sum, postgres: postgresCpu(pg), machine: machineJiffies() };
 }
 
 function cpuUse(a: CpuSnapshot, b: CpuSnapshot, units: number): CpuUse {
@@ -731,7 +751,8 @@ function ingestOk(r: IngestRun): boolean {
 // 2 and 4. A fixed rate, open loop: relay lag and 200 → proposal updated in PostgreSQL
 
 interface PaceSpec {
-  port: number;
+  /** Delivery i goes to ports[i % ports.length] (a round-robin load balancer). */
+  ports: number[];
   secret: string;
   rate: number;
   warmupMs: number;
@@ -753,32 +774,40 @@ async function rateRun(
   pg: LocalPostgres,
   o: ClusterBenchOptions,
   errors: string[],
+  replicaCount = 1,
 ): Promise<RateRun> {
-  const db = await RunDatabase.create(pg, 'rate');
+  const db = await RunDatabase.create(pg, replicaCount === 1 ? 'rate' : `rate_across_${replicaCount}`);
   try {
-    const replica = await startReplica(h, db);
+    const replicas: ReceiverRun[] = [];
     let paced: PaceResult;
     let metricsText: string;
     let cpu: CpuUse;
+    let relayedLate = 0;
     try {
-      const before = cpuSnapshot(h, replica, pg);
+      for (let i = 0; i < replicaCount; i++)
+        replicas.push(await startReplica(h, db, i === 0 ? {} : { REPLICA_ID: `${db.name}_${i}` }));
+      const before = cpuSnapshot(h, replicas, pg);
       paced = await pace(h, {
-        port: replica.port,
+        ports: replicas.map((r) => r.port),
         secret: h.webhookSecret,
         rate: o.rate,
         warmupMs: o.warmupMs,
         durationMs: o.rateMs,
       });
-      await caughtUp(db, replica, 120_000);
-      cpu = cpuUse(before, cpuSnapshot(h, replica, pg), paced.ids.length);
-      metricsText = (await httpText(replica.port, '/metrics')).body;
+      for (const r of replicas) await caughtUp(db, r, 120_000);
+      cpu = cpuUse(before, cpuSnapshot(h, replicas, pg), paced.ids.length);
+      metricsText = (await httpText((replicas[0] as ReceiverRun).port, '/metrics')).body;
+      for (const r of replicas)
+        relayedLate += metric((await httpText(r.port, '/metrics')).body, 'consig_relay_late_total') ?? 0;
     } finally {
-      await replica.stop();
+      for (const r of replicas) await r.stop();
     }
     const run = await rateFigures(db, o, paced, {
       metricsText,
-      spoolEvents: sqliteEvents(replica.dbPath),
+      spoolEvents: replicas.reduce((n, r) => n + sqliteEvents(r.dbPath), 0),
       cpu,
+      replicas: replicaCount,
+      relayedLate,
     });
     checkRate(run, errors);
     return run;
@@ -827,7 +856,7 @@ async function rateFigures(
   db: RunDatabase,
   o: ClusterBenchOptions,
   p: PaceResult,
-  after: { metricsText: string; spoolEvents: number; cpu: CpuUse },
+  after: { metricsText: string; spoolEvents: number; cpu: CpuUse; replicas: number; relayedLate: number },
 ): Promise<RateRun> {
   const rows = await db.pool.query<DeliveryRow>(
     `SELECT e.dedup_key, e.status,
@@ -860,6 +889,10 @@ async function rateFigures(
   }
   return {
     rate: o.rate,
+    replicas: after.replicas,
+    lateTransitions: await db.count('SELECT count(*) AS n FROM proposal_transitions WHERE NOT applied'),
+    overlapping: overlapping(p),
+    relayedLate: after.relayedLate,
     durationMs: o.rateMs,
     sent: p.ids.length - p.warm,
     ok200,
@@ -1138,6 +1171,13 @@ export async function runClusterFigures(
     o.log(`bench: cluster fixed rate, ${o.rate} deliveries/s for ${o.rateMs / 1000} s ...`);
     const rate = await rateRun(h, pg, o, errors);
     o.log(` end to end p50 ${rate.endToEnd.p50Ms.toFixed(1)} ms\n`);
+    o.log(
+      `bench: cluster fixed rate across 3 replicas (round-robin), ${o.rate} deliveries/s for ${o.rateMs / 1000} s ...`,
+    );
+    const rateAcross = await rateRun(h, pg, o, errors, 3);
+    o.log(
+      ` end to end p50 ${rateAcross.endToEnd.p50Ms.toFixed(1)} ms, p99 ${rateAcross.endToEnd.p99Ms.toFixed(1)} ms\n`,
+    );
     const drains: DrainRun[] = [];
     for (const c of o.drainConcurrencies) {
       o.log(`bench: cluster processing, ${o.drainEvents} pending events, CLUSTER_CONCURRENCY=${c} ...`);
@@ -1162,6 +1202,7 @@ export async function runClusterFigures(
       ingest,
       ingestLayout: layout,
       rate,
+      rateAcross,
       drains,
       sqliteDrain: { ...s, machine: machineLoad() },
     };
@@ -1343,10 +1384,18 @@ function drainReport(f: ClusterFigures, o: ClusterBenchOptions): string[] {
   return out;
 }
 
-function endToEndReport(r: RateRun): string[] {
+function endToEndReport(r: RateRun, row = 4): string[] {
+  const where =
+    r.replicas === 1
+      ? 'one replica'
+      : `${r.replicas} replicas, delivery i to replica i mod ${r.replicas} (a round-robin load balancer: a proposal's ` +
+        `consecutive events, 50 deliveries apart, reach different replicas), processed in the order acknowledged: the hold-back ` +
+        `window (each event waits until every relay has moved past it, docs/cluster.md §10); ${r.lateTransitions} transitions ` +
+        `recorded out of order, with ${r.overlapping} deliveries sent before their proposal's previous event was answered ` +
+        `(open loop: those are ordered by arrival) and ${r.relayedLate} relayed below the watermark`;
   return [
-    `4. end to end, 200 → the proposal's row updated in PostgreSQL: ${r.rate} signed deliveries/s open-loop for ${r.durationMs / 1000} s ` +
-      `(${HAPPY_PATH.length} life-cycle steps per proposal, 50 proposals interleaved), one replica; the sender's clock (200 received) ` +
+    `${row}. end to end, 200 → the proposal's row updated in PostgreSQL: ${r.rate} signed deliveries/s open-loop for ${r.durationMs / 1000} s ` +
+      `(${HAPPY_PATH.length} life-cycle steps per proposal, 50 proposals interleaved), ${where}; the sender's clock (200 received) ` +
       `against PostgreSQL's (same machine)`,
     `   to the commit of its proposal_transitions row: ${spreadText(r.endToEnd)} over ${r.matched}/${r.ok200} deliveries`,
     `   to proposal_transitions.at (= proposals.updated_at; the kick's clock as it ran the event): ${spreadText(r.endToEndAt)}`,
@@ -1376,11 +1425,24 @@ export function clusterReport(f: ClusterFigures, o: ClusterBenchOptions): string
     ...drainReport(f, o),
     '',
     ...endToEndReport(f.rate),
+    ...(f.rateAcross === null ? [] : ['', ...endToEndReport(f.rateAcross, 5)]),
   ].join('\n');
 }
 
 // ---------------------------------------------------------------------------------------------
 // The child: the open-loop sender of the fixed-rate run
+
+/** Deliveries sent before the 200 of their proposal's previous event (50 deliveries earlier, see paceDelivery). */
+function overlapping(p: PaceResult): number {
+  let n = 0;
+  for (let i = 50; i < p.ids.length; i++) {
+    if (Math.floor(i / (HAPPY_PATH.length * 50)) !== Math.floor((i - 50) / (HAPPY_PATH.length * 50)))
+      continue;
+    const sentAt = (p.answeredAtMs[i] as number) - (p.answerMs[i] as number);
+    if (!(sentAt >= (p.answeredAtMs[i - 50] as number))) n += 1;
+  }
+  return n;
+}
 
 /** Delivery i: proposals go through the happy path, 50 at a time interleaved (as in forwarding's latency run). */
 function paceDelivery(spec: PaceSpec, i: number): { id: string; body: Buffer; signature: string } {
@@ -1446,7 +1508,14 @@ async function runPace(spec: PaceSpec): Promise<PaceResult> {
       'x-service-signature': item.signature,
     };
     const req = request(
-      { host: '127.0.0.1', port: spec.port, path: '/webhooks', method: 'POST', agent, headers },
+      {
+        host: '127.0.0.1',
+        port: spec.ports[i % spec.ports.length],
+        path: '/webhooks',
+        method: 'POST',
+        agent,
+        headers,
+      },
       (res) => {
         res.resume();
         res.on('end', () => finish(res.statusCode ?? 0));

@@ -178,6 +178,8 @@ const schema = z.object({
   // How long a frozen or partitioned replica can hold the others' locks (src/cluster/connection.ts).
   PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(1000, 3_600_000, 10_000),
   PG_LOCK_TIMEOUT_MS: int(100, 600_000, 5_000),
+  // The hold-back window's bound: a relay silent this long no longer holds processing back.
+  CLUSTER_HOLDBACK_MAX_MS: int(100, 600_000, 5000),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -297,6 +299,12 @@ export interface ClusterConfig {
    * bounds every connection to PostgreSQL carries (src/cluster/connection.ts).
    */
   readonly limits: { readonly idleInTransactionMs: number; readonly lockTimeoutMs: number };
+  /**
+   * CLUSTER_HOLDBACK_MAX_MS: a proposal's events are processed once every replica's relay has moved
+   * past them (docs/cluster.md §10); a relay silent this long (a dead, frozen or cut-off replica)
+   * stops holding processing back, and what it relays later is processed late. @default 5000
+   */
+  readonly holdbackMaxMs: number;
 }
 
 export interface LoadOptions {
@@ -455,6 +463,7 @@ export function loadConfig(
               idleInTransactionMs: p.PG_IDLE_IN_TRANSACTION_TIMEOUT_MS,
               lockTimeoutMs: p.PG_LOCK_TIMEOUT_MS,
             }),
+            holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
     warnings: Object.freeze(ignoredSettings(p)),
   };

@@ -20,6 +20,7 @@ import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
 import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed';
 import { createHttpServer } from './http/server';
+import { InFlightRequests } from './http/in-flight';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
 import { ProcessingLeadership } from './pipeline/leadership';
@@ -121,8 +122,9 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     holder,
     onCommitted: () => feedWaiters.notify(),
   });
-  const cluster =
-    spool === null ? null : buildCluster(config, options, { clock, metrics, spool, processing, feedWaiters });
+  const inFlight = spool === null ? undefined : new InFlightRequests();
+  const clusterDeps = { clock, metrics, processing, feedWaiters, inFlight };
+  const cluster = spool === null ? null : buildCluster(config, options, { ...clusterDeps, spool });
   const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
@@ -146,6 +148,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     cluster,
     spool,
     clusterForwarding,
+    inFlight,
   });
   const release = async (timeoutMs: number): Promise<void> => {
     writer.close();
@@ -364,7 +367,7 @@ function senderMetrics(metrics: Metrics): SenderMetrics {
 /** The HTTP server: webhook routes, health, metrics, admin, console and the feed. */
 function buildServer(
   config: Config,
-  deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock'> & {
+  deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock' | 'inFlight'> & {
     processing: Processing;
     deliveryWatch: DeliveryWatch;
     feedWaiters: FeedWaiters;
@@ -490,7 +493,14 @@ function clusterHandlers(options: StartOptions): ClusterEventRouter | undefined 
 function buildCluster(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; spool: Spool; processing: Processing; feedWaiters: FeedWaiters },
+  deps: {
+    clock: Clock;
+    metrics: Metrics;
+    spool: Spool;
+    processing: Processing;
+    feedWaiters: FeedWaiters;
+    inFlight: InFlightRequests | undefined;
+  },
 ): ClusterNode {
   const { clock, metrics } = deps;
   const cluster = config.cluster!;
@@ -500,6 +510,7 @@ function buildCluster(
     backoff: options.handlerBackoff ?? { baseMs: 1000, maxMs: 600_000 },
     schedule: pollSchedule(config),
     spool: deps.spool,
+    oldestInFlight: () => deps.inFlight?.oldest() ?? null,
     statusClient: deps.processing.serviceClient,
     handlers: clusterHandlers(options),
     // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
@@ -534,6 +545,15 @@ function buildCluster(
       processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
       handlerFailure: (evento) => metrics.handlerFailures.inc({ evento }),
       poll: (outcome) => metrics.polls.inc({ outcome }),
+      beat: (beat) => {
+        const at = beat.watermark.at;
+        metrics.watermarkLag.set(
+          at === null ? 0 : Math.max(0, (clock.now().getTime() - at.getTime()) / 1000),
+        );
+        metrics.watermarkWaiting.set(beat.watermark.waiting.length);
+        metrics.clockOffset.set(beat.clockOffsetMs / 1000);
+      },
+      late: (rows) => metrics.relayedLate.inc(rows),
     },
   });
 }

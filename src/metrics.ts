@@ -283,6 +283,26 @@ export function createMetrics(options: MetricsOptions = {}) {
     help: 'Cluster mode: relay batches PostgreSQL refused or did not answer (each is tried again)',
     registers: [registry],
   });
+  const watermarkLag = new Gauge({
+    name: 'consig_cluster_watermark_lag_seconds',
+    help: "Cluster mode: this replica's clock minus the hold-back watermark at its relay's last turn (events younger than this wait)",
+    registers: [registry],
+  });
+  const watermarkWaiting = new Gauge({
+    name: 'consig_cluster_watermark_waiting',
+    help: 'Cluster mode: silent relays the watermark still waits for (until CLUSTER_HOLDBACK_MAX_MS drops them)',
+    registers: [registry],
+  });
+  const clockOffset = new Gauge({
+    name: 'consig_cluster_clock_offset_seconds',
+    help: "Cluster mode: this replica's clock minus PostgreSQL's, measured at each relay heartbeat",
+    registers: [registry],
+  });
+  const relayedLate = new Counter({
+    name: 'consig_relay_late_total',
+    help: 'Cluster mode: events this replica relayed after the watermark had passed them (it had been dropped from it): processed out of order',
+    registers: [registry],
+  });
   const clusterConnected = new Gauge({
     name: 'consig_cluster_connected',
     help: 'Cluster mode: 1 while this replica reaches PostgreSQL (a heartbeat every 5 s) with its relay and workers started; 0 within about 10 s of losing it',
@@ -300,6 +320,10 @@ export function createMetrics(options: MetricsOptions = {}) {
     relayLag,
     relayDelay,
     relayErrors,
+    watermarkLag,
+    watermarkWaiting,
+    clockOffset,
+    relayedLate,
     clusterConnected,
     relaySpoolReplaced,
     deliveries,

@@ -6,10 +6,14 @@ import { lockKeys, lockOrder } from './kick-lock';
 import { applyEvent, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
 import { canonicalNu, iso, type Sql, type Statement } from './sql';
+import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
- * A kick: processes one work key's due events in `events.id` order, inside the transaction pg-boss
- * opened for the kick and commits with the kick's completion (docs/cluster.md §5.2). An event's
+ * A kick: processes one work key's due events in `received_at` order (the order the replicas
+ * acknowledged them), those at or below the watermark only (docs/cluster.md §10: a key's events
+ * wait until every relay has moved past them; the first one above it is held, watermark.ts), inside
+ * the transaction pg-boss opened for the kick and commits with the kick's completion
+ * (docs/cluster.md §5.2). An event's
  * effects and its `done` mark commit together, or, when a handler throws, roll back together while
  * the failure itself is recorded (attempts, backoff, dead letter). So an event's effects happen once
  * however often a kick runs, and a kick that dies before its commit leaves its events pending for
@@ -36,6 +40,8 @@ export interface KickOptions {
   outbox?: OutboxOptions;
   /** A partner's own handlers (`configureClusterRouter`), awaited after the life cycle's effects. */
   handlers?: ClusterEventRouter | undefined;
+  /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
+  holdbackMaxMs?: number;
 }
 
 interface EventRow {
@@ -88,11 +94,11 @@ const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts 
 
 /** Which events each kind of work key selects, as pipeline.workKey() derives the keys. */
 const KEY_CONDITION = {
-  p: { type: 'text', where: 'nu_proposta = k.v', limit: `ORDER BY id LIMIT ${KICK_BATCH}` },
+  p: { type: 'text', where: 'nu_proposta = k.v', limit: `ORDER BY received_at, id LIMIT ${KICK_BATCH}` },
   r: {
     type: 'text',
     where: 'nu_proposta IS NULL AND request_id = k.v',
-    limit: `ORDER BY id LIMIT ${KICK_BATCH}`,
+    limit: `ORDER BY received_at, id LIMIT ${KICK_BATCH}`,
   },
   e: { type: 'bigint', where: 'id = k.v', limit: '' },
 } as const;
@@ -127,25 +133,39 @@ function parseKey(key: string): Key {
   throw new Error(`not a work key: ${key}`);
 }
 
-/** A key's due events, in id order. */
+/** A key's due events, in received_at order. */
 interface KeyWork {
   key: string;
   rows: EventRow[];
 }
 
+/** What a batch of kicks loaded: each key's events, and the watermark read before them. */
+interface Work {
+  keys: KeyWork[];
+  /** null: no relay has published a heartbeat, nothing to wait for. */
+  watermark: Date | null;
+}
+
+/** The order a kick runs events in: received_at (the acknowledging replica's clock), then id. */
+function byReceipt(a: EventRow, b: EventRow): number {
+  return a.received_at.getTime() - b.received_at.getTime() || Number(a.id) - Number(b.id);
+}
+
 /**
- * Locks the keys (kick-lock.ts) and loads each one's due events, two statements for the whole
- * batch. The load is a statement of its own, after the lock: its snapshot then sees whatever an
- * earlier kick of the same keys, or a producer of their events, committed. An event is taken once,
- * by the first key that selects it.
+ * Locks the keys (kick-lock.ts), reads the watermark and loads each key's due events, three
+ * statements for the whole batch. The load is a statement of its own, after the lock: its snapshot
+ * then sees whatever an earlier kick of the same keys, or a producer of their events, committed;
+ * and after the watermark: every event at or below it is committed by then. An event is taken
+ * once, by the first key that selects it.
  */
-async function loadWork(sql: Sql, keys: readonly string[]): Promise<KeyWork[]> {
+async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promise<Work> {
   const parsed = lockOrder(keys).map(parseKey);
-  if (parsed.length === 0) return [];
+  if (parsed.length === 0) return { keys: [], watermark: null };
   await lockKeys(
     sql,
     parsed.map((k) => k.key),
   );
+  const { at: watermark } = await currentWatermark(sql, maxMs);
   const kinds = (['p', 'r', 'e'] as const).filter((kind) => parsed.some((k) => k.kind === kind));
   const byKind = new Map(kinds.map((kind) => [kind, parsed.filter((k) => k.kind === kind)]));
   const rows = await sql.query<EventRow & { kind_of_key: Key['kind']; slot: string }>(
@@ -159,8 +179,8 @@ async function loadWork(sql: Sql, keys: readonly string[]): Promise<KeyWork[]> {
     seen.add(row.id);
     work.get((byKind.get(kind)?.[Number(slot) - 1] as Key).key)?.push(row);
   }
-  for (const list of work.values()) list.sort((a, b) => Number(a.id) - Number(b.id));
-  return [...work].map(([key, list]) => ({ key, rows: list }));
+  for (const list of work.values()) list.sort(byReceipt);
+  return { keys: [...work].map(([key, list]) => ({ key, rows: list })), watermark };
 }
 
 /** Processes `key`'s due events; returns how many reached a final status. */
@@ -193,11 +213,15 @@ export async function runKicks(
   ctx: KickContext,
   options: KickOptions,
 ): Promise<number> {
-  const work = await loadWork(sql, keys);
+  const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
   const outbox: OutboxEntry[] = [];
-  const fast = await fastPass(sql, work, ctx, options, outbox);
+  const holds: Hold[] = [];
+  const fast = await fastPass(sql, work, ctx, options, outbox, holds);
+  // The careful pass runs the batch again from the start, holds included.
+  if (typeof fast !== 'number') holds.length = 0;
   const finished =
-    typeof fast === 'number' ? fast : await carefulPass(sql, work, ctx, options, outbox, fast.threw);
+    typeof fast === 'number' ? fast : await carefulPass(sql, work, ctx, options, outbox, fast.threw, holds);
+  await hold(sql, holds);
   await storeOutbox(sql, outbox);
   return finished;
 }
@@ -226,13 +250,21 @@ interface Threw {
  */
 async function fastPass(
   sql: Sql,
-  work: readonly KeyWork[],
+  work: Work,
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
+  holds: Hold[],
 ): Promise<number | { threw: Threw }> {
-  const facts = new Map(work.flatMap((w) => w.rows.map((row) => [row.id, toFacts(row)] as const)));
-  if (facts.size === 0) return 0;
+  const facts = new Map(
+    work.keys.flatMap((w) =>
+      w.rows.filter((r) => below(r, work.watermark)).map((row) => [row.id, toFacts(row)] as const),
+    ),
+  );
+  if (facts.size === 0) {
+    holds.push(...heldOf(work));
+    return 0;
+  }
   await sql.query('SAVEPOINT consig_batch');
   const later: (() => void)[] = [];
   const logger: EffectsContext['logger'] = {
@@ -248,7 +280,7 @@ async function fastPass(
     later,
   };
   let threw: Threw | null = null;
-  await eachInIdOrder(sql, work, options, async (key, row) => {
+  await eachInOrder(sql, work, options, holds, async (key, row) => {
     const now = ctx.now();
     if (notDue(row, now)) {
       await options.kick(sql, [key], row.next_attempt_at as Date);
@@ -280,29 +312,49 @@ async function fastPass(
 
 type Step = 'next' | 'stop' | 'abort';
 
+/** Whether the watermark has reached `row` (null: no relay to wait for). */
+function below(row: EventRow, watermark: Date | null): boolean {
+  return watermark === null || row.received_at.getTime() <= watermark.getTime();
+}
+
+/** Each key's first event above the watermark: the key is held until the watermark reaches it. */
+function heldOf(work: Work): Hold[] {
+  return work.keys.flatMap(({ key, rows }) => {
+    const first = rows.find((r) => !below(r, work.watermark));
+    return first === undefined ? [] : [{ key, until: first.received_at }];
+  });
+}
+
 /**
- * Runs `step` on the batch's events in id order across its keys: SQLite mode's order, one id
- * sequence, so that an event of one key never runs before an earlier event of another key in the
- * same batch (a registry result before its proposal's next event). A key stops at the first step
- * that says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each
- * key that stopped nowhere and loaded a full batch is kicked again.
+ * Runs `step` on the batch's events in received_at order across its keys: the order the replicas
+ * acknowledged them, SQLite mode's order, so that an event of one key never runs before an earlier
+ * event of another key in the same batch (a registry result before its proposal's next event). A
+ * key stops at its first event above the watermark (pushed to `holds`), and at the first step that
+ * says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each key
+ * that stopped nowhere and loaded a full batch is kicked again.
  */
-async function eachInIdOrder(
+async function eachInOrder(
   sql: Sql,
-  work: readonly KeyWork[],
+  work: Work,
   options: KickOptions,
+  holds: Hold[],
   step: (key: string, row: EventRow) => Promise<Step>,
 ): Promise<void> {
-  const all = work.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
-  all.sort((a, b) => Number(a.row.id) - Number(b.row.id));
+  const all = work.keys.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
+  all.sort((a, b) => byReceipt(a.row, b.row));
   const stopped = new Set<string>();
   for (const { key, row } of all) {
     if (stopped.has(key)) continue;
+    if (!below(row, work.watermark)) {
+      holds.push({ key, until: row.received_at });
+      stopped.add(key);
+      continue;
+    }
     const next = await step(key, row);
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
   }
-  const full = work.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
+  const full = work.keys.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
   if (full.length > 0) await options.kick(sql, full);
 }
 
@@ -312,14 +364,15 @@ async function eachInIdOrder(
  */
 async function carefulPass(
   sql: Sql,
-  work: readonly KeyWork[],
+  work: Work,
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
   threw: Threw,
+  holds: Hold[],
 ): Promise<number> {
   let finished = 0;
-  await eachInIdOrder(sql, work, options, async (key, row) => {
+  await eachInOrder(sql, work, options, holds, async (key, row) => {
     const step = await carefulStep(sql, key, row, ctx, options, outbox, threw);
     if (step.finished) finished += 1;
     return step.next;

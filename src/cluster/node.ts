@@ -18,7 +18,7 @@ import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
-import { Relay, type RelaySpool } from './relay';
+import { type BeatFigures, Relay, type RelaySpool } from './relay';
 import {
   type ConnectionLimits,
   type ConnectionSettings,
@@ -92,6 +92,10 @@ export interface ClusterNodeOptions {
   consoleTokens?: TokenFingerprints;
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
+  /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
+  holdbackMaxMs?: number;
+  /** The oldest received_at of the webhook requests being answered (relay.ts's heartbeat). */
+  oldestInFlight?(): string | null;
   /**
    * The bounds every connection carries (connection.ts): PG_IDLE_IN_TRANSACTION_TIMEOUT_MS and
    * PG_LOCK_TIMEOUT_MS. @default DEFAULT_CONNECTION_LIMITS
@@ -111,6 +115,8 @@ export interface ClusterNodeOptions {
     poll?(outcome: PollOutcome): void;
     /** PostgreSQL knew another spool of this REPLICA_ID and not this one (see checkSpoolIdentity). */
     spoolReplaced?(previous: PreviousSpool): void;
+    beat?(beat: BeatFigures): void;
+    late?(rows: number): void;
   };
 }
 
@@ -519,6 +525,10 @@ export class ClusterNode {
       logger: options.logger,
       lockTimeoutMs: (options.limits ?? DEFAULT_CONNECTION_LIMITS).lockTimeoutMs,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
+      holdbackMaxMs: options.holdbackMaxMs,
+      oldestInFlight: options.oldestInFlight,
+      onBeat: options.metrics?.beat,
+      onLate: options.metrics?.late,
       onError: (err) => {
         options.metrics?.relayError?.();
         engine.recoverFrom(err);
@@ -565,6 +575,7 @@ export class ClusterNode {
             onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
             outbox: options.outbox,
             handlers: options.handlers,
+            holdbackMaxMs: options.holdbackMaxMs,
           });
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,

@@ -1,7 +1,24 @@
 import type { Pool, PoolClient } from 'pg';
 import type { SpoolRow } from '../domain/spool-row';
+import {
+  clockOffsetMs,
+  coveredThrough,
+  liveSinceAfterBeat,
+  type RelayBeat,
+  type Watermark,
+  watermarkOf,
+} from '../domain/watermark';
 import { holdKeys } from './kick-lock';
 import { checkOut, type Sql, sqlOf } from './sql';
+import {
+  type Beats,
+  DEFAULT_HOLDBACK_MAX_MS,
+  hold,
+  type Hold,
+  publishBeat,
+  readBeats,
+  release,
+} from './watermark';
 
 /**
  * The relay (contract §10, docs/cluster.md §6): moves what this replica acknowledged from its local
@@ -13,9 +30,13 @@ import { checkOut, type Sql, sqlOf } from './sql';
  *    acknowledgement inserts nothing, and only the rows new to PostgreSQL go on;
  * 3. their events, deduplicated on dedup_key across replicas: a copy already there (acknowledged by
  *    another replica) adds 1 to its `duplicates`; a local `duplicate` answer adds 1 as well;
- * 4. one kick per work key that got a new pending event (pg-boss, same transaction).
- * The spool's cursor moves only after the commit. PostgreSQL down or failing over: the batch is
- * tried again with backoff while the spool keeps acknowledging.
+ * 4. for each work key that got a new pending event: a kick (pg-boss, same transaction) when the
+ *    watermark is already past one of its events, else a hold until it is (watermark.ts).
+ * The batch also publishes the spool's heartbeat (what it now covers) and releases the holds the
+ * watermark has now reached; an idle pass of the loop does both in a transaction of its own
+ * (`turn`; docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
+ * PostgreSQL down or failing over: the batch is tried again with backoff while the spool keeps
+ * acknowledging.
  */
 
 /** What the relay reads from the spool (src/store/spool.ts implements it on the SQLite file). */
@@ -24,6 +45,8 @@ export interface RelaySpool {
   relayedThrough(): number;
   read(afterId: number, limit: number): RelayRow[];
   advance(throughId: number, at: string): void;
+  /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
+  oldestAfter(afterId: number): string | null;
 }
 
 /** A spooled delivery and the event it stored (src/store/spool.ts reads them). */
@@ -49,6 +72,38 @@ export interface RelayOptions {
    * the relay lock from the other replicas meanwhile (connection.ts). @default 5000
    */
   lockTimeoutMs?: number;
+  /**
+   * CLUSTER_HOLDBACK_MAX_MS: a relay silent this long is dropped from the watermark (once another
+   * has been live as long). @default DEFAULT_HOLDBACK_MAX_MS
+   */
+  holdbackMaxMs?: number;
+  /**
+   * The oldest received_at of the requests this replica is answering whose delivery is not in the
+   * spool yet (their received_at is taken when they arrive); null if none. @default none
+   */
+  oldestInFlight?(): string | null;
+  /** After each heartbeat: the watermark as this turn saw it, this replica's clock offset, keys released. */
+  onBeat?(beat: BeatFigures): void;
+  /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
+  onLate?(rows: number): void;
+}
+
+/** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
+interface Observed {
+  now: Date;
+  others: RelayBeat[];
+  /** The watermark before this transaction (with this spool's last published beat). */
+  before: Watermark;
+  liveSince: Date;
+  offsetMs: number;
+  own: RelayBeat;
+}
+
+export interface BeatFigures {
+  watermark: Watermark;
+  /** This replica's clock minus PostgreSQL's, ms. */
+  clockOffsetMs: number;
+  released: number;
 }
 
 /**
@@ -134,15 +189,17 @@ export class Relay {
     if (rows.length === 0) return 0;
     const client = await checkOut(this.pool);
     let committed = false;
+    let figures: BeatFigures;
     try {
       await client.query('BEGIN');
-      await this.write(client, rows);
+      figures = await this.write(client, rows);
       await client.query('COMMIT');
       committed = true;
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!committed);
     }
+    this.options.onBeat?.(figures);
     const through = rows[rows.length - 1]!.id;
     this.cursor = through;
     const now = this.options.now();
@@ -154,11 +211,40 @@ export class Relay {
     return rows.length;
   }
 
+  /**
+   * One heartbeat and release, in a transaction of its own: publishes what this spool covers now,
+   * then kicks the held keys the watermark has reached. Returns how many it released.
+   */
+  async turn(): Promise<number> {
+    const client = await checkOut(this.pool);
+    let committed = false;
+    let figures: BeatFigures;
+    try {
+      await client.query('BEGIN');
+      const sql = sqlOf(client);
+      const o = await this.observe(sql, this.cursor);
+      await publishBeat(sql, { ...o.own, relayedThrough: this.cursor, at: o.now, clockOffsetMs: o.offsetMs });
+      const after = this.withOwn(o, o.own);
+      const keys = await release(sql, after.at);
+      await this.options.kick(sql, keys);
+      await client.query('COMMIT');
+      committed = true;
+      figures = { watermark: after, clockOffsetMs: o.offsetMs, released: keys.length };
+    } finally {
+      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
+      client.release(!committed);
+    }
+    this.options.onBeat?.(figures);
+    return figures.released;
+  }
+
   private async loop(): Promise<void> {
     while (!this.stopped) {
       let moved = 0;
       try {
         moved = await this.relayOnce();
+        // A batch published the heartbeat and released what it could; an idle pass does it alone.
+        if (moved === 0) await this.turn();
         if (this.failures > 0)
           this.options.logger.info(
             { failures: this.failures },
@@ -193,8 +279,59 @@ export class Relay {
     }
   }
 
-  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<void> {
+  private get maxMs(): number {
+    return this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
+  }
+
+  /**
+   * Reads every spool's heartbeat (and PostgreSQL's clock, timed on this replica's to measure the
+   * offset); the watermark as it stands, and this spool's own heartbeat as of now, once everything
+   * through `throughId` is in PostgreSQL.
+   */
+  private async observe(sql: Sql, throughId: number): Promise<Observed> {
+    const sentAt = this.options.now();
+    const read: Beats = await readBeats(sql);
+    const receivedAt = this.options.now();
+    const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
+    const observed = {
+      now: read.now,
+      others: read.beats.filter((b) => b.spool !== this.spool.id),
+      before: watermarkOf(read.beats, read.now, this.maxMs),
+      liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
+      offsetMs: clockOffsetMs(sentAt, read.now, receivedAt),
+    };
+    return { ...observed, own: this.ownBeat(observed, throughId) };
+  }
+
+  /**
+   * This spool's heartbeat, covering what is in PostgreSQL once everything through `throughId` is.
+   * Read on this thread between awaits: a delivery spooled or a request arrived before it is
+   * counted, and anything later has a later received_at.
+   */
+  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): RelayBeat {
+    const covered = coveredThrough(
+      this.options.now(),
+      this.spool.oldestAfter(throughId),
+      this.options.oldestInFlight?.() ?? null,
+      this.maxMs,
+    );
+    return {
+      spool: this.spool.id,
+      replica: this.options.replicaId,
+      coveredThrough: covered,
+      heartbeatAt: o.now,
+      liveSince: o.liveSince,
+    };
+  }
+
+  /** The watermark once `own` is published. */
+  private withOwn(o: Observed, own: RelayBeat): Watermark {
+    return watermarkOf([...o.others, own], o.now, this.maxMs);
+  }
+
+  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<BeatFigures> {
     const sql = sqlOf(client);
+    const last = rows[rows.length - 1]!;
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
     // run with synchronous_commit off, never this).
@@ -202,16 +339,17 @@ export class Relay {
     await sql.query(
       `SET LOCAL lock_timeout = ${Math.max(1, Math.round(this.options.lockTimeoutMs ?? 5000))}`,
     );
+    const o = await this.observe(sql, last.id);
+    const plan = planBatch(rows, this.withOwn(o, o.own).at);
+    // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
+    // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
+    // that starts now waits for this batch: kick-lock.ts), and the holds of the others.
+    await holdKeys(sql, plan.kick);
+    await hold(sql, plan.holds);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
-    // Before the first write: a kick running on one of these keys commits first, and one that
-    // starts now waits for this batch (kick-lock.ts).
-    await holdKeys(
-      sql,
-      rows.flatMap((r) => (r.event === null ? [] : [sharedWorkKeyOf(r.event)])).filter((k) => k !== null),
-    );
     const fresh = await this.insertDeliveries(sql, rows);
     const news = rows.filter((r) => fresh.has(r.id));
-    const kicks = await this.insertEvents(
+    const inserted = await this.insertEvents(
       sql,
       news.filter((r) => r.event !== null),
     );
@@ -225,14 +363,48 @@ export class Relay {
          AND d.outcome IN ('accepted', 'quarantined', 'duplicate')`,
       [this.spool.id, news.map((r) => r.id)],
     );
-    const last = rows[rows.length - 1]!;
-    await sql.query(
-      `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (spool) DO UPDATE SET relayed_through = greatest(relay_spools.relayed_through, excluded.relayed_through),
-         replica = excluded.replica, last_relayed_at = now(), last_received_at = excluded.last_received_at`,
-      [this.spool.id, this.options.replicaId, last.id, last.received_at],
+    // The heartbeat last, as late as it can be said: the watermark moves as far as this batch lets it.
+    const own = this.ownBeat(o, last.id);
+    await publishBeat(sql, {
+      ...own,
+      relayedThrough: last.id,
+      lastReceivedAt: last.received_at,
+      at: o.now,
+      clockOffsetMs: o.offsetMs,
+    });
+    const after = this.withOwn(o, own);
+    // An event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
+    const mine = inserted.filter((e) => e.shared === null);
+    await hold(
+      sql,
+      mine.filter((e) => !plan.due(e.received_at)).map((e) => ({ key: e.key, until: e.received_at })),
     );
-    await this.options.kick(sql, kicks);
+    // What this heartbeat lets go, kicked with the batch's keys: a turn's work, done here so that a
+    // busy relay pays one transaction per batch, not two.
+    const released = await release(sql, after.at);
+    const kicked = new Set(plan.kick);
+    await this.options.kick(sql, [
+      ...new Set([
+        ...released,
+        ...inserted
+          .filter((e) => (e.shared === null ? plan.due(e.received_at) : kicked.has(e.key)))
+          .map((e) => e.key),
+      ]),
+    ]);
+    // Below the watermark before this batch: another spool's later events may have been processed.
+    const late =
+      o.before.at === null ? 0 : inserted.filter((e) => e.received_at < (o.before.at as Date)).length;
+    if (late > 0) this.reportLate(late, o.before);
+    return { watermark: after, clockOffsetMs: o.offsetMs, released: released.length };
+  }
+
+  private reportLate(late: number, before: Watermark): void {
+    this.options.onLate?.(late);
+    this.options.logger.warn(
+      { late, spool: this.spool.id, watermark: before.at?.toISOString() ?? null },
+      'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
+        'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
+    );
   }
 
   /** Returns the spool ids PostgreSQL did not have. */
@@ -263,8 +435,8 @@ export class Relay {
     return new Set(inserted.map((r) => Number(r.spool_id)));
   }
 
-  /** Inserts the events; returns the work keys of the new pending ones (to kick). */
-  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<string[]> {
+  /** Inserts the events; returns the new pending ones, with their work keys. */
+  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<InsertedEvent[]> {
     if (rows.length === 0) return [];
     const events = rows.map((r) => r.event!);
     const col = <K extends keyof NonNullable<RelayRow['event']>>(k: K) => events.map((e) => e[k]);
@@ -275,6 +447,7 @@ export class Relay {
       status: string;
       nu_proposta: string | null;
       request_id: string | null;
+      received_at: Date;
     }>(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
          received_at, body, body_bytes, status, last_error, processed_at, first_replica)
@@ -286,8 +459,14 @@ export class Relay {
          AS u(dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa, received_at, body,
            body_bytes, status, last_error)
        ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
-         last_duplicate_at = greatest(e.last_duplicate_at, excluded.received_at)
-       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id`,
+         -- A copy another replica acknowledged earlier (a re-send that reached its relay later) is the
+         -- first acknowledgement: its time orders the event (docs/cluster.md §10), until it is processed;
+         -- the later of the two is then the duplicate's.
+         last_duplicate_at = greatest(e.last_duplicate_at, CASE WHEN e.status IN ('pending', 'failed')
+           THEN greatest(e.received_at, excluded.received_at) ELSE excluded.received_at END),
+         received_at = CASE WHEN e.status IN ('pending', 'failed') THEN least(e.received_at, excluded.received_at)
+           ELSE e.received_at END
+       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id, e.received_at`,
       [
         rows.map((r) => r.dedup_key),
         col('webhook_id'),
@@ -305,9 +484,9 @@ export class Relay {
         this.options.replicaId,
       ],
     );
-    const keys = new Set<string>();
-    for (const e of out) if (e.inserted && e.status === 'pending') keys.add(workKeyOf(e));
-    return [...keys];
+    return out
+      .filter((e) => e.inserted && e.status === 'pending')
+      .map((e) => ({ key: workKeyOf(e), shared: sharedWorkKeyOf(e), received_at: e.received_at }));
   }
 
   /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
@@ -327,4 +506,46 @@ export class Relay {
       [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
     );
   }
+}
+
+/** A new pending event the batch inserted. */
+interface InsertedEvent {
+  key: string;
+  /** Its proposal's or registration's key; null when it is its own (`e:<id>`). */
+  shared: string | null;
+  received_at: Date;
+}
+
+/** Events a batch brings that processing will see, and their shared keys. */
+function pendingEvents(rows: readonly RelayRow[]): { key: string | null; at: Date }[] {
+  return rows.flatMap((r) =>
+    r.event === null || relayedStatus(r.event.status) !== 'pending'
+      ? []
+      : [{ key: sharedWorkKeyOf(r.event), at: new Date(r.event.received_at) }],
+  );
+}
+
+/**
+ * Which shared keys the batch kicks at once (one of their events is at or below the watermark
+ * `at`: a kick processes it now, and holds the rest itself) and which it holds until the watermark
+ * reaches their oldest event. A duplicate may be planned for too: its hold or kick finds nothing.
+ */
+export function planBatch(
+  rows: readonly RelayRow[],
+  at: Date | null,
+): { kick: string[]; holds: Hold[]; due(receivedAt: Date): boolean } {
+  const due = (receivedAt: Date) => at === null || receivedAt.getTime() <= at.getTime();
+  const oldest = new Map<string, Date>();
+  for (const e of pendingEvents(rows)) {
+    if (e.key === null) continue;
+    const seen = oldest.get(e.key);
+    if (seen === undefined || e.at.getTime() < seen.getTime()) oldest.set(e.key, e.at);
+  }
+  const kick: string[] = [];
+  const holds: Hold[] = [];
+  for (const [key, until] of oldest) {
+    if (due(until)) kick.push(key);
+    else holds.push({ key, until });
+  }
+  return { kick, holds, due };
 }

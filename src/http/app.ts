@@ -18,6 +18,7 @@ import { metricsRoute, type MetricsRouteDeps } from './metrics-route';
 import type { DeliveryWatch } from './delivery-watch';
 import type { FeedWaiters } from './admin/feed';
 import { createWebhookHandler, type WebhookHandler } from './webhook-handler';
+import type { InFlightRequests } from './in-flight';
 import { webhookRoutes } from './webhook-routes';
 
 export interface AppDeps {
@@ -83,6 +84,11 @@ export interface AppDeps {
    */
   deliveryWatch?: DeliveryWatch | undefined;
   /**
+   * Cluster mode: the webhook requests being answered, which the relay's heartbeat may not cover yet.
+   * @default undefined (not tracked)
+   */
+  inFlight?: InFlightRequests | undefined;
+  /**
    * Forwarding (contract §8), for `/admin/forwards*`, `/admin/destinations*` and `/admin/feed`: the
    * configured destinations, whether the feed shows the CPF in full, the long-polls waiting for a
    * commit (`waiters.notify()` after each, `waiters.close()` at shutdown), and `nudge()` to make the
@@ -131,5 +137,6 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     allowList: deps.config.allowedCidrs,
     trustProxy: deps.config.trustProxy,
     watch: deps.deliveryWatch,
+    inFlight: deps.inFlight,
   });
 }

@@ -12,6 +12,7 @@ import type { NewEvent } from '../store/events';
 import type { IngestResult, IngestWriter } from '../store/ingest-writer';
 import { badSignature, forbidden, type Rejection, unreadBody } from './rejections';
 import { DeliveryWatch } from './delivery-watch';
+import type { InFlightRequests } from './in-flight';
 
 /**
  * The webhook path of contract §4: read the raw body (bounded while reading), verify the signature
@@ -47,6 +48,11 @@ export interface WebhookDeps {
    * @default a watch in memory only
    */
   watch?: DeliveryWatch | undefined;
+  /**
+   * Cluster mode: the requests being answered, for the relay's heartbeat (in-flight.ts).
+   * @default undefined (not tracked)
+   */
+  inFlight?: InFlightRequests | undefined;
 }
 
 export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
@@ -64,6 +70,8 @@ interface RequestFacts {
   startedAt: number;
   receivedAt: string;
   remote: string;
+  /** Its entry in `deps.inFlight`, ended when the answer is measured. */
+  flight: number;
 }
 
 export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
@@ -86,12 +94,14 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
 }
 
 function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route): RequestFacts {
+  const receivedAt = deps.clock.now().toISOString();
   return {
     route,
     path: ROUTE_PATHS[route],
     startedAt: deps.clock.monotonic(),
-    receivedAt: deps.clock.now().toISOString(),
+    receivedAt,
     remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
+    flight: deps.inFlight?.begin(receivedAt) ?? 0,
   };
 }
 
@@ -241,6 +251,7 @@ function answerNotStored(
  */
 function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutcome): number {
   const ms = deps.clock.monotonic() - request.startedAt;
+  deps.inFlight?.end(request.flight);
   deps.metrics.deliveries.inc({ outcome, route: request.path });
   deps.metrics.ackLatency.observe({ outcome }, ms / 1000);
   deps.watch?.answered(outcome);

@@ -39,6 +39,12 @@ export interface Spool {
   /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
   backlog(): { count: number; oldestReceivedAt: string | null };
   /**
+   * The oldest received_at after `afterId` (null when none): what the relay cannot say is in
+   * PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first row's: received_at is taken
+   * when a request arrives, its id when its group commit runs.
+   */
+  oldestAfter(afterId: number): string | null;
+  /**
    * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that were
    * received before `cutoff`, with the events they stored (see {@link spoolPruner}); `prune` walks
    * the whole spool at once, `pruneBatch` one batch after `afterId`.
@@ -68,6 +74,9 @@ export function openSpool(db: Db): Spool {
   const backlog = db.prepare<[number], { count: number; oldest: string | null }>(
     'SELECT count(*) AS count, min(received_at) AS oldest FROM deliveries WHERE id > ?',
   );
+  const oldest = db.prepare<[number], { oldest: string | null }>(
+    'SELECT min(received_at) AS oldest FROM deliveries WHERE id > ?',
+  );
   const pruner = spoolPruner(db);
   const row = cursor.get();
   if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
@@ -80,6 +89,7 @@ export function openSpool(db: Db): Spool {
       const b = backlog.get(cursor.get()?.relayed_through ?? 0);
       return { count: b?.count ?? 0, oldestReceivedAt: b?.oldest ?? null };
     },
+    oldestAfter: (afterId) => oldest.get(afterId)?.oldest ?? null,
     prune: (cutoff, batch) => pruneSpool(db, cutoff, batch),
     pruneBatch: (cutoff, afterId, size) => pruner.batch(cutoff, afterId, size),
   };

@@ -284,7 +284,10 @@ describe('a batch relayed again', () => {
     expect((await pgEvent(webhookId(d1))).duplicates).toBe(2);
     expect((await pgEvent(webhookId(d2))).duplicates).toBe(1);
     expect((await pgEvent(webhookId(d3))).duplicates).toBe(0);
-    expect(kicks.calls.flat().slice(kicked)).toEqual(['p:602']);
+    // Only the new event needs processing. Replica b's last heartbeat is older than it, so the
+    // watermark has not reached it: its key is held (released by a relay's next turn), not kicked.
+    expect(kicks.calls.flat().slice(kicked)).toEqual([]);
+    expect(await rows(pool, 'SELECT key FROM held_keys')).toEqual([{ key: 'p:602' }]);
   });
 
   it('a batch whose kick fails is rolled back whole, and relayed in full on the next try', async () => {

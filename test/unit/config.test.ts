@@ -179,3 +179,23 @@ describe('PG_IDLE_IN_TRANSACTION_TIMEOUT_MS and PG_LOCK_TIMEOUT_MS', () => {
     expect(error({ ...cluster, PG_LOCK_TIMEOUT_MS: '50' }, false).variable).toBe('PG_LOCK_TIMEOUT_MS');
   });
 });
+
+describe('CLUSTER_HOLDBACK_MAX_MS', () => {
+  const cluster = { DATABASE_URL: 'postgres://u:p@db:5432/consig', REPLICA_ID: 'r1' };
+
+  it('defaults to 5000 and accepts 100 to 600000', () => {
+    expect(loadConfig(cluster).cluster?.holdbackMaxMs).toBe(5000);
+    expect(loadConfig({ ...cluster, CLUSTER_HOLDBACK_MAX_MS: '100' }).cluster?.holdbackMaxMs).toBe(100);
+    expect(loadConfig({ ...cluster, CLUSTER_HOLDBACK_MAX_MS: '600000' }).cluster?.holdbackMaxMs).toBe(600000);
+  });
+
+  it('refuses values outside 100 to 600000, naming the variable and the range', () => {
+    for (const bad of ['99', '600001', 'soon']) {
+      const err = error({ ...cluster, CLUSTER_HOLDBACK_MAX_MS: bad }, false);
+      expect(err.variable).toBe('CLUSTER_HOLDBACK_MAX_MS');
+      expect(err.message).toBe(
+        `CLUSTER_HOLDBACK_MAX_MS: expected an integer from 100 to 600000, got "${bad}"`,
+      );
+    }
+  });
+});
