@@ -21,6 +21,8 @@ import { FeedWaiters } from './http/admin/feed';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
+import type { DeferralPolicy } from './domain/answer-first';
+import { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
 import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
@@ -52,6 +54,8 @@ export interface Receiver {
   readonly leadership: ProcessingLeadership;
   /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
   readonly cluster: ClusterNode | null;
+  /** Answers first (issue 23): background work waits while webhook answers are being made. */
+  readonly answers: AnswerFirst;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -85,6 +89,8 @@ export interface StartOptions {
   pollTickMs?: number;
   /** How often the sender looks at each destination without a nudge (tests shorten it). @default 1000 ms */
   forwardPollMs?: number;
+  /** How long background work may be held by the answers before it gets a slice anyway. @default DEFAULT_DEFERRAL */
+  deferral?: DeferralPolicy;
 }
 
 /** What processes stored events: the router of handlers, the pipeline and the registry poller. */
@@ -94,6 +100,8 @@ interface Processing {
   poller: RegistryPoller | null;
   serviceClient: ServiceClient | null;
   sender: SenderControl;
+  /** Answers first (issue 23): what background work waits on while answers are being made. */
+  answers: AnswerFirst;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
@@ -102,7 +110,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   refuseSqliteOnlyHandlers(config, options);
   const { store, pipelineDb } = openFiles(config);
   const spool = config.cluster === null ? null : openSpool(store.db);
-  const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
+  const { metrics, clusterForwarding, answers } = buildMetrics(config, options, { pipelineDb, spool, clock });
   // This process's name in the processing lease.
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   // Long-polls of the change feed, woken after every pipeline commit.
@@ -113,6 +121,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     store,
     pipelineDb,
     holder,
+    answers,
     onCommitted: () => feedWaiters.notify(),
   });
   const cluster =
@@ -143,6 +152,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   });
   const release = async (timeoutMs: number): Promise<void> => {
     writer.close();
+    answers.stop();
     deliveryWatch.stop();
     // Cluster mode: the relay finishes its batch, the workers their kicks (the rest is taken over).
     await cluster?.stop(timeoutMs);
@@ -182,16 +192,39 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     sender,
     leadership,
     cluster,
+    answers,
     close,
   };
 }
 
-/** The metrics, their forwarding gauges read from the file or (cluster mode) from PostgreSQL. */
+/**
+ * The backlog the overload line and the console show in SQLite mode: events waiting for this
+ * process's pipeline, messages waiting to be sent (index-only counts, read once per window).
+ */
+function sqliteBacklog(pipelineDb: Db, config: Config, pipeline: Pipeline): Record<string, number> {
+  const names = config.forwarding.destinations.map((d) => d.name);
+  const gauges = names.length === 0 ? [] : forwardDeliveries(pipelineDb).gauges(names);
+  return { events: pipeline.depth, forward_pending: gauges.reduce((n, g) => n + g.pending, 0) };
+}
+
+/**
+ * The metrics, their forwarding gauges read from the file or (cluster mode) from PostgreSQL, and
+ * the answers-first gate (issue 23: background work waits while a webhook answer is being made),
+ * which counts its deferral in them.
+ */
 function buildMetrics(
   config: Config,
+  options: StartOptions,
   deps: { pipelineDb: Db; spool: Spool | null; clock: Clock },
-): { metrics: Metrics; clusterForwarding: { gauges: DestinationGauges[] } } {
+): { metrics: Metrics; clusterForwarding: { gauges: DestinationGauges[] }; answers: AnswerFirst } {
   const { spool, clock } = deps;
+  const answers = new AnswerFirst({
+    monotonic: () => clock.monotonic(),
+    logger: options.logger,
+    policy: options.deferral,
+    onDeferred: (seconds) => metrics.backgroundDeferredSeconds.inc(seconds),
+  });
+  answers.start();
   const forwardGauges = forwardDeliveries(deps.pipelineDb);
   const destinationNames = config.forwarding.destinations.map((d) => d.name);
   const clusterForwarding: { gauges: DestinationGauges[] } = { gauges: [] };
@@ -201,8 +234,9 @@ function buildMetrics(
       spool === null ? forwardGauges.gauges(destinationNames) : clusterForwarding.gauges,
     nowMs: () => clock.now().getTime(),
     relayBacklog: spool === null ? undefined : () => spool.backlog(),
+    deferring: () => answers.snapshot().deferring,
   });
-  return { metrics, clusterForwarding };
+  return { metrics, clusterForwarding, answers };
 }
 
 /**
@@ -260,6 +294,7 @@ function buildProcessing(
     store: Store;
     pipelineDb: Db;
     holder: string;
+    answers: AnswerFirst;
     /** After each pipeline commit, besides nudging the sender. */
     onCommitted: () => void;
   },
@@ -281,13 +316,14 @@ function buildProcessing(
   );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { metrics, pipelineDb });
+  const sender = buildSender(config, options, { metrics, pipelineDb, answers: deps.answers });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
       deps.onCommitted();
     },
     maxAttempts: config.handlerMaxAttempts,
+    gate: deps.answers,
     fence: (now) => lease.isHeldBy(holder, now.toISOString()),
     clock,
     logger,
@@ -316,7 +352,8 @@ function buildProcessing(
         });
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
-  return { router, pipeline, poller, serviceClient, sender };
+  deps.answers.backlogFrom(() => sqliteBacklog(pipelineDb, config, pipeline));
+  return { router, pipeline, poller, serviceClient, sender, answers: deps.answers };
 }
 
 /**
@@ -327,7 +364,7 @@ function buildProcessing(
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { metrics: Metrics; pipelineDb: Db },
+  deps: { metrics: Metrics; pipelineDb: Db; answers: AnswerFirst },
 ): SenderControl {
   const deliveries = forwardDeliveries(deps.pipelineDb);
   return new ForwardSenderThread({
@@ -337,6 +374,7 @@ function buildSender(
     pollIntervalMs: options.forwardPollMs,
     record: (records, circuits) => deliveries.record(records, circuits),
     metrics: senderMetrics(deps.metrics),
+    gate: deps.answers,
   });
 }
 
@@ -455,10 +493,18 @@ function clusterHandlers(options: StartOptions): ClusterEventRouter | undefined 
 function buildCluster(
   config: Config,
   options: StartOptions,
-  deps: { clock: Clock; metrics: Metrics; spool: Spool; processing: Processing; feedWaiters: FeedWaiters },
+  deps: {
+    clock: Clock;
+    metrics: Metrics;
+    spool: Spool;
+    processing: Processing;
+    feedWaiters: FeedWaiters;
+  },
 ): ClusterNode {
   const { clock, metrics } = deps;
   const cluster = config.cluster!;
+  // The overload line's backlog: what this replica's spool holds for the relay.
+  deps.processing.answers.backlogFrom(() => ({ spool: deps.spool.backlog().count }));
   return new ClusterNode({
     ...cluster,
     maxAttempts: config.handlerMaxAttempts,
@@ -480,6 +526,7 @@ function buildCluster(
           logger: options.logger,
           metrics: senderMetrics(metrics),
           pollIntervalMs: options.forwardPollMs,
+          gate: deps.processing.answers,
         }),
       // A destination another replica now sends: its circuit is that replica's to report.
       onHeld: (destination, held) => {
