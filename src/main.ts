@@ -409,6 +409,8 @@ function buildServer(
   const { processing, feedWaiters, leadership, cluster, spool, clusterForwarding, ...rest } = deps;
   return createHttpServer({
     ...rest,
+    // Answers first: the webhook handler reports each answer; the console shows the deferral.
+    answers: processing.answers,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.processing),
     clusterLog: cluster?.adminLog,
     // The console on PostgreSQL's log; its overview shows this replica's relay.

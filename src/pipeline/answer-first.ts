@@ -50,6 +50,7 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
   /** 1 while background work must wait: for another thread (Atomics.load / Atomics.waitAsync). */
   readonly hold = new Int32Array(new SharedArrayBuffer(4));
   private answering = 0;
+  private begunTotal = 0;
   private state: DeferralState = { kind: 'open' };
   private waiters: (() => void)[] = [];
   /** When the first waiter of the current hold started waiting (null: none waits). */
@@ -91,7 +92,13 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
     this.step();
   }
 
+  /** Answers begun since start (the webhook path's reports). */
+  get begun(): number {
+    return this.begunTotal;
+  }
+
   begin(): void {
+    this.begunTotal += 1;
     this.answering += 1;
     this.step();
   }

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ConsoleClient, squash } from '../helpers/console-client';
 import { FakeDestination, orderViolations } from '../helpers/destination';
 import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -90,6 +91,8 @@ it('a burst is answered while the backlog to process and to forward stays where 
   await setPaused(r, true);
   await burst(r, 923_000, 10, 10);
   await eventually(() => doneEvents(r) === 10 && messages(r) === 20, '10 events processed');
+  // The webhook path reports its answers (each from its whole body to its 200).
+  expect(r.answers.begun).toBe(10);
 
   r.answers.begin(); // an answer is being made from here on
   await setPaused(r, false); // the sender may send again, as far as the operator is concerned
@@ -98,6 +101,7 @@ it('a burst is answered while the backlog to process and to forward stays where 
 
   // The burst: 60 more deliveries (a backlog to process), every one answered 200.
   await burst(r, 924_000, 60, 20);
+  expect(r.answers.begun).toBe(1 + 70);
   // Give the background every chance to move (the sender looks every 50 ms): it must not.
   for (let i = 0; i < 10; i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
   expect(pendingEvents(r)).toBe(60);
@@ -105,6 +109,13 @@ it('a burst is answered while the backlog to process and to forward stays where 
   expect(messages(r)).toBe(20);
   expect(d.requests.length).toBe(sentBefore);
   expect(delivered(r)).toBe(deliveredBefore);
+
+  // The console's overview says so (a signed-in operator's page, not a webhook: it does not hold).
+  const c = new ConsoleClient(r.url);
+  await c.signIn(TOKEN);
+  const overview = squash((await c.get('/console')).text);
+  expect(overview).toContain('Background work deferred');
+  expect(overview).toContain('waiting now');
 
   r.answers.end(); // no answer being made: the backlog drains
   await eventually(() => doneEvents(r) === 70, 'the 70 events processed');

@@ -1,4 +1,5 @@
 import type { Clock } from '../../clock';
+import type { OverloadSnapshot } from '../../domain/answer-first';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
@@ -28,6 +29,8 @@ export interface ConsoleDeps {
   /** STUCK_AFTER. */
   stuckAfter: StuckLimits;
   destinations: readonly Destination[];
+  /** Answers first (issue 23): whether background work waits for the answers; undefined: not known. */
+  overload: (() => OverloadSnapshot) | undefined;
 }
 
 /** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
@@ -56,6 +59,10 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
       }),
     cluster: deps.clusterConsole !== undefined,
     relay: deps.clusterConsole?.relay,
+    overload:
+      deps.answers === undefined
+        ? undefined
+        : () => (deps.answers as { snapshot(): OverloadSnapshot }).snapshot(),
     tokens: { admin: config.adminToken, viewer: config.viewerToken },
     sessionTtlMs: config.consoleSessionTtlMs ?? 8 * 3_600_000,
     trustProxy: config.trustProxy ?? 0,
