@@ -22,6 +22,8 @@ export interface BackgroundGate {
    * instead of running a full batch, so that a request arriving during one waits little.
    */
   underLoad(): boolean;
+  /** Whether work should stop now (checked between two items of a turn; no side effect). */
+  held(): boolean;
 }
 
 /** What the console's overview and the log show of the deferral (AnswerFirst.snapshot). */
@@ -38,7 +40,7 @@ export interface OverloadSnapshot {
 }
 
 /** A gate that never holds anything (tests, tools, a receiver without webhooks). */
-export const OPEN_GATE: BackgroundGate = { whenClear: () => null, underLoad: () => false };
+export const OPEN_GATE: BackgroundGate = { whenClear: () => null, underLoad: () => false, held: () => false };
 
 /** When background work may run, given how long it has been held (see {@link deferralStep}). */
 export interface DeferralPolicy {

@@ -120,6 +120,7 @@ function threadGate(hold: Int32Array | undefined): BackgroundGate | undefined {
       return wait.async ? wait.value.then(() => undefined) : null;
     },
     underLoad: () => false,
+    held: () => Atomics.load(hold, 0) === 1,
   };
 }
 

@@ -425,6 +425,11 @@ export class ForwardSender {
     let sent = 0;
     for (const row of rows) {
       if (sent >= gate.slots) break;
+      // An answer began meanwhile (answers first): the rest waits for the next pump, at the gate.
+      if (sent > 0 && this.options.gate?.held() === true) {
+        worker.pumpAgain = true;
+        return false;
+      }
       if (!this.mayTake(worker, row)) continue;
       const wait = this.rateLimitWait(worker, nowMs);
       if (wait !== null) {

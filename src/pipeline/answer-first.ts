@@ -115,6 +115,10 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
+  held(): boolean {
+    return this.state.kind === 'held';
+  }
+
   underLoad(): boolean {
     return this.answering > 0 || this.options.monotonic() - this.lastAnswerMs < LOAD_LINGER_MS;
   }
