@@ -51,7 +51,13 @@ export interface ForwardingHarness {
   track(child: ChildProcess): ChildProcess;
   stopChild(child: ChildProcess): Promise<void>;
   /** Starts `serve` with `env` added; on `databasePath` instead of a fresh file when given. */
-  startReceiver(name: string, env: Record<string, string>, databasePath?: string): Promise<ReceiverRun>;
+  startReceiver(
+    name: string,
+    env: Record<string, string>,
+    databasePath?: string,
+    /** Another build's receiver (`--baseline`). */
+    bin?: string,
+  ): Promise<ReceiverRun>;
   /** user + system CPU of a process in µs (null where /proc is missing). */
   cpuMicros(pid: number | undefined): number | null;
 }

@@ -6,6 +6,7 @@ import {
   runForwardingLatency,
   runForwardingThroughput,
 } from './forwarding';
+import { runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import {
   type ClusterBenchOptions,
@@ -154,6 +155,9 @@ interface Options {
   forwardBacklog: number;
   forwardLatencyMs: number;
   forwardRate: number;
+  /** The starved row's deliveries per second (issue 23), 0: not run. */
+  starvedRate: number;
+  starvedMs: number;
   /** --console: the console figure runs (pages on the --growth database, p95 ≤ 100 ms). */
   console: boolean;
   consoleRequests: number;
@@ -226,6 +230,11 @@ const USAGE = `usage: npm run bench -- [options]
   --forward-backlog <n> messages in the forwarding throughput backlog (default 20000, --quick 5000)
   --forward-latency <s> seconds of deliveries for the forwarding latency (default 10, --quick 3)
   --forward-rate <n>   deliveries per second for the forwarding latency (default 200)
+  --starved <n>        the starved row (with the forwarding figures): the receiver pinned to core 0
+                       beside 2 busy loops, the load and two destinations on core 1, n deliveries/s
+                       open loop, forwarding off and on (and the --baseline build's); default 250
+                       on 2+ cores, 0 skips it
+  --starved-duration <s> measured seconds of each starved row (default 10, --quick 3)
   --baseline <rev>     also build git revision <rev> (its src/ and migrations/, this checkout's
                        node_modules) and run it as receiver-baseline: receiver / receiver-baseline
                        is the before/after ratio of a change, measured in the same run
@@ -260,6 +269,8 @@ function parseOptions(argv: string[]): Options {
       'forward-backlog': { type: 'string' },
       'forward-latency': { type: 'string' },
       'forward-rate': { type: 'string' },
+      starved: { type: 'string' },
+      'starved-duration': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -362,6 +373,8 @@ function parseOptions(argv: string[]): Options {
     forwardBacklog: count('forward-backlog', values['forward-backlog'], quick ? 5000 : 20_000, 2),
     forwardLatencyMs: seconds('forward-latency', values['forward-latency'], quick ? 3000 : 10_000, 0.5),
     forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
+    starvedRate: count('starved', values.starved, availableParallelism() >= 2 ? 250 : 0, 0),
+    starvedMs: seconds('starved-duration', values['starved-duration'], quick ? 3000 : 10_000, 0.5),
     console: consoleFigure,
     consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
     cluster: clusterFigures,
@@ -660,13 +673,14 @@ function forwardingHarness(secret: string, options: Options): ForwardingHarness 
     dir: tempRoot,
     webhookSecret: secret,
     cpuMicros,
-    startReceiver: async (name, env, databasePath) => {
+    startReceiver: async (name, env, databasePath, bin) => {
       const target: Target = {
         name,
         kind: 'receiver',
         description: name,
         env: { SQLITE_SYNCHRONOUS: 'FULL', ...env },
         ...(databasePath === undefined ? {} : { databasePath }),
+        ...(bin === undefined ? {} : { bin }),
       };
       const server = await startServer(target, 0, secret, options);
       const { child } = server;
@@ -1073,6 +1087,16 @@ async function main(): Promise<number> {
   const forwarding = options.forwarding
     ? await runForwardingFigures(forwardingHarness(secret, options), options, errors)
     : null;
+  const starved =
+    options.forwarding && options.starvedRate > 0
+      ? await runStarvedRows(forwardingHarness(secret, options), {
+          rate: options.starvedRate,
+          warmupMs: options.warmupMs,
+          durationMs: options.starvedMs,
+          busyLoops: 2,
+          baselineBin: options.targets.find((t) => t.name === 'receiver-baseline')?.bin ?? null,
+        })
+      : null;
   const consolePages = options.console
     ? await runConsoleFigures(
         forwardingHarness(secret, options),
@@ -1093,7 +1117,7 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
     );
   } else {
     // --only cluster: no HTTP rows, so no table of them (what was measured and the errors still print).
@@ -1118,6 +1142,10 @@ async function main(): Promise<number> {
       );
     }
     if (forwarding !== null) process.stdout.write(`\n${forwardingReport(forwarding)}\n`);
+    if (starved !== null)
+      process.stdout.write(
+        `\n${starvedReport({ rate: options.starvedRate, warmupMs: options.warmupMs, durationMs: options.starvedMs, busyLoops: 2, baselineBin: null }, starved)}\n`,
+      );
     if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
     if (cluster !== null) process.stdout.write(`\n${clusterReport(cluster.figures, cluster.options)}\n`);
   }

@@ -23,6 +23,8 @@ import { createHttpServer } from './http/server';
 import { InFlightRequests } from './http/in-flight';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
+import type { DeferralPolicy } from './domain/answer-first';
+import { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
 import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
@@ -56,6 +58,8 @@ export interface Receiver {
   readonly leadership: ProcessingLeadership;
   /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
   readonly cluster: ClusterNode | null;
+  /** Answers first (issue 23): background work waits while webhook answers are being made. */
+  readonly answers: AnswerFirst;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
   close(): Promise<void>;
 }
@@ -89,6 +93,8 @@ export interface StartOptions {
   pollTickMs?: number;
   /** How often the sender looks at each destination without a nudge (tests shorten it). @default 1000 ms */
   forwardPollMs?: number;
+  /** How long background work may be held by the answers before it gets a slice anyway. @default DEFAULT_DEFERRAL */
+  deferral?: DeferralPolicy;
 }
 
 /** What processes stored events: the router of handlers, the pipeline and the registry poller. */
@@ -98,33 +104,30 @@ interface Processing {
   poller: RegistryPoller | null;
   serviceClient: ServiceClient | null;
   sender: SenderControl;
+  /** Answers first (issue 23): what background work waits on while answers are being made. */
+  answers: AnswerFirst;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   refuseSqliteOnlyHandlers(config, options);
-  // Cluster mode: one spool, one replica; a second one on the same file stops here (spool-lock.ts).
-  const spoolLock =
-    config.cluster === null || config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
-  const { store, pipelineDb } = openFilesOrRelease(config, logger, spoolLock);
-  const spool = config.cluster === null ? null : openSpool(store.db);
-  const { metrics, clusterForwarding } = buildMetrics(config, { pipelineDb, spool, clock });
-  // This process's name in the processing lease.
-  const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  // Long-polls of the change feed, woken after every pipeline commit.
-  const feedWaiters = new FeedWaiters();
+  const { spoolLock, store, pipelineDb, spool } = openLocal(config, logger);
+  const { metrics, clusterForwarding, answers } = buildMetrics(config, options, { pipelineDb, spool, clock });
+  const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`; // in the processing lease
+  const feedWaiters = new FeedWaiters(); // long-polls of the change feed, woken after every pipeline commit
   const processing = buildProcessing(config, options, {
     clock,
     metrics,
     store,
     pipelineDb,
     holder,
+    answers,
     onCommitted: () => feedWaiters.notify(),
   });
   const inFlight = spool === null ? undefined : new InFlightRequests();
-  const clusterDeps = { clock, metrics, processing, feedWaiters, inFlight };
-  const cluster = spool === null ? null : buildCluster(config, options, { ...clusterDeps, spool });
+  const cluster =
+    spool && buildCluster(config, options, { clock, metrics, processing, feedWaiters, inFlight, spool });
   const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
@@ -135,32 +138,12 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const shared = cluster ? () => cluster.sharedAnswers() : undefined;
   const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock, shared });
 
-  const server = buildServer(config, {
-    store,
-    writer,
-    metrics,
-    logger,
-    clock,
-    processing,
-    deliveryWatch,
-    feedWaiters,
-    leadership,
-    cluster,
-    spool,
-    clusterForwarding,
-    inFlight,
-  });
-  const release = async (timeoutMs: number): Promise<void> => {
-    writer.close();
-    deliveryWatch.stop();
-    // Cluster mode: the relay finishes its batch, the workers their kicks (the rest is taken over).
-    await cluster?.stop(timeoutMs);
-    // Stops processing (waiting for the running turn), then hands the lease to a standby.
-    await leadership.stop();
-    pipelineDb.close();
-    store.close();
-    spoolLock?.release();
+  const parts = {
+    ...{ store, writer, metrics, logger, clock, processing, deliveryWatch, feedWaiters, leadership },
+    ...{ cluster, spool, clusterForwarding, inFlight, answers, pipelineDb, spoolLock },
   };
+  const server = buildServer(config, parts);
+  const release = releaser(parts);
   let url: string;
   try {
     url = await listen(server, config, logger);
@@ -192,16 +175,39 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     sender,
     leadership,
     cluster,
+    answers,
     close,
   };
 }
 
-/** The metrics, their forwarding gauges read from the file or (cluster mode) from PostgreSQL. */
+/**
+ * The backlog the overload line and the console show in SQLite mode: events waiting for this
+ * process's pipeline, messages waiting to be sent (index-only counts, read once per window).
+ */
+function sqliteBacklog(pipelineDb: Db, config: Config, pipeline: Pipeline): Record<string, number> {
+  const names = config.forwarding.destinations.map((d) => d.name);
+  const gauges = names.length === 0 ? [] : forwardDeliveries(pipelineDb).gauges(names);
+  return { events: pipeline.depth, forward_pending: gauges.reduce((n, g) => n + g.pending, 0) };
+}
+
+/**
+ * The metrics, their forwarding gauges read from the file or (cluster mode) from PostgreSQL, and
+ * the answers-first gate (issue 23: background work waits while a webhook answer is being made),
+ * which counts its deferral in them.
+ */
 function buildMetrics(
   config: Config,
+  options: StartOptions,
   deps: { pipelineDb: Db; spool: Spool | null; clock: Clock },
-): { metrics: Metrics; clusterForwarding: { gauges: DestinationGauges[] } } {
+): { metrics: Metrics; clusterForwarding: { gauges: DestinationGauges[] }; answers: AnswerFirst } {
   const { spool, clock } = deps;
+  const answers = new AnswerFirst({
+    monotonic: () => clock.monotonic(),
+    logger: options.logger,
+    policy: options.deferral,
+    onDeferred: (seconds) => metrics.backgroundDeferredSeconds.inc(seconds),
+  });
+  answers.start();
   const forwardGauges = forwardDeliveries(deps.pipelineDb);
   const destinationNames = config.forwarding.destinations.map((d) => d.name);
   const clusterForwarding: { gauges: DestinationGauges[] } = { gauges: [] };
@@ -211,8 +217,9 @@ function buildMetrics(
       spool === null ? forwardGauges.gauges(destinationNames) : clusterForwarding.gauges,
     nowMs: () => clock.now().getTime(),
     relayBacklog: spool === null ? undefined : () => spool.backlog(),
+    deferring: () => answers.snapshot().deferring,
   });
-  return { metrics, clusterForwarding };
+  return { metrics, clusterForwarding, answers };
 }
 
 /**
@@ -270,6 +277,7 @@ function buildProcessing(
     store: Store;
     pipelineDb: Db;
     holder: string;
+    answers: AnswerFirst;
     /** After each pipeline commit, besides nudging the sender. */
     onCommitted: () => void;
   },
@@ -291,13 +299,14 @@ function buildProcessing(
   );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { metrics, pipelineDb });
+  const sender = buildSender(config, options, { metrics, pipelineDb, answers: deps.answers });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
       deps.onCommitted();
     },
     maxAttempts: config.handlerMaxAttempts,
+    gate: deps.answers,
     fence: (now) => lease.isHeldBy(holder, now.toISOString()),
     clock,
     logger,
@@ -326,7 +335,8 @@ function buildProcessing(
         });
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
-  return { router, pipeline, poller, serviceClient, sender };
+  deps.answers.backlogFrom(() => sqliteBacklog(pipelineDb, config, pipeline));
+  return { router, pipeline, poller, serviceClient, sender, answers: deps.answers };
 }
 
 /**
@@ -337,7 +347,7 @@ function buildProcessing(
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { metrics: Metrics; pipelineDb: Db },
+  deps: { metrics: Metrics; pipelineDb: Db; answers: AnswerFirst },
 ): SenderControl {
   const deliveries = forwardDeliveries(deps.pipelineDb);
   return new ForwardSenderThread({
@@ -347,6 +357,7 @@ function buildSender(
     pollIntervalMs: options.forwardPollMs,
     record: (records, circuits) => deliveries.record(records, circuits),
     metrics: senderMetrics(deps.metrics),
+    gate: deps.answers,
   });
 }
 
@@ -381,6 +392,8 @@ function buildServer(
   const { processing, feedWaiters, leadership, cluster, spool, clusterForwarding, ...rest } = deps;
   return createHttpServer({
     ...rest,
+    // Answers first: the webhook handler reports each answer; the console shows the deferral.
+    answers: processing.answers,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.processing),
     clusterLog: cluster?.adminLog,
     // The console on PostgreSQL's log; its overview shows this replica's relay.
@@ -411,6 +424,44 @@ function buildServer(
       nudge: () => processing.sender.nudge(),
     },
   });
+}
+
+/** Stops what startReceiver started, in order, once the server no longer takes requests. */
+function releaser(parts: {
+  writer: IngestWriter;
+  answers: AnswerFirst;
+  deliveryWatch: DeliveryWatch;
+  cluster: ClusterNode | null;
+  leadership: ProcessingLeadership;
+  pipelineDb: Db;
+  store: Store;
+  spoolLock: SpoolLock | null;
+}): (timeoutMs: number) => Promise<void> {
+  return async (timeoutMs) => {
+    parts.writer.close();
+    parts.answers.stop();
+    parts.deliveryWatch.stop();
+    // Cluster mode: the relay finishes its batch, the workers their kicks (the rest is taken over).
+    await parts.cluster?.stop(timeoutMs);
+    // Stops processing (waiting for the running turn), then hands the lease to a standby.
+    await parts.leadership.stop();
+    parts.pipelineDb.close();
+    parts.store.close();
+    parts.spoolLock?.release();
+  };
+}
+
+/** The local SQLite file (in cluster mode: the spool, locked first) and its connections. */
+function openLocal(
+  config: Config,
+  logger: Logger,
+): { spoolLock: SpoolLock | null; store: Store; pipelineDb: Db; spool: Spool | null } {
+  // Cluster mode: one spool, one replica; a second one on the same file stops here (spool-lock.ts).
+  const spoolLock =
+    config.cluster === null || config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
+  const { store, pipelineDb } = openFilesOrRelease(config, logger, spoolLock);
+  const spool = config.cluster === null ? null : openSpool(store.db);
+  return { spoolLock, store, pipelineDb, spool };
 }
 
 /** openFiles, giving the spool's lock back when the file cannot be used (a test's process goes on). */
@@ -504,6 +555,8 @@ function buildCluster(
 ): ClusterNode {
   const { clock, metrics } = deps;
   const cluster = config.cluster!;
+  // The overload line's backlog: what this replica's spool holds for the relay.
+  deps.processing.answers.backlogFrom(() => ({ spool: deps.spool.backlog().count }));
   return new ClusterNode({
     ...cluster,
     maxAttempts: config.handlerMaxAttempts,
@@ -527,6 +580,7 @@ function buildCluster(
           logger: options.logger,
           metrics: senderMetrics(metrics),
           pollIntervalMs: options.forwardPollMs,
+          gate: deps.processing.answers,
         }),
       // A destination another replica now sends: its circuit is that replica's to report.
       onHeld: (destination, held) => {

@@ -2,6 +2,11 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 
 export interface MetricsOptions {
   /**
+   * Read at each scrape: whether background work waits for the answers now (AnswerFirst).
+   * @default none (the gauge stays 0)
+   */
+  deferring?: () => boolean;
+  /**
    * Node's process metrics (CPU, memory, event-loop lag) under `consig_`.
    * @default true
    */
@@ -106,6 +111,20 @@ export function createMetrics(options: MetricsOptions = {}) {
     name: 'consig_pipeline_queue_depth',
     help: 'Stored events known to the pipeline and not finished (running, waiting, or waiting for a retry)',
     registers: [registry],
+  });
+  // Answers first (issue 23): how long background work waited for the webhook answers.
+  const backgroundDeferredSeconds = new Counter({
+    name: 'consig_background_deferred_seconds_total',
+    help: 'Seconds background work (processing, forwarding) waited so that webhook answers went first; its rate is the share of time the receiver is overloaded (the work waits in its backlog, nothing is dropped)',
+    registers: [registry],
+  });
+  const backgroundDeferring = new Gauge({
+    name: 'consig_background_deferring',
+    help: 'Whether background work is waiting for the webhook answers right now (1) or runs (0)',
+    registers: [registry],
+    collect() {
+      if (options.deferring) this.set(options.deferring() ? 1 : 0);
+    },
   });
   const processingHolder = new Gauge({
     name: 'consig_processing_holder',
@@ -316,6 +335,8 @@ export function createMetrics(options: MetricsOptions = {}) {
 
   return {
     registry,
+    backgroundDeferredSeconds,
+    backgroundDeferring,
     relayBacklog,
     relayLag,
     relayDelay,

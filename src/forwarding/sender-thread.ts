@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { whenGateClear } from '../domain/answer-first';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
+import type { BackgroundGate } from '../domain/answer-first';
 import type { Logger } from '../logger';
 import type { AttemptRecord, CircuitWrite } from '../store/forward-deliveries';
 import type { SenderMetrics } from './sender';
@@ -32,6 +34,13 @@ export interface SenderThreadOptions {
   pollIntervalMs?: number | undefined;
   /** @default 16 */
   concurrency?: number | undefined;
+  /**
+   * Answers first (issue 23): the thread sends nothing while `gate.hold[0]` is 1, and the records
+   * it sends back are written once the gate is clear (they stay in flight meanwhile, never sent
+   * twice).
+   * @default none (never waits)
+   */
+  gate?: (BackgroundGate & { readonly hold: Int32Array }) | undefined;
   /**
    * How long after an unexpected exit of the thread a new one starts.
    * @default 1000
@@ -124,6 +133,7 @@ export class ForwardSenderThread implements SenderControl {
       pollIntervalMs: this.options.pollIntervalMs,
       concurrency: this.options.concurrency,
       nudges: this.nudges,
+      hold: this.options.gate?.hold,
     };
     const worker = new Worker(workerFile(), { workerData: data });
     this.worker = worker;
@@ -177,7 +187,14 @@ export class ForwardSenderThread implements SenderControl {
         this.mirroredCircuits = new Map(message.circuits);
         break;
       case 'record':
-        this.send({ type: 'recorded', id: message.id, error: this.write(message.records, message.circuits) });
+        for (const o of message.observations) observe(this.options.metrics, o);
+        whenGateClear(this.options.gate, () =>
+          this.send({
+            type: 'recorded',
+            id: message.id,
+            error: this.write(message.records, message.circuits),
+          }),
+        );
         break;
       case 'log':
         relayLog(this.options.logger, message.line);

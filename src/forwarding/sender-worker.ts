@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { systemClock } from '../clock';
+import type { BackgroundGate } from '../domain/answer-first';
 import { openDatabase } from '../store/database';
 import { sqliteSenderStore } from '../store/forward-deliveries';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
@@ -41,7 +42,7 @@ const record: Recorder = (records, circuits) =>
   new Promise((resolve, reject) => {
     lastWriteId += 1;
     writes.set(lastWriteId, { resolve, reject });
-    post({ type: 'record', id: lastWriteId, records, circuits });
+    post({ type: 'record', id: lastWriteId, records, circuits, observations: observations.splice(0) });
   });
 
 /** The main thread's answer to a `record`; its error keeps its SQLite code (isLockBusy reads it). */
@@ -53,18 +54,25 @@ function recorded(id: number, error: { message: string; code: string | null } | 
   write.reject(Object.assign(new Error(error.message), { code: error.code }));
 }
 
+/**
+ * Reports go at most every {@link REPORT_INTERVAL_MS}: a message costs both threads a wake-up, and
+ * one per answer was a third of the sender's CPU (issue 23's profile). Metrics and the mirrored
+ * state lag by that much; the records themselves are not delayed.
+ */
+const REPORT_INTERVAL_MS = 100;
+
 const observations: Observation[] = [];
-let reportQueued = false;
+let reportTimer: NodeJS.Timeout | null = null;
 let lastState = '';
 
 function queueReport(): void {
-  if (reportQueued) return;
-  reportQueued = true;
-  setImmediate(report);
+  if (reportTimer !== null) return;
+  reportTimer = setTimeout(report, REPORT_INTERVAL_MS);
 }
 
 function report(): void {
-  reportQueued = false;
+  if (reportTimer !== null) clearTimeout(reportTimer);
+  reportTimer = null;
   const circuits = [...sender.circuits()];
   const state = JSON.stringify([sender.inFlight, circuits]);
   if (observations.length === 0 && state === lastState) return;
@@ -91,7 +99,33 @@ const metrics: SenderMetrics = {
   },
 };
 
+/** `Atomics.waitAsync` (Node ≥ 16; typed from ES2024, newer than this project's lib). */
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      array: Int32Array,
+      index: number,
+      value: number,
+    ): { async: false; value: string } | { async: true; value: Promise<string> };
+  }
+).waitAsync;
+
+/** The main thread's hold flag as a gate (thread-protocol.ts, `hold`). */
+function threadGate(hold: Int32Array | undefined): BackgroundGate | undefined {
+  if (hold === undefined) return undefined;
+  return {
+    whenClear: () => {
+      if (Atomics.load(hold, 0) === 0) return null;
+      const wait = waitAsync(hold, 0, 1);
+      return wait.async ? wait.value.then(() => undefined) : null;
+    },
+    underLoad: () => false,
+    held: () => Atomics.load(hold, 0) === 1,
+  };
+}
+
 const sender = new ForwardSender(sqliteSenderStore(db), data.destinations, {
+  gate: threadGate(data.hold),
   clock: systemClock,
   logger,
   metrics,
@@ -123,17 +157,6 @@ port.on('message', (message: ToWorker) => {
 });
 
 let stopping = false;
-
-/** `Atomics.waitAsync` (Node ≥ 16; typed from ES2024, newer than this project's lib). */
-const waitAsync = (
-  Atomics as unknown as {
-    waitAsync(
-      array: Int32Array,
-      index: number,
-      value: number,
-    ): { async: false; value: string } | { async: true; value: Promise<string> };
-  }
-).waitAsync;
 
 /** Looks at every destination each time the main thread nudges (several nudges may make one look). */
 async function watchNudges(): Promise<void> {

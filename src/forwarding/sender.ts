@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Clock } from '../clock';
 import { settlesWithin } from '../clock';
+import type { BackgroundGate } from '../domain/answer-first';
 import {
   CLOSED,
   type CircuitOptions,
@@ -95,6 +96,13 @@ export interface SenderOptions {
    * @default the sender's store (`store.record`)
    */
   record?: Recorder;
+  /**
+   * Answers first (issue 23): each pump waits while a webhook answer is being made (in the same
+   * process: on the main thread's AnswerFirst, or on the worker thread through its shared flag).
+   * Waiting sends nothing and drops nothing: the deliveries stay pending in the outbox.
+   * @default none (never waits)
+   */
+  gate?: BackgroundGate;
 }
 
 /** Writes attempt records and circuit changes (all or nothing); rejects with the database's error. */
@@ -347,7 +355,18 @@ export class ForwardSender {
     }
   }
 
+  /** Waits for the gate (answers first); false when the sender stopped meanwhile. */
+  private async gateClear(): Promise<boolean> {
+    for (let wait = this.options.gate?.whenClear() ?? null; wait !== null;) {
+      await wait;
+      if (this.stopping) return false;
+      wait = this.options.gate?.whenClear() ?? null;
+    }
+    return !this.stopping;
+  }
+
   private async pumpOnce(worker: Worker): Promise<void> {
+    if (!(await this.gateClear())) return;
     const nowMs = this.options.clock.now().getTime();
     const concurrency = this.options.concurrency ?? 16;
     if (await this.isPaused(worker, nowMs))
@@ -360,6 +379,7 @@ export class ForwardSender {
     const heads = await this.store.due(worker.destination.name, now, gate.slots + worker.inFlight.size);
     const ids = heads.filter((head) => this.mayTake(worker, head)).map((head) => head.id);
     const rows = ids.length === 0 ? [] : await this.store.dueDeliveries(ids);
+    if (rows.length > 0 && !(await this.gateClear())) return;
     if (this.stopping || !this.sendRows(worker, rows)) return;
     // With a slot free, a retry coming due must not wait for the answers in flight (a slow one
     // would hold every other proposal's retries until it came back). Only heads due later than
@@ -405,6 +425,11 @@ export class ForwardSender {
     let sent = 0;
     for (const row of rows) {
       if (sent >= gate.slots) break;
+      // An answer began meanwhile (answers first): the rest waits for the next pump, at the gate.
+      if (sent > 0 && this.options.gate?.held() === true) {
+        worker.pumpAgain = true;
+        return false;
+      }
       if (!this.mayTake(worker, row)) continue;
       const wait = this.rateLimitWait(worker, nowMs);
       if (wait !== null) {

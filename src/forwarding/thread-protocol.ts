@@ -24,6 +24,13 @@ export interface SenderWorkerData {
    * full load; a message each would cost both threads ~10 µs of copying and queueing.
    */
   nudges: Int32Array;
+  /**
+   * Answers first (issue 23): the main thread's AnswerFirst.hold, 1 while a webhook answer is being
+   * made there. The thread sends nothing then (it competes for the same cores through the
+   * kernel's scheduler, which knows nothing of answers); it waits on the flag with
+   * `Atomics.waitAsync`. Absent: never waits.
+   */
+  hold?: Int32Array | undefined;
 }
 
 export type ToWorker =
@@ -54,7 +61,14 @@ export type FromWorker =
    * thread reads the outbox on a connection of its own, but writes nothing itself, so that the
    * file has one writing thread and no lock to wait for in this process.
    */
-  | { type: 'record'; id: number; records: AttemptRecord[]; circuits: CircuitWrite[] }
+  | {
+      type: 'record';
+      id: number;
+      records: AttemptRecord[];
+      circuits: CircuitWrite[];
+      /** The observations made since the last message, so that metrics move with the records. */
+      observations: Observation[];
+    }
   /** A log line of the worker's logger (pino JSON). */
   | { type: 'log'; line: string }
   | { type: 'stopped'; finished: boolean };

@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { IngestWriter } from '../store/ingest-writer';
+import type { AnswerTracker, OverloadSnapshot } from '../domain/answer-first';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Store } from '../store/store';
 import type { AdminLog } from './admin/admin-log';
@@ -89,6 +90,12 @@ export interface AppDeps {
    */
   inFlight?: InFlightRequests | undefined;
   /**
+   * Answers first (issue 23): the webhook handler reports each answer's start and end, and the
+   * console's overview shows whether background work is deferred.
+   * @default undefined (nothing waits for the answers)
+   */
+  answers?: (AnswerTracker & { snapshot(): OverloadSnapshot }) | undefined;
+  /**
    * Forwarding (contract §8), for `/admin/forwards*`, `/admin/destinations*` and `/admin/feed`: the
    * configured destinations, whether the feed shows the CPF in full, the long-polls waiting for a
    * commit (`waiters.notify()` after each, `waiters.close()` at shutdown), and `nudge()` to make the
@@ -138,5 +145,6 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     trustProxy: deps.config.trustProxy,
     watch: deps.deliveryWatch,
     inFlight: deps.inFlight,
+    answers: deps.answers,
   });
 }

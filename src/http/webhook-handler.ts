@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import getRawBody from 'raw-body';
 import type { Clock } from '../clock';
+import type { AnswerTracker } from '../domain/answer-first';
 import { type ClassifiedDelivery, classifyDelivery, type Route } from '../domain/delivery';
 import { StorageError } from '../domain/errors';
 import { type IpAllowList, clientAddress } from '../domain/cidr';
@@ -53,6 +54,12 @@ export interface WebhookDeps {
    * @default undefined (not tracked)
    */
   inFlight?: InFlightRequests | undefined;
+  /**
+   * Answers first (issue 23): told when each answer begins and when it left, so that background
+   * work (processing, forwarding) waits meanwhile.
+   * @default none
+   */
+  answers?: AnswerTracker | undefined;
 }
 
 export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
@@ -72,6 +79,8 @@ interface RequestFacts {
   remote: string;
   /** Its entry in `deps.inFlight`, ended when the answer is measured. */
   flight: number;
+  /** Reported to `answers` as begun (its body read): measure() reports its end. */
+  answering: boolean;
 }
 
 export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
@@ -85,6 +94,10 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
     }
     getRawBody(req, { length: req.headers['content-length'], limit: deps.maxBodyBytes }, (err, body) => {
       if (err) return reject(deps, res, request, unreadBody(err, req, deps.maxBodyBytes));
+      // From the whole body to the answer, the request needs this process's CPU: background work
+      // waits (a body still arriving does not hold it: a slow client would). Ended in measure().
+      request.answering = true;
+      deps.answers?.begin();
       const verdict = verifySignature(body, req.headers[headerName], deps.secrets);
       if (!verdict.ok)
         return reject(deps, res, request, badSignature(verdict.reason, body.length, deps.signatureHeader));
@@ -102,6 +115,7 @@ function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route):
     receivedAt,
     remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
     flight: deps.inFlight?.begin(receivedAt) ?? 0,
+    answering: false,
   };
 }
 
@@ -255,6 +269,8 @@ function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutc
   deps.metrics.deliveries.inc({ outcome, route: request.path });
   deps.metrics.ackLatency.observe({ outcome }, ms / 1000);
   deps.watch?.answered(outcome);
+  if (request.answering) deps.answers?.end();
+  request.answering = false;
   return Math.round(ms * 1000) / 1000;
 }
 

@@ -1,6 +1,7 @@
 import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
+import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
 import { backoffDelayMs } from '../domain/backoff';
 import { handlerEventOf } from '../domain/event-router';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
@@ -61,6 +62,18 @@ export interface PipelineOptions {
    * @default none
    */
   onCommitted?: () => void;
+  /**
+   * Answers first (issue 23): a turn waits while a webhook answer is being made, and while answers
+   * come it stops at `turnBudgetMs` instead of running a full batch.
+   * @default none (turns never wait)
+   */
+  gate?: BackgroundGate;
+  /**
+   * Milliseconds of processing per turn while answers come (`gate.underLoad()`); otherwise a turn
+   * runs up to `batchSize` events, one commit for them all.
+   * @default 5
+   */
+  turnBudgetMs?: number;
 }
 
 interface KeyState {
@@ -267,11 +280,13 @@ export class Pipeline {
     this.reportDepth();
     // setImmediate: requests that arrived meanwhile are read (and their events stored) first, and
     // a turn covers everything runnable by then.
-    setImmediate(() => {
-      this.queue
-        .add(() => this.turn())
-        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline turn failed'));
-    });
+    setImmediate(() =>
+      whenGateClear(this.options.gate, () => {
+        this.queue
+          .add(() => this.turn())
+          .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline turn failed'));
+      }),
+    );
   }
 
   private turn(): void {
@@ -338,17 +353,18 @@ export class Pipeline {
     this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
+    const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
     const unavailable: string[] = [];
     let more = false;
     for (const [key, state] of this.keys) {
-      if (outcomes.length >= batchSize) {
+      if (full(outcomes.length)) {
         more = true;
         break;
       }
       if (state.blocked) continue;
       let n = 0;
-      while (state.ids.length > 0 && n < perKey && outcomes.length < batchSize) {
+      while (state.ids.length > 0 && n < perKey && !full(outcomes.length)) {
         const id = state.ids[0] as number;
         const r = this.runOne(id, now);
         outcomes.push(r);
@@ -365,6 +381,17 @@ export class Pipeline {
       else if (!state.blocked) more = true;
     }
     return { outcomes, unavailable, more };
+  }
+
+  /**
+   * Whether a turn that processed `n` events must stop: at `batchSize`, or while answers come at
+   * its time budget (a request arriving during a synchronous turn waits for its end).
+   */
+  private turnLimit(batchSize: number): (n: number) => boolean {
+    if (this.options.gate?.underLoad() !== true) return (n) => n >= batchSize;
+    const { clock } = this.options;
+    const endsAt = clock.monotonic() + (this.options.turnBudgetMs ?? 5);
+    return (n) => n >= batchSize || (n > 0 && clock.monotonic() >= endsAt);
   }
 
   /** Runs one event's handlers in its own savepoint. Never throws. */

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config';
+import type { DeferralPolicy } from '../../src/domain/answer-first';
 import type { ClusterEventRouter } from '../../src/domain/event-router';
 import type { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
@@ -28,6 +29,8 @@ export async function startTestReceiver(
     pollTickMs?: number;
     /** @default 50 ms */
     forwardPollMs?: number;
+    /** Answers first: how long background work may be held (StartOptions.deferral). */
+    deferral?: DeferralPolicy;
   } = {},
 ): Promise<TestReceiver> {
   const tmp = options.dir ? null : tempDir();
@@ -47,6 +50,7 @@ export async function startTestReceiver(
     serviceClient: options.serviceClient,
     pollTickMs: options.pollTickMs ?? 20,
     forwardPollMs: options.forwardPollMs ?? 50,
+    deferral: options.deferral,
   });
   return {
     ...receiver,

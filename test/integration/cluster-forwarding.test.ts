@@ -5,6 +5,8 @@ import { pgForwardStore } from '../../src/cluster/pg-forward-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut } from '../../src/cluster/sql';
 import { systemClock } from '../../src/clock';
+import type { BackgroundGate } from '../../src/domain/answer-first';
+import { AnswerFirst } from '../../src/pipeline/answer-first';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import { serializeMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
@@ -110,7 +112,12 @@ function replica(
   db: Db,
   name: string,
   list: readonly Destination[],
-  options: { pollIntervalMs?: number; concurrency?: number; lockRetryMs?: number } = {},
+  options: {
+    pollIntervalMs?: number;
+    concurrency?: number;
+    lockRetryMs?: number;
+    gate?: BackgroundGate;
+  } = {},
 ): Replica {
   const logger = memoryLogger();
   const senderLog = new LogSink();
@@ -128,6 +135,7 @@ function replica(
         logger: createLogger('info', senderLog as never),
         pollIntervalMs: options.pollIntervalMs ?? 100,
         concurrency: options.concurrency,
+        gate: options.gate,
       }),
   });
   // What main holds: forwarding's control, whichever mode.
@@ -378,6 +386,36 @@ describe('one replica', () => {
     await settled(db.pool, 'dw', first.length + more.length);
     expect(d.requests).toHaveLength(first.length + more.length);
     expect(orderViolations(d, [...first, ...more])).toEqual([]);
+  });
+
+  it('answers first (issue 23): while a webhook answer is being made the forwarder (main thread) sends nothing; then everything, in order', async () => {
+    const db = await database();
+    const d = await destination();
+    // The gate main gives the senders; the floor slice set beyond the test's length.
+    const answers = new AnswerFirst({
+      monotonic: () => performance.now(),
+      logger: createLogger('info', new LogSink() as never),
+      policy: { maxDeferMs: 3_600_000, sliceMs: 1 },
+    });
+    const r = replica(db, 'a', [config('crm', d)], { gate: answers });
+    await waitFor(() => r.forwarder.holding().includes('crm'), 'the replica to hold crm');
+    const first = await store(db.pool, lifecycles(5000, 2, 1), ['crm']);
+    await settled(db.pool, 'crm', first.length);
+
+    answers.begin(); // an answer is being made (the webhook path reports it so)
+    const more = await store(db.pool, lifecycles(5000, 4, 3).slice(4), ['crm']);
+    // Notified, and several poll intervals: the sender waits at its gate in every one.
+    await sleep(1000);
+    expect(d.requests).toHaveLength(first.length);
+    expect((await deliveries(db.pool, 'crm')).filter((row) => row.status === 'pending')).toHaveLength(
+      more.length,
+    );
+
+    answers.end();
+    await settled(db.pool, 'crm', first.length + more.length);
+    expect(d.requests).toHaveLength(first.length + more.length);
+    expect(orderViolations(d, [...first, ...more])).toEqual([]);
+    expect(answers.snapshot().deferredMsTotal).toBeGreaterThan(0);
   });
 
   it('the notification wakes the sender: with a 10-minute poll interval, new messages still go at once', async () => {

@@ -1,5 +1,6 @@
 import type { Clock } from '../../clock';
 import { type TokenFingerprints, tokenFingerprints } from '../../domain/console';
+import type { OverloadSnapshot } from '../../domain/answer-first';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
@@ -37,6 +38,8 @@ export interface ConsoleDeps {
    * is set (main.ts). Off, the pages say so instead of "being polled" and a "next poll" that never comes.
    */
   registryPolling: boolean;
+  /** Answers first (issue 23): whether background work waits for the answers; undefined: not known. */
+  overload: (() => OverloadSnapshot) | undefined;
 }
 
 /** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
@@ -65,6 +68,10 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
       }),
     cluster: deps.clusterConsole !== undefined,
     relay: deps.clusterConsole?.relay,
+    overload:
+      deps.answers === undefined
+        ? undefined
+        : () => (deps.answers as { snapshot(): OverloadSnapshot }).snapshot(),
     tokens: { admin: config.adminToken, viewer: config.viewerToken },
     fingerprints: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
     sessionTtlMs: config.consoleSessionTtlMs ?? 8 * 3_600_000,

@@ -6,6 +6,7 @@ import {
   judgeSilence,
   noSilence,
 } from '../../../domain/delivery-alarm';
+import type { OverloadSnapshot } from '../../../domain/answer-first';
 import { COUNT_CAP, type HourCount, hourOf } from '../../../domain/console';
 import type { DestinationSummary } from '../../../domain/forwarding/admin';
 import { stuckCutoffs } from '../../../domain/stuck';
@@ -59,6 +60,8 @@ export interface OverviewData {
   pollingOff: string | null;
   /** Cluster mode's relay figures; null in SQLite mode. */
   relay: RelayData | null;
+  /** Answers first (issue 23): this process's deferral of background work; null when not known. */
+  overload: OverloadSnapshot | null;
 }
 
 export interface RelayData {
@@ -105,6 +108,7 @@ export async function loadOverview(d: ConsoleDeps, now: Date): Promise<OverviewD
       d.relay === undefined
         ? null
         : { spool: d.relay.id, ...backlogOf(d.relay.backlog()), spools: f.relaySpools ?? [] },
+    overload: d.overload?.() ?? null,
   };
 }
 
@@ -354,6 +358,36 @@ function relayBlock(relay: RelayData, now: Date): SafeHtml {
     ${table('Relay per replica', ['replica', 'spool', 'relayed through', 'last batch', 'latest delay'], rows, 'no replica has relayed yet')}`;
 }
 
+// ---- Overload (issue 23: the answer comes first) -------------------------------------------
+/** The share of a window spent deferring that turns the card red (the log's warning share). */
+const OVERLOAD_ALARM_SHARE = 0.2;
+
+/** This process: whether background work waits for the webhook answers, and how much it waited. */
+function overloadBlock(o: OverloadSnapshot): SafeHtml {
+  const share = o.windowMs > 0 ? o.deferredMsLastWindow / o.windowMs : 0;
+  const state = share >= OVERLOAD_ALARM_SHARE ? 'alarm' : o.deferring ? '' : 'fine';
+  const backlog =
+    o.backlog === null
+      ? 'not read yet'
+      : Object.entries(o.backlog)
+          .map(([k, v]) => `${k.replace(/_/g, ' ')} ${formatCount(v)}`)
+          .join(', ');
+  return html`<h2>Overload (this process)</h2>
+    <div class="cards">
+      <section class="card ${state}" aria-labelledby="c-overload">
+        <h2 id="c-overload">Background work deferred</h2>
+        <p class="big">${Math.round(share * 100)} %</p>
+        <p>
+          Of the last ${o.windowMs / 1000} s, the time processing and forwarding waited so that webhook
+          answers went first (${o.deferring ? 'waiting now' : 'running now'};
+          ${formatCount(Math.round(o.deferredMsTotal / 1000))} s since start). Nothing is dropped: it waits in
+          its backlog (${backlog}).
+        </p>
+      </section>
+    </div>`;
+}
+// ---- end of Overload -------------------------------------------------------------------------
+
 export function renderOverview(data: OverviewData, ctx: PageContext): string {
   const { hourly, daily } = deliveryBars(data.hours, data.now);
   const behind =
@@ -381,7 +415,7 @@ export function renderOverview(data: OverviewData, ctx: PageContext): string {
             ${relayBlock(data.relay, data.now)}`
     }
     <h2>Forwarding</h2>
-    ${destinationsTable(data.destinations, data.now)}`;
+    ${destinationsTable(data.destinations, data.now)}${data.overload === null ? '' : overloadBlock(data.overload)}`;
   return page({ title: 'Overview', current: 'overview', ctx, body });
 }
 
