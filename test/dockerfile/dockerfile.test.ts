@@ -391,7 +391,7 @@ describe('Dockerfile build and start steps, run outside Docker', () => {
     if (tmp && !KEEP) rmSync(tmp, { recursive: true, force: true });
   }, 60_000);
 
-  test('the runtime stage has production dependencies only, with the compiled better-sqlite3', () => {
+  test('the runtime stage has production dependencies only, and of native code only the binary of better-sqlite3 13 for this platform', () => {
     const pkg = JSON.parse(readFileSync(join(runtimeWorkdir, 'package.json'), 'utf8')) as {
       dependencies: Record<string, string>;
       devDependencies: Record<string, string>;
