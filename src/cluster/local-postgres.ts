@@ -376,6 +376,27 @@ function handle(s: Started): LocalPostgres {
 }
 
 /**
+ * Stops the server of a directory that {@link startLocalPostgres} made, from another process than the
+ * one that started it (the tests keep one server per jest worker and stop them all at the end of the
+ * run), and removes the directory. `immediate`: the server is thrown away, nothing needs a checkpoint.
+ */
+export async function stopLocalPostgresIn(dir: string): Promise<void> {
+  const dataDir = join(dir, 'data');
+  if (postmasterAlive(dataDir)) {
+    try {
+      await makeRunner().run(
+        join(findPostgresBinaries(), 'pg_ctl'),
+        ['stop', '-m', 'immediate', '-D', dataDir, '-w', '-t', String(PG_CTL_TIMEOUT_S), '-s'],
+        dir,
+      );
+    } catch {
+      killCluster(dataDir);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/**
  * SIGKILLs the postmaster named in `postmaster.pid` and its children; returns their pids. Children
  * are listed before the postmaster dies (they are re-parented after); the shared memory they hold
  * would otherwise stop the next start ("pre-existing shared memory block is still in use").

@@ -12,9 +12,10 @@ const major = Number(process.versions.node.split('.')[0]);
 
 export const SQLITE_DRIVER = major >= 22 ? 'better-sqlite3@13 (Node-API)' : 'better-sqlite3@12';
 
-/* eslint-disable @typescript-eslint/no-require-imports -- the module is chosen at run time */
-const Database: typeof BetterSqlite3 =
-  major >= 22 ? require('better-sqlite3-napi') : require('better-sqlite3');
-/* eslint-enable @typescript-eslint/no-require-imports */
+/** The package this Node loads (the Docker build removes the other: scripts/slim-node-modules.js). */
+export const SQLITE_PACKAGE = major >= 22 ? 'better-sqlite3-napi' : 'better-sqlite3';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the module is chosen at run time
+const Database: typeof BetterSqlite3 = require(SQLITE_PACKAGE);
 
 export default Database;

@@ -2,7 +2,7 @@ import type { Browser, BrowserContext } from 'playwright-core';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { openPool, waitFor } from '../helpers/cluster-db';
 import { play, scenario } from '../helpers/cluster-scenario';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { createTestDatabase, workerPostgres } from '../helpers/postgres';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { h1, launchBrowser, navigateBy, screenshot, signedInPage } from './helpers/browser';
 
@@ -21,7 +21,7 @@ let context: BrowserContext | undefined;
 
 beforeAll(async () => {
   browser = await launchBrowser();
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
   const url = await createTestDatabase(pg, 'browser');
   replica = await startTestReceiver({
     env: { DATABASE_URL: url, REPLICA_ID: 'replica-a', RELAY_INTERVAL_MS: '20', ADMIN_TOKEN: ADMIN },

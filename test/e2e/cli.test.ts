@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
@@ -25,6 +26,15 @@ function expectOneLineError(
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(pattern);
 }
+
+it('--version prints the version of package.json and exits 0', () => {
+  const { version } = JSON.parse(readFileSync(join(__dirname, '../../package.json'), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-V']) {
+    expect(runCli([flag], env())).toEqual({ status: 0, stdout: `${version}\n`, stderr: '' });
+  }
+});
 
 describe('configuration errors stop startup with one line naming the variable', () => {
   it.each([

@@ -24,7 +24,7 @@ import { tempDir } from '../helpers/tmp';
  * holding the relay lock for the others meanwhile (src/cluster/connection.ts).
  */
 
-const bed = pgBed({ prefix: 'freeze', fast: true });
+const bed = pgBed({ prefix: 'freeze' });
 const FROZEN_MS = 30_000;
 /** The issue's bound for the others' relay lag while one replica is frozen. */
 const LAG_BOUND_MS = 20_000;

@@ -1,6 +1,16 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  writeFileSync,
+} from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { openDatabase } from '../../src/store/database';
 import { loadMigrations, migrate } from '../../src/store/migrate';
 import { BIN, type RunResult } from '../helpers/process';
@@ -11,21 +21,60 @@ import { tempDir } from '../helpers/tmp';
  * cause (issue 10, item 4), instead of listening, answering /healthz 200 and every delivery 503.
  *
  * Root ignores file permissions, and CI runs as root: there the commands run as `nobody`
- * (uid/gid 65534). The temp directory is opened to it (mkdtemp makes it 0700), and dist/ and
- * node_modules/ must be readable by it, which the control case below proves. Any other user is
- * subject to permissions already and runs the commands as itself.
+ * (uid/gid 65534). The temp directory is opened to it (mkdtemp makes it 0700). When `nobody` cannot
+ * run node or the built CLI where they are (a checkout under a directory only root may enter, such
+ * as /root), they are copied into the temp directory first: dist/, the migrations and
+ * package.json, with node_modules hard-linked (copied across file systems). The control case
+ * below proves the user runs them. Any other user is subject to permissions already and runs the
+ * commands as itself, in place.
  */
 
 const ROOT = process.getuid?.() === 0;
 const NOBODY = 65534;
 const asUser = ROOT ? { uid: NOBODY, gid: NOBODY } : {};
 
+const REPO = resolve(__dirname, '../..');
+
 let tmp: ReturnType<typeof tempDir>;
+/** The node and the CLI the user runs: the checkout's, or copies it can reach. */
+let node = process.execPath;
+let bin = BIN;
 beforeAll(() => {
   tmp = tempDir('consig-startup-');
   chmodSync(tmp.dir, 0o755);
+  if (!ROOT) return;
+  if (!runsAsUser(node, ['-e', ''])) node = stageNode();
+  if (!runsAsUser(node, [bin, '--version'])) bin = stageApp();
 });
 afterAll(() => tmp.cleanup());
+
+/** Whether the unprivileged user runs `file args` to a clean exit. */
+function runsAsUser(file: string, args: string[]): boolean {
+  const r = spawnSync(file, args, { ...asUser, cwd: tmp.dir, stdio: 'ignore', timeout: 30_000 });
+  return r.error === undefined && r.status === 0;
+}
+
+/** A copy of this node, where the user can run it (a copy: a link would share the original's mode). */
+function stageNode(): string {
+  const target = join(tmp.dir, 'node');
+  copyFileSync(process.execPath, target);
+  chmodSync(target, 0o755);
+  return target;
+}
+
+/** What the built CLI needs at run time, where the user can read it; returns its entry point. */
+function stageApp(): string {
+  const app = join(tmp.dir, 'app');
+  for (const part of ['dist', 'migrations', 'migrations-pg', 'package.json'])
+    cpSync(join(REPO, part), join(app, part), { recursive: true });
+  const modules = realpathSync(join(REPO, 'node_modules'));
+  const linked = spawnSync('cp', ['-al', modules, join(app, 'node_modules')], { encoding: 'utf8' });
+  if (linked.status !== 0) cpSync(modules, join(app, 'node_modules'), { recursive: true });
+  const staged = join(app, relative(REPO, BIN));
+  if (!runsAsUser(node, [staged, '--version']))
+    throw new Error(`uid ${NOBODY} cannot run the CLI even from a copy in ${app}: is ${tmp.dir} reachable?`);
+  return staged;
+}
 
 /** A directory the command's user may write. */
 function userDir(name: string): string {
@@ -55,7 +104,7 @@ function migratedFile(path: string, mode: number): void {
 /** Runs a command as the unprivileged user; kills it if it is still running after `timeoutMs`. */
 function run(args: string[], timeoutMs = 30_000): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(node, [bin, ...args], {
       ...asUser,
       cwd: tmp.dir,
       env: {
@@ -71,15 +120,9 @@ function run(args: string[], timeoutMs = 30_000): Promise<RunResult> {
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    // The unprivileged user cannot run node or read dist/ (a private temp directory above them):
-    // say so at once instead of waiting for the test's timeout.
     child.once('error', (err) => {
       clearTimeout(timer);
-      reject(
-        new Error(
-          `cannot run ${process.execPath} as uid ${NOBODY}: ${err.message} (every directory above the checkout needs o+x, as .ci/run sets)`,
-        ),
-      );
+      reject(new Error(`cannot run ${node} as uid ${NOBODY}: ${err.message}`));
     });
     child.once('close', (status) => {
       clearTimeout(timer);

@@ -3,23 +3,25 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { openPool, waitFor } from './cluster-db';
-import { createTestDatabase, startTestPostgres } from './postgres';
+import { createTestDatabase, startTestPostgres, workerPostgres } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
 import { tempDir } from './tmp';
 
 /**
- * A PostgreSQL server for the test file and a fresh database per test, with their Jest hooks:
- * `url` and `pool` are the current test's (read them inside tests or hooks, not at load time).
- * `fast` (the default) trades durability for speed; a test that SIGKILLs the server needs `false`.
+ * PostgreSQL for a test file and a fresh database per test, with their Jest hooks: `url` and `pool`
+ * are the current test's (read them inside tests or hooks, not at load time). The server is the jest
+ * worker's (fast: no fsync), unless `ownServer`: a durable one of the file's own, for a file that
+ * SIGKILLs or restarts it (a fast server loses its last commits then, and the others' files share
+ * the worker's).
  */
-export function pgBed(options: { prefix: string; fast?: boolean }) {
+export function pgBed(options: { prefix: string; ownServer?: boolean }) {
   const bed = {
     pg: undefined as unknown as LocalPostgres,
     url: '',
     pool: undefined as unknown as Pool,
   };
   beforeAll(async () => {
-    bed.pg = await startTestPostgres({ fast: options.fast ?? true });
+    bed.pg = options.ownServer ? await startTestPostgres({ fast: false }) : await workerPostgres();
   });
   afterAll(async () => {
     await bed.pg?.stop();
@@ -38,14 +40,14 @@ export function pgBed(options: { prefix: string; fast?: boolean }) {
 type ReplicaStart = Pick<Parameters<typeof startTestReceiver>[0] & object, 'configureClusterRouter'>;
 
 /**
- * What a test file of cluster mode's HTTP side needs, with its Jest hooks: one durable PostgreSQL
- * server for the file (a test may SIGKILL it: a fast one would lose its last commits then), a fresh
- * database and temp folder per test, and receivers — cluster replicas on that database, or one on
+ * What a test file of cluster mode's HTTP side needs, with its Jest hooks: PostgreSQL (see
+ * {@link pgBed}: `ownServer` for a file that SIGKILLs or restarts it), a fresh database and temp
+ * folder per test, and receivers — cluster replicas on that database, or one on
  * SQLite alone — stopped after each test. `env` goes to every receiver (tokens).
  */
-export function clusterBed(options: { prefix: string; env?: Record<string, string> }) {
+export function clusterBed(options: { prefix: string; env?: Record<string, string>; ownServer?: boolean }) {
   const receivers: TestReceiver[] = [];
-  const db = pgBed({ prefix: options.prefix, fast: false });
+  const db = pgBed({ prefix: options.prefix, ownServer: options.ownServer });
   const bed = {
     get pg(): LocalPostgres {
       return db.pg;

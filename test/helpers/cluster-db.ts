@@ -115,6 +115,16 @@ export function relayOf(
   return { relay, spool };
 }
 
+/**
+ * Waits until each receiver's relay has moved everything its spool holds to PostgreSQL (its cursor
+ * is past its last delivery). Events in PostgreSQL being final says nothing of a replica still
+ * relaying its copies of them: their duplicates and deliveries are counted only when it has.
+ */
+export async function spoolsRelayed(receivers: readonly { store: { db: Db } }[]): Promise<void> {
+  const spools = receivers.map((r) => openSpool(r.store.db));
+  await waitFor(() => spools.every((s) => s.backlog().count === 0), "every replica's spool relayed");
+}
+
 /** Relays until the spool is drained; returns the batches it took. */
 export async function drain(relay: Relay): Promise<number> {
   let batches = 0;

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomInt } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { Client } from 'pg';
 import ts from 'typescript';
@@ -10,22 +11,84 @@ import {
 } from '../../src/cluster/local-postgres';
 
 /**
- * PostgreSQL for the tests: one throwaway server per test file (startLocalPostgres; never skipped —
- * without the binaries it fails with the install hint), one fresh database per test.
+ * PostgreSQL for the tests (startLocalPostgres; never skipped — without the binaries it fails with
+ * the install hint), one fresh database per test. A test file takes its jest worker's server
+ * ({@link workerPostgres}), started at the worker's first use and kept until the end of the run;
+ * a file that restarts or kills its server, or needs other settings, starts its own
+ * ({@link startTestPostgres}).
  */
 
 export const REPO = resolve(__dirname, '../..');
 
-/** One server for a test file; `fast` (no fsync) unless the test needs durability. */
+/**
+ * Set by the postgres tiers' globalSetup (test/helpers/postgres-setup.ts): the folder where each
+ * worker records its server, for the globalTeardown to stop them all. jest gives every test file a
+ * fresh copy of the modules (and of `process`, whose exit listeners never run), so a worker finds
+ * its server again through this record, named after its pid.
+ */
+export const RUN_DIR_ENV = 'CONSIG_TEST_PG_RUN';
+
+interface WorkerServer {
+  url: string;
+  port: number;
+  dir: string;
+  dataDir: string;
+  logFile: string;
+}
+
+/** A server of the file's own; `fast` (no fsync) unless the test needs durability. Stop it in afterAll. */
 export function startTestPostgres(options: LocalPostgresOptions = { fast: true }): Promise<LocalPostgres> {
   return startLocalPostgres(options);
 }
 
-let databases = 0;
+/**
+ * The jest worker's server (fast: no fsync; test files run one at a time in a worker, so they never
+ * share it at once). Its `stop()` keeps the server and drops the databases made since this call,
+ * closing what connections the file left open; `restart` and `kill9` throw: a test that needs them
+ * starts its own server. Outside a run with the globalSetup (no {@link RUN_DIR_ENV}), the server
+ * is the file's and `stop()` stops it.
+ */
+export async function workerPostgres(): Promise<LocalPostgres> {
+  const runDir = process.env[RUN_DIR_ENV];
+  if (!runDir) return startLocalPostgres({ fast: true });
+  const record = join(runDir, `worker-${process.pid}.json`);
+  let server: WorkerServer;
+  if (existsSync(record)) {
+    server = JSON.parse(readFileSync(record, 'utf8')) as WorkerServer;
+  } else {
+    const pg = await startLocalPostgres({ fast: true, settings: { max_connections: 200 } });
+    server = { url: pg.url, port: pg.port, dir: pg.dir, dataDir: pg.dataDir, logFile: pg.logFile };
+    writeFileSync(record, JSON.stringify(server));
+  }
+  const before = new Set(await databaseNames(server.url));
+  const refuse = (what: string) => () => {
+    throw new Error(
+      `${what} on the worker's shared PostgreSQL: start a server of the file's own (startTestPostgres)`,
+    );
+  };
+  return {
+    ...server,
+    async stop() {
+      const mine = (await databaseNames(server.url)).filter((name) => !before.has(name));
+      await withClient(server.url, async (c) => {
+        for (const name of mine) await c.query(`DROP DATABASE "${name}" WITH (FORCE)`);
+      });
+    },
+    restart: refuse('restart'),
+    kill9: refuse('kill9'),
+    halt: refuse('halt'),
+  };
+}
 
-/** Creates an empty database on the server and returns its URL. */
+async function databaseNames(url: string): Promise<string[]> {
+  return withClient(url, async (c) =>
+    (await c.query<{ datname: string }>('SELECT datname FROM pg_database')).rows.map((r) => r.datname),
+  );
+}
+
+/** Creates an empty database on the server and returns its URL (a unique name: servers outlive files). */
 export async function createTestDatabase(pg: LocalPostgres, prefix = 'test'): Promise<string> {
-  const name = `${prefix}_${process.pid}_${++databases}`;
+  const name = `${prefix}_${process.pid}_${randomInt(2 ** 40)}`;
   await withClient(pg.url, (c) => c.query(`CREATE DATABASE ${name}`));
   const url = new URL(pg.url);
   url.pathname = `/${name}`;

@@ -14,7 +14,7 @@ import type { TestReceiver } from '../helpers/receiver';
 
 const TOKEN = 'cluster-admin-token';
 
-const bed = clusterBed({ prefix: 'admin', env: { ADMIN_TOKEN: TOKEN } });
+const bed = clusterBed({ prefix: 'admin', env: { ADMIN_TOKEN: TOKEN }, ownServer: true }); // one test SIGKILLs it
 const { replica, sqliteReceiver, destinationsFile } = bed;
 
 interface Answer {

@@ -29,7 +29,11 @@ const VIEWER = 'cluster-console-viewer-token';
 /** A destination an operator may pause (nothing listens there: it only ever gets averbação results). */
 const ERP = { name: 'erp', url: 'http://127.0.0.1:9/erp', secret: 'erp-secret', types: ['averbacao.result'] };
 
-const bed = clusterBed({ prefix: 'console', env: { ADMIN_TOKEN: ADMIN, VIEWER_TOKEN: VIEWER } });
+const bed = clusterBed({
+  prefix: 'console',
+  env: { ADMIN_TOKEN: ADMIN, VIEWER_TOKEN: VIEWER },
+  ownServer: true, // one test SIGKILLs it
+});
 const { sqliteReceiver, destinationsFile } = bed;
 const replica = (id: string, env: Record<string, string> = {}) => bed.replica({ REPLICA_ID: id, ...env });
 

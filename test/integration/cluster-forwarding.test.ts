@@ -23,7 +23,7 @@ import {
   type StoredMessage,
 } from '../helpers/destination';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres, workerPostgres } from '../helpers/postgres';
 
 /**
  * Forwarding in cluster mode (contract §8, §10; src/cluster/forwarder.ts), unmocked: a real
@@ -44,7 +44,7 @@ const LIFE: readonly [string, ProposalStatus][] = [
 
 let pg: LocalPostgres;
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
 });
 afterAll(async () => {
   await pg?.stop();

@@ -14,7 +14,7 @@ import type { TestReceiver } from '../helpers/receiver';
  * cause and without the password. A real PostgreSQL, stopped with `pg_ctl stop -m immediate`.
  */
 
-const bed = clusterBed({ prefix: 'liveness' });
+const bed = clusterBed({ prefix: 'liveness', ownServer: true }); // it stops and freezes the server
 
 interface Figures {
   connected: number | null;

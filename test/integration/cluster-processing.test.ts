@@ -19,11 +19,12 @@ import {
   relayOf,
   rows,
   sendSigned,
+  spoolsRelayed,
   waitFor,
 } from '../helpers/cluster-db';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { createTestDatabase, workerPostgres } from '../helpers/postgres';
 import { runCliAsync } from '../helpers/process';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -37,7 +38,7 @@ import { tempDir } from '../helpers/tmp';
 
 let pg: LocalPostgres;
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
 });
 afterAll(async () => {
   await pg?.stop();
@@ -670,6 +671,9 @@ describe('exactly once', () => {
         sent.push(webhookId(body));
         await Promise.all([ack(a, body), ack(b, body)]);
       }
+    // Both relays first: the events are final once either replica's copy is relayed, the other's
+    // duplicates and deliveries only when its relay has run.
+    await spoolsRelayed([a, b]);
     await pgSettled(sent.length);
     const events = await rows<{ dedup_key: string; attempts: number; duplicates: number; status: string }>(
       pool,

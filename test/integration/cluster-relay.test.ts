@@ -18,7 +18,7 @@ import {
   waitFor,
 } from '../helpers/cluster-db';
 import { delivery, postRaw } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres, workerPostgres } from '../helpers/postgres';
 
 /**
  * The relay of cluster mode (contract §10, docs/cluster.md §6), unmocked: replicas are the real
@@ -28,7 +28,7 @@ import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
 
 let pg: LocalPostgres;
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
 });
 afterAll(async () => {
   await pg?.stop();

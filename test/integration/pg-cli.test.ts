@@ -3,7 +3,7 @@ import type { Client } from 'pg';
 import type { LocalPostgres } from '../../src/cluster/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
+import { createTestDatabase, workerPostgres, withClient } from '../helpers/postgres';
 import { type RunResult, runCli, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
@@ -21,7 +21,7 @@ let url: string;
 let target: string;
 
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
   const plain = new URL(await createTestDatabase(pg, 'pgcli'));
   await migratePostgres(plain.toString());
   await withClient(plain.toString(), seed);

@@ -17,7 +17,7 @@ import { openStore } from '../../src/store/store';
 import { listenOutbox } from '../helpers/cluster-db';
 import { maskCpf } from '../../src/domain/privacy';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
-import { createTestDatabase, startTestPostgres, withClient } from '../helpers/postgres';
+import { createTestDatabase, workerPostgres, withClient } from '../helpers/postgres';
 import { BIN, type RunResult, runCli } from '../helpers/process';
 import { eventually } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -160,7 +160,7 @@ let seededSqlite: string;
 let destinationsFile: string;
 
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
   tmp = tempDir('consig-pg-fwd-');
   template = new URL(await createTestDatabase(pg, 'pgfwd_tpl')).pathname.slice(1);
   const templateUrl = new URL(pg.url);

@@ -9,7 +9,7 @@ import { migrate } from '../../src/store/migrate';
 import {
   createTestDatabase,
   runMigratorProcess,
-  startTestPostgres,
+  workerPostgres,
   transpileForChild,
   withClient,
 } from '../helpers/postgres';
@@ -26,7 +26,7 @@ const REAL = defaultPgMigrationsDir();
 const realCount = loadPgMigrations(REAL).length;
 
 beforeAll(async () => {
-  pg = await startTestPostgres();
+  pg = await workerPostgres();
 });
 afterAll(async () => {
   await pg?.stop();
