@@ -11,7 +11,7 @@ import type { Store } from '../store/store';
 import type { AdminLog } from './admin/admin-log';
 import { adminRouter } from './admin/admin-router';
 import type { ConsoleLog } from './console/console-log';
-import { consoleRouter } from './console/console-router';
+import { consoleRouter, faviconRoute } from './console/console-router';
 import type { ConsoleRelay } from './console/deps';
 import { errorHandler, notFound } from './errors';
 import { healthRoutes } from './health-routes';
@@ -126,6 +126,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(metricsRoute(deps));
   app.use('/admin', adminRouter(deps));
   app.use('/console', consoleRouter(deps));
+  app.use(faviconRoute(deps));
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return app;

@@ -49,6 +49,13 @@ describe('SERVICE_BASE_URL unset: polling off, and a lender refusing deliveries'
     await lender?.close();
   });
 
+  it("answers /favicon.ico with the console's icon (a browser asks for it on a page that declares none)", async () => {
+    const icon = await fetch(`${r.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+    expect(await icon.text()).toMatch(/^<svg /);
+  });
+
   it('says on the overview that polling is off and why, not "being polled"', async () => {
     const averb = card((await c.get('/console')).text, 'c-averb');
     expect(averb).toContain('1 waiting for a result');

@@ -107,6 +107,20 @@ function consoleErrors(logger: Logger, d: ReturnType<typeof consoleDeps>) {
   };
 }
 
+/**
+ * `/favicon.ico`, where a browser looks for an icon on a page that declares none (a JSON answer of
+ * `/admin` or `/metrics` opened in a tab): the console's icon while the console is on, else 404 as
+ * any unknown path.
+ */
+export function faviconRoute(deps: AppDeps): Router {
+  const router = Router();
+  if (consoleEnabled(deps))
+    router.get('/favicon.ico', (_req, res) => {
+      res.type('image/svg+xml').set('Cache-Control', 'max-age=86400').send(FAVICON_SVG);
+    });
+  return router;
+}
+
 export function consoleRouter(deps: AppDeps): Router {
   const router = Router();
   if (!consoleEnabled(deps)) {
