@@ -63,12 +63,10 @@ async function track(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Resp
     deps.clock.now(),
     deps.registryGraceMs ?? 0,
   );
-  res
-    .status(created ? 201 : 200)
-    .json({
-      status: created ? 'tracked' : 'already_tracked',
-      averbacao: averbacao && withMaskedResultBody(averbacao),
-    });
+  res.status(created ? 201 : 200).json({
+    status: created ? 'tracked' : 'already_tracked',
+    averbacao: averbacao && withMaskedResultBody(averbacao),
+  });
 }
 
 /** Sends the body to `POST /contract/averbacao` and tracks the `requestId` the service answers. */
