@@ -899,7 +899,10 @@ async function disrupt(
   };
 
   await waitFor(killAt);
-  const killBy = killAt + Math.floor(n * 0.1);
+  // Up to a fifth of the load more for the sender to hold requests at the destination: processing
+  // trails the answers by the hold-back window (the slowest relay), so on a quiet machine the first
+  // messages can go out after a tenth; still before the PostgreSQL restart (pgAt ≥ 0.55 n).
+  const killBy = killAt + Math.floor(n * 0.2);
   while (
     target !== null &&
     target.held() === 0 &&
@@ -1057,6 +1060,21 @@ async function waitForHolder(databaseUrl: string, until: number): Promise<string
       const holder = await forwardHolder(client);
       if (holder !== null) return holder;
       if (Date.now() > until) throw new Error('no replica took the destination within 60 s');
+      await sleep(50);
+    }
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Until `n` spools have published a relay heartbeat (relay_spools), as an operator waits before traffic. */
+async function waitForHeartbeats(databaseUrl: string, n: number, until: number): Promise<void> {
+  const client = await connect(databaseUrl, until);
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM relay_spools');
+      if (Number(rows[0]?.n ?? 0) >= n) return;
+      if (Date.now() > until) throw new Error(`fewer than ${n} relays published a heartbeat within 60 s`);
       await sleep(50);
     }
   } finally {
@@ -1517,6 +1535,9 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
       // holds the destination), so that forwarding is under way when the SIGKILL comes.
       const holder = await waitForHolder(databaseUrl, Math.min(deadline, Date.now() + 60_000));
       log(`${holder} sends to the destination`);
+      // Order across replicas holds from each relay's first heartbeat on (docs/cluster-mode.md, "a
+      // connected relay before traffic"): a replica PostgreSQL has not heard of yet holds nothing back.
+      await waitForHeartbeats(databaseUrl, fleet.replicas.length, Math.min(deadline, Date.now() + 60_000));
     }
     result = await runPhases({
       options,

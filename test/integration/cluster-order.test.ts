@@ -97,6 +97,13 @@ it('three replicas behind a round-robin, events 50 ms apart: every proposal proc
     Array.from({ length: PER_PATH }, (_, i) => ({ nu: 7_220_000 + path * 100 + i, eventos, ids: [] })),
   );
   const total = proposals.reduce((n, p) => n + p.eventos.length, 0);
+  // Order across replicas holds from each relay's first heartbeat on (docs/cluster-mode.md, "a
+  // connected relay before traffic"): a replica PostgreSQL has not heard of yet holds nothing back,
+  // and the far one's first heartbeat can come after its connection under load.
+  await waitFor(
+    async () => (await count(bed.pool, 'SELECT count(*) AS n FROM relay_spools')) === replicas.length,
+    'every relay’s first heartbeat',
+  );
   await roundRobin(replicas, proposals);
 
   await waitFor(
