@@ -569,6 +569,8 @@ interface LoadState {
   handedOut: number;
   fresh200: number;
   wrongSamples: string[];
+  /** While set, no delivery is handed out (the load waits for a disruption's condition). */
+  paused: Promise<void> | null;
 }
 
 type Job = { kind: 'first' | 'duplicate' | 'bad'; rec: KeyRecord; replica: number; tentativa: number };
@@ -609,6 +611,7 @@ function newLoadState(): LoadState {
     handedOut: 0,
     fresh200: 0,
     wrongSamples: [],
+    paused: null,
   };
 }
 
@@ -756,6 +759,10 @@ function jobSource(plan: LoadPlan, state: LoadState) {
   return {
     async next(): Promise<Job | null> {
       while (!plan.isAborted() && firstsLeft + dupLeft + badLeft > 0) {
+        if (state.paused !== null) {
+          await state.paused;
+          continue;
+        }
         const job = pick();
         if (job !== null) {
           state.handedOut += 1;
@@ -876,7 +883,7 @@ interface KillTarget {
  * One replica SIGKILLed and restarted at a seeded point of the load, then — once it is back and
  * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point. With a `target`
  * (cluster mode) the replica killed is the destination's sender, once the destination holds at
- * least one of its requests unanswered (waiting at most 10 % more of the load), so that the kill
+ * least one of its requests unanswered (after a fifth of the load more, the load pauses until it does, at most 30 s), so that the kill
  * cuts messages in flight; else a seeded one.
  */
 async function disrupt(
@@ -899,18 +906,25 @@ async function disrupt(
   };
 
   await waitFor(killAt);
-  // Up to a fifth of the load more for the sender to hold requests at the destination: processing
-  // trails the answers by the hold-back window (the slowest relay), so on a quiet machine the first
-  // messages can go out after a tenth; still before the PostgreSQL restart (pgAt ≥ 0.55 n).
+  // The sender must hold requests at the destination when the SIGKILL comes. Processing trails the
+  // answers by the hold-back window (the slowest relay), by seconds on a loaded machine; so after a
+  // fifth of the load more the load pauses (at most 30 s) until the destination holds one: the kill
+  // always cuts messages in flight, whatever the machine's speed, and still before the PostgreSQL
+  // restart (pgAt ≥ 0.55 n).
   const killBy = killAt + Math.floor(n * 0.2);
-  while (
-    target !== null &&
-    target.held() === 0 &&
-    !isLoadDone() &&
-    !plan.isAborted() &&
-    state.handedOut < killBy
-  )
-    await sleep(2);
+  const holding = () => target === null || target.held() > 0 || isLoadDone() || plan.isAborted();
+  while (!holding() && state.handedOut < killBy) await sleep(2);
+  if (!holding()) {
+    let resume = () => {};
+    state.paused = new Promise<void>((r) => (resume = r));
+    const pausedAt = Date.now();
+    while (!holding() && Date.now() - pausedAt < 30_000) await sleep(5);
+    fleet.log(
+      `load paused ${Date.now() - pausedAt} ms at ${state.handedOut} handed out for the destination to hold a request`,
+    );
+    state.paused = null;
+    resume();
+  }
   const holder = target === null ? null : await target.holder().catch(() => null);
   const victim = fleet.replicas.find((r) => r.id === holder) ?? drawn;
   const inFlightAtKill = state.inFlightByReplica[fleet.replicas.indexOf(victim)] ?? 0;
