@@ -1,3 +1,5 @@
+import { Client, type ClientConfig } from 'pg';
+
 /**
  * What every connection of a replica to PostgreSQL carries, so that no replica — frozen (SIGSTOP,
  * a long GC pause), partitioned or slow — can hold a lock the others wait for beyond a bound
@@ -53,11 +55,29 @@ const SERVER_TCP_USER_TIMEOUT_MS = 15_000;
 /** The replica's own sockets: first keepalive probe after this much silence. */
 const CLIENT_KEEPALIVE_DELAY_MS = 10_000;
 
+/**
+ * A node-postgres client with an 'error' listener from birth. The pool takes its own listener off a
+ * client while the client is checked out, and whoever checks it out with `pool.connect()` can add
+ * one only after its await; when a query's last answer and the server's FATAL (PostgreSQL SIGKILLed
+ * or restarted: `57P01`) arrive in one read, the client is handed to the next waiter and emits
+ * 'error' in between with nobody listening, an uncaught exception (it happened in CI). The
+ * statement that fails still rejects, and the pool still drops a dead idle client; this listener
+ * only keeps the event from being fatal. test/integration/connection-errors.test.ts.
+ */
+export class GuardedClient extends Client {
+  constructor(config?: string | ClientConfig) {
+    super(config);
+    this.on('error', () => undefined);
+  }
+}
+
 /** The node-postgres settings of a replica's pools and clients (pg-boss's pool included). */
 export interface ConnectionSettings {
   keepAlive: true;
   keepAliveInitialDelayMillis: number;
   options: string;
+  /** The class a pool makes its clients with (pg-pool's `Client` option). */
+  Client: typeof GuardedClient;
 }
 
 /** The settings for a pg Pool or Client: spread them into its config. */
@@ -70,6 +90,7 @@ export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION
     tcp_user_timeout: SERVER_TCP_USER_TIMEOUT_MS,
   };
   return {
+    Client: GuardedClient,
     keepAlive: true,
     keepAliveInitialDelayMillis: CLIENT_KEEPALIVE_DELAY_MS,
     options: Object.entries(gucs)
