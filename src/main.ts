@@ -395,6 +395,7 @@ function buildServer(
     // Answers first: the webhook handler reports each answer; the console shows the deferral.
     answers: processing.answers,
     isProcessing: () => (cluster === null ? leadership.isHolder : cluster.processing),
+    readiness: cluster === null ? undefined : () => cluster.readiness(),
     clusterLog: cluster?.adminLog,
     // The console on PostgreSQL's log; its overview shows this replica's relay.
     clusterConsole:

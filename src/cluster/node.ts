@@ -31,6 +31,8 @@ import { Liveness } from './liveness';
 import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
 import { RETENTION_LOG, retentionCutoff, type SpoolPruneStep } from '../domain/retention';
+import { readyForTraffic } from '../domain/watermark';
+import { DEFAULT_HOLDBACK_MAX_MS } from './watermark';
 
 /**
  * One replica's part of cluster mode (contract §10): once PostgreSQL answers, migrate it (replicas
@@ -168,6 +170,9 @@ export class ClusterNode {
   /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
   private readonly settings: ConnectionSettings;
   state: ClusterState = 'connecting';
+  /** When start() was called (this process's clock), and whether the relay has published a heartbeat since. */
+  private startedAt: number | null = null;
+  private beaten = false;
   /**
    * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
    * each rejects with a StorageError while PostgreSQL is away.
@@ -236,8 +241,20 @@ export class ClusterNode {
 
   /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
   start(): void {
+    this.startedAt ??= Date.now();
     this.starting ??= this.connect(1);
     this.startSpoolRetention();
+  }
+
+  /**
+   * `/readyz`: whether a load balancer may send this replica traffic, as far as order across
+   * replicas goes (domain/watermark.ts `readyForTraffic`): once its relay has published a heartbeat
+   * in this run, or CLUSTER_HOLDBACK_MAX_MS after it started whatever PostgreSQL says.
+   */
+  readiness(): { ready: boolean; ordered: boolean } {
+    const sinceStartMs = this.startedAt === null ? 0 : Date.now() - this.startedAt;
+    const maxMs = this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
+    return { ready: readyForTraffic({ beaten: this.beaten, sinceStartMs, maxMs }), ordered: this.beaten };
   }
 
   /**
@@ -527,7 +544,10 @@ export class ClusterNode {
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
       holdbackMaxMs: options.holdbackMaxMs,
       oldestInFlight: options.oldestInFlight,
-      onBeat: options.metrics?.beat,
+      onBeat: (beat) => {
+        this.beaten = true;
+        options.metrics?.beat?.(beat);
+      },
       onLate: options.metrics?.late,
       onError: (err) => {
         options.metrics?.relayError?.();

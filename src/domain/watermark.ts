@@ -105,3 +105,15 @@ export function coveredThrough(
 export function clockOffsetMs(sentAt: Date, pgNow: Date, receivedAt: Date): number {
   return (sentAt.getTime() + receivedAt.getTime()) / 2 - pgNow.getTime();
 }
+
+/**
+ * Whether a replica is ready for a load balancer's traffic (`/readyz`), as far as order goes. A
+ * replica the others have not heard of holds nothing back: until its relay has published a first
+ * heartbeat, a later event of a proposal taken by another replica could be processed before one it
+ * took. So it is not ready until it has beaten (it still acknowledges what reaches it meanwhile),
+ * but for at most `maxMs` after it started: when PostgreSQL cannot be reached, nobody processes
+ * anyway, and a fleet restarted during an outage must still take the service's deliveries.
+ */
+export function readyForTraffic(o: { beaten: boolean; sinceStartMs: number; maxMs: number }): boolean {
+  return o.beaten || o.sinceStartMs >= o.maxMs;
+}

@@ -56,6 +56,8 @@ export interface AppDeps {
    * @default undefined (not reported)
    */
   isProcessing?: (() => boolean) | undefined;
+  /** Cluster mode: `/readyz` waits for this replica's first relay heartbeat (health-routes.ts). */
+  readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
   /**
    * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
    * spool. `/admin/*` reads and writes PostgreSQL's log with this (the ClusterNode's `adminLog`),

@@ -9,13 +9,17 @@ import { BUSY_RETRY_AFTER_SECONDS } from './errors';
  * deliveries can be acknowledged. A standby (another process holds the processing lease) is ready:
  * it ingests like the holder, and the body says `processing: false`. The probe's write waits for
  * another connection's lock for a short slice only (it runs on the event loop that answers
- * webhooks): a locked file answers 503 with `Retry-After` at once.
+ * webhooks): a locked file answers 503 with `Retry-After` at once. A cluster replica is ready once
+ * its relay has published a heartbeat (others then wait for what it takes; docs/cluster.md §10), or
+ * CLUSTER_HOLDBACK_MAX_MS after it started: `ordered` says which.
  */
 export function healthRoutes(deps: {
   store: Store;
   logger: Logger;
   clock: Clock;
   isProcessing?: (() => boolean) | undefined;
+  /** Cluster mode: whether this replica takes part in the order across replicas yet (ClusterNode). */
+  readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
 }): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
@@ -25,7 +29,22 @@ export function healthRoutes(deps: {
     try {
       deps.store.probeWrite(deps.clock.now());
       const processing = deps.isProcessing?.();
-      res.json(processing === undefined ? { status: 'ready' } : { status: 'ready', processing });
+      const order = deps.readiness?.();
+      if (order !== undefined && !order.ready) {
+        res.status(503).set('retry-after', '1').json({
+          status: 'starting',
+          error: 'not_ordered_yet',
+          message:
+            'this replica has not published its relay heartbeat to PostgreSQL yet, so the others would not wait for what it takes: send it traffic once this answers 200 (it acknowledges webhooks meanwhile; ready anyway CLUSTER_HOLDBACK_MAX_MS after start)',
+          processing,
+        });
+        return;
+      }
+      res.json(
+        processing === undefined
+          ? { status: 'ready' }
+          : { status: 'ready', processing, ...(order === undefined ? {} : { ordered: order.ordered }) },
+      );
     } catch (err) {
       const message = (err as Error).message;
       deps.logger.warn({ err: message }, 'readiness probe failed');

@@ -59,7 +59,7 @@ export function clusterBed(options: { prefix: string; env?: Record<string, strin
       return db.pool;
     },
     dir: undefined as unknown as ReturnType<typeof tempDir>,
-    /** A replica on this test's database (REPLICA_ID `replica-a` unless `env` names another), connected. */
+    /** A replica on this test's database (REPLICA_ID `replica-a` unless `env` names another), connected and ready. */
     async replica(env: Record<string, string> = {}, start: ReplicaStart = {}): Promise<TestReceiver> {
       const r = await startTestReceiver({
         ...start,
@@ -73,7 +73,11 @@ export function clusterBed(options: { prefix: string; env?: Record<string, strin
         },
       });
       receivers.push(r);
-      await waitFor(() => r.cluster?.state === 'running', 'replica connected to PostgreSQL');
+      // Connected, and its relay has published a heartbeat: what a load balancer waits for (/readyz).
+      await waitFor(
+        () => r.cluster?.state === 'running' && r.cluster.readiness().ordered,
+        'replica connected to PostgreSQL, its relay beating',
+      );
       return r;
     },
     /** A receiver on SQLite alone. */

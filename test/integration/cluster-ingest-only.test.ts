@@ -95,7 +95,10 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   // PostgreSQL's work); no destination's lock.
   expect(a.cluster!.workerQueues()).toEqual([RETENTION_QUEUE]);
   expect(a.cluster!.processing).toBe(false);
-  expect(await readyz(a)).toEqual({ status: 200, body: { status: 'ready', processing: false } });
+  expect(await readyz(a)).toEqual({
+    status: 200,
+    body: { status: 'ready', processing: false, ordered: true },
+  });
   expect(await scrape(a)).toEqual({ holder: 0, connected: 1 });
 
   const sent = [
@@ -137,7 +140,10 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   const b = await replica('processing-b', '2');
   expect(b.cluster!.workerQueues()).toEqual([EVENTS_QUEUE, POLL_QUEUE]);
   expect(b.cluster!.processing).toBe(true);
-  expect(await readyz(b)).toEqual({ status: 200, body: { status: 'ready', processing: true } });
+  expect(await readyz(b)).toEqual({
+    status: 200,
+    body: { status: 'ready', processing: true, ordered: true },
+  });
   expect(await scrape(b)).toEqual({ holder: 1, connected: 1 });
 
   await waitFor(

@@ -2,6 +2,7 @@ import {
   clockOffsetMs,
   coveredThrough,
   liveSinceAfterBeat,
+  readyForTraffic,
   type RelayBeat,
   watermarkOf,
 } from '../../../src/domain/watermark';
@@ -123,5 +124,17 @@ describe('clockOffsetMs', () => {
   ])('%s', (_name, sent, pg, received, expected) => {
     // sent and received on the replica's clock, pg on PostgreSQL's (ms from NOW).
     expect(clockOffsetMs(at(sent), at(pg), at(received))).toBe(expected);
+  });
+});
+
+describe('readyForTraffic', () => {
+  it.each<[string, boolean, number, boolean]>([
+    ['just started, no heartbeat yet: not ready (the others would not wait for it)', false, 0, false],
+    ['no heartbeat, just under the bound', false, MAX - 1, false],
+    ['no heartbeat at the bound (PostgreSQL away): ready, to take the service deliveries', false, MAX, true],
+    ['beaten at once', true, 0, true],
+    ['beaten long ago', true, 10 * MAX, true],
+  ])('%s', (_name, beaten, sinceStartMs, ready) => {
+    expect(readyForTraffic({ beaten, sinceStartMs, maxMs: MAX })).toBe(ready);
   });
 });

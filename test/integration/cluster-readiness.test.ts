@@ -1,0 +1,54 @@
+import { clusterBed } from '../helpers/cluster-bed';
+import { sendSigned, waitFor } from '../helpers/cluster-db';
+import { delivery } from '../helpers/payloads';
+import type { TestReceiver } from '../helpers/receiver';
+
+/**
+ * `/readyz` of a cluster replica (issue 22): a replica the others have not heard of holds nothing
+ * back, so a load balancer must not send it traffic before its relay's first heartbeat; it still
+ * acknowledges what reaches it. With PostgreSQL away nobody processes, and a fleet restarted in an
+ * outage must take the service's deliveries: ready anyway CLUSTER_HOLDBACK_MAX_MS after start.
+ * Real receivers on loopback, a real PostgreSQL.
+ */
+
+const bed = clusterBed({ prefix: 'readiness' });
+
+async function readyz(
+  r: TestReceiver,
+): Promise<{ status: number; retryAfter: string | null; body: unknown }> {
+  const res = await fetch(`${r.url}/readyz`);
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
+}
+
+it('PostgreSQL away: 503 "starting" with Retry-After while within the bound, webhooks still 200; ready (ordered: false) after it', async () => {
+  const waiting = await bed.receiver({
+    DATABASE_URL: 'postgres://consig@127.0.0.1:9/nowhere',
+    REPLICA_ID: 'replica-w',
+    // Long enough that the first probe comes well inside it on any machine.
+    CLUSTER_HOLDBACK_MAX_MS: '600000',
+  });
+  const first = await readyz(waiting);
+  expect([first.status, first.retryAfter]).toEqual([503, '1']);
+  expect(first.body).toMatchObject({ status: 'starting', error: 'not_ordered_yet', processing: false });
+  expect((await sendSigned(waiting.url, delivery('proposta.criada', { nu_proposta: 9901 }))).status).toBe(
+    200,
+  );
+
+  const bounded = await bed.receiver({
+    DATABASE_URL: 'postgres://consig@127.0.0.1:9/nowhere',
+    REPLICA_ID: 'replica-b',
+    CLUSTER_HOLDBACK_MAX_MS: '300',
+  });
+  let last = await readyz(bounded);
+  await waitFor(async () => (last = await readyz(bounded)).status === 200, '/readyz 200 after the bound');
+  expect(last.body).toEqual({ status: 'ready', processing: false, ordered: false });
+});
+
+it('PostgreSQL there: ready once the relay has published its heartbeat, ordered: true', async () => {
+  const r = await bed.replica({ REPLICA_ID: 'replica-r', CLUSTER_HOLDBACK_MAX_MS: '600000' });
+  expect(await readyz(r)).toEqual({
+    status: 200,
+    retryAfter: null,
+    body: { status: 'ready', processing: true, ordered: true },
+  });
+});
