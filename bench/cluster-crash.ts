@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import Database from '../src/store/sqlite-driver';
-import { type LocalPostgres, startLocalPostgres } from '../src/cluster/local-postgres';
+import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 import type { Evento } from '../src/domain/catalogue';
 import { EVENT_EFFECTS, HAPPY_PATH, replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Pool } from 'pg';
 import { EVENTS_QUEUE, startEngine } from '../src/cluster/engine';
-import { freePort, type LocalPostgres, startLocalPostgres } from '../src/cluster/local-postgres';
+import { freePort, type LocalPostgres, startLocalPostgres } from './local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import { workKeyOf } from '../src/cluster/relay';
 import { sqlOf } from '../src/cluster/sql';
@@ -42,7 +42,7 @@ import { type LoadResult, percentile } from './protocol';
  *    balancer): what the hold-back window adds (docs/cluster.md §10), with the transitions recorded
  *    out of order counted (must be 0).
  *
- * PostgreSQL is a throwaway server on the machine's binaries (src/cluster/local-postgres.ts) with
+ * PostgreSQL is a throwaway server on the machine's binaries (bench/local-postgres.ts) with
  * its durable defaults (fsync, synchronous_commit and full_page_writes on: not `fast`), plus
  * `track_commit_timestamp`, which rows 2–4 read; each run gets a fresh database. Every run is
  * checked: each 200 is one event in PostgreSQL (and in the spool), and every event is done at the

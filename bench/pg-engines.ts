@@ -30,7 +30,7 @@ import { performance } from 'node:perf_hooks';
  * - `baseline`: the same handler transactions on `--concurrency` connections, no engine (the ceiling).
  *
  * Any PostgreSQL will do (`--url` or DATABASE_URL); the figures in docs/cluster.md came from one on the
- * machine's binaries with default durability (src/cluster/local-postgres.ts starts such a server).
+ * machine's binaries with default durability (bench/local-postgres.ts starts such a server).
  * docs/cluster.md §8 lists the command line of every figure.
  *
  * Two designs (`--design`):

@@ -1,7 +1,7 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
-import { startLocalPostgres } from '../src/cluster/local-postgres';
+import { startLocalPostgres } from './local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import {
   type BatchReport,

@@ -5,7 +5,7 @@ import {
   formatClusterCrash,
   runClusterCrash,
 } from '../../bench/cluster-crash';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { LocalPostgres } from '../../bench/local-postgres';
 import { startTestPostgres, withClient } from '../helpers/postgres';
 import { BIN } from '../helpers/process';
 

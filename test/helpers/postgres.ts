@@ -8,7 +8,7 @@ import {
   type LocalPostgres,
   type LocalPostgresOptions,
   startLocalPostgres,
-} from '../../src/cluster/local-postgres';
+} from '../../bench/local-postgres';
 
 /**
  * PostgreSQL for the tests (startLocalPostgres; never skipped — without the binaries it fails with

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { LocalPostgres } from '../../bench/local-postgres';
 import { pgForwardStore } from '../../src/cluster/pg-forward-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut } from '../../src/cluster/sql';

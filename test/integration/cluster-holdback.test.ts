@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { LocalPostgres } from '../../bench/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { type Engine, EVENTS_QUEUE, startEngine } from '../../src/cluster/engine';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { LocalPostgres } from '../../bench/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/sql';

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import type { LocalPostgres } from '../../src/cluster/local-postgres';
+import type { LocalPostgres } from '../../bench/local-postgres';
 import { adminDbOfClient, pgForwardAdmin } from '../../src/cluster/pg-forward-admin';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { storeOutbox } from '../../src/cluster/pg-outbox';

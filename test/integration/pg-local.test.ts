@@ -6,7 +6,7 @@ import {
   type LocalPostgres,
   LocalPostgresError,
   startLocalPostgres,
-} from '../../src/cluster/local-postgres';
+} from '../../bench/local-postgres';
 import { tempDir } from '../helpers/tmp';
 
 /**

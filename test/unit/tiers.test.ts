@@ -6,7 +6,7 @@ import { dirname, join, relative, resolve } from 'node:path';
  * nothing beyond Node, so no file there may reach PostgreSQL, Chromium or promtool; each file is in
  * exactly one tier, and the others' files need what their tier is named after. What a file needs
  * is read from what it imports, following test/'s own modules: test/helpers/postgres.ts or
- * src/cluster/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), and a run of
+ * bench/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), and a run of
  * promtool.
  */
 
@@ -37,7 +37,7 @@ function tiersOf(file: string): string[] {
 
 const POSTGRES_MODULES = [
   join(root, 'test/helpers/postgres.ts'),
-  join(root, 'src/cluster/local-postgres.ts'),
+  join(root, 'bench/local-postgres.ts'),
 ];
 
 /** What `file` needs, through its imports of test/'s modules. */

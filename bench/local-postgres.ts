@@ -14,7 +14,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
-import { ConsigError } from '../domain/errors';
+import { ConsigError } from '../src/domain/errors';
 
 /**
  * A throwaway PostgreSQL server on the machine's own binaries, for the tests, the benchmark and the
