@@ -35,10 +35,7 @@ function tiersOf(file: string): string[] {
     .map((p) => p.displayName);
 }
 
-const POSTGRES_MODULES = [
-  join(root, 'test/helpers/postgres.ts'),
-  join(root, 'bench/local-postgres.ts'),
-];
+const POSTGRES_MODULES = [join(root, 'test/helpers/postgres.ts'), join(root, 'bench/local-postgres.ts')];
 
 /** What `file` needs, through its imports of test/'s modules. */
 function needsOf(file: string, seen = new Set<string>()): Set<Need> {
