@@ -1,14 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import {
-  h1,
-  launchBrowser,
-  newContext,
-  screenshot,
-  seriousViolations,
-  signedInPage,
-  signIn,
-} from './helpers/browser';
-import { ADMIN, type ConsoleStory, REQUEST_ID, startConsoleStory, STORY_NU, VIEWER } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, screenshot, seriousViolations, signIn } from './helpers/browser';
+import { ADMIN, REQUEST_ID, STORY_NU, VIEWER } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 12: every console page, filled with real data, checked by axe-core in Chromium against
@@ -17,31 +10,13 @@ import { ADMIN, type ConsoleStory, REQUEST_ID, startConsoleStory, STORY_NU, VIEW
  * screenshot under test-artifacts/screenshots/.
  */
 
-let browser: Browser;
-let story: ConsoleStory;
-let contexts: BrowserContext[] = [];
-
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory({ deadLetters: 1 });
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  await Promise.all(contexts.map((c) => c.close()));
-  contexts = [];
-});
+const bed = consoleBed({ deadLetters: 1 });
 
 /** A phone's screen (issue 21): the tables are cards there, the charts their narrow drawing. */
 const PHONE = { width: 390, height: 844 };
 
-async function as(token: string, viewport?: { width: number; height: number }): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token, viewport);
-  contexts.push(signed.context);
-  return signed.page;
-}
+const as = (token: string, viewport?: { width: number; height: number }): Promise<Page> =>
+  bed.as(token, viewport);
 
 async function check(page: Page, name: string, heading: string): Promise<void> {
   expect(await h1(page)).toBe(heading);
@@ -51,16 +26,14 @@ async function check(page: Page, name: string, heading: string): Promise<void> {
 
 describe('signed out', () => {
   it('login: no serious violations', async () => {
-    const context = await newContext(browser, story.r.url);
-    contexts.push(context);
+    const context = await bed.context();
     const page = await context.newPage();
     await page.goto('/console/login');
     await check(page, 'login', 'Sign in');
   });
 
   it('login with an error: no serious violations', async () => {
-    const context = await newContext(browser, story.r.url);
-    contexts.push(context);
+    const context = await bed.context();
     const page = await context.newPage();
     await signIn(page, 'wrong-token');
     await check(page, 'login-wrong-token', 'Sign in');
@@ -95,14 +68,14 @@ describe('signed in', () => {
 
   it('an event page (with its body and forwarding): no serious violations', async () => {
     const page = await as(ADMIN);
-    const id = story.storyEventIds[0] as number;
+    const id = bed.story.storyEventIds[0] as number;
     await page.goto(`/console/events/${id}`);
     await check(page, 'event', `Event ${id}`);
   });
 
   it('a dead event page (with its Replay button): no serious violations', async () => {
     const page = await as(ADMIN);
-    const id = story.deadEventIds[0] as number;
+    const id = bed.story.deadEventIds[0] as number;
     await page.goto(`/console/events/${id}`);
     await check(page, 'event-dead', `Event ${id}`);
   });
@@ -114,8 +87,7 @@ describe('signed in', () => {
   });
 
   it('login at 390×844: no serious violations', async () => {
-    const context = await newContext(browser, story.r.url, PHONE);
-    contexts.push(context);
+    const context = await bed.context(PHONE);
     const page = await context.newPage();
     await page.goto('/console/login');
     await check(page, 'phone-a11y-login', 'Sign in');

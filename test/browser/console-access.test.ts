@@ -1,15 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import {
-  h1,
-  launchBrowser,
-  navigateBy,
-  newContext,
-  removeAll,
-  screenshot,
-  signedInPage,
-  signIn,
-} from './helpers/browser';
-import { ADMIN, type ConsoleStory, startConsoleStory, VIEWER } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, navigateBy, removeAll, screenshot, signIn } from './helpers/browser';
+import { ADMIN, VIEWER } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 12, in headless Chromium: signing in with each token (and not with a wrong one), signing
@@ -17,28 +9,9 @@ import { ADMIN, type ConsoleStory, startConsoleStory, VIEWER } from './helpers/s
  * refused — each refusal leaving the dead letter dead.
  */
 
-let browser: Browser;
-let story: ConsoleStory;
-let context: BrowserContext | undefined;
+const bed = consoleBed({ deadLetters: 2 });
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory({ deadLetters: 2 });
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  await context?.close();
-  context = undefined;
-});
-
-async function as(token: string): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token);
-  context = signed.context;
-  return signed.page;
-}
+const as = (token: string): Promise<Page> => bed.as(token);
 
 const replayForm = (id: number) => `form[action="/console/events/${id}/replay"]`;
 
@@ -58,7 +31,7 @@ describe('signing in', () => {
   });
 
   it('keeps a wrong token on the sign-in page with an error, and no session', async () => {
-    context = await newContext(browser, story.r.url);
+    const context = await bed.context();
     const page = await context.newPage();
     const status = await signIn(page, 'not-a-token-of-ours');
     expect(status).toBe(401);
@@ -74,12 +47,12 @@ describe('signing in', () => {
 
   it('signs out: back on the sign-in page, the cookie gone, the console closed again', async () => {
     const page = await as(ADMIN);
-    expect((await context?.cookies())?.map((c) => c.name)).toContain('consig_console');
+    expect((await page.context().cookies())?.map((c) => c.name)).toContain('consig_console');
     const status = await navigateBy(page, () => page.getByRole('button', { name: 'Sign out' }).click());
     expect(status).toBe(200);
     expect(new URL(page.url()).pathname).toBe('/console/login');
     expect(await h1(page)).toBe('Sign in');
-    expect((await context?.cookies())?.map((c) => c.name)).not.toContain('consig_console');
+    expect((await page.context().cookies())?.map((c) => c.name)).not.toContain('consig_console');
     await page.goto('/console/events');
     expect(new URL(page.url()).pathname).toBe('/console/login');
   });
@@ -90,7 +63,7 @@ describe('a viewer cannot replay', () => {
     const page = await as(VIEWER);
     await page.goto('/console/dead');
     expect(await h1(page)).toBe('Dead letters');
-    const dead = story.deadEventIds[0] as number;
+    const dead = bed.story.deadEventIds[0] as number;
     expect(await page.locator(`a[href="/console/events/${dead}"]`).count()).toBeGreaterThan(0);
     expect(await page.getByRole('button', { name: 'Replay' }).count()).toBe(0);
     expect(await page.locator('form[action$="/replay"]').count()).toBe(0);
@@ -103,7 +76,7 @@ describe('a viewer cannot replay', () => {
   it("refuses a replay forged in the viewer's page, with the page's own CSRF token: 403, still dead", async () => {
     const page = await as(VIEWER);
     await page.goto('/console/dead');
-    const dead = story.deadEventIds[0] as number;
+    const dead = bed.story.deadEventIds[0] as number;
     // The sign-out form carries the session's valid token; re-aim it at the replay action.
     const form = page.locator('.who form');
     expect(await form.getAttribute('action')).toBe('/console/logout');
@@ -113,7 +86,7 @@ describe('a viewer cannot replay', () => {
     expect(status).toBe(403);
     expect(await h1(page)).toBe('Refused');
     expect(await page.getByRole('alert').innerText()).toContain('needs the admin token');
-    expect(story.statusOf(dead)).toBe('dead');
+    expect(bed.story.statusOf(dead)).toBe('dead');
   });
 
   it("refuses a bulk replay forged in the viewer's page: 403, still dead", async () => {
@@ -122,7 +95,9 @@ describe('a viewer cannot replay', () => {
     const form = page.locator('.who form');
     await form.evaluate((f) => f.setAttribute('action', '/console/dead/replay'));
     expect(await navigateBy(page, () => form.getByRole('button').click())).toBe(403);
-    expect(story.deadEventIds.map((id) => story.statusOf(id))).toEqual(story.deadEventIds.map(() => 'dead'));
+    expect(bed.story.deadEventIds.map((id) => bed.story.statusOf(id))).toEqual(
+      bed.story.deadEventIds.map(() => 'dead'),
+    );
   });
 });
 
@@ -130,7 +105,7 @@ describe('CSRF', () => {
   it('refuses an admin replay whose form lost its _csrf field: 403, still dead, nothing audited', async () => {
     const page = await as(ADMIN);
     await page.goto('/console/dead');
-    const dead = story.deadEventIds[1] as number;
+    const dead = bed.story.deadEventIds[1] as number;
     const form = page.locator(replayForm(dead)).first();
     expect(await form.locator('input[name="_csrf"]').count()).toBe(1);
     expect(await removeAll(page, `${replayForm(dead)} input[name="_csrf"]`)).toBeGreaterThan(0);
@@ -139,8 +114,8 @@ describe('CSRF', () => {
     expect(await h1(page)).toBe('Refused');
     expect(await page.getByRole('alert').innerText()).toContain('CSRF token missing or invalid');
     await screenshot(page, 'refused-csrf');
-    expect(story.statusOf(dead)).toBe('dead');
-    const audited = story.r.store.db
+    expect(bed.story.statusOf(dead)).toBe('dead');
+    const audited = bed.story.r.store.db
       .prepare("SELECT count(*) AS n FROM console_audit WHERE action LIKE 'replay%'")
       .get() as { n: number };
     expect(audited.n).toBe(0);
@@ -149,10 +124,10 @@ describe('CSRF', () => {
   it('refuses the same replay with a wrong _csrf value', async () => {
     const page = await as(ADMIN);
     await page.goto('/console/dead');
-    const dead = story.deadEventIds[1] as number;
+    const dead = bed.story.deadEventIds[1] as number;
     const form = page.locator(replayForm(dead)).first();
     await form.locator('input[name="_csrf"]').evaluate((i) => i.setAttribute('value', 'forged'));
     expect(await navigateBy(page, () => form.getByRole('button', { name: 'Replay' }).click())).toBe(403);
-    expect(story.statusOf(dead)).toBe('dead');
+    expect(bed.story.statusOf(dead)).toBe('dead');
   });
 });

@@ -1,14 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import {
-  h1,
-  horizontalOverflow,
-  launchBrowser,
-  navigateBy,
-  newContext,
-  screenshot,
-  signedInPage,
-} from './helpers/browser';
-import { ADMIN, type ConsoleStory, OTHER_NUS, startConsoleStory, STORY_NU, VIEWER } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, horizontalOverflow, navigateBy, screenshot } from './helpers/browser';
+import { ADMIN, OTHER_NUS, STORY_NU, VIEWER } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 12, in headless Chromium: a proposal's story as one timeline in time order, the events
@@ -16,28 +9,10 @@ import { ADMIN, type ConsoleStory, OTHER_NUS, startConsoleStory, STORY_NU, VIEWE
  * overview's server-drawn charts, and the pages on a phone-sized screen.
  */
 
-let browser: Browser;
-let story: ConsoleStory;
-let contexts: BrowserContext[] = [];
+const bed = consoleBed();
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  await Promise.all(contexts.map((c) => c.close()));
-  contexts = [];
-});
-
-async function as(token: string, viewport?: { width: number; height: number }): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token, viewport);
-  contexts.push(signed.context);
-  return signed.page;
-}
+const as = (token: string, viewport?: { width: number; height: number }): Promise<Page> =>
+  bed.as(token, viewport);
 
 /** The rows of the page's first table: one array of cell texts per row. */
 async function tableRows(page: Page): Promise<string[][]> {
@@ -101,7 +76,7 @@ describe("a proposal's page", () => {
     // The CPF is masked, and the raw body is one click away.
     expect(await page.locator('main').innerText()).not.toContain('12345678909');
     await screenshot(page, 'proposal');
-    const firstEvent = story.storyEventIds[0] as number;
+    const firstEvent = bed.story.storyEventIds[0] as number;
     await navigateBy(page, () =>
       page.locator('ol.timeline').locator(`a[href="/console/events/${firstEvent}"]`).first().click(),
     );
@@ -148,8 +123,7 @@ describe('events', () => {
     expect(await other.locator('form.filters').getByLabel('Status').inputValue()).toBe('done');
 
     // Someone not signed in yet: the link leads to the sign-in page, and from there to the view.
-    const fresh = await newContext(browser, story.r.url);
-    contexts.push(fresh);
+    const fresh = await bed.context();
     const third = await fresh.newPage();
     await third.goto(url.pathname + url.search);
     expect(new URL(third.url()).pathname).toBe('/console/login');
@@ -180,7 +154,8 @@ describe('overview', () => {
     }
     // Deliveries arrived within the hour: the 24-hour chart and the 7-day chart both have bars
     // of a real size, and their labels count them.
-    const sent = (story.r.store.db.prepare('SELECT count(*) AS n FROM deliveries').get() as { n: number }).n;
+    const sent = (bed.story.r.store.db.prepare('SELECT count(*) AS n FROM deliveries').get() as { n: number })
+      .n;
     for (const chart of (await charts.all()).slice(0, 2)) {
       expect(await chart.getAttribute('aria-label')).toContain(`${sent} in total`);
       const bars = chart.locator('rect');
@@ -200,7 +175,7 @@ describe('on a phone', () => {
   it.each([
     ['overview', () => '/console'],
     ['proposal', () => `/console/proposals/${STORY_NU}`],
-    ['event', () => `/console/events/${story.storyEventIds[3]}`],
+    ['event', () => `/console/events/${bed.story.storyEventIds[3]}`],
     ['events', () => '/console/events'],
     ['dead-letters', () => '/console/dead'],
   ])('renders the %s page without horizontal scrolling at 390×844', async (name, path) => {

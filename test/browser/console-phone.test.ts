@@ -1,13 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import {
-  h1,
-  horizontalOverflow,
-  launchBrowser,
-  newContext,
-  screenshot,
-  signedInPage,
-} from './helpers/browser';
-import { ADMIN, type ConsoleStory, OTHER_NUS, startConsoleStory, STORY_NU, VIEWER } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, horizontalOverflow, screenshot } from './helpers/browser';
+import { ADMIN, OTHER_NUS, STORY_NU, VIEWER } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 21 (items 6 and 9), in headless Chromium: the console on a phone (390×844) — chart text at
@@ -42,28 +36,10 @@ interface InPageElement {
 declare const document: { querySelectorAll(selector: string): ArrayLike<InPageElement> };
 declare function getComputedStyle(e: InPageElement, pseudo?: string): { fontSize: string; content: string };
 
-let browser: Browser;
-let story: ConsoleStory;
-let contexts: BrowserContext[] = [];
+const bed = consoleBed({ deadLetters: 2 });
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory({ deadLetters: 2 });
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  await Promise.all(contexts.map((c) => c.close()));
-  contexts = [];
-});
-
-async function as(token: string, viewport: { width: number; height: number }): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token, viewport);
-  contexts.push(signed.context);
-  return signed.page;
-}
+const as = (token: string, viewport?: { width: number; height: number }): Promise<Page> =>
+  bed.as(token, viewport);
 
 /**
  * Every text of every chart shown, with its rendered size: the font size times the chart's scale
@@ -149,7 +125,7 @@ describe('tables on a phone', () => {
 
   it('a stuck proposal\'s "stuck since" shows in its card, inside the width of the screen', async () => {
     // Proposal 456, unchanged for weeks: past em_analise's stuck limit.
-    story.r.store.db
+    bed.story.r.store.db
       .prepare("UPDATE proposals SET updated_at = '2026-01-02T03:04:05.000Z' WHERE nu_proposta = ?")
       .run(OTHER_NUS[0]);
     const page = await as(VIEWER, PHONE);
@@ -212,8 +188,7 @@ describe('console errors', () => {
   // A page that declares no icon makes a browser ask for /favicon.ico, a 404 logged as an error in
   // its console (headless Chromium does not ask, hence the check of the declaration itself).
   it('every page declares its icon, which is served; no page logs an error in the console', async () => {
-    const context = await newContext(browser, story.r.url, DESKTOP);
-    contexts.push(context);
+    const context = await bed.context(DESKTOP);
     const page = await context.newPage();
     const errors: string[] = [];
     page.on('console', (m) => {
@@ -233,7 +208,7 @@ describe('console errors', () => {
       '/console/proposals',
       `/console/proposals/${STORY_NU}`,
       '/console/events',
-      `/console/events/${story.deadEventIds[0]}`,
+      `/console/events/${bed.story.deadEventIds[0]}`,
       '/console/deliveries',
       '/console/dead',
       '/console/averbacoes',

@@ -1,6 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { h1, launchBrowser, navigateBy, screenshot, signedInPage, until } from './helpers/browser';
-import { ADMIN, type ConsoleStory, DEAD_NU, startConsoleStory } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, navigateBy, screenshot, until } from './helpers/browser';
+import { ADMIN, DEAD_NU } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 12, in headless Chromium: an admin replays a dead letter from the dead-letters page once
@@ -8,28 +9,9 @@ import { ADMIN, type ConsoleStory, DEAD_NU, startConsoleStory } from './helpers/
  * says how many; both are in the audit trail.
  */
 
-let browser: Browser;
-let story: ConsoleStory;
-let context: BrowserContext | undefined;
+const bed = consoleBed({ deadLetters: 3 });
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory({ deadLetters: 3 });
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  await context?.close();
-  context = undefined;
-});
-
-async function asAdmin(): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, ADMIN);
-  context = signed.context;
-  return signed.page;
-}
+const asAdmin = (): Promise<Page> => bed.as(ADMIN);
 
 /** The status badge's class on an event page (`status-dead`, `status-done`, …). */
 async function statusClass(page: Page): Promise<string> {
@@ -38,13 +20,13 @@ async function statusClass(page: Page): Promise<string> {
 
 it('replays a dead letter from the dead-letters page and the event becomes done', async () => {
   const page = await asAdmin();
-  const dead = story.deadEventIds[0] as number;
+  const dead = bed.story.deadEventIds[0] as number;
   await page.goto(`/console/events/${dead}`);
   expect(await h1(page)).toBe(`Event ${dead}`);
   expect(await statusClass(page)).toContain('status-dead');
   expect(await page.locator('dl.facts').innerText()).toContain('handler down for proposal');
 
-  story.failing.delete(DEAD_NU); // the handler works again
+  bed.story.failing.delete(DEAD_NU); // the handler works again
   await page.goto('/console/dead');
   expect(await h1(page)).toBe('Dead letters');
   const row = page
@@ -62,7 +44,7 @@ it('replays a dead letter from the dead-letters page and the event becomes done'
     await page.reload();
     return (await statusClass(page)).includes('status-done');
   }, `event ${dead} shown as done`);
-  expect(story.statusOf(dead)).toBe('done');
+  expect(bed.story.statusOf(dead)).toBe('done');
   expect(await page.locator('dl.facts .status').first().innerText()).toBe('done');
   await screenshot(page, 'event-replayed');
 
@@ -76,8 +58,8 @@ it('replays a dead letter from the dead-letters page and the event becomes done'
 
 it('replays from the event page too, with a notice, until done', async () => {
   const page = await asAdmin();
-  const dead = story.deadEventIds[1] as number;
-  story.failing.delete(DEAD_NU + 1);
+  const dead = bed.story.deadEventIds[1] as number;
+  bed.story.failing.delete(DEAD_NU + 1);
   await page.goto(`/console/events/${dead}`);
   await navigateBy(page, () => page.getByRole('button', { name: 'Replay' }).click());
   expect(new URL(page.url()).pathname).toBe(`/console/events/${dead}`);
@@ -90,12 +72,12 @@ it('replays from the event page too, with a notice, until done', async () => {
 
 it('bulk replay says how many first, replays only on "Confirm replay", and they become done', async () => {
   const page = await asAdmin();
-  const dead = story.deadEventIds[2] as number;
-  story.failing.delete(DEAD_NU + 2);
+  const dead = bed.story.deadEventIds[2] as number;
+  bed.story.failing.delete(DEAD_NU + 2);
   await page.goto('/console/dead');
   await navigateBy(page, () => page.getByRole('link', { name: /Replay every dead event/ }).click());
   expect(await h1(page)).toBe('Replay 1 event?');
-  expect(story.statusOf(dead)).toBe('dead'); // asking changed nothing
+  expect(bed.story.statusOf(dead)).toBe('dead'); // asking changed nothing
   await screenshot(page, 'confirm-replay');
   await navigateBy(page, () => page.getByRole('button', { name: 'Confirm replay' }).click());
   expect(await page.getByRole('status').innerText()).toContain('1 queued for replay');

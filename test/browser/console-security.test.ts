@@ -1,16 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import {
-  h1,
-  launchBrowser,
-  navigateBy,
-  newContext,
-  removeAll,
-  screenshot,
-  seriousViolations,
-  signedInPage,
-  signIn,
-} from './helpers/browser';
-import { ADMIN, type ConsoleStory, startConsoleStory, VIEWER } from './helpers/story';
+import type { Page } from 'playwright-core';
+import { h1, navigateBy, removeAll, screenshot, seriousViolations, signIn } from './helpers/browser';
+import { ADMIN, VIEWER } from './helpers/story';
+import { consoleBed } from './helpers/bed';
 
 /**
  * Issue 21, in headless Chromium: refused attempts (a replay without its CSRF token, a viewer's
@@ -18,27 +9,9 @@ import { ADMIN, type ConsoleStory, startConsoleStory, VIEWER } from './helpers/s
  * admin ends every session with the audit page's button, and a viewer's open page is signed out.
  */
 
-let browser: Browser;
-let story: ConsoleStory;
-const contexts: BrowserContext[] = [];
+const bed = consoleBed({ deadLetters: 1 });
 
-beforeAll(async () => {
-  browser = await launchBrowser();
-  story = await startConsoleStory({ deadLetters: 1 });
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await story?.stop();
-});
-afterEach(async () => {
-  for (const c of contexts.splice(0)) await c.close();
-});
-
-async function as(token: string): Promise<Page> {
-  const signed = await signedInPage(browser, story.r.url, token);
-  contexts.push(signed.context);
-  return signed.page;
-}
+const as = (token: string): Promise<Page> => bed.as(token);
 
 /** The audit table's rows as the page shows them, one text per row (cells joined by " | "). */
 async function auditRows(page: Page): Promise<string[]> {
@@ -52,7 +25,7 @@ async function auditRows(page: Page): Promise<string[]> {
 }
 
 it('shows refused attempts on the audit page: who, which route, why, how often', async () => {
-  const dead = story.deadEventIds[0] as number;
+  const dead = bed.story.deadEventIds[0] as number;
   const form = `form[action="/console/events/${dead}/replay"]`;
   const admin = await as(ADMIN);
   for (let i = 0; i < 2; i++) {
@@ -86,7 +59,7 @@ it('shows refused attempts on the audit page: who, which route, why, how often',
     ]),
   );
   expect(rows.join('\n')).not.toContain(ADMIN);
-  expect(story.statusOf(dead)).toBe('dead');
+  expect(bed.story.statusOf(dead)).toBe('dead');
   await screenshot(admin, 'audit-refused');
   expect(await seriousViolations(admin)).toEqual([]);
 });
@@ -116,11 +89,10 @@ it("ends every session with the admins' button: the viewer's next page is the si
   );
 });
 
-// Last: it throttles the loopback address for the rest of the story.
+// Last: it throttles the loopback address for the rest of the bed.story.
 it('shows a throttled sign-in as anonymous, refused: throttled', async () => {
   const admin = await as(ADMIN);
-  const context = await newContext(browser, story.r.url);
-  contexts.push(context);
+  const context = await bed.context();
   const stranger = await context.newPage();
   for (let i = 0; i < 5; i++) expect(await signIn(stranger, `wrong-token-${i}`)).toBe(401);
   expect(await signIn(stranger, ADMIN)).toBe(429);
