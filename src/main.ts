@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { EVENTOS } from './domain/catalogue';
+import { registerInOrder } from './domain/handler-order';
 import { tokenFingerprints } from './domain/console';
 import type { PollScheduleOptions } from './domain/registry';
 import { ForwardSender, type SenderMetrics } from './forwarding/sender';
@@ -286,17 +286,15 @@ function buildProcessing(
   const { logger } = options;
   const schedule = pollSchedule(config);
   const registry = registryHandlers(pipelineDb, schedule);
-  const router = new EventRouter()
-    .on(EVENTOS, lifecycleHandler(pipelineDb))
-    .on(EVENTOS, registry.trackFromEvent)
-    .on('registry', registry.result);
-  options.configureRouter?.(router, pipelineDb);
-  // Last, after the partner's handlers too: it reads back what they all recorded.
-  router.onAny(
-    forwardingHandler(pipelineDb, config.forwarding.destinations, {
+  const router = registerInOrder(new EventRouter(), {
+    lifecycle: lifecycleHandler(pipelineDb),
+    registry_tracking: registry.trackFromEvent,
+    registry_results: registry.result,
+    partner: (r) => options.configureRouter?.(r, pipelineDb),
+    forwarding: forwardingHandler(pipelineDb, config.forwarding.destinations, {
       feedEnabled: config.forwarding.feedEnabled,
     }),
-  );
+  });
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
   const sender = buildSender(config, options, { metrics, pipelineDb, answers: deps.answers });

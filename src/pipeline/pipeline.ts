@@ -2,8 +2,8 @@ import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { backoffDelayMs } from '../domain/backoff';
 import { handlerEventOf } from '../domain/event-router';
+import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
@@ -90,9 +90,10 @@ interface Reported {
   outcome: ProcessOutcome;
   row?: EventForWork;
   event?: HandlerEvent;
+  /** The database refused the work ('unavailable'). */
   error?: Error;
-  attempts?: number;
-  nextAt?: string | null;
+  /** What a handler's failure does ('retry', 'dead'). */
+  failure?: HandlerFailure;
 }
 
 interface TurnResult {
@@ -408,21 +409,21 @@ export class Pipeline {
       this.runEvent(row, event, now);
       return { id, outcome: 'done', row, event };
     } catch (err) {
-      const error = err instanceof Error ? err : new Error(String(err));
-      const attempts = row.attempts + 1;
-      const dead = attempts >= this.options.maxAttempts;
-      const delay = backoffDelayMs(
-        attempts,
-        this.options.backoff ?? { baseMs: 1000, maxMs: 600_000 },
-        this.random,
-      );
-      const nextAt = dead ? null : new Date(now.getTime() + delay).toISOString();
+      const failure = handlerFailure({
+        attempts: row.attempts,
+        maxAttempts: this.options.maxAttempts,
+        backoff: this.options.backoff ?? { baseMs: 1000, maxMs: 600_000 },
+        random: this.random,
+        now,
+        error: err,
+        event,
+      });
       try {
-        this.q.markFailed(id, dead ? 'dead' : 'failed', attempts, error.message.slice(0, 1000), nextAt);
+        this.q.markFailed(id, failure.status, failure.attempts, failure.lastError, failure.nextAttemptAt);
       } catch (markErr) {
         return { id, outcome: 'unavailable', error: markErr as Error };
       }
-      return { id, outcome: dead ? 'dead' : 'retry', row, event, error, attempts, nextAt };
+      return { id, outcome: failure.outcome, row, event, failure };
     }
   }
 
@@ -438,18 +439,9 @@ export class Pipeline {
     const row = r.row as EventForWork;
     this.options.metrics?.processed(row.evento ?? row.kind, r.outcome);
     if (r.outcome === 'done') return;
-    const error = r.error as Error;
-    this.router.emitError(error, r.event as HandlerEvent);
-    const log = {
-      event_id: r.id,
-      evento: row.evento,
-      nu_proposta: row.nu_proposta,
-      attempts: r.attempts,
-      err: error.message,
-    };
-    if (r.outcome === 'dead')
-      this.options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-    else this.options.logger.warn({ ...log, retry_at: r.nextAt }, 'handler failed: will retry');
+    const failure = r.failure as HandlerFailure;
+    this.router.emitError(failure.error, r.event as HandlerEvent);
+    this.options.logger[failure.log.level](failure.log.fields, failure.log.message);
   }
 
   private reportDepth(): void {

@@ -133,6 +133,17 @@ describe('retries and the dead letter', () => {
       next_attempt_at: null,
     });
     expect(calls).toBe(3);
+    // The failure's log line: the same fields as cluster mode's (domain/handler-failure.ts).
+    const retried = r.logs.lines.filter((l) => l.msg === 'handler failed: will retry');
+    expect(retried).toHaveLength(2);
+    expect(retried[0]).toMatchObject({
+      event_id: res.body.event_id,
+      evento: 'proposta.criada',
+      nu_proposta: 31,
+      attempts: 1,
+      next_attempt_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      err: 'flaky #1',
+    });
     // The life-cycle effect of the rolled-back attempts did not stick: one transition only.
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 31').n,
