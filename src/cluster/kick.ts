@@ -2,11 +2,11 @@ import { handlerFailure } from '../domain/handler-failure';
 import { stagesFor } from '../domain/handler-order';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
-import { type ClusterEventRouter, type HandlerEvent, handlerEventOf } from '../domain/event-router';
+import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
 import { applyStage, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, type Sql, type Statement } from './sql';
+import { canonicalNu, handlerSqlOf, type Sql, type Statement } from './sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
@@ -39,8 +39,8 @@ export interface KickOptions {
   logger: EffectsContext['logger'] & { error(fields: Record<string, unknown>, message: string): void };
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
-  /** A partner's own handlers (`configureClusterRouter`), awaited after the life cycle's effects. */
-  handlers?: ClusterEventRouter | undefined;
+  /** A partner's own handlers (`configureHandlers`), awaited after the built-in effects. */
+  handlers?: Router<EventHandler> | undefined;
   /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
   holdbackMaxMs?: number;
 }
@@ -404,8 +404,8 @@ async function runEvent(
   let entries: OutboxEntry[] = [];
   for (const stage of stagesFor(event)) {
     if (stage === 'partner') {
-      for (const handler of options.handlers?.handlersFor(event) ?? [])
-        await handler(event, { sql: ctx.sql, now: ctx.now, logger: options.logger });
+      const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
+      for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
     } else if (stage === 'forwarding') {
       if (outboxOn(options.outbox))
         entries = await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox);

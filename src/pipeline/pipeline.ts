@@ -7,6 +7,7 @@ import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import { type PartnerHandlers, PartnerEvents } from './partner-event';
 import { isLockBusy } from '../store/database-errors';
 import {
   type EventForWork,
@@ -74,6 +75,12 @@ export interface PipelineOptions {
    * @default 5
    */
   turnBudgetMs?: number;
+  /**
+   * A partner's handlers of the one handler API (`configureHandlers`): an event any of them handles
+   * runs outside the turn, in a transaction of its own (partner-event.ts).
+   * @default none (every event runs in the turn)
+   */
+  partners?: PartnerHandlers;
 }
 
 interface KeyState {
@@ -82,10 +89,14 @@ interface KeyState {
   blocked: boolean;
 }
 
-/** `unavailable`: the database refused the work itself; the event is tried again shortly. */
-export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable';
+/**
+ * `unavailable`: the database refused the work itself; the event is tried again shortly.
+ * `partner`: a partner's handler handles it; it runs after the turn, in its own transaction.
+ */
+export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable' | 'partner';
 
-interface Reported {
+/** What became of one event. */
+export interface Reported {
   id: number;
   outcome: ProcessOutcome;
   row?: EventForWork;
@@ -100,9 +111,13 @@ interface TurnResult {
   outcomes: Reported[];
   /** Keys whose event the database refused: released again after a short wait. */
   unavailable: string[];
+  /** Events a partner's handler handles, each at the head of its key: run after the turn. */
+  partner: { id: number; key: string }[];
   /** Runnable events are left for another turn. */
   more: boolean;
 }
+
+const DEFAULT_BACKOFF = { baseMs: 1000, maxMs: 600_000 };
 
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
@@ -141,6 +156,7 @@ export class Pipeline {
   private readonly random: () => number;
   private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
+  private readonly partners: PartnerEvents | null;
 
   constructor(
     private readonly db: Db,
@@ -159,6 +175,16 @@ export class Pipeline {
       for (const handler of this.router.handlersFor(event)) handler(event, ctx);
       this.q.markDone(row.id, now.toISOString());
     });
+    this.partners =
+      options.partners === undefined
+        ? null
+        : new PartnerEvents(options.partners, {
+            maxAttempts: options.maxAttempts,
+            backoff: options.backoff ?? DEFAULT_BACKOFF,
+            random: this.random,
+            logger: options.logger,
+            fence: options.fence,
+          });
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -325,14 +351,42 @@ export class Pipeline {
     // After the commit: tell metrics, error handlers and the log what happened.
     for (const r of result.outcomes) this.report(r);
     if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
-    for (const key of result.unavailable) {
-      setTimeout(() => {
-        const state = this.keys.get(key);
-        if (state) state.blocked = false;
-        this.scheduleTurn();
-      }, UNAVAILABLE_RETRY_MS).unref();
-    }
+    for (const key of result.unavailable) this.releaseLater(key);
+    for (const { id, key } of result.partner)
+      this.queue
+        .add(() => this.runPartner(id, key))
+        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
     if (result.more) this.scheduleTurn();
+    this.reportDepth();
+  }
+
+  /** The database refused `key`'s event: its key is released again in a moment. */
+  private releaseLater(key: string): void {
+    setTimeout(() => {
+      const state = this.keys.get(key);
+      if (state) state.blocked = false;
+      this.scheduleTurn();
+    }, UNAVAILABLE_RETRY_MS).unref();
+  }
+
+  /** An event a partner's handler handles, after the turn that found it (partner-event.ts). */
+  private async runPartner(id: number, key: string): Promise<void> {
+    if (this.stopping || this.partners === null) return;
+    const r = await this.partners.run(id, this.options.clock.now());
+    this.report(r);
+    const state = this.keys.get(key);
+    if (state !== undefined && state.ids[0] === id) {
+      if (r.outcome === 'unavailable') this.releaseLater(key);
+      else if (r.outcome !== 'retry') {
+        // Finished (or no longer runnable): the key moves on. A retry waits for the sweep.
+        state.ids.shift();
+        this.tracked.delete(id);
+        state.blocked = false;
+        if (state.ids.length === 0) this.keys.delete(key);
+      }
+    }
+    if (r.outcome === 'done') this.options.onCommitted?.();
+    this.scheduleTurn();
     this.reportDepth();
   }
 
@@ -350,13 +404,15 @@ export class Pipeline {
   private collectAndProcess(now: Date): TurnResult {
     // Another process may hold the processing lease by now: process nothing (the leadership loop
     // stops this pipeline at its next tick).
-    if (this.options.fence && !this.options.fence(now)) return { outcomes: [], unavailable: [], more: false };
+    if (this.options.fence && !this.options.fence(now))
+      return { outcomes: [], unavailable: [], partner: [], more: false };
     this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
     const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
     const unavailable: string[] = [];
+    const partner: TurnResult['partner'] = [];
     let more = false;
     for (const [key, state] of this.keys) {
       if (full(outcomes.length)) {
@@ -369,9 +425,10 @@ export class Pipeline {
         const id = state.ids[0] as number;
         const r = this.runOne(id, now);
         outcomes.push(r);
-        if (r.outcome === 'retry' || r.outcome === 'unavailable') {
+        if (r.outcome === 'retry' || r.outcome === 'unavailable' || r.outcome === 'partner') {
           state.blocked = true;
           if (r.outcome === 'unavailable') unavailable.push(key);
+          if (r.outcome === 'partner') partner.push({ id, key });
           break;
         }
         state.ids.shift();
@@ -381,7 +438,7 @@ export class Pipeline {
       if (state.ids.length === 0) this.keys.delete(key);
       else if (!state.blocked) more = true;
     }
-    return { outcomes, unavailable, more };
+    return { outcomes, unavailable, partner, more };
   }
 
   /**
@@ -405,6 +462,7 @@ export class Pipeline {
     }
     if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
     const event = handlerEventOf(row);
+    if (this.partners?.handles(event)) return { id, outcome: 'partner' };
     try {
       this.runEvent(row, event, now);
       return { id, outcome: 'done', row, event };
@@ -412,7 +470,7 @@ export class Pipeline {
       const failure = handlerFailure({
         attempts: row.attempts,
         maxAttempts: this.options.maxAttempts,
-        backoff: this.options.backoff ?? { baseMs: 1000, maxMs: 600_000 },
+        backoff: this.options.backoff ?? DEFAULT_BACKOFF,
         random: this.random,
         now,
         error: err,
@@ -428,7 +486,7 @@ export class Pipeline {
   }
 
   private report(r: Reported): void {
-    if (r.outcome === 'skipped') return;
+    if (r.outcome === 'skipped' || r.outcome === 'partner') return;
     if (r.outcome === 'unavailable') {
       this.options.logger.error(
         { err: r.error?.message, event_id: r.id },
@@ -441,6 +499,7 @@ export class Pipeline {
     if (r.outcome === 'done') return;
     const failure = r.failure as HandlerFailure;
     this.router.emitError(failure.error, r.event as HandlerEvent);
+    this.partners?.emitError(failure.error, r.event as HandlerEvent);
     this.options.logger[failure.log.level](failure.log.fields, failure.log.message);
   }
 

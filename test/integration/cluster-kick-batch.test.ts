@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
 import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
-import { ClusterEventRouter } from '../../src/domain/event-router';
+import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/sql';
@@ -76,7 +76,7 @@ async function storeRegistry(requestId: string, status: string, correlationId: s
 const preparedSeen = new Map<string, Statement>();
 
 /** One batch of kicks in a transaction of its own, with everything it reports recorded. */
-async function batch(keys: string[], handlers?: ClusterEventRouter) {
+async function batch(keys: string[], handlers?: HandlerRouter) {
   const logger = memoryLogger();
   const effectsLogger = memoryLogger();
   const processed: [string, string][] = [];
@@ -248,7 +248,7 @@ it('a partner handler runs once per event when a later event of the batch fails 
   await pool.query('CREATE TABLE my_seen (event_id bigint PRIMARY KEY)');
   // A side effect outside the transaction (a counter in memory) and one inside it (a row).
   const runs = new Map<number, number>();
-  const router = new ClusterEventRouter().onAny(async (event, { sql }) => {
+  const router = new HandlerRouter().onAny(async (event, { sql }) => {
     runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
     await sql.query('INSERT INTO my_seen VALUES ($1)', [event.id]);
   });
