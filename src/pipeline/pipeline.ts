@@ -28,6 +28,9 @@ import {
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
+ * - An event a partner's handler (`configureHandlers`, asynchronous) handles leaves the turn and
+ *   runs alone after it, in a transaction of its own on a connection of its own (partner-event.ts),
+ *   its proposal waiting for it; every other event keeps the synchronous turn.
  * - At start, everything `pending` or `failed` is queued again: a crash loses no work. A sweep finds
  *   retries that fell due and events put back by `replay` from another process.
  */

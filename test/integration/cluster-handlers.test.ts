@@ -64,6 +64,10 @@ it('a handler writes with ctx.sql once per event, named handlers before onAny, a
     await rows<{ id: string }>(pool, "SELECT id FROM events WHERE evento = 'pagamento.realizado'")
   ).map((e) => Number(e.id));
   expect(order.filter((o) => o.endsWith(`:${paidId}`))).toEqual([`named:${paidId}`, `any:${paidId}`]);
+  // Deprecated, still working: one warning at start, naming the option that replaces it.
+  expect(r.logs.lines.filter((l) => l.option === 'configureClusterRouter')).toEqual([
+    expect.objectContaining({ level: 'warn', use: 'configureHandlers' }),
+  ]);
   expect(seen.find((e) => e.id === paidId)).toMatchObject({
     kind: 'event',
     evento: 'pagamento.realizado',
