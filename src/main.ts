@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { serviceClientFromConfig, type ServiceClient } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { EVENTOS } from './domain/catalogue';
+import { registerInOrder } from './domain/handler-order';
 import { tokenFingerprints } from './domain/console';
 import type { PollScheduleOptions } from './domain/registry';
 import { ForwardSender, type SenderMetrics } from './forwarding/sender';
@@ -14,7 +14,7 @@ import type { DestinationGauges } from './domain/forwarding/sender-store';
 import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
 import { registryHandlers } from './handlers/registry';
-import { ClusterEventRouter } from './domain/event-router';
+import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
 import { EventRouter } from './handlers/router';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
 import type { AppDeps } from './http/app';
@@ -26,6 +26,7 @@ import { createMetrics, type Metrics } from './metrics';
 import type { DeferralPolicy } from './domain/answer-first';
 import { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
+import { type PartnerHandlers, type Step, StepRouter } from './pipeline/partner-event';
 import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
@@ -69,15 +70,24 @@ export interface StartOptions {
   /** @default the system clock */
   clock?: Clock;
   /**
-   * Registers a partner's own handlers next to the life-cycle one (`router.on(…)`), in SQLite mode.
-   * With DATABASE_URL set they cannot run (they are synchronous, on the SQLite file): a receiver
-   * given these and no `configureClusterRouter` refuses to start in cluster mode rather than skip them.
+   * A partner's own handlers, written once for both modes: `router.on(name, async (event, { sql,
+   * now, logger }) => …)`, each awaited inside the event's transaction (SQLite mode: its own
+   * transaction on the file; cluster mode: the event's savepoint of the kick), after the built-in
+   * handlers and before forwarding, writing with `sql.query(text, [$1, $2…])` (docs/handlers.md).
+   * @default none
+   */
+  configureHandlers?: (router: HandlerRouter) => void;
+  /**
+   * SQLite mode's synchronous handlers on the pipeline's connection. A receiver given these and no
+   * `configureClusterRouter` refuses to start in cluster mode rather than skip them, and refuses
+   * them beside `configureHandlers`.
+   * @deprecated use `configureHandlers`, which runs in both modes; a warning says so at start.
    */
   configureRouter?: (router: EventRouter, db: Db) => void;
   /**
-   * Cluster mode's partner handlers: asynchronous, each awaited inside the event's savepoint of the
-   * kick's transaction after the life cycle, writing with `ctx.sql` (see docs/handlers.md, "In cluster
-   * mode").
+   * Cluster mode's asynchronous handlers, whose `sql.query` answers the rows alone.
+   * @deprecated use `configureHandlers` (the same handlers, `sql.query` answering `{ rows }`), which
+   * runs in both modes; a warning says so at start.
    */
   configureClusterRouter?: (router: ClusterEventRouter) => void;
   /** Handler retry backoff (tests shorten it). @default 1 s … 10 min */
@@ -106,12 +116,16 @@ interface Processing {
   sender: SenderControl;
   /** Answers first (issue 23): what background work waits on while answers are being made. */
   answers: AnswerFirst;
+  /** The connection of the events a partner's handler handles (SQLite mode with configureHandlers). */
+  partnerDb: Db | null;
 }
 
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   refuseSqliteOnlyHandlers(config, options);
+  warnDeprecatedHandlers(options);
+  const partner = partnerHandlers(config, options);
   const { spoolLock, store, pipelineDb, spool } = openLocal(config, logger);
   const { metrics, clusterForwarding, answers } = buildMetrics(config, options, { pipelineDb, spool, clock });
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`; // in the processing lease
@@ -123,11 +137,13 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     pipelineDb,
     holder,
     answers,
+    partner,
     onCommitted: () => feedWaiters.notify(),
   });
   const inFlight = spool === null ? undefined : new InFlightRequests();
   const cluster =
-    spool && buildCluster(config, options, { clock, metrics, processing, feedWaiters, inFlight, spool });
+    spool &&
+    buildCluster(config, options, { clock, metrics, processing, feedWaiters, inFlight, spool, partner });
   const writer = buildWriter(config, store, metrics, logger, clock, afterStore(processing.pipeline, cluster));
   const leadership = buildLeadership(config, { clock, logger, metrics, store, holder }, processing);
   // Cluster mode: processing runs on PostgreSQL (pg-boss), not on this file: no lease to take.
@@ -141,6 +157,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const parts = {
     ...{ store, writer, metrics, logger, clock, processing, deliveryWatch, feedWaiters, leadership },
     ...{ cluster, spool, clusterForwarding, inFlight, answers, pipelineDb, spoolLock },
+    partnerDb: processing.partnerDb,
   };
   const server = buildServer(config, parts);
   const release = releaser(parts);
@@ -278,6 +295,8 @@ function buildProcessing(
     pipelineDb: Db;
     holder: string;
     answers: AnswerFirst;
+    /** The partner's handlers (configureHandlers), when it registered any. */
+    partner: HandlerRouter | undefined;
     /** After each pipeline commit, besides nudging the sender. */
     onCommitted: () => void;
   },
@@ -285,18 +304,11 @@ function buildProcessing(
   const { clock, metrics, store, pipelineDb, holder } = deps;
   const { logger } = options;
   const schedule = pollSchedule(config);
-  const registry = registryHandlers(pipelineDb, schedule);
-  const router = new EventRouter()
-    .on(EVENTOS, lifecycleHandler(pipelineDb))
-    .on(EVENTOS, registry.trackFromEvent)
-    .on('registry', registry.result);
-  options.configureRouter?.(router, pipelineDb);
-  // Last, after the partner's handlers too: it reads back what they all recorded.
-  router.onAny(
-    forwardingHandler(pipelineDb, config.forwarding.destinations, {
-      feedEnabled: config.forwarding.feedEnabled,
-    }),
-  );
+  const router = registerInOrder(new EventRouter(), {
+    ...builtInHandlers(config, pipelineDb, schedule),
+    partner: (r) => options.configureRouter?.(r, pipelineDb),
+  });
+  const partners = sqlitePartners(config, deps.partner, schedule);
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
   const sender = buildSender(config, options, { metrics, pipelineDb, answers: deps.answers });
@@ -312,6 +324,7 @@ function buildProcessing(
     logger,
     backoff: options.handlerBackoff,
     sweepIntervalMs: options.sweepIntervalMs,
+    partners,
     metrics: {
       processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
       depth: (n) => metrics.queueDepth.set(n),
@@ -336,7 +349,45 @@ function buildProcessing(
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
   deps.answers.backlogFrom(() => sqliteBacklog(pipelineDb, config, pipeline));
-  return { router, pipeline, poller, serviceClient, sender, answers: deps.answers };
+  return {
+    ...{ router, pipeline, poller, serviceClient, sender },
+    answers: deps.answers,
+    partnerDb: partners?.db ?? null,
+  };
+}
+
+/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is. */
+function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) {
+  const registry = registryHandlers(db, schedule);
+  return {
+    lifecycle: lifecycleHandler(db),
+    registry_tracking: registry.trackFromEvent,
+    registry_results: registry.result,
+    forwarding: forwardingHandler(db, config.forwarding.destinations, {
+      feedEnabled: config.forwarding.feedEnabled,
+    }),
+  };
+}
+
+/**
+ * SQLite mode with a partner's handlers (configureHandlers): the connection their events run on
+ * and every handler of those events on it, in order (pipeline/partner-event.ts).
+ */
+function sqlitePartners(
+  config: Config,
+  partner: HandlerRouter | undefined,
+  schedule: PollScheduleOptions,
+): PartnerHandlers | undefined {
+  if (config.cluster !== null || partner === undefined) return undefined;
+  const db = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  const steps = registerInOrder<Step, StepRouter>(new StepRouter(), {
+    ...builtInHandlers(config, db, schedule),
+    partner: (r) => r.adopt(partner, (h): Step => h),
+  });
+  return { partner, steps, db };
 }
 
 /**
@@ -435,6 +486,7 @@ function releaser(parts: {
   cluster: ClusterNode | null;
   leadership: ProcessingLeadership;
   pipelineDb: Db;
+  partnerDb: Db | null;
   store: Store;
   spoolLock: SpoolLock | null;
 }): (timeoutMs: number) => Promise<void> {
@@ -447,6 +499,7 @@ function releaser(parts: {
     // Stops processing (waiting for the running turn), then hands the lease to a standby.
     await parts.leadership.stop();
     parts.pipelineDb.close();
+    parts.partnerDb?.close();
     parts.store.close();
     parts.spoolLock?.release();
   };
@@ -526,19 +579,43 @@ function afterStore(pipeline: Pipeline, cluster: ClusterNode | null): (id: numbe
  * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
  * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
  */
-/** A partner's handlers must not be skipped in silence: SQLite-mode ones cannot run in cluster mode. */
+/**
+ * A partner's handlers must not be skipped in silence: SQLite-mode ones cannot run in cluster mode,
+ * nor beside configureHandlers' (an event of both would need them on two connections).
+ */
 function refuseSqliteOnlyHandlers(config: Config, options: StartOptions): void {
+  if (options.configureRouter && options.configureHandlers)
+    throw new Error(
+      'configureRouter (deprecated) and configureHandlers together: register every handler with configureHandlers (docs/handlers.md)',
+    );
   if (config.cluster !== null && options.configureRouter && !options.configureClusterRouter)
     throw new Error(
-      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureClusterRouter too (docs/handlers.md)',
+      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureHandlers, which runs in both modes, or configureClusterRouter (docs/handlers.md)',
     );
 }
 
-/** The partner's cluster-mode handlers, when it registered any. */
-function clusterHandlers(options: StartOptions): ClusterEventRouter | undefined {
-  if (!options.configureClusterRouter) return undefined;
-  const router = new ClusterEventRouter();
-  options.configureClusterRouter(router);
+/** One warning at start per deprecated option, naming the one that replaces it. */
+function warnDeprecatedHandlers(options: StartOptions): void {
+  for (const name of ['configureRouter', 'configureClusterRouter'] as const)
+    if (options[name])
+      options.logger.warn(
+        { option: name, use: 'configureHandlers' },
+        `${name} is deprecated: register handlers with configureHandlers, which runs them unchanged in both modes (docs/handlers.md)`,
+      );
+}
+
+/**
+ * The partner's handlers (configureHandlers), when it registered any; in cluster mode the
+ * deprecated configureClusterRouter's too, after them.
+ */
+function partnerHandlers(config: Config, options: StartOptions): HandlerRouter | undefined {
+  const router = new HandlerRouter();
+  options.configureHandlers?.(router);
+  if (config.cluster !== null && options.configureClusterRouter) {
+    const old = new ClusterEventRouter();
+    options.configureClusterRouter(old);
+    router.adopt(old, fromClusterHandler);
+  }
   return router.empty ? undefined : router;
 }
 
@@ -552,6 +629,7 @@ function buildCluster(
     processing: Processing;
     feedWaiters: FeedWaiters;
     inFlight: InFlightRequests | undefined;
+    partner: HandlerRouter | undefined;
   },
 ): ClusterNode {
   const { clock, metrics } = deps;
@@ -566,7 +644,7 @@ function buildCluster(
     spool: deps.spool,
     oldestInFlight: () => deps.inFlight?.oldest() ?? null,
     statusClient: deps.processing.serviceClient,
-    handlers: clusterHandlers(options),
+    handlers: deps.partner,
     // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
     retention:
       config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },

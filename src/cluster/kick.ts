@@ -1,11 +1,12 @@
-import { backoffDelayMs } from '../domain/backoff';
+import { handlerFailure } from '../domain/handler-failure';
+import { stagesFor } from '../domain/handler-order';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
-import { type ClusterEventRouter, type HandlerEvent, handlerEventOf } from '../domain/event-router';
+import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { applyEvent, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
+import { applyStage, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, iso, type Sql, type Statement } from './sql';
+import { canonicalNu, handlerSqlOf, type Sql, type Statement } from './sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
@@ -38,8 +39,8 @@ export interface KickOptions {
   logger: EffectsContext['logger'] & { error(fields: Record<string, unknown>, message: string): void };
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
-  /** A partner's own handlers (`configureClusterRouter`), awaited after the life cycle's effects. */
-  handlers?: ClusterEventRouter | undefined;
+  /** A partner's own handlers (`configureHandlers`), awaited after the built-in effects. */
+  handlers?: Router<EventHandler> | undefined;
   /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
   holdbackMaxMs?: number;
 }
@@ -205,6 +206,9 @@ export async function runKick(
  *   runs again event by event, each in a savepoint of its own ({@link carefulPass}): the failure is
  *   recorded for that event alone, without running it again (its attempt is the one that threw,
  *   told once to `onError`), and the others commit.
+ * A batch with an event a partner's handler runs for goes event by event from the start: running
+ * the batch again would run that handler twice for an event that succeeded, and what it does outside
+ * `sql` (a counter, a call) would happen twice.
  * Either way an event's effects and its `done` mark commit together, or not at all.
  */
 export async function runKicks(
@@ -216,7 +220,11 @@ export async function runKicks(
   const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
   const outbox: OutboxEntry[] = [];
   const holds: Hold[] = [];
-  const fast = await fastPass(sql, work, ctx, options, outbox, holds);
+  // A partner's handler must not run twice for one event in one kick (its effects outside the
+  // transaction would happen twice): a batch that has any runs event by event from the start.
+  const fast = partnerWork(work, options)
+    ? { threw: null }
+    : await fastPass(sql, work, ctx, options, outbox, holds);
   // The careful pass runs the batch again from the start, holds included.
   if (typeof fast !== 'number') holds.length = 0;
   const finished =
@@ -368,7 +376,7 @@ async function carefulPass(
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
-  threw: Threw,
+  threw: Threw | null,
   holds: Hold[],
 ): Promise<number> {
   let finished = 0;
@@ -381,10 +389,11 @@ async function carefulPass(
 }
 
 /**
- * What an event does, in either pass: its effects, then the messages they cause (read back after
- * them), kept by the caller only once the event's work is kept. Whatever runs here may run twice in
- * one kick (a later event of the batch threw in the first pass): its writes roll back with that
- * pass, so only what goes through `ctx.sql` may have effects.
+ * What an event does, in either pass, in domain/handler-order.ts's order: the built-in effects, the
+ * partner's handlers, then the messages they cause (read back after them), kept by the caller only
+ * once the event's work is kept. The built-ins may run twice in one kick (a later event of the batch
+ * threw in the fast pass; their writes roll back with it); a partner's handlers never do, since a
+ * batch with any skips the fast pass ({@link runKicks}).
  */
 async function runEvent(
   row: EventRow,
@@ -392,12 +401,26 @@ async function runEvent(
   ctx: EffectsContext,
   options: KickOptions,
 ): Promise<OutboxEntry[]> {
-  await applyEvent(event, ctx);
-  for (const handler of options.handlers?.handlersFor(event) ?? [])
-    await handler(event, { sql: ctx.sql, now: ctx.now, logger: options.logger });
-  return outboxOn(options.outbox)
-    ? outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox)
-    : [];
+  let entries: OutboxEntry[] = [];
+  for (const stage of stagesFor(event)) {
+    if (stage === 'partner') {
+      const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
+      for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
+    } else if (stage === 'forwarding') {
+      if (outboxOn(options.outbox))
+        entries = await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox);
+    } else await applyStage(stage, event, ctx);
+  }
+  return entries;
+}
+
+/** Whether a partner's handler would run for an event of the batch that the watermark has reached. */
+function partnerWork(work: Work, options: KickOptions): boolean {
+  const handlers = options.handlers;
+  if (handlers === undefined || handlers.empty) return false;
+  return work.keys.some((w) =>
+    w.rows.some((r) => below(r, work.watermark) && handlers.handlersFor(r).length > 0),
+  );
 }
 
 /** A retry not due yet holds its proposal's later events back (order), until then. */
@@ -413,7 +436,7 @@ async function carefulStep(
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
-  threw: Threw,
+  threw: Threw | null,
 ): Promise<{ next: Step; finished: boolean }> {
   const now = ctx.now();
   if (notDue(row, now)) {
@@ -424,7 +447,7 @@ async function carefulStep(
   await sql.query('SAVEPOINT consig_event');
   try {
     // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
-    if (threw.id === row.id) throw threw.error;
+    if (threw?.id === row.id) throw threw.error;
     const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
     await sql.prepared(SQL.done, [row.id, now.toISOString()]);
     await sql.query('RELEASE SAVEPOINT consig_event');
@@ -433,35 +456,30 @@ async function carefulStep(
     return { next: 'next', finished: true };
   } catch (err) {
     await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-    const error = err instanceof Error ? err : new Error(String(err));
-    const attempts = row.attempts + 1;
-    const dead = attempts >= options.maxAttempts;
-    const delay = backoffDelayMs(attempts, options.backoff, options.random ?? Math.random);
-    const nextAt = dead ? null : new Date(now.getTime() + delay);
+    const f = handlerFailure({
+      attempts: row.attempts,
+      maxAttempts: options.maxAttempts,
+      backoff: options.backoff,
+      random: options.random ?? Math.random,
+      now,
+      error: err,
+      event,
+    });
     await sql.prepared(SQL.failed, [
       row.id,
-      dead ? 'dead' : 'failed',
-      attempts,
-      error.message.slice(0, 1000),
-      iso(nextAt),
+      f.status,
+      f.attempts,
+      f.lastError,
+      f.nextAttemptAt,
       now.toISOString(),
     ]);
-    options.onError?.(error, event);
-    options.handlers?.emitError(error, event);
-    options.onProcessed?.(event.evento ?? event.kind, dead ? 'dead' : 'retry');
-    const log = {
-      event_id: Number(row.id),
-      evento: event.evento,
-      attempts,
-      err: error.message.slice(0, 200),
-    };
-    if (dead) {
-      options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-      // A dead letter no longer holds its proposal back.
-      return { next: 'next', finished: true };
-    }
-    options.logger.warn({ ...log, next_attempt_at: iso(nextAt) }, 'handler failed: will retry');
-    await options.kick(sql, [key], nextAt ?? undefined);
+    options.onError?.(f.error, event);
+    options.handlers?.emitError(f.error, event);
+    options.onProcessed?.(event.evento ?? event.kind, f.outcome);
+    options.logger[f.log.level](f.log.fields, f.log.message);
+    // A dead letter no longer holds its proposal back.
+    if (f.nextAttemptAt === null) return { next: 'next', finished: true };
+    await options.kick(sql, [key], new Date(f.nextAttemptAt));
     return { next: 'stop', finished: false };
   }
 }

@@ -1,7 +1,7 @@
 import { Pool } from 'pg';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
-import type { ClusterEventRouter } from '../domain/event-router';
+import type { HandlerRouter } from '../domain/event-router';
 import type { StuckCutoff } from '../domain/stuck';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
@@ -72,8 +72,8 @@ export interface ClusterNodeOptions {
   now(): Date;
   /** Forwarding and the change feed: messages are stored with the effects of their events. */
   outbox?: OutboxOptions;
-  /** A partner's own handlers (`configureClusterRouter`), run by the kicks after the life cycle. */
-  handlers?: ClusterEventRouter | undefined;
+  /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
+  handlers?: HandlerRouter | undefined;
   /**
    * Sending (forwarder.ts): each destination by the replica holding its lock, with the sender
    * `createSender` builds (forwarding/sender.ts; passed in, cluster/ does not import it).

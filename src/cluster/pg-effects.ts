@@ -6,7 +6,7 @@ import {
   registryResultEffects,
   trackFromEventEffects,
 } from '../domain/event-effects';
-import { isKnownEvento } from '../domain/catalogue';
+import type { BuiltInStage } from '../domain/handler-order';
 import { type ProposalStatus, transition } from '../domain/lifecycle';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { Sql, Statement } from './sql';
@@ -130,14 +130,21 @@ export function proposalOf(event: EventFacts): string | null {
   return input.move ? String(input.nu) : null;
 }
 
-/** Every built-in handler, in the SQLite router's order: life cycle, tracking, registry results. */
-export async function applyEvent(event: EventFacts, ctx: EffectsContext): Promise<void> {
-  if (event.kind === 'event' && event.evento !== null && isKnownEvento(event.evento)) {
-    await applyLifecycle(event, ctx);
-    await applyRegistry(trackFromEventEffects(event, ctx.now.getTime(), ctx.schedule), ctx);
-  } else if (event.kind !== 'event' && event.requestId !== null) {
-    const rows = await ctx.sql.prepared<AverbacaoState>(SQL.averbacaoForUpdate, [event.requestId]);
-    await applyRegistry(registryResultEffects(event, rows[0] ?? null, ctx.now.getTime(), ctx.schedule), ctx);
+/** A built-in stage of domain/handler-order.ts on PostgreSQL (the SQLite ones: src/handlers/). */
+export async function applyStage(stage: BuiltInStage, event: EventFacts, ctx: EffectsContext): Promise<void> {
+  switch (stage) {
+    case 'lifecycle':
+      return applyLifecycle(event, ctx);
+    case 'registry_tracking':
+      return applyRegistry(trackFromEventEffects(event, ctx.now.getTime(), ctx.schedule), ctx);
+    case 'registry_results': {
+      if (event.requestId === null) return;
+      const rows = await ctx.sql.prepared<AverbacaoState>(SQL.averbacaoForUpdate, [event.requestId]);
+      return applyRegistry(
+        registryResultEffects(event, rows[0] ?? null, ctx.now.getTime(), ctx.schedule),
+        ctx,
+      );
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
  * the transaction pg-boss hands a transactional worker. Parameterised queries only.
@@ -63,6 +64,15 @@ export function sqlOfBossDb(db: BossDb): Sql {
     // so that a pg-boss that stopped passing it through would fail there, not in production.
     prepared: async <R>(statement: Statement, values: readonly unknown[]) =>
       (await db.executeSql(config(statement, values) as unknown as string)).rows as R[],
+  };
+}
+
+/** `sql` as a partner's handler sees it (domain/event-router.ts): the same statements, rows in `{ rows }`. */
+export function handlerSqlOf(sql: Sql): HandlerSql {
+  return {
+    query: async <R>(text: string, params?: readonly unknown[]) => ({
+      rows: await sql.query<R>(text, params),
+    }),
   };
 }
 

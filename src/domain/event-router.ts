@@ -2,9 +2,11 @@ import { own, parseJsonOrUndefined } from './json';
 
 /**
  * Handlers by event name, in the spirit of octokit's `on("issues.opened", fn)` / `onAny` /
- * `onError`: the routing alone, for any kind of handler. SQLite mode's handlers are synchronous and
- * get the pipeline's connection (src/handlers/router.ts `EventRouter`); cluster mode's are
- * asynchronous and get the kick's transaction (`ClusterEventRouter`). Both see the same event.
+ * `onError`: the routing alone, for any kind of handler. A partner's handlers are written once for
+ * both modes ({@link HandlerRouter}: `async (event, { sql, now, logger })`, `sql` inside the event's
+ * transaction in either store). The built-in handlers of SQLite mode are synchronous on the
+ * pipeline's connection (src/handlers/router.ts `EventRouter`, also the deprecated
+ * `configureRouter`'s); `ClusterEventRouter` is the deprecated `configureClusterRouter`'s.
  */
 
 export interface HandlerEvent {
@@ -110,6 +112,17 @@ export class Router<H> {
     return this.byName.size === 0 && this.any.length === 0;
   }
 
+  /**
+   * Registers `other`'s handlers here (named, onAny and onError), each through `adapt`: one router
+   * made of several, the named handlers of each still before every onAny one.
+   */
+  adopt<G>(other: Router<G>, adapt: (handler: G) => H): this {
+    for (const [name, list] of other.byName) for (const h of list) this.on(name, adapt(h));
+    for (const h of other.any) this.onAny(adapt(h));
+    for (const h of other.errorHandlers) this.onError(h);
+    return this;
+  }
+
   emitError(error: Error, event: HandlerEvent): void {
     for (const h of this.errorHandlers) {
       try {
@@ -122,6 +135,41 @@ export class Router<H> {
 }
 
 /**
+ * A partner handler's statements, inside the event's transaction in either store: PostgreSQL's
+ * placeholders (`$1`, `$2`, … numbered from 1, each usable more than once) in both; rows for a
+ * statement that returns any (`SELECT`, `RETURNING`), none otherwise. In SQLite mode a boolean is
+ * bound as 1/0 and a Date as its ISO-8601 text (what SQLite can store).
+ */
+export interface HandlerSql {
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
+}
+
+export interface HandlerLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface EventHandlerContext {
+  readonly sql: HandlerSql;
+  /** The time the event is processed at (the receiver's clock). */
+  readonly now: Date;
+  readonly logger: HandlerLogger;
+}
+
+/**
+ * A partner's handler, the same in both modes: awaited inside the event's transaction, after the
+ * built-in handlers and before forwarding (domain/handler-order.ts). Its writes through `ctx.sql`
+ * commit exactly once with the event's `done` mark, or roll back with it when any handler of the
+ * event throws (the event then retries, and eventually is dead). It runs once per attempt: what it
+ * does outside `sql` happens again when the event is retried or its transaction could not commit.
+ */
+export type EventHandler = (event: HandlerEvent, ctx: EventHandlerContext) => Promise<void> | void;
+
+/** The router `configureHandlers` receives. */
+export class HandlerRouter extends Router<EventHandler> {}
+
+/**
  * Cluster mode's statements, inside the event's savepoint of the kick's transaction: what a
  * handler writes commits with the event's `done` mark, or rolls back with it when a handler throws.
  */
@@ -132,11 +180,7 @@ export interface ClusterHandlerSql {
 export interface ClusterHandlerContext {
   readonly sql: ClusterHandlerSql;
   readonly now: Date;
-  readonly logger: {
-    info(fields: Record<string, unknown>, message: string): void;
-    warn(fields: Record<string, unknown>, message: string): void;
-    error(fields: Record<string, unknown>, message: string): void;
-  };
+  readonly logger: HandlerLogger;
 }
 
 /**
@@ -145,5 +189,20 @@ export interface ClusterHandlerContext {
  */
 export type ClusterHandler = (event: HandlerEvent, ctx: ClusterHandlerContext) => Promise<void> | void;
 
-/** The router `configureClusterRouter` receives (cluster mode's partner handlers). */
+/**
+ * The router `configureClusterRouter` receives (cluster mode's partner handlers).
+ * @deprecated use `configureHandlers` ({@link HandlerRouter}), which runs in both modes.
+ */
 export class ClusterEventRouter extends Router<ClusterHandler> {}
+
+/** A deprecated cluster handler as an {@link EventHandler}: its `sql.query` answered rows alone. */
+export function fromClusterHandler(handler: ClusterHandler): EventHandler {
+  return (event, ctx) =>
+    handler(event, {
+      ...ctx,
+      sql: {
+        query: async <R>(text: string, values?: readonly unknown[]) =>
+          (await ctx.sql.query<R>(text, values)).rows,
+      },
+    });
+}

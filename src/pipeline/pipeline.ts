@@ -2,11 +2,12 @@ import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { backoffDelayMs } from '../domain/backoff';
 import { handlerEventOf } from '../domain/event-router';
+import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import { type PartnerHandlers, PartnerEvents } from './partner-event';
 import { isLockBusy } from '../store/database-errors';
 import {
   type EventForWork,
@@ -27,6 +28,9 @@ import {
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
+ * - An event a partner's handler (`configureHandlers`, asynchronous) handles leaves the turn and
+ *   runs alone after it, in a transaction of its own on a connection of its own (partner-event.ts),
+ *   its proposal waiting for it; every other event keeps the synchronous turn.
  * - At start, everything `pending` or `failed` is queued again: a crash loses no work. A sweep finds
  *   retries that fell due and events put back by `replay` from another process.
  */
@@ -74,6 +78,12 @@ export interface PipelineOptions {
    * @default 5
    */
   turnBudgetMs?: number;
+  /**
+   * A partner's handlers of the one handler API (`configureHandlers`): an event any of them handles
+   * runs outside the turn, in a transaction of its own (partner-event.ts).
+   * @default none (every event runs in the turn)
+   */
+  partners?: PartnerHandlers;
 }
 
 interface KeyState {
@@ -82,26 +92,35 @@ interface KeyState {
   blocked: boolean;
 }
 
-/** `unavailable`: the database refused the work itself; the event is tried again shortly. */
-export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable';
+/**
+ * `unavailable`: the database refused the work itself; the event is tried again shortly.
+ * `partner`: a partner's handler handles it; it runs after the turn, in its own transaction.
+ */
+export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable' | 'partner';
 
-interface Reported {
+/** What became of one event. */
+export interface Reported {
   id: number;
   outcome: ProcessOutcome;
   row?: EventForWork;
   event?: HandlerEvent;
+  /** The database refused the work ('unavailable'). */
   error?: Error;
-  attempts?: number;
-  nextAt?: string | null;
+  /** What a handler's failure does ('retry', 'dead'). */
+  failure?: HandlerFailure;
 }
 
 interface TurnResult {
   outcomes: Reported[];
   /** Keys whose event the database refused: released again after a short wait. */
   unavailable: string[];
+  /** Events a partner's handler handles, each at the head of its key: run after the turn. */
+  partner: { id: number; key: string }[];
   /** Runnable events are left for another turn. */
   more: boolean;
 }
+
+const DEFAULT_BACKOFF = { baseMs: 1000, maxMs: 600_000 };
 
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
@@ -140,6 +159,7 @@ export class Pipeline {
   private readonly random: () => number;
   private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
+  private readonly partners: PartnerEvents | null;
 
   constructor(
     private readonly db: Db,
@@ -158,6 +178,16 @@ export class Pipeline {
       for (const handler of this.router.handlersFor(event)) handler(event, ctx);
       this.q.markDone(row.id, now.toISOString());
     });
+    this.partners =
+      options.partners === undefined
+        ? null
+        : new PartnerEvents(options.partners, {
+            maxAttempts: options.maxAttempts,
+            backoff: options.backoff ?? DEFAULT_BACKOFF,
+            random: this.random,
+            logger: options.logger,
+            fence: options.fence,
+          });
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -324,14 +354,42 @@ export class Pipeline {
     // After the commit: tell metrics, error handlers and the log what happened.
     for (const r of result.outcomes) this.report(r);
     if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
-    for (const key of result.unavailable) {
-      setTimeout(() => {
-        const state = this.keys.get(key);
-        if (state) state.blocked = false;
-        this.scheduleTurn();
-      }, UNAVAILABLE_RETRY_MS).unref();
-    }
+    for (const key of result.unavailable) this.releaseLater(key);
+    for (const { id, key } of result.partner)
+      this.queue
+        .add(() => this.runPartner(id, key))
+        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
     if (result.more) this.scheduleTurn();
+    this.reportDepth();
+  }
+
+  /** The database refused `key`'s event: its key is released again in a moment. */
+  private releaseLater(key: string): void {
+    setTimeout(() => {
+      const state = this.keys.get(key);
+      if (state) state.blocked = false;
+      this.scheduleTurn();
+    }, UNAVAILABLE_RETRY_MS).unref();
+  }
+
+  /** An event a partner's handler handles, after the turn that found it (partner-event.ts). */
+  private async runPartner(id: number, key: string): Promise<void> {
+    if (this.stopping || this.partners === null) return;
+    const r = await this.partners.run(id, this.options.clock.now());
+    this.report(r);
+    const state = this.keys.get(key);
+    if (state !== undefined && state.ids[0] === id) {
+      if (r.outcome === 'unavailable') this.releaseLater(key);
+      else if (r.outcome !== 'retry') {
+        // Finished (or no longer runnable): the key moves on. A retry waits for the sweep.
+        state.ids.shift();
+        this.tracked.delete(id);
+        state.blocked = false;
+        if (state.ids.length === 0) this.keys.delete(key);
+      }
+    }
+    if (r.outcome === 'done') this.options.onCommitted?.();
+    this.scheduleTurn();
     this.reportDepth();
   }
 
@@ -349,13 +407,15 @@ export class Pipeline {
   private collectAndProcess(now: Date): TurnResult {
     // Another process may hold the processing lease by now: process nothing (the leadership loop
     // stops this pipeline at its next tick).
-    if (this.options.fence && !this.options.fence(now)) return { outcomes: [], unavailable: [], more: false };
+    if (this.options.fence && !this.options.fence(now))
+      return { outcomes: [], unavailable: [], partner: [], more: false };
     this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
     const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
     const unavailable: string[] = [];
+    const partner: TurnResult['partner'] = [];
     let more = false;
     for (const [key, state] of this.keys) {
       if (full(outcomes.length)) {
@@ -368,9 +428,10 @@ export class Pipeline {
         const id = state.ids[0] as number;
         const r = this.runOne(id, now);
         outcomes.push(r);
-        if (r.outcome === 'retry' || r.outcome === 'unavailable') {
+        if (r.outcome === 'retry' || r.outcome === 'unavailable' || r.outcome === 'partner') {
           state.blocked = true;
           if (r.outcome === 'unavailable') unavailable.push(key);
+          if (r.outcome === 'partner') partner.push({ id, key });
           break;
         }
         state.ids.shift();
@@ -380,7 +441,7 @@ export class Pipeline {
       if (state.ids.length === 0) this.keys.delete(key);
       else if (!state.blocked) more = true;
     }
-    return { outcomes, unavailable, more };
+    return { outcomes, unavailable, partner, more };
   }
 
   /**
@@ -404,30 +465,31 @@ export class Pipeline {
     }
     if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
     const event = handlerEventOf(row);
+    if (this.partners?.handles(event)) return { id, outcome: 'partner' };
     try {
       this.runEvent(row, event, now);
       return { id, outcome: 'done', row, event };
     } catch (err) {
-      const error = err instanceof Error ? err : new Error(String(err));
-      const attempts = row.attempts + 1;
-      const dead = attempts >= this.options.maxAttempts;
-      const delay = backoffDelayMs(
-        attempts,
-        this.options.backoff ?? { baseMs: 1000, maxMs: 600_000 },
-        this.random,
-      );
-      const nextAt = dead ? null : new Date(now.getTime() + delay).toISOString();
+      const failure = handlerFailure({
+        attempts: row.attempts,
+        maxAttempts: this.options.maxAttempts,
+        backoff: this.options.backoff ?? DEFAULT_BACKOFF,
+        random: this.random,
+        now,
+        error: err,
+        event,
+      });
       try {
-        this.q.markFailed(id, dead ? 'dead' : 'failed', attempts, error.message.slice(0, 1000), nextAt);
+        this.q.markFailed(id, failure.status, failure.attempts, failure.lastError, failure.nextAttemptAt);
       } catch (markErr) {
         return { id, outcome: 'unavailable', error: markErr as Error };
       }
-      return { id, outcome: dead ? 'dead' : 'retry', row, event, error, attempts, nextAt };
+      return { id, outcome: failure.outcome, row, event, failure };
     }
   }
 
   private report(r: Reported): void {
-    if (r.outcome === 'skipped') return;
+    if (r.outcome === 'skipped' || r.outcome === 'partner') return;
     if (r.outcome === 'unavailable') {
       this.options.logger.error(
         { err: r.error?.message, event_id: r.id },
@@ -438,18 +500,10 @@ export class Pipeline {
     const row = r.row as EventForWork;
     this.options.metrics?.processed(row.evento ?? row.kind, r.outcome);
     if (r.outcome === 'done') return;
-    const error = r.error as Error;
-    this.router.emitError(error, r.event as HandlerEvent);
-    const log = {
-      event_id: r.id,
-      evento: row.evento,
-      nu_proposta: row.nu_proposta,
-      attempts: r.attempts,
-      err: error.message,
-    };
-    if (r.outcome === 'dead')
-      this.options.logger.error(log, 'handler failed for the last time: event is dead (replayable)');
-    else this.options.logger.warn({ ...log, retry_at: r.nextAt }, 'handler failed: will retry');
+    const failure = r.failure as HandlerFailure;
+    this.router.emitError(failure.error, r.event as HandlerEvent);
+    this.partners?.emitError(failure.error, r.event as HandlerEvent);
+    this.options.logger[failure.log.level](failure.log.fields, failure.log.message);
   }
 
   private reportDepth(): void {

@@ -37,7 +37,10 @@ export function pgBed(options: { prefix: string; ownServer?: boolean }) {
 }
 
 /** How a replica of a test starts beyond its environment. */
-type ReplicaStart = Pick<Parameters<typeof startTestReceiver>[0] & object, 'configureClusterRouter'>;
+type ReplicaStart = Pick<
+  Parameters<typeof startTestReceiver>[0] & object,
+  'configureClusterRouter' | 'configureHandlers'
+>;
 
 /**
  * What a test file of cluster mode's HTTP side needs, with its Jest hooks: PostgreSQL (see
@@ -81,8 +84,8 @@ export function clusterBed(options: { prefix: string; env?: Record<string, strin
       return r;
     },
     /** A receiver on SQLite alone. */
-    async sqliteReceiver(env: Record<string, string> = {}): Promise<TestReceiver> {
-      const r = await startTestReceiver({ env: { ...(options.env ?? {}), ...env } });
+    async sqliteReceiver(env: Record<string, string> = {}, start: ReplicaStart = {}): Promise<TestReceiver> {
+      const r = await startTestReceiver({ ...start, env: { ...(options.env ?? {}), ...env } });
       receivers.push(r);
       if (r.cluster !== null) throw new Error('a SQLite receiver started in cluster mode');
       return r;

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config';
 import type { DeferralPolicy } from '../../src/domain/answer-first';
-import type { ClusterEventRouter } from '../../src/domain/event-router';
+import type { ClusterEventRouter, HandlerRouter } from '../../src/domain/event-router';
 import type { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { type Receiver, startReceiver } from '../../src/main';
@@ -23,6 +23,7 @@ export async function startTestReceiver(
   options: {
     env?: Record<string, string>;
     dir?: string;
+    configureHandlers?: (router: HandlerRouter) => void;
     configureRouter?: (router: EventRouter, db: Db) => void;
     configureClusterRouter?: (router: ClusterEventRouter) => void;
     serviceClient?: ServiceClient | null;
@@ -43,6 +44,7 @@ export async function startTestReceiver(
   const logs = new LogSink();
   const receiver = await startReceiver(config, {
     logger: createLogger('debug', logs as never),
+    configureHandlers: options.configureHandlers,
     configureRouter: options.configureRouter,
     configureClusterRouter: options.configureClusterRouter,
     handlerBackoff: { baseMs: 10, maxMs: 40 },

@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
 import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
+import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/sql';
@@ -75,7 +76,7 @@ async function storeRegistry(requestId: string, status: string, correlationId: s
 const preparedSeen = new Map<string, Statement>();
 
 /** One batch of kicks in a transaction of its own, with everything it reports recorded. */
-async function batch(keys: string[]) {
+async function batch(keys: string[], handlers?: HandlerRouter) {
   const logger = memoryLogger();
   const effectsLogger = memoryLogger();
   const processed: [string, string][] = [];
@@ -110,6 +111,7 @@ async function batch(keys: string[]) {
         onProcessed: (evento, outcome) => void processed.push([evento, outcome]),
         onError: (err) => void errors.push(err.message),
         outbox: { destinations: [], feedEnabled: true },
+        handlers,
       },
     );
     await client.query('COMMIT');
@@ -184,6 +186,15 @@ it('one event of a batch fails: it alone is recorded, the others commit in order
   expect(first.processed.filter(([, o]) => o !== 'done')).toEqual([['proposta.pre_aprovada', 'retry']]);
   expect(first.errors).toEqual([expect.stringMatching(/injected failure/)]);
   expect(first.logger.lines.map((l) => l.message)).toEqual(['handler failed: will retry']);
+  // The failure's log line: the same fields as SQLite mode's (domain/handler-failure.ts).
+  expect(first.logger.lines[0]!.fields).toEqual({
+    event_id: Number(a2!.id),
+    evento: 'proposta.pre_aprovada',
+    nu_proposta: 8101,
+    attempts: 1,
+    next_attempt_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    err: expect.stringMatching(/injected failure/),
+  });
   expect(first.effectsLogger.lines.map((l) => l.message)).toEqual([
     'life-cycle event without nu_proposta: nothing to move',
   ]);
@@ -224,6 +235,42 @@ it('one event of a batch fails: it alone is recorded, the others commit in order
   expect(await count(pool, "SELECT count(*) AS n FROM proposals WHERE status = 'averbacao_solicitada'")).toBe(
     1,
   );
+});
+
+it('a partner handler runs once per event when a later event of the batch fails (no run thrown away)', async () => {
+  await installFailureTrigger(pool);
+  const [a1, a2, b1] = await store([
+    delivery('proposta.criada', { nu_proposta: 8401 }),
+    delivery('proposta.pre_aprovada', { nu_proposta: 8401 }),
+    delivery('proposta.criada', { nu_proposta: 8402 }),
+  ]);
+  await failEvent(pool, b1!.key);
+  await pool.query('CREATE TABLE my_seen (event_id bigint PRIMARY KEY)');
+  // A side effect outside the transaction (a counter in memory) and one inside it (a row).
+  const runs = new Map<number, number>();
+  const router = new HandlerRouter().onAny(async (event, { sql }) => {
+    runs.set(event.id, (runs.get(event.id) ?? 0) + 1);
+    await sql.query('INSERT INTO my_seen VALUES ($1)', [event.id]);
+  });
+
+  const first = await batch(['p:8401', 'p:8402'], router);
+
+  expect(first.finished).toBe(2);
+  expect(await statusOf([a1!.id, a2!.id, b1!.id])).toEqual([
+    ['done', 1],
+    ['done', 1],
+    ['failed', 1],
+  ]);
+  // The events that succeeded ran their handler once; the failing one's life cycle threw before it.
+  expect([...runs]).toEqual([
+    [Number(a1!.id), 1],
+    [Number(a2!.id), 1],
+  ]);
+  expect(
+    (await rows<{ event_id: string }>(pool, 'SELECT event_id FROM my_seen ORDER BY 1')).map(
+      (r) => r.event_id,
+    ),
+  ).toEqual([a1!.id, a2!.id]);
 });
 
 it.each([

@@ -133,6 +133,17 @@ describe('retries and the dead letter', () => {
       next_attempt_at: null,
     });
     expect(calls).toBe(3);
+    // The failure's log line: the same fields as cluster mode's (domain/handler-failure.ts).
+    const retried = r.logs.lines.filter((l) => l.msg === 'handler failed: will retry');
+    expect(retried).toHaveLength(2);
+    expect(retried[0]).toMatchObject({
+      event_id: res.body.event_id,
+      evento: 'proposta.criada',
+      nu_proposta: 31,
+      attempts: 1,
+      next_attempt_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      err: 'flaky #1',
+    });
     // The life-cycle effect of the rolled-back attempts did not stick: one transition only.
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 31').n,
@@ -216,6 +227,96 @@ describe('retries and the dead letter', () => {
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,
     ).toBe(1);
+  });
+});
+
+describe('the one handler API in SQLite mode (configureHandlers)', () => {
+  it("runs PostgreSQL's $n statements in the event's transaction, in order with the built-in path", async () => {
+    const seen: unknown[] = [];
+    r = await startTestReceiver({
+      env: { FEED_ENABLED: 'true' },
+      configureHandlers: (router) =>
+        router.on(['proposta.criada', 'proposta.aprovada'], async (event, { sql, now }) => {
+          const { rows } = await sql.query<{ nu: string; flag: number; at: string; note: string }>(
+            "INSERT INTO my_seen (nu, flag, at, note) VALUES ($1, $2, $3, 'costs $1 or $2') RETURNING nu, flag, at, note",
+            [String(event.nuProposta), true, now],
+          );
+          seen.push(rows[0]);
+          // Repeated placeholders, and a statement that returns nothing.
+          await sql.query('UPDATE my_seen SET nu = $1 || $1 WHERE nu = $1', [String(event.nuProposta)]);
+        }),
+    });
+    r.store.db.exec(
+      'CREATE TABLE my_seen (nu TEXT NOT NULL, flag INTEGER NOT NULL, at TEXT NOT NULL, note TEXT)',
+    );
+    // criada and aprovada take the partner's path, pre_aprovada (no partner handler) the turn's.
+    for (const evento of ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada'])
+      expect((await r.send(delivery(evento, { nu_proposta: 61 }))).status).toBe(200);
+    const rec = r;
+    await eventually(
+      () => one<{ n: number }>(rec, "SELECT count(*) AS n FROM events WHERE status = 'done'").n === 3,
+      'three events done',
+    );
+    expect(seen).toEqual([
+      { nu: '61', flag: 1, at: expect.stringMatching(/^\d{4}-/), note: 'costs $1 or $2' },
+      { nu: '61', flag: 1, at: expect.stringMatching(/^\d{4}-/), note: 'costs $1 or $2' },
+    ]);
+    expect(q<{ nu: string }>(r, 'SELECT nu FROM my_seen')).toEqual([{ nu: '6161' }, { nu: '6161' }]);
+    // In the order received, every transition applied.
+    expect(
+      q<{ evento: string; applied: number }>(
+        r,
+        'SELECT evento, applied FROM proposal_transitions WHERE nu_proposta = 61 ORDER BY id',
+      ),
+    ).toEqual([
+      { evento: 'proposta.criada', applied: 1 },
+      { evento: 'proposta.pre_aprovada', applied: 1 },
+      { evento: 'proposta.aprovada', applied: 1 },
+    ]);
+    // Forwarding ran last for them too: one proposal.changed message per event.
+    expect(
+      one<{ n: number }>(r, "SELECT count(*) AS n FROM forward_messages WHERE type = 'proposal.changed'").n,
+    ).toBe(3);
+  });
+
+  it("a handler that always throws: the event's whole transaction rolls back each time, then dead; onError told", async () => {
+    const errors: string[] = [];
+    r = await startTestReceiver({
+      env: { HANDLER_MAX_ATTEMPTS: '2' },
+      configureHandlers: (router) =>
+        router
+          .on('proposta.criada', async (_event, { sql }) => {
+            await sql.query("INSERT INTO my_seen VALUES ('never')");
+            throw new Error('always');
+          })
+          .onError((err) => errors.push(err.message)),
+    });
+    r.store.db.exec('CREATE TABLE my_seen (nu TEXT)');
+    const res = await r.send(delivery('proposta.criada', { nu_proposta: 62 }));
+    const rec = r;
+    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'dead', 'event dead');
+    expect(r.store.events.get(res.body.event_id)).toMatchObject({ attempts: 2, last_error: 'always' });
+    expect(errors).toEqual(['always', 'always']);
+    expect(one<{ n: number }>(r, 'SELECT count(*) AS n FROM my_seen').n).toBe(0);
+    expect(r.store.proposals.get(62)).toBeUndefined();
+    expect(
+      r.logs.lines.filter((l) => l.msg === 'handler failed for the last time: event is dead (replayable)'),
+    ).toEqual([
+      expect.objectContaining({ nu_proposta: 62, attempts: 2, next_attempt_at: null, err: 'always' }),
+    ]);
+  });
+
+  it('configureRouter still works, with one warning at start naming configureHandlers; both together are refused', async () => {
+    r = await startTestReceiver({ configureRouter: (router) => router.onAny(() => undefined) });
+    expect(r.logs.lines.filter((l) => l.option === 'configureRouter')).toEqual([
+      expect.objectContaining({ level: 'warn', use: 'configureHandlers' }),
+    ]);
+    await expect(
+      startTestReceiver({
+        configureRouter: (router) => router.onAny(() => undefined),
+        configureHandlers: (router) => router.onAny(() => undefined),
+      }),
+    ).rejects.toThrow(/configureRouter.*configureHandlers/);
   });
 });
 

@@ -1,4 +1,5 @@
 import { EventRouter, type HandlerEvent, routeName } from '../../src/handlers/router';
+import { Router } from '../../src/domain/event-router';
 
 const ev = (over: Partial<HandlerEvent>): HandlerEvent => ({
   id: 1,
@@ -47,5 +48,20 @@ describe('EventRouter', () => {
     expect(routeName({ kind: 'registry', evento: null })).toBe('registry');
     expect(routeName({ kind: 'poll', evento: null })).toBe('registry');
     expect(routeName({ kind: 'event', evento: 'x' })).toBe('x');
+  });
+});
+
+describe('Router.adopt: one router made of several (configureHandlers beside the deprecated ones)', () => {
+  it("takes the other's named, onAny and onError handlers through `adapt`, named still before any", () => {
+    const own = new Router<string>().on('proposta.aprovada', 'own-named').onAny('own-any');
+    const errors: string[] = [];
+    const other = new Router<number>()
+      .on('proposta.aprovada', 1)
+      .onAny(2)
+      .onError((err) => errors.push(err.message));
+    own.adopt(other, (n) => `other-${n}`);
+    expect(own.handlersFor(ev({}))).toEqual(['own-named', 'other-1', 'own-any', 'other-2']);
+    own.emitError(new Error('told'), ev({}));
+    expect(errors).toEqual(['told']);
   });
 });

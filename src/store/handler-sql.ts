@@ -1,0 +1,56 @@
+import type { Statement } from 'better-sqlite3';
+import type { HandlerSql } from '../domain/event-router';
+import type { Db } from './database';
+
+/**
+ * A partner handler's `sql` on SQLite (domain/event-router.ts `HandlerSql`): the statement written
+ * for PostgreSQL, `$1`, `$2`, … included, runs as it is. SQLite reads `$1` as a named parameter
+ * called "1" and better-sqlite3 binds it from an object's key "1" (it refuses SQLite's `?NNN` with
+ * positional values), so the text is never rewritten and a `$1` inside a string literal stays text.
+ * Executes synchronously on `db`, inside whatever transaction the caller opened, and answers an
+ * already-resolved promise.
+ */
+
+/** Distinct statement texts kept prepared; a partner has a handful, this only bounds a runaway. */
+const CACHE_LIMIT = 256;
+
+export function handlerSqlOn(db: Db): HandlerSql {
+  const prepared = new Map<string, Statement>();
+  const statement = (text: string): Statement => {
+    let s = prepared.get(text);
+    if (s === undefined) {
+      if (prepared.size >= CACHE_LIMIT) prepared.clear();
+      s = db.prepare(text);
+      prepared.set(text, s);
+    }
+    return s;
+  };
+  return {
+    query: <R>(text: string, params: readonly unknown[] = []) => {
+      try {
+        const s = statement(text);
+        const args = params.length === 0 ? [] : [numbered(params)];
+        const rows = s.reader ? (s.all(...args) as R[]) : (s.run(...args), []);
+        return Promise.resolve({ rows });
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+  };
+}
+
+/** `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it. */
+function numbered(params: readonly unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  params.forEach((value, i) => {
+    out[String(i + 1)] = bindable(value);
+  });
+  return out;
+}
+
+function bindable(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (value instanceof Date) return value.toISOString();
+  return value;
+}
