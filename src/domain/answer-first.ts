@@ -100,3 +100,16 @@ export function whenGateClear(gate: BackgroundGate | undefined, run: () => void)
   if (wait === null) return run();
   void wait.then(() => whenGateClear(gate, run));
 }
+
+/**
+ * {@link whenGateClear} for async code: resolves once `gate` lets background work go (at once, as
+ * a resolved promise, when it is clear or absent). `stopped`, asked after each wait, ends the wait
+ * early (a stopping worker need not wait for the answers). Never rejects.
+ */
+export async function gateCleared(
+  gate: BackgroundGate | undefined,
+  stopped: () => boolean = () => false,
+): Promise<void> {
+  for (let wait = gate?.whenClear() ?? null; wait !== null && !stopped(); wait = gate?.whenClear() ?? null)
+    await wait;
+}

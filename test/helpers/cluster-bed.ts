@@ -37,7 +37,10 @@ export function pgBed(options: { prefix: string; ownServer?: boolean }) {
 }
 
 /** How a replica of a test starts beyond its environment. */
-type ReplicaStart = Pick<Parameters<typeof startTestReceiver>[0] & object, 'configureClusterRouter'>;
+type ReplicaStart = Pick<
+  Parameters<typeof startTestReceiver>[0] & object,
+  'configureClusterRouter' | 'deferral'
+>;
 
 /**
  * What a test file of cluster mode's HTTP side needs, with its Jest hooks: PostgreSQL (see
