@@ -77,3 +77,26 @@ describe('gateCleared', () => {
     await wait; // resolves although the gate is still held
   });
 });
+
+describe('deferralStep with a quiet gap', () => {
+  const quiet = { maxDeferMs: 500, sliceMs: 25, quietMs: 2 };
+
+  it('opens only once no answer began for quietMs after the last one ended', () => {
+    const held = deferralStep({ kind: 'open' }, 1, 1000, quiet);
+    const gap = deferralStep(held, 0, 1010, quiet);
+    expect(gap).toEqual({ kind: 'held', sinceMs: 1000, sliceAtMs: 1500, quietUntilMs: 1012 });
+    expect(deferralStep(gap, 0, 1011, quiet)).toBe(gap);
+    expect(deferralStep(gap, 0, 1012, quiet)).toEqual({ kind: 'open' });
+  });
+
+  it('an answer beginning during the gap holds again, and the next gap starts from its end', () => {
+    const gap = deferralStep(deferralStep({ kind: 'open' }, 1, 1000, quiet), 0, 1010, quiet);
+    const again = deferralStep(gap, 1, 1011, quiet);
+    expect(again).toEqual({ kind: 'held', sinceMs: 1000, sliceAtMs: 1500 });
+    expect(deferralStep(again, 0, 1020, quiet)).toEqual({ ...again, quietUntilMs: 1022 });
+  });
+
+  it('the default policy has a gap of 2 ms', () => {
+    expect(DEFAULT_DEFERRAL.quietMs).toBe(2);
+  });
+});
