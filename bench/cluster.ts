@@ -489,6 +489,44 @@ class RunDatabase {
   }
 }
 
+/** A throwaway PostgreSQL for the starved rows in cluster mode (starved.ts), pinned to `cpus`. */
+export interface StarvedPostgres {
+  /** A fresh database for one row: its URL, its backlog (spool + PostgreSQL), and its removal. */
+  database(name: string): Promise<{
+    url: string;
+    /** Deliveries in the replica's spool not relayed + events to process + deliveries to send. */
+    backlog(spoolPath: string): Promise<number>;
+    drop(): Promise<void>;
+  }>;
+  /** Pins PostgreSQL's processes (those forked since too) to `cpus`. */
+  pin(): void;
+  stop(): Promise<void>;
+}
+
+export async function startStarvedPostgres(cpus: string): Promise<StarvedPostgres> {
+  const pg = await startLocalPostgres({ settings: PG_SETTINGS });
+  const pin = (): void => pinToCpus(postgresPids(pg), cpus);
+  pin();
+  return {
+    pin,
+    stop: () => pg.stop(),
+    async database(name) {
+      const db = await RunDatabase.create(pg, name);
+      return {
+        url: db.url,
+        drop: () => db.drop(),
+        async backlog(spoolPath) {
+          const pending = await db.count(
+            `SELECT (SELECT count(*) FROM events WHERE status IN ('pending', 'failed'))
+                  + (SELECT count(*) FROM forward_deliveries WHERE status = 'pending') AS n`,
+          );
+          return spoolBacklog(spoolPath) + pending;
+        },
+      };
+    },
+  };
+}
+
 async function admin(pg: LocalPostgres, sql: string): Promise<void> {
   const client = new Client({ connectionString: pg.url.replace(/\/[^/]+$/, '/postgres') });
   await client.connect();

@@ -6,7 +6,7 @@ import {
   runForwardingLatency,
   runForwardingThroughput,
 } from './forwarding';
-import { runStarvedRows, starvedReport } from './starved';
+import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import {
   type ClusterBenchOptions,
@@ -158,6 +158,8 @@ interface Options {
   /** The starved row's deliveries per second (issue 23), 0: not run. */
   starvedRate: number;
   starvedMs: number;
+  /** --starved-cluster: the starved rows in cluster mode too (a throwaway PostgreSQL). */
+  starvedCluster: boolean;
   /** --console: the console figure runs (pages on the --growth database, p95 ≤ 100 ms). */
   console: boolean;
   consoleRequests: number;
@@ -235,6 +237,8 @@ const USAGE = `usage: npm run bench -- [options]
                        open loop, forwarding off and on (and the --baseline build's); default 250
                        on 2+ cores, 0 skips it
   --starved-duration <s> measured seconds of each starved row (default 10, --quick 3)
+  --starved-cluster <0|1> the starved rows in cluster mode too: the receiver a replica on a throwaway
+                       PostgreSQL pinned with the load to core 1 (default: 1 when the cluster figures run)
   --baseline <rev>     also build git revision <rev> (its src/ and migrations/, this checkout's
                        node_modules) and run it as receiver-baseline: receiver / receiver-baseline
                        is the before/after ratio of a change, measured in the same run
@@ -271,6 +275,7 @@ function parseOptions(argv: string[]): Options {
       'forward-rate': { type: 'string' },
       starved: { type: 'string' },
       'starved-duration': { type: 'string' },
+      'starved-cluster': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -375,6 +380,8 @@ function parseOptions(argv: string[]): Options {
     forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
     starvedRate: count('starved', values.starved, availableParallelism() >= 2 ? 250 : 0, 0),
     starvedMs: seconds('starved-duration', values['starved-duration'], quick ? 3000 : 10_000, 0.5),
+    starvedCluster:
+      values['starved-cluster'] === undefined ? clusterFigures : values['starved-cluster'] === '1',
     console: consoleFigure,
     consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
     cluster: clusterFigures,
@@ -1097,6 +1104,16 @@ async function main(): Promise<number> {
           baselineBin: options.targets.find((t) => t.name === 'receiver-baseline')?.bin ?? null,
         })
       : null;
+  const starvedCluster =
+    options.forwarding && options.starvedRate > 0 && options.starvedCluster
+      ? await runClusterStarvedRows(forwardingHarness(secret, options), {
+          rate: options.starvedRate,
+          warmupMs: options.warmupMs,
+          durationMs: options.starvedMs,
+          busyLoops: 2,
+          baselineBin: null,
+        })
+      : null;
   const consolePages = options.console
     ? await runConsoleFigures(
         forwardingHarness(secret, options),
@@ -1117,7 +1134,7 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, starvedCluster, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
     );
   } else {
     // --only cluster: no HTTP rows, so no table of them (what was measured and the errors still print).
@@ -1142,9 +1159,10 @@ async function main(): Promise<number> {
       );
     }
     if (forwarding !== null) process.stdout.write(`\n${forwardingReport(forwarding)}\n`);
-    if (starved !== null)
+    const starvedRows = [...(starved ?? []), ...(starvedCluster ?? [])];
+    if (starvedRows.length > 0)
       process.stdout.write(
-        `\n${starvedReport({ rate: options.starvedRate, warmupMs: options.warmupMs, durationMs: options.starvedMs, busyLoops: 2, baselineBin: null }, starved)}\n`,
+        `\n${starvedReport({ rate: options.starvedRate, warmupMs: options.warmupMs, durationMs: options.starvedMs, busyLoops: 2, baselineBin: null }, starvedRows)}\n`,
       );
     if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
     if (cluster !== null) process.stdout.write(`\n${clusterReport(cluster.figures, cluster.options)}\n`);

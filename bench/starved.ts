@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
-import { pinToCpus } from './cluster';
-import { DestinationChild, type ForwardingHarness } from './forwarding';
+import { pinToCpus, startStarvedPostgres } from './cluster';
+import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
 import { percentile } from './protocol';
 
 /**
@@ -75,12 +75,33 @@ function busyLoops(n: number, cpu: string): ChildProcess[] {
   return loops;
 }
 
+/**
+ * Where a row's receiver keeps its work: SQLite mode (its file), or cluster mode (a replica on a
+ * PostgreSQL database of the row's own; the backlog is its spool plus PostgreSQL's).
+ */
+interface RowMode {
+  env: Record<string, string>;
+  /** After the receiver answers /readyz: until it runs (a replica: connected to PostgreSQL). */
+  ready(receiver: ReceiverRun): Promise<void>;
+  backlog(dbPath: string): Promise<number>;
+  /** After the row (a replica's database dropped). */
+  done(): Promise<void>;
+}
+
+const SQLITE_MODE: RowMode = {
+  env: {},
+  ready: async () => undefined,
+  backlog: async (dbPath) => backlog(dbPath),
+  done: async () => undefined,
+};
+
 async function row(
   h: ForwardingHarness,
   spec: StarvedSpec,
   name: string,
   forwarding: boolean,
   bin: string | undefined,
+  mode: RowMode = SQLITE_MODE,
 ): Promise<StarvedRow> {
   // The destinations (the first one also sends the load) on core 1.
   const onCore1: Pick<ForwardingHarness, 'track' | 'stopChild'> = {
@@ -103,13 +124,24 @@ async function row(
       writeFileSync(file, JSON.stringify({ destinations }));
       env = { DESTINATIONS_FILE: file, FEED_ENABLED: 'true' };
     }
-    const receiver = await h.startReceiver(`starved-${name}`, env, undefined, bin);
+    const receiver = await h.startReceiver(`starved-${name}`, { ...env, ...mode.env }, undefined, bin);
     try {
+      await mode.ready(receiver);
       pinToCpus([receiver.pid], '0');
       loops.push(...busyLoops(spec.busyLoops, '0'));
       let peak = 0;
+      let sampling = false;
       const sampler = setInterval(() => {
-        peak = Math.max(peak, backlog(receiver.dbPath));
+        if (sampling) return;
+        sampling = true;
+        void mode
+          .backlog(receiver.dbPath)
+          .then((b) => {
+            peak = Math.max(peak, b);
+          })
+          .finally(() => {
+            sampling = false;
+          });
       }, 100);
       const cpuBefore = h.cpuMicros(receiver.pid);
       const samples = await first.latency({
@@ -124,7 +156,7 @@ async function row(
       const endedAt = performance.now();
       let drainSeconds: number | null = null;
       while (performance.now() - endedAt < 120_000) {
-        const b = backlog(receiver.dbPath);
+        const b = await mode.backlog(receiver.dbPath);
         peak = Math.max(peak, b);
         if (b === 0) {
           drainSeconds = (performance.now() - endedAt) / 1000;
@@ -158,6 +190,7 @@ async function row(
   } finally {
     await first.stop();
     await second?.stop();
+    await mode.done();
   }
 }
 
@@ -177,6 +210,49 @@ export async function runStarvedRows(h: ForwardingHarness, spec: StarvedSpec): P
   return rows;
 }
 
+/**
+ * The same rows in cluster mode (issue 23: "the same in cluster mode", where the forwarder runs on
+ * the main thread): the receiver a replica on a PostgreSQL of its own pinned to core 1 with the
+ * load and the destinations, a fresh database per row. This build only.
+ */
+export async function runClusterStarvedRows(h: ForwardingHarness, spec: StarvedSpec): Promise<StarvedRow[]> {
+  const pg = await startStarvedPostgres('1');
+  const rows: StarvedRow[] = [];
+  try {
+    for (const forwarding of [false, true]) {
+      const name = `cluster-${forwarding ? 'forward-on' : 'forward-off'}`;
+      process.stderr.write(`bench: starved ${name}, ${spec.rate}/s ...`);
+      const db = await pg.database(`starved_${forwarding ? 'on' : 'off'}_${randomBytes(3).toString('hex')}`);
+      const mode: RowMode = {
+        env: { DATABASE_URL: db.url, REPLICA_ID: 'starved' },
+        ready: (receiver) => connected(receiver).then(() => pg.pin()),
+        backlog: (dbPath) => db.backlog(dbPath).catch(() => -1),
+        done: () => db.drop(),
+      };
+      const r = await row(h, spec, name, forwarding, undefined, mode);
+      process.stderr.write(` p99 ${r.p99Ms.toFixed(1)} ms, max ${r.maxMs.toFixed(1)} ms\n`);
+      rows.push(r);
+    }
+  } finally {
+    await pg.stop();
+  }
+  return rows;
+}
+
+/** Until the replica says it is connected to PostgreSQL (its /metrics), at most 60 s. */
+async function connected(receiver: ReceiverRun): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  while (performance.now() < deadline) {
+    const text = await fetch(`http://127.0.0.1:${receiver.port}/metrics`)
+      .then((r) => r.text())
+      .catch(() => '');
+    if (/^consig_cluster_connected 1$/m.test(text)) return;
+    if (!receiver.alive()) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error('starved: the replica did not connect to PostgreSQL within 60 s');
+}
+
 export function starvedReport(spec: StarvedSpec, rows: readonly StarvedRow[]): string {
   const f = (n: number | null, d = 1) => (n === null || Number.isNaN(n) ? 'n/a' : n.toFixed(d));
   const lines = [
@@ -188,12 +264,13 @@ export function starvedReport(spec: StarvedSpec, rows: readonly StarvedRow[]): s
         `| ${r.name} | ${r.ok200} / ${r.sent} | ${r.non200 + r.socketErrors} | ${f(r.p50Ms)} | ${f(r.p99Ms)} | ${f(r.maxMs)} | ${r.over5s} | ${r.peakBacklog} | ${f(r.drainSeconds)} | ${f(r.cpuUsPerDelivery, 0)} |`,
     ),
   ];
-  const off = rows.find((r) => r.name === 'forward-off');
-  const on = rows.find((r) => r.name === 'forward-on');
-  if (off !== undefined && on !== undefined) {
+  for (const mode of ['', 'cluster-']) {
+    const off = rows.find((r) => r.name === `${mode}forward-off`);
+    const on = rows.find((r) => r.name === `${mode}forward-on`);
+    if (off === undefined || on === undefined) continue;
     const ok = on.p99Ms <= 1.5 * off.p99Ms + 20 && on.maxMs < 2000 && on.non200 + on.socketErrors === 0;
     lines.push(
-      `target "forwarding on: p99 ≤ 1.5× off + 20 ms, worst < 2 s, 0 non-200": ${ok ? 'MET' : 'MISSED'} (p99 ${f(on.p99Ms)} vs ${f(1.5 * off.p99Ms + 20)} ms, max ${f(on.maxMs)} ms)`,
+      `target "${mode === '' ? '' : 'cluster mode, '}forwarding on: p99 ≤ 1.5× off + 20 ms, worst < 2 s, 0 non-200": ${ok ? 'MET' : 'MISSED'} (p99 ${f(on.p99Ms)} vs ${f(1.5 * off.p99Ms + 20)} ms, max ${f(on.maxMs)} ms)`,
     );
   }
   return lines.join('\n');

@@ -643,6 +643,7 @@ function buildCluster(
     schedule: pollSchedule(config),
     spool: deps.spool,
     oldestInFlight: () => deps.inFlight?.oldest() ?? null,
+    gate: deps.processing.answers,
     statusClient: deps.processing.serviceClient,
     handlers: deps.partner,
     // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.

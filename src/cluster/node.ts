@@ -1,4 +1,5 @@
 import { Pool } from 'pg';
+import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
@@ -98,6 +99,13 @@ export interface ClusterNodeOptions {
   holdbackMaxMs?: number;
   /** The oldest received_at of the webhook requests being answered (relay.ts's heartbeat). */
   oldestInFlight?(): string | null;
+  /**
+   * Answers first (issue 23): the relay's batches, the kicks and the registry polls wait while a
+   * webhook answer is being made on this replica, as SQLite mode's pipeline does. Waiting drops
+   * nothing: rows wait in the spool, kicks in pg-boss, events pending in PostgreSQL.
+   * @default none (never waits)
+   */
+  gate?: BackgroundGate;
   /**
    * The bounds every connection carries (connection.ts): PG_IDLE_IN_TRANSACTION_TIMEOUT_MS and
    * PG_LOCK_TIMEOUT_MS. @default DEFAULT_CONNECTION_LIMITS
@@ -544,6 +552,7 @@ export class ClusterNode {
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
       holdbackMaxMs: options.holdbackMaxMs,
       oldestInFlight: options.oldestInFlight,
+      gate: options.gate,
       onBeat: (beat) => {
         this.beaten = true;
         options.metrics?.beat?.(beat);
@@ -583,6 +592,11 @@ export class ClusterNode {
         transactional: true,
       },
       async (jobs: Job<KickData>[], tx: BossDb) => {
+        // Answers first: the batch is claimed and its transaction begun (pg-boss offers no hook
+        // before the claim), but nothing is read or locked yet. The wait is bounded by the gate's
+        // floor (DEFAULT_DEFERRAL: 500 ms), well inside the claim's expiry and the idle-in-transaction
+        // bound.
+        await gateCleared(options.gate, () => this.stopping);
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
@@ -616,6 +630,7 @@ export class ClusterNode {
       POLL_QUEUE,
       { localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 5 },
       async (jobs) => {
+        await gateCleared(options.gate, () => this.stopping);
         for (const job of jobs)
           await runPollJob(job.data.requestId, {
             client,

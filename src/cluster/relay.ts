@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { SpoolRow } from '../domain/spool-row';
 import {
   clockOffsetMs,
@@ -82,6 +83,13 @@ export interface RelayOptions {
    * spool yet (their received_at is taken when they arrive); null if none. @default none
    */
   oldestInFlight?(): string | null;
+  /**
+   * Answers first (issue 23): each pass of the loop (a batch, or an idle heartbeat) waits while a
+   * webhook answer is being made on this replica. The rows wait in the spool; the heartbeat it
+   * delays is bounded by the gate's floor (DEFAULT_DEFERRAL: a slice every 500 ms at the latest).
+   * @default none (never waits)
+   */
+  gate?: BackgroundGate;
   /** After each heartbeat: the watermark as this turn saw it, this replica's clock offset, keys released. */
   onBeat?(beat: BeatFigures): void;
   /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
@@ -241,6 +249,8 @@ export class Relay {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       let moved = 0;
+      await gateCleared(this.options.gate, () => this.stopped);
+      if (this.stopped) break;
       try {
         moved = await this.relayOnce();
         // A batch published the heartbeat and released what it could; an idle pass does it alone.

@@ -48,6 +48,15 @@ export interface DeferralPolicy {
   maxDeferMs: number;
   /** How long that slice stays open. */
   sliceMs: number;
+  /**
+   * Once no answer is being made, background work stays held this long more, and goes only if no
+   * answer began meanwhile. Under a closed-loop saturation (the service's retries after a slow
+   * spell, the bench's c=50) answers end together at each group commit and the next ones arrive a
+   * fraction of a millisecond later: without the gap, background work ran in each of those
+   * instants, a request's worth of CPU or more each time (issue 23, ingest with forwarding on).
+   * @default 0
+   */
+  quietMs?: number;
 }
 
 /**
@@ -55,12 +64,15 @@ export interface DeferralPolicy {
  * (a floor of about sliceMs / (maxDeferMs + sliceMs) of the time for background work, so that a
  * receiver saturated by a closed loop still processes), then held again.
  */
-export const DEFAULT_DEFERRAL: DeferralPolicy = { maxDeferMs: 500, sliceMs: 25 };
+export const DEFAULT_DEFERRAL: DeferralPolicy = { maxDeferMs: 500, sliceMs: 25, quietMs: 2 };
 
 export type DeferralState =
   | { kind: 'open' }
-  /** `sinceMs`: when the overload began; `sliceAtMs`: when background work gets its next slice. */
-  | { kind: 'held'; sinceMs: number; sliceAtMs: number }
+  /**
+   * `sinceMs`: when the overload began; `sliceAtMs`: when background work gets its next slice;
+   * `quietUntilMs`: no answer is being made, and background work goes then unless one begins.
+   */
+  | { kind: 'held'; sinceMs: number; sliceAtMs: number; quietUntilMs?: number }
   | { kind: 'slice'; sinceMs: number; untilMs: number };
 
 /**
@@ -75,19 +87,29 @@ export function deferralStep(
   nowMs: number,
   policy: DeferralPolicy,
 ): DeferralState {
-  if (answering <= 0) return { kind: 'open' };
+  if (answering <= 0) return afterLastAnswer(state, nowMs, policy.quietMs ?? 0);
   switch (state.kind) {
     case 'open':
       return { kind: 'held', sinceMs: nowMs, sliceAtMs: nowMs + policy.maxDeferMs };
     case 'held':
-      return nowMs >= state.sliceAtMs
-        ? { kind: 'slice', sinceMs: state.sinceMs, untilMs: nowMs + policy.sliceMs }
-        : state;
+      if (nowMs >= state.sliceAtMs)
+        return { kind: 'slice', sinceMs: state.sinceMs, untilMs: nowMs + policy.sliceMs };
+      // An answer began during the quiet gap: held as before, the gap starts again at its end.
+      return state.quietUntilMs === undefined
+        ? state
+        : { kind: 'held', sinceMs: state.sinceMs, sliceAtMs: state.sliceAtMs };
     case 'slice':
       return nowMs < state.untilMs
         ? state
         : { kind: 'held', sinceMs: state.sinceMs, sliceAtMs: nowMs + policy.maxDeferMs };
   }
+}
+
+/** No answer is being made: open, once the quiet gap (if any) has passed with none begun. */
+function afterLastAnswer(state: DeferralState, nowMs: number, quietMs: number): DeferralState {
+  if (state.kind !== 'held' || quietMs <= 0) return { kind: 'open' };
+  if (state.quietUntilMs === undefined) return { ...state, quietUntilMs: nowMs + quietMs };
+  return nowMs >= state.quietUntilMs ? { kind: 'open' } : state;
 }
 
 /**
@@ -99,4 +121,17 @@ export function whenGateClear(gate: BackgroundGate | undefined, run: () => void)
   const wait = gate?.whenClear() ?? null;
   if (wait === null) return run();
   void wait.then(() => whenGateClear(gate, run));
+}
+
+/**
+ * {@link whenGateClear} for async code: resolves once `gate` lets background work go (at once, as
+ * a resolved promise, when it is clear or absent). `stopped`, asked after each wait, ends the wait
+ * early (a stopping worker need not wait for the answers). Never rejects.
+ */
+export async function gateCleared(
+  gate: BackgroundGate | undefined,
+  stopped: () => boolean = () => false,
+): Promise<void> {
+  for (let wait = gate?.whenClear() ?? null; wait !== null && !stopped(); wait = gate?.whenClear() ?? null)
+    await wait;
 }

@@ -100,7 +100,7 @@ export function sendAttempt(request: AttemptRequest): Promise<AttemptAnswer> {
 
 interface ParsedUrl {
   url: URL;
-  /** What `http.request` makes of the URL (host, port, path), computed once. */
+  /** What `http.request` makes of the URL (host, port, path), with the method, computed once. */
   options: http.RequestOptions;
 }
 
@@ -112,7 +112,7 @@ function parsedUrl(text: string): ParsedUrl {
   let parsed = URLS.get(text);
   if (parsed === undefined) {
     const url = new URL(text);
-    parsed = { url, options: urlToHttpOptions(url) };
+    parsed = { url, options: { ...urlToHttpOptions(url), method: 'POST' } };
     if (URLS.size < MAX_CACHED_URLS) URLS.set(text, parsed);
   }
   return parsed;
@@ -121,16 +121,24 @@ function parsedUrl(text: string): ParsedUrl {
 /** Settles once: the first of answer, error, timeout and stop wins; the others find it settled. */
 function post(request: AttemptRequest, resolve: (answer: AttemptAnswer) => void): void {
   const { url, options } = parsedUrl(request.url);
-  const body = Buffer.from(request.body, 'utf8');
-  const headers = {
-    ...standardWebhookHeaders(
-      { id: request.webhookId, timestampSeconds: request.timestampSeconds, body: request.body },
-      request.secrets,
-    ),
-    'content-type': 'application/json',
-    'user-agent': 'consig-receiver',
-    'content-length': String(body.length),
-  };
+  const signed = standardWebhookHeaders(
+    { id: request.webhookId, timestampSeconds: request.timestampSeconds, body: request.body },
+    request.secrets,
+  );
+  // As a list: node:http then writes the head as given, instead of one setHeader (name and value
+  // checks, a map) per header. Every value is ours (digits, base64, the parsed URL's host), so
+  // nothing the checks would refuse can be in it; Host, which node:http adds only to an object of
+  // headers, is added here.
+  // prettier-ignore
+  const headers = [
+    'host', url.host,
+    'webhook-id', signed['webhook-id'],
+    'webhook-timestamp', signed['webhook-timestamp'],
+    'webhook-signature', signed['webhook-signature'],
+    'content-type', 'application/json',
+    'user-agent', 'consig-receiver',
+    'content-length', String(Buffer.byteLength(request.body, 'utf8')),
+  ];
   let settled = false;
   const settle = (answer: AttemptAnswer): void => {
     if (settled) return;
@@ -148,13 +156,13 @@ function post(request: AttemptRequest, resolve: (answer: AttemptAnswer) => void)
   const onAbort = (): void => giveUp('stopped');
   const agent = (request.agents ?? sharedAgents).for(url);
   const transport = url.protocol === 'https:' ? https : http;
-  const req = transport.request({ ...options, method: 'POST', headers, agent }, (res) =>
-    readAnswer(res, settle, fail),
-  );
+  const req = transport.request({ ...options, headers, agent }, (res) => readAnswer(res, settle, fail));
   const timer = setTimeout(() => giveUp('timeout'), request.timeoutMs);
   request.signal.addEventListener('abort', onAbort, { once: true });
   req.on('error', fail);
-  req.end(body);
+  // The body as a string: node:http joins it to the head (one chunk, no copy into a Buffer first).
+  // With the list of headers, ~5–15 µs less CPU per attempt (of ~120) measured in issue 23.
+  req.end(request.body, 'utf8');
 }
 
 /**

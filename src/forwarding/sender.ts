@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Clock } from '../clock';
 import { settlesWithin } from '../clock';
-import type { BackgroundGate } from '../domain/answer-first';
+import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import {
   CLOSED,
   type CircuitOptions,
@@ -357,11 +357,7 @@ export class ForwardSender {
 
   /** Waits for the gate (answers first); false when the sender stopped meanwhile. */
   private async gateClear(): Promise<boolean> {
-    for (let wait = this.options.gate?.whenClear() ?? null; wait !== null;) {
-      await wait;
-      if (this.stopping) return false;
-      wait = this.options.gate?.whenClear() ?? null;
-    }
+    await gateCleared(this.options.gate, () => this.stopping);
     return !this.stopping;
   }
 
@@ -603,10 +599,14 @@ export class ForwardSender {
     }
   }
 
-  /** Writes the records now when a batch is full, else soon; a failed write's retry takes them all. */
+  /**
+   * Writes the records now when a batch is full or nothing else is on the wire (no answer to wait
+   * for: the lines stay held until the write, so waiting would only idle), else soon; a failed
+   * write's retry takes them all.
+   */
   private queueFlush(): void {
     if (this.flushTimer !== null || this.writing !== null) return;
-    if (this.records.length >= FLUSH_BATCH) {
+    if (this.records.length >= FLUSH_BATCH || this.records.length >= this.inFlight) {
       if (this.batchTimer) clearTimeout(this.batchTimer);
       this.batchTimer = null;
       void this.flush();

@@ -89,7 +89,10 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.answering = 0;
-    this.step();
+    // Open at once (no quiet gap): whatever waits is let go.
+    const wasOpen = this.state.kind === 'open';
+    this.state = { kind: 'open' };
+    if (!wasOpen) this.release(this.options.monotonic());
   }
 
   /** Answers begun since start (the webhook path's reports). */
@@ -149,7 +152,8 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
     }
     // The planned time of a hold or a slice (again, when a timer fired a little early).
     if (this.timer === null && next.kind !== 'open') {
-      const at = next.kind === 'held' ? next.sliceAtMs : next.untilMs;
+      const at =
+        next.kind === 'held' ? Math.min(next.sliceAtMs, next.quietUntilMs ?? Infinity) : next.untilMs;
       this.timer = setTimeout(
         () => {
           this.timer = null;
