@@ -11,6 +11,8 @@ import {
   overviewSinceHour,
   pageOf,
   type ProposalListing,
+  rollupBusy,
+  rollupCaughtUp,
   type RollupResult,
   STORY_AVERBACOES,
   type TokenFingerprints,
@@ -185,12 +187,12 @@ async function overviewCounts(db: PoolClient) {
 /** One rollup update when there is something to count; another replica's held too long: shown as is. */
 async function updateRollupOnce(admin: PgAdminLog, now: Date): Promise<RollupResult> {
   const { read, transaction } = admin.runners;
-  const { last, top } = await read((db) => rollupPosition(sqlOf(db)));
-  if (last !== null && last >= top) return { behind: 0, locked: false };
+  const at = await read((db) => rollupPosition(sqlOf(db)));
+  if (rollupCaughtUp(at)) return { behind: 0, locked: false };
   try {
     return { behind: await transaction((tx) => updateRollup(tx, now)), locked: false };
   } catch (err) {
     if (!isRollupBusy(err)) throw err;
-    return { behind: top - (last ?? 0), locked: true };
+    return rollupBusy(at);
   }
 }

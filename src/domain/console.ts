@@ -267,6 +267,43 @@ export function hourOf(ms: number): string {
   return new Date(ms).toISOString().slice(0, 13);
 }
 
+/** Where the rollup stands: its watermark (null before the first update) and the newest delivery's id. */
+export interface RollupPosition {
+  last: number | null;
+  top: number;
+}
+
+/** Whether an update has nothing to count (a page view then writes nothing). */
+export function rollupCaughtUp({ last, top }: RollupPosition): boolean {
+  return last !== null && last >= top;
+}
+
+/** What a page shows when another process holds the rollup: what is counted, and how far behind. */
+export function rollupBusy({ last, top }: RollupPosition): RollupResult {
+  return { behind: top - (last ?? 0), locked: true };
+}
+
+/** The rollup's window at `now`: its first instant (where a first update starts) and its first hour kept. */
+export function rollupWindow(now: Date): { since: string; keepFrom: string } {
+  const since = now.getTime() - ROLLUP_KEEP_MS;
+  return { since: new Date(since).toISOString(), keepFrom: hourOf(since) };
+}
+
+/**
+ * The ids one update counts, `from` (exclusive) to `to`, and how many it leaves: after the
+ * watermark, or on a first update from the lowest id received in the window (`firstInWindow`,
+ * null: none). The lowest id, not the first received: ids follow the commits, not the arrival, and
+ * a request received earlier may be stored later.
+ */
+export function rollupStep(
+  { last, top }: RollupPosition,
+  firstInWindow: number | null,
+): { from: number; to: number; behind: number } {
+  const from = last ?? (firstInWindow ?? top + 1) - 1;
+  const to = Math.min(top, from + ROLLUP_CHUNK_ROWS);
+  return { from, to, behind: top - to };
+}
+
 // ---- sessions and the audit table ----------------------------------------------------------------
 
 export type ConsoleRole = 'admin' | 'viewer';
