@@ -425,6 +425,28 @@ export function overflowRefusal(r: NewRefusal): NewRefusal {
   return { ...r, role: null, session: null, route: '*', ip: null };
 }
 
+/** What the audit table holds of a refusal's window (one read): see {@link refusalWrite}. */
+export interface RefusalWindow {
+  /** The newest row of the window for the same refusal, else null. */
+  same: number | null;
+  /** The newest overflow row of the window for its reason ({@link overflowRefusal}), else null. */
+  overflow: number | null;
+  /** Refusal rows in the window. */
+  rows: number;
+}
+
+/**
+ * Where a refusal is counted: added to the window's row for the same refusal (`times + 1`), else a
+ * new row while the window has fewer than REFUSAL_ROWS_PER_WINDOW, else added to the window's
+ * overflow row of its reason (a new one the first time). The newest row, should two processes have
+ * raced: the count is then split, never lost.
+ */
+export function refusalWrite(r: NewRefusal, w: RefusalWindow): { add: number } | { insert: NewRefusal } {
+  if (w.same !== null) return { add: w.same };
+  if (w.rows < REFUSAL_ROWS_PER_WINDOW) return { insert: r };
+  return w.overflow !== null ? { add: w.overflow } : { insert: overflowRefusal(r) };
+}
+
 export interface AuditRow {
   id: number;
   at: string;

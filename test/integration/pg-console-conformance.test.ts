@@ -33,9 +33,27 @@ interface Opened {
 
 const pg = pgBed({ prefix: 'console_conf' });
 
-const ADAPTERS: { name: string; open(): Promise<Opened> }[] = [
+/**
+ * An adapter, and the behaviours it is known to get wrong: each runs as `it.failing`, so the suite
+ * says so, and fails once the adapter is fixed (take the name out then).
+ */
+interface Adapter {
+  name: string;
+  open(): Promise<Opened>;
+  knownWrong?: readonly string[];
+}
+
+const DELIVERIES_OUT_OF_ORDER =
+  'lists every delivery received in the time range, whatever order the ids took';
+
+const ADAPTERS: Adapter[] = [
   {
     name: 'SQLite',
+    // The time range is turned into an id range by the first id *received* at each end, which
+    // misses rows stored out of arrival order (a slow request's row after a quicker one's).
+    // PostgreSQL filters on received_at. Fixing SQLite needs an index (outcome, received_at): a
+    // migration, and the console bench.
+    knownWrong: [DELIVERIES_OUT_OF_ORDER],
     open: async () => {
       const dir = tempDir('consig-conformance-');
       const store: Store = openStore(join(dir.dir, 'consig.db'), { migrate: true });
@@ -109,6 +127,8 @@ const refusal = (over: Partial<NewRefusal> = {}): NewRefusal => ({
 });
 
 describe.each(ADAPTERS)('the console store on $name', (adapter) => {
+  const behaviour = (name: string, fn: () => Promise<void>) =>
+    (adapter.knownWrong?.includes(name) ? it.failing : it)(name, fn);
   let store: Opened;
   let log: ConsoleLog;
   beforeEach(async () => {
@@ -302,6 +322,29 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
         ['*', null, null, null, 'role', 2, at(5 * MINUTE)],
         ['POST /console/events/12/replay', `10.1.0.199`, 'abcd1234', 'viewer', 'role', 1, null],
       ]);
+    });
+  });
+
+  describe('the deliveries page', () => {
+    behaviour(DELIVERIES_OUT_OF_ORDER, async () => {
+      // Stored in another order than received: a slow request's row comes after a quicker one's.
+      await store.addDelivery(at(3 * MINUTE), 'accepted');
+      await store.addDelivery(at(MINUTE), 'duplicate');
+      await store.addDelivery(at(5 * MINUTE), 'invalid_signature');
+      await store.addDelivery(at(2 * MINUTE), 'accepted');
+      await store.addDelivery(at(4 * MINUTE), 'accepted');
+      const listed = async (f: { from?: string; to?: string; outcome?: string }) =>
+        (await log.deliveries(f)).rows.map((r) => r.received_at).sort();
+      expect(await listed({ from: at(2 * MINUTE), to: at(4 * MINUTE) })).toEqual([
+        at(2 * MINUTE),
+        at(3 * MINUTE),
+      ]);
+      expect(await listed({ from: at(MINUTE), outcome: 'accepted' })).toEqual([
+        at(2 * MINUTE),
+        at(3 * MINUTE),
+        at(4 * MINUTE),
+      ]);
+      expect(await listed({ to: at(3 * MINUTE) })).toEqual([at(MINUTE), at(2 * MINUTE)]);
     });
   });
 
