@@ -13,11 +13,12 @@ import {
   type ProposalListing,
   rollupBusy,
   rollupCaughtUp,
+  silenceFigures,
   type RollupResult,
   STORY_AVERBACOES,
   type TokenFingerprints,
 } from '../domain/console';
-import { runOfAnswers, silenceDue } from '../domain/delivery-alarm';
+import { runOfAnswers } from '../domain/delivery-alarm';
 import type { PgAdminLog } from './pg-admin-log';
 import {
   countConsoleEvents,
@@ -162,14 +163,11 @@ async function overview(admin: PgAdminLog, now: Date, query: OverviewQuery): Pro
   const figures = await read(async (db) => {
     const sql = sqlOf(db);
     const answers = await readSharedAnswers(sql);
-    const last = answers.lastDeliveryAt;
     return {
       rollup,
       hours: await readRollupHours(db, overviewSinceHour(now)),
-      lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
+      ...silenceFigures(now, answers.lastDeliveryAt, query, () => answers.proposalsInFlight),
       run: runOfAnswers(answers.run),
-      inFlight:
-        last !== null && silenceDue(now.getTime(), last, query.silenceMs) ? answers.proposalsInFlight : null,
       stuckByStatus: await stuckCounts(db, query.stuckCutoffs),
       ...(await overviewCounts(db)),
       relaySpools: await readRelaySpools(db),

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import type { DeliveryAlarmState } from './delivery-alarm';
+import { type DeliveryAlarmState, silenceDue } from './delivery-alarm';
 import type { DestinationSummary } from './forwarding/admin';
 import type { Destination } from './forwarding/destinations';
 import { maskCpfsInText } from './privacy';
@@ -232,6 +232,21 @@ export interface RelaySpoolRow {
   last_relayed_at: string;
   /** received_at of the newest delivery relayed: last_relayed_at minus this is the latest delay. */
   last_received_at: string | null;
+}
+
+/**
+ * The overview's silence figures: the latest delivery (epoch ms, null: none) as ISO text, and the
+ * proposals in flight, counted (`inFlight`) only once the silence is long enough to matter.
+ */
+export function silenceFigures(
+  now: Date,
+  last: number | null,
+  query: Pick<OverviewQuery, 'silenceMs'>,
+  inFlight: () => number,
+): Pick<OverviewFigures, 'lastDeliveryAt' | 'inFlight'> {
+  if (last === null) return { lastDeliveryAt: null, inFlight: null };
+  const due = silenceDue(now.getTime(), last, query.silenceMs);
+  return { lastDeliveryAt: new Date(last).toISOString(), inFlight: due ? inFlight() : null };
 }
 
 /** `hours` of {@link OverviewFigures}: the rollup's hours from this one on. */
