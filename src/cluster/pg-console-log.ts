@@ -1,11 +1,6 @@
 import type { PoolClient } from 'pg';
 import {
-  type ConsoleAverbacaoFilter,
   type ConsoleDeliveryFilter,
-  type ConsoleEventFilter,
-  type NewAuditEntry,
-  type NewConsoleSession,
-  type NewRefusal,
   type OverviewFigures,
   type OverviewQuery,
   overviewSinceHour,
@@ -16,7 +11,6 @@ import {
   silenceFigures,
   type RollupResult,
   STORY_AVERBACOES,
-  type TokenFingerprints,
 } from '../domain/console';
 import { runOfAnswers } from '../domain/delivery-alarm';
 import type { PgAdminLog } from './pg-admin-log';
@@ -60,7 +54,7 @@ import {
   readStuckProposals,
   stuckCounts,
 } from './pg-reads';
-import { iso, sqlOf } from './sql';
+import { iso, type Sql, sqlOf } from './sql';
 
 /**
  * The operator console's log in cluster mode (contract §9, §10): what its pages read and its
@@ -78,33 +72,35 @@ import { iso, sqlOf } from './sql';
 /** The console's log on the admin log's connection to PostgreSQL (see the module's comment). */
 export function pgConsoleLog(admin: PgAdminLog) {
   const { read, transaction } = admin.runners;
+  // A statement's function as a method: reads in one read-only snapshot, writes in a transaction.
+  const reading =
+    <A extends unknown[], R>(fn: (db: PoolClient, ...args: A) => Promise<R>) =>
+    (...args: A) =>
+      read((db) => fn(db, ...args));
+  const writing =
+    <A extends unknown[], R>(fn: (tx: Sql, ...args: A) => Promise<R>) =>
+    (...args: A) =>
+      transaction((tx) => fn(tx, ...args));
   return {
     sessions: {
-      create: (s: NewConsoleSession) => transaction((tx) => createSession(tx, s)),
-      live: (idHash: string, now: string) => read((db) => liveSession(db, idHash, now)),
-      touch: (idHash: string, now: string) => transaction((tx) => touchSession(tx, idHash, now)),
-      remove: (idHash: string) => transaction((tx) => removeSession(tx, idHash)),
-      pruneExpired: (now: string) => transaction((tx) => pruneSessions(tx, now)),
-      endOthers: (fps: TokenFingerprints) => transaction((tx) => endOtherTokensSessions(tx, fps)),
-      endAll: () => transaction((tx) => endAllSessions(tx)),
+      create: writing(createSession),
+      live: reading(liveSession),
+      touch: writing(touchSession),
+      remove: writing(removeSession),
+      pruneExpired: writing(pruneSessions),
+      endOthers: writing(endOtherTokensSessions),
+      endAll: writing(endAllSessions),
     },
     signInFailures: {
-      current: (address: string, windowStart: string) =>
-        read((db) => readSignInFailures(db, address, windowStart)),
-      failed: (address: string, now: string, windowStart: string) =>
-        transaction((tx) => recordSignInFailure(tx, address, now, windowStart)),
-      succeeded: (address: string) => transaction((tx) => clearSignInFailures(tx, address)),
+      current: reading(readSignInFailures),
+      failed: writing(recordSignInFailure),
+      succeeded: writing(clearSignInFailures),
     },
-    audit: {
-      record: (entry: NewAuditEntry) => transaction((tx) => recordAudit(tx, entry)),
-      refuse: (refusal: NewRefusal) => transaction((tx) => recordRefusal(tx, refusal)),
-      page: (beforeId: number, limit: number) => read((db) => readAuditPage(db, beforeId, limit)),
-    },
+    audit: { record: writing(recordAudit), refuse: writing(recordRefusal), page: reading(readAuditPage) },
     overview: (now: Date, query: OverviewQuery) => overview(admin, now, query),
-    events: (filter: ConsoleEventFilter) => read((db) => readConsoleEvents(db, filter)),
-    countEvents: (filter: ConsoleEventFilter) => read((db) => countConsoleEvents(db, filter)),
-    eventIds: (filter: ConsoleEventFilter, before: number, limit: number) =>
-      read((db) => readConsoleEventIds(db, filter, before, limit)),
+    events: reading(readConsoleEvents),
+    countEvents: reading(countConsoleEvents),
+    eventIds: reading(readConsoleEventIds),
     /** The event and its body as the admin API reads them, and the messages it caused. */
     event: async (id: number) => {
       const found = await admin.event(id);
@@ -123,10 +119,10 @@ export function pgConsoleLog(admin: PgAdminLog) {
       );
       return pageOf(rows, limit, null);
     },
-    proposals: (listing: ProposalListing) => read((db) => proposals(db, listing)),
-    proposalExists: (nu: number | string) => read((db) => proposalNamed(db, nu)),
-    proposalStory: (nu: number | string) => read((db) => proposalStory(db, nu)),
-    averbacoes: (filter: ConsoleAverbacaoFilter) => read((db) => readConsoleAverbacoes(db, filter)),
+    proposals: reading(proposals),
+    proposalExists: reading(proposalNamed),
+    proposalStory: reading(proposalStory),
+    averbacoes: reading(readConsoleAverbacoes),
     replayEvents: admin.replayEvents,
     forwards: admin.forwards,
   };

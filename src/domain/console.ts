@@ -92,6 +92,19 @@ export function pageOf<T extends { id: number }>(
   return { rows: page, next: (page[page.length - 1] as T).id, stoppedAt };
 }
 
+/** A page of averbações out of up to `limit + 1` read: `next` is the last row's `rid` when there are more. */
+export function averbacaoPage<T extends { rid: number }>(
+  rows: T[],
+  limit: number,
+): { rows: T[]; next: number | null } {
+  const { rows: page, next } = pageOf(
+    rows.map((row) => ({ row, id: row.rid })),
+    limit,
+    null,
+  );
+  return { rows: page.map((p) => p.row), next };
+}
+
 /**
  * Where the window of a page ends (see store/console-events.ts): `edge` counts the newest `cap + 1`
  * entries of the driving index below the cursor and gives the lowest of them. One past the window

@@ -23,11 +23,22 @@ import { tempDir } from '../helpers/tmp';
  * inside the `describe.each`, using only `store.log` and `store.addDelivery`.
  */
 
+interface NewAverbacao {
+  requestId: string;
+  nu: number;
+  status: 'queued' | 'processing' | 'completed' | 'error';
+  stale: boolean;
+  /** Waiting for a poll: next_poll_at set. */
+  waiting: boolean;
+}
+
 /** One adapter on a fresh store, and the one raw write the port has no method for. */
 interface Opened {
   log: ConsoleLog;
   /** A delivery as the ingest (SQLite) or the relay (PostgreSQL) writes it: the rollup's input. */
   addDelivery(receivedAt: string, outcome: string): Promise<void>;
+  /** An averbação as tracking writes it (store/averbacoes.ts, pg-track.ts). */
+  addAverbacao(a: NewAverbacao): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -60,10 +71,17 @@ const ADAPTERS: Adapter[] = [
       const insert = store.db.prepare<[string, string]>(
         `INSERT INTO deliveries (received_at, path, outcome, http_status, duration_ms) VALUES (?, '/webhooks', ?, 200, 1)`,
       );
+      const track = store.db.prepare<[string, number, string, number, string | null]>(
+        `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)
+         VALUES (?, ?, ?, 'started', ?, ?, '${T0}', '${T0}')`,
+      );
       return {
         log: sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined }),
         addDelivery: async (at, outcome) => {
           insert.run(at, outcome);
+        },
+        addAverbacao: async (a) => {
+          track.run(a.requestId, a.nu, a.status, a.stale ? 1 : 0, a.waiting ? T0 : null);
         },
         close: async () => {
           store.close();
@@ -90,6 +108,13 @@ const ADAPTERS: Adapter[] = [
             `INSERT INTO deliveries (replica, spool_id, received_at, path, outcome, http_status, duration_ms)
              VALUES ('r1', $1, $2::timestamptz, '/webhooks', $3, 200, 1)`,
             [++spoolId, at, outcome],
+          );
+        },
+        addAverbacao: async (a) => {
+          await pg.pool.query(
+            `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)
+             VALUES ($1, $2, $3, 'started', $4, $5::timestamptz, '${T0}', '${T0}')`,
+            [a.requestId, String(a.nu), a.status, a.stale, a.waiting ? T0 : null],
           );
         },
         close: async () => undefined, // pgBed drops the pool after each test
@@ -345,6 +370,39 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
         at(4 * MINUTE),
       ]);
       expect(await listed({ to: at(3 * MINUTE) })).toEqual([at(MINUTE), at(2 * MINUTE)]);
+    });
+  });
+
+  describe('the averbações page', () => {
+    beforeEach(async () => {
+      const rows: [string, NewAverbacao['status'], boolean, boolean][] = [
+        ['r1', 'completed', false, false],
+        ['r2', 'queued', false, true],
+        ['r3', 'queued', true, false],
+        ['r4', 'processing', true, true],
+        ['r5', 'error', false, false],
+      ];
+      for (const [requestId, status, stale, waiting] of rows)
+        await store.addAverbacao({ requestId, nu: 7, status, stale, waiting });
+    });
+    const ids = async (f: Parameters<ConsoleLog['averbacoes']>[0]) => {
+      const page = await log.averbacoes(f);
+      return { ids: page.rows.map((r) => r.request_id), more: page.next !== null };
+    };
+
+    it('lists newest tracked first, by pages, with the filters', async () => {
+      expect(await ids({ limit: 2 })).toEqual({ ids: ['r5', 'r4'], more: true });
+      const first = await log.averbacoes({ limit: 2 });
+      expect(await ids({ limit: 2, before: first.next! })).toEqual({ ids: ['r3', 'r2'], more: true });
+      expect(await ids({ limit: 3, before: first.next! })).toEqual({ ids: ['r3', 'r2', 'r1'], more: false });
+      expect(await ids({ status: 'queued' })).toEqual({ ids: ['r3', 'r2'], more: false });
+      expect(await ids({ stale: true })).toEqual({ ids: ['r4', 'r3'], more: false });
+      expect(await ids({ waiting: true })).toEqual({ ids: ['r4', 'r2'], more: false });
+      expect((await log.averbacoes({ limit: 1 })).rows[0]).toMatchObject({ nu_proposta: 7, status: 'error' });
+    });
+
+    it('counts the waiting and the stale still waiting on the overview', async () => {
+      expect((await log.overview(new Date(T0), QUERY)).averbacoes).toEqual({ waiting: 2, staleWaiting: 2 });
     });
   });
 
