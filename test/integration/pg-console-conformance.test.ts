@@ -19,8 +19,10 @@ import { tempDir } from '../helpers/tmp';
  * Outpost's `drivertest`): the SQLite file (http/console/console-log.ts sqliteConsoleLog, as
  * main.ts builds it) and PostgreSQL (cluster/pg-console-log.ts, as a replica builds it on its
  * pool), each on a fresh, migrated store. A behaviour is written once, below, against the
- * ConsoleLog port; an adapter that answers differently fails its row. To add a behaviour: one `it`
- * inside the `describe.each`, using only `store.log` and `store.addDelivery`.
+ * ConsoleLog port; an adapter that answers differently fails its row. To add a behaviour: one
+ * `behaviour(name, fn)` inside the `describe.each`, using only `store.log` and the raw writes of
+ * {@link Opened} (when it needs rows the port cannot write, add one there, for both stores). An
+ * adapter found wrong and not fixed yet names the behaviour in its `knownWrong`.
  */
 
 interface NewAverbacao {
@@ -53,9 +55,6 @@ interface Adapter {
   open(): Promise<Opened>;
   knownWrong?: readonly string[];
 }
-
-const DELIVERIES_OUT_OF_ORDER =
-  'lists every delivery received in the time range, whatever order the ids took';
 
 const ADAPTERS: Adapter[] = [
   {
@@ -160,7 +159,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
   });
 
   describe('sessions', () => {
-    it('reads back a created session, in the SQLite log shape', async () => {
+    behaviour('reads back a created session, in the SQLite log shape', async () => {
       await log.sessions.create(session('h1', 'viewer', VIEWER_FP));
       expect(await log.sessions.live('h1', at(MINUTE))).toEqual({
         id_hash: 'h1',
@@ -173,14 +172,14 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(await log.sessions.live('unknown', at(MINUTE))).toBeUndefined();
     });
 
-    it('is live until its expiry, not at it (touching does not extend it)', async () => {
+    behaviour('is live until its expiry, not at it (touching does not extend it)', async () => {
       await log.sessions.create(session('h1'));
       await log.sessions.touch('h1', at(HOUR - 1));
       expect((await log.sessions.live('h1', at(HOUR - 1)))?.last_seen).toBe(at(HOUR - 1));
       expect(await log.sessions.live('h1', at(HOUR))).toBeUndefined();
     });
 
-    it('prunes the sessions expired at now, and counts them', async () => {
+    behaviour('prunes the sessions expired at now, and counts them', async () => {
       await log.sessions.create(session('short', 'admin', ADMIN_FP, MINUTE));
       await log.sessions.create(session('long'));
       expect(await log.sessions.pruneExpired(at(MINUTE - 1))).toBe(0);
@@ -188,7 +187,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(await log.sessions.live('long', at(MINUTE))).toBeDefined();
     });
 
-    it('ends one session, and every session', async () => {
+    behaviour('ends one session, and every session', async () => {
       for (const h of ['a', 'b', 'c']) await log.sessions.create(session(h));
       await log.sessions.remove('a');
       expect(await log.sessions.live('a', at(1))).toBeUndefined();
@@ -198,7 +197,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(await log.sessions.live('b', at(1))).toBeUndefined();
     });
 
-    it('ends the sessions of a rotated or removed token, and only those', async () => {
+    behaviour('ends the sessions of a rotated or removed token, and only those', async () => {
       await log.sessions.create(session('admin-old', 'admin', ADMIN_FP));
       await log.sessions.create(session('viewer', 'viewer', VIEWER_FP));
       // A viewer session opened by the admin's token's fingerprint is not the viewer's token.
@@ -217,7 +216,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
     const failAt = (address: string, ms: number) =>
       log.signInFailures.failed(address, at(ms), at(ms - WINDOW));
 
-    it('counts wrong tokens per address, in the window that began with the first', async () => {
+    behaviour('counts wrong tokens per address, in the window that began with the first', async () => {
       await failAt('10.0.0.1', 0);
       await failAt('10.0.0.1', MINUTE);
       await failAt('10.0.0.2', MINUTE);
@@ -232,7 +231,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(await log.signInFailures.current('10.0.0.3', at(MINUTE - WINDOW))).toBeUndefined();
     });
 
-    it('forgets a window once it is over, and a failure after it begins a new one', async () => {
+    behaviour('forgets a window once it is over, and a failure after it begins a new one', async () => {
       await failAt('10.0.0.1', 0);
       await failAt('10.0.0.1', MINUTE);
       expect(await log.signInFailures.current('10.0.0.1', at(0))).toBeUndefined();
@@ -240,7 +239,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(await log.signInFailures.current('10.0.0.1', at(0))).toEqual({ since: at(WINDOW), failures: 1 });
     });
 
-    it('starts again after a success', async () => {
+    behaviour('starts again after a success', async () => {
       await failAt('10.0.0.1', 0);
       await failAt('10.0.0.2', 0);
       await log.signInFailures.succeeded('10.0.0.1');
@@ -252,7 +251,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
   describe('the audit', () => {
     const page = () => log.audit.page(Number.MAX_SAFE_INTEGER, 100);
 
-    it('records actions, newest first, with any CPF in the detail masked', async () => {
+    behaviour('records actions, newest first, with any CPF in the detail masked', async () => {
       await log.audit.record({
         at: T0,
         role: 'admin',
@@ -289,7 +288,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       });
     });
 
-    it('pages by id: below `beforeId`, at most `limit`', async () => {
+    behaviour('pages by id: below `beforeId`, at most `limit`', async () => {
       for (let i = 0; i < 5; i++)
         await log.audit.record({
           at: at(i * MINUTE),
@@ -307,7 +306,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect((await log.audit.page(next[1]!.id, 2)).map((r) => r.target)).toEqual(['t0']);
     });
 
-    it('adds a repeated refusal to one row in its hour: times and last_at', async () => {
+    behaviour('adds a repeated refusal to one row in its hour: times and last_at', async () => {
       await log.audit.refuse(refusal());
       await log.audit.refuse(refusal({ at: at(2 * MINUTE) }));
       await log.audit.refuse(refusal({ at: at(3 * MINUTE), ip: null }));
@@ -330,7 +329,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       });
     });
 
-    it('past the window cap, counts the rest in one overflow row per reason', async () => {
+    behaviour('past the window cap, counts the rest in one overflow row per reason', async () => {
       for (let i = 0; i < REFUSAL_ROWS_PER_WINDOW; i++)
         await log.audit.refuse(refusal({ ip: `10.1.${i >> 8}.${i & 255}` }));
       await log.audit.refuse(refusal({ ip: '10.9.9.1' }));
@@ -346,7 +345,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
   });
 
   describe('the deliveries page', () => {
-    behaviour(DELIVERIES_OUT_OF_ORDER, async () => {
+    behaviour('lists every delivery received in the time range, whatever order the ids took', async () => {
       // Stored in another order than received: a slow request's row comes after a quicker one's.
       await store.addDelivery(at(3 * MINUTE), 'accepted');
       await store.addDelivery(at(MINUTE), 'duplicate');
@@ -390,7 +389,7 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       return { ids: page.rows.map((r) => r.request_id), more: page.next !== null };
     };
 
-    it('lists newest tracked first, by pages, with the filters', async () => {
+    behaviour('lists newest tracked first, by pages, with the filters', async () => {
       expect(await ids({ limit: 2 })).toEqual({ ids: ['r5', 'r4'], more: true });
       const first = await log.averbacoes({ limit: 2 });
       expect(await ids({ limit: 2, before: first.next! })).toEqual({ ids: ['r3', 'r2'], more: true });
@@ -401,13 +400,13 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect((await log.averbacoes({ limit: 1 })).rows[0]).toMatchObject({ nu_proposta: 7, status: 'error' });
     });
 
-    it('counts the waiting and the stale still waiting on the overview', async () => {
+    behaviour('counts the waiting and the stale still waiting on the overview', async () => {
       expect((await log.overview(new Date(T0), QUERY)).averbacoes).toEqual({ waiting: 2, staleWaiting: 2 });
     });
   });
 
   describe("the overview's hourly rollup", () => {
-    it('counts deliveries per UTC hour and outcome, each once', async () => {
+    behaviour('counts deliveries per UTC hour and outcome, each once', async () => {
       await store.addDelivery(at(MINUTE), 'accepted');
       await store.addDelivery(at(2 * MINUTE), 'accepted');
       await store.addDelivery(at(3 * MINUTE), 'invalid_signature');
@@ -425,18 +424,21 @@ describe.each(ADAPTERS)('the console store on $name', (adapter) => {
       expect(second.lastDeliveryAt).toBe(at(HOUR + 2 * MINUTE));
     });
 
-    it('counts, on its first update, every delivery of the window, whatever order the ids took', async () => {
-      // Ids follow the commit, not the arrival: the request received first may be stored second.
-      await store.addDelivery(at(2 * MINUTE), 'accepted');
-      await store.addDelivery(at(MINUTE), 'duplicate');
-      const figures = await log.overview(new Date(at(HOUR)), QUERY);
-      expect(figures.hours).toEqual([
-        { hour: '2026-11-21T13', outcome: 'accepted', n: 1 },
-        { hour: '2026-11-21T13', outcome: 'duplicate', n: 1 },
-      ]);
-    });
+    behaviour(
+      'counts, on its first update, every delivery of the window, whatever order the ids took',
+      async () => {
+        // Ids follow the commit, not the arrival: the request received first may be stored second.
+        await store.addDelivery(at(2 * MINUTE), 'accepted');
+        await store.addDelivery(at(MINUTE), 'duplicate');
+        const figures = await log.overview(new Date(at(HOUR)), QUERY);
+        expect(figures.hours).toEqual([
+          { hour: '2026-11-21T13', outcome: 'accepted', n: 1 },
+          { hour: '2026-11-21T13', outcome: 'duplicate', n: 1 },
+        ]);
+      },
+    );
 
-    it('gives the same figures on an empty store', async () => {
+    behaviour('gives the same figures on an empty store', async () => {
       const { rollup, hours, lastDeliveryAt, inFlight, stuckByStatus, events, averbacoes } =
         await log.overview(new Date(T0), QUERY);
       expect({ rollup, hours, lastDeliveryAt, inFlight, stuckByStatus, events, averbacoes }).toEqual({
