@@ -1,21 +1,18 @@
 import type { PoolClient } from 'pg';
 import {
-  type ConsoleAverbacaoFilter,
   type ConsoleDeliveryFilter,
-  type ConsoleEventFilter,
-  type NewAuditEntry,
-  type NewConsoleSession,
-  type NewRefusal,
   type OverviewFigures,
   type OverviewQuery,
   overviewSinceHour,
   pageOf,
   type ProposalListing,
+  rollupBusy,
+  rollupCaughtUp,
+  silenceFigures,
   type RollupResult,
   STORY_AVERBACOES,
-  type TokenFingerprints,
 } from '../domain/console';
-import { runOfAnswers, silenceDue } from '../domain/delivery-alarm';
+import { runOfAnswers } from '../domain/delivery-alarm';
 import type { PgAdminLog } from './pg-admin-log';
 import {
   countConsoleEvents,
@@ -57,7 +54,7 @@ import {
   readStuckProposals,
   stuckCounts,
 } from './pg-reads';
-import { iso, sqlOf } from './sql';
+import { iso, type Sql, sqlOf } from './sql';
 
 /**
  * The operator console's log in cluster mode (contract §9, §10): what its pages read and its
@@ -75,33 +72,35 @@ import { iso, sqlOf } from './sql';
 /** The console's log on the admin log's connection to PostgreSQL (see the module's comment). */
 export function pgConsoleLog(admin: PgAdminLog) {
   const { read, transaction } = admin.runners;
+  // A statement's function as a method: reads in one read-only snapshot, writes in a transaction.
+  const reading =
+    <A extends unknown[], R>(fn: (db: PoolClient, ...args: A) => Promise<R>) =>
+    (...args: A) =>
+      read((db) => fn(db, ...args));
+  const writing =
+    <A extends unknown[], R>(fn: (tx: Sql, ...args: A) => Promise<R>) =>
+    (...args: A) =>
+      transaction((tx) => fn(tx, ...args));
   return {
     sessions: {
-      create: (s: NewConsoleSession) => transaction((tx) => createSession(tx, s)),
-      live: (idHash: string, now: string) => read((db) => liveSession(db, idHash, now)),
-      touch: (idHash: string, now: string) => transaction((tx) => touchSession(tx, idHash, now)),
-      remove: (idHash: string) => transaction((tx) => removeSession(tx, idHash)),
-      pruneExpired: (now: string) => transaction((tx) => pruneSessions(tx, now)),
-      endOthers: (fps: TokenFingerprints) => transaction((tx) => endOtherTokensSessions(tx, fps)),
-      endAll: () => transaction((tx) => endAllSessions(tx)),
+      create: writing(createSession),
+      live: reading(liveSession),
+      touch: writing(touchSession),
+      remove: writing(removeSession),
+      pruneExpired: writing(pruneSessions),
+      endOthers: writing(endOtherTokensSessions),
+      endAll: writing(endAllSessions),
     },
     signInFailures: {
-      current: (address: string, windowStart: string) =>
-        read((db) => readSignInFailures(db, address, windowStart)),
-      failed: (address: string, now: string, windowStart: string) =>
-        transaction((tx) => recordSignInFailure(tx, address, now, windowStart)),
-      succeeded: (address: string) => transaction((tx) => clearSignInFailures(tx, address)),
+      current: reading(readSignInFailures),
+      failed: writing(recordSignInFailure),
+      succeeded: writing(clearSignInFailures),
     },
-    audit: {
-      record: (entry: NewAuditEntry) => transaction((tx) => recordAudit(tx, entry)),
-      refuse: (refusal: NewRefusal) => transaction((tx) => recordRefusal(tx, refusal)),
-      page: (beforeId: number, limit: number) => read((db) => readAuditPage(db, beforeId, limit)),
-    },
+    audit: { record: writing(recordAudit), refuse: writing(recordRefusal), page: reading(readAuditPage) },
     overview: (now: Date, query: OverviewQuery) => overview(admin, now, query),
-    events: (filter: ConsoleEventFilter) => read((db) => readConsoleEvents(db, filter)),
-    countEvents: (filter: ConsoleEventFilter) => read((db) => countConsoleEvents(db, filter)),
-    eventIds: (filter: ConsoleEventFilter, before: number, limit: number) =>
-      read((db) => readConsoleEventIds(db, filter, before, limit)),
+    events: reading(readConsoleEvents),
+    countEvents: reading(countConsoleEvents),
+    eventIds: reading(readConsoleEventIds),
     /** The event and its body as the admin API reads them, and the messages it caused. */
     event: async (id: number) => {
       const found = await admin.event(id);
@@ -120,10 +119,10 @@ export function pgConsoleLog(admin: PgAdminLog) {
       );
       return pageOf(rows, limit, null);
     },
-    proposals: (listing: ProposalListing) => read((db) => proposals(db, listing)),
-    proposalExists: (nu: number | string) => read((db) => proposalNamed(db, nu)),
-    proposalStory: (nu: number | string) => read((db) => proposalStory(db, nu)),
-    averbacoes: (filter: ConsoleAverbacaoFilter) => read((db) => readConsoleAverbacoes(db, filter)),
+    proposals: reading(proposals),
+    proposalExists: reading(proposalNamed),
+    proposalStory: reading(proposalStory),
+    averbacoes: reading(readConsoleAverbacoes),
     replayEvents: admin.replayEvents,
     forwards: admin.forwards,
   };
@@ -160,14 +159,11 @@ async function overview(admin: PgAdminLog, now: Date, query: OverviewQuery): Pro
   const figures = await read(async (db) => {
     const sql = sqlOf(db);
     const answers = await readSharedAnswers(sql);
-    const last = answers.lastDeliveryAt;
     return {
       rollup,
       hours: await readRollupHours(db, overviewSinceHour(now)),
-      lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
+      ...silenceFigures(now, answers.lastDeliveryAt, query, () => answers.proposalsInFlight),
       run: runOfAnswers(answers.run),
-      inFlight:
-        last !== null && silenceDue(now.getTime(), last, query.silenceMs) ? answers.proposalsInFlight : null,
       stuckByStatus: await stuckCounts(db, query.stuckCutoffs),
       ...(await overviewCounts(db)),
       relaySpools: await readRelaySpools(db),
@@ -185,12 +181,12 @@ async function overviewCounts(db: PoolClient) {
 /** One rollup update when there is something to count; another replica's held too long: shown as is. */
 async function updateRollupOnce(admin: PgAdminLog, now: Date): Promise<RollupResult> {
   const { read, transaction } = admin.runners;
-  const { last, top } = await read((db) => rollupPosition(sqlOf(db)));
-  if (last !== null && last >= top) return { behind: 0, locked: false };
+  const at = await read((db) => rollupPosition(sqlOf(db)));
+  if (rollupCaughtUp(at)) return { behind: 0, locked: false };
   try {
     return { behind: await transaction((tx) => updateRollup(tx, now)), locked: false };
   } catch (err) {
     if (!isRollupBusy(err)) throw err;
-    return { behind: top - (last ?? 0), locked: true };
+    return rollupBusy(at);
   }
 }

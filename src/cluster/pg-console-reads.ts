@@ -1,4 +1,5 @@
 import {
+  averbacaoPage,
   type ConsoleAverbacaoFilter,
   type ConsoleEventFilter,
   COUNT_CAP,
@@ -211,10 +212,7 @@ export async function readConsoleAverbacoes(
     `SELECT seq AS rid, ${AVERBACAO_COLUMNS} FROM averbacoes ${c.where} ORDER BY seq DESC LIMIT ${c.next()}`,
     [...c.params, limit + 1],
   );
-  const list = found.map(withLogNuProposta) as PgAverbacaoListRow[];
-  if (list.length <= limit) return { rows: list, next: null };
-  const page = list.slice(0, limit);
-  return { rows: page, next: (page[page.length - 1] as PgAverbacaoListRow).rid };
+  return averbacaoPage(found.map(withLogNuProposta) as PgAverbacaoListRow[], limit);
 }
 
 /** The overview's counts that SQLite reads from store/console-averbacoes.ts and the events store. */

@@ -1,4 +1,10 @@
-import { type HourCount, hourOf, ROLLUP_CHUNK_ROWS, ROLLUP_KEEP_MS, ROLLUP_STATE } from '../domain/console';
+import {
+  type HourCount,
+  type RollupPosition,
+  ROLLUP_STATE,
+  rollupStep,
+  rollupWindow,
+} from '../domain/console';
 import { type PgReader, rows } from './pg-reads';
 import type { Sql } from './sql';
 
@@ -30,7 +36,7 @@ const LOCK_WAIT = '2s';
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /** Where the watermark is (null before the first update), and the newest delivery's id. */
-export async function rollupPosition(sql: Sql): Promise<{ last: number | null; top: number }> {
+export async function rollupPosition(sql: Sql): Promise<RollupPosition> {
   // bigint comes back as text: ids stay far below 2^53.
   const [row] = await sql.query<{ last: string | null; top: string | null }>(
     `SELECT (SELECT last_id FROM console_rollup_state WHERE name = $1) AS last,
@@ -49,19 +55,17 @@ export async function updateRollup(tx: Sql, now: Date): Promise<number> {
   await tx.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
   await tx.query('SELECT pg_advisory_xact_lock($1)', [ROLLUP_LOCK_KEY.toString()]);
   // Read under the lock: another replica may have moved the watermark while this one waited.
-  const { last, top } = await rollupPosition(tx);
-  const since = new Date(now.getTime() - ROLLUP_KEEP_MS);
-  let from = last;
-  if (from === null) {
-    // A first run starts at the window: the lowest id received in it (ids follow the relay's
-    // commits, not received_at, so the minimum rather than the first by time).
-    const [first] = await tx.query<{ id: string | null }>(
+  const at = await rollupPosition(tx);
+  const window = rollupWindow(now);
+  let first: number | null = null;
+  if (at.last === null) {
+    const [row] = await tx.query<{ id: string | null }>(
       'SELECT min(id) AS id FROM deliveries WHERE received_at >= $1::timestamptz',
-      [since.toISOString()],
+      [window.since],
     );
-    from = (first?.id == null ? top + 1 : Number(first.id)) - 1;
+    first = row?.id == null ? null : Number(row.id);
   }
-  const to = Math.min(top, from + ROLLUP_CHUNK_ROWS);
+  const { from, to, behind } = rollupStep(at, first);
   await tx.query(
     `INSERT INTO console_delivery_hours (hour, outcome, n)
      SELECT to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24'), outcome, count(*) FROM deliveries
@@ -74,8 +78,8 @@ export async function updateRollup(tx: Sql, now: Date): Promise<number> {
      ON CONFLICT (name) DO UPDATE SET last_id = excluded.last_id, updated_at = excluded.updated_at`,
     [ROLLUP_STATE, to, now.toISOString()],
   );
-  await tx.query('DELETE FROM console_delivery_hours WHERE hour < $1', [hourOf(since.getTime())]);
-  return top - to;
+  await tx.query('DELETE FROM console_delivery_hours WHERE hour < $1', [window.keepFrom]);
+  return behind;
 }
 
 /** Whether an update gave up waiting for another replica's (the page then shows what is counted). */

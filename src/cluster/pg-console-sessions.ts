@@ -6,8 +6,8 @@ import {
   type NewConsoleSession,
   type NewRefusal,
   overflowRefusal,
-  REFUSAL_ROWS_PER_WINDOW,
   refusalWindowStart,
+  refusalWrite,
   type TokenFingerprints,
 } from '../domain/console';
 import { type PgReader, rows } from './pg-reads';
@@ -57,22 +57,17 @@ export async function removeSession(sql: Sql, idHash: string): Promise<void> {
   await sql.query('DELETE FROM console_sessions WHERE id_hash = $1', [idHash]);
 }
 
-/** Removes every session expired at `now`; returns how many. */
-export async function pruneSessions(sql: Sql, now: string): Promise<number> {
-  const [row] = await sql.query<{ n: string }>(
-    `WITH gone AS (DELETE FROM console_sessions WHERE expires_at <= $1::timestamptz RETURNING 1)
-     SELECT count(*) AS n FROM gone`,
-    [now],
-  );
-  return Number(row?.n ?? 0);
-}
-
 async function deleted(sql: Sql, where: string, params: unknown[]): Promise<number> {
   const [row] = await sql.query<{ n: string }>(
     `WITH gone AS (DELETE FROM console_sessions WHERE ${where} RETURNING 1) SELECT count(*) AS n FROM gone`,
     params,
   );
   return Number(row?.n ?? 0);
+}
+
+/** Removes every session expired at `now`; returns how many. */
+export function pruneSessions(sql: Sql, now: string): Promise<number> {
+  return deleted(sql, 'expires_at <= $1::timestamptz', [now]);
 }
 
 /** Removes every session its role's configured token did not open (rotated or removed); how many. */
@@ -127,30 +122,30 @@ export async function clearSignInFailures(sql: Sql, address: string): Promise<vo
   await sql.query('DELETE FROM console_sign_in_failures WHERE address = $1', [address]);
 }
 
-/**
- * A refused request, aggregated as in SQLite (store/audit.ts `refuse`). Two replicas refusing the
- * same thing at once may each add a row: the count is split, never lost.
- */
+/** The newest refused row of the window matching a refusal's reason, route, address and session. */
+const NEWEST_REFUSED = (n: number) =>
+  `SELECT id FROM console_audit WHERE outcome = 'refused' AND at >= $1::timestamptz AND reason = $2
+     AND target = $${n} AND ip IS NOT DISTINCT FROM $${n + 1} AND session IS NOT DISTINCT FROM $${n + 2}
+   ORDER BY id DESC LIMIT 1`;
+
+/** A refused request, aggregated as in SQLite (domain/console.ts refusalWrite). */
 export async function recordRefusal(sql: Sql, r: NewRefusal): Promise<void> {
-  const start = refusalWindowStart(r.at);
-  const add = async (x: NewRefusal): Promise<boolean> => {
-    const done = await sql.query<{ id: string }>(
-      `UPDATE console_audit SET times = times + 1, last_at = $1::timestamptz WHERE id = (
-         SELECT id FROM console_audit WHERE outcome = 'refused' AND at >= $2::timestamptz AND reason = $3
-           AND target = $4 AND ip IS NOT DISTINCT FROM $5 AND session IS NOT DISTINCT FROM $6
-         ORDER BY id DESC LIMIT 1) RETURNING id`,
-      [x.at, start, x.reason, x.route, x.ip, x.session],
-    );
-    return done.length > 0;
-  };
-  if (await add(r)) return;
-  const [count] = await sql.query<{ n: string }>(
-    `SELECT count(*) AS n FROM console_audit WHERE outcome = 'refused' AND at >= $1::timestamptz`,
-    [start],
+  const o = overflowRefusal(r);
+  const [w] = await sql.query<{ same: string | null; overflow: string | null; rows: string }>(
+    `SELECT (${NEWEST_REFUSED(3)}) AS same, (${NEWEST_REFUSED(6)}) AS overflow,
+       (SELECT count(*) FROM console_audit WHERE outcome = 'refused' AND at >= $1::timestamptz) AS rows`,
+    [refusalWindowStart(r.at), r.reason, r.route, r.ip, r.session, o.route, o.ip, o.session],
   );
-  const full = Number(count?.n ?? 0) >= REFUSAL_ROWS_PER_WINDOW;
-  const row = full ? overflowRefusal(r) : r;
-  if (full && (await add(row))) return;
+  const id = (v: string | null | undefined) => (v == null ? null : Number(v));
+  const write = refusalWrite(r, { same: id(w?.same), overflow: id(w?.overflow), rows: Number(w?.rows ?? 0) });
+  if ('add' in write) {
+    await sql.query('UPDATE console_audit SET times = times + 1, last_at = $1::timestamptz WHERE id = $2', [
+      r.at,
+      write.add,
+    ]);
+    return;
+  }
+  const row = write.insert;
   await sql.query(
     `INSERT INTO console_audit (at, role, session, action, target, ip, outcome, reason, times)
      VALUES ($1::timestamptz, $2, $3, 'refused', $4, $5, 'refused', $6, 1)`,

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import type { DeliveryAlarmState } from './delivery-alarm';
+import { type DeliveryAlarmState, silenceDue } from './delivery-alarm';
 import type { DestinationSummary } from './forwarding/admin';
 import type { Destination } from './forwarding/destinations';
 import { maskCpfsInText } from './privacy';
@@ -90,6 +90,19 @@ export function pageOf<T extends { id: number }>(
   if (rows.length <= limit) return { rows, next: null, stoppedAt };
   const page = rows.slice(0, limit);
   return { rows: page, next: (page[page.length - 1] as T).id, stoppedAt };
+}
+
+/** A page of averbações out of up to `limit + 1` read: `next` is the last row's `rid` when there are more. */
+export function averbacaoPage<T extends { rid: number }>(
+  rows: T[],
+  limit: number,
+): { rows: T[]; next: number | null } {
+  const { rows: page, next } = pageOf(
+    rows.map((row) => ({ row, id: row.rid })),
+    limit,
+    null,
+  );
+  return { rows: page.map((p) => p.row), next };
 }
 
 /**
@@ -234,6 +247,21 @@ export interface RelaySpoolRow {
   last_received_at: string | null;
 }
 
+/**
+ * The overview's silence figures: the latest delivery (epoch ms, null: none) as ISO text, and the
+ * proposals in flight, counted (`inFlight`) only once the silence is long enough to matter.
+ */
+export function silenceFigures(
+  now: Date,
+  last: number | null,
+  query: Pick<OverviewQuery, 'silenceMs'>,
+  inFlight: () => number,
+): Pick<OverviewFigures, 'lastDeliveryAt' | 'inFlight'> {
+  if (last === null) return { lastDeliveryAt: null, inFlight: null };
+  const due = silenceDue(now.getTime(), last, query.silenceMs);
+  return { lastDeliveryAt: new Date(last).toISOString(), inFlight: due ? inFlight() : null };
+}
+
 /** `hours` of {@link OverviewFigures}: the rollup's hours from this one on. */
 export function overviewSinceHour(now: Date): string {
   return hourOf(now.getTime() - 7 * 86_400_000);
@@ -265,6 +293,43 @@ export interface RollupResult {
 /** `2026-11-21T13` for an instant. */
 export function hourOf(ms: number): string {
   return new Date(ms).toISOString().slice(0, 13);
+}
+
+/** Where the rollup stands: its watermark (null before the first update) and the newest delivery's id. */
+export interface RollupPosition {
+  last: number | null;
+  top: number;
+}
+
+/** Whether an update has nothing to count (a page view then writes nothing). */
+export function rollupCaughtUp({ last, top }: RollupPosition): boolean {
+  return last !== null && last >= top;
+}
+
+/** What a page shows when another process holds the rollup: what is counted, and how far behind. */
+export function rollupBusy({ last, top }: RollupPosition): RollupResult {
+  return { behind: top - (last ?? 0), locked: true };
+}
+
+/** The rollup's window at `now`: its first instant (where a first update starts) and its first hour kept. */
+export function rollupWindow(now: Date): { since: string; keepFrom: string } {
+  const since = now.getTime() - ROLLUP_KEEP_MS;
+  return { since: new Date(since).toISOString(), keepFrom: hourOf(since) };
+}
+
+/**
+ * The ids one update counts, `from` (exclusive) to `to`, and how many it leaves: after the
+ * watermark, or on a first update from the lowest id received in the window (`firstInWindow`,
+ * null: none). The lowest id, not the first received: ids follow the commits, not the arrival, and
+ * a request received earlier may be stored later.
+ */
+export function rollupStep(
+  { last, top }: RollupPosition,
+  firstInWindow: number | null,
+): { from: number; to: number; behind: number } {
+  const from = last ?? (firstInWindow ?? top + 1) - 1;
+  const to = Math.min(top, from + ROLLUP_CHUNK_ROWS);
+  return { from, to, behind: top - to };
 }
 
 // ---- sessions and the audit table ----------------------------------------------------------------
@@ -386,6 +451,28 @@ export function refusalWindowStart(at: string): string {
 /** The row a refusal adds to once the window's cap is reached: one per reason, no address or session. */
 export function overflowRefusal(r: NewRefusal): NewRefusal {
   return { ...r, role: null, session: null, route: '*', ip: null };
+}
+
+/** What the audit table holds of a refusal's window (one read): see {@link refusalWrite}. */
+export interface RefusalWindow {
+  /** The newest row of the window for the same refusal, else null. */
+  same: number | null;
+  /** The newest overflow row of the window for its reason ({@link overflowRefusal}), else null. */
+  overflow: number | null;
+  /** Refusal rows in the window. */
+  rows: number;
+}
+
+/**
+ * Where a refusal is counted: added to the window's row for the same refusal (`times + 1`), else a
+ * new row while the window has fewer than REFUSAL_ROWS_PER_WINDOW, else added to the window's
+ * overflow row of its reason (a new one the first time). The newest row, should two processes have
+ * raced: the count is then split, never lost.
+ */
+export function refusalWrite(r: NewRefusal, w: RefusalWindow): { add: number } | { insert: NewRefusal } {
+  if (w.same !== null) return { add: w.same };
+  if (w.rows < REFUSAL_ROWS_PER_WINDOW) return { insert: r };
+  return w.overflow !== null ? { add: w.overflow } : { insert: overflowRefusal(r) };
 }
 
 export interface AuditRow {

@@ -4,8 +4,9 @@ import {
   type NewAuditEntry,
   type NewRefusal,
   overflowRefusal,
-  REFUSAL_ROWS_PER_WINDOW,
+  type RefusalWindow,
   refusalWindowStart,
+  refusalWrite,
 } from '../domain/console';
 import type { Db } from './database';
 
@@ -27,39 +28,40 @@ export function auditRepo(db: Db) {
   const page = db.prepare<[number, number], AuditRow>(
     `SELECT ${AUDIT_COLUMNS} FROM console_audit WHERE id < ? ORDER BY id DESC LIMIT ?`,
   );
-  type Key = { start: string; reason: string; route: string; ip: string | null; session: string | null };
-  // The window's row for the same refusal (the newest, should two replicas have raced).
-  const repeat = db.prepare<[Key & { at: string }]>(
-    `UPDATE console_audit SET times = times + 1, last_at = @at WHERE id = (
-       SELECT id FROM console_audit WHERE outcome = 'refused' AND at >= @start AND reason = @reason
-         AND target = @route AND ip IS @ip AND session IS @session ORDER BY id DESC LIMIT 1)`,
+  // One read of the refusal's window (domain/console.ts refusalWrite): the newest row of the same
+  // refusal, of its overflow, and how many rows the window has. `ip IS ?`: null equals null.
+  const newest = `SELECT id FROM console_audit WHERE outcome = 'refused' AND at >= @start AND reason = @reason
+    AND target = ? AND ip IS ? AND session IS ? ORDER BY id DESC LIMIT 1`;
+  const window = db.prepare<unknown[], RefusalWindow>(
+    `SELECT (${newest}) AS same, (${newest}) AS overflow,
+       (SELECT count(*) FROM console_audit WHERE outcome = 'refused' AND at >= @start) AS rows`,
   );
-  const rowsInWindow = db.prepare<[string], { n: number }>(
-    `SELECT count(*) AS n FROM console_audit WHERE outcome = 'refused' AND at >= ?`,
+  const repeat = db.prepare<[string, number]>(
+    'UPDATE console_audit SET times = times + 1, last_at = ? WHERE id = ?',
   );
   const insertRefusal = db.prepare<[NewRefusal]>(
     `INSERT INTO console_audit (at, role, session, action, target, ip, outcome, reason, times)
      VALUES (@at, @role, @session, 'refused', @route, @ip, 'refused', @reason, 1)`,
   );
-  const add = (r: NewRefusal, start: string): boolean =>
-    repeat.run({ at: r.at, start, reason: r.reason, route: r.route, ip: r.ip, session: r.session }).changes >
-    0;
   return {
     record(e: NewAuditEntry): void {
       insert.run(e.at, e.role, e.session, e.action, e.target, auditDetailText(e.detail), e.ip);
     },
-    /**
-     * A refused request: added to the window's row for the same refusal, else a new row while the
-     * window has fewer than REFUSAL_ROWS_PER_WINDOW, else added to the window's overflow row of its
-     * reason (domain/console.ts).
-     */
+    /** A refused request, aggregated (domain/console.ts refusalWrite). */
     refuse: db.transaction((r: NewRefusal): void => {
-      const start = refusalWindowStart(r.at);
-      if (add(r, start)) return;
-      const full = (rowsInWindow.get(start)?.n ?? 0) >= REFUSAL_ROWS_PER_WINDOW;
-      const row = full ? overflowRefusal(r) : r;
-      if (full && add(row, start)) return;
-      insertRefusal.run(row);
+      const o = overflowRefusal(r);
+      const w = window.get(
+        { start: refusalWindowStart(r.at), reason: r.reason },
+        r.route,
+        r.ip,
+        r.session,
+        o.route,
+        o.ip,
+        o.session,
+      )!;
+      const write = refusalWrite(r, w);
+      if ('add' in write) repeat.run(r.at, write.add);
+      else insertRefusal.run(write.insert);
     }),
     /** Newest first, entries with an id below `beforeId` (keyset). */
     page: (beforeId: number, limit: number): AuditRow[] => page.all(beforeId, limit),

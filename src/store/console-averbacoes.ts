@@ -1,4 +1,4 @@
-import { type ConsoleAverbacaoFilter, COUNT_CAP } from '../domain/console';
+import { averbacaoPage, type ConsoleAverbacaoFilter, COUNT_CAP } from '../domain/console';
 import type { AverbacaoRow } from './averbacoes';
 import type { Db } from './database';
 import { whereClause } from './sql';
@@ -39,10 +39,10 @@ export function consoleAverbacoes(db: Db) {
         ? `${where.sql === '' ? 'WHERE' : `${where.sql} AND`} next_poll_at IS NOT NULL`
         : where.sql;
       const sql = `SELECT rowid AS rid, * FROM averbacoes ${waiting} ORDER BY rowid DESC LIMIT ?`;
-      const rows = db.prepare<(string | number)[], AverbacaoListRow>(sql).all(...where.params, limit + 1);
-      if (rows.length <= limit) return { rows, next: null };
-      const page = rows.slice(0, limit);
-      return { rows: page, next: (page[page.length - 1] as AverbacaoListRow).rid };
+      return averbacaoPage(
+        db.prepare<(string | number)[], AverbacaoListRow>(sql).all(...where.params, limit + 1),
+        limit,
+      );
     },
   };
 }

@@ -170,28 +170,29 @@ function listEvents(db: Db, f: ConsoleEventFilter): ListPage<EventRow> {
   return windowPage(select(f, low), limit, low);
 }
 
+/**
+ * Without a time range, newest by id (the rowid, or `deliveries_outcome_id`). With one, newest by
+ * `received_at` over its index, as PostgreSQL lists them (cluster/pg-reads.ts readDeliveries): ids
+ * follow the commit, not the arrival (a slow request's row comes after a quicker one's), so an id
+ * range taken from the times would miss rows at its ends.
+ */
 function listDeliveries(db: Db, f: ConsoleDeliveryFilter): ListPage<DeliveryRow> {
   const limit = f.limit ?? 50;
-  // The received_at index gives the id bounds of the time range.
-  const bound = (at: string | undefined) =>
-    at === undefined
-      ? undefined
-      : (db
-          .prepare<[string], { id: number }>(
-            'SELECT id FROM deliveries WHERE received_at >= ? ORDER BY received_at LIMIT 1',
-          )
-          .get(at)?.id ?? Number.MAX_SAFE_INTEGER);
-  const fromId = bound(f.from);
-  const toId = bound(f.to);
-  const upper = Math.min(f.before ?? Number.MAX_SAFE_INTEGER, toId ?? Number.MAX_SAFE_INTEGER);
-  const where = whereClause([
-    ['outcome = ?', f.outcome],
-    ['id >= ?', fromId],
-    ['id < ?', upper === Number.MAX_SAFE_INTEGER ? undefined : upper],
-    ['received_at >= ?', f.from],
-    ['received_at < ?', f.to],
-  ]);
-  const sql = `SELECT * FROM deliveries ${where.sql} ORDER BY id DESC LIMIT ?`;
+  const ranged = f.from !== undefined || f.to !== undefined;
+  const where = ranged
+    ? whereClause([
+        // `+`: the received_at index drives, never a sort of every row of an outcome.
+        ['+outcome = ?', f.outcome],
+        ['received_at >= ?', f.from],
+        ['received_at < ?', f.to],
+        ['(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = ?)', f.before],
+      ])
+    : whereClause([
+        ['outcome = ?', f.outcome],
+        ['id < ?', f.before],
+      ]);
+  const order = ranged ? 'received_at DESC, id DESC' : 'id DESC';
+  const sql = `SELECT * FROM deliveries ${where.sql} ORDER BY ${order} LIMIT ?`;
   const rows = db.prepare<(string | number)[], DeliveryRow>(sql).all(...where.params, limit + 1);
   return pageOf(rows, limit, null);
 }

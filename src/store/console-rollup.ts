@@ -1,10 +1,12 @@
 import {
   type HourCount,
-  hourOf,
-  ROLLUP_CHUNK_ROWS,
-  ROLLUP_KEEP_MS as KEEP_MS,
-  ROLLUP_STATE as STATE,
+  rollupBusy,
+  rollupCaughtUp,
+  type RollupPosition,
   type RollupResult,
+  rollupStep,
+  rollupWindow,
+  ROLLUP_STATE as STATE,
 } from '../domain/console';
 import type { Db } from './database';
 import { isLockBusy } from './database-errors';
@@ -20,17 +22,13 @@ import { isLockBusy } from './database-errors';
  * and deliveries are never deleted, so every row below the watermark has been counted.
  */
 
-// The shapes and constants shared with cluster mode (cluster/pg-console-rollup.ts): domain/console.ts.
-export { type HourCount, hourOf, ROLLUP_CHUNK_ROWS, type RollupResult } from '../domain/console';
-
 export function deliveryRollup(db: Db) {
-  const state = db.prepare<[string], { last_id: number }>(
-    'SELECT last_id FROM console_rollup_state WHERE name = ?',
+  const position = db.prepare<[string], { last: number | null; top: number | null }>(
+    `SELECT (SELECT last_id FROM console_rollup_state WHERE name = ?) AS last, (SELECT max(id) FROM deliveries) AS top`,
   );
-  const maxId = db.prepare<[], { id: number | null }>('SELECT max(id) AS id FROM deliveries');
-  // The first delivery of the window, by the received_at index: a first run starts there.
-  const firstSince = db.prepare<[string], { id: number }>(
-    'SELECT id FROM deliveries WHERE received_at >= ? ORDER BY received_at LIMIT 1',
+  // A first run starts at the window: the lowest id received in it (domain/console.ts rollupStep).
+  const firstInWindow = db.prepare<[string], { id: number | null }>(
+    'SELECT min(id) AS id FROM deliveries WHERE received_at >= ?',
   );
   const count = db.prepare<[number, number], HourCount>(
     `SELECT substr(received_at, 1, 13) AS hour, outcome, count(*) AS n FROM deliveries
@@ -46,30 +44,34 @@ export function deliveryRollup(db: Db) {
   );
   const dropOld = db.prepare<[string]>('DELETE FROM console_delivery_hours WHERE hour < ?');
   const hours = db.prepare<[string], HourCount>(
-    'SELECT hour, outcome, n FROM console_delivery_hours WHERE hour >= ? ORDER BY hour',
+    'SELECT hour, outcome, n FROM console_delivery_hours WHERE hour >= ? ORDER BY hour, outcome',
   );
+  const positionNow = (): RollupPosition => {
+    const row = position.get(STATE);
+    return { last: row?.last ?? null, top: row?.top ?? 0 };
+  };
 
-  const catchUp = db.transaction((now: Date, top: number): number => {
-    const since = new Date(now.getTime() - KEEP_MS);
-    const from = state.get(STATE)?.last_id ?? (firstSince.get(since.toISOString())?.id ?? top + 1) - 1;
-    const to = Math.min(top, from + ROLLUP_CHUNK_ROWS);
+  const catchUp = db.transaction((now: Date): number => {
+    const at = positionNow();
+    const window = rollupWindow(now);
+    const first = at.last === null ? (firstInWindow.get(window.since)?.id ?? null) : null;
+    const { from, to, behind } = rollupStep(at, first);
     for (const row of count.all(from, to)) add.run(row.hour, row.outcome, row.n);
     save.run(STATE, to, now.toISOString());
-    dropOld.run(hourOf(since.getTime()));
-    return top - to;
+    dropOld.run(window.keepFrom);
+    return behind;
   });
 
   return {
     /** Counts the deliveries that arrived since the last call (up to ROLLUP_CHUNK_ROWS of them). */
     update(now: Date): RollupResult {
-      const top = maxId.get()?.id ?? 0;
-      const last = state.get(STATE)?.last_id;
-      if (last !== undefined && last >= top) return { behind: 0, locked: false };
+      const at = positionNow();
+      if (rollupCaughtUp(at)) return { behind: 0, locked: false };
       try {
-        return { behind: catchUp.immediate(now, top), locked: false };
+        return { behind: catchUp.immediate(now), locked: false };
       } catch (err) {
         if (!isLockBusy(err)) throw err;
-        return { behind: top - (last ?? 0), locked: true };
+        return rollupBusy(at);
       }
     },
     /** The counts of every hour from `sinceHour` on (`2026-11-21T13`), oldest first. */

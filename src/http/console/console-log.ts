@@ -11,6 +11,7 @@ import {
   type OverviewFigures,
   type OverviewQuery,
   overviewSinceHour,
+  silenceFigures,
   type ProposalListing,
   type RegistryEventRow,
   STORY_AVERBACOES,
@@ -18,7 +19,6 @@ import {
   type StoryForwardRow,
   type TokenFingerprints,
 } from '../../domain/console';
-import { silenceDue } from '../../domain/delivery-alarm';
 import type { DeliveryRow } from '../../domain/delivery';
 import type { EventRow, ReplayResult } from '../../domain/event-status';
 import type { AverbacaoRow } from '../../store/averbacoes';
@@ -147,25 +147,9 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
   const q = consoleQueries(store.db);
   const admin = sqliteAdminLog(store, wake);
   return {
-    sessions: {
-      create: async (s) => q.sessions.create(s),
-      live: async (idHash, now) => q.sessions.live(idHash, now),
-      touch: async (idHash, now) => q.sessions.touch(idHash, now),
-      remove: async (idHash) => q.sessions.remove(idHash),
-      pruneExpired: async (now) => q.sessions.pruneExpired(now),
-      endOthers: async (fps) => q.sessions.endOthers(fps),
-      endAll: async () => q.sessions.endAll(),
-    },
-    audit: {
-      record: async (entry) => q.audit.record(entry),
-      refuse: async (refusal) => q.audit.refuse(refusal),
-      page: async (beforeId, limit) => q.audit.page(beforeId, limit),
-    },
-    signInFailures: {
-      current: async (address, windowStart) => q.throttle.current(address, windowStart),
-      failed: async (address, now, windowStart) => q.throttle.failed(address, now, windowStart),
-      succeeded: async (address) => q.throttle.succeeded(address),
-    },
+    sessions: promising(q.sessions),
+    audit: promising(q.audit),
+    signInFailures: promising(q.throttle),
     overview: async (now, query) => sqliteOverview(store, q, now, query),
     events: async (filter) => q.events.list(filter),
     countEvents: async (filter) => q.events.countMatching(filter),
@@ -198,17 +182,26 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
   };
 }
 
+/** A synchronous repository's methods as the async port's: same names, same arguments. */
+type Promising<T> = {
+  [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<R> : never;
+};
+
+function promising<T extends object>(repo: T): Promising<T> {
+  const methods = Object.entries(repo).map(([name, fn]) => [
+    name,
+    async (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args),
+  ]);
+  return Object.fromEntries(methods) as Promising<T>;
+}
+
 function sqliteOverview(store: Store, q: ConsoleQueries, now: Date, query: OverviewQuery): OverviewFigures {
   const rollup = q.rollup.update(now);
-  const last = q.alarm.lastDeliveryAt();
-  const inFlight =
-    last !== null && silenceDue(now.getTime(), last, query.silenceMs) ? q.alarm.proposalsInFlight() : null;
   return {
     rollup,
     hours: q.rollup.since(overviewSinceHour(now)),
-    lastDeliveryAt: last === null ? null : new Date(last).toISOString(),
+    ...silenceFigures(now, q.alarm.lastDeliveryAt(), query, () => q.alarm.proposalsInFlight()),
     run: q.alarm.load(),
-    inFlight,
     stuckByStatus: q.lists.stuckCounts(query.stuckCutoffs),
     events: {
       pending: q.averbacoes.countEvents('pending'),
