@@ -82,3 +82,21 @@ export async function eventually(predicate: () => boolean, what: string, timeout
 }
 
 export { delivery };
+
+/**
+ * `n` deliveries of `proposals` proposals (numbered from `first`) sent to `r` at once, each
+ * proposal's events in the life cycle's order; every one must be answered 200.
+ */
+export async function sendBurst(r: TestReceiver, first: number, n: number, proposals: number): Promise<void> {
+  const eventos = ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada'];
+  const answers = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      r.send(
+        delivery(eventos[Math.floor(i / proposals) % eventos.length] as string, {
+          nu_proposta: first + (i % proposals),
+        }),
+      ),
+    ),
+  );
+  expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+}

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConsoleClient, squash } from '../helpers/console-client';
 import { FakeDestination, orderViolations } from '../helpers/destination';
-import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { eventually, sendBurst as burst, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -68,21 +68,6 @@ async function setPaused(r: TestReceiver, paused: boolean): Promise<void> {
     headers: { authorization: `Bearer ${TOKEN}` },
   });
   expect(res.status).toBe(200);
-}
-
-/** `n` deliveries of `proposals` proposals sent at once; every one must be answered 200. */
-async function burst(r: TestReceiver, first: number, n: number, proposals: number): Promise<void> {
-  const eventos = ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada'];
-  const answers = await Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      r.send(
-        delivery(eventos[Math.floor(i / proposals) % eventos.length] as string, {
-          nu_proposta: first + (i % proposals),
-        }),
-      ),
-    ),
-  );
-  expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
 }
 
 it('a burst is answered while the backlog to process and to forward stays where it was; once no answer is being made it drains, in order', async () => {

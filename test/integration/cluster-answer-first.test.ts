@@ -1,7 +1,7 @@
 import { openSpool } from '../../src/store/spool';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, waitFor } from '../helpers/cluster-db';
-import { delivery, type TestReceiver } from '../helpers/receiver';
+import { sendBurst as burst, type TestReceiver } from '../helpers/receiver';
 
 /**
  * Issue 23 in cluster mode: while a webhook answer is being made on a replica, its background work
@@ -21,21 +21,6 @@ const pending = () => count(bed.pool, "SELECT count(*) AS n FROM events WHERE st
 const done = () => count(bed.pool, "SELECT count(*) AS n FROM events WHERE status = 'done'");
 const inPostgres = () => count(bed.pool, 'SELECT count(*) AS n FROM events');
 const spooled = (r: TestReceiver) => openSpool(r.store.db).backlog().count;
-
-/** `n` deliveries of `proposals` proposals sent at once; every one must be answered 200. */
-async function burst(r: TestReceiver, first: number, n: number, proposals: number): Promise<void> {
-  const eventos = ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada'];
-  const answers = await Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      r.send(
-        delivery(eventos[Math.floor(i / proposals) % eventos.length] as string, {
-          nu_proposta: first + (i % proposals),
-        }),
-      ),
-    ),
-  );
-  expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
-}
 
 /** A few relay intervals (20 ms) and pg-boss fetches: time enough for background work to move. */
 async function idle(): Promise<void> {
