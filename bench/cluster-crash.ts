@@ -571,6 +571,11 @@ interface LoadState {
   wrongSamples: string[];
   /** While set, no delivery is handed out (the load waits for a disruption's condition). */
   paused: Promise<void> | null;
+  /**
+   * Set: once this many deliveries are handed out and `fresh` 200s came since the last disruption,
+   * the load waits until the next disruption begins (so that part of it overlaps that disruption).
+   */
+  holdAt: { handedOut: number; fresh: number } | null;
 }
 
 type Job = { kind: 'first' | 'duplicate' | 'bad'; rec: KeyRecord; replica: number; tentativa: number };
@@ -612,6 +617,7 @@ function newLoadState(): LoadState {
     fresh200: 0,
     wrongSamples: [],
     paused: null,
+    holdAt: null,
   };
 }
 
@@ -763,6 +769,11 @@ function jobSource(plan: LoadPlan, state: LoadState) {
           await state.paused;
           continue;
         }
+        const hold = state.holdAt;
+        if (hold !== null && state.handedOut >= hold.handedOut && state.fresh200 >= hold.fresh) {
+          await sleep(2);
+          continue;
+        }
         const job = pick();
         if (job !== null) {
           state.handedOut += 1;
@@ -884,7 +895,8 @@ interface KillTarget {
  * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point. With a `target`
  * (cluster mode) the replica killed is the destination's sender, once the destination holds at
  * least one of its requests unanswered (after a fifth of the load more, the load pauses until it does, at most 30 s), so that the kill
- * cuts messages in flight; else a seeded one.
+ * cuts messages in flight; else a seeded one. The load past the PostgreSQL restart's point (at least
+ * 30 %) is held until the restart begins, so that requests overlap it however fast the load runs.
  */
 async function disrupt(
   plan: LoadPlan,
@@ -928,6 +940,10 @@ async function disrupt(
   const holder = target === null ? null : await target.holder().catch(() => null);
   const victim = fleet.replicas.find((r) => r.id === holder) ?? drawn;
   const inFlightAtKill = state.inFlightByReplica[fleet.replicas.indexOf(victim)] ?? 0;
+  // The rest of the load (at least 30 %) waits for the PostgreSQL restart to begin, so that requests
+  // overlap it on any machine: a fast load would otherwise be handed out while the victim restarts.
+  // Past pgAt the load waits for the victim to be back, then for fresh 200s, then for the restart.
+  state.holdAt = { handedOut: pgAt, fresh: minFresh };
   const killedAt = Date.now();
   await killReplica(victim);
   const heldAtKill = target?.release() ?? [];
@@ -943,6 +959,7 @@ async function disrupt(
   await waitFor(pgAt);
   const from = Date.now();
   live.pgWindow = { from, to: null };
+  state.holdAt = null;
   fleet.log(`PostgreSQL restart -m immediate at ${state.handedOut} handed out`);
   await pg.restart({ mode: 'immediate' });
   const to = Date.now();

@@ -236,6 +236,10 @@ describe("the receiver's sender → this consumer, and the demo's verdict on wha
     ] as const) {
       expect((await receiver.send(delivery(evento, { nu_proposta: nu }))).status).toBe(200);
     }
+    // Processed first (the outbox is written then; before it, nothing pending reads as settled),
+    // then every message forwarded.
+    const open = receiver.store.db.prepare("SELECT count(*) AS n FROM events WHERE status <> 'done'");
+    await eventually(() => (open.get() as { n: number }).n === 0, 'every event processed');
     await eventually(() => checkLender(receiver.store, lender).settled, 'every message forwarded');
   });
   afterAll(async () => {
