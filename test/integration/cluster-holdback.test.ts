@@ -1,22 +1,13 @@
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';
 import { sqlOf } from '../../src/cluster/sql';
 import { openSpool } from '../../src/store/spool';
 import { startTestApp, type TestApp } from '../helpers/app';
-import {
-  count,
-  memoryLogger,
-  openPool,
-  recordingKick,
-  rows,
-  sendSigned,
-  waitFor,
-} from '../helpers/cluster-db';
+import { count, memoryLogger, recordingKick, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { pgBed } from '../helpers/cluster-bed';
 
 /**
  * The hold-back window's relay side (docs/cluster.md §10), on real SQLite spools (the receiving
@@ -25,24 +16,15 @@ import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
  * holding the others' relays up.
  */
 
-let pg: LocalPostgres;
-beforeAll(async () => {
-  pg = await startTestPostgres();
-});
-afterAll(async () => {
-  await pg?.stop();
-});
-
+const bed = pgBed({ prefix: 'holdback' });
 let pool: Pool;
 const apps: TestApp[] = [];
 beforeEach(async () => {
-  const url = await createTestDatabase(pg, 'holdback');
-  await migratePostgres(url);
-  pool = openPool(url);
+  await migratePostgres(bed.url);
+  pool = bed.pool;
 });
 afterEach(async () => {
   for (const a of apps.splice(0)) await a.close();
-  await pool.end();
 });
 
 async function replica(): Promise<TestApp> {
