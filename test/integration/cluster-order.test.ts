@@ -11,8 +11,9 @@ import type { TestReceiver } from '../helpers/receiver';
  * with DATABASE_URL, each with its own spool, relay and kick workers) behind a global round-robin,
  * on one real PostgreSQL; each proposal's next event is sent ~50 ms after the previous one was
  * answered, so consecutive events of a proposal are acknowledged by different replicas. One
- * replica reaches PostgreSQL through a proxy that delays every packet by 25 ms (a replica in
- * another zone), so its relay commits behind the others' and PostgreSQL numbers (`events.id`) a
+ * replica reaches PostgreSQL through a proxy that delays every packet by 60 ms (a replica in
+ * another zone; more than the 50 ms between a proposal's events, so that its relay's round trips
+ * before the insert outlast the next event's relay by a near replica), so its relay commits behind the others' and PostgreSQL numbers (`events.id`) a
  * proposal's events out of the order they were sent: that happens in every run, not only on a
  * loaded machine. Processing must still follow the order the replicas acknowledged them in:
  * every transition is the one a single process (SQLite mode's life cycle, `replay`) records for
@@ -87,7 +88,7 @@ async function lateRelayed(r: TestReceiver): Promise<number> {
 
 it('three replicas behind a round-robin, events 50 ms apart: every proposal processed in the order sent, as one process would', async () => {
   const { port } = new URL(bed.url);
-  proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(port) }, 25);
+  proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(port) }, 60);
   const replicas = [
     await bed.replica({ REPLICA_ID: 'replica-a' }),
     await bed.replica({ REPLICA_ID: 'replica-b' }),
