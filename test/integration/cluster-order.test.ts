@@ -89,10 +89,15 @@ async function lateRelayed(r: TestReceiver): Promise<number> {
 it('three replicas behind a round-robin, events 50 ms apart: every proposal processed in the order sent, as one process would', async () => {
   const { port } = new URL(bed.url);
   proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(port) }, 60);
+  // Answers first off (the gate opens at once): with it, on a loaded machine every replica always
+  // has an answer in progress, the relays all move in the gate's slices, and PostgreSQL may number
+  // no proposal out of order (the case under test; seen in CI). Order under the gate is the
+  // crash test's and the bench's round-robin row's.
+  const start = { deferral: { maxDeferMs: 0, sliceMs: 1_000_000, quietMs: 0 } };
   const replicas = [
-    await bed.replica({ REPLICA_ID: 'replica-a' }),
-    await bed.replica({ REPLICA_ID: 'replica-b' }),
-    await bed.replica({ REPLICA_ID: 'replica-far', DATABASE_URL: proxy.through(bed.url) }),
+    await bed.replica({ REPLICA_ID: 'replica-a' }, start),
+    await bed.replica({ REPLICA_ID: 'replica-b' }, start),
+    await bed.replica({ REPLICA_ID: 'replica-far', DATABASE_URL: proxy.through(bed.url) }, start),
   ];
   const proposals: Sent[] = PATHS.flatMap((eventos, path) =>
     Array.from({ length: PER_PATH }, (_, i) => ({ nu: 7_220_000 + path * 100 + i, eventos, ids: [] })),
