@@ -1,6 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -384,13 +384,42 @@ function orderViolations(dbPath: string, arrivals: readonly string[]): number {
   }
 }
 
+/** A stored backlog, built once and copied for each receiver that sends it (see {@link prepareForwardBacklog}). */
+export interface ForwardBacklog {
+  /** The database holding the backlog; never opened by a sender (each sends a copy). */
+  template: string;
+  messages: number;
+  events: number;
+  proposals: number;
+  fillSeconds: number;
+  outboxSeconds: number;
+}
+
+export async function prepareForwardBacklog(h: ForwardingHarness, messages: number): Promise<ForwardBacklog> {
+  const template = join(h.dir, 'forward-backlog.db');
+  const events = Math.ceil(messages / 2); // each event: event.received + proposal.changed
+  const backlog = await buildBacklog(h, template, events);
+  // One file: the WAL folded in, so a byte copy is the whole database.
+  const db = new Database(template, { fileMustExist: true });
+  try {
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    db.close();
+  }
+  return { template, events, ...backlog };
+}
+
+/**
+ * Sends a copy of the backlog with `serve` of this build, or of another build's (`bin`, the
+ * `--baseline`), to a fresh destination; the receiver's CPU from ready to the last message.
+ */
 export async function runForwardingThroughput(
   h: ForwardingHarness,
-  messages: number,
+  backlog: ForwardBacklog,
+  run: { name: string; bin?: string },
 ): Promise<ForwardThroughputResult> {
-  const dbPath = join(h.dir, 'forward-throughput.db');
-  const events = Math.ceil(messages / 2); // each event: event.received + proposal.changed
-  const backlog = await buildBacklog(h, dbPath, events);
+  const dbPath = join(h.dir, `forward-throughput-${run.name}.db`);
+  copyFileSync(backlog.template, dbPath);
   const destination = await DestinationChild.start(h, {
     verifyEvery: 100,
     keepArrivals: true,
@@ -400,9 +429,10 @@ export async function runForwardingThroughput(
   let cpuUsPerMessage: number | null = null;
   try {
     const receiver = await h.startReceiver(
-      'forward-throughput',
+      `forward-throughput-${run.name}`,
       { FORWARD_URL: destination.url, FORWARD_SECRET: destination.secret },
       dbPath,
+      run.bin,
     );
     try {
       const cpuReady = h.cpuMicros(receiver.pid);
@@ -436,7 +466,7 @@ export async function runForwardingThroughput(
     );
   return {
     messages: backlog.messages,
-    events,
+    events: backlog.events,
     proposals: backlog.proposals,
     fillSeconds: backlog.fillSeconds,
     outboxSeconds: backlog.outboxSeconds,

@@ -5,6 +5,7 @@ import {
   type ForwardThroughputResult,
   runForwardingLatency,
   runForwardingThroughput,
+  prepareForwardBacklog,
 } from './forwarding';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
@@ -153,6 +154,8 @@ interface Options {
   /** --forwarding: the forwarding throughput and latency figures run (the ingest row is a target). */
   forwarding: boolean;
   forwardBacklog: number;
+  /** --forward-rounds: the throughput backlog sent this many times by each build, alternating. */
+  forwardRounds: number;
   forwardLatencyMs: number;
   forwardRate: number;
   /** The starved row's deliveries per second (issue 23), 0: not run. */
@@ -230,6 +233,8 @@ const USAGE = `usage: npm run bench -- [options]
   --cluster-events <n> pending events drained by the processing figure (default 20000, --quick 5000)
   --cluster-concurrency <list> CLUSTER_CONCURRENCY values of the processing figure (default 4,8)
   --forward-backlog <n> messages in the forwarding throughput backlog (default 20000, --quick 5000)
+  --forward-rounds <n> times each build sends that backlog, alternating with the --baseline build's;
+                       the round with the median CPU per message is reported (default 1)
   --forward-latency <s> seconds of deliveries for the forwarding latency (default 10, --quick 3)
   --forward-rate <n>   deliveries per second for the forwarding latency (default 200)
   --starved <n>        the starved row (with the forwarding figures): the receiver pinned to core 0
@@ -271,6 +276,7 @@ function parseOptions(argv: string[]): Options {
       'cluster-events': { type: 'string' },
       'cluster-concurrency': { type: 'string' },
       'forward-backlog': { type: 'string' },
+      'forward-rounds': { type: 'string' },
       'forward-latency': { type: 'string' },
       'forward-rate': { type: 'string' },
       starved: { type: 'string' },
@@ -376,6 +382,7 @@ function parseOptions(argv: string[]): Options {
     baseline: values.baseline === undefined ? null : verifiedRevision(values.baseline),
     forwarding,
     forwardBacklog: count('forward-backlog', values['forward-backlog'], quick ? 5000 : 20_000, 2),
+    forwardRounds: count('forward-rounds', values['forward-rounds'], 1, 1),
     forwardLatencyMs: seconds('forward-latency', values['forward-latency'], quick ? 3000 : 10_000, 0.5),
     forwardRate: count('forward-rate', values['forward-rate'], 200, 1),
     starvedRate: count('starved', values.starved, availableParallelism() >= 2 ? 250 : 0, 0),
@@ -1205,11 +1212,19 @@ async function runClusterSection(
 // Forwarding figures (issue 11): throughput from a stored backlog, latency from 200 to destination
 
 interface ForwardingFigures {
+  /** This build's round with the median CPU per message. */
   throughput: ForwardThroughputResult;
+  /** The same for the --baseline build (null without one). */
+  baseline: ForwardThroughputResult | null;
+  /** CPU per message of every round, per build. */
+  cpuRounds: Record<string, string>;
   latency: ForwardLatencyResult;
   /** The machine's 1-minute load average after each figure, and its cores: is the figure the code's or the neighbours'? */
   loadAfter: { throughput: number; latency: number; cores: number };
 }
+
+/** Issue 23's target for the throughput figure's receiver CPU per message, µs. */
+const FORWARD_CPU_TARGET_US = 200;
 
 /** Target of the throughput figure, messages/s to one local destination. */
 const FORWARD_TARGET_RATE = 2000;
@@ -1219,9 +1234,25 @@ async function runForwardingFigures(
   options: Options,
   errors: string[],
 ): Promise<ForwardingFigures> {
-  process.stderr.write(`bench: forwarding throughput, backlog of ${options.forwardBacklog} messages ...`);
-  const throughput = await runForwardingThroughput(h, options.forwardBacklog);
-  process.stderr.write(` ${Math.round(throughput.messagesPerSecond)} messages/s\n`);
+  process.stderr.write(`bench: forwarding backlog of ${options.forwardBacklog} messages ...`);
+  const backlog = await prepareForwardBacklog(h, options.forwardBacklog);
+  process.stderr.write(` stored\n`);
+  const baselineBin = options.targets.find((t) => t.name === 'receiver-baseline')?.bin;
+  const runs: { name: string; bin?: string }[] = [{ name: 'receiver' }];
+  if (baselineBin !== undefined) runs.push({ name: 'baseline', bin: baselineBin });
+  const rounds = new Map<string, ForwardThroughputResult[]>(runs.map((r) => [r.name, []]));
+  for (let round = 1; round <= options.forwardRounds; round++)
+    for (const run of runs) {
+      process.stderr.write(`bench: forwarding throughput, ${run.name}, round ${round} ...`);
+      const result = await runForwardingThroughput(h, backlog, { ...run, name: `${run.name}-${round}` });
+      process.stderr.write(
+        ` ${Math.round(result.messagesPerSecond)} messages/s, ${fixed(result.cpuUsPerMessage, 0)} µs/message\n`,
+      );
+      rounds.get(run.name)?.push(result);
+    }
+  const throughput = medianByCpu(rounds.get('receiver') ?? []);
+  const baselineRounds = rounds.get('baseline');
+  const baseline = baselineRounds === undefined ? null : medianByCpu(baselineRounds);
   const loadThroughput = loadavg()[0] as number;
   const t = throughput;
   const d = t.destination;
@@ -1267,10 +1298,31 @@ async function runForwardingFigures(
         `forwarding ${name}: ${r.badSignatures} bad signatures of ${r.verified} checked, ${r.missingHeaders} ` +
           `requests without the Standard Webhooks headers; e.g. ${r.errorSamples.join(' | ')}`,
       );
-  return { throughput, latency, loadAfter };
+  return { throughput, baseline, cpuRounds: cpuRounds(rounds), latency, loadAfter };
 }
 
-function forwardingReport({ throughput: t, latency: l, loadAfter: load }: ForwardingFigures): string {
+/** The round whose CPU per message is the median (the first round off Linux). */
+function medianByCpu(results: ForwardThroughputResult[]): ForwardThroughputResult {
+  const sorted = [...results].sort((a, b) => (a.cpuUsPerMessage ?? 0) - (b.cpuUsPerMessage ?? 0));
+  const median = sorted[Math.floor((sorted.length - 1) / 2)];
+  if (median === undefined) throw new Error('forwarding throughput: no round ran');
+  return median;
+}
+
+/** Each build's CPU per message, round by round, as printed: `162 / 171 / 158`. */
+function cpuRounds(rounds: Map<string, ForwardThroughputResult[]>): Record<string, string> {
+  return Object.fromEntries(
+    [...rounds].map(([name, results]) => [name, results.map((r) => fixed(r.cpuUsPerMessage, 0)).join(' / ')]),
+  );
+}
+
+function forwardingReport({
+  throughput: t,
+  baseline: b,
+  cpuRounds,
+  latency: l,
+  loadAfter: load,
+}: ForwardingFigures): string {
   const met = (ok: boolean) => (ok ? 'MET' : 'MISSED');
   const d = t.destination;
   const types = Object.entries(l.destination.types)
@@ -1286,7 +1338,15 @@ function forwardingReport({ throughput: t, latency: l, loadAfter: load }: Forwar
       `receiver CPU ${fixed(t.cpuUsPerMessage, 0)} µs/message; load average ${load.throughput.toFixed(1)} on ${load.cores} cores`,
     `  recorded: ${t.delivered} delivered, ${t.pending} pending, ${t.dead} dead, ${t.attempts} attempts; ` +
       `${t.orderViolations} arrivals out of proposal order; signatures ${d.verified - d.badSignatures}/${d.verified} verified (standardwebhooks)`,
+    `  receiver CPU per message, each round: ${Object.entries(cpuRounds)
+      .map(([name, cpu]) => `${name} ${cpu} µs`)
+      .join('; ')}` +
+      (b === null
+        ? ''
+        : `; baseline (median round) ${Math.round(b.messagesPerSecond)} messages/s, ${fixed(b.cpuUsPerMessage, 0)} µs/message, ` +
+          `this build / baseline CPU ${fixed(t.cpuUsPerMessage !== null && b.cpuUsPerMessage !== null ? t.cpuUsPerMessage / b.cpuUsPerMessage : null, 2)}×`),
     `target "forwarding ≥ ${FORWARD_TARGET_RATE} messages/s to one destination": ${met(t.messagesPerSecond >= FORWARD_TARGET_RATE)}`,
+    `target "receiver CPU ≤ ${FORWARD_CPU_TARGET_US} µs per forwarded message" (issue 23): ${met(t.cpuUsPerMessage !== null && t.cpuUsPerMessage <= FORWARD_CPU_TARGET_US)}`,
     '',
     `forwarding latency: ${l.rate} signed deliveries/s open-loop for ${l.durationMs / 1000} s (4 events per proposal, ` +
       `50 proposals interleaved), each 200 → its event.received at the destination (one clock)`,

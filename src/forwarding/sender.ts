@@ -29,7 +29,7 @@ import type {
 } from '../domain/forwarding/sender-store';
 import type { Logger } from '../logger';
 import { isLockBusy } from '../store/database-errors';
-import { type AttemptAnswer, AttemptAgents, sendAttempt } from './http-attempt';
+import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
 
 /**
  * The forwarding sender (contract §8): moves the outbox's pending deliveries to their destinations.
@@ -164,7 +164,7 @@ export class ForwardSender {
   private batchTimer: NodeJS.Timeout | null = null;
   /** A failed write's retry: every record waiting goes with it. */
   private flushTimer: NodeJS.Timeout | null = null;
-  private agents = new AttemptAgents();
+  private pools = new AttemptPools();
   private readonly maskedBodies = new Map<number, string>();
   private paused = new Set<string>();
   private pausedReadAt = -Infinity;
@@ -266,8 +266,8 @@ export class ForwardSender {
       worker.settled.clear();
     }
     this.records.length = 0;
-    this.agents.close();
-    this.agents = new AttemptAgents();
+    this.pools.close();
+    this.pools = new AttemptPools();
     return finished;
   }
 
@@ -482,7 +482,7 @@ export class ForwardSender {
       timestampSeconds: Math.floor(started.getTime() / 1000),
       timeoutMs: destination.timeoutMs,
       signal: this.abort.signal,
-      agents: this.agents,
+      pools: this.pools,
     }).then((answer) =>
       this.finished(worker, row, answer, started, this.options.clock.monotonic() - startedMono),
     );
