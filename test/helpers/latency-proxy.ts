@@ -3,12 +3,17 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 /**
  * A TCP proxy on loopback that delays every chunk by `delayMs` in each direction: a replica whose
  * DATABASE_URL goes through it sees PostgreSQL as a replica in another zone does (each statement
- * costs two delays), so its relay reaches PostgreSQL later than the others'. Order is kept (timers
- * of one duration fire in the order they were set).
+ * costs two delays), so its relay reaches PostgreSQL later than the others'. It can also stall
+ * the link (a congested or briefly partitioned network): while paused, chunks are held, and on
+ * resume they go in the order they came. Order is kept (timers of one duration fire in the order
+ * they were set).
  */
 export interface LatencyProxy {
   /** `url` with its port replaced by the proxy's. */
   through(url: string): string;
+  /** Holds every chunk, both ways, until {@link resume}. */
+  pause(): void;
+  resume(): void;
   close(): Promise<void>;
 }
 
@@ -17,14 +22,21 @@ export async function startLatencyProxy(
   delayMs: number,
 ): Promise<LatencyProxy> {
   const sockets = new Set<Socket>();
+  let paused = false;
+  /** Chunks that came while paused, each with the write that sends it on. */
+  const held: (() => void)[] = [];
+  const later = (send: () => void) => {
+    if (paused) held.push(send);
+    else setTimeout(send, delayMs);
+  };
   const track = (s: Socket) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
     s.on('error', () => s.destroy());
   };
   const pipe = (from: Socket, to: Socket) => {
-    from.on('data', (chunk) => void setTimeout(() => to.writable && to.write(chunk), delayMs));
-    from.on('end', () => void setTimeout(() => to.end(), delayMs));
+    from.on('data', (chunk) => later(() => to.writable && to.write(chunk)));
+    from.on('end', () => later(() => to.end()));
   };
   const server: Server = createServer((client) => {
     const upstream = connect(target.port, target.host);
@@ -45,7 +57,16 @@ export async function startLatencyProxy(
       u.port = String(port);
       return u.toString();
     },
+    pause: () => {
+      paused = true;
+    },
+    resume: () => {
+      paused = false;
+      for (const send of held.splice(0)) setTimeout(send, delayMs);
+    },
     close: async () => {
+      paused = false;
+      held.length = 0;
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
