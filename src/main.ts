@@ -18,7 +18,7 @@ import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/
 import { EventRouter } from './handlers/router';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
 import type { AppDeps } from './http/app';
-import { FeedWaiters } from './http/admin/feed';
+import { FeedWaiters } from './http/admin/feed-waiters';
 import { createHttpServer } from './http/server';
 import { InFlightRequests } from './http/in-flight';
 import type { Logger } from './logger';

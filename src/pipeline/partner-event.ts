@@ -11,7 +11,7 @@ import type { HandlerContext } from '../handlers/router';
 import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
 import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
-import type { Reported } from './pipeline';
+import type { Reported } from './outcome';
 
 /**
  * SQLite mode's path for an event a partner's handler (`configureHandlers`, the one handler API of

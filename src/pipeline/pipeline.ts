@@ -7,6 +7,7 @@ import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import type { Reported } from './outcome';
 import { type PartnerHandlers, PartnerEvents } from './partner-event';
 import { isLockBusy } from '../store/database-errors';
 import {
@@ -90,24 +91,6 @@ interface KeyState {
   ids: number[];
   /** The head event failed and waits for its retry (or the database refused it for a moment). */
   blocked: boolean;
-}
-
-/**
- * `unavailable`: the database refused the work itself; the event is tried again shortly.
- * `partner`: a partner's handler handles it; it runs after the turn, in its own transaction.
- */
-export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable' | 'partner';
-
-/** What became of one event. */
-export interface Reported {
-  id: number;
-  outcome: ProcessOutcome;
-  row?: EventForWork;
-  event?: HandlerEvent;
-  /** The database refused the work ('unavailable'). */
-  error?: Error;
-  /** What a handler's failure does ('retry', 'dead'). */
-  failure?: HandlerFailure;
 }
 
 interface TurnResult {

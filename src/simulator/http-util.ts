@@ -100,3 +100,12 @@ export function matchPath(pattern: readonly string[], path: string): Record<stri
   }
   return params;
 }
+
+/** A request as a route sees it (router.ts). */
+export interface Context {
+  req: IncomingMessage;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** The parsed body: JSON, or form fields; undefined when empty. */
+  body: unknown;
+}

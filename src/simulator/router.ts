@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../logger';
 import {
   BodyTooLarge,
+  type Context,
   errorReply,
   matchPath,
   parseBody,
@@ -12,6 +13,8 @@ import {
 } from './http-util';
 import type { ResolvedChaos } from './options';
 import type { TokenBook } from './tokens';
+
+export type { Context } from './http-util';
 
 /**
  * From an HTTP request to a route's answer: find the route, hold the trap open, read the body, then
@@ -27,14 +30,6 @@ import type { TokenBook } from './tokens';
  * - `control`: the sandbox's own API, no auth, never subject to chaos.
  */
 export type Access = 'api' | 'public' | 'token' | 'control';
-
-export interface Context {
-  req: IncomingMessage;
-  params: Record<string, string>;
-  query: URLSearchParams;
-  /** The parsed body: JSON, or form fields; undefined when empty. */
-  body: unknown;
-}
 
 interface RouteBase {
   method: 'GET' | 'POST';

@@ -3,7 +3,7 @@ import type { Clock } from '../clock';
 import { isObject } from '../domain/json';
 import type { Logger } from '../logger';
 import { type Reply, reply } from './http-util';
-import type { Context } from './router';
+import type { Context } from './http-util';
 import { sameCredential } from './signing';
 
 /**

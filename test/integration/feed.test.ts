@@ -6,7 +6,7 @@ import { systemClock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import { messagesFor, type OutgoingMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
-import { FeedWaiters } from '../../src/http/admin/feed';
+import { FeedWaiters } from '../../src/http/admin/feed-waiters';
 import { createApp } from '../../src/http/app';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import { destinationWants, type OutgoingMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
-import { FeedWaiters } from '../../src/http/admin/feed';
+import { FeedWaiters } from '../../src/http/admin/feed-waiters';
 import { createApp } from '../../src/http/app';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';

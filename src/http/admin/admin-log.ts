@@ -22,7 +22,7 @@ import { replayEvents } from '../../store/pipeline-queries';
 import type { ProposalRow, TimelineRow } from '../../store/proposals';
 import type { Store } from '../../store/store';
 import { HttpError } from '../errors';
-import type { FeedReader } from './feed';
+import type { FeedReader } from './feed-waiters';
 
 /**
  * What the admin routes read and write, whichever store holds the log: the SQLite file

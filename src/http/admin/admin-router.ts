@@ -1,6 +1,6 @@
 import { type RequestHandler, Router } from 'express';
 import { constantTimeEqual } from '../../domain/signature';
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import { notFound } from '../errors';
 import { logUnavailableAs503, sqliteAdminLog } from './admin-log';
 import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacoes';

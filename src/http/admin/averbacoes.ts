@@ -3,7 +3,7 @@ import express, { type Request, type Response, Router } from 'express';
 import { ConsigError } from '../../domain/errors';
 import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
 import { parseNuProposta } from '../../store/proposals';
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';
 

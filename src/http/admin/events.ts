@@ -1,6 +1,6 @@
 import { type Request, Router } from 'express';
 import { maskCpfsInBytes, maskCpfsInJsonText } from '../../domain/privacy';
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
 import type { AdminLog } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';

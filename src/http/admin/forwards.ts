@@ -13,7 +13,7 @@ import {
   parseInstant,
 } from '../../store/forward-admin';
 import { parseNuProposta } from '../../store/proposals';
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
 import type { AdminForwards } from './admin-log';
 import { integerParam, nuPropostaParam, textParam } from './params';

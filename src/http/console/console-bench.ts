@@ -1,4 +1,4 @@
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import { consoleDeps } from './deps';
 import type { ConsoleEventFilter } from '../../domain/console';
 import { eventFilter, proposalFilter, type Query } from './filters';

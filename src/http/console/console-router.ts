@@ -8,7 +8,7 @@ import express, {
 import { StorageError } from '../../domain/errors';
 import type { Logger } from '../../logger';
 import { isLockBusy } from '../../store/database-errors';
-import type { AppDeps } from '../app';
+import type { AppDeps } from '../app-deps';
 import { notFound } from '../errors';
 import { actionRoutes } from './actions';
 import { CONSOLE_CSS, FAVICON_SVG } from './assets';

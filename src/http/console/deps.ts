@@ -4,7 +4,7 @@ import type { OverloadSnapshot } from '../../domain/answer-first';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
-import type { AppDeps } from '../app';
+import type { AppDeps, ConsoleRelay } from '../app-deps';
 import { type ConsoleLog, sqliteConsoleLog } from './console-log';
 
 /** What the console's pages and actions need, read once from the app's dependencies. */
@@ -40,14 +40,6 @@ export interface ConsoleDeps {
   registryPolling: boolean;
   /** Answers first (issue 23): whether background work waits for the answers; undefined: not known. */
   overload: (() => OverloadSnapshot) | undefined;
-}
-
-/** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
-export interface ConsoleRelay {
-  /** The spool's identity: its row in PostgreSQL's `relay_spools`. */
-  readonly id: string;
-  /** Deliveries acknowledged here and not yet in PostgreSQL, and the oldest one's received_at. */
-  backlog(): { count: number; oldestReceivedAt: string | null };
 }
 
 /** Whether the console exists at all: a token signs in (otherwise every /console path is a 404). */

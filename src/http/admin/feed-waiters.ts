@@ -1,0 +1,53 @@
+import type { FeedPage } from '../../domain/forwarding/messages';
+import type { MessageType } from '../../domain/forwarding/destinations';
+
+/**
+ * The feed requests waiting for a commit. `wait()` resolves on `notify()` (main calls it after every
+ * pipeline commit), after `ms`, when `signal` aborts (the client went away), or on `close()` (at
+ * shutdown, so that a long-poll never holds the server's close up); after `close()` it resolves at
+ * once. It never rejects.
+ */
+export class FeedWaiters {
+  private readonly waiting = new Set<() => void>();
+  private isClosed = false;
+
+  /** Whether `close()` was called. */
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Requests waiting now. */
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  wait(ms: number, signal?: AbortSignal): Promise<void> {
+    if (this.isClosed || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiting.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      // A waiting feed request alone is no reason to keep the process alive.
+      const timer = setTimeout(done, Math.max(0, ms)).unref();
+      this.waiting.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** New messages may have been committed: every waiting request looks again. */
+  notify(): void {
+    for (const done of [...this.waiting]) done();
+  }
+
+  /** Releases every waiting request, now and from now on. */
+  close(): void {
+    this.isClosed = true;
+    this.notify();
+  }
+}
+
+/** Reads a page of the feed: the file's outbox, or (cluster mode) PostgreSQL's. */
+export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;

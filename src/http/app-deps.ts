@@ -1,0 +1,124 @@
+import type { ServiceClient } from '../client';
+import type { Clock } from '../clock';
+import type { Config } from '../config';
+import type { AnswerTracker, OverloadSnapshot } from '../domain/answer-first';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { Logger } from '../logger';
+import type { Metrics } from '../metrics';
+import type { IngestWriter } from '../store/ingest-writer';
+import type { Store } from '../store/store';
+import type { AdminLog } from './admin/admin-log';
+import type { FeedWaiters } from './admin/feed-waiters';
+import type { ConsoleLog } from './console/console-log';
+import type { DeliveryWatch } from './delivery-watch';
+import type { InFlightRequests } from './in-flight';
+import type { MetricsRouteDeps } from './metrics-route';
+import type { WebhookHandler } from './webhook-handler';
+
+/**
+ * What the Express app is built from (createApp in app.ts). Its own file, so that the routers,
+ * which take it, and app.ts, which mounts them, do not import each other.
+ */
+export interface AppDeps {
+  config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
+    Partial<Pick<Config, 'allowedCidrs' | 'trustProxy' | 'stuckAfter'>> &
+    /**
+     * The console (contract §9): VIEWER_TOKEN, CONSOLE_SESSION_TTL, and the silence alarm's
+     * threshold it shows. @default no viewer token, 8 h, silence alarm off
+     */
+    Partial<Pick<Config, 'viewerToken' | 'consoleSessionTtlMs' | 'deliverySilenceAlarmMs'>>;
+  store: Store;
+  writer: IngestWriter;
+  metrics: Metrics;
+  logger: Logger;
+  clock: Clock;
+  /**
+   * The in-process pipeline: a replay is picked up at once instead of at the next sweep.
+   * @default undefined (replays wait for the sweep)
+   */
+  pipeline?: { sweep(): void } | undefined;
+  /**
+   * The service's API, for `POST /admin/averbacoes` (start one and track it).
+   * @default undefined (that route answers 503 service_not_configured)
+   */
+  serviceClient?: Pick<ServiceClient, 'startAverbacao'> | null | undefined;
+  /**
+   * REGISTRY_WEBHOOK_GRACE_MS: a declared registration's first poll waits this long.
+   * @default 0
+   */
+  registryGraceMs?: number | undefined;
+  /**
+   * Whether this process holds the processing lease; `/readyz` reports it (a standby is ready: it
+   * ingests, and only its processing waits).
+   * @default undefined (not reported)
+   */
+  isProcessing?: (() => boolean) | undefined;
+  /** Cluster mode: `/readyz` waits for this replica's first relay heartbeat (health-routes.ts). */
+  readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
+  /**
+   * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
+   * spool. `/admin/*` reads and writes PostgreSQL's log with this (the ClusterNode's `adminLog`),
+   * answering 503 while it rejects with a StorageError (PostgreSQL away).
+   * @default undefined (SQLite mode: `/admin/*` on `store`)
+   */
+  clusterLog?: AdminLog | undefined;
+  /**
+   * Cluster mode: `/console` reads and writes PostgreSQL's log with `log` (src/cluster/pg-console-log.ts:
+   * sessions and the audit table shared by the replicas), answering a 503 page while it rejects with
+   * a StorageError; its overview also shows this replica's `relay` (the spool's backlog and lag).
+   * @default undefined (SQLite mode: `/console` on `store`)
+   */
+  clusterConsole?: { log: ConsoleLog; relay: ConsoleRelay } | undefined;
+  /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
+  sharedGauges?: MetricsRouteDeps['sharedGauges'];
+  /**
+   * The webhook handler to mount, so that the fast path and Express share one (and one run of the
+   * deactivation alarm).
+   * @default a new handler built from `config`
+   */
+  webhook?: WebhookHandler | undefined;
+  /**
+   * The deactivation alarm the webhook handler reports every answer to (startDeliveryWatch: the
+   * run is stored and the silence checked).
+   * @default a watch in memory only
+   */
+  deliveryWatch?: DeliveryWatch | undefined;
+  /**
+   * Cluster mode: the webhook requests being answered, which the relay's heartbeat may not cover yet.
+   * @default undefined (not tracked)
+   */
+  inFlight?: InFlightRequests | undefined;
+  /**
+   * Answers first (issue 23): the webhook handler reports each answer's start and end, and the
+   * console's overview shows whether background work is deferred.
+   * @default undefined (nothing waits for the answers)
+   */
+  answers?: (AnswerTracker & { snapshot(): OverloadSnapshot }) | undefined;
+  /**
+   * Forwarding (contract §8), for `/admin/forwards*`, `/admin/destinations*` and `/admin/feed`: the
+   * configured destinations, whether the feed shows the CPF in full, the long-polls waiting for a
+   * commit (`waiters.notify()` after each, `waiters.close()` at shutdown), and `nudge()` to make the
+   * sender look at once after a replay, a backfill or a resume.
+   * @default undefined (those routes read the database alone: no destination configured, CPF
+   * masked, the feed served, long-polls see new messages within 500 ms, the sender finds replays
+   * at its next look)
+   */
+  forwarding?:
+    | {
+        destinations: readonly Destination[];
+        feedFullCpf: boolean;
+        /** FEED_ENABLED: otherwise `/admin/feed` answers 404 `feed_disabled`. */
+        feedEnabled: boolean;
+        waiters: FeedWaiters;
+        nudge(): void;
+      }
+    | undefined;
+}
+
+/** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
+export interface ConsoleRelay {
+  /** The spool's identity: its row in PostgreSQL's `relay_spools`. */
+  readonly id: string;
+  /** Deliveries acknowledged here and not yet in PostgreSQL, and the oldest one's received_at. */
+  backlog(): { count: number; oldestReceivedAt: string | null };
+}
