@@ -29,7 +29,7 @@ export function handlerSqlOn(db: Db): HandlerSql {
     query: <R>(text: string, params: readonly unknown[] = []) => {
       try {
         const s = statement(text);
-        const args = params.length === 0 ? [] : [numbered(params)];
+        const args = params.length === 0 ? [] : [numberedParams(params)];
         const rows = s.reader ? (s.all(...args) as R[]) : (s.run(...args), []);
         return Promise.resolve({ rows });
       } catch (err) {
@@ -39,8 +39,12 @@ export function handlerSqlOn(db: Db): HandlerSql {
   };
 }
 
-/** `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it. */
-function numbered(params: readonly unknown[]): Record<string, unknown> {
+/**
+ * `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it: how a statement written with
+ * PostgreSQL's `$1` runs on SQLite (partner handlers here, and the statements both stores share in
+ * domain/sql/).
+ */
+export function numberedParams(params: readonly unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   params.forEach((value, i) => {
     out[String(i + 1)] = bindable(value);
