@@ -1,7 +1,7 @@
 import type { RegistryStatus } from '../domain/catalogue';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
-import { numberedParams } from './handler-sql';
+import { numberedParams, sqliteNumbered } from './handler-sql';
 import { clampLimit, whereClause } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
@@ -66,8 +66,8 @@ export function averbacoesRepo(db: Db) {
        next_poll_at = NULL, updated_at = ? WHERE request_id = ?`,
   );
   // Written once for both stores (domain/sql/registry-poll.ts), with `$n` bound by number.
-  const recordPoll = db.prepare<[Record<string, unknown>], { polling: number }>(RECORD_POLL);
-  const markStale = db.prepare<[Record<string, unknown>]>(MARK_STALE);
+  const recordPoll = db.prepare<[Record<string, unknown>], { polling: number }>(sqliteNumbered(RECORD_POLL));
+  const markStale = db.prepare<[Record<string, unknown>]>(sqliteNumbered(MARK_STALE));
   const countByStatus = db.prepare<[], { status: string; stale: number; n: number }>(
     'SELECT status, stale, count(*) AS n FROM averbacoes GROUP BY status, stale',
   );
