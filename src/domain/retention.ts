@@ -53,10 +53,10 @@ export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
 
 /**
  * Rows looked at per transaction, by store and table: each batch is one short transaction, so the
- * receiver's own writes never wait for long. SQLite holds the whole file's write lock for a batch
- * (one statement per row, on the thread that answers webhooks), PostgreSQL only the batch's row
- * locks (one statement per batch): the sizes were measured for each (bench/pg-retention.ts on
- * PostgreSQL; a replica's spool batch, 6 ms on average over a spool of 100 000, between two answers).
+ * receiver's own writes never wait for long. They differ by store because a batch holds different
+ * things: on SQLite the whole file's write lock (one statement per row), on PostgreSQL only the
+ * batch's row locks (one statement per batch; bench/pg-retention.ts measures how long). A running
+ * replica's spool batch sits between two answers on the thread that sends them (cluster/node.ts).
  */
 export const RETENTION_BATCH = {
   sqlite: { bodies: 2000, messages: 500 },
