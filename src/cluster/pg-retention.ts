@@ -2,10 +2,11 @@ import type { Client } from 'pg';
 import type { PgBoss } from 'pg-boss';
 import {
   BODY_PRUNABLE_STATUSES,
-  isMessagePrunable,
   type PruneSummary,
-  RETENTION_LOG,
+  RETENTION_BATCH,
+  removableMessages,
   retentionCutoff,
+  retentionLog,
 } from '../domain/retention';
 import { type Sql, sqlOf } from './sql';
 
@@ -14,7 +15,10 @@ import { type Sql, sqlOf } from './sql';
  * (domain/retention.ts, which both stores read) applied to the shared tables, in batches of one
  * short transaction each, so that the relay and the kicks never wait on it for long. A pass that
  * stops half-way (a replica dies, shuts down, loses PostgreSQL) leaves only whole batches behind;
- * the next pass walks the table again and finds what is left.
+ * the next pass walks the table again and finds what is left. Which rows go, the batch sizes and
+ * the log lines are domain/retention.ts's, as store/retention.ts's on SQLite; the statements are
+ * PostgreSQL's own (row locks that skip what another transaction holds, arrays of ids, a walk of
+ * the whole table), so none is shared with SQLite's.
  *
  * Once per hour cluster-wide, not once per replica: every replica with RETENTION_DAYS offers a pass
  * to pg-boss as a *throttled* job (`sendThrottled`, one job per clock hour: pg-boss's unique index
@@ -38,9 +42,9 @@ export interface BatchReport {
 }
 
 export interface PgPruneOptions {
-  /** Events looked at per batch (one statement, one transaction). @default 1000 */
+  /** Events looked at per batch (one statement, one transaction). @default RETENTION_BATCH.postgres.bodies (1000) */
   bodyBatch?: number;
-  /** Messages looked at per batch. @default 250 */
+  /** Messages looked at per batch. @default RETENTION_BATCH.postgres.messages (250) */
   messageBatch?: number;
   /** Asked between batches: true ends the pass there (it throws {@link PassInterrupted}). */
   shouldStop?(): boolean;
@@ -93,7 +97,7 @@ export async function pruneBodiesPg(
   now: Date,
   options: PgPruneOptions = {},
 ): Promise<{ pruned: number; scanned: number }> {
-  const batch = options.bodyBatch ?? 1000;
+  const batch = options.bodyBatch ?? RETENTION_BATCH.postgres.bodies;
   let lastId = 0;
   let pruned = 0;
   let scanned = 0;
@@ -137,7 +141,7 @@ export async function pruneForwardedPg(
   cutoff: Date,
   options: PgPruneOptions = {},
 ): Promise<{ pruned: number }> {
-  const batch = options.messageBatch ?? 250;
+  const batch = options.messageBatch ?? RETENTION_BATCH.postgres.messages;
   const [last] = await transaction((sql) =>
     sql.query<{ id: string }>(
       'SELECT id FROM forward_messages WHERE created_at < $1 ORDER BY created_at DESC, id DESC LIMIT 1',
@@ -183,13 +187,12 @@ async function pruneMessageBatch(
     'SELECT message_id, count(*) AS n FROM forward_deliveries WHERE message_id = ANY($1::bigint[]) GROUP BY message_id',
     [candidates],
   );
-  const statuses = new Map<string, string[]>();
-  for (const d of locked) statuses.set(d.message_id, [...(statuses.get(d.message_id) ?? []), d.status]);
   const total = new Map(totals.map((t) => [t.message_id, Number(t.n)]));
-  const gone = candidates.filter((id) => {
-    const mine = statuses.get(id) ?? [];
-    return mine.length === (total.get(id) ?? 0) && isMessagePrunable(mine);
-  });
+  const gone = removableMessages(
+    candidates,
+    locked.map((d) => ({ messageId: d.message_id, status: d.status })),
+    total,
+  );
   if (gone.length > 0) {
     await sql.query(
       `DELETE FROM forward_attempts WHERE delivery_id IN
@@ -321,9 +324,7 @@ async function runPass(days: number, signal: AbortSignal, options: ClusterRetent
   });
   const ms = Math.round(performance.now() - started);
   const fields = { retention_days: days, replica: options.replicaId };
-  if (summary.pruned > 0) options.logger.info({ pruned: summary.pruned, ...fields }, RETENTION_LOG.bodies);
-  if (summary.forwarded > 0)
-    options.logger.info({ forwarded: summary.forwarded, ...fields }, RETENTION_LOG.forwarded);
+  for (const line of retentionLog(summary, fields)) options.logger.info(line.fields, line.message);
   options.logger.info(
     { ...summary, ...fields, duration_ms: ms, longest_batch_ms: Math.round(longest) },
     'retention: pass on PostgreSQL finished',

@@ -53,7 +53,8 @@ function integer(value: unknown): number | null {
   return typeof n === 'number' && Number.isSafeInteger(n) ? n : null;
 }
 
-function nuProposta(value: unknown): number | string | null {
+/** A proposal number in its one form: an integer when it is one (also sent as digits), else trimmed text. */
+export function canonicalNuProposta(value: unknown): number | string | null {
   const n = integer(value);
   if (n !== null) return n;
   return nonBlankText(value);
@@ -62,7 +63,7 @@ function nuProposta(value: unknown): number | string | null {
 /** Reads `dados` of a delivery (or a creation request/response) into ProposalData. */
 export function normalizeDados(dados: unknown): ProposalData {
   return {
-    nu_proposta: nuProposta(own(dados, 'nu_proposta')),
+    nu_proposta: canonicalNuProposta(own(dados, 'nu_proposta')),
     uuid: nonBlankText(own(dados, 'uuid')),
     nu_cpf: normalizeCpf(own(dados, 'nu_cpf')),
     nu_cnpj_conveniada: normalizeCnpj(own(dados, 'nu_cnpj_conveniada')),

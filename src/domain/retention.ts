@@ -11,6 +11,14 @@ import type { EventStatus } from './event-status';
  *   events keep their bodies: they may still be processed or replayed.
  * - A forwarded message created before the cutoff whose every delivery is `delivered`, with its
  *   deliveries and their attempts. A message still pending or dead somewhere stays whole.
+ * - In cluster mode, a replica's spool: deliveries relayed and received before the cutoff, and the
+ *   events they stored (store/spool.ts; never a row not relayed yet, never the newest row).
+ *
+ * A pass removes bodies first, then messages (then, in cluster mode, the spool); each store walks
+ * its tables in short transactions of the sizes in {@link RETENTION_BATCH} and logs what it removed
+ * with {@link retentionLog}. What stays per store is how it walks and locks: SQLite walks in arrival
+ * order and stops at the cutoff; PostgreSQL walks the whole table (ids follow relay commits, not
+ * arrival) and skips rows another transaction holds.
  */
 
 /** Statuses whose raw body retention removes. */
@@ -36,6 +44,61 @@ export function isMessagePrunable(deliveryStatuses: readonly string[]): boolean 
 /** Everything received (or created) strictly before this instant is old enough. */
 export function retentionCutoff(now: Date, days: number): Date {
   return new Date(now.getTime() - days * 24 * 3600 * 1000);
+}
+
+/** Whether a time stored as ISO-8601 text (SQLite's columns) is before the cutoff (also ISO-8601). */
+export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
+  return atIso < cutoffIso;
+}
+
+/**
+ * Rows looked at per transaction, by store and table: each batch is one short transaction, so the
+ * receiver's own writes never wait for long. They differ by store because a batch holds different
+ * things: on SQLite the whole file's write lock (one statement per row), on PostgreSQL only the
+ * batch's row locks (one statement per batch; bench/pg-retention.ts measures how long). A running
+ * replica's spool batch sits between two answers on the thread that sends them (cluster/node.ts).
+ */
+export const RETENTION_BATCH = {
+  sqlite: { bodies: 2000, messages: 500 },
+  postgres: { bodies: 1000, messages: 250 },
+  /** `prune` walks a spool back to back; a running replica a batch per turn of its event loop. */
+  spool: { command: 2000, replica: 500 },
+} as const;
+
+/**
+ * One event of SQLite's walk (arrival order, oldest first): the first one received at or after the
+ * cutoff `end`s the walk, an old one with a body the rule names is `prune`d, any other is `keep`t.
+ */
+export function bodyWalkStep(
+  row: { receivedAt: string; status: string; hasBody: boolean },
+  cutoffIso: string,
+): 'end' | 'prune' | 'keep' {
+  if (!isBeforeCutoff(row.receivedAt, cutoffIso)) return 'end';
+  return row.hasBody && isBodyPrunable(row.status) ? 'prune' : 'keep';
+}
+
+/**
+ * Which of a batch's candidate messages (created before the cutoff) go: those whose deliveries were
+ * all read under the batch's lock (`total`: how many each has; PostgreSQL skips a delivery another
+ * transaction holds, so it may read fewer) and are all delivered. Without `total`, every delivery
+ * was read (SQLite's batch holds the file's write lock).
+ */
+export function removableMessages<Id>(
+  candidates: readonly Id[],
+  deliveries: readonly { messageId: Id; status: string }[],
+  total?: ReadonlyMap<Id, number>,
+): Id[] {
+  const statuses = new Map<Id, string[]>();
+  for (const d of deliveries) statuses.set(d.messageId, [...(statuses.get(d.messageId) ?? []), d.status]);
+  return candidates.filter((id) => {
+    const mine = statuses.get(id) ?? [];
+    return (total === undefined || mine.length === (total.get(id) ?? 0)) && isMessagePrunable(mine);
+  });
+}
+
+/** Whether removing a relayed spool delivery removes the event it stored (only these stored one). */
+export function spoolDeliveryOwnsEvent(outcome: string, eventId: number | null): eventId is number {
+  return eventId !== null && (outcome === 'accepted' || outcome === 'quarantined');
 }
 
 /**
@@ -66,3 +129,22 @@ export const RETENTION_LOG = {
   forwarded: 'retention: removed old messages delivered everywhere',
   spool: 'retention: removed relayed rows from the spool',
 } as const;
+
+/**
+ * The `info` lines of a pass that removed something, in the pass's order (nothing removed: none).
+ * `fields` is what every line carries: `retention_days`, and `replica` in cluster mode.
+ */
+export function retentionLog(
+  removed: { pruned?: number; forwarded?: number; spool?: SpoolPruneSummary },
+  fields: Readonly<Record<string, unknown>>,
+): { fields: Record<string, unknown>; message: string }[] {
+  const lines: { fields: Record<string, unknown>; message: string }[] = [];
+  if (removed.pruned)
+    lines.push({ fields: { pruned: removed.pruned, ...fields }, message: RETENTION_LOG.bodies });
+  if (removed.forwarded)
+    lines.push({ fields: { forwarded: removed.forwarded, ...fields }, message: RETENTION_LOG.forwarded });
+  const spool = removed.spool;
+  if (spool && (spool.deliveries > 0 || spool.events > 0))
+    lines.push({ fields: { ...spool, ...fields }, message: RETENTION_LOG.spool });
+  return lines;
+}

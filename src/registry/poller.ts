@@ -1,14 +1,14 @@
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
+import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import {
-  classifyPollError,
-  isFinalRegistryStatus,
-  isRegistryStatus,
-  isStale,
-  nextPollAt,
-  type PollOutcome,
-  type PollScheduleOptions,
-} from '../domain/registry';
+  decidePoll,
+  type PollAnswer,
+  type PollEvent,
+  type PollLog,
+  pollStart,
+  type PollTarget,
+} from '../domain/registry-poll';
 import type { Logger } from '../logger';
 import { type AverbacaoRow, averbacoesRepo } from '../store/averbacoes';
 import type { Db } from '../store/database';
@@ -23,8 +23,9 @@ import type { EventsRepo } from '../store/events';
  * the same answer twice is one event) and goes through the pipeline like a registry webhook: the
  * same handler applies both, and whichever brings the final status first wins.
  *
- * Failures are classified by domain/registry.ts's classifyPollError (shared with cluster mode's
- * poll job): each keeps polling with backoff; a 429 waits at least its Retry-After.
+ * Every decision (what an answer or a failure means, the next poll, stale, the log lines) is
+ * domain/registry-poll.ts's, shared with cluster mode's poll job; this class only reads the due
+ * list, asks the service and applies the decision.
  */
 
 export interface StatusAnswer {
@@ -63,7 +64,7 @@ export class RegistryPoller {
   private timer: NodeJS.Timeout | null = null;
   private stopping = false;
   private readonly random: () => number;
-  private readonly storePoll: (row: AverbacaoRow, answer: StatusAnswer, now: string) => number | null;
+  private readonly storePoll: (event: PollEvent, now: string) => number | null;
 
   constructor(
     private readonly db: Db,
@@ -74,20 +75,19 @@ export class RegistryPoller {
     this.repo = averbacoesRepo(db);
     this.queue = new PQueue({ concurrency: options.concurrency ?? 4 });
     this.random = options.random ?? Math.random;
-    this.storePoll = db.transaction((row: AverbacaoRow, answer: StatusAnswer, now: string) => {
-      const body = JSON.stringify(answer.raw ?? { requestId: answer.requestId, status: answer.status });
+    this.storePoll = db.transaction((event: PollEvent, now: string) => {
       const stored = events.insertOrCountDuplicate({
-        dedupKey: `poll:${row.request_id}:${answer.status}`,
+        dedupKey: event.dedupKey,
         webhookId: null,
-        kind: 'poll',
+        kind: event.kind,
         evento: null,
         nuProposta: null,
-        requestId: row.request_id,
-        registryStatus: answer.status,
+        requestId: event.requestId,
+        registryStatus: event.registryStatus,
         tentativa: null,
         receivedAt: now,
-        body,
-        bodyBytes: Buffer.byteLength(body),
+        body: event.body,
+        bodyBytes: Buffer.byteLength(event.body),
         status: 'pending',
         lastError: null,
       });
@@ -127,10 +127,9 @@ export class RegistryPoller {
     let started = 0;
     for (const row of due) {
       if (this.inFlight.has(row.request_id)) continue;
-      if (isStale(Date.parse(row.created_at), now.getTime(), this.options.schedule)) {
-        this.markStale(row, now);
-        continue;
-      }
+      const start = pollStart(pollTarget(row), now.getTime(), this.options.schedule);
+      if (start.action === 'stale') this.markStale(row.request_id, start.log, now);
+      if (start.action !== 'poll') continue;
       this.inFlight.add(row.request_id);
       started += 1;
       this.queue
@@ -148,64 +147,59 @@ export class RegistryPoller {
     return this.queue.onIdle();
   }
 
-  private markStale(row: AverbacaoRow, now: Date): void {
-    this.repo.markStale(row.request_id, now.toISOString());
+  private markStale(requestId: string, log: PollLog, now: Date): void {
+    this.repo.markStale(requestId, now.toISOString());
     this.options.onPoll?.('stale');
-    this.options.logger.error(
-      {
-        request_id: row.request_id,
-        nu_proposta: row.nu_proposta,
-        status: row.status,
-        polls: row.poll_attempts,
-        since: row.created_at,
-      },
-      'averbação still not final after REGISTRY_POLL_MAX_AGE_MS: marked stale, polling stopped; check it with the service',
-    );
+    this.options.logger[log.level](log.fields, log.message);
   }
 
+  /** Asks the service, then applies domain/registry-poll.ts's decision (as cluster/poll-job.ts does). */
   private async poll(row: AverbacaoRow): Promise<void> {
-    const attempts = row.poll_attempts + 1;
-    const trackedAt = Date.parse(row.created_at);
-    let outcome: PollOutcome = 'ok';
-    let detail = '';
-    let retryAfterMs = 0;
-    let final = false;
-    try {
-      const answer = await this.client.requestStatus(row.request_id);
-      const now = this.options.clock.now().toISOString();
-      detail = answer.status;
-      final = isRegistryStatus(answer.status) && isFinalRegistryStatus(answer.status);
-      const eventId = this.storePoll(row, answer, now);
-      if (eventId !== null) this.options.onStored?.(eventId, row.request_id);
-    } catch (err) {
-      const c = classifyPollError(err);
-      outcome = c.outcome;
-      retryAfterMs = c.retryAfterMs;
-      detail = c.message.slice(0, 200);
-      const log = { request_id: row.request_id, outcome, attempts, err: detail };
-      if (outcome === 'unauthorized')
-        this.options.logger.error(log, 'registry poll refused: check SERVICE_* credentials');
-      else this.options.logger.warn(log, 'registry poll failed: will retry');
-    }
+    const target = pollTarget(row);
+    const answer: PollAnswer = await this.client.requestStatus(row.request_id).then(
+      (a) => ({ ok: true, status: a.status, raw: a.raw }),
+      (error: unknown) => ({ ok: false, error }),
+    );
     const now = this.options.clock.now();
-    const next = final
-      ? null
-      : nextPollAt(trackedAt, now.getTime(), attempts, this.options.schedule, this.random, retryAfterMs);
+    let d = decidePoll(target, answer, now.getTime(), this.options.schedule, this.random);
+    if (d.event) {
+      try {
+        const eventId = this.storePoll(d.event, now.toISOString());
+        if (eventId !== null) this.options.onStored?.(eventId, row.request_id);
+      } catch (error) {
+        // An answer the file refused counts as a failed poll: it backs off like one, rather than
+        // being asked again at every tick.
+        d = decidePoll(target, { ok: false, error }, now.getTime(), this.options.schedule, this.random);
+      }
+    }
+    if (d.log) this.options.logger[d.log.level](d.log.fields, d.log.message);
     try {
       // A final answer stops polling now; the pipeline then applies it (result_source = poll).
       this.repo.recordPoll(row.request_id, {
-        attempts,
-        nextPollAt: next === null ? null : new Date(next).toISOString(),
-        outcome: detail ? `${outcome}:${detail}` : outcome,
+        attempts: d.record.attempts,
+        nextPollAt: d.record.nextPollAt === null ? null : new Date(d.record.nextPollAt).toISOString(),
+        outcome: d.record.outcome,
         now: now.toISOString(),
       });
-      if (next === null && !final) this.markStale({ ...row, poll_attempts: attempts }, now);
+      if (d.stale) this.markStale(row.request_id, d.stale, now);
     } catch (err) {
       this.options.logger.error(
         { err: (err as Error).message, request_id: row.request_id },
         'could not record a registry poll',
       );
     }
-    this.options.onPoll?.(outcome);
+    this.options.onPoll?.(d.outcome);
   }
+}
+
+/** The row as domain/registry-poll.ts reads it. */
+function pollTarget(row: AverbacaoRow): PollTarget {
+  return {
+    requestId: row.request_id,
+    nuProposta: row.nu_proposta,
+    status: row.status,
+    pollAttempts: row.poll_attempts,
+    stale: row.stale === 1,
+    trackedAt: Date.parse(row.created_at),
+  };
 }

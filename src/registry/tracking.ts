@@ -1,9 +1,10 @@
-import { firstPollAt } from '../domain/registry';
-import type { AverbacoesRepo, TrackedVia } from '../store/averbacoes';
+import { trackEffect } from '../domain/event-effects';
+import type { AverbacoesRepo } from '../store/averbacoes';
 
 /**
- * Starts tracking a registration declared here (started through the client, or named by an
- * operator): status `queued` until the service says more, first poll after the webhook's grace.
+ * Starts tracking a registration declared here (named by an operator) or started through the
+ * client: domain/event-effects.ts `trackEffect` decides the row (`queued`, first poll after the
+ * webhook's grace), as cluster mode's pg-track.ts and pg-admin-log.ts apply it on PostgreSQL.
  * Returns false when it was tracked already (missing fields are filled, nothing overwritten).
  */
 export function trackRegistration(
@@ -12,21 +13,13 @@ export function trackRegistration(
     requestId: string;
     nuProposta: number | string | null;
     correlationId?: string | null;
-    via: TrackedVia;
-    status?: 'queued' | 'processing';
+    via: 'declared' | 'started';
   },
   now: Date,
   graceMs: number,
 ): boolean {
-  return repo.track({
-    requestId: t.requestId,
-    correlationId: t.correlationId ?? null,
-    nuProposta: t.nuProposta,
-    status: t.status ?? 'queued',
-    via: t.via,
-    now: now.toISOString(),
-    nextPollAt: new Date(firstPollAt(now.getTime(), { graceMs })).toISOString(),
-  });
+  const effect = trackEffect({ ...t, correlationId: t.correlationId ?? null }, now.getTime(), { graceMs });
+  return repo.track({ ...effect, now: now.toISOString() });
 }
 
 /** Tracks a registration this receiver just started (`POST /contract/averbacao` answered 202). */

@@ -1,5 +1,7 @@
 import type { RegistryStatus } from '../domain/catalogue';
+import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
+import { numberedParams, sqliteNumbered } from './handler-sql';
 import { clampLimit, whereClause } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
@@ -63,16 +65,9 @@ export function averbacoesRepo(db: Db) {
     `UPDATE averbacoes SET status = ?, result_source = ?, result_body = ?, result_event_id = ?, completed_at = ?,
        next_poll_at = NULL, updated_at = ? WHERE request_id = ?`,
   );
-  // A final result (from the webhook) that landed while the poll was in flight keeps polling off.
-  const recordPoll = db.prepare<[number, string | null, string, string, string, string]>(
-    `UPDATE averbacoes SET poll_attempts = ?,
-       next_poll_at = CASE WHEN status IN ('completed', 'error') OR stale = 1 THEN NULL ELSE ? END,
-       last_poll_at = ?, last_poll_outcome = ?, updated_at = ?
-     WHERE request_id = ?`,
-  );
-  const markStale = db.prepare<[string, string]>(
-    'UPDATE averbacoes SET stale = 1, next_poll_at = NULL, updated_at = ? WHERE request_id = ?',
-  );
+  // Written once for both stores (domain/sql/registry-poll.ts), with `$n` bound by number.
+  const recordPoll = db.prepare<[Record<string, unknown>], { polling: number }>(sqliteNumbered(RECORD_POLL));
+  const markStale = db.prepare<[Record<string, unknown>]>(sqliteNumbered(MARK_STALE));
   const countByStatus = db.prepare<[], { status: string; stale: number; n: number }>(
     'SELECT status, stale, count(*) AS n FROM averbacoes GROUP BY status, stale',
   );
@@ -118,13 +113,15 @@ export function averbacoesRepo(db: Db) {
     ) {
       setFinal.run(r.status, r.source, r.body, r.eventId, r.now, r.now, requestId);
     },
+    /** Records a poll; returns whether the registration is still polled. */
     recordPoll(
       requestId: string,
       p: { attempts: number; nextPollAt: string | null; outcome: string; now: string },
-    ) {
-      recordPoll.run(p.attempts, p.nextPollAt, p.now, p.outcome, p.now, requestId);
+    ): boolean {
+      const [row] = recordPoll.all(numberedParams([requestId, p.attempts, p.nextPollAt, p.now, p.outcome]));
+      return Boolean(row?.polling);
     },
-    markStale: (requestId: string, now: string) => markStale.run(now, requestId),
+    markStale: (requestId: string, now: string) => markStale.run(numberedParams([requestId, now])),
     list(
       filter: { status?: string; stale?: boolean; nuProposta?: number | string; limit?: number } = {},
     ): AverbacaoRow[] {

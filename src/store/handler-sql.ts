@@ -29,7 +29,7 @@ export function handlerSqlOn(db: Db): HandlerSql {
     query: <R>(text: string, params: readonly unknown[] = []) => {
       try {
         const s = statement(text);
-        const args = params.length === 0 ? [] : [numbered(params)];
+        const args = params.length === 0 ? [] : [numberedParams(params)];
         const rows = s.reader ? (s.all(...args) as R[]) : (s.run(...args), []);
         return Promise.resolve({ rows });
       } catch (err) {
@@ -39,8 +39,12 @@ export function handlerSqlOn(db: Db): HandlerSql {
   };
 }
 
-/** `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it. */
-function numbered(params: readonly unknown[]): Record<string, unknown> {
+/**
+ * `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it: how a statement written with
+ * PostgreSQL's `$1` runs on SQLite (partner handlers here, and the statements both stores share in
+ * domain/sql/, after {@link sqliteNumbered}).
+ */
+export function numberedParams(params: readonly unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   params.forEach((value, i) => {
     out[String(i + 1)] = bindable(value);
@@ -53,4 +57,14 @@ function bindable(value: unknown): unknown {
   if (typeof value === 'boolean') return value ? 1 : 0;
   if (value instanceof Date) return value.toISOString();
   return value;
+}
+
+/**
+ * One of our own statements written for PostgreSQL (`$1`, `$2`, …: domain/sql/) as SQLite's numbered
+ * `?1`, `?2`, …, bound the same way ({@link numberedParams}). SQLite runs `$1` as it is (see above);
+ * `?1` is what SQLite's own tools read, as the statement-plan check (test/integration/query-plans)
+ * does. Never applied to a partner's SQL: a `$1` inside a string literal would be rewritten too.
+ */
+export function sqliteNumbered(text: string): string {
+  return text.replace(/\$(\d+)/g, '?$1');
 }

@@ -1,17 +1,36 @@
-import { BODY_PRUNABLE_STATUSES, isBodyPrunable, isMessagePrunable } from '../domain/retention';
+import {
+  BODY_PRUNABLE_STATUSES,
+  bodyWalkStep,
+  type PruneSummary,
+  RETENTION_BATCH,
+  removableMessages,
+} from '../domain/retention';
 import type { Db } from './database';
 
 /**
+ * RETENTION_DAYS and `prune` on SQLite: applies domain/retention.ts (what goes, what stays, the
+ * batch sizes), as cluster/pg-retention.ts does on PostgreSQL. What is SQLite's own is the walk: by
+ * primary key from the oldest, in arrival order, in short transactions, so the receiver's writes are
+ * never held up for long. The statements differ from PostgreSQL's (a statement per row under the
+ * file's write lock here; one per batch with row locks and arrays there), so they are not shared.
+ */
+
+/** One pass: bodies, then messages (the order of domain/retention.ts). */
+export function pruneSqlite(db: Db, cutoff: Date, now: Date): PruneSummary {
+  const { pruned } = pruneBodies(db, cutoff, now);
+  const { pruned: forwarded } = pruneForwarded(db, cutoff);
+  return { pruned, forwarded, cutoff: cutoff.toISOString() };
+}
+
+/**
  * Removes the raw bodies of finished events received before `cutoff`, keeping their rows and dedup
- * keys (the rule: domain/retention.ts, shared with PostgreSQL's cluster/pg-retention.ts). Works in
- * short transactions of `batch` rows walking the primary key from the oldest, so the receiver's
- * writes are never held up for long.
+ * keys, `batch` rows per transaction.
  */
 export function pruneBodies(
   db: Db,
   cutoff: Date,
   now: Date,
-  batch = 2000,
+  batch: number = RETENTION_BATCH.sqlite.bodies,
 ): { pruned: number; scannedTo: number } {
   const next = db.prepare<
     [number, number],
@@ -33,14 +52,17 @@ export function pruneBodies(
     let reachedCutoff = false;
     db.transaction(() => {
       for (const row of rows) {
+        const step = bodyWalkStep(
+          { receivedAt: row.received_at, status: row.status, hasBody: row.has_body === 1 },
+          cutoffIso,
+        );
         // Events are stored in arrival order: the first one newer than the cutoff ends the walk.
-        if (row.received_at >= cutoffIso) {
+        if (step === 'end') {
           reachedCutoff = true;
           break;
         }
         lastId = row.id;
-        if (row.has_body && isBodyPrunable(row.status))
-          pruned += prune.run(at, row.id, ...BODY_PRUNABLE_STATUSES).changes;
+        if (step === 'prune') pruned += prune.run(at, row.id, ...BODY_PRUNABLE_STATUSES).changes;
       }
     })();
     if (reachedCutoff || rows.length < batch) break;
@@ -49,13 +71,17 @@ export function pruneBodies(
 }
 
 /**
- * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`
- * (domain/retention.ts `isMessagePrunable`), with their delivery rows and attempts. A message with a delivery still pending or dead stays whole (it
- * may still be sent or replayed), and so does every message newer than the cutoff. The change feed
- * then starts after the removed messages: a cursor older than them simply reads on from the first
- * one kept. Short transactions of `batch` messages, oldest first.
+ * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`, with their
+ * delivery rows and attempts; a message with a delivery still pending or dead stays whole (it may
+ * still be sent or replayed), and so does every message newer than the cutoff. The change feed then
+ * starts after the removed messages: a cursor older than them simply reads on from the first one
+ * kept. Short transactions of `batch` messages, oldest first.
  */
-export function pruneForwarded(db: Db, cutoff: Date, batch = 500): { pruned: number } {
+export function pruneForwarded(
+  db: Db,
+  cutoff: Date,
+  batch: number = RETENTION_BATCH.sqlite.messages,
+): { pruned: number } {
   const next = db.prepare<[number, string, number], { id: number }>(
     `SELECT id FROM forward_messages WHERE id > ? AND created_at < ? ORDER BY id LIMIT ?`,
   );
@@ -71,18 +97,20 @@ export function pruneForwarded(db: Db, cutoff: Date, batch = 500): { pruned: num
   let lastId = 0;
   let pruned = 0;
   for (;;) {
-    const rows = next.all(lastId, cutoffIso, batch);
-    if (rows.length === 0) break;
+    const ids = next.all(lastId, cutoffIso, batch).map((r) => r.id);
+    if (ids.length === 0) break;
     db.transaction(() => {
-      for (const { id } of rows) {
-        lastId = id;
-        if (!isMessagePrunable(statuses.all(id).map((d) => d.status))) continue;
+      const deliveries = ids.flatMap((id) =>
+        statuses.all(id).map((d) => ({ messageId: id, status: d.status })),
+      );
+      for (const id of removableMessages(ids, deliveries)) {
         deleteAttempts.run(id);
         deleteDeliveries.run(id);
         pruned += deleteMessage.run(id).changes;
       }
     })();
-    if (rows.length < batch) break;
+    lastId = ids[ids.length - 1]!;
+    if (ids.length < batch) break;
   }
   return { pruned };
 }

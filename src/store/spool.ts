@@ -1,4 +1,10 @@
-import type { SpoolPruneStep, SpoolPruneSummary } from '../domain/retention';
+import {
+  isBeforeCutoff,
+  RETENTION_BATCH,
+  spoolDeliveryOwnsEvent,
+  type SpoolPruneStep,
+  type SpoolPruneSummary,
+} from '../domain/retention';
 import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
 import type { Db } from './database';
 
@@ -133,7 +139,7 @@ export function spoolPruner(db: Db): {
         const cutoffIso = cutoff.toISOString();
         // Read in the transaction: the relay (same connection) moves the cursor between batches.
         const rows = next.all(afterId, bound.get()?.through ?? 0, size);
-        const firstNew = rows.findIndex((r) => r.received_at >= cutoffIso);
+        const firstNew = rows.findIndex((r) => !isBeforeCutoff(r.received_at, cutoffIso));
         const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
         const step = {
           deliveries: 0,
@@ -145,7 +151,7 @@ export function spoolPruner(db: Db): {
         step.lastId = taken[taken.length - 1]!.id;
         step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
         for (const r of taken)
-          if (r.event_id !== null && (r.outcome === 'accepted' || r.outcome === 'quarantined'))
+          if (spoolDeliveryOwnsEvent(r.outcome, r.event_id))
             step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
         return step;
       })(),
@@ -153,7 +159,11 @@ export function spoolPruner(db: Db): {
 }
 
 /** A whole pass of {@link spoolPruner}'s batches, back to back (the `prune` command). */
-export function pruneSpool(db: Db, cutoff: Date, batch = 2000): SpoolPruneSummary {
+export function pruneSpool(
+  db: Db,
+  cutoff: Date,
+  batch: number = RETENTION_BATCH.spool.command,
+): SpoolPruneSummary {
   const pruner = spoolPruner(db);
   const removed: SpoolPruneSummary = { deliveries: 0, events: 0 };
   for (let afterId = 0; ;) {
