@@ -135,6 +135,7 @@ function sqliteFigures(
   // The configured destinations, then those paused or tripped before.
   const names = new Set(destinations);
   for (const row of repo.destinations()) names.add(row.name);
+  const { avg, max } = store.deliveries.ackLatency();
   return {
     databaseBytes: fileBytes(path) + fileBytes(`${path}-wal`),
     eventsByStatus: store.events.countByStatus(),
@@ -143,7 +144,7 @@ function sqliteFigures(
     deliveriesByOutcome: store.deliveries.countByOutcome(),
     proposalsByStatus: store.proposals.countByStatus(),
     proposalsStuckByStatus: proposalLists(store.db).stuckCounts(cutoffs),
-    ackMs: store.deliveries.ackLatency(),
+    ackMs: { avg, max },
     lastDeliveryAt: store.deliveries.lastReceivedAt(),
     forwarding: repo.gauges([...names]),
   };

@@ -5,7 +5,6 @@ import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifecycle';
 import { maskCpf, withMaskedCpf, withMaskedResultBody } from '../domain/privacy';
 import { formatLimit, limitOf, stuckCutoffs, stuckSince } from '../domain/stuck';
-import type { ReplicaDeliveries } from '../cluster/pg-reads';
 import type { AverbacaoRow } from '../store/averbacoes';
 import type { ProposalListRow } from '../store/proposal-lists';
 import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
@@ -129,7 +128,7 @@ interface LogStats {
   /** Absent only in cluster mode on a database whose schema has no forwarding tables yet. */
   forwarding?: ForwardingFigures[];
   /** Cluster mode only: the deliveries each replica answered. */
-  replicas?: ReplicaDeliveries[];
+  replicas?: LogFigures['replicas'];
 }
 
 /** Said under the table when the PostgreSQL schema predates the forwarding tables (migrations-pg/0003). */
