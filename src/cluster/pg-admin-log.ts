@@ -30,11 +30,12 @@ import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
- * the queries the log commands use (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), in the shapes
- * of the SQLite log, so that the routes (src/http/admin/) serve both stores with one parser and one
- * JSON shape. Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ * {@link pgLogStatements} (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), which the log commands
+ * run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite log, so that
+ * the routes (src/http/admin/) serve both stores with one parser and one JSON shape. Filters are
+ * the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
  *
- * Every call rejects with a StorageError while the replica is not connected to PostgreSQL or when
+ * Every call of {@link pgAdminLog} rejects with a StorageError while the replica is not connected to PostgreSQL or when
  * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
  * asks again. Any other failure (a statement PostgreSQL refused) passes through as it is.
  */
@@ -50,8 +51,8 @@ export interface PgAdminLogOptions {
   schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
 }
 
-/** A registration to track, as the admin routes declare or start it. */
-interface TrackRequest {
+/** A registration to track, as the admin routes or the `track` command declare or start it. */
+export interface TrackRequest {
   requestId: string;
   correlationId: string | null;
   nuProposta: number | string | null;

@@ -3,7 +3,7 @@ import type { NewAuditEntry } from '../domain/console';
 import type { EventStatus } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { StuckCutoff } from '../domain/stuck';
-import { pgLogStatements } from './pg-admin-log';
+import { pgLogStatements, type TrackRequest } from './pg-admin-log';
 import { endAllSessions, recordAudit } from './pg-console-sessions';
 import { adminDbOfClient } from './pg-forward-admin';
 import { OUTBOX_CHANNEL } from './pg-outbox';
@@ -65,16 +65,8 @@ function pgCommandLog(client: Client, databaseUrl: string) {
     replay: (wanted: { ids: readonly number[] } | { status: EventStatus }, now: string) =>
       replayOnPostgres(client, databaseUrl, wanted, now),
     /** The row, its first poll a pg-boss job queued in the same transaction (pg-track.ts). */
-    track: (
-      t: {
-        requestId: string;
-        correlationId: string | null;
-        nuProposta: number | string | null;
-        via: 'declared' | 'started';
-      },
-      now: Date,
-      graceMs: number,
-    ) => trackOnPostgres(client, databaseUrl, t, now, graceMs),
+    track: (t: TrackRequest, now: Date, graceMs: number) =>
+      trackOnPostgres(client, databaseUrl, t, now, graceMs),
     /** Every console session, at every replica at once, and its audit row, in one transaction. */
     endSessions: (audit: (ended: number) => NewAuditEntry) =>
       adminDbOfClient(client).transaction(async (tx) => {

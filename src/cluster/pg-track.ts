@@ -1,5 +1,6 @@
 import type { Client } from 'pg';
 import { trackEffect } from '../domain/event-effects';
+import type { TrackRequest } from './pg-admin-log';
 import { track } from './pg-effects';
 import { type PgAverbacaoRow, readAverbacao } from './pg-reads';
 import { inEngineTransaction } from './pg-replay';
@@ -13,12 +14,7 @@ import { type Sql, sqlOf } from './sql';
 export async function trackOnPostgres(
   client: Client,
   databaseUrl: string,
-  t: {
-    requestId: string;
-    correlationId: string | null;
-    nuProposta: number | string | null;
-    via: 'declared' | 'started';
-  },
+  t: TrackRequest,
   now: Date,
   graceMs: number,
 ): Promise<{ created: boolean; averbacao: PgAverbacaoRow | undefined }> {
