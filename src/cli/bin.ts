@@ -5,21 +5,20 @@ import { ConsigError } from '../domain/errors';
 import { openDatabase } from '../store/database';
 import { loadMigrations, migrate } from '../store/migrate';
 import {
-  clusterAverbacoesCommand,
-  clusterProposalCommand,
-  clusterProposalsCommand,
+  averbacoesCommand,
   deliveriesCommand,
   eventsCommand,
+  proposalCommand,
+  proposalsCommand,
   statsCommand,
 } from './log-commands';
 import { registerForwardCommands } from './forward-commands';
-import { proposalCommand, replayCommand } from './pipeline-commands';
-import { proposalsCommand } from './proposals-command';
+import { replayCommand } from './pipeline-commands';
 import { backupCommand } from './backup-command';
 import { pruneCommand } from './prune-command';
 import { demoCommand } from './demo';
 import { lenderCommand } from './lender-command';
-import { averbacoesCommand, trackCommand } from './registry-commands';
+import { trackCommand } from './registry-commands';
 import { sendTestEventCommand } from './send-test-event';
 import { simulateCommand } from './simulate-command';
 import {
@@ -102,9 +101,9 @@ function registerDatabaseCommands(program: Command): void {
 
 /**
  * Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `proposals`, `replay`.
- * The read commands (and `averbacoes`) read PostgreSQL when DATABASE_URL is set (cluster mode,
- * contract §10); in that mode they return a promise, which parseAsync awaits, so a failure still
- * ends in main's one line and exit code.
+ * Like `averbacoes`, `track` and `forwards`, they act on PostgreSQL when DATABASE_URL is set (cluster
+ * mode, contract §10), else on the SQLite file (cli/command-log.ts chooses); each returns a promise,
+ * which parseAsync awaits, so a failure still ends in main's one line and exit code.
  */
 function registerLogCommands(program: Command): void {
   program
@@ -140,10 +139,7 @@ function registerLogCommands(program: Command): void {
     .description("a proposal's status and timeline: each event, when it arrived, from → to, applied or not")
     .argument('<nu_proposta>')
     .option('--json', 'JSON for scripts')
-    .action((nu: string, opts) => {
-      const c = config(program);
-      return c.cluster ? clusterProposalCommand(c, nu, opts, io) : proposalCommand(c, nu, opts, io);
-    });
+    .action((nu: string, opts) => proposalCommand(config(program), nu, opts, io));
 
   program
     .command('proposals')
@@ -154,10 +150,7 @@ function registerLogCommands(program: Command): void {
     .option('--stuck', 'only stuck proposals, with when they became stuck and their limit')
     .option('--limit <n>', 'rows (default 50)')
     .option('--json', 'JSON for scripts')
-    .action((opts) => {
-      const c = config(program);
-      return c.cluster ? clusterProposalsCommand(c, opts, io) : proposalsCommand(c, opts, io);
-    });
+    .action((opts) => proposalsCommand(config(program), opts, io));
 
   program
     .command('end-sessions')
@@ -186,10 +179,7 @@ function registerServiceCommands(program: Command): void {
     .option('--proposal <nu_proposta>', 'only this proposal')
     .option('--limit <n>', 'rows (default 50)')
     .option('--json', 'JSON for scripts')
-    .action((opts) => {
-      const c = config(program);
-      return c.cluster ? clusterAverbacoesCommand(c, opts, io) : averbacoesCommand(c, opts, io);
-    });
+    .action((opts) => averbacoesCommand(config(program), opts, io));
 
   program
     .command('track')

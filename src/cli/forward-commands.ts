@@ -1,24 +1,17 @@
-import { FEED_DISABLED } from '../http/admin/feed';
+import { FEED_DISABLED, type FeedReader } from '../http/admin/feed';
 import type { Command } from 'commander';
-import { adminDbOfClient, pgForwardAdmin, type PgForwardAdmin } from '../cluster/pg-forward-admin';
-import { OUTBOX_CHANNEL } from '../cluster/pg-outbox';
-import { describePgTarget, pgTarget, withPgConnection, withPgReads } from '../cluster/pg-reads';
 import type { Config } from '../config';
 import { ConsigError, UsageError } from '../domain/errors';
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
-import { bodyFor, type FeedPage } from '../domain/forwarding/messages';
+import { bodyFor } from '../domain/forwarding/messages';
 import {
   type BackfillCounts,
   DELIVERY_STATUS_FILTERS,
   type DeliveryStatusFilter,
   type DestinationSummary,
   decodeFeedCursor,
-  drain,
   encodeFeedCursor,
   FEED_DEFAULT_TYPES,
-  type ForwardAdmin,
-  forwardAdmin,
-  type ForwardDetail,
   type ForwardFilter,
   type ForwardRow,
   isEmptyFilter,
@@ -29,22 +22,18 @@ import {
   shownForwardRow,
 } from '../store/forward-admin';
 import { parseNuProposta } from '../store/proposals';
-import { openStore } from '../store/store';
-import { openReadOnly, type Output } from './log-commands';
+import { type CommandSession, withCommandLog } from './command-log';
+import type { Output } from './log-commands';
 import { renderTable } from './table';
 
 /**
  * `forwards …` (list, show, replay, pause, resume, backfill, destinations) and `feed` (contract §8):
- * the operators' tools over the forwarding tables, thin wrappers over store/forward-admin — or, in
- * cluster mode (DATABASE_URL, contract §10), over cluster/pg-forward-admin on the PostgreSQL
- * database the replicas share, with the same options and the same output: each command fetches
- * from one store or the other and hands the result to one formatter. They read the destinations
- * from the same environment and DESTINATIONS_FILE as `serve`. A running receiver sees their writes
- * at its sender's next look (within about a second); in cluster mode a replay, resume or backfill
- * notifies the sending replica, which looks at once.
- *
- * Synchronous on SQLite; in cluster mode each returns a promise (parseAsync awaits it, so a failure
- * still ends in bin.ts's one line and exit code).
+ * the operators' tools over the forwarding tables, through the log's port (command-log.ts: the
+ * SQLite file, or in cluster mode, DATABASE_URL, contract §10, the PostgreSQL database the replicas
+ * share), with the same options and the same output in both. They read the destinations from the
+ * same environment and DESTINATIONS_FILE as `serve`. A running receiver sees their writes at its
+ * sender's next look (within about a second); in cluster mode a replay, resume or backfill notifies
+ * the sending replica, which looks at once.
  */
 
 /** Where `feed` writes: messages on `out` (stdout), its cursor on `err` (stderr). */
@@ -150,54 +139,9 @@ function registerWriteCommands(forwards: Command, config: () => Config, io: Outp
     .action((opts: BackfillOptions) => forwardsBackfillCommand(config(), opts, io));
 }
 
-// ---- the two stores --------------------------------------------------------------------------------
-
-function withAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
-  const store = openReadOnly(config);
-  try {
-    return fn(forwardAdmin(store.db));
-  } finally {
-    store.close();
-  }
-}
-
-/** Like `replay` (pipeline-commands): a missing database is said clearly, then a writable store. */
-function withWritableAdmin<T>(config: Config, fn: (admin: ForwardAdmin) => T): T {
-  openReadOnly(config).close();
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    return fn(forwardAdmin(store.db));
-  } finally {
-    store.close();
-  }
-}
-
-/** DATABASE_URL; the cluster-mode paths below run only when it is set. */
-function clusterUrl(config: Config): string {
-  if (!config.cluster) throw new Error('a cluster-mode command ran without DATABASE_URL');
-  return config.cluster.databaseUrl;
-}
-
-/** Reads PostgreSQL in one read-only snapshot (pg-reads.ts: errors name no password). */
-function withPgAdmin<T>(config: Config, fn: (admin: PgForwardAdmin) => Promise<T>): Promise<T> {
-  return withPgReads(clusterUrl(config), (client) => fn(pgForwardAdmin(adminDbOfClient(client))));
-}
-
-/** Writes to PostgreSQL on a connection of the command's own, each chunk its own transaction. */
-function withWritablePgAdmin<T>(config: Config, fn: (admin: PgForwardAdmin) => Promise<T>): Promise<T> {
-  return withPgConnection(
-    clusterUrl(config),
-    (client) => fn(pgForwardAdmin(adminDbOfClient(client))),
-    'consig-receiver forwards command',
-  );
-}
-
-/** The log as messages name it: the SQLite file, or PostgreSQL's host, port and database (no password). */
-function logName(config: Config): string {
-  return config.cluster ? describePgTarget(pgTarget(config.cluster.databaseUrl)) : config.databasePath;
-}
+/** Reads in one snapshot; writes on a connection of the command's own, each chunk its own transaction. */
+const READ: CommandSession = { access: 'read' };
+const WRITE: CommandSession = { access: 'write', command: 'forwards command' };
 
 // ---- read ----------------------------------------------------------------------------------------
 
@@ -215,8 +159,8 @@ export interface ListOptions extends FilterOptions {
   json?: boolean;
 }
 
-/** `forwards list`. Synchronous on SQLite; a promise in cluster mode. */
-export function forwardsListCommand(config: Config, opts: ListOptions, io: Output): void | Promise<void> {
+/** `forwards list`. */
+export async function forwardsListCommand(config: Config, opts: ListOptions, io: Output): Promise<void> {
   const limit = integerOption(opts.limit, '--limit', 1, 1000) ?? 50;
   if (opts.type !== undefined && !isMessageType(opts.type)) {
     throw new UsageError(
@@ -224,9 +168,8 @@ export function forwardsListCommand(config: Config, opts: ListOptions, io: Outpu
     );
   }
   const filter = { ...filterOf(opts), type: opts.type as MessageType | undefined, limit };
-  const show = (rows: readonly ForwardRow[]) => showForwardList(rows.map(shownForwardRow), opts, io);
-  if (config.cluster) return withPgAdmin(config, (admin) => admin.list(filter)).then(show);
-  show(withAdmin(config, (admin) => admin.list(filter)));
+  const rows = await withCommandLog(config, READ, (log) => log.forwards.list(filter));
+  showForwardList(rows.map(shownForwardRow), opts, io);
 }
 
 function showForwardList(rows: readonly ForwardRow[], opts: { json?: boolean }, io: Output): void {
@@ -236,30 +179,19 @@ function showForwardList(rows: readonly ForwardRow[], opts: { json?: boolean }, 
   io.out(renderTable([...columns, ...more], rows as unknown as Record<string, unknown>[]));
 }
 
-/**
- * `forwards show <id>`: the message and every attempt, CPF masked (whatever the destination gets).
- * Synchronous on SQLite; a promise in cluster mode.
- */
-export function forwardsShowCommand(
+/** `forwards show <id>`: the message and every attempt, CPF masked (whatever the destination gets). */
+export async function forwardsShowCommand(
   config: Config,
   id: string,
   opts: { json?: boolean },
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const deliveryId = idOf(id);
-  const show = (detail: ForwardDetail | undefined) => showForward(config, id, detail, opts, io);
-  if (config.cluster) return withPgAdmin(config, (admin) => admin.show(deliveryId)).then(show);
-  show(withAdmin(config, (admin) => admin.show(deliveryId)));
-}
-
-function showForward(
-  config: Config,
-  id: string,
-  detail: ForwardDetail | undefined,
-  opts: { json?: boolean },
-  io: Output,
-): void {
-  if (detail === undefined) throw new UsageError(`no forward ${id} in ${logName(config)}`);
+  const detail = await withCommandLog(config, READ, async (log) => {
+    const found = await log.forwards.show(deliveryId);
+    if (found === undefined) throw new UsageError(`no forward ${id} in ${log.name}`);
+    return found;
+  });
   // CPF masked even for a destination that gets it in full (contract §5).
   const shown = shownForward(detail);
   if (opts.json) return io.out(JSON.stringify(shown, null, 2));
@@ -278,17 +210,17 @@ function showForward(
   );
 }
 
-/** `forwards destinations`. Synchronous on SQLite; a promise in cluster mode. */
-export function forwardsDestinationsCommand(
+/** `forwards destinations`. */
+export async function forwardsDestinationsCommand(
   config: Config,
   opts: { json?: boolean },
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const configured = config.forwarding.destinations;
-  const show = (summaries: readonly DestinationSummary[]) => showDestinations(summaries, opts, io);
-  if (config.cluster)
-    return withPgAdmin(config, (admin) => admin.destinationSummaries(configured)).then(show);
-  show(withAdmin(config, (admin) => admin.destinationSummaries(configured)));
+  const summaries = await withCommandLog(config, READ, (log) =>
+    log.forwards.destinationSummaries(configured),
+  );
+  showDestinations(summaries, opts, io);
 }
 
 function showDestinations(
@@ -325,16 +257,13 @@ export interface BackfillOptions {
 
 const PICKED_UP = 'a running receiver sends them within about a second';
 
-/**
- * `forwards replay <id>…` or `forwards replay --destination X --status dead … --yes`. Synchronous on
- * SQLite; a promise in cluster mode.
- */
-export function forwardsReplayCommand(
+/** `forwards replay <id>…` or `forwards replay --destination X --status dead … --yes`. */
+export async function forwardsReplayCommand(
   config: Config,
   ids: string[],
   opts: ReplayOptions,
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const filter = filterOf(opts);
   if (ids.length > 0 && !isEmptyFilter(filter)) {
     throw new UsageError('forwards replay takes delivery ids or a filter, not both');
@@ -345,31 +274,17 @@ export function forwardsReplayCommand(
     );
   }
   const parsed = ids.map(idOf);
-  const show = (counts: ReplayCounts) => showReplayed(counts, opts, io);
-  if (config.cluster) {
-    return withWritablePgAdmin(config, async (admin) => {
-      if (parsed.length > 0) {
-        refuseMissing(config, await admin.missing(parsed));
-        return admin.replay(parsed, new Date().toISOString());
-      }
-      confirmReplay(await admin.countWhere(filter), opts);
-      return admin.replayWhere(filter, new Date().toISOString());
-    }).then(show);
-  }
-  const counts = withWritableAdmin(config, (admin) => {
+  const counts = await withCommandLog(config, WRITE, async ({ forwards, name }) => {
     if (parsed.length > 0) {
-      refuseMissing(config, admin.missing(parsed));
-      return admin.replay(parsed, new Date().toISOString());
+      // Ids that name no delivery stop a replay by ids before anything is written.
+      const missing = await forwards.missing(parsed);
+      if (missing.length > 0) throw new UsageError(`no forward ${missing.join(', ')} in ${name}`);
+      return forwards.replay(parsed, new Date().toISOString());
     }
-    confirmReplay(admin.countWhere(filter), opts);
-    return drain(admin.replayWhereSteps(filter, new Date().toISOString()));
+    confirmReplay(await forwards.countWhere(filter), opts);
+    return forwards.replayWhere(filter, new Date().toISOString());
   });
-  show(counts);
-}
-
-/** Ids that name no delivery stop a replay by ids before anything is written. */
-function refuseMissing(config: Config, missing: readonly number[]): void {
-  if (missing.length > 0) throw new UsageError(`no forward ${missing.join(', ')} in ${logName(config)}`);
+  showReplayed(counts, opts, io);
 }
 
 /** A replay by filter that would touch something needs --yes. */
@@ -392,50 +307,40 @@ function describeCounts(counts: ReplayCounts): string {
   return `${counts.replayed} deliver${counts.replayed === 1 ? 'y' : 'ies'} (dead ${dead}, delivered ${delivered}, pending ${pending})`;
 }
 
-/** `forwards pause <name>` / `forwards resume <name>`. Synchronous on SQLite; a promise in cluster mode. */
-export function forwardsPauseCommand(
+/** `forwards pause <name>` / `forwards resume <name>`. */
+export async function forwardsPauseCommand(
   config: Config,
   name: string,
   paused: boolean,
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const destination = configuredOrFail(config, name);
   if (!paused && destination.paused) {
     throw new UsageError(
       `destination ${name} is paused in its configuration file ("paused": true): change the file and restart`,
     );
   }
-  const show = () =>
-    io.out(
-      paused
-        ? `destination ${name} paused: its messages accumulate until \`forwards resume ${name}\``
-        : `destination ${name} resumed (${PICKED_UP})`,
-    );
   const now = new Date().toISOString();
-  if (config.cluster)
-    return withWritablePgAdmin(config, (admin) => admin.setPaused(name, paused, now)).then(show);
-  withWritableAdmin(config, (admin) => admin.setPaused(name, paused, now));
-  show();
+  await withCommandLog(config, WRITE, (log) => log.forwards.setPaused(name, paused, now));
+  io.out(
+    paused
+      ? `destination ${name} paused: its messages accumulate until \`forwards resume ${name}\``
+      : `destination ${name} resumed (${PICKED_UP})`,
+  );
 }
 
-/**
- * `forwards backfill --destination X [--proposal N] [--since] [--until]`. Synchronous on SQLite; a
- * promise in cluster mode.
- */
-export function forwardsBackfillCommand(
+/** `forwards backfill --destination X [--proposal N] [--since] [--until]`. */
+export async function forwardsBackfillCommand(
   config: Config,
   opts: BackfillOptions,
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const destination = configuredOrFail(config, opts.destination);
   const { nuProposta, since, until } = filterOf(opts);
   const range = { nuProposta, since, until };
   const now = new Date().toISOString();
-  const show = (counts: BackfillCounts) => showBackfilled(destination, counts, opts, io);
-  if (config.cluster) {
-    return withWritablePgAdmin(config, (admin) => admin.backfill(destination, range, now)).then(show);
-  }
-  show(withWritableAdmin(config, (admin) => drain(admin.backfillSteps(destination, range, now))));
+  const counts = await withCommandLog(config, WRITE, (log) => log.forwards.backfill(destination, range, now));
+  showBackfilled(destination, counts, opts, io);
 }
 
 function showBackfilled(
@@ -460,9 +365,6 @@ export interface FeedOptions {
   follow?: boolean;
 }
 
-/** What the feed loop reads from: the file's outbox or PostgreSQL's. */
-type FeedPageReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
-
 /**
  * `feed`: prints one message per line (CPF masked unless FEED_FULL_CPF), then `cursor <cursor>` on
  * stderr; with `--follow`, polls every {@link FEED_FOLLOW_INTERVAL_MS} until SIGINT or SIGTERM (or
@@ -476,31 +378,12 @@ export async function feedCommand(config: Config, opts: FeedOptions, io: FeedOut
   const limit = integerOption(opts.limit, '--limit', 1, 1000) ?? 100;
   const types = typesOf(opts.types);
   const stop = stopSignal();
-  const run = (read: FeedPageReader) => feedLoop(config, opts, io, stop, { afterId, limit, types }, read);
   try {
-    if (config.cluster) {
-      await withPgConnection(
-        config.cluster.databaseUrl,
-        async (client) => {
-          // Before the first read: nothing committed after it can go unnoticed.
-          if (opts.follow) {
-            client.on('notification', () => stop.nudge());
-            await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-          }
-          const admin = pgForwardAdmin(adminDbOfClient(client));
-          await run((a, l, t) => admin.feed(a, l, t));
-        },
-        'consig-receiver feed',
-      );
-      return;
-    }
-    const store = openReadOnly(config);
-    try {
-      const admin = forwardAdmin(store.db);
-      await run(async (a, l, t) => admin.feed(a, l, t));
-    } finally {
-      store.close();
-    }
+    await withCommandLog(config, { access: 'follow', command: 'feed' }, async (log) => {
+      // Before the first read: nothing committed after it can go unnoticed.
+      if (opts.follow) await log.listen(() => stop.nudge());
+      await feedLoop(config, opts, io, stop, { afterId, limit, types }, log.feed);
+    });
   } finally {
     stop.dispose();
   }
@@ -513,7 +396,7 @@ async function feedLoop(
   io: FeedOutput,
   stop: ReturnType<typeof stopSignal>,
   start: { afterId: number; limit: number; types: readonly MessageType[] },
-  read: FeedPageReader,
+  read: FeedReader,
 ): Promise<void> {
   const { limit, types } = start;
   let afterId = start.afterId;

@@ -1,80 +1,35 @@
-import { statSync } from 'node:fs';
-import {
-  describePgTarget,
-  pgTarget,
-  readAverbacoes,
-  readDeliveries,
-  readEvents,
-  readLatestProposals,
-  readProposal,
-  readStats,
-  readStuckProposals,
-  type PgDeliveryRow,
-  type PgStats,
-  type ReplicaDeliveries,
-  withPgReads,
-} from '../cluster/pg-reads';
 import type { Config } from '../config';
 import { formatAge } from '../domain/duration';
-import { StorageError, UsageError } from '../domain/errors';
+import { UsageError } from '../domain/errors';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifecycle';
 import { maskCpf, withMaskedCpf, withMaskedResultBody } from '../domain/privacy';
-import { formatLimit, limitOf, type StuckCutoff, stuckCutoffs, stuckSince } from '../domain/stuck';
+import { formatLimit, limitOf, stuckCutoffs, stuckSince } from '../domain/stuck';
 import type { AverbacaoRow } from '../store/averbacoes';
-import type { Db } from '../store/database';
-import type { DeliveryRow } from '../store/deliveries';
-import type { EventRow } from '../store/events';
-import { type DestinationGauges, forwardDeliveries } from '../store/forward-deliveries';
-import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
+import type { ProposalListRow } from '../store/proposal-lists';
 import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
-import { openStore, type Store } from '../store/store';
+import { type CommandSession, type LogFigures, withCommandLog } from './command-log';
 import { renderTable } from './table';
+
+export { openReadOnly } from './command-log';
 
 /**
  * Read-only commands over the log: tables for people, `--json` for scripts. The log is the SQLite
  * file, or in cluster mode (`DATABASE_URL`, contract §10) the PostgreSQL database the replicas
- * share; each command reads one or the other and hands the rows, in the SQLite log's shape (see
- * src/cluster/pg-reads.ts), to one renderer.
+ * share: each command reads it through the one port (command-log.ts), in the SQLite log's shapes,
+ * and hands the rows to one renderer.
  */
 
 export interface Output {
   out: (text: string) => void;
 }
 
-export function openReadOnly(config: Config): Store {
-  try {
-    statSync(config.databasePath);
-  } catch {
-    throw new StorageError(
-      `no database at ${config.databasePath} (set DATABASE_PATH, or create it with \`consig-receiver migrate\`)`,
-    );
-  }
-  return openStore(config.databasePath, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
-}
+/** The read commands' session: one snapshot of the log (a read-only SQLite file). */
+const READ: CommandSession = { access: 'read' };
 
-function withStore<T>(config: Config, fn: (store: Store) => T): T {
-  const store = openReadOnly(config);
-  try {
-    return fn(store);
-  } finally {
-    store.close();
-  }
-}
-
-/** DATABASE_URL in cluster mode; a command that reads only PostgreSQL is never called without it. */
-function clusterUrl(config: Config): string {
-  if (!config.cluster) throw new Error('a cluster-mode command ran without DATABASE_URL');
-  return config.cluster.databaseUrl;
-}
-
-/** The log as messages name it: the SQLite file, or PostgreSQL's host, port and database (no password). */
-function logName(config: Config): string {
-  return config.cluster ? describePgTarget(pgTarget(config.cluster.databaseUrl)) : config.databasePath;
-}
-
-/** `nu_proposta` as typed by a person, as PostgreSQL's text column holds it (`007` is `7`). */
-function pgNuProposta(value: string | undefined): string | undefined {
-  return value === undefined ? undefined : String(parseNuProposta(value));
+/** `nu_proposta` as typed by a person, as the log holds it (`007` is `7`). */
+function nuOf(value: string | undefined): number | string | undefined {
+  return value === undefined ? undefined : parseNuProposta(value);
 }
 
 function parseLimit(value: string | undefined): number {
@@ -119,18 +74,17 @@ const EVENT_COLUMNS = [
   'last_error',
 ];
 
-/** `events`: newest first. Synchronous on SQLite; a promise in cluster mode. */
-export function eventsCommand(config: Config, opts: EventsOptions, io: Output): void | Promise<void> {
+/** `events`: newest first. */
+export async function eventsCommand(config: Config, opts: EventsOptions, io: Output): Promise<void> {
   const limit = parseLimit(opts.limit);
-  const filter = { status: opts.status, evento: opts.evento, kind: opts.kind, limit };
-  const show = (rows: readonly EventRow[]) => showRows(EVENT_COLUMNS, rows, opts, io);
-  if (config.cluster) {
-    const nuProposta = pgNuProposta(opts.proposal);
-    return withPgReads(config.cluster.databaseUrl, (db) => readEvents(db, { ...filter, nuProposta })).then(
-      show,
-    );
-  }
-  show(withStore(config, (store) => store.events.list({ ...filter, nuProposta: opts.proposal })));
+  const filter = {
+    status: opts.status,
+    evento: opts.evento,
+    kind: opts.kind,
+    nuProposta: nuOf(opts.proposal),
+    limit,
+  };
+  showRows(EVENT_COLUMNS, await withCommandLog(config, READ, (log) => log.events(filter)), opts, io);
 }
 
 export interface DeliveriesOptions {
@@ -151,13 +105,10 @@ const DELIVERY_COLUMNS = [
   'detail',
 ];
 
-/** `deliveries`: newest first. Synchronous on SQLite; a promise in cluster mode. */
-export function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): void | Promise<void> {
+/** `deliveries`: newest first. */
+export async function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): Promise<void> {
   const filter = { outcome: opts.outcome, limit: parseLimit(opts.limit) };
-  const show = (rows: readonly (DeliveryRow | PgDeliveryRow)[]) => showRows(DELIVERY_COLUMNS, rows, opts, io);
-  if (config.cluster)
-    return withPgReads(config.cluster.databaseUrl, (db) => readDeliveries(db, filter)).then(show);
-  show(withStore(config, (store) => store.deliveries.list(filter)));
+  showRows(DELIVERY_COLUMNS, await withCommandLog(config, READ, (log) => log.deliveries(filter)), opts, io);
 }
 
 /** What `stats` shows, whichever database it read. */
@@ -177,7 +128,7 @@ interface LogStats {
   /** Absent only in cluster mode on a database whose schema has no forwarding tables yet. */
   forwarding?: ForwardingFigures[];
   /** Cluster mode only: the deliveries each replica answered. */
-  replicas?: ReplicaDeliveries[];
+  replicas?: LogFigures['replicas'];
 }
 
 /** Said under the table when the PostgreSQL schema predates the forwarding tables (migrations-pg/0003). */
@@ -188,22 +139,19 @@ function roundMs(ms: number | null): number | null {
   return ms === null ? null : Math.round(ms * 1000) / 1000;
 }
 
-/** `stats`. Synchronous on SQLite; a promise in cluster mode. */
-export function statsCommand(config: Config, opts: { json?: boolean }, io: Output): void | Promise<void> {
+/** `stats`: the figures of the log, read at once. */
+export async function statsCommand(config: Config, opts: { json?: boolean }, io: Output): Promise<void> {
   const cutoffs = stuckCutoffs(config.stuckAfter, new Date());
-  const show = (stats: LogStats) => showStats(stats, opts, io);
-  if (config.cluster) {
-    const destinations = config.forwarding.destinations.map((d) => d.name);
-    return withPgReads(config.cluster.databaseUrl, (db) => readStats(db, cutoffs, destinations)).then((s) =>
-      show(clusterStats(config, s)),
-    );
-  }
-  show(withStore(config, (store) => sqliteStats(config, store, cutoffs)));
+  const destinations = config.forwarding.destinations.map((d) => d.name);
+  const stats = await withCommandLog(config, READ, async (log) =>
+    logStats(config, log.name, await log.stats(cutoffs, destinations)),
+  );
+  showStats(stats, opts, io);
 }
 
-function clusterStats(config: Config, s: PgStats): LogStats {
+function logStats(config: Config, database: string, s: LogFigures): LogStats {
   return {
-    database: logName(config),
+    database,
     database_bytes: s.databaseBytes,
     events_by_status: s.eventsByStatus,
     events_by_kind: s.eventsByKind,
@@ -215,34 +163,8 @@ function clusterStats(config: Config, s: PgStats): LogStats {
     ack_ms_max: s.ackMs.max,
     last_delivery_at: s.lastDeliveryAt,
     ...(s.forwarding === null ? {} : { forwarding: forwardingFigures(config, s.forwarding) }),
-    replicas: s.replicas,
+    ...(s.replicas === undefined ? {} : { replicas: s.replicas }),
   };
-}
-
-function sqliteStats(config: Config, store: Store, cutoffs: readonly StuckCutoff[]): LogStats {
-  const latency = store.deliveries.ackLatency();
-  return {
-    database: config.databasePath,
-    database_bytes: fileBytes(config.databasePath) + fileBytes(`${config.databasePath}-wal`),
-    events_by_status: store.events.countByStatus(),
-    events_by_kind: store.events.countByKind(),
-    duplicates_total: store.events.duplicatesTotal(),
-    deliveries_by_outcome: store.deliveries.countByOutcome(),
-    proposals_by_status: store.proposals.countByStatus(),
-    proposals_stuck_by_status: proposalLists(store.db).stuckCounts(cutoffs),
-    ack_ms_avg: roundMs(latency.avg),
-    ack_ms_max: latency.max,
-    last_delivery_at: store.deliveries.lastReceivedAt(),
-    forwarding: sqliteForwarding(config, store.db),
-  };
-}
-
-function fileBytes(path: string): number {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
 }
 
 function showStats(stats: LogStats, opts: { json?: boolean }, io: Output): void {
@@ -291,14 +213,6 @@ interface ForwardingFigures {
   paused: boolean;
 }
 
-/** Per destination (configured, or paused/tripped before), from the SQLite file. */
-function sqliteForwarding(config: Config, db: Db): ForwardingFigures[] {
-  const repo = forwardDeliveries(db);
-  const names = new Set(config.forwarding.destinations.map((d) => d.name));
-  for (const row of repo.destinations()) names.add(row.name);
-  return forwardingFigures(config, repo.gauges([...names]));
-}
-
 /** The figures `stats` shows of either store's gauges: paused by an operator or in the file. */
 function forwardingFigures(config: Config, gauges: readonly DestinationGauges[]): ForwardingFigures[] {
   return gauges.map((g) => ({
@@ -311,35 +225,31 @@ function forwardingFigures(config: Config, gauges: readonly DestinationGauges[])
   }));
 }
 
-// The three commands below read SQLite in their own modules (pipeline-commands.ts,
-// proposals-command.ts, registry-commands.ts), which bin.ts calls when DATABASE_URL is not set.
-// Their cluster-mode versions live here with the renderers, which are written to be the one home
-// of that output: the SQLite versions should call showProposal, parseProposalsOptions /
-// showProposals and parseAverbacoesOptions / showAverbacoes too (pg-cli.test.ts checks that both
-// modes print the same shape meanwhile).
-
-/** `proposal <nu>` in cluster mode. */
-export async function clusterProposalCommand(
+/** `proposal <nu>`: where a proposal stands and every event it received, applied or not. */
+export async function proposalCommand(
   config: Config,
   nu: string,
   opts: { json?: boolean },
   io: Output,
 ): Promise<void> {
-  const key = String(parseNuProposta(nu));
-  const { proposal, timeline } = await withPgReads(clusterUrl(config), (db) => readProposal(db, key));
-  showProposal(config, nu, proposal, timeline, opts, io);
+  const key = parseNuProposta(nu);
+  const { name, proposal, timeline } = await withCommandLog(config, READ, async (log) => ({
+    name: log.name,
+    ...(await log.proposal(key)),
+  }));
+  showProposal(name, nu, proposal, timeline, opts, io);
 }
 
 /** Where a proposal stands and every event it received, applied or not; UsageError when it has none. */
-export function showProposal(
-  config: Config,
+function showProposal(
+  logName: string,
   nu: string,
   proposal: ProposalRow | undefined,
   timeline: readonly TimelineRow[],
   opts: { json?: boolean },
   io: Output,
 ): void {
-  if (!proposal && timeline.length === 0) throw new UsageError(`no proposal ${nu} in ${logName(config)}`);
+  if (!proposal && timeline.length === 0) throw new UsageError(`no proposal ${nu} in ${logName}`);
   const shown = proposal ? withMaskedCpf(proposal) : null;
   if (opts.json) return io.out(JSON.stringify({ proposal: shown, timeline }, null, 2));
   if (shown) {
@@ -376,23 +286,19 @@ export interface ProposalsOptions {
   json?: boolean;
 }
 
-/** `proposals` in cluster mode. */
-export async function clusterProposalsCommand(
-  config: Config,
-  opts: ProposalsOptions,
-  io: Output,
-): Promise<void> {
+/** `proposals [--status S] [--stuck] [--limit N]`: where proposals stand and for how long. */
+export async function proposalsCommand(config: Config, opts: ProposalsOptions, io: Output): Promise<void> {
   const { statuses, limit } = parseProposalsOptions(config, opts);
   const now = new Date();
   const cutoffs = stuckCutoffs(config.stuckAfter, now).filter((c) => statuses.includes(c.status));
-  const rows = await withPgReads(clusterUrl(config), (db) =>
-    opts.stuck ? readStuckProposals(db, cutoffs, limit) : readLatestProposals(db, statuses, limit),
+  const rows = await withCommandLog(config, READ, (log) =>
+    opts.stuck ? log.stuckProposals(cutoffs, limit) : log.latestProposals(statuses, limit),
   );
   showProposals(config, rows, now, opts, io);
 }
 
 /** The statuses `proposals` lists and how many; UsageError for what can never be listed. */
-export function parseProposalsOptions(
+function parseProposalsOptions(
   config: Config,
   opts: ProposalsOptions,
 ): { statuses: ProposalStatus[]; limit: number } {
@@ -409,7 +315,7 @@ export function parseProposalsOptions(
 }
 
 /** Proposals with their CPF masked and their age at `now`; `--stuck` adds when and at what limit. */
-export function showProposals(
+function showProposals(
   config: Config,
   rows: readonly ProposalListRow[],
   now: Date,
@@ -444,25 +350,19 @@ export interface AverbacoesOptions {
   json?: boolean;
 }
 
-/** `averbacoes` in cluster mode. */
-export async function clusterAverbacoesCommand(
-  config: Config,
-  opts: AverbacoesOptions,
-  io: Output,
-): Promise<void> {
-  const limit = parseAverbacoesOptions(opts);
+/** `averbacoes [--status S] [--stale] [--proposal N]`: tracked registrations and their polling. */
+export async function averbacoesCommand(config: Config, opts: AverbacoesOptions, io: Output): Promise<void> {
   const filter = {
     status: opts.status,
     stale: opts.stale ? true : undefined,
-    nuProposta: pgNuProposta(opts.proposal),
-    limit,
+    nuProposta: nuOf(opts.proposal),
+    limit: parseAverbacoesOptions(opts),
   };
-  const rows = await withPgReads(clusterUrl(config), (db) => readAverbacoes(db, filter));
-  showAverbacoes(rows, opts, io);
+  showAverbacoes(await withCommandLog(config, READ, (log) => log.averbacoes(filter)), opts, io);
 }
 
 /** Checks `--status`; returns `--limit`. */
-export function parseAverbacoesOptions(opts: AverbacoesOptions): number {
+function parseAverbacoesOptions(opts: AverbacoesOptions): number {
   if (opts.status && !['queued', 'processing', 'completed', 'error'].includes(opts.status)) {
     throw new UsageError(`--status expects queued, processing, completed or error, got "${opts.status}"`);
   }
@@ -470,7 +370,7 @@ export function parseAverbacoesOptions(opts: AverbacoesOptions): number {
 }
 
 /** Tracked registrations: status, where the result came from, polling. */
-export function showAverbacoes(rows: readonly AverbacaoRow[], opts: { json?: boolean }, io: Output): void {
+function showAverbacoes(rows: readonly AverbacaoRow[], opts: { json?: boolean }, io: Output): void {
   // The registry's answers are the service's text: any CPF in them masked (contract §5).
   if (opts.json) return io.out(JSON.stringify(rows.map(withMaskedResultBody), null, 2));
   io.out(

@@ -1,47 +1,24 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { openStore } from '../store/store';
-import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
-import { replayOnPostgres } from '../cluster/pg-replay';
-import { parseNuProposta } from '../store/proposals';
-import { openReadOnly, type Output, showProposal } from './log-commands';
+import { withCommandLog } from './command-log';
+import type { Output } from './log-commands';
 
-/** `proposal <nu>`: where a proposal stands and every event it received, applied or not. */
-export function proposalCommand(config: Config, nu: string, opts: { json?: boolean }, io: Output): void {
-  const store = openReadOnly(config);
-  try {
-    const key = parseNuProposta(nu);
-    showProposal(config, nu, store.proposals.get(key), store.proposals.timeline(key), opts, io);
-  } finally {
-    store.close();
-  }
-}
-
-/** `replay <event-id>…` or `replay --status dead`: put events back in the queue. */
-export function replayCommand(
+/**
+ * `replay <event-id>…` or `replay --status dead`: put events back in the queue (in cluster mode,
+ * each work key kicked through pg-boss in the same transaction).
+ */
+export async function replayCommand(
   config: Config,
   ids: string[],
   opts: { status?: string; json?: boolean },
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const wanted = replayArguments(ids, opts);
-  if (config.cluster) {
-    // Cluster mode: PostgreSQL's events, each work key kicked through pg-boss in the same transaction.
-    return replayOnPostgres(config.cluster.databaseUrl, wanted, new Date().toISOString()).then((result) =>
-      showReplay(result, opts, io),
-    );
-  }
-  openReadOnly(config).close(); // says clearly when the database is missing or not migrated
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    const list = 'status' in wanted ? eventIdsWithStatus(store.db, wanted.status) : wanted.ids;
-    showReplay(replayEvents(store.db, list, new Date().toISOString()), opts, io);
-  } finally {
-    store.close();
-  }
+  const result = await withCommandLog(config, { access: 'write', command: 'replay' }, (log) =>
+    log.replay(wanted, new Date().toISOString()),
+  );
+  showReplay(result, opts, io);
 }
 
 /** The ids asked for, or the status whose events are; usage errors for anything else. */

@@ -1,69 +1,28 @@
 import { withMaskedResultBody } from '../domain/privacy';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { trackRegistration } from '../registry/tracking';
-import { trackOnPostgres } from '../cluster/pg-track';
 import { parseNuProposta } from '../store/proposals';
-import { openStore } from '../store/store';
-import {
-  type AverbacoesOptions,
-  openReadOnly,
-  type Output,
-  parseAverbacoesOptions,
-  showAverbacoes,
-} from './log-commands';
+import { withCommandLog } from './command-log';
+import type { Output } from './log-commands';
 
-/** `averbacoes [--status S] [--stale] [--proposal N]`: tracked registrations and their polling. */
-export function averbacoesCommand(config: Config, opts: AverbacoesOptions, io: Output): void {
-  const limit = parseAverbacoesOptions(opts);
-  const store = openReadOnly(config);
-  try {
-    const rows = store.averbacoes.list({
-      status: opts.status,
-      stale: opts.stale ? true : undefined,
-      nuProposta: opts.proposal === undefined ? undefined : parseNuProposta(opts.proposal),
-      limit,
-    });
-    showAverbacoes(rows, opts, io);
-  } finally {
-    store.close();
-  }
-}
-
-/** `track <requestId> [--proposal N]`: declare a registration so the receiver follows it. */
-export function trackCommand(
+/**
+ * `track <requestId> [--proposal N]`: declare a registration so the receiver follows it (in
+ * cluster mode, its first poll a pg-boss job queued with the row).
+ */
+export async function trackCommand(
   config: Config,
   requestId: string,
   opts: { proposal?: string; json?: boolean },
   io: Output,
-): void | Promise<void> {
+): Promise<void> {
   const id = requestId.trim();
   if (id === '' || id.length > 200) throw new UsageError('track needs a requestId');
   const nuProposta = opts.proposal === undefined ? null : parseNuProposta(opts.proposal);
-  if (config.cluster) {
-    // Cluster mode: the row in PostgreSQL, its first poll a pg-boss job queued with it.
-    return trackOnPostgres(
-      config.cluster.databaseUrl,
-      { requestId: id, nuProposta },
-      new Date(),
-      config.registry.webhookGraceMs,
-    ).then(({ created, row }) => showTracked(id, created, row, opts, io));
-  }
-  openReadOnly(config).close(); // says clearly when the database is missing or not migrated
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    const created = trackRegistration(
-      store.averbacoes,
-      { requestId: id, nuProposta, via: 'declared' },
-      new Date(),
-      config.registry.webhookGraceMs,
-    );
-    showTracked(id, created, store.averbacoes.get(id), opts, io);
-  } finally {
-    store.close();
-  }
+  const t = { requestId: id, correlationId: null, nuProposta, via: 'declared' as const };
+  const { created, averbacao } = await withCommandLog(config, { access: 'write', command: 'track' }, (log) =>
+    log.track(t, new Date(), config.registry.webhookGraceMs),
+  );
+  showTracked(id, created, averbacao, opts, io);
 }
 
 /** What `track` prints, whichever store it tracked in. */

@@ -6,7 +6,13 @@ import type { BackfillRange, ForwardFilter, ForwardListFilter } from '../domain/
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
 import { clampLimit } from '../domain/list-limit';
 import { readFeedPage } from './pg-feed';
-import { adminDbOfClient, adminDbOfPool, pgForwardAdmin, type PgForwardAdmin } from './pg-forward-admin';
+import {
+  adminDbOfClient,
+  adminDbOfPool,
+  type PgAdminDb,
+  pgForwardAdmin,
+  type PgForwardAdmin,
+} from './pg-forward-admin';
 import {
   isPgUnavailable,
   readAverbacao,
@@ -15,6 +21,7 @@ import {
   readEvent,
   readEvents,
   readProposal,
+  type PgReader,
 } from './pg-reads';
 import { replayEvents } from './pg-replay';
 import { track } from './pg-effects';
@@ -23,11 +30,12 @@ import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
- * the queries the log commands use (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), in the shapes
- * of the SQLite log, so that the routes (src/http/admin/) serve both stores with one parser and one
- * JSON shape. Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ * {@link pgLogStatements} (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), which the log commands
+ * run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite log, so that
+ * the routes (src/http/admin/) serve both stores with one parser and one JSON shape. Filters are
+ * the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
  *
- * Every call rejects with a StorageError while the replica is not connected to PostgreSQL or when
+ * Every call of {@link pgAdminLog} rejects with a StorageError while the replica is not connected to PostgreSQL or when
  * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
  * asks again. Any other failure (a statement PostgreSQL refused) passes through as it is.
  */
@@ -43,8 +51,8 @@ export interface PgAdminLogOptions {
   schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
 }
 
-/** A registration to track, as the admin routes declare or start it. */
-interface TrackRequest {
+/** A registration to track, as the admin routes or the `track` command declare or start it. */
+export interface TrackRequest {
   requestId: string;
   correlationId: string | null;
   nuProposta: number | string | null;
@@ -71,6 +79,52 @@ const textNu = (nu: number | string | undefined): string | undefined =>
 /** The admin API's log on `options.pool` (see the module's comment); the ClusterNode builds one. */
 export function pgAdminLog(options: PgAdminLogOptions) {
   const { guarded, read, transaction } = runners(options);
+  const { pool } = options;
+  return {
+    ...pgLogStatements({
+      read,
+      // Each chunk of a replay in a transaction of its own on the pool, notifying the sending replica.
+      write: (fn) => guarded(() => fn(adminDbOfPool(pool))),
+      statement: (fn) => guarded(() => fn(sqlOf(pool))),
+    }),
+    replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
+      transaction((tx) => replayEvents(tx, ids, now, options.kick)),
+    /** Tracks a registration (pg-effects.ts `track`), its first poll a job queued with it. */
+    track: async (t: TrackRequest, now: Date, graceMs: number) => {
+      const created = await transaction((tx) =>
+        track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), options.schedulePoll),
+      );
+      return { created, averbacao: await read((db) => readAverbacao(db, t.requestId)) };
+    },
+    /**
+     * The runners every call above goes through (the replica's pool, the running() guard,
+     * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.
+     */
+    runners: { guarded, read, transaction } satisfies PgRunners,
+  };
+}
+
+/**
+ * How {@link pgLogStatements} reaches PostgreSQL: the replica's pool, guarded (the admin API), or
+ * one command's own connection (cli/command-log.ts, pg-command-log.ts).
+ */
+export interface PgLogRunners {
+  /** `fn` in one read-only snapshot. */
+  read: <T>(fn: (db: PgReader) => Promise<T>) => Promise<T>;
+  /** The forwarding statements' writes (pg-forward-admin.ts: each chunk a transaction of its own). */
+  write: <T>(fn: (db: PgAdminDb) => Promise<T>) => Promise<T>;
+  /** One statement, in a snapshot of its own. */
+  statement: <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
+}
+
+/**
+ * The reads and the forwarding statements the admin API and the log commands share, on either
+ * way to PostgreSQL: one home per query (the SQLite adapter is http/admin/admin-log.ts
+ * `sqliteAdminLog`). Filters are the SQLite store's: `nu_proposta` an integer or text, `limit`
+ * optional.
+ */
+export function pgLogStatements(run: PgLogRunners) {
+  const { read } = run;
   return {
     events: (filter: EventFilter) =>
       read((db) =>
@@ -84,8 +138,6 @@ export function pgAdminLog(options: PgAdminLogOptions) {
         const body = found.body === null ? null : (decodeUtf8(found.body) ?? found.body);
         return { event: found.event, body };
       }),
-    replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
-      transaction((tx) => replayEvents(tx, ids, now, options.kick)),
     deliveries: (filter: {
       outcome?: string | undefined;
       beforeId?: number | undefined;
@@ -107,22 +159,10 @@ export function pgAdminLog(options: PgAdminLogOptions) {
         }),
       ),
     averbacao: (requestId: string) => read((db) => readAverbacao(db, requestId)),
-    /** Tracks a registration (pg-effects.ts `track`), its first poll a job queued with it. */
-    track: async (t: TrackRequest, now: Date, graceMs: number) => {
-      const created = await transaction((tx) =>
-        track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), options.schedulePoll),
-      );
-      return { created, averbacao: await read((db) => readAverbacao(db, t.requestId)) };
-    },
-    forwards: forwards(options.pool, guarded, read),
+    forwards: forwards(run),
     /** A page of the change feed (pg-feed.ts): one statement, so one snapshot of its own. */
     feed: (afterId: number, limit: number, types: readonly MessageType[]) =>
-      guarded(() => readFeedPage(sqlOf(options.pool), afterId, limit, types)),
-    /**
-     * The runners every call above goes through (the replica's pool, the running() guard,
-     * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.
-     */
-    runners: { guarded, read, transaction } satisfies PgRunners,
+      run.statement((sql) => readFeedPage(sql, afterId, limit, types)),
   };
 }
 
@@ -141,14 +181,13 @@ export interface PgRunners {
 
 /**
  * pg-forward-admin's statements: reads in one read-only snapshot (a destination's figures agree
- * with each other), writes in its own transactions on the pool (each chunk of a replay commits and
- * notifies the sending replica).
+ * with each other), writes as `run.write` gives them (each chunk of a replay commits and notifies
+ * the sending replica).
  */
-function forwards(pool: Pool, guarded: Guarded, read: Read) {
+function forwards(run: PgLogRunners) {
   const reading = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) =>
-    read((db) => fn(pgForwardAdmin(adminDbOfClient(db))));
-  const writing = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) =>
-    guarded(() => fn(pgForwardAdmin(adminDbOfPool(pool))));
+    run.read((db) => fn(pgForwardAdmin(adminDbOfClient(db))));
+  const writing = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) => run.write((db) => fn(pgForwardAdmin(db)));
   return {
     list: (filter: ForwardListFilter) => reading((a) => a.list(filter)),
     show: (id: number) => reading((a) => a.show(id)),

@@ -143,13 +143,21 @@ export async function rows<T>(db: PgReader, sql: string, params: readonly unknow
  * whatever happens. Connection and server errors become a StorageError of one line naming host,
  * port and database, never the user's password.
  */
-export async function withPgReads<T>(databaseUrl: string, read: (db: PgReader) => Promise<T>): Promise<T> {
-  return withPgConnection(databaseUrl, async (client) => {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    const result = await read(client);
-    await client.query('COMMIT');
-    return result;
-  });
+export async function withPgReads<T>(
+  databaseUrl: string,
+  read: (db: Client) => Promise<T>,
+  applicationName?: string,
+): Promise<T> {
+  return withPgConnection(
+    databaseUrl,
+    async (client) => {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const result = await read(client);
+      await client.query('COMMIT');
+      return result;
+    },
+    applicationName,
+  );
 }
 
 /**

@@ -1,7 +1,6 @@
 import type { Client } from 'pg';
 import { type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
 import { type Engine, startEngine } from './engine';
-import { withPgConnection } from './pg-reads';
 import { holdKeys } from './kick-lock';
 import { workKeyOf } from './relay';
 import { type Sql, sqlOf } from './sql';
@@ -57,45 +56,41 @@ export async function replayEvents(
 }
 
 /**
- * `use` in one transaction on a connection of its own, with a pg-boss started for the purpose (no
- * workers: it only queues jobs in that transaction) and stopped at the end; committed when `use`
- * says so, else rolled back. For the operators' commands in cluster mode (`replay`, `track`).
- * Errors name host, port and database, never the password (pg-reads.ts `withPgConnection`).
+ * `use` in one transaction on `client` (a command's own connection, pg-reads.ts
+ * `withPgConnection`: errors name host, port and database, never the password), with a pg-boss
+ * started for the purpose (no workers: it only queues jobs in that transaction) and stopped at the
+ * end; committed when `use` says so, else rolled back. For the operators' commands in cluster mode
+ * (`replay`, `track`).
  */
-export async function withEngineTransaction<T>(
+export async function inEngineTransaction<T>(
+  client: Client,
   databaseUrl: string,
-  command: string,
-  use: (client: Client, engine: Engine) => Promise<{ result: T; commit: boolean }>,
+  use: (engine: Engine) => Promise<{ result: T; commit: boolean }>,
 ): Promise<T> {
-  return withPgConnection(
-    databaseUrl,
-    async (client) => {
-      const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
-      try {
-        await client.query('BEGIN');
-        try {
-          const { result, commit } = await use(client, engine);
-          await client.query(commit ? 'COMMIT' : 'ROLLBACK');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw err;
-        }
-      } finally {
-        await engine.stop(2000).catch(() => undefined);
-      }
-    },
-    `consig-receiver ${command}`,
-  );
+  const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
+  try {
+    await client.query('BEGIN');
+    try {
+      const { result, commit } = await use(engine);
+      await client.query(commit ? 'COMMIT' : 'ROLLBACK');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  } finally {
+    await engine.stop(2000).catch(() => undefined);
+  }
 }
 
-/** The `replay` command in cluster mode: the events named, or every one with `status`. */
+/** The `replay` command in cluster mode, on its connection: the events named, or every one with `status`. */
 export async function replayOnPostgres(
+  client: Client,
   databaseUrl: string,
   wanted: { ids: readonly number[] } | { status: EventStatus },
   now: string,
 ): Promise<ReplayResult> {
-  return withEngineTransaction(databaseUrl, 'replay', async (client, engine) => {
+  return inEngineTransaction(client, databaseUrl, async (engine) => {
     const sql = sqlOf(client);
     const ids =
       'status' in wanted

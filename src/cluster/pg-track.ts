@@ -1,7 +1,9 @@
+import type { Client } from 'pg';
 import { trackEffect } from '../domain/event-effects';
+import type { TrackRequest } from './pg-admin-log';
 import { track } from './pg-effects';
 import { type PgAverbacaoRow, readAverbacao } from './pg-reads';
-import { withEngineTransaction } from './pg-replay';
+import { inEngineTransaction } from './pg-replay';
 import { type Sql, sqlOf } from './sql';
 
 /**
@@ -10,16 +12,17 @@ import { type Sql, sqlOf } from './sql';
  * §5.5), by the same decision SQLite mode's registry/tracking.ts applies.
  */
 export async function trackOnPostgres(
+  client: Client,
   databaseUrl: string,
-  t: { requestId: string; nuProposta: number | string | null },
+  t: TrackRequest,
   now: Date,
   graceMs: number,
-): Promise<{ created: boolean; row: PgAverbacaoRow | undefined }> {
-  return withEngineTransaction(databaseUrl, 'track', async (client, engine) => {
-    const effect = trackEffect({ ...t, correlationId: null, via: 'declared' }, now.getTime(), { graceMs });
+): Promise<{ created: boolean; averbacao: PgAverbacaoRow | undefined }> {
+  return inEngineTransaction(client, databaseUrl, async (engine) => {
+    const effect = trackEffect(t, now.getTime(), { graceMs });
     const schedule = (tx: Sql, id: string, at: Date) => engine.schedulePoll(tx, id, at);
     const created = await track(sqlOf(client), effect, now.toISOString(), schedule);
-    const row = await readAverbacao(client, t.requestId);
-    return { result: { created, row }, commit: true };
+    const averbacao = await readAverbacao(client, t.requestId);
+    return { result: { created, averbacao }, commit: true };
   });
 }

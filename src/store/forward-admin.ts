@@ -81,13 +81,6 @@ export function decodeFeedCursor(cursor: string): number | null {
   return Number.isSafeInteger(id) ? id : null;
 }
 
-/** Runs a `…Steps` generator to its end in one go (the commands: nothing else waits on their loop). */
-export function drain<T>(steps: Generator<T, T>): T {
-  let step = steps.next();
-  while (!step.done) step = steps.next();
-  return step.value;
-}
-
 const ROW_COLUMNS = `d.id, d.message_id, d.destination, d.status, d.attempts, d.next_attempt_at, d.last_status,
   d.last_error, d.created_at, d.updated_at, d.delivered_at, m.webhook_id, m.type, m.event_id, m.evento,
   m.nu_proposta, m.request_id, m.order_key, m.created_at AS message_created_at`;

@@ -3,11 +3,17 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from '../../src/store/sqlite-driver';
 import { loadConfig } from '../../src/config';
 import { openStore } from '../../src/store/store';
-import { averbacoesCommand, trackCommand } from '../../src/cli/registry-commands';
-import { deliveriesCommand, eventsCommand, statsCommand } from '../../src/cli/log-commands';
-import { proposalCommand, replayCommand } from '../../src/cli/pipeline-commands';
+import { trackCommand } from '../../src/cli/registry-commands';
+import {
+  averbacoesCommand,
+  deliveriesCommand,
+  eventsCommand,
+  proposalCommand,
+  proposalsCommand,
+  statsCommand,
+} from '../../src/cli/log-commands';
+import { replayCommand } from '../../src/cli/pipeline-commands';
 import { pruneCommand } from '../../src/cli/prune-command';
-import { proposalsCommand } from '../../src/cli/proposals-command';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver } from '../helpers/receiver';
@@ -179,23 +185,23 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     await r.close();
 
     const config = loadConfig({ DATABASE_PATH: join(tmp.dir, 'consig.db'), RETENTION_DAYS: '30' });
-    eventsCommand(config, { status: 'done' }, io);
-    eventsCommand(config, { evento: 'proposta.criada' }, io);
-    eventsCommand(config, { proposal: '7', kind: 'event' }, io);
-    eventsCommand(config, {}, io);
-    deliveriesCommand(config, { outcome: 'duplicate' }, io);
-    deliveriesCommand(config, {}, io);
-    statsCommand(config, {}, io);
-    proposalCommand(config, '7', {}, io);
-    replayCommand(config, [], { status: 'dead' }, io);
-    averbacoesCommand(config, { status: 'completed', stale: true, proposal: '7' }, io);
-    averbacoesCommand(config, {}, io);
-    trackCommand(config, 'req-z', { proposal: '9' }, io);
+    await eventsCommand(config, { status: 'done' }, io);
+    await eventsCommand(config, { evento: 'proposta.criada' }, io);
+    await eventsCommand(config, { proposal: '7', kind: 'event' }, io);
+    await eventsCommand(config, {}, io);
+    await deliveriesCommand(config, { outcome: 'duplicate' }, io);
+    await deliveriesCommand(config, {}, io);
+    await statsCommand(config, {}, io);
+    await proposalCommand(config, '7', {}, io);
+    await replayCommand(config, [], { status: 'dead' }, io);
+    await averbacoesCommand(config, { status: 'completed', stale: true, proposal: '7' }, io);
+    await averbacoesCommand(config, {}, io);
+    await trackCommand(config, 'req-z', { proposal: '9' }, io);
     pruneCommand(config, {}, io);
-    proposalsCommand(config, {}, io);
-    proposalsCommand(config, { status: 'averbacao_solicitada' }, io);
-    proposalsCommand(config, { stuck: true }, io);
-    proposalsCommand(config, { stuck: true, status: 'em_analise' }, io);
+    await proposalsCommand(config, {}, io);
+    await proposalsCommand(config, { status: 'averbacao_solicitada' }, io);
+    await proposalsCommand(config, { stuck: true }, io);
+    await proposalsCommand(config, { stuck: true, status: 'em_analise' }, io);
   } finally {
     tmp.cleanup();
   }
