@@ -54,6 +54,12 @@ export type LogFigures = Omit<PgStats, 'replicas'> & { replicas?: PgStats['repli
 export interface CommandSession {
   access: PgCommandAccess;
   command?: string;
+  /**
+   * With `write`: a SQLite file that does not exist yet is created and migrated (`start-averbacao`
+   * tracks what it started in a database a receiver opens later). PostgreSQL's schema is the
+   * replicas' to migrate.
+   */
+  create?: boolean;
 }
 
 /**
@@ -66,7 +72,8 @@ export async function withCommandLog<T>(
   use: (log: CommandLog) => Promise<T>,
 ): Promise<T> {
   if (config.cluster) return withPgCommandLog(config.cluster.databaseUrl, session, use);
-  const store = session.access === 'write' ? openWritable(config) : openReadOnly(config);
+  const store =
+    session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
   try {
     return await use(sqliteCommandLog(store, config.databasePath));
   } finally {
@@ -86,10 +93,16 @@ export function openReadOnly(config: Config): Store {
   return openStore(config.databasePath, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
 }
 
-/** A missing database is said clearly (as the read commands do), then a writable store. */
-function openWritable(config: Config): Store {
-  openReadOnly(config).close();
-  return openStore(config.databasePath, { busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000) });
+/**
+ * A writable store; a missing database is said clearly (as the read commands do), or created when
+ * `create`. A receiver may be writing to the same file: a command waits for its lock rather than fail.
+ */
+function openWritable(config: Config, create: boolean): Store {
+  if (!create) openReadOnly(config).close();
+  return openStore(config.databasePath, {
+    migrate: create,
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
 }
 
 /** The port on the SQLite file at `path`: the admin API's adapter and the store's synchronous reads. */

@@ -1,4 +1,5 @@
-import { FEED_DISABLED, type FeedReader } from '../http/admin/feed';
+import { FEED_DISABLED } from '../http/admin/feed';
+import type { FeedReader } from '../http/admin/feed-waiters';
 import type { Command } from 'commander';
 import type { Config } from '../config';
 import { ConsigError, UsageError } from '../domain/errors';

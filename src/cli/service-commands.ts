@@ -11,9 +11,8 @@ import { EVENTOS } from '../domain/catalogue';
 import { ConfigError, UsageError } from '../domain/errors';
 import { isObject, type JsonObject, parseJsonOrUndefined } from '../domain/json';
 import { createLogger } from '../logger';
-import { trackStarted } from '../registry/tracking';
 import { parseNuProposta } from '../store/proposals';
-import { openStore } from '../store/store';
+import { withCommandLog } from './command-log';
 import type { Output } from './log-commands';
 
 /**
@@ -92,29 +91,41 @@ export async function startAverbacaoCommand(
     deprecatedPath: o.deprecatedPath ?? false,
   });
   const tracked = o.track !== false;
-  if (tracked) trackInDatabase(config, accepted, nu);
+  const trackedIn = tracked ? await track(config, accepted, nu) : null;
   if (o.json)
     return io.out(JSON.stringify({ requestId: accepted.requestId, status: accepted.status, tracked }));
   io.out(
     `averbação accepted: requestId ${accepted.requestId}, status ${accepted.status ?? '-'}` +
-      (tracked
-        ? ` — tracked in ${config.databasePath} (webhook, or polling after REGISTRY_WEBHOOK_GRACE_MS)`
-        : ''),
+      (tracked ? ` — tracked in ${trackedIn} (webhook, or polling after REGISTRY_WEBHOOK_GRACE_MS)` : ''),
   );
 }
 
-/** So that a running receiver waits for its result webhook and polls when it does not come. */
-function trackInDatabase(config: Config, accepted: AverbacaoAccepted, nu: number | string | null): void {
-  // A receiver may be writing to the same database: wait for its lock rather than fail.
-  const store = openStore(config.databasePath, {
-    migrate: true,
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    trackStarted(store.averbacoes, accepted, nu, new Date(), config.registry.webhookGraceMs);
-  } finally {
-    store.close();
-  }
+/**
+ * So that the receivers wait for its result webhook and poll when it does not come: in the SQLite
+ * file (created if need be), or in cluster mode in PostgreSQL, where every replica's poller sees it.
+ */
+async function track(
+  config: Config,
+  accepted: AverbacaoAccepted,
+  nu: number | string | null,
+): Promise<string> {
+  return withCommandLog(
+    config,
+    { access: 'write', command: 'start-averbacao', create: true },
+    async (log) => {
+      await log.track(
+        {
+          requestId: accepted.requestId,
+          correlationId: accepted.correlationId,
+          nuProposta: nu,
+          via: 'started',
+        },
+        new Date(),
+        config.registry.webhookGraceMs,
+      );
+      return log.name;
+    },
+  );
 }
 
 export async function requestStatusCommand(

@@ -1,10 +1,12 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from 'pg';
 import type { LocalPostgres } from '../../bench/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { createTestDatabase, workerPostgres, withClient } from '../helpers/postgres';
-import { type RunResult, runCli, startServe } from '../helpers/process';
+import { startFakeService } from '../helpers/fake-service';
+import { type RunResult, runCli, runCliAsync, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -464,6 +466,59 @@ describe('errors: one line, exit ≠ 0, never the password', () => {
       /^consig-receiver: PostgreSQL database "no_such_database" at 127\.0\.0\.1:\d+: database "no_such_database" does not exist \(3D000\)$/,
     );
   });
+});
+
+it('start-averbacao tracks what it started in PostgreSQL, where every replica polls it (not in a SQLite file)', async () => {
+  const fake = await startFakeService();
+  const tmp = tempDir('consig-pgcli-start-');
+  try {
+    fake.on('POST', '/contract/averbacao', {
+      status: 202,
+      json: { requestId: 'req-pg-started-1', correlationId: 'corr-pg-1', status: 'queued' },
+    });
+    const sqlite = join(tmp.dir, 'consig.db');
+    const started = await runCliAsync(['start-averbacao', '--proposal', '4243'], {
+      DATABASE_URL: url,
+      DATABASE_PATH: sqlite,
+      SERVICE_BASE_URL: fake.url,
+      SERVICE_ACCESS_TOKEN: 'tok-1',
+      SERVICE_API_KEY: 'key-1',
+    });
+    expect(started.stderr).toBe('');
+    expect(started.status).toBe(0);
+    expect(started.stdout).toContain(`requestId req-pg-started-1, status queued — tracked in ${target} `);
+    expect(started.stdout).not.toContain(PASSWORD);
+    const rows = await withClient(
+      url,
+      async (c) =>
+        (
+          await c.query(
+            "SELECT request_id, correlation_id, nu_proposta, tracked_via, status FROM averbacoes WHERE request_id = 'req-pg-started-1'",
+          )
+        ).rows,
+    );
+    expect(rows).toEqual([
+      {
+        request_id: 'req-pg-started-1',
+        correlation_id: 'corr-pg-1',
+        nu_proposta: '4243',
+        tracked_via: 'started',
+        status: 'queued',
+      },
+    ]);
+    // Its first poll is queued in the same transaction, as `track` does (pg-track.ts).
+    const jobs = await withClient(url, async (c) =>
+      Number(
+        (await c.query("SELECT count(*) AS n FROM pgboss.job WHERE data::text LIKE '%req-pg-started-1%'"))
+          .rows[0].n,
+      ),
+    );
+    expect(jobs).toBe(1);
+    expect(existsSync(sqlite)).toBe(false);
+  } finally {
+    await fake.close();
+    tmp.cleanup();
+  }
 });
 
 describe('the same shape as on SQLite', () => {
