@@ -1,9 +1,9 @@
 import { Client, type ClientBase, DatabaseError, types } from 'pg';
-import type { RegistryStatus } from '../domain/catalogue';
 import type { ProposalKey } from '../domain/console';
 import type { DeliveryRow } from '../domain/delivery';
 import { ConsigError, StorageError } from '../domain/errors';
 import type { EventRow } from '../domain/event-status';
+import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StuckCutoff } from '../domain/stuck';
 import { FORWARD_GAUGES_SQL } from './pg-forward-store';
@@ -455,37 +455,9 @@ async function forwardingGauges(
   return rows<DestinationGauges>(db, FORWARD_GAUGES_SQL, [names]);
 }
 
-/** A `proposals` row with the SQLite log's columns, in its order. */
-export interface PgProposalRow {
-  nu_proposta: number | string;
-  uuid: string | null;
-  nu_cpf: string | null;
-  nu_cnpj_conveniada: string | null;
-  vl_emprestimo: number | null;
-  no_conveniada: string | null;
-  stage: string;
-  status: string;
-  last_evento: string | null;
-  first_event_id: number | null;
-  last_event_id: number | null;
-  created_at: string;
-  updated_at: string;
-}
+export type PgProposalRow = ProposalRow;
 
-/** One event of a proposal with its transition, when it has one (applied 0/1). */
-export interface PgTimelineRow {
-  event_id: number;
-  received_at: string;
-  evento: string | null;
-  event_status: string;
-  attempts: number;
-  duplicates: number;
-  from_status: string | null;
-  to_status: string | null;
-  applied: number | null;
-  reason: string | null;
-  last_error: string | null;
-}
+export type PgTimelineRow = TimelineRow;
 
 /** One proposal's row, undefined when it has none. */
 export async function readProposalRow(db: PgReader, nuProposta: string): Promise<PgProposalRow | undefined> {
@@ -587,25 +559,7 @@ export async function readStuckProposals(
   );
 }
 
-/** An `averbacoes` row with the SQLite log's columns, in its order (stale 0/1). */
-export interface PgAverbacaoRow {
-  request_id: string;
-  correlation_id: string | null;
-  nu_proposta: number | string | null;
-  status: RegistryStatus;
-  result_source: 'webhook' | 'poll' | null;
-  tracked_via: 'started' | 'declared' | 'event' | 'registry';
-  poll_attempts: number;
-  next_poll_at: string | null;
-  last_poll_at: string | null;
-  last_poll_outcome: string | null;
-  stale: number;
-  result_body: string | null;
-  result_event_id: number | null;
-  created_at: string;
-  updated_at: string;
-  completed_at: string | null;
-}
+export type PgAverbacaoRow = AverbacaoRow;
 
 export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
   next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at, updated_at,

@@ -1,4 +1,6 @@
 import type { RegistryStatus } from '../domain/catalogue';
+import type { TrackedVia } from '../domain/event-effects';
+import type { AverbacaoRow } from '../domain/log-rows';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
 import { numberedParams, sqliteNumbered } from './handler-sql';
@@ -6,26 +8,8 @@ import { clampLimit, whereClause } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
-export type TrackedVia = 'started' | 'declared' | 'event' | 'registry';
-
-export interface AverbacaoRow {
-  request_id: string;
-  correlation_id: string | null;
-  nu_proposta: number | string | null;
-  status: RegistryStatus;
-  result_source: 'webhook' | 'poll' | null;
-  tracked_via: TrackedVia;
-  poll_attempts: number;
-  next_poll_at: string | null;
-  last_poll_at: string | null;
-  last_poll_outcome: string | null;
-  stale: number;
-  result_body: string | null;
-  result_event_id: number | null;
-  created_at: string;
-  updated_at: string;
-  completed_at: string | null;
-}
+export type { TrackedVia } from '../domain/event-effects';
+export type { AverbacaoRow } from '../domain/log-rows';
 
 export interface TrackInput {
   requestId: string;

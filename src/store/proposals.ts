@@ -1,27 +1,9 @@
-import type { ProposalSnapshot } from '../domain/forwarding/messages';
+import type { ProposalRow, TimelineRow } from '../domain/log-rows';
 import type { Db } from './database';
 
 /** Reads of `proposals` and `proposal_transitions` for people (commands and admin routes). */
 
-/** A `proposals` row: what a forwarded `proposal.changed` shows of it, and the events it was built from. */
-export interface ProposalRow extends ProposalSnapshot {
-  first_event_id: number | null;
-  last_event_id: number | null;
-}
-
-export interface TimelineRow {
-  event_id: number;
-  received_at: string;
-  evento: string | null;
-  event_status: string;
-  attempts: number;
-  duplicates: number;
-  from_status: string | null;
-  to_status: string | null;
-  applied: number | null;
-  reason: string | null;
-  last_error: string | null;
-}
+export type { ProposalRow, TimelineRow } from '../domain/log-rows';
 
 export function proposalsRepo(db: Db) {
   const get = db.prepare<[number | string], ProposalRow>('SELECT * FROM proposals WHERE nu_proposta = ?');
