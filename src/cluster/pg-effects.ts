@@ -2,6 +2,7 @@ import {
   type AverbacaoState,
   type EventFacts,
   lifecycleInput,
+  lifecycleSkipLog,
   type RegistryEffect,
   registryResultEffects,
   trackFromEventEffects,
@@ -151,11 +152,8 @@ export async function applyStage(stage: BuiltInStage, event: EventFacts, ctx: Ef
 async function applyLifecycle(event: EventFacts, ctx: EffectsContext): Promise<void> {
   const input = lifecycleInput(event);
   if (!input.move) {
-    if (input.reason === 'no_nu_proposta')
-      ctx.logger.warn(
-        { event_id: event.id, evento: event.evento },
-        'life-cycle event without nu_proposta: nothing to move',
-      );
+    const skip = lifecycleSkipLog(event, input);
+    if (skip !== null) ctx.logger.warn(skip.fields, skip.message);
     return;
   }
   const { sql, now, statuses } = ctx;

@@ -44,6 +44,21 @@ export type LifecycleInput =
  * Whether `event` is a life-cycle event and for which proposal. The store then loads that
  * proposal's status and applies `transition(status, evento)` (domain/lifecycle.ts).
  */
+/**
+ * The line a life-cycle event that cannot move anything is worth (one without `nu_proposta`);
+ * null for an event that is simply not a life-cycle one. Logged as `logger.warn(fields, message)`.
+ */
+export function lifecycleSkipLog(
+  event: Pick<EventFacts, 'id' | 'evento'>,
+  input: LifecycleInput,
+): { fields: Record<string, unknown>; message: string } | null {
+  if (input.move || input.reason !== 'no_nu_proposta') return null;
+  return {
+    fields: { event_id: event.id, evento: event.evento },
+    message: 'life-cycle event without nu_proposta: nothing to move',
+  };
+}
+
 export function lifecycleInput(event: EventFacts): LifecycleInput {
   if (event.kind !== 'event' || event.evento === null || !isKnownEvento(event.evento))
     return { move: false, reason: 'not_lifecycle' };

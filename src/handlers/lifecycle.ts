@@ -1,4 +1,4 @@
-import { lifecycleInput } from '../domain/event-effects';
+import { lifecycleInput, lifecycleSkipLog } from '../domain/event-effects';
 import { transition } from '../domain/lifecycle';
 import type { Db } from '../store/database';
 import { proposalWrites } from '../store/proposal-writes';
@@ -16,11 +16,8 @@ export function lifecycleHandler(db: Db): Handler {
   return (event, ctx) => {
     const input = lifecycleInput(event);
     if (!input.move) {
-      if (input.reason === 'no_nu_proposta')
-        ctx.logger.warn(
-          { event_id: event.id, evento: event.evento },
-          'life-cycle event without nu_proposta: nothing to move',
-        );
+      const skip = lifecycleSkipLog(event, input);
+      if (skip !== null) ctx.logger.warn(skip.fields, skip.message);
       return;
     }
     const t = transition(proposals.statusOf(input.nu), input.evento);
