@@ -14,7 +14,7 @@ const IO_MODULES = [
   'domain/ is pure: no file system, network, database, queue or logger',
 ];
 const NOT_COMPOSITION = [
-  '(^|/)(cli|simulator)(/|$)|/main$',
+  '(^|/)(cli|simulator)(/|$)|/(main|receiver-mode)$',
   'only main and the commands compose the application',
 ];
 

@@ -1,0 +1,449 @@
+import type { ServiceClient } from './client';
+import type { Clock } from './clock';
+import type { ClusterConfig, Config } from './config';
+import { tokenFingerprints } from './domain/console';
+import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
+import type { DestinationGauges } from './domain/forwarding/sender-store';
+import type { StageHandlers } from './domain/handler-order';
+import { registerInOrder } from './domain/handler-order';
+import type { PollScheduleOptions } from './domain/registry';
+import { ForwardSender, type SenderMetrics } from './forwarding/sender';
+import type { SenderControl } from './forwarding/sender-thread';
+import type { EventRouter } from './handlers/router';
+import type { AppDeps } from './http/app-deps';
+import type { FeedWaiters } from './http/admin/feed-waiters';
+import type { DeliveryWatchOptions } from './http/delivery-watch';
+import { InFlightRequests } from './http/in-flight';
+import type { Logger } from './logger';
+import type { Metrics, MetricsOptions } from './metrics';
+import type { AnswerFirst } from './pipeline/answer-first';
+import { ProcessingLeadership } from './pipeline/leadership';
+import { type PartnerHandlers, type Step, StepRouter } from './pipeline/partner-event';
+import { type Pipeline, workKey } from './pipeline/pipeline';
+import { scheduleRetention } from './pipeline/retention-schedule';
+import type { RegistryPoller } from './registry/poller';
+import type { StartOptions } from './start-options';
+import { ClusterNode } from './cluster/node';
+import { pgConsoleLog } from './cluster/pg-console-log';
+import { consoleSessionsRepo } from './store/console-sessions';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
+import type { NewEvent } from './store/events';
+import { forwardDeliveries } from './store/forward-deliveries';
+import { processingLease } from './store/processing-lease';
+import { openSpool, type Spool } from './store/spool';
+import { lockSpool, type SpoolLock } from './store/spool-lock';
+import { openStore, type Store } from './store/store';
+
+/*
+ * What differs between SQLite mode and cluster mode (contract §10) when the receiver is composed,
+ * each piece in one home. main.ts chooses the mode once ({@link sqliteMode} or {@link clusterMode})
+ * and asks it, stage by stage in startReceiver's order, for what differs: the partner's handlers,
+ * the local file, the figures the metrics and the overload line read, the connection of the
+ * partner's events, then the running parts (processing, what follows a stored delivery, what the
+ * HTTP server shows and the delivery alarm reads, stop). The rest of main.ts does not know the mode.
+ */
+
+/** The mode, chosen once; what differs before the local file is open. */
+export interface ReceiverMode {
+  /** configureHandlers' handlers (cluster mode: the deprecated configureClusterRouter's after them). */
+  partnerHandlers(): HandlerRouter | undefined;
+  /** The local SQLite file: the log (SQLite mode), or the spool, locked first (cluster mode). */
+  open(): LocalFile;
+}
+
+/** The local file, open, and what differs once it is. */
+export interface LocalFile {
+  readonly store: Store;
+  /** The pipeline's own connection to the file. */
+  readonly pipelineDb: Db;
+  /** Where the metrics read the forwarding gauges and (cluster mode) the relay's backlog. */
+  readonly gauges: Pick<MetricsOptions, 'forwardingGauges' | 'relayBacklog'>;
+  /** What the overload line and the console count as waiting. */
+  backlog(pipeline: Pipeline): Record<string, number>;
+  /**
+   * SQLite mode with a partner's handlers (configureHandlers): the connection their events run on
+   * and every handler of those events on it, in order (pipeline/partner-event.ts).
+   */
+  partners(partner: HandlerRouter | undefined, builtIns: (db: Db) => BuiltIns): PartnerHandlers | undefined;
+  /** The running parts, built from what both modes share. */
+  compose(shared: SharedParts): ModeParts;
+  /** Closes the file's connections (the partner's too) and gives the spool's lock back. */
+  close(): void;
+}
+
+/** The built-in handlers on one connection, each the stage of domain/handler-order.ts it is. */
+export type BuiltIns = Omit<StageHandlers<Step>, 'partner'>;
+
+/** What processes stored events: the router of handlers, the pipeline and the registry poller. */
+export interface Processing {
+  router: EventRouter;
+  pipeline: Pipeline;
+  poller: RegistryPoller | null;
+  serviceClient: ServiceClient | null;
+  sender: SenderControl;
+  /** Answers first (issue 23): what background work waits on while answers are being made. */
+  answers: AnswerFirst;
+}
+
+/** What both modes build and the mode's running parts use. */
+export interface SharedParts {
+  clock: Clock;
+  metrics: Metrics;
+  processing: Processing;
+  feedWaiters: FeedWaiters;
+  /** The partner's handlers (configureHandlers), when it registered any. */
+  partner: HandlerRouter | undefined;
+  /** This process in the processing lease. */
+  holder: string;
+  schedule: PollScheduleOptions;
+  senderMetrics: SenderMetrics;
+}
+
+/** What runs, and what differs while it does. */
+export interface ModeParts {
+  /** Cluster mode's relay and workers (Receiver.cluster); null on SQLite alone. */
+  readonly cluster: ClusterNode | null;
+  /** The processing lease on the file (started in SQLite mode only). */
+  readonly leadership: ProcessingLeadership;
+  /** What follows a stored delivery (the writer's onStored, after its commit). */
+  afterStore(id: number, event: NewEvent): void;
+  /** Starts processing: the lease's contest, or the node's connection to PostgreSQL. */
+  start(): void;
+  /** Cluster mode: every replica's answers, for the delivery alarm (interface §6.1, rule 4). */
+  readonly sharedAnswers: DeliveryWatchOptions['shared'];
+  /** What the HTTP server shows that differs: processing, readiness, the logs, the shared gauges. */
+  readonly http: Pick<
+    AppDeps,
+    'isProcessing' | 'readiness' | 'clusterLog' | 'clusterConsole' | 'sharedGauges' | 'inFlight'
+  >;
+  /** Stops processing, its running work finished or handed over within `timeoutMs`. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+/** SQLite mode: the file is the log, and processing runs on it while this process holds the lease. */
+export function sqliteMode(config: Config, options: StartOptions): ReceiverMode {
+  return {
+    partnerHandlers: () => partnerRouter(options, false),
+    open: () => openSqlite(config, options),
+  };
+}
+
+function openSqlite(config: Config, options: StartOptions): LocalFile {
+  const { store, pipelineDb } = openFiles(config, (s) => endRotatedSessions(config, s, options.logger));
+  const names = config.forwarding.destinations.map((d) => d.name);
+  const forwardGauges = forwardDeliveries(pipelineDb);
+  let partnerDb: Db | null = null;
+  return {
+    store,
+    pipelineDb,
+    gauges: { forwardingGauges: () => forwardGauges.gauges(names) },
+    backlog: (pipeline) => sqliteBacklog(pipelineDb, config, pipeline),
+    partners: (partner, builtIns) => {
+      const partners = sqlitePartners(config, partner, builtIns);
+      partnerDb = partners?.db ?? null;
+      return partners;
+    },
+    compose: (shared) => {
+      const leadership = buildLeadership(config, options.logger, store, shared);
+      return {
+        cluster: null,
+        leadership,
+        afterStore: (id, event) => {
+          if (event.status === 'pending')
+            shared.processing.pipeline.enqueue(
+              id,
+              workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }),
+            );
+        },
+        start: () => leadership.start(),
+        sharedAnswers: undefined,
+        http: { isProcessing: () => leadership.isHolder },
+        // Stops processing (waiting for the running turn), then hands the lease to a standby.
+        stop: () => leadership.stop(),
+      };
+    },
+    close: () => {
+      pipelineDb.close();
+      partnerDb?.close();
+      store.close();
+    },
+  };
+}
+
+/**
+ * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
+ * always; the ClusterNode relays the spool to PostgreSQL and runs processing there. A partner's
+ * SQLite-mode handlers (configureRouter) cannot run there: it refuses to start rather than skip them.
+ */
+export function clusterMode(config: Config, cluster: ClusterConfig, options: StartOptions): ReceiverMode {
+  if (options.configureRouter && !options.configureClusterRouter)
+    throw new Error(
+      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureHandlers, which runs in both modes, or configureClusterRouter (docs/handlers.md)',
+    );
+  return {
+    partnerHandlers: () => partnerRouter(options, true),
+    open: () => openCluster(config, cluster, options),
+  };
+}
+
+function openCluster(config: Config, cluster: ClusterConfig, options: StartOptions): LocalFile {
+  // One spool, one replica; a second one on the same file stops here (spool-lock.ts).
+  const spoolLock = config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
+  const { store, pipelineDb } = openFilesOrRelease(config, spoolLock);
+  const spool = openSpool(store.db);
+  // As the last /metrics read them from PostgreSQL (the spool has no outbox).
+  const forwarding: { gauges: DestinationGauges[] } = { gauges: [] };
+  return {
+    store,
+    pipelineDb,
+    gauges: { forwardingGauges: () => forwarding.gauges, relayBacklog: () => spool.backlog() },
+    // The overload line's backlog: what this replica's spool holds for the relay.
+    backlog: () => ({ spool: spool.backlog().count }),
+    partners: () => undefined,
+    compose: (shared) => composeCluster(config, cluster, options, { store, spool, forwarding, shared }),
+    close: () => {
+      pipelineDb.close();
+      store.close();
+      spoolLock?.release();
+    },
+  };
+}
+
+function composeCluster(
+  config: Config,
+  cluster: ClusterConfig,
+  options: StartOptions,
+  deps: { store: Store; spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
+): ModeParts {
+  const { spool, forwarding, shared } = deps;
+  const { metrics } = shared;
+  const inFlight = new InFlightRequests();
+  const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight });
+  // Built as in SQLite mode and never started (processing runs on PostgreSQL, not on this file).
+  const leadership = buildLeadership(config, options.logger, deps.store, shared);
+  return {
+    cluster: node,
+    leadership,
+    afterStore: () => node.nudge(),
+    start: () => node.start(),
+    // The delivery alarm reads every replica's answers (the service counts failures at all of them).
+    sharedAnswers: () => node.sharedAnswers(),
+    http: {
+      isProcessing: () => node.processing,
+      readiness: () => node.readiness(),
+      clusterLog: node.adminLog,
+      // The console on PostgreSQL's log; its overview shows this replica's relay.
+      clusterConsole: { log: pgConsoleLog(node.adminLog), relay: spool },
+      sharedGauges: (cutoffs) => {
+        // A replica processes once connected with its kick workers: an ingest-only one
+        // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
+        metrics.clusterConnected.set(node.connected ? 1 : 0);
+        metrics.processingHolder.set(node.processing ? 1 : 0);
+        return node.sharedGauges(cutoffs).then((figures) => {
+          if (figures?.forwarding) forwarding.gauges = figures.forwarding;
+          return figures;
+        });
+      },
+      inFlight,
+    },
+    stop: async (timeoutMs) => {
+      // The relay finishes its batch, the workers their kicks (the rest is taken over).
+      await node.stop(timeoutMs);
+      await leadership.stop();
+    },
+  };
+}
+
+/** The partner's handlers (configureHandlers); with `adoptCluster`, the deprecated configureClusterRouter's after them. */
+function partnerRouter(options: StartOptions, adoptCluster: boolean): HandlerRouter | undefined {
+  const router = new HandlerRouter();
+  options.configureHandlers?.(router);
+  if (adoptCluster && options.configureClusterRouter) {
+    const old = new ClusterEventRouter();
+    options.configureClusterRouter(old);
+    router.adopt(old, fromClusterHandler);
+  }
+  return router.empty ? undefined : router;
+}
+
+/** openFiles, giving the spool's lock back when the file cannot be used (a test's process goes on). */
+function openFilesOrRelease(config: Config, spoolLock: SpoolLock | null): { store: Store; pipelineDb: Db } {
+  try {
+    return openFiles(config, () => {});
+  } catch (err) {
+    spoolLock?.release();
+    throw err;
+  }
+}
+
+/** The SQLite file, migrated (then `migrated` runs on it), and the pipeline's own connection to it. */
+function openFiles(config: Config, migrated: (store: Store) => void): { store: Store; pipelineDb: Db } {
+  const store = openStore(config.databasePath, {
+    migrate: true,
+    synchronous: config.sqlite.synchronous,
+    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+  });
+  migrated(store);
+  // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
+  // connection of this process holds the event loop while another process has the write lock.
+  setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
+  // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
+  // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
+  // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
+  const pipelineDb = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  return { store, pipelineDb };
+}
+
+/**
+ * SQLite mode's console sessions are in its file (cluster mode's: ClusterNode, on PostgreSQL).
+ * Those opened by a token that is no longer configured for their role (rotated or removed) end at
+ * start, before anything listens: their next request signs them out anyway (http/console/auth.ts),
+ * this removes them from the log at once.
+ */
+function endRotatedSessions(config: Config, store: Store, logger: Logger): void {
+  const ended = consoleSessionsRepo(store.db).endOthers(
+    tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
+  );
+  if (ended > 0) logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
+}
+
+/**
+ * The backlog the overload line and the console show in SQLite mode: events waiting for this
+ * process's pipeline, messages waiting to be sent (index-only counts, read once per window).
+ */
+function sqliteBacklog(pipelineDb: Db, config: Config, pipeline: Pipeline): Record<string, number> {
+  const names = config.forwarding.destinations.map((d) => d.name);
+  const gauges = names.length === 0 ? [] : forwardDeliveries(pipelineDb).gauges(names);
+  return { events: pipeline.depth, forward_pending: gauges.reduce((n, g) => n + g.pending, 0) };
+}
+
+/** The partner's events' own connection and every handler of theirs on it, in order. */
+function sqlitePartners(
+  config: Config,
+  partner: HandlerRouter | undefined,
+  builtIns: (db: Db) => BuiltIns,
+): PartnerHandlers | undefined {
+  if (partner === undefined) return undefined;
+  const db = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  const steps = registerInOrder<Step, StepRouter>(new StepRouter(), {
+    ...builtIns(db),
+    partner: (r) => r.adopt(partner, (h): Step => h),
+  });
+  return { partner, steps, db };
+}
+
+/**
+ * Processing runs only while this process holds the lease (interface §6.1 makes a lost webhook
+ * costly; two processors on one file record each other's events as late): the pipeline recovers
+ * everything pending in the file, the poller and retention start; losing the lease stops them.
+ */
+function buildLeadership(
+  config: Config,
+  logger: Logger,
+  store: Store,
+  shared: SharedParts,
+): ProcessingLeadership {
+  const { clock, metrics, holder, processing } = shared;
+  let retention: { stop(): void } | null = null;
+  // Its own connection: a renewal that finds the file locked fails at once and is tried at the
+  // next tick (the lease stays fresh until it expires).
+  const leaseDb = openDatabase(config.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  return new ProcessingLeadership(processingLease(leaseDb), {
+    holder,
+    ttlMs: config.processingLeaseMs,
+    clock,
+    logger,
+    onGained: () => {
+      metrics.processingHolder.set(1);
+      processing.pipeline.start();
+      processing.poller?.start();
+      processing.sender.start();
+      if (config.retentionDays !== undefined)
+        retention = scheduleRetention(store.db, config.retentionDays, clock, logger);
+    },
+    onLost: async () => {
+      metrics.processingHolder.set(0);
+      retention?.stop();
+      retention = null;
+      await processing.poller?.stop(config.shutdownTimeoutMs);
+      await processing.sender.stop(config.shutdownTimeoutMs);
+      const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);
+      if (!finished)
+        logger.warn('pipeline did not finish in time: unfinished events stay pending for the holder');
+    },
+    onStopped: () => leaseDb.close(),
+  });
+}
+
+/** The ClusterNode: the relay of the spool to PostgreSQL, the workers, retention and forwarding there. */
+function buildCluster(
+  config: Config,
+  cluster: ClusterConfig,
+  options: StartOptions,
+  deps: SharedParts & { spool: Spool; inFlight: InFlightRequests },
+): ClusterNode {
+  const { clock, metrics } = deps;
+  return new ClusterNode({
+    ...cluster,
+    maxAttempts: config.handlerMaxAttempts,
+    backoff: options.handlerBackoff ?? { baseMs: 1000, maxMs: 600_000 },
+    schedule: deps.schedule,
+    spool: deps.spool,
+    oldestInFlight: () => deps.inFlight.oldest(),
+    gate: deps.processing.answers,
+    statusClient: deps.processing.serviceClient,
+    handlers: deps.partner,
+    // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
+    retention:
+      config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },
+    outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
+    consoleTokens: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
+    forwarding: {
+      destinations: config.forwarding.destinations,
+      // One sender per destination this replica holds, on the main thread (forwarder.ts).
+      createSender: (destination, store) =>
+        new ForwardSender(store, [destination], {
+          clock,
+          logger: options.logger,
+          metrics: deps.senderMetrics,
+          pollIntervalMs: options.forwardPollMs,
+          gate: deps.processing.answers,
+        }),
+      // A destination another replica now sends: its circuit is that replica's to report.
+      onHeld: (destination, held) => {
+        if (!held) metrics.forwardCircuit.set({ destination }, 0);
+      },
+      onNotify: () => deps.feedWaiters.notify(),
+    },
+    logger: options.logger,
+    now: () => clock.now(),
+    metrics: {
+      relayed: (_rows, delays) => {
+        for (const d of delays) metrics.relayDelay.observe(d);
+      },
+      spoolReplaced: () => metrics.relaySpoolReplaced.set(1),
+      relayError: () => metrics.relayErrors.inc(),
+      processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
+      handlerFailure: (evento) => metrics.handlerFailures.inc({ evento }),
+      poll: (outcome) => metrics.polls.inc({ outcome }),
+      beat: (beat) => {
+        const at = beat.watermark.at;
+        metrics.watermarkLag.set(
+          at === null ? 0 : Math.max(0, (clock.now().getTime() - at.getTime()) / 1000),
+        );
+        metrics.watermarkWaiting.set(beat.watermark.waiting.length);
+        metrics.clockOffset.set(beat.clockOffsetMs / 1000);
+      },
+      late: (rows) => metrics.relayedLate.inc(rows),
+    },
+  });
+}
