@@ -59,6 +59,7 @@ const FORBIDDEN: [string, string][] = [
   ['src/simulator/x.ts', "import { sign } from '../domain/signature';"],
   ['src/pipeline/x.ts', "import { createApp } from '../http/app';"],
   ['src/handlers/x.ts', "import { startReceiver } from '../main';"],
+  ['src/http/x.ts', "import { sqliteMode } from '../receiver-mode';"],
 ];
 
 const ALLOWED: [string, string][] = [
@@ -68,6 +69,7 @@ const ALLOWED: [string, string][] = [
   ['src/http/x.ts', "import { openStore } from '../store/store';"],
   ['src/simulator/x.ts', "import { isObject } from '../domain/json';"],
   ['src/main.ts', "import { lifecycleHandler } from './handlers/lifecycle';"],
+  ['src/main.ts', "import { sqliteMode } from './receiver-mode';"],
 ];
 
 beforeAll(() => lintAll([...FORBIDDEN, ...ALLOWED]));
