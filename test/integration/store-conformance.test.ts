@@ -1067,17 +1067,18 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     });
 
     behaviour('writes nothing of a batch one of whose writes fails', async () => {
-      const bad = attempt({
+      const good = [attempt({ deliveryId: 1, next: { status: 'delivered' } })];
+      const circuit = { name: 'crm', circuit: '{"state":"open"}', at: T0 };
+      // A CHECK the attempt breaks (after a good one), then a NOT NULL the circuit breaks (after
+      // the attempts and the deliveries were written): each batch rejects, and leaves nothing.
+      const badAttempt = attempt({
         deliveryId: 5,
         outcome: 'bogus' as AttemptRecord['outcome'],
         next: { status: 'delivered' },
       });
-      await expect(
-        sender().record(
-          [attempt({ deliveryId: 1, next: { status: 'delivered' } }), bad],
-          [{ name: 'crm', circuit: '{"state":"open"}', at: T0 }],
-        ),
-      ).rejects.toThrow();
+      await expect(sender().record([...good, badAttempt], [circuit])).rejects.toThrow();
+      const badCircuit = { ...circuit, name: 'erp', at: null as unknown as string };
+      await expect(sender().record(good, [circuit, badCircuit])).rejects.toThrow();
       expect((await deliveries(1, 5)).map((d) => d.status)).toEqual(['pending', 'pending']);
       expect(await attempts()).toEqual([]);
       expect(await sender().destinations()).toEqual([
