@@ -28,8 +28,8 @@ import { tempDir } from '../helpers/tmp';
 
 /**
  * The stores' conformance suite (Hookdeck Outpost's `drivertest`): every behaviour of a store port
- * is written once, below, and runs against each driver — the SQLite file and PostgreSQL — each on a
- * fresh, migrated store per case. The ports: the console's store (`ConsoleLog`), the log commands'
+ * is written once, below, and runs against each driver — the SQLite file and PostgreSQL — each case
+ * on an empty, migrated store (a new SQLite file; PostgreSQL's tables emptied). The ports: the console's store (`ConsoleLog`), the log commands'
  * (`CommandLog`), the registry poll's shared statements (domain/sql/registry-poll.ts) and the
  * forwarding sender's outbox (`SenderStore`). A driver is described once, in {@link DRIVERS}: how it
  * opens a fresh store, builds each port's adapter as the receiver does, and writes or reads rows
@@ -266,8 +266,11 @@ const READ: CommandSession = { access: 'read' };
 const WRITE: CommandSession = { access: 'write', command: 'conformance' };
 
 describe.each(DRIVERS)('the stores on $name', (driver) => {
-  const behaviour = (name: string, fn: () => Promise<void>) =>
+  const declared = new Set<string>();
+  const behaviour = (name: string, fn: () => Promise<void>) => {
+    declared.add(name);
     (driver.knownWrong?.includes(name) ? it.failing : it)(name, fn);
+  };
   let store: Opened;
   beforeEach(async () => {
     store = await driver.open();
@@ -1141,6 +1144,10 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       },
     );
   });
+
+  // A knownWrong name that no behaviour has (renamed, misspelt) would hide nothing: refuse it.
+  const stray = (driver.knownWrong ?? []).filter((name) => !declared.has(name));
+  if (stray.length > 0) throw new Error(`${driver.name}: knownWrong names no behaviour: ${stray.join('; ')}`);
 });
 
 /**
