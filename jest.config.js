@@ -15,8 +15,9 @@
 const POSTGRES = [
   '/test/integration/(cluster|pg)-[^/]*\\.test\\.ts$',
   '/test/e2e/cluster-[^/]*\\.test\\.ts$',
-  // Both modes in one file: the same checks on SQLite and on PostgreSQL.
-  '/test/integration/(console-security|cpf-admin-answers)\\.test\\.ts$',
+  // Both modes in one file: the same checks on SQLite and on PostgreSQL (store-conformance: every
+  // store port's behaviours, run against each driver).
+  '/test/integration/(console-security|cpf-admin-answers|store-conformance)\\.test\\.ts$',
 ];
 const PROMTOOL = ['/test/integration/alerts\\.test\\.ts$'];
 

@@ -1,0 +1,1206 @@
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+import type { LocalPostgres } from '../../bench/local-postgres';
+import { type CommandLog, type CommandSession, withCommandLog } from '../../src/cli/command-log';
+import { pgAdminLog } from '../../src/cluster/pg-admin-log';
+import { pgConsoleLog } from '../../src/cluster/pg-console-log';
+import { pgForwardStore } from '../../src/cluster/pg-forward-store';
+import { migratePostgres } from '../../src/cluster/pg-migrate';
+import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { type Config, loadConfig } from '../../src/config';
+import {
+  type ConsoleRole,
+  type NewAuditEntry,
+  type NewRefusal,
+  type OverviewQuery,
+  REFUSAL_ROWS_PER_WINDOW,
+  tokenFingerprint,
+} from '../../src/domain/console';
+import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
+import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
+import { type ConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
+import { averbacoesRepo } from '../../src/store/averbacoes';
+import { sqliteSenderStore } from '../../src/store/forward-deliveries';
+import { openStore } from '../../src/store/store';
+import { openPool } from '../helpers/cluster-db';
+import { createTestDatabase, withClient, workerPostgres } from '../helpers/postgres';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * The stores' conformance suite (Hookdeck Outpost's `drivertest`): every behaviour of a store port
+ * is written once, below, and runs against each driver — the SQLite file and PostgreSQL — each case
+ * on an empty, migrated store (a new SQLite file; PostgreSQL's tables emptied). The ports: the console's store (`ConsoleLog`), the log commands'
+ * (`CommandLog`), the registry poll's shared statements (domain/sql/registry-poll.ts) and the
+ * forwarding sender's outbox (`SenderStore`). A driver is described once, in {@link DRIVERS}: how it
+ * opens a fresh store, builds each port's adapter as the receiver does, and writes or reads rows
+ * the ports have no method for (`exec`/`all`, one SQL text with `?` placeholders for both).
+ *
+ * To add a behaviour: one `behaviour(name, fn)` in its port's `describe`, using the ports and the
+ * raw access of {@link Opened} only. A driver found wrong and not fixed yet names the behaviour in
+ * its `knownWrong`: the case runs as `it.failing`, so the suite says so, and fails once the adapter
+ * is fixed (take the name out then). The mode-equality tests (both modes' HTTP answers) are apart.
+ */
+
+/** One driver on a fresh store: the ports' adapters on it, and raw access for what they cannot write. */
+interface Opened {
+  /** `sql` with `?` placeholders, run on the store directly (not through a port). */
+  exec(sql: string, params?: readonly unknown[]): Promise<void>;
+  /** The rows of a query, as `exec`; timestamps as ISO-8601 strings in both stores. */
+  all(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
+  /** A delivery as the ingest (SQLite) or the relay (PostgreSQL) writes it. */
+  addDelivery(receivedAt: string, outcome: string, durationMs?: number): Promise<void>;
+  consoleLog: ConsoleLog;
+  /** What `withCommandLog` opens (DATABASE_PATH or DATABASE_URL), and the name the messages give it. */
+  commands: { config: Config; name: string };
+  /** Sends the outbox's notification (PostgreSQL); null where the store has none. */
+  notify: (() => Promise<void>) | null;
+  /** The registry poll's shared statements, as the poller (SQLite) or the poll job (PostgreSQL) runs them. */
+  poll: {
+    record(
+      requestId: string,
+      p: { attempts: number; nextPollAt: string | null; outcome: string; now: string },
+    ): Promise<boolean>;
+    markStale(requestId: string, now: string): Promise<void>;
+  };
+  sender: SenderStore;
+  close(): Promise<void>;
+}
+
+interface Driver {
+  name: 'SQLite' | 'PostgreSQL';
+  open(): Promise<Opened>;
+  /** Behaviours the driver is known to get wrong (see the file's note). */
+  knownWrong?: readonly string[];
+}
+
+/**
+ * The jest worker's PostgreSQL and the file's database on it, migrated by the first PostgreSQL
+ * case; each case empties its tables first (a fresh store, at a TRUNCATE's cost rather than a
+ * CREATE DATABASE and the migrations': about 0.3 s a case). Dropped at the end.
+ */
+let server: LocalPostgres | undefined;
+let database: { url: string; truncate: string } | undefined;
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** The file's database, migrated: its URL, and the statement that empties it. */
+async function migratedPostgres(): Promise<{ url: string; truncate: string }> {
+  if (database !== undefined) return database;
+  server = await workerPostgres();
+  const url = await createTestDatabase(server, 'store_conf');
+  await migratePostgres(url);
+  const tables = await withClient(url, async (c) => {
+    const { rows } = await c.query<{ list: string }>(
+      `SELECT string_agg(format('%I', tablename), ', ') AS list FROM pg_tables
+       WHERE schemaname = 'public' AND tablename <> 'schema_migrations'`,
+    );
+    return rows[0]!.list;
+  });
+  database = { url, truncate: `TRUNCATE ${tables} RESTART IDENTITY CASCADE` };
+  return database;
+}
+
+const DRIVERS: Driver[] = [
+  {
+    name: 'SQLite',
+    open: async () => {
+      const dir = tempDir('consig-conformance-');
+      const path = join(dir.dir, 'consig.db');
+      const store = openStore(path, { migrate: true });
+      const averbacoes = averbacoesRepo(store.db);
+      return {
+        exec: async (sql, params = []) => {
+          store.db.prepare(sql).run(...params);
+        },
+        all: async (sql, params = []) => store.db.prepare(sql).all(...params) as Record<string, unknown>[],
+        addDelivery: async (receivedAt, outcome, durationMs = 1) => {
+          store.db
+            .prepare(
+              `INSERT INTO deliveries (received_at, path, outcome, http_status, duration_ms) VALUES (?, '/webhooks', ?, 200, ?)`,
+            )
+            .run(receivedAt, outcome, durationMs);
+        },
+        // As main.ts builds it.
+        consoleLog: sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined }),
+        commands: { config: loadConfig({ DATABASE_PATH: path }), name: path },
+        notify: null,
+        poll: {
+          record: async (requestId, p) => averbacoes.recordPoll(requestId, p),
+          markStale: async (requestId, now) => {
+            averbacoes.markStale(requestId, now);
+          },
+        },
+        sender: sqliteSenderStore(store.db),
+        close: async () => {
+          store.close();
+          dir.cleanup();
+        },
+      };
+    },
+    knownWrong: [
+      // store/forward-deliveries.ts keeps the whole error in forward_deliveries.last_error (it cuts
+      // only the attempt's copy); PostgreSQL cuts both.
+      'keeps the first 1000 characters of an error, in the attempt and in the delivery',
+    ],
+  },
+  {
+    name: 'PostgreSQL',
+    open: async () => {
+      const { url, truncate } = await migratedPostgres();
+      const pool: Pool = openPool(url);
+      await pool.query(truncate);
+      const numbered = (sql: string) => {
+        let n = 0;
+        return sql.replace(/\?/g, () => `$${++n}`);
+      };
+      const all = async (sql: string, params: readonly unknown[] = []) =>
+        (await pool.query(numbered(sql), [...params])).rows.map((row: Record<string, unknown>) =>
+          Object.fromEntries(
+            Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : v]),
+          ),
+        );
+      const admin = pgAdminLog({
+        pool,
+        running: () => true,
+        kick: async () => undefined,
+        schedulePoll: async () => undefined,
+      });
+      let spoolId = 0;
+      const where = new URL(url);
+      return {
+        exec: async (sql, params = []) => {
+          await pool.query(numbered(sql), [...params]);
+        },
+        all,
+        addDelivery: async (receivedAt, outcome, durationMs = 1) => {
+          await pool.query(
+            `INSERT INTO deliveries (replica, spool_id, received_at, path, outcome, http_status, duration_ms)
+             VALUES ('r1', $1, $2::timestamptz, '/webhooks', $3, 200, $4)`,
+            [++spoolId, receivedAt, outcome, durationMs],
+          );
+        },
+        // As a replica builds it on its pool.
+        consoleLog: pgConsoleLog(admin),
+        commands: {
+          config: loadConfig({ DATABASE_URL: url }),
+          name: `postgres://${where.hostname}:${where.port || 5432}${where.pathname}`,
+        },
+        notify: async () => {
+          await pool.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']);
+        },
+        // As the poll job runs them (cluster/poll-job.ts).
+        poll: {
+          record: async (requestId, p) => {
+            const { rows } = await pool.query<{ polling: boolean }>(RECORD_POLL, [
+              requestId,
+              p.attempts,
+              p.nextPollAt,
+              p.now,
+              p.outcome,
+            ]);
+            return rows[0]?.polling ?? false;
+          },
+          markStale: async (requestId, now) => {
+            await pool.query(MARK_STALE, [requestId, now]);
+          },
+        },
+        sender: pgForwardStore(pool),
+        close: () => pool.end(),
+      };
+    },
+    knownWrong: [],
+  },
+];
+
+const T0 = '2026-11-21T13:00:00.000Z';
+const at = (ms: number): string => new Date(Date.parse(T0) + ms).toISOString();
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+
+/** An event row, in both stores (the outbox's messages reference one in PostgreSQL). */
+const addEvent = (store: Opened, id: number, nu: number, status: string, duplicates = 0) =>
+  store.exec(
+    `INSERT INTO events (id, dedup_key, kind, evento, nu_proposta, received_at, status, duplicates)
+     VALUES (?, ?, 'event', 'proposta.criada', ?, ?, ?, ?)`,
+    [id, `wh-${id}`, nu, at(id * MINUTE), status, duplicates],
+  );
+
+// --- the console's store (ConsoleLog) ---------------------------------------------------------
+
+interface NewAverbacao {
+  requestId: string;
+  nu: number;
+  status: 'queued' | 'processing' | 'completed' | 'error';
+  stale: boolean;
+  /** Waiting for a poll: next_poll_at set. */
+  waiting: boolean;
+}
+
+const QUERY: OverviewQuery = { silenceMs: HOUR, stuckCutoffs: [], destinations: [] };
+const ADMIN_FP = tokenFingerprint('admin-token-0123456789');
+const VIEWER_FP = tokenFingerprint('viewer-token-0123456789');
+const ROTATED_FP = tokenFingerprint('admin-token-rotated-0123456789');
+
+const session = (idHash: string, role: ConsoleRole = 'admin', tokenFp = ADMIN_FP, ttlMs = HOUR) => ({
+  idHash,
+  role,
+  now: T0,
+  expiresAt: at(ttlMs),
+  tokenFp,
+});
+
+const refusal = (over: Partial<NewRefusal> = {}): NewRefusal => ({
+  at: at(MINUTE),
+  role: 'viewer',
+  session: 'abcd1234',
+  route: 'POST /console/events/12/replay',
+  reason: 'role',
+  ip: '10.0.0.7',
+  ...over,
+});
+
+// --- the log commands' port (CommandLog) -------------------------------------------------------
+
+const READ: CommandSession = { access: 'read' };
+const WRITE: CommandSession = { access: 'write', command: 'conformance' };
+
+describe.each(DRIVERS)('the stores on $name', (driver) => {
+  const declared = new Set<string>();
+  const behaviour = (name: string, fn: () => Promise<void>) => {
+    declared.add(name);
+    (driver.knownWrong?.includes(name) ? it.failing : it)(name, fn);
+  };
+  let store: Opened;
+  beforeEach(async () => {
+    store = await driver.open();
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  /**
+   * The console's store (http/console/console-log.ts `ConsoleLog`): sqliteConsoleLog as main.ts
+   * builds it, cluster/pg-console-log.ts as a replica builds it on its pool.
+   */
+  describe('the console log', () => {
+    let log: ConsoleLog;
+    beforeEach(() => {
+      log = store.consoleLog;
+    });
+    /** An averbação as tracking writes it (store/averbacoes.ts, pg-track.ts). */
+    const addAverbacao = (a: NewAverbacao) =>
+      store.exec(
+        `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)
+         VALUES (?, ?, ?, 'started', ?, ?, ?, ?)`,
+        [a.requestId, a.nu, a.status, a.stale ? 1 : 0, a.waiting ? T0 : null, T0, T0],
+      );
+
+    describe('sessions', () => {
+      behaviour('reads back a created session, in the SQLite log shape', async () => {
+        await log.sessions.create(session('h1', 'viewer', VIEWER_FP));
+        expect(await log.sessions.live('h1', at(MINUTE))).toEqual({
+          id_hash: 'h1',
+          role: 'viewer',
+          created_at: T0,
+          expires_at: at(HOUR),
+          last_seen: T0,
+          token_fp: VIEWER_FP,
+        });
+        expect(await log.sessions.live('unknown', at(MINUTE))).toBeUndefined();
+      });
+
+      behaviour('is live until its expiry, not at it (touching does not extend it)', async () => {
+        await log.sessions.create(session('h1'));
+        await log.sessions.touch('h1', at(HOUR - 1));
+        expect((await log.sessions.live('h1', at(HOUR - 1)))?.last_seen).toBe(at(HOUR - 1));
+        expect(await log.sessions.live('h1', at(HOUR))).toBeUndefined();
+      });
+
+      behaviour('prunes the sessions expired at now, and counts them', async () => {
+        await log.sessions.create(session('short', 'admin', ADMIN_FP, MINUTE));
+        await log.sessions.create(session('long'));
+        expect(await log.sessions.pruneExpired(at(MINUTE - 1))).toBe(0);
+        expect(await log.sessions.pruneExpired(at(MINUTE))).toBe(1);
+        expect(await log.sessions.live('long', at(MINUTE))).toBeDefined();
+      });
+
+      behaviour('ends one session, and every session', async () => {
+        for (const h of ['a', 'b', 'c']) await log.sessions.create(session(h));
+        await log.sessions.remove('a');
+        expect(await log.sessions.live('a', at(1))).toBeUndefined();
+        expect(await log.sessions.live('b', at(1))).toBeDefined();
+        expect(await log.sessions.endAll()).toBe(2);
+        expect(await log.sessions.endAll()).toBe(0);
+        expect(await log.sessions.live('b', at(1))).toBeUndefined();
+      });
+
+      behaviour('ends the sessions of a rotated or removed token, and only those', async () => {
+        await log.sessions.create(session('admin-old', 'admin', ADMIN_FP));
+        await log.sessions.create(session('viewer', 'viewer', VIEWER_FP));
+        // A viewer session opened by the admin's token's fingerprint is not the viewer's token.
+        await log.sessions.create(session('crossed', 'viewer', ADMIN_FP));
+        expect(await log.sessions.endOthers({ admin: ROTATED_FP, viewer: VIEWER_FP })).toBe(2);
+        expect(await log.sessions.live('viewer', at(1))).toBeDefined();
+        expect(await log.sessions.live('admin-old', at(1))).toBeUndefined();
+        // The viewer token removed: its sessions end too.
+        expect(await log.sessions.endOthers({ admin: ROTATED_FP, viewer: null })).toBe(1);
+        expect(await log.sessions.live('viewer', at(1))).toBeUndefined();
+      });
+    });
+
+    describe('the sign-in throttle', () => {
+      const WINDOW = 15 * MINUTE;
+      const failAt = (address: string, ms: number) =>
+        log.signInFailures.failed(address, at(ms), at(ms - WINDOW));
+
+      behaviour('counts wrong tokens per address, in the window that began with the first', async () => {
+        await failAt('10.0.0.1', 0);
+        await failAt('10.0.0.1', MINUTE);
+        await failAt('10.0.0.2', MINUTE);
+        expect(await log.signInFailures.current('10.0.0.1', at(MINUTE - WINDOW))).toEqual({
+          since: T0,
+          failures: 2,
+        });
+        expect(await log.signInFailures.current('10.0.0.2', at(MINUTE - WINDOW))).toEqual({
+          since: at(MINUTE),
+          failures: 1,
+        });
+        expect(await log.signInFailures.current('10.0.0.3', at(MINUTE - WINDOW))).toBeUndefined();
+      });
+
+      behaviour('forgets a window once it is over, and a failure after it begins a new one', async () => {
+        await failAt('10.0.0.1', 0);
+        await failAt('10.0.0.1', MINUTE);
+        expect(await log.signInFailures.current('10.0.0.1', at(0))).toBeUndefined();
+        await failAt('10.0.0.1', WINDOW);
+        expect(await log.signInFailures.current('10.0.0.1', at(0))).toEqual({
+          since: at(WINDOW),
+          failures: 1,
+        });
+      });
+
+      behaviour('starts again after a success', async () => {
+        await failAt('10.0.0.1', 0);
+        await failAt('10.0.0.2', 0);
+        await log.signInFailures.succeeded('10.0.0.1');
+        expect(await log.signInFailures.current('10.0.0.1', at(-WINDOW))).toBeUndefined();
+        expect((await log.signInFailures.current('10.0.0.2', at(-WINDOW)))?.failures).toBe(1);
+      });
+    });
+
+    describe('the audit', () => {
+      const page = () => log.audit.page(Number.MAX_SAFE_INTEGER, 100);
+
+      behaviour('records actions, newest first, with any CPF in the detail masked', async () => {
+        await log.audit.record({
+          at: T0,
+          role: 'admin',
+          session: 'abcd1234',
+          action: 'replay_bulk',
+          target: '/console/events',
+          detail: { filter: { cpf: '12345678909' }, count: 3 },
+          ip: '10.0.0.7',
+        });
+        await log.audit.record({
+          at: at(MINUTE),
+          role: null,
+          session: null,
+          action: 'sign_in_failed',
+          target: null,
+          detail: null,
+          ip: null,
+        });
+        const rows = await page();
+        expect(rows.map((r) => r.action)).toEqual(['sign_in_failed', 'replay_bulk']);
+        expect(rows[1]).toEqual({
+          id: rows[0]!.id - 1,
+          at: T0,
+          role: 'admin',
+          session: 'abcd1234',
+          action: 'replay_bulk',
+          target: '/console/events',
+          detail: expect.not.stringContaining('12345678909'),
+          ip: '10.0.0.7',
+          outcome: null,
+          reason: null,
+          times: 1,
+          last_at: null,
+        });
+      });
+
+      behaviour('pages by id: below `beforeId`, at most `limit`', async () => {
+        for (let i = 0; i < 5; i++)
+          await log.audit.record({
+            at: at(i * MINUTE),
+            role: 'admin',
+            session: null,
+            action: 'sign_in',
+            target: `t${i}`,
+            detail: null,
+            ip: null,
+          });
+        const first = await log.audit.page(Number.MAX_SAFE_INTEGER, 2);
+        expect(first.map((r) => r.target)).toEqual(['t4', 't3']);
+        const next = await log.audit.page(first[1]!.id, 2);
+        expect(next.map((r) => r.target)).toEqual(['t2', 't1']);
+        expect((await log.audit.page(next[1]!.id, 2)).map((r) => r.target)).toEqual(['t0']);
+      });
+
+      behaviour('adds a repeated refusal to one row in its hour: times and last_at', async () => {
+        await log.audit.refuse(refusal());
+        await log.audit.refuse(refusal({ at: at(2 * MINUTE) }));
+        await log.audit.refuse(refusal({ at: at(3 * MINUTE), ip: null }));
+        await log.audit.refuse(refusal({ at: at(4 * MINUTE), ip: null }));
+        await log.audit.refuse(refusal({ at: at(HOUR + MINUTE) })); // the next window
+        const rows = await page();
+        expect(rows.map((r) => [r.at, r.ip, r.times, r.last_at])).toEqual([
+          [at(HOUR + MINUTE), '10.0.0.7', 1, null],
+          [at(3 * MINUTE), null, 2, at(4 * MINUTE)],
+          [at(MINUTE), '10.0.0.7', 2, at(2 * MINUTE)],
+        ]);
+        expect(rows[2]).toMatchObject({
+          role: 'viewer',
+          session: 'abcd1234',
+          action: 'refused',
+          target: 'POST /console/events/12/replay',
+          outcome: 'refused',
+          reason: 'role',
+          detail: null,
+        });
+      });
+
+      behaviour('past the window cap, counts the rest in one overflow row per reason', async () => {
+        for (let i = 0; i < REFUSAL_ROWS_PER_WINDOW; i++)
+          await log.audit.refuse(refusal({ ip: `10.1.${i >> 8}.${i & 255}` }));
+        await log.audit.refuse(refusal({ ip: '10.9.9.1' }));
+        await log.audit.refuse(refusal({ ip: '10.9.9.2', reason: 'csrf' }));
+        await log.audit.refuse(refusal({ ip: '10.9.9.3', at: at(5 * MINUTE) }));
+        const rows = await log.audit.page(Number.MAX_SAFE_INTEGER, 3);
+        expect(rows.map((r) => [r.target, r.ip, r.session, r.role, r.reason, r.times, r.last_at])).toEqual([
+          ['*', null, null, null, 'csrf', 1, null],
+          ['*', null, null, null, 'role', 2, at(5 * MINUTE)],
+          ['POST /console/events/12/replay', `10.1.0.199`, 'abcd1234', 'viewer', 'role', 1, null],
+        ]);
+      });
+    });
+
+    describe('the deliveries page', () => {
+      behaviour('lists every delivery received in the time range, whatever order the ids took', async () => {
+        // Stored in another order than received: a slow request's row comes after a quicker one's.
+        await store.addDelivery(at(3 * MINUTE), 'accepted');
+        await store.addDelivery(at(MINUTE), 'duplicate');
+        await store.addDelivery(at(5 * MINUTE), 'invalid_signature');
+        await store.addDelivery(at(2 * MINUTE), 'accepted');
+        await store.addDelivery(at(4 * MINUTE), 'accepted');
+        const listed = async (f: { from?: string; to?: string; outcome?: string }) =>
+          (await log.deliveries(f)).rows.map((r) => r.received_at).sort();
+        expect(await listed({ from: at(2 * MINUTE), to: at(4 * MINUTE) })).toEqual([
+          at(2 * MINUTE),
+          at(3 * MINUTE),
+        ]);
+        expect(await listed({ from: at(MINUTE), outcome: 'accepted' })).toEqual([
+          at(2 * MINUTE),
+          at(3 * MINUTE),
+          at(4 * MINUTE),
+        ]);
+        expect(await listed({ to: at(3 * MINUTE) })).toEqual([at(MINUTE), at(2 * MINUTE)]);
+        // Newest received first, and the next page goes on from the last row (keyset).
+        const first = await log.deliveries({ from: at(MINUTE), limit: 2 });
+        expect(first.rows.map((r) => r.received_at)).toEqual([at(5 * MINUTE), at(4 * MINUTE)]);
+        const next = await log.deliveries({ from: at(MINUTE), limit: 2, before: first.next! });
+        expect(next.rows.map((r) => r.received_at)).toEqual([at(3 * MINUTE), at(2 * MINUTE)]);
+      });
+    });
+
+    describe('the averbações page', () => {
+      beforeEach(async () => {
+        const rows: [string, NewAverbacao['status'], boolean, boolean][] = [
+          ['r1', 'completed', false, false],
+          ['r2', 'queued', false, true],
+          ['r3', 'queued', true, false],
+          ['r4', 'processing', true, true],
+          ['r5', 'error', false, false],
+        ];
+        for (const [requestId, status, stale, waiting] of rows)
+          await addAverbacao({ requestId, nu: 7, status, stale, waiting });
+      });
+      const ids = async (f: Parameters<ConsoleLog['averbacoes']>[0]) => {
+        const page = await log.averbacoes(f);
+        return { ids: page.rows.map((r) => r.request_id), more: page.next !== null };
+      };
+
+      behaviour('lists newest tracked first, by pages, with the filters', async () => {
+        expect(await ids({ limit: 2 })).toEqual({ ids: ['r5', 'r4'], more: true });
+        const first = await log.averbacoes({ limit: 2 });
+        expect(await ids({ limit: 2, before: first.next! })).toEqual({ ids: ['r3', 'r2'], more: true });
+        expect(await ids({ limit: 3, before: first.next! })).toEqual({
+          ids: ['r3', 'r2', 'r1'],
+          more: false,
+        });
+        expect(await ids({ status: 'queued' })).toEqual({ ids: ['r3', 'r2'], more: false });
+        expect(await ids({ stale: true })).toEqual({ ids: ['r4', 'r3'], more: false });
+        expect(await ids({ waiting: true })).toEqual({ ids: ['r4', 'r2'], more: false });
+        expect((await log.averbacoes({ limit: 1 })).rows[0]).toMatchObject({
+          nu_proposta: 7,
+          status: 'error',
+        });
+      });
+
+      behaviour('counts the waiting and the stale still waiting on the overview', async () => {
+        expect((await log.overview(new Date(T0), QUERY)).averbacoes).toEqual({ waiting: 2, staleWaiting: 2 });
+      });
+    });
+
+    describe("the overview's hourly rollup", () => {
+      behaviour('counts deliveries per UTC hour and outcome, each once', async () => {
+        await store.addDelivery(at(MINUTE), 'accepted');
+        await store.addDelivery(at(2 * MINUTE), 'accepted');
+        await store.addDelivery(at(3 * MINUTE), 'invalid_signature');
+        await store.addDelivery(at(HOUR + MINUTE), 'accepted');
+        const first = await log.overview(new Date(at(2 * HOUR)), QUERY);
+        expect(first.rollup).toEqual({ behind: 0, locked: false });
+        await store.addDelivery(at(HOUR + 2 * MINUTE), 'duplicate');
+        const second = await log.overview(new Date(at(2 * HOUR)), QUERY);
+        expect(second.hours).toEqual([
+          { hour: '2026-11-21T13', outcome: 'accepted', n: 2 },
+          { hour: '2026-11-21T13', outcome: 'invalid_signature', n: 1 },
+          { hour: '2026-11-21T14', outcome: 'accepted', n: 1 },
+          { hour: '2026-11-21T14', outcome: 'duplicate', n: 1 },
+        ]);
+        expect(second.lastDeliveryAt).toBe(at(HOUR + 2 * MINUTE));
+      });
+
+      behaviour(
+        'counts, on its first update, every delivery of the window, whatever order the ids took',
+        async () => {
+          // Ids follow the commit, not the arrival: the request received first may be stored second.
+          await store.addDelivery(at(2 * MINUTE), 'accepted');
+          await store.addDelivery(at(MINUTE), 'duplicate');
+          const figures = await log.overview(new Date(at(HOUR)), QUERY);
+          expect(figures.hours).toEqual([
+            { hour: '2026-11-21T13', outcome: 'accepted', n: 1 },
+            { hour: '2026-11-21T13', outcome: 'duplicate', n: 1 },
+          ]);
+        },
+      );
+
+      behaviour('gives the same figures on an empty store', async () => {
+        const { rollup, hours, lastDeliveryAt, inFlight, stuckByStatus, events, averbacoes } =
+          await log.overview(new Date(T0), QUERY);
+        expect({ rollup, hours, lastDeliveryAt, inFlight, stuckByStatus, events, averbacoes }).toEqual({
+          rollup: { behind: 0, locked: false },
+          hours: [],
+          lastDeliveryAt: null,
+          inFlight: null,
+          stuckByStatus: {},
+          events: { pending: 0, failed: 0, dead: 0, oldestUnprocessedAt: null },
+          averbacoes: { waiting: 0, staleWaiting: 0 },
+        });
+      });
+    });
+  });
+
+  /**
+   * The log commands' port (cli/command-log.ts `CommandLog`), opened as the commands open it —
+   * `withCommandLog` on a Config with DATABASE_PATH, or with DATABASE_URL. The behaviours are those
+   * of the methods only the commands have (stats, proposal lists, replay, track on the command's
+   * connection, end-sessions, listen) and the name; the admin API's shared reads are covered by the
+   * HTTP tests of both modes.
+   */
+  describe("the commands' log", () => {
+    const withLog = <T>(session: CommandSession, use: (log: CommandLog) => Promise<T>): Promise<T> =>
+      withCommandLog(store.commands.config, session, use);
+    /** One value of a one-row query, as the driver gives it. */
+    const one = async (sql: string, params?: readonly unknown[]) =>
+      Object.values((await store.all(sql, params))[0]!)[0];
+    const addProposal = (nu: number, status: string, updatedAt: string) =>
+      store.exec(
+        `INSERT INTO proposals (nu_proposta, stage, status, created_at, updated_at) VALUES (?, 'Proposta', ?, ?, ?)`,
+        [nu, status, T0, updatedAt],
+      );
+
+    behaviour('names the log as the messages say it, never with a password', async () => {
+      expect(await withLog(READ, async (log) => log.name)).toBe(store.commands.name);
+    });
+
+    behaviour('gives the figures of stats, in the SQLite log shape', async () => {
+      await addEvent(store, 1, 7, 'done', 2);
+      await addEvent(store, 2, 7, 'done');
+      await addEvent(store, 3, 8, 'dead', 1);
+      await addEvent(store, 4, 9, 'pending');
+      await store.addDelivery(at(MINUTE), 'accepted', 10);
+      await store.addDelivery(at(2 * MINUTE), 'duplicate', 20);
+      await store.addDelivery(at(3 * MINUTE), 'invalid_signature', 90);
+      await addProposal(7, 'em_analise', T0);
+      await addProposal(8, 'em_analise', at(10 * MINUTE));
+      await addProposal(9, 'paga', T0);
+      const cutoffs = [{ status: 'em_analise' as const, before: at(5 * MINUTE) }];
+      const figures = await withLog(READ, (log) => log.stats(cutoffs, ['lender']));
+      const { databaseBytes, replicas, ...rest } = figures;
+      expect(databaseBytes).toBeGreaterThan(0);
+      expect(rest).toEqual({
+        eventsByStatus: { dead: 1, done: 2, pending: 1 },
+        eventsByKind: { event: 4 },
+        duplicatesTotal: 3,
+        deliveriesByOutcome: { accepted: 1, duplicate: 1, invalid_signature: 1 },
+        proposalsByStatus: { em_analise: 2, paga: 1 },
+        proposalsStuckByStatus: { em_analise: 1 },
+        // Over the answers the service waited for a commit only (not the refused signature).
+        ackMs: { avg: 15, max: 20 },
+        lastDeliveryAt: at(3 * MINUTE),
+        forwarding: [{ destination: 'lender', pending: 0, dead: 0, oldest_pending_at: null, paused: 0 }],
+      });
+      // Who answered the deliveries: only the cluster has replicas.
+      if (driver.name === 'PostgreSQL')
+        expect(replicas).toEqual([{ replica: 'r1', deliveries: 3, last_received_at: at(3 * MINUTE) }]);
+      else expect(replicas).toBeUndefined();
+    });
+
+    behaviour(
+      'lists proposals most recently changed first, and stuck ones longest first, up to the limit',
+      async () => {
+        await addProposal(1, 'em_analise', T0);
+        await addProposal(2, 'em_analise', at(MINUTE));
+        await addProposal(3, 'em_analise', at(2 * MINUTE));
+        await addProposal(4, 'aprovada', at(3 * MINUTE));
+        const [latest, stuck] = await withLog(READ, async (log) => [
+          await log.latestProposals(['em_analise'], 2),
+          await log.stuckProposals([{ status: 'em_analise', before: at(90_000) }], 10),
+        ]);
+        expect(latest.map((r) => [r.nu_proposta, r.status, r.updated_at])).toEqual([
+          [3, 'em_analise', at(2 * MINUTE)],
+          [2, 'em_analise', at(MINUTE)],
+        ]);
+        expect(stuck.map((r) => r.nu_proposta)).toEqual([1, 2]);
+      },
+    );
+
+    behaviour('replays events all or nothing, by ids or by status', async () => {
+      await addEvent(store, 1, 7, 'dead');
+      await addEvent(store, 2, 7, 'done');
+      await addEvent(store, 3, 8, 'ignored');
+      await addEvent(store, 4, 9, 'dead');
+      const now = at(60 * MINUTE);
+      const refused = await withLog(WRITE, (log) => log.replay({ ids: [1, 3, 99] }, now));
+      expect(refused).toEqual({ queued: [], unknown: [99], notReplayable: [{ id: 3, status: 'ignored' }] });
+      expect(await one('SELECT status FROM events WHERE id = ?', [1])).toBe('dead');
+
+      expect(await withLog(WRITE, (log) => log.replay({ ids: [2] }, now))).toEqual({
+        queued: [2],
+        unknown: [],
+        notReplayable: [],
+      });
+      expect(await withLog(WRITE, (log) => log.replay({ status: 'dead' }, now))).toEqual({
+        queued: [1, 4],
+        unknown: [],
+        notReplayable: [],
+      });
+      const pending = await withLog(READ, (log) => log.events({ status: 'pending' }));
+      expect(pending.map((e) => [e.id, e.attempts, e.next_attempt_at])).toEqual([
+        [4, 0, now],
+        [2, 0, now],
+        [1, 0, now],
+      ]);
+    });
+
+    behaviour('tracks a registration once, its first poll after the grace period', async () => {
+      const now = new Date(T0);
+      const t = { requestId: 'req-1', correlationId: null, nuProposta: 7, via: 'declared' as const };
+      const first = await withLog(WRITE, (log) => log.track(t, now, MINUTE));
+      expect(first.created).toBe(true);
+      expect(first.averbacao).toMatchObject({
+        request_id: 'req-1',
+        nu_proposta: 7,
+        status: 'queued',
+        tracked_via: 'declared',
+        next_poll_at: at(MINUTE),
+      });
+      const again = await withLog(WRITE, (log) => log.track(t, new Date(at(5 * MINUTE)), MINUTE));
+      expect(again.created).toBe(false);
+      expect(again.averbacao?.next_poll_at).toBe(at(MINUTE));
+    });
+
+    behaviour('ends every console session and records it in the audit, together', async () => {
+      for (const id of ['a', 'b'])
+        await store.exec(
+          `INSERT INTO console_sessions (id_hash, role, created_at, expires_at, last_seen) VALUES (?, 'admin', ?, ?, ?)`,
+          [id, T0, at(60 * MINUTE), T0],
+        );
+      const audit = (ended: number): NewAuditEntry => ({
+        at: at(MINUTE),
+        role: null,
+        session: null,
+        action: 'end_sessions',
+        target: 'command',
+        detail: { ended },
+        ip: null,
+      });
+      expect(await withLog(WRITE, (log) => log.endSessions(audit))).toBe(2);
+      expect(Number(await one('SELECT count(*) AS n FROM console_sessions'))).toBe(0);
+      expect(await one(`SELECT detail FROM console_audit WHERE action = 'end_sessions'`)).toBe('{"ended":2}');
+      expect(await withLog(WRITE, (log) => log.endSessions(audit))).toBe(0);
+    });
+
+    behaviour('says when the outbox may have more, where the store can tell', async () => {
+      await withLog({ access: 'follow' }, async (log) => {
+        let heard = (): void => undefined;
+        const notified = new Promise<void>((resolve) => (heard = resolve));
+        await log.listen(() => heard());
+        if (store.notify === null) return; // the file has no notifications: feed --follow polls
+        await store.notify();
+        await notified;
+      });
+    });
+  });
+
+  /**
+   * The registry poll's row updates, one text for both stores (domain/sql/registry-poll.ts): the
+   * poller runs them on SQLite through its repository, the poll job on PostgreSQL as they are.
+   */
+  describe("the registry poll's statements", () => {
+    const T = (s: number) => new Date(Date.UTC(2026, 2, 1, 0, 0, s)).toISOString();
+    /** Each step: what happens to the row first (a webhook's final status), then a poll. */
+    const STEPS = [
+      { name: 'a poll that keeps polling', before: null, attempts: 1, next: T(30), polling: true },
+      { name: 'a poll with no next one', before: null, attempts: 2, next: null, polling: false },
+      { name: 'a poll after another', before: null, attempts: 3, next: T(90), polling: true },
+      {
+        name: 'the webhook completed it meanwhile',
+        before: 'completed',
+        attempts: 4,
+        next: T(120),
+        polling: false,
+      },
+    ] as const;
+    /** The poll's columns of the row (`stale` read as a boolean: SQLite's 0/1, PostgreSQL's boolean). */
+    const row = async () => {
+      const [r] = await store.all(
+        `SELECT status, poll_attempts, next_poll_at, last_poll_at, last_poll_outcome, stale FROM averbacoes
+         WHERE request_id = 'req-1'`,
+      );
+      return { ...r, stale: Boolean(r!.stale) };
+    };
+    const poll = (attempts: number, nextPollAt: string | null, now: string) =>
+      store.poll.record('req-1', { attempts, nextPollAt, outcome: `ok:processing#${attempts}`, now });
+    const setStatus = (status: string, now: string) =>
+      store.exec(`UPDATE averbacoes SET status = ?, updated_at = ? WHERE request_id = 'req-1'`, [
+        status,
+        now,
+      ]);
+
+    behaviour('records a poll and marks stale: the rows and answers the poller expects', async () => {
+      await store.exec(
+        `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, next_poll_at, created_at, updated_at)
+         VALUES ('req-1', 7, 'queued', 'declared', ?, ?, ?)`,
+        [T(10), T(0), T(0)],
+      );
+      let expected = {
+        status: 'queued',
+        poll_attempts: 0,
+        next_poll_at: T(10) as string | null,
+        last_poll_at: null as string | null,
+        last_poll_outcome: null as string | null,
+        stale: false,
+      };
+      expect(await row()).toEqual(expected);
+      for (const [i, s] of STEPS.entries()) {
+        if (s.before === 'completed') {
+          await setStatus('completed', T(i));
+          expected.status = 'completed';
+        }
+        const now = T(20 * (i + 1));
+        expect([s.name, await poll(s.attempts, s.next, now)]).toEqual([s.name, s.polling]);
+        expected = {
+          ...expected,
+          poll_attempts: s.attempts,
+          next_poll_at: s.polling ? s.next : null,
+          last_poll_at: now,
+          last_poll_outcome: `ok:processing#${s.attempts}`,
+        };
+        expect([s.name, await row()]).toEqual([s.name, expected]);
+      }
+      // Back to polling, then stale: MARK_STALE.
+      await setStatus('processing', T(0));
+      await store.poll.markStale('req-1', T(140));
+      expected = { ...expected, status: 'processing', stale: true, next_poll_at: null };
+      expect(await row()).toEqual(expected);
+      // A poll that was in flight when it went stale: recorded, and polling stays off.
+      expect(await poll(5, T(150), T(160))).toBe(false);
+      expect(await row()).toEqual({
+        ...expected,
+        poll_attempts: 5,
+        next_poll_at: null,
+        last_poll_at: T(160),
+        last_poll_outcome: 'ok:processing#5',
+      });
+    });
+  });
+
+  /**
+   * The forwarding sender's outbox (domain/forwarding/sender-store.ts `SenderStore`):
+   * store/forward-deliveries.ts `sqliteSenderStore` and cluster/pg-forward-store.ts, on the same
+   * outbox rows ({@link OUTBOX}).
+   */
+  describe("the forwarding sender's outbox", () => {
+    const sender = () => store.sender;
+    const ids = async (destination: string, now: string, limit = 10) =>
+      (await sender().due(destination, now, limit)).map((d) => d.id);
+    /** The deliveries' rows the sender writes, ids as numbers (PostgreSQL's bigint is a string). */
+    const deliveries = async (...idList: number[]) =>
+      (
+        await store.all(
+          `SELECT id, status, attempts, next_attempt_at, last_status, last_error, delivered_at, updated_at
+           FROM forward_deliveries WHERE id IN (${idList.map(() => '?').join(', ')}) ORDER BY id`,
+          idList,
+        )
+      ).map((r): Record<string, unknown> => ({ ...r, id: Number(r.id) }));
+    const attempts = async () =>
+      (
+        await store.all(
+          `SELECT delivery_id, attempt, started_at, duration_ms, http_status, error, outcome, answer
+           FROM forward_attempts ORDER BY id`,
+        )
+      ).map((r): Record<string, unknown> => ({ ...r, delivery_id: Number(r.delivery_id) }));
+    const attempt = (
+      over: Partial<AttemptRecord> & Pick<AttemptRecord, 'deliveryId' | 'next'>,
+    ): AttemptRecord => ({
+      attempt: 1,
+      startedAt: at(MINUTE),
+      durationMs: 12.5,
+      httpStatus: 200,
+      error: null,
+      outcome: 'delivered',
+      answer: null,
+      at: at(MINUTE),
+      ...over,
+    });
+
+    beforeEach(async () => {
+      await seedOutbox(store);
+    });
+
+    behaviour(
+      'gives the due heads of lines only, per destination, in id order, up to the limit',
+      async () => {
+        expect(await sender().due('crm', T0, 10)).toEqual([
+          { id: 1, order_key: 'p:7' },
+          { id: 5, order_key: 'p:9' },
+        ]);
+        expect(await ids('crm', T0, 1)).toEqual([1]);
+        // Due at next_attempt_at, not before.
+        expect(await ids('crm', at(-1))).toEqual([]);
+        expect(await ids('crm', at(5 * MINUTE))).toEqual([1, 5, 8]);
+        expect(await ids('crm', at(10 * MINUTE))).toEqual([1, 3, 5, 8]);
+        expect(await ids('erp', T0)).toEqual([6]);
+        expect(await ids('nobody', T0)).toEqual([]);
+      },
+    );
+
+    behaviour('loads deliveries with their messages, in id order, the pending ones only', async () => {
+      const delivery = (id: number, destination: string, orderKey: string) => ({
+        id,
+        message_id: 100 + id,
+        destination,
+        order_key: orderKey,
+        attempts: 0,
+        webhook_id: `msg_${id}`,
+        type: 'proposal.changed',
+        body: `{"n":${id},"nu_cpf":"12345678909"}`,
+        message_created_at: at((id - 60) * MINUTE),
+      });
+      // 4 is delivered, 7 dead: an operator's or another attempt's doing between the two reads.
+      expect(await sender().dueDeliveries([6, 4, 1, 7, 2])).toEqual([
+        delivery(1, 'crm', 'p:7'),
+        delivery(2, 'crm', 'p:7'),
+        delivery(6, 'erp', 'p:7'),
+      ]);
+      expect(await sender().dueDeliveries([])).toEqual([]);
+      expect(await sender().dueDeliveries([999])).toEqual([]);
+    });
+
+    behaviour('gives the earliest later next attempt of the heads of lines only', async () => {
+      // 9 (a minute after T0) waits behind 1 and 2: not a head.
+      expect(await sender().nextDueAt('crm', T0)).toBe(at(5 * MINUTE));
+      expect(await sender().nextDueAt('crm', at(5 * MINUTE))).toBe(at(10 * MINUTE));
+      expect(await sender().nextDueAt('crm', at(10 * MINUTE))).toBeNull();
+      expect(await sender().nextDueAt('erp', T0)).toBeNull();
+    });
+
+    behaviour(
+      'records delivered, retried and dead attempts: the next states, the attempts, the lines',
+      async () => {
+        await sender().record(
+          [
+            attempt({ deliveryId: 1, next: { status: 'delivered' }, answer: 'ok' }),
+            attempt({
+              deliveryId: 5,
+              httpStatus: 503,
+              outcome: 'temporary',
+              answer: 'busy',
+              next: { status: 'pending', nextAttemptAt: at(2 * MINUTE) },
+            }),
+            attempt({
+              deliveryId: 8,
+              attempt: 3,
+              httpStatus: 410,
+              outcome: 'permanent',
+              next: { status: 'dead' },
+            }),
+            attempt({
+              deliveryId: 3,
+              httpStatus: null,
+              error: 'timeout: 10000 ms',
+              outcome: 'temporary',
+              next: { status: 'pending', nextAttemptAt: at(20 * MINUTE) },
+            }),
+          ],
+          [],
+        );
+        const done = at(MINUTE);
+        expect(await deliveries(1, 3, 5, 8)).toEqual([
+          {
+            id: 1,
+            status: 'delivered',
+            attempts: 1,
+            next_attempt_at: null,
+            last_status: 200,
+            last_error: null,
+            delivered_at: done,
+            updated_at: done,
+          },
+          {
+            id: 3,
+            status: 'pending',
+            attempts: 1,
+            next_attempt_at: at(20 * MINUTE),
+            last_status: null,
+            last_error: 'timeout: 10000 ms',
+            delivered_at: null,
+            updated_at: done,
+          },
+          {
+            id: 5,
+            status: 'pending',
+            attempts: 1,
+            next_attempt_at: at(2 * MINUTE),
+            last_status: 503,
+            last_error: 'HTTP 503',
+            delivered_at: null,
+            updated_at: done,
+          },
+          {
+            id: 8,
+            status: 'dead',
+            attempts: 3,
+            next_attempt_at: null,
+            last_status: 410,
+            last_error: 'HTTP 410',
+            delivered_at: null,
+            updated_at: done,
+          },
+        ]);
+        const row = { attempt: 1, started_at: done, duration_ms: 12.5 };
+        expect(await attempts()).toEqual([
+          { ...row, delivery_id: 1, http_status: 200, error: null, outcome: 'delivered', answer: 'ok' },
+          { ...row, delivery_id: 5, http_status: 503, error: null, outcome: 'temporary', answer: 'busy' },
+          {
+            ...row,
+            delivery_id: 8,
+            attempt: 3,
+            http_status: 410,
+            error: null,
+            outcome: 'permanent',
+            answer: null,
+          },
+          {
+            ...row,
+            delivery_id: 3,
+            http_status: null,
+            error: 'timeout: 10000 ms',
+            outcome: 'temporary',
+            answer: null,
+          },
+        ]);
+        // The lines move on: 2 is p:7's head now, 5 waits for its retry, p:10 is empty.
+        expect(await ids('crm', T0)).toEqual([2]);
+        expect(await ids('crm', at(2 * MINUTE))).toEqual([2, 5]);
+        expect(await sender().nextDueAt('crm', T0)).toBe(at(2 * MINUTE));
+      },
+    );
+
+    behaviour('keeps the state of a delivery no longer pending, and stores the attempt', async () => {
+      await sender().record(
+        [
+          attempt({
+            deliveryId: 4,
+            httpStatus: 503,
+            outcome: 'temporary',
+            next: { status: 'pending', nextAttemptAt: at(HOUR) },
+          }),
+          attempt({ deliveryId: 7, next: { status: 'delivered' } }),
+        ],
+        [],
+      );
+      expect(await deliveries(4, 7)).toEqual([
+        {
+          id: 4,
+          status: 'delivered',
+          attempts: 1,
+          next_attempt_at: null,
+          last_status: 200,
+          last_error: null,
+          delivered_at: at(-HOUR),
+          updated_at: at(-HOUR),
+        },
+        {
+          id: 7,
+          status: 'dead',
+          attempts: 1,
+          next_attempt_at: null,
+          last_status: 410,
+          last_error: 'HTTP 410',
+          delivered_at: null,
+          updated_at: at(-HOUR),
+        },
+      ]);
+      expect((await attempts()).map((a) => [a.delivery_id, a.outcome])).toEqual([
+        [4, 'temporary'],
+        [7, 'delivered'],
+      ]);
+    });
+
+    behaviour('keeps the first 1000 characters of an error, in the attempt and in the delivery', async () => {
+      const error = `network: ${'x'.repeat(1500)}`;
+      await sender().record(
+        [
+          attempt({
+            deliveryId: 1,
+            httpStatus: null,
+            error,
+            outcome: 'temporary',
+            next: { status: 'pending', nextAttemptAt: at(HOUR) },
+          }),
+        ],
+        [],
+      );
+      const kept = [(await attempts())[0]!.error, (await deliveries(1))[0]!.last_error].map(String);
+      // Lengths first: a failure says how long, not 1 500 characters twice.
+      expect(kept.map((e) => e.length)).toEqual([1000, 1000]);
+      expect(kept).toEqual([error.slice(0, 1000), error.slice(0, 1000)]);
+    });
+
+    behaviour('writes nothing of a batch one of whose writes fails', async () => {
+      const good = [attempt({ deliveryId: 1, next: { status: 'delivered' } })];
+      const circuit = { name: 'crm', circuit: '{"state":"open"}', at: T0 };
+      // A CHECK the attempt breaks (after a good one), then a NOT NULL the circuit breaks (after
+      // the attempts and the deliveries were written): each batch rejects, and leaves nothing.
+      const badAttempt = attempt({
+        deliveryId: 5,
+        outcome: 'bogus' as AttemptRecord['outcome'],
+        next: { status: 'delivered' },
+      });
+      await expect(sender().record([...good, badAttempt], [circuit])).rejects.toThrow();
+      const badCircuit = { ...circuit, name: 'erp', at: null as unknown as string };
+      await expect(sender().record(good, [circuit, badCircuit])).rejects.toThrow();
+      expect((await deliveries(1, 5)).map((d) => d.status)).toEqual(['pending', 'pending']);
+      expect(await attempts()).toEqual([]);
+      expect(await sender().destinations()).toEqual([
+        { name: 'erp', paused: 1, circuit: null, updated_at: T0 },
+      ]);
+    });
+
+    behaviour(
+      "keeps each destination's circuit (the last of a batch) beside the operator's pause",
+      async () => {
+        const byName = async () =>
+          (await sender().destinations()).sort((a, b) => a.name.localeCompare(b.name));
+        // erp was paused by an operator (the seed).
+        expect(await byName()).toEqual([{ name: 'erp', paused: 1, circuit: null, updated_at: T0 }]);
+        await sender().record(
+          [],
+          [
+            { name: 'crm', circuit: '{"state":"open","n":1}', at: at(MINUTE) },
+            { name: 'crm', circuit: '{"state":"open","n":2}', at: at(2 * MINUTE) },
+            { name: 'erp', circuit: '{"state":"open","n":1}', at: at(3 * MINUTE) },
+          ],
+        );
+        expect(await byName()).toEqual([
+          { name: 'crm', paused: 0, circuit: '{"state":"open","n":2}', updated_at: at(2 * MINUTE) },
+          { name: 'erp', paused: 1, circuit: '{"state":"open","n":1}', updated_at: at(3 * MINUTE) },
+        ]);
+        // Closed again, with an attempt in the same transaction.
+        await sender().record(
+          [attempt({ deliveryId: 1, next: { status: 'delivered' } })],
+          [{ name: 'crm', circuit: null, at: at(4 * MINUTE) }],
+        );
+        expect((await byName())[0]).toEqual({
+          name: 'crm',
+          paused: 0,
+          circuit: null,
+          updated_at: at(4 * MINUTE),
+        });
+        expect((await deliveries(1))[0]!.status).toBe('delivered');
+      },
+    );
+  });
+
+  // A knownWrong name that no behaviour has (renamed, misspelt) would hide nothing: refuse it.
+  const stray = (driver.knownWrong ?? []).filter((name) => !declared.has(name));
+  if (stray.length > 0) throw new Error(`${driver.name}: knownWrong names no behaviour: ${stray.join('; ')}`);
+});
+
+/**
+ * The outbox rows of the sender's cases, the same in both stores: [delivery id, destination,
+ * order_key, status, next_attempt_at]. Each delivery has its own message (id 100 + its id) of its
+ * own event, stored an hour before T0; erp is paused by an operator.
+ */
+const OUTBOX: [number, string, string, 'pending' | 'delivered' | 'dead', string | null][] = [
+  [1, 'crm', 'p:7', 'pending', T0], // p:7's head: due at T0
+  [2, 'crm', 'p:7', 'pending', T0], // behind 1
+  [3, 'crm', 'p:8', 'pending', at(10 * MINUTE)], // a head, due later
+  [4, 'crm', 'p:9', 'delivered', null],
+  [5, 'crm', 'p:9', 'pending', T0], // p:9's head: 4 is no longer pending
+  [6, 'erp', 'p:7', 'pending', T0], // another destination's line
+  [7, 'crm', 'p:10', 'dead', null],
+  [8, 'crm', 'p:10', 'pending', at(5 * MINUTE)], // p:10's head: 7 is dead
+  [9, 'crm', 'p:7', 'pending', at(MINUTE)], // behind 1 and 2, with a time of its own
+];
+
+/** Writes {@link OUTBOX}: messages as the pipeline or a kick stores them, their deliveries, erp's pause. */
+async function seedOutbox(store: Opened): Promise<void> {
+  for (const [id, destination, orderKey, status, next] of OUTBOX) {
+    const created = at((id - 60) * MINUTE);
+    await addEvent(store, id, 7, 'done');
+    await store.exec(
+      `INSERT INTO forward_messages (id, webhook_id, type, event_id, evento, nu_proposta, request_id, order_key,
+         created_at, body)
+       VALUES (?, ?, 'proposal.changed', ?, 'proposta.criada', 7, NULL, ?, ?, ?)`,
+      [100 + id, `msg_${id}`, id, orderKey, created, `{"n":${id},"nu_cpf":"12345678909"}`],
+    );
+    const settled = status === 'pending' ? null : at(-HOUR);
+    await store.exec(
+      `INSERT INTO forward_deliveries (id, message_id, destination, order_key, status, attempts, next_attempt_at,
+         last_status, last_error, created_at, updated_at, delivered_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        id,
+        100 + id,
+        destination,
+        orderKey,
+        status,
+        status === 'pending' ? 0 : 1,
+        next,
+        status === 'delivered' ? 200 : status === 'dead' ? 410 : null,
+        status === 'dead' ? 'HTTP 410' : null,
+        created,
+        settled ?? created,
+        status === 'delivered' ? settled : null,
+      ],
+    );
+  }
+  await store.exec(
+    `INSERT INTO forward_destinations (name, paused, circuit, updated_at) VALUES ('erp', ?, NULL, ?)`,
+    [1, T0], // 1: SQLite's 0/1, PostgreSQL reads the text '1' as true
+  );
+}
