@@ -8,6 +8,7 @@ import type {
   DueHead,
   SenderStore,
 } from '../domain/forwarding/sender-store';
+import { deliveryLastError, storedError } from '../domain/forwarding/sender-store';
 import { checkOut, iso, type Sql, sqlOf } from './sql';
 
 /**
@@ -161,7 +162,7 @@ async function writeRecords(
 ): Promise<void> {
   if (records.length > 0) {
     const col = <T>(f: (r: AttemptRecord) => T): T[] => records.map(f);
-    const error = (r: AttemptRecord) => (r.error === null ? null : pgText(r.error.slice(0, 1000)));
+    const error = (r: AttemptRecord) => pgText(storedError(r));
     await tx.query(INSERT_ATTEMPTS, [
       col((r) => r.deliveryId),
       col((r) => r.attempt),
@@ -177,8 +178,7 @@ async function writeRecords(
       col((r) => r.next.status),
       col((r) => r.attempt),
       col((r) => r.httpStatus),
-      // As SQLite: the error, else `HTTP <status>`; none once delivered.
-      col((r) => (r.next.status === 'delivered' ? null : (error(r) ?? `HTTP ${r.httpStatus}`))),
+      col((r) => pgText(deliveryLastError(r))),
       col((r) => (r.next.status === 'pending' ? r.next.nextAttemptAt : null)),
       col((r) => r.at),
     ]);

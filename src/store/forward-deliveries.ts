@@ -7,6 +7,7 @@ import type {
   DueHead,
   SenderStore,
 } from '../domain/forwarding/sender-store';
+import { deliveryLastError, storedError } from '../domain/forwarding/sender-store';
 import type { Db } from './database';
 
 /**
@@ -101,13 +102,13 @@ export function forwardDeliveries(db: Db) {
         startedAt: r.startedAt,
         durationMs: r.durationMs,
         httpStatus: r.httpStatus,
-        error: r.error === null ? null : r.error.slice(0, 1000),
+        error: storedError(r),
         outcome: r.outcome,
         answer: r.answer,
         at: r.at,
       };
       insertAttempt.run(row);
-      const lastError = r.error ?? (r.outcome === 'delivered' ? null : `HTTP ${r.httpStatus}`);
+      const lastError = deliveryLastError(r);
       if (r.next.status === 'delivered') delivered.run(row);
       else if (r.next.status === 'dead') dead.run({ ...row, error: lastError });
       else retry.run({ ...row, error: lastError, nextAttemptAt: r.next.nextAttemptAt });

@@ -138,11 +138,7 @@ const DRIVERS: Driver[] = [
         },
       };
     },
-    knownWrong: [
-      // store/forward-deliveries.ts keeps the whole error in forward_deliveries.last_error (it cuts
-      // only the attempt's copy); PostgreSQL cuts both.
-      'keeps the first 1000 characters of an error, in the attempt and in the delivery',
-    ],
+    knownWrong: [],
   },
   {
     name: 'PostgreSQL',

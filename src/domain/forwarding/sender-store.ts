@@ -47,6 +47,20 @@ export interface AttemptRecord {
   at: string;
 }
 
+/** How much of an attempt's error text is kept, in the attempt's row and in the delivery's. */
+export const STORED_ERROR_CHARS = 1000;
+
+/** An attempt's error as both stores keep it: its first {@link STORED_ERROR_CHARS} characters. */
+export function storedError(r: Pick<AttemptRecord, 'error'>): string | null {
+  return r.error === null ? null : r.error.slice(0, STORED_ERROR_CHARS);
+}
+
+/** The delivery's `last_error` after an attempt: the error, else `HTTP <status>`; none once delivered. */
+export function deliveryLastError(r: Pick<AttemptRecord, 'error' | 'httpStatus' | 'next'>): string | null {
+  if (r.next.status === 'delivered') return null;
+  return storedError(r) ?? `HTTP ${r.httpStatus}`;
+}
+
 /** A destination's circuit state to keep (JSON, or null when closed). */
 export interface CircuitWrite {
   name: string;
