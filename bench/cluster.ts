@@ -13,6 +13,7 @@ import { workKeyOf } from '../src/cluster/relay';
 import { sqlOf } from '../src/cluster/sql';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
 import Database from '../src/store/sqlite-driver';
+import { pinToCpus } from './cpus';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import { type LoadResult, percentile } from './protocol';
@@ -383,18 +384,6 @@ function layoutOf(o: ClusterBenchOptions): Layout | null {
     return null;
   }
   return { replica: '0', rest: n === 2 ? '1' : `1-${n - 1}`, all: `0-${n - 1}` };
-}
-
-/** Pins processes, every thread of each, to `cpus` (taskset's list form); one that exited is skipped. */
-export function pinToCpus(pids: readonly (number | undefined)[], cpus: string): void {
-  for (const pid of pids) {
-    if (pid === undefined) continue;
-    try {
-      execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
-    } catch {
-      // exited meanwhile
-    }
-  }
 }
 
 /** Busy and total jiffies of all cores (/proc/stat): the machine's load, ours and the neighbours'. */

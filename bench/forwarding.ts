@@ -1,13 +1,15 @@
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { EVENTOS } from '../src/domain/catalogue';
 import Database from '../src/store/sqlite-driver';
 import { openStore } from '../src/store/store';
+import { pinToCpus } from './cpus';
 import { percentile } from './protocol';
 
 /**
@@ -153,6 +155,11 @@ export class DestinationChild {
     readonly secret: string,
   ) {}
 
+  /** Its process id, to pin it (taskset). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   static async start(
     h: Pick<ForwardingHarness, 'track' | 'stopChild'>,
     options: DestinationOptions,
@@ -241,6 +248,8 @@ export interface ForwardThroughputResult {
   messagesPerSecond: number;
   /** Receiver CPU per message received after it was ready (µs; null off Linux). */
   cpuUsPerMessage: number | null;
+  /** The receiver ran on core 0 and the destination on the others (taskset). */
+  pinned: boolean;
   destination: Omit<DestinationReport, 'arrivals'>;
   /** Per (order key), arrivals out of message-id order: must be 0. */
   orderViolations: number;
@@ -413,6 +422,18 @@ export async function prepareForwardBacklog(h: ForwardingHarness, messages: numb
  * Sends a copy of the backlog with `serve` of this build, or of another build's (`bin`, the
  * `--baseline`), to a fresh destination; the receiver's CPU from ready to the last message.
  */
+/** Core 0 for the receiver, the others for the destination; null on one core or without taskset. */
+function pinnedLayout(): { receiver: string; destination: string } | null {
+  const n = availableParallelism();
+  if (n < 2) return null;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+  } catch {
+    return null;
+  }
+  return { receiver: '0', destination: n === 2 ? '1' : `1-${n - 1}` };
+}
+
 export async function runForwardingThroughput(
   h: ForwardingHarness,
   backlog: ForwardBacklog,
@@ -427,6 +448,7 @@ export async function runForwardingThroughput(
   });
   let report: DestinationReport;
   let cpuUsPerMessage: number | null = null;
+  const layout = pinnedLayout();
   try {
     const receiver = await h.startReceiver(
       `forward-throughput-${run.name}`,
@@ -435,6 +457,13 @@ export async function runForwardingThroughput(
       run.bin,
     );
     try {
+      // The receiver (both its threads) on core 0, the destination on the other cores, so that the
+      // two never take turns on one core in the middle of a request (the figure depended on who got
+      // the CPU). Rounds still vary (171–238 µs in one run here): run several (--forward-rounds).
+      if (layout !== null) {
+        pinToCpus([receiver.pid], layout.receiver);
+        pinToCpus([destination.pid], layout.destination);
+      }
       const cpuReady = h.cpuMicros(receiver.pid);
       const atReady = (await destination.report()).received;
       // Anything slower than 100 messages/s is a failure, not a figure.
@@ -473,6 +502,7 @@ export async function runForwardingThroughput(
     sendSeconds,
     messagesPerSecond: sendSeconds > 0 ? report.unique / sendSeconds : 0,
     cpuUsPerMessage,
+    pinned: layout !== null,
     destination: destinationReport,
     orderViolations: orderViolations(dbPath, arrivals),
     delivered: status('delivered'),

@@ -14,9 +14,9 @@ import {
   type ClusterFigures,
   type ClusterHarness,
   clusterReport,
-  pinToCpus,
   runClusterFigures,
 } from './cluster';
+import { pinToCpus } from './cpus';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
@@ -1332,7 +1332,7 @@ function forwardingReport({
   return [
     `forwarding throughput: ${t.messages} pending messages (event.received + proposal.changed of ${t.events} events, ` +
       `${t.proposals} proposals interleaved; written by the receiver's pipeline at ${fixed(t.events / t.outboxSeconds, 0)} events/s), ` +
-      `sent by \`serve\` to one local destination answering 200 at once`,
+      `sent by \`serve\` to one local destination answering 200 at once${t.pinned ? ' (the receiver pinned to core 0, the destination to the others)' : ''}`,
     `  ${d.unique} distinct messages arrived (${d.received} requests) in ${t.sendSeconds.toFixed(2)} s from first to last = ` +
       `${Math.round(t.messagesPerSecond)} messages/s = ${(t.messagesPerSecond / FORWARD_TARGET_RATE).toFixed(2)}× the ${FORWARD_TARGET_RATE} target; ` +
       `receiver CPU ${fixed(t.cpuUsPerMessage, 0)} µs/message; load average ${load.throughput.toFixed(1)} on ${load.cores} cores`,

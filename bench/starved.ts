@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
-import { pinToCpus, startStarvedPostgres } from './cluster';
+import { startStarvedPostgres } from './cluster';
+import { pinToCpus } from './cpus';
 import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
 import { percentile } from './protocol';
 
