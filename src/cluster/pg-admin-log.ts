@@ -24,8 +24,7 @@ import {
   type PgReader,
 } from './pg-reads';
 import { replayEvents } from './pg-replay';
-import { track } from './pg-effects';
-import { trackEffect } from '../domain/event-effects';
+import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
@@ -49,14 +48,6 @@ export interface PgAdminLogOptions {
   kick(sql: Sql, keys: readonly string[]): Promise<void>;
   /** Schedules a registration's poll in `sql`'s transaction (engine.ts `schedulePoll`). */
   schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
-}
-
-/** A registration to track, as the admin routes or the `track` command declare or start it. */
-export interface TrackRequest {
-  requestId: string;
-  correlationId: string | null;
-  nuProposta: number | string | null;
-  via: 'declared' | 'started';
 }
 
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
@@ -89,13 +80,14 @@ export function pgAdminLog(options: PgAdminLogOptions) {
     }),
     replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
       transaction((tx) => replayEvents(tx, ids, now, options.kick)),
-    /** Tracks a registration (pg-effects.ts `track`), its first poll a job queued with it. */
-    track: async (t: TrackRequest, now: Date, graceMs: number) => {
-      const created = await transaction((tx) =>
-        track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), options.schedulePoll),
-      );
-      return { created, averbacao: await read((db) => readAverbacao(db, t.requestId)) };
-    },
+    /** Tracks a registration (pg-track.ts), its first poll a job queued with it. */
+    track: (t: TrackRequest, now: Date, graceMs: number) =>
+      trackOnPostgres(
+        { transaction: (fn) => transaction((tx) => fn(tx, options.schedulePoll)), read },
+        t,
+        now,
+        graceMs,
+      ),
     /**
      * The runners every call above goes through (the replica's pool, the running() guard,
      * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.

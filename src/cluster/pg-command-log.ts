@@ -3,7 +3,7 @@ import type { NewAuditEntry } from '../domain/console';
 import type { EventStatus } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { StuckCutoff } from '../domain/stuck';
-import { pgLogStatements, type TrackRequest } from './pg-admin-log';
+import { pgLogStatements } from './pg-admin-log';
 import { endAllSessions, recordAudit } from './pg-console-sessions';
 import { adminDbOfClient } from './pg-forward-admin';
 import { OUTBOX_CHANNEL } from './pg-outbox';
@@ -16,8 +16,8 @@ import {
   withPgConnection,
   withPgReads,
 } from './pg-reads';
-import { replayOnPostgres } from './pg-replay';
-import { trackOnPostgres } from './pg-track';
+import { inEngineTransaction, replayOnPostgres } from './pg-replay';
+import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { sqlOf } from './sql';
 
 /**
@@ -66,7 +66,19 @@ function pgCommandLog(client: Client, databaseUrl: string) {
       replayOnPostgres(client, databaseUrl, wanted, now),
     /** The row, its first poll a pg-boss job queued in the same transaction (pg-track.ts). */
     track: (t: TrackRequest, now: Date, graceMs: number) =>
-      trackOnPostgres(client, databaseUrl, t, now, graceMs),
+      trackOnPostgres(
+        {
+          transaction: (fn) =>
+            inEngineTransaction(client, databaseUrl, async (engine) => ({
+              result: await fn(sql, (tx, id, at) => engine.schedulePoll(tx, id, at)),
+              commit: true,
+            })),
+          read: (fn) => fn(client),
+        },
+        t,
+        now,
+        graceMs,
+      ),
     /** Every console session, at every replica at once, and its audit row, in one transaction. */
     endSessions: (audit: (ended: number) => NewAuditEntry) =>
       adminDbOfClient(client).transaction(async (tx) => {

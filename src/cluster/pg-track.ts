@@ -1,28 +1,44 @@
-import type { Client } from 'pg';
 import { trackEffect } from '../domain/event-effects';
-import type { TrackRequest } from './pg-admin-log';
 import { track } from './pg-effects';
-import { type PgAverbacaoRow, readAverbacao } from './pg-reads';
-import { inEngineTransaction } from './pg-replay';
-import { type Sql, sqlOf } from './sql';
+import { type PgAverbacaoRow, type PgReader, readAverbacao } from './pg-reads';
+import type { Sql } from './sql';
+
+/** A registration to track, as the admin routes or the `track` command declare or start it. */
+export interface TrackRequest {
+  requestId: string;
+  correlationId: string | null;
+  nuProposta: number | string | null;
+  via: 'declared' | 'started';
+}
+
+/** Schedules a registration's poll in `tx`'s transaction (engine.ts `schedulePoll`). */
+export type SchedulePoll = (tx: Sql, requestId: string, at: Date) => Promise<void>;
 
 /**
- * The `track` command in cluster mode: declares a registration in PostgreSQL, its first poll
- * queued as a pg-boss job in the same transaction (exactly one replica polls it, docs/cluster.md
- * §5.5), by the same decision SQLite mode's registry/tracking.ts applies.
+ * How a caller reaches PostgreSQL to track: the replica's pool and engine (pg-admin-log.ts), or a
+ * command's own connection with a pg-boss started for the transaction (pg-command-log.ts).
+ */
+export interface TrackRunners {
+  /** `fn` in one transaction, with the way to queue a poll in it. */
+  transaction<T>(fn: (tx: Sql, schedulePoll: SchedulePoll) => Promise<T>): Promise<T>;
+  /** `fn` once the transaction committed. */
+  read<T>(fn: (db: PgReader) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Tracks a registration in PostgreSQL, for the admin routes and the `track` command alike: the
+ * row, its first poll queued as a pg-boss job in the same transaction (exactly one replica polls
+ * it, docs/cluster.md §5.5), by the same decision SQLite mode's registry/tracking.ts applies; then
+ * the averbação as it now stands.
  */
 export async function trackOnPostgres(
-  client: Client,
-  databaseUrl: string,
+  run: TrackRunners,
   t: TrackRequest,
   now: Date,
   graceMs: number,
 ): Promise<{ created: boolean; averbacao: PgAverbacaoRow | undefined }> {
-  return inEngineTransaction(client, databaseUrl, async (engine) => {
-    const effect = trackEffect(t, now.getTime(), { graceMs });
-    const schedule = (tx: Sql, id: string, at: Date) => engine.schedulePoll(tx, id, at);
-    const created = await track(sqlOf(client), effect, now.toISOString(), schedule);
-    const averbacao = await readAverbacao(client, t.requestId);
-    return { result: { created, averbacao }, commit: true };
-  });
+  const created = await run.transaction((tx, schedulePoll) =>
+    track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), schedulePoll),
+  );
+  return { created, averbacao: await run.read((db) => readAverbacao(db, t.requestId)) };
 }
