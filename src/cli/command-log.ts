@@ -1,11 +1,12 @@
-import { statSync } from 'node:fs';
-import { type PgCommandAccess, withPgCommandLog } from '../cluster/pg-command-log';
+import { existsSync, statSync } from 'node:fs';
+import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cluster/pg-command-log';
 import type { PgStats } from '../cluster/pg-reads';
 import type { Config } from '../config';
 import type { NewAuditEntry } from '../domain/console';
 import { StorageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
+import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
 import { auditRepo } from '../store/audit';
@@ -13,6 +14,8 @@ import { consoleSessionsRepo } from '../store/console-sessions';
 import { forwardDeliveries } from '../store/forward-deliveries';
 import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
+import { pruneSqlite } from '../store/retention';
+import { openSpool } from '../store/spool';
 import { openStore, type Store } from '../store/store';
 
 /**
@@ -38,6 +41,20 @@ export interface CommandLog extends Pick<
   endSessions(audit: (ended: number) => NewAuditEntry): Promise<number>;
   /** Calls `onChange` when the outbox may have more (PostgreSQL's NOTIFY; never on SQLite). */
   listen(onChange: () => void): Promise<void>;
+  /**
+   * What RETENTION_DAYS does (domain/retention.ts): old bodies and forwarded messages out of the
+   * log; in cluster mode then the relayed rows of the spool at DATABASE_PATH (session `spool`).
+   */
+  prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
+}
+
+/**
+ * What `prune` removed from the log; in cluster mode also from the spool at `path` (`removed`
+ * null: there is no spool there, only PostgreSQL was pruned).
+ */
+export interface PruneOutcome {
+  summary: PruneSummary;
+  spool?: { path: string; removed: SpoolPruneSummary | null };
 }
 
 /**
@@ -60,6 +77,11 @@ export interface CommandSession {
    * replicas' to migrate.
    */
   create?: boolean;
+  /**
+   * Cluster mode: the spool at DATABASE_PATH too, when there is one (`prune`). Checked before
+   * PostgreSQL is touched: a spool that cannot be opened stops the command first.
+   */
+  spool?: boolean;
 }
 
 /**
@@ -71,7 +93,11 @@ export async function withCommandLog<T>(
   session: CommandSession,
   use: (log: CommandLog) => Promise<T>,
 ): Promise<T> {
-  if (config.cluster) return withPgCommandLog(config.cluster.databaseUrl, session, use);
+  const cluster = config.cluster; // the one place the commands look at the mode
+  if (cluster) {
+    const spool = session.spool ? spoolBeside(config) : null;
+    return withPgCommandLog(cluster.databaseUrl, session, (pg) => use(clusterCommandLog(pg, config, spool)));
+  }
   const store =
     session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
   try {
@@ -105,6 +131,41 @@ function openWritable(config: Config, create: boolean): Store {
   });
 }
 
+/** The spool at DATABASE_PATH as `prune` finds it: checked readable now; `prune` null when there is none. */
+interface LocalSpool {
+  path: string;
+  prune: ((cutoff: Date) => SpoolPruneSummary) | null;
+}
+
+function spoolBeside(config: Config): LocalSpool {
+  const path = config.databasePath;
+  if (!existsSync(path)) return { path, prune: null };
+  openReadOnly(config).close();
+  return {
+    path,
+    prune: (cutoff) => {
+      const store = openStore(path, { busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000) });
+      try {
+        return openSpool(store.db).prune(cutoff);
+      } finally {
+        store.close();
+      }
+    },
+  };
+}
+
+/** The port on PostgreSQL (cluster/pg-command-log.ts), its `prune` followed by the spool's. */
+function clusterCommandLog(pg: PgCommandLog, config: Config, checked: LocalSpool | null): CommandLog {
+  return {
+    ...pg,
+    prune: async (cutoff, now) => {
+      const spool = checked ?? spoolBeside(config);
+      const summary = await pg.prune(cutoff, now);
+      return { summary, spool: { path: spool.path, removed: spool.prune?.(cutoff) ?? null } };
+    },
+  };
+}
+
 /** The port on the SQLite file at `path`: the admin API's adapter and the store's synchronous reads. */
 function sqliteCommandLog(store: Store, path: string): CommandLog {
   const { events, deliveries, proposal, averbacoes, track, forwards, feed } = sqliteAdminLog(store);
@@ -135,6 +196,7 @@ function sqliteCommandLog(store: Store, path: string): CommandLog {
       })(),
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
+    prune: async (cutoff, now) => ({ summary: pruneSqlite(store.db, cutoff, now) }),
   };
 }
 

@@ -1,21 +1,16 @@
-import { existsSync } from 'node:fs';
-import { describePgTarget, pgTarget, withPgConnection } from '../cluster/pg-reads';
-import { prunePostgres, transactionOn } from '../cluster/pg-retention';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import { type PruneSummary, retentionCutoff, type SpoolPruneSummary } from '../domain/retention';
-import { pruneSqlite } from '../store/retention';
-import { openSpool } from '../store/spool';
-import { openStore } from '../store/store';
-import { openReadOnly, type Output } from './log-commands';
+import { type PruneOutcome, withCommandLog } from './command-log';
+import type { Output } from './log-commands';
 
 /**
- * `prune [--days N]`: what RETENTION_DAYS does in `serve`, on demand. In cluster mode
- * (DATABASE_URL) it prunes PostgreSQL, and then the spool at DATABASE_PATH when there is one (a
- * command run beside a replica). The store is chosen in one place ({@link pruneTarget}); the rule,
+ * `prune [--days N]`: what RETENTION_DAYS does in `serve`, on demand, on the command log's port
+ * (command-log.ts chooses the store). In cluster mode (DATABASE_URL) it prunes PostgreSQL, and
+ * then the spool at DATABASE_PATH when there is one (a command run beside a replica). The rule,
  * the cutoff and the batches are domain/retention.ts's in both.
  */
-export function pruneCommand(
+export async function pruneCommand(
   config: Config,
   opts: { days?: string; json?: boolean },
   io: Output,
@@ -25,10 +20,16 @@ export function pruneCommand(
   if (!Number.isSafeInteger(days) || days < 1)
     throw new UsageError(`--days expects a whole number ≥ 1, got "${opts.days}"`);
   const now = new Date();
-  return pruneTarget(config)(retentionCutoff(now, days), now).then((report) => {
-    if (opts.json) io.out(JSON.stringify(report.json));
-    else for (const line of report.lines) io.out(line);
-  });
+  const cutoff = retentionCutoff(now, days);
+  // The spool, when there is one, is checked before PostgreSQL is touched (CommandSession.spool).
+  const { name, outcome } = await withCommandLog(
+    config,
+    { access: 'write', command: 'prune', spool: true },
+    async (log) => ({ name: log.name, outcome: await log.prune(cutoff, now) }),
+  );
+  const report = pruneReport(name, outcome);
+  if (opts.json) io.out(JSON.stringify(report.json));
+  else for (const line of report.lines) io.out(line);
 }
 
 /** What a store's pass removed: the `--json` object and the text lines. */
@@ -37,25 +38,24 @@ interface PruneReport {
   lines: string[];
 }
 
-/** The store `prune` works on: the one place the command looks at the mode. */
-function pruneTarget(config: Config): (cutoff: Date, now: Date) => Promise<PruneReport> {
-  const cluster = config.cluster;
-  if (cluster) return (cutoff, now) => pruneCluster(config, cluster.databaseUrl, cutoff, now);
-  return (cutoff, now) => Promise.resolve(pruneSqliteFile(config, cutoff, now));
-}
-
-/** SQLite mode: the file at DATABASE_PATH, synchronously (the promise is already settled). */
-function pruneSqliteFile(config: Config, cutoff: Date, now: Date): PruneReport {
-  openReadOnly(config).close(); // one clear line when the database is missing or not migrated
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    const summary = pruneSqlite(store.db, cutoff, now);
-    return { json: summary, lines: summaryLines(summary) };
-  } finally {
-    store.close();
-  }
+/**
+ * SQLite mode: the file's summary. Cluster mode (a spool is reported): PostgreSQL's, named without
+ * the password, then the spool's; the JSON has SQLite mode's keys, and `spool`: what left the
+ * spool, or null when there is none here.
+ */
+function pruneReport(name: string, { summary, spool }: PruneOutcome): PruneReport {
+  if (spool === undefined) return { json: summary, lines: summaryLines(summary) };
+  const { path, removed } = spool;
+  return {
+    json: { ...summary, spool: removed },
+    lines: [
+      `PostgreSQL ${name}:`,
+      ...summaryLines(summary),
+      removed === null
+        ? `no spool at ${path}: only PostgreSQL was pruned`
+        : `spool ${path}: removed ${removed.deliveries} relayed delivery row(s) and ${removed.events} event(s) received before then (rows not relayed yet kept)`,
+    ],
+  };
 }
 
 function summaryLines(s: PruneSummary): string[] {
@@ -63,47 +63,4 @@ function summaryLines(s: PruneSummary): string[] {
     `removed the bodies of ${s.pruned} finished event(s) received before ${s.cutoff} (rows and dedup keys kept)`,
     `removed ${s.forwarded} forwarded message(s) created before then and delivered to every destination`,
   ];
-}
-
-/**
- * Cluster mode: PostgreSQL first, in its short transactions (pg-retention.ts; an unreachable server
- * is one line naming host, port and database, and nothing is touched), then the local spool. The
- * JSON has SQLite mode's keys, and `spool`: what left the spool, or null when there is none here.
- */
-async function pruneCluster(
-  config: Config,
-  databaseUrl: string,
-  cutoff: Date,
-  now: Date,
-): Promise<PruneReport> {
-  // Checked before PostgreSQL is touched: a spool that cannot be opened stops the command first.
-  const hasSpool = existsSync(config.databasePath);
-  if (hasSpool) openReadOnly(config).close();
-  const summary = await withPgConnection(
-    databaseUrl,
-    (client) => prunePostgres(transactionOn(client), cutoff, now),
-    'consig-receiver prune',
-  );
-  const spool = hasSpool ? pruneLocalSpool(config, cutoff) : null;
-  return {
-    json: { ...summary, spool },
-    lines: [
-      `PostgreSQL ${describePgTarget(pgTarget(databaseUrl))}:`,
-      ...summaryLines(summary),
-      spool === null
-        ? `no spool at ${config.databasePath}: only PostgreSQL was pruned`
-        : `spool ${config.databasePath}: removed ${spool.deliveries} relayed delivery row(s) and ${spool.events} event(s) received before then (rows not relayed yet kept)`,
-    ],
-  };
-}
-
-function pruneLocalSpool(config: Config, cutoff: Date): SpoolPruneSummary {
-  const store = openStore(config.databasePath, {
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
-  });
-  try {
-    return openSpool(store.db).prune(cutoff);
-  } finally {
-    store.close();
-  }
 }

@@ -17,6 +17,7 @@ import {
   withPgReads,
 } from './pg-reads';
 import { inEngineTransaction, replayOnPostgres } from './pg-replay';
+import { prunePostgres, transactionOn } from './pg-retention';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { sqlOf } from './sql';
 
@@ -86,6 +87,8 @@ function pgCommandLog(client: Client, databaseUrl: string) {
         await recordAudit(tx, audit(ended));
         return ended;
       }),
+    /** RETENTION_DAYS' pass, in its short transactions (pg-retention.ts). */
+    prune: (cutoff: Date, now: Date) => prunePostgres(transactionOn(client), cutoff, now),
     /** A message committed by any replica calls `onChange` (the outbox's NOTIFY). */
     listen: async (onChange: () => void) => {
       client.on('notification', onChange);
