@@ -1,19 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
-import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { serviceClientFromConfig } from './client';
+import { type ServiceClient, serviceClientFromConfig } from './client';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { registerInOrder } from './domain/handler-order';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
-import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
-import { forwardingHandler } from './handlers/forwarding';
-import { lifecycleHandler } from './handlers/lifecycle';
-import { registryHandlers } from './handlers/registry';
-import type { HandlerRouter } from './domain/event-router';
-import { EventRouter } from './handlers/router';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
 import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed-waiters';
@@ -21,36 +12,34 @@ import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
 import { AnswerFirst } from './pipeline/answer-first';
-import type { ProcessingLeadership } from './pipeline/leadership';
-import { Pipeline, workKey } from './pipeline/pipeline';
-import { RegistryPoller } from './registry/poller';
-import { clusterMode, type LocalFile, type ModeParts, type Processing, sqliteMode } from './receiver-mode';
+import {
+  clusterMode,
+  type LocalFile,
+  type ModeParts,
+  type SqliteProcessing,
+  sqliteMode,
+} from './receiver-mode';
 import type { StartOptions } from './start-options';
 import type { ClusterNode } from './cluster/node';
-import type { Db } from './store/database';
 import { IngestWriter } from './store/ingest-writer';
 import type { NewEvent } from './store/events';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
-import { forwardDeliveries } from './store/forward-deliveries';
-import { processingLease } from './store/processing-lease';
 import type { Store } from './store/store';
 
 export type { StartOptions } from './start-options';
 
-/** The composition root: builds the store, the writer, the pipeline, the poller and the HTTP server, and stops them. */
+/** The composition root: builds the store, the writer, the mode's processing and the HTTP server, and stops them. */
 export interface Receiver {
   readonly server: Server;
   readonly url: string;
   readonly store: Store;
   readonly writer: IngestWriter;
   readonly metrics: Metrics;
-  readonly pipeline: Pipeline;
-  readonly router: EventRouter;
-  readonly poller: RegistryPoller | null;
-  /** Sends the outbox's messages to the configured destinations (contract §8). */
-  readonly sender: SenderControl;
-  /** Whether this process holds the processing lease (several receivers may share one file). */
-  readonly leadership: ProcessingLeadership;
+  /**
+   * SQLite mode's processing on the file (the router, the pipeline, the poller, the forwarding
+   * sender, the processing lease); null in cluster mode, where `cluster` processes.
+   */
+  readonly sqlite: SqliteProcessing | null;
   /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
   readonly cluster: ClusterNode | null;
   /** Answers first (issue 23): background work waits while webhook answers are being made. */
@@ -71,15 +60,12 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const file = mode.open();
   const { store } = file;
   const { metrics, answers } = buildMetrics(options, file, clock);
-  const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`; // in the processing lease
-  const feedWaiters = new FeedWaiters(); // long-polls of the change feed, woken after every pipeline commit
+  const feedWaiters = new FeedWaiters(); // long-polls of the change feed, woken after every commit
   const schedule = pollSchedule(config);
-  const processing = buildProcessing(config, options, {
-    ...{ clock, metrics, file, holder, answers, partner, schedule },
-    onCommitted: () => feedWaiters.notify(),
-  });
+  const serviceClient = buildServiceClient(config, options, metrics);
+  // The mode builds what it runs: processing on the file (SQLite mode), or on PostgreSQL.
   const running = file.compose({
-    ...{ clock, metrics, processing, feedWaiters, partner, holder, schedule },
+    ...{ clock, metrics, answers, serviceClient, feedWaiters, partner, schedule },
     senderMetrics: senderMetrics(metrics),
   });
   const writer = buildWriter(config, store, metrics, logger, clock, running.afterStore);
@@ -87,8 +73,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
   const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock, shared: running.sharedAnswers });
 
-  const parts = { store, writer, metrics, logger, clock, processing, deliveryWatch, feedWaiters, answers };
-  const server = buildServer(config, { ...parts, ...running.http });
+  const parts = { store, writer, metrics, logger, clock, serviceClient, deliveryWatch, feedWaiters, answers };
+  const server = buildServer(config, { ...parts, ...running.http, nudgeSender: () => running.nudgeSender() });
   const release = releaser({ ...parts, running, file });
   let url: string;
   try {
@@ -108,23 +94,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     await release(config.shutdownTimeoutMs);
     logger.info('consig-receiver stopped');
   });
-  const { router, pipeline, poller, sender } = processing;
-  const { leadership, cluster } = running;
-  return {
-    server,
-    url,
-    store,
-    writer,
-    metrics,
-    pipeline,
-    router,
-    poller,
-    sender,
-    leadership,
-    cluster,
-    answers,
-    close,
-  };
+  const { sqlite, cluster } = running;
+  return { server, url, store, writer, metrics, sqlite, cluster, answers, close };
 }
 
 /**
@@ -152,107 +123,16 @@ function buildMetrics(
   return { metrics, answers };
 }
 
-/** The handlers (life cycle, registry results, the partner's), the pipeline and the poller. */
-function buildProcessing(
-  config: Config,
-  options: StartOptions,
-  deps: {
-    clock: Clock;
-    metrics: Metrics;
-    file: LocalFile;
-    holder: string;
-    answers: AnswerFirst;
-    /** The partner's handlers (configureHandlers), when it registered any. */
-    partner: HandlerRouter | undefined;
-    schedule: PollScheduleOptions;
-    /** After each pipeline commit, besides nudging the sender. */
-    onCommitted: () => void;
-  },
-): Processing {
-  const { clock, metrics, holder, schedule } = deps;
-  const { store, pipelineDb } = deps.file;
+/** The service's client for the registry's polls (both modes); null when SERVICE_BASE_URL is unset. */
+function buildServiceClient(config: Config, options: StartOptions, metrics: Metrics): ServiceClient | null {
   const { logger } = options;
-  const router = registerInOrder(new EventRouter(), {
-    ...builtInHandlers(config, pipelineDb, schedule),
-    partner: (r) => options.configureRouter?.(r, pipelineDb),
-  });
-  const partners = deps.file.partners(deps.partner, (db) => builtInHandlers(config, db, schedule));
-  router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
-  const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { metrics, pipelineDb, answers: deps.answers });
-  const pipeline = new Pipeline(pipelineDb, router, {
-    onCommitted: () => {
-      sender.nudge();
-      deps.onCommitted();
-    },
-    maxAttempts: config.handlerMaxAttempts,
-    gate: deps.answers,
-    fence: (now) => lease.isHeldBy(holder, now.toISOString()),
-    clock,
-    logger,
-    backoff: options.handlerBackoff,
-    sweepIntervalMs: options.sweepIntervalMs,
-    partners,
-    metrics: {
-      processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
-      depth: (n) => metrics.queueDepth.set(n),
-    },
-  });
   const serviceClient =
     options.serviceClient === undefined
       ? serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc() })
       : options.serviceClient;
-  const poller =
-    serviceClient === null
-      ? null
-      : new RegistryPoller(store.db, store.events, serviceClient, {
-          schedule,
-          clock,
-          logger,
-          tickMs: options.pollTickMs,
-          onPoll: (outcome) => metrics.polls.inc({ outcome }),
-          onStored: (eventId, requestId) =>
-            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
-        });
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
-  deps.answers.backlogFrom(() => deps.file.backlog(pipeline));
-  return { router, pipeline, poller, serviceClient, sender, answers: deps.answers };
-}
-
-/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is. */
-function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) {
-  const registry = registryHandlers(db, schedule);
-  return {
-    lifecycle: lifecycleHandler(db),
-    registry_tracking: registry.trackFromEvent,
-    registry_results: registry.result,
-    forwarding: forwardingHandler(db, config.forwarding.destinations, {
-      feedEnabled: config.forwarding.feedEnabled,
-    }),
-  };
-}
-
-/**
- * The forwarding sender, in a worker thread: sending takes a core of its own instead of the event
- * loop that answers the service (see sender-thread.ts). The thread reads the outbox on its own
- * connection; what it records is written here, on the pipeline's connection, between turns.
- */
-function buildSender(
-  config: Config,
-  options: StartOptions,
-  deps: { metrics: Metrics; pipelineDb: Db; answers: AnswerFirst },
-): SenderControl {
-  const deliveries = forwardDeliveries(deps.pipelineDb);
-  return new ForwardSenderThread({
-    databasePath: config.databasePath,
-    destinations: config.forwarding.destinations,
-    logger: options.logger,
-    pollIntervalMs: options.forwardPollMs,
-    record: (records, circuits) => deliveries.record(records, circuits),
-    metrics: senderMetrics(deps.metrics),
-    gate: deps.answers,
-  });
+  return serviceClient;
 }
 
 /** The sender's reports as metrics (both modes). */
@@ -274,27 +154,26 @@ function buildServer(
   config: Config,
   deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock'> &
     ModeParts['http'] & {
-      processing: Processing;
+      // Answers first: the webhook handler reports each answer; the console shows the deferral.
+      answers: AnswerFirst;
+      serviceClient: ServiceClient | null;
       deliveryWatch: DeliveryWatch;
       feedWaiters: FeedWaiters;
+      nudgeSender(): void;
     },
 ): Server {
-  const { processing, feedWaiters, ...rest } = deps;
+  const { feedWaiters, nudgeSender, ...rest } = deps;
   return createHttpServer({
     // With what differs by mode: processing, readiness, the logs and the shared gauges (receiver-mode.ts).
     ...rest,
-    // Answers first: the webhook handler reports each answer; the console shows the deferral.
-    answers: processing.answers,
     config,
-    pipeline: processing.pipeline,
     registryGraceMs: config.registry.webhookGraceMs,
-    serviceClient: processing.serviceClient,
     forwarding: {
       destinations: config.forwarding.destinations,
       feedFullCpf: config.forwarding.feedFullCpf,
       feedEnabled: config.forwarding.feedEnabled,
       waiters: feedWaiters,
-      nudge: () => processing.sender.nudge(),
+      nudge: nudgeSender,
     },
   });
 }

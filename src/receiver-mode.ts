@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { ServiceClient } from './client';
 import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
@@ -8,8 +10,11 @@ import type { StageHandlers } from './domain/handler-order';
 import { registerInOrder } from './domain/handler-order';
 import type { PollScheduleOptions } from './domain/registry';
 import { ForwardSender, type SenderMetrics } from './forwarding/sender';
-import type { SenderControl } from './forwarding/sender-thread';
-import type { EventRouter } from './handlers/router';
+import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
+import { forwardingHandler } from './handlers/forwarding';
+import { lifecycleHandler } from './handlers/lifecycle';
+import { registryHandlers } from './handlers/registry';
+import { EventRouter } from './handlers/router';
 import type { AppDeps } from './http/app-deps';
 import type { FeedWaiters } from './http/admin/feed-waiters';
 import type { DeliveryWatchOptions } from './http/delivery-watch';
@@ -19,9 +24,9 @@ import type { Metrics, MetricsOptions } from './metrics';
 import type { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
 import { type PartnerHandlers, type Step, StepRouter } from './pipeline/partner-event';
-import { type Pipeline, workKey } from './pipeline/pipeline';
+import { Pipeline, workKey } from './pipeline/pipeline';
 import { scheduleRetention } from './pipeline/retention-schedule';
-import type { RegistryPoller } from './registry/poller';
+import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
 import { pgConsoleLog } from './cluster/pg-console-log';
@@ -38,9 +43,11 @@ import { openStore, type Store } from './store/store';
  * What differs between SQLite mode and cluster mode (contract §10) when the receiver is composed,
  * each piece in one home. main.ts chooses the mode once ({@link sqliteMode} or {@link clusterMode})
  * and asks it, stage by stage in startReceiver's order, for what differs: the partner's handlers,
- * the local file, the figures the metrics and the overload line read, the connection of the
- * partner's events, then the running parts (processing, what follows a stored delivery, what the
- * HTTP server shows and the delivery alarm reads, stop). The rest of main.ts does not know the mode.
+ * the local file, the figures the metrics read, then the running parts, each mode building only
+ * what it runs (SQLite mode: the handlers, the pipeline, the poller, the sender's thread and the
+ * processing lease on the file; cluster mode: the ClusterNode), with what follows a stored
+ * delivery, what the HTTP server shows and the delivery alarm reads, and stop. The rest of main.ts
+ * does not know the mode.
  */
 
 /** The mode, chosen once; what differs before the local file is open. */
@@ -54,47 +61,42 @@ export interface ReceiverMode {
 /** The local file, open, and what differs once it is. */
 export interface LocalFile {
   readonly store: Store;
-  /** The pipeline's own connection to the file. */
-  readonly pipelineDb: Db;
   /** Where the metrics read the forwarding gauges and (cluster mode) the relay's backlog. */
   readonly gauges: Pick<MetricsOptions, 'forwardingGauges' | 'relayBacklog'>;
-  /** What the overload line and the console count as waiting. */
-  backlog(pipeline: Pipeline): Record<string, number>;
-  /**
-   * SQLite mode with a partner's handlers (configureHandlers): the connection their events run on
-   * and every handler of those events on it, in order (pipeline/partner-event.ts).
-   */
-  partners(partner: HandlerRouter | undefined, builtIns: (db: Db) => BuiltIns): PartnerHandlers | undefined;
-  /** The running parts, built from what both modes share. */
+  /** The running parts, built from what both modes share: what the mode runs, nothing more. */
   compose(shared: SharedParts): ModeParts;
-  /** Closes the file's connections (the partner's too) and gives the spool's lock back. */
+  /** Closes the file's connections (the pipeline's and the partner's too) and gives the spool's lock back. */
   close(): void;
 }
 
 /** The built-in handlers on one connection, each the stage of domain/handler-order.ts it is. */
 export type BuiltIns = Omit<StageHandlers<Step>, 'partner'>;
 
-/** What processes stored events: the router of handlers, the pipeline and the registry poller. */
-export interface Processing {
-  router: EventRouter;
-  pipeline: Pipeline;
-  poller: RegistryPoller | null;
-  serviceClient: ServiceClient | null;
-  sender: SenderControl;
-  /** Answers first (issue 23): what background work waits on while answers are being made. */
-  answers: AnswerFirst;
+/**
+ * SQLite mode's processing, on the file: the router of handlers, the pipeline, the registry poller
+ * and the forwarding sender, run while this process holds the processing lease.
+ */
+export interface SqliteProcessing {
+  readonly router: EventRouter;
+  readonly pipeline: Pipeline;
+  readonly poller: RegistryPoller | null;
+  /** Sends the outbox's messages to the configured destinations (contract §8), in a thread. */
+  readonly sender: SenderControl;
+  /** Whether this process holds the processing lease (several receivers may share one file). */
+  readonly leadership: ProcessingLeadership;
 }
 
 /** What both modes build and the mode's running parts use. */
 export interface SharedParts {
   clock: Clock;
   metrics: Metrics;
-  processing: Processing;
+  /** Answers first (issue 23): what background work waits on while answers are being made. */
+  answers: AnswerFirst;
+  /** The service's client for the registry's polls; null when SERVICE_BASE_URL is unset. */
+  serviceClient: ServiceClient | null;
   feedWaiters: FeedWaiters;
   /** The partner's handlers (configureHandlers), when it registered any. */
   partner: HandlerRouter | undefined;
-  /** This process in the processing lease. */
-  holder: string;
   schedule: PollScheduleOptions;
   senderMetrics: SenderMetrics;
 }
@@ -103,8 +105,8 @@ export interface SharedParts {
 export interface ModeParts {
   /** Cluster mode's relay and workers (Receiver.cluster); null on SQLite alone. */
   readonly cluster: ClusterNode | null;
-  /** The processing lease on the file (started in SQLite mode only). */
-  readonly leadership: ProcessingLeadership;
+  /** SQLite mode's processing on the file (Receiver.sqlite); null in cluster mode. */
+  readonly sqlite: SqliteProcessing | null;
   /** What follows a stored delivery (the writer's onStored, after its commit). */
   afterStore(id: number, event: NewEvent): void;
   /** Starts processing: the lease's contest, or the node's connection to PostgreSQL. */
@@ -114,8 +116,10 @@ export interface ModeParts {
   /** What the HTTP server shows that differs: processing, readiness, the logs, the shared gauges. */
   readonly http: Pick<
     AppDeps,
-    'isProcessing' | 'readiness' | 'clusterLog' | 'clusterConsole' | 'sharedGauges' | 'inFlight'
+    'isProcessing' | 'readiness' | 'clusterLog' | 'clusterConsole' | 'sharedGauges' | 'inFlight' | 'pipeline'
   >;
+  /** Makes the sender look at once, after a replay, a backfill or a resume (SQLite mode's log). */
+  nudgeSender(): void;
   /** Stops processing, its running work finished or handed over within `timeoutMs`. */
   stop(timeoutMs: number): Promise<void>;
 }
@@ -129,45 +133,156 @@ export function sqliteMode(config: Config, options: StartOptions): ReceiverMode 
 }
 
 function openSqlite(config: Config, options: StartOptions): LocalFile {
-  const { store, pipelineDb } = openFiles(config, (s) => endRotatedSessions(config, s, options.logger));
+  const store = openMigrated(config, (s) => endRotatedSessions(config, s, options.logger));
+  const pipelineDb = openPipelineDb(config);
   const names = config.forwarding.destinations.map((d) => d.name);
   const forwardGauges = forwardDeliveries(pipelineDb);
   let partnerDb: Db | null = null;
-  return {
+  const file: SqliteFile = {
     store,
     pipelineDb,
-    gauges: { forwardingGauges: () => forwardGauges.gauges(names) },
-    backlog: (pipeline) => sqliteBacklog(pipelineDb, config, pipeline),
     partners: (partner, builtIns) => {
       const partners = sqlitePartners(config, partner, builtIns);
       partnerDb = partners?.db ?? null;
       return partners;
     },
-    compose: (shared) => {
-      const leadership = buildLeadership(config, options.logger, store, shared);
-      return {
-        cluster: null,
-        leadership,
-        afterStore: (id, event) => {
-          if (event.status === 'pending')
-            shared.processing.pipeline.enqueue(
-              id,
-              workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }),
-            );
-        },
-        start: () => leadership.start(),
-        sharedAnswers: undefined,
-        http: { isProcessing: () => leadership.isHolder },
-        // Stops processing (waiting for the running turn), then hands the lease to a standby.
-        stop: () => leadership.stop(),
-      };
-    },
+  };
+  return {
+    store,
+    gauges: { forwardingGauges: () => forwardGauges.gauges(names) },
+    compose: (shared) => composeSqlite(config, options, file, shared),
     close: () => {
       pipelineDb.close();
       partnerDb?.close();
       store.close();
     },
   };
+}
+
+/** SQLite mode's file: the store, the pipeline's connection, and the partner's once opened. */
+interface SqliteFile {
+  store: Store;
+  pipelineDb: Db;
+  /** The partner's events' connection, opened when there are partner handlers (closed with the file). */
+  partners(partner: HandlerRouter | undefined, builtIns: (db: Db) => BuiltIns): PartnerHandlers | undefined;
+}
+
+/** SQLite mode's running parts: processing on the file, started and stopped by the lease. */
+function composeSqlite(
+  config: Config,
+  options: StartOptions,
+  file: SqliteFile,
+  shared: SharedParts,
+): ModeParts {
+  const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`; // in the processing lease
+  const processing = buildProcessing(config, options, file, { ...shared, holder });
+  const leadership = buildLeadership(config, options.logger, file.store, { ...shared, holder, processing });
+  return {
+    cluster: null,
+    sqlite: { ...processing, leadership },
+    afterStore: (id, event) => {
+      if (event.status === 'pending')
+        processing.pipeline.enqueue(
+          id,
+          workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }),
+        );
+    },
+    start: () => leadership.start(),
+    sharedAnswers: undefined,
+    http: { isProcessing: () => leadership.isHolder, pipeline: processing.pipeline },
+    nudgeSender: () => processing.sender.nudge(),
+    // Stops processing (waiting for the running turn), then hands the lease to a standby.
+    stop: () => leadership.stop(),
+  };
+}
+
+/** The handlers (life cycle, registry results, the partner's), the pipeline, the sender and the poller. */
+function buildProcessing(
+  config: Config,
+  options: StartOptions,
+  file: SqliteFile,
+  shared: SharedParts & { holder: string },
+): Omit<SqliteProcessing, 'leadership'> {
+  const { clock, metrics, answers, schedule, holder } = shared;
+  const { store, pipelineDb } = file;
+  const { logger } = options;
+  const router = registerInOrder(new EventRouter(), {
+    ...builtInHandlers(config, pipelineDb, schedule),
+    partner: (r) => options.configureRouter?.(r, pipelineDb),
+  });
+  const partners = file.partners(shared.partner, (db) => builtInHandlers(config, db, schedule));
+  router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
+  const lease = processingLease(pipelineDb);
+  const sender = buildSender(config, options, { pipelineDb, answers, metrics: shared.senderMetrics });
+  const pipeline = new Pipeline(pipelineDb, router, {
+    onCommitted: () => {
+      sender.nudge();
+      // Long-polls of the change feed, woken after every pipeline commit.
+      shared.feedWaiters.notify();
+    },
+    maxAttempts: config.handlerMaxAttempts,
+    gate: answers,
+    fence: (now) => lease.isHeldBy(holder, now.toISOString()),
+    clock,
+    logger,
+    backoff: options.handlerBackoff,
+    sweepIntervalMs: options.sweepIntervalMs,
+    partners,
+    metrics: {
+      processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
+      depth: (n) => metrics.queueDepth.set(n),
+    },
+  });
+  const { serviceClient } = shared;
+  const poller =
+    serviceClient === null
+      ? null
+      : new RegistryPoller(store.db, store.events, serviceClient, {
+          schedule,
+          clock,
+          logger,
+          tickMs: options.pollTickMs,
+          onPoll: (outcome) => metrics.polls.inc({ outcome }),
+          onStored: (eventId, requestId) =>
+            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
+        });
+  answers.backlogFrom(() => sqliteBacklog(pipelineDb, config, pipeline));
+  return { router, pipeline, poller, sender };
+}
+
+/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is. */
+function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) {
+  const registry = registryHandlers(db, schedule);
+  return {
+    lifecycle: lifecycleHandler(db),
+    registry_tracking: registry.trackFromEvent,
+    registry_results: registry.result,
+    forwarding: forwardingHandler(db, config.forwarding.destinations, {
+      feedEnabled: config.forwarding.feedEnabled,
+    }),
+  };
+}
+
+/**
+ * The forwarding sender, in a worker thread: sending takes a core of its own instead of the event
+ * loop that answers the service (see sender-thread.ts). The thread reads the outbox on its own
+ * connection; what it records is written here, on the pipeline's connection, between turns.
+ */
+function buildSender(
+  config: Config,
+  options: StartOptions,
+  deps: { metrics: SenderMetrics; pipelineDb: Db; answers: AnswerFirst },
+): SenderControl {
+  const deliveries = forwardDeliveries(deps.pipelineDb);
+  return new ForwardSenderThread({
+    databasePath: config.databasePath,
+    destinations: config.forwarding.destinations,
+    logger: options.logger,
+    pollIntervalMs: options.forwardPollMs,
+    record: (records, circuits) => deliveries.record(records, circuits),
+    metrics: deps.metrics,
+    gate: deps.answers,
+  });
 }
 
 /**
@@ -189,20 +304,15 @@ export function clusterMode(config: Config, cluster: ClusterConfig, options: Sta
 function openCluster(config: Config, cluster: ClusterConfig, options: StartOptions): LocalFile {
   // One spool, one replica; a second one on the same file stops here (spool-lock.ts).
   const spoolLock = config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
-  const { store, pipelineDb } = openFilesOrRelease(config, spoolLock);
+  const store = openMigratedOrRelease(config, spoolLock);
   const spool = openSpool(store.db);
   // As the last /metrics read them from PostgreSQL (the spool has no outbox).
   const forwarding: { gauges: DestinationGauges[] } = { gauges: [] };
   return {
     store,
-    pipelineDb,
     gauges: { forwardingGauges: () => forwarding.gauges, relayBacklog: () => spool.backlog() },
-    // The overload line's backlog: what this replica's spool holds for the relay.
-    backlog: () => ({ spool: spool.backlog().count }),
-    partners: () => undefined,
-    compose: (shared) => composeCluster(config, cluster, options, { store, spool, forwarding, shared }),
+    compose: (shared) => composeCluster(config, cluster, options, { spool, forwarding, shared }),
     close: () => {
-      pipelineDb.close();
       store.close();
       spoolLock?.release();
     },
@@ -213,17 +323,17 @@ function composeCluster(
   config: Config,
   cluster: ClusterConfig,
   options: StartOptions,
-  deps: { store: Store; spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
+  deps: { spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
 ): ModeParts {
   const { spool, forwarding, shared } = deps;
   const { metrics } = shared;
+  // The overload line's backlog: what this replica's spool holds for the relay.
+  shared.answers.backlogFrom(() => ({ spool: spool.backlog().count }));
   const inFlight = new InFlightRequests();
   const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight });
-  // Built as in SQLite mode and never started (processing runs on PostgreSQL, not on this file).
-  const leadership = buildLeadership(config, options.logger, deps.store, shared);
   return {
     cluster: node,
-    leadership,
+    sqlite: null,
     afterStore: () => node.nudge(),
     start: () => node.start(),
     // The delivery alarm reads every replica's answers (the service counts failures at all of them).
@@ -246,11 +356,10 @@ function composeCluster(
       },
       inFlight,
     },
-    stop: async (timeoutMs) => {
-      // The relay finishes its batch, the workers their kicks (the rest is taken over).
-      await node.stop(timeoutMs);
-      await leadership.stop();
-    },
+    // The log the admin API and the console change is PostgreSQL's: its forwarder hears the NOTIFY.
+    nudgeSender: () => undefined,
+    // The relay finishes its batch, the workers their kicks (the rest is taken over).
+    stop: (timeoutMs) => node.stop(timeoutMs),
   };
 }
 
@@ -266,18 +375,18 @@ function partnerRouter(options: StartOptions, adoptCluster: boolean): HandlerRou
   return router.empty ? undefined : router;
 }
 
-/** openFiles, giving the spool's lock back when the file cannot be used (a test's process goes on). */
-function openFilesOrRelease(config: Config, spoolLock: SpoolLock | null): { store: Store; pipelineDb: Db } {
+/** openMigrated, giving the spool's lock back when the file cannot be used (a test's process goes on). */
+function openMigratedOrRelease(config: Config, spoolLock: SpoolLock | null): Store {
   try {
-    return openFiles(config, () => {});
+    return openMigrated(config, () => {});
   } catch (err) {
     spoolLock?.release();
     throw err;
   }
 }
 
-/** The SQLite file, migrated (then `migrated` runs on it), and the pipeline's own connection to it. */
-function openFiles(config: Config, migrated: (store: Store) => void): { store: Store; pipelineDb: Db } {
+/** The SQLite file, migrated (then `migrated` runs on it). */
+function openMigrated(config: Config, migrated: (store: Store) => void): Store {
   const store = openStore(config.databasePath, {
     migrate: true,
     synchronous: config.sqlite.synchronous,
@@ -287,14 +396,19 @@ function openFiles(config: Config, migrated: (store: Store) => void): { store: S
   // Migrated (waiting as long as it takes for a receiver starting beside it): from now on no
   // connection of this process holds the event loop while another process has the write lock.
   setBusyTimeout(store.db, EVENT_LOOP_BUSY_TIMEOUT_MS);
-  // The pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline commit lost
-  // to a power cut rolls back the handler effects together with the `done` mark (one transaction),
-  // so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
-  const pipelineDb = openDatabase(config.databasePath, {
+  return store;
+}
+
+/**
+ * SQLite mode's pipeline has its own connection. synchronous=NORMAL is safe there: a pipeline
+ * commit lost to a power cut rolls back the handler effects together with the `done` mark (one
+ * transaction), so the event is simply processed again. Acknowledged deliveries keep the store's FULL.
+ */
+function openPipelineDb(config: Config): Db {
+  return openDatabase(config.databasePath, {
     synchronous: 'NORMAL',
     busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
-  return { store, pipelineDb };
 }
 
 /**
@@ -347,7 +461,7 @@ function buildLeadership(
   config: Config,
   logger: Logger,
   store: Store,
-  shared: SharedParts,
+  shared: SharedParts & { holder: string; processing: Omit<SqliteProcessing, 'leadership'> },
 ): ProcessingLeadership {
   const { clock, metrics, holder, processing } = shared;
   let retention: { stop(): void } | null = null;
@@ -399,8 +513,8 @@ function buildCluster(
     schedule: deps.schedule,
     spool: deps.spool,
     oldestInFlight: () => deps.inFlight.oldest(),
-    gate: deps.processing.answers,
-    statusClient: deps.processing.serviceClient,
+    gate: deps.answers,
+    statusClient: deps.serviceClient,
     handlers: deps.partner,
     // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
     retention:
@@ -416,7 +530,7 @@ function buildCluster(
           logger: options.logger,
           metrics: deps.senderMetrics,
           pollIntervalMs: options.forwardPollMs,
-          gate: deps.processing.answers,
+          gate: deps.answers,
         }),
       // A destination another replica now sends: its circuit is that replica's to report.
       onHeld: (destination, held) => {

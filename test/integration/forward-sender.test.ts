@@ -391,7 +391,10 @@ describe('through the whole receiver', () => {
     const config = [entry('patient', d, { timeout_ms: 60_000 })];
     const first = await receiverWith(config, dir, { SHUTDOWN_TIMEOUT_MS: '200' });
     await sendEvents(first, 810_008, ['proposta.criada']);
-    await eventually(() => d.requests.length === 1 && first.sender.inFlight === 1, 'the request in flight');
+    await eventually(
+      () => d.requests.length === 1 && first.sqlite!.sender.inFlight === 1,
+      'the request in flight',
+    );
     await first.stop();
     const file = new Database(join(dir, 'consig.db'), { readonly: true });
     const pending = deliveriesOf(file, 'patient');
@@ -434,7 +437,7 @@ describe('through the whole receiver', () => {
       req.seq === 0 ? { delayMs: 30_000 } : req.seq === 1 ? { status: 500 } : undefined,
     );
     const r = await receiverWith([entry('sturdy', d, { timeout_ms: 60_000 })]);
-    const sender = r.sender as ForwardSenderThread;
+    const sender = r.sqlite!.sender as ForwardSenderThread;
     await sendEvents(r, 810_018, ['proposta.criada']);
     await eventually(() => d.requests.length === 1 && sender.inFlight === 1, 'the request in flight');
     const ended = sender.thread;
@@ -534,7 +537,7 @@ describe('through the whole receiver', () => {
       ['pending', 0],
       ['pending', 0],
     ]);
-    await eventually(() => r.sender.inFlight === 1, 'only the slow request in flight');
+    await eventually(() => r.sqlite!.sender.inFlight === 1, 'only the slow request in flight');
   });
 
   it('two destinations are independent: one failing does not hold the other; metrics per destination', async () => {
@@ -575,7 +578,9 @@ describe('through the whole receiver', () => {
     const first = await receiverWith(config, dir);
     for (let nu = 840_001; nu <= 840_008; nu++) await sendEvents(first, nu, ['proposta.criada']);
     await eventually(
-      () => first.sender.circuits().get('breaker')?.state === 'open' && first.sender.inFlight === 0,
+      () =>
+        first.sqlite!.sender.circuits().get('breaker')?.state === 'open' &&
+        first.sqlite!.sender.inFlight === 0,
       'circuit open, nothing in flight',
     );
     expect(sample(await metricsText(first), 'consig_forward_circuit_state', 'destination="breaker"')).toBe(2);
@@ -641,7 +646,10 @@ describe('through the whole receiver', () => {
     // probeTimeoutMs (2 min) would hold the destination for nothing.
     await allDelivered(r, 'revived', 2);
     // The sender runs in a thread: its state reaches this one just after the rows it wrote.
-    await eventually(() => r.sender.circuits().get('revived')?.state === 'closed', 'the circuit closed');
+    await eventually(
+      () => r.sqlite!.sender.circuits().get('revived')?.state === 'closed',
+      'the circuit closed',
+    );
   });
 
   it('a rate limit: no more than the rate plus its burst in the first second, at the destination and at the sender', async () => {
