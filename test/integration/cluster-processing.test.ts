@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
@@ -888,5 +888,31 @@ describe('registrations', () => {
     });
     expect(await count(pool, "SELECT count(*) AS n FROM events WHERE kind = 'poll'")).toBe(0);
     expect(await pollJobs('req-9402')).toHaveLength(1);
+  });
+});
+
+describe('what each mode builds', () => {
+  /** This process's descriptors open on the file at `path` (Linux): one per SQLite connection to it. */
+  const connectionsTo = (path: string): number => {
+    const file = realpathSync(path);
+    return readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === file;
+      } catch {
+        return false; // closed since it was listed
+      }
+    }).length;
+  };
+
+  it('cluster mode builds only what it runs: no SQLite processing, no pipeline or lease connection on its spool', async () => {
+    const alone = await sqliteReceiver();
+    expect(alone.sqlite?.leadership).toBeDefined();
+    // SQLite mode: the store's, the pipeline's, the processing lease's and the delivery watch's.
+    expect(connectionsTo(alone.dbPath)).toBe(4);
+    const replica = await clusterReplica('spool-only');
+    expect(replica.sqlite).toBeNull();
+    // Cluster mode: the store's (the relay reads the spool on it) and the delivery watch's; no
+    // pipeline's or lease's: processing is on PostgreSQL.
+    expect(connectionsTo(replica.dbPath)).toBe(2);
   });
 });
