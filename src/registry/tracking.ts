@@ -4,7 +4,7 @@ import type { AverbacoesRepo } from '../store/averbacoes';
 /**
  * Starts tracking a registration declared here (named by an operator) or started through the
  * client: domain/event-effects.ts `trackEffect` decides the row (`queued`, first poll after the
- * webhook's grace), as cluster mode's pg-track.ts and pg-admin-log.ts apply it on PostgreSQL.
+ * webhook's grace), as cluster mode's pg-track.ts applies it on PostgreSQL.
  * Returns false when it was tracked already (missing fields are filled, nothing overwritten).
  */
 export function trackRegistration(
