@@ -239,15 +239,12 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
   return err;
 }
 
-/** An `events` row as the SQLite log's `events` command shows it (no body). */
-export type PgEventRow = EventRow;
-
 /** `events` (domain/sql/log-reads.ts `eventsQuery`); `nuProposta` as stored (text). */
 export async function readEvents(
   db: PgReader,
   filter: Parameters<typeof eventsQuery>[0],
-): Promise<PgEventRow[]> {
-  const found = await sharedRows<PgEventRow & { nu_proposta: string | null }>(db, eventsQuery(filter));
+): Promise<EventRow[]> {
+  const found = await sharedRows<EventRow & { nu_proposta: string | null }>(db, eventsQuery(filter));
   return found.map(withLogNuProposta);
 }
 
@@ -258,8 +255,8 @@ export async function readEvents(
 export async function readEvent(
   db: PgReader,
   id: number,
-): Promise<{ event: PgEventRow; body: Buffer | null } | undefined> {
-  const [found] = await rows<PgEventRow & { nu_proposta: string | null; body: Buffer | null }>(
+): Promise<{ event: EventRow; body: Buffer | null } | undefined> {
+  const [found] = await rows<EventRow & { nu_proposta: string | null; body: Buffer | null }>(
     db,
     `SELECT ${EVENT_COLUMNS}, body FROM events WHERE id = $1`,
     [id],
@@ -268,9 +265,6 @@ export async function readEvent(
   const { body, ...event } = found;
   return { event: withLogNuProposta(event), body };
 }
-
-/** A `deliveries` row with the SQLite log's columns (the replica that answered is in `stats`). */
-export type PgDeliveryRow = DeliveryRow;
 
 /**
  * `deliveries`: newest first by `received_at` (ids are the relay's order, which interleaves the
@@ -288,7 +282,7 @@ export async function readDeliveries(
     beforeId?: number | undefined;
     limit: number;
   },
-): Promise<PgDeliveryRow[]> {
+): Promise<DeliveryRow[]> {
   // Not shared with SQLite: its admin listing goes by id, and its ranged one steers the planner
   // with `+outcome`, which PostgreSQL refuses (store/deliveries.ts, console-events.ts).
   const where = whereGiven([
@@ -297,7 +291,7 @@ export async function readDeliveries(
     ['received_at < $', filter.to],
     ['(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = $)', filter.beforeId],
   ]);
-  return rows<PgDeliveryRow>(
+  return rows<DeliveryRow>(
     db,
     `SELECT id, received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
        secret_index, remote_addr, detail
@@ -423,13 +417,9 @@ async function forwardingGauges(
   return rows<DestinationGauges>(db, FORWARD_GAUGES_SQL, [names]);
 }
 
-export type PgProposalRow = ProposalRow;
-
-export type PgTimelineRow = TimelineRow;
-
 /** One proposal's row, undefined when it has none (domain/sql/log-reads.ts `PROPOSAL`). */
-export async function readProposalRow(db: PgReader, nuProposta: string): Promise<PgProposalRow | undefined> {
-  const [row] = await rows<PgProposalRow & { nu_proposta: string }>(db, PROPOSAL, [nuProposta]);
+export async function readProposalRow(db: PgReader, nuProposta: string): Promise<ProposalRow | undefined> {
+  const [row] = await rows<ProposalRow & { nu_proposta: string }>(db, PROPOSAL, [nuProposta]);
   return row && { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
 }
 
@@ -437,9 +427,9 @@ export async function readProposalRow(db: PgReader, nuProposta: string): Promise
 export async function readProposal(
   db: PgReader,
   nuProposta: string,
-): Promise<{ proposal: PgProposalRow | undefined; timeline: PgTimelineRow[] }> {
+): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
   const proposal = await readProposalRow(db, nuProposta);
-  return { proposal, timeline: await rows<PgTimelineRow>(db, TIMELINE, [nuProposta]) };
+  return { proposal, timeline: await rows<TimelineRow>(db, TIMELINE, [nuProposta]) };
 }
 
 /** What `proposals` lists of a proposal (`nu_cpf` as stored: the command masks it). */
