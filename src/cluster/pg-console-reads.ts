@@ -16,14 +16,8 @@ import {
   windowPage,
 } from '../domain/console';
 import type { EventRow } from '../domain/event-status';
-import {
-  AVERBACAO_COLUMNS,
-  EVENT_COLUMNS,
-  type PgAverbacaoRow,
-  type PgReader,
-  rows,
-  withLogNuProposta,
-} from './pg-reads';
+import { AVERBACAO_COLUMNS, EVENT_COLUMNS } from '../domain/sql/log-reads';
+import { type PgAverbacaoRow, type PgReader, rows, withLogNuProposta } from './pg-reads';
 
 /**
  * The console's reads of the log in cluster mode (contract §9, §10): the queries of SQLite's

@@ -5,6 +5,16 @@ import { ConsigError, StorageError } from '../domain/errors';
 import type { EventRow } from '../domain/event-status';
 import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
+import {
+  AVERBACAO,
+  averbacoesQuery,
+  EVENT_COLUMNS,
+  eventsQuery,
+  PROPOSAL,
+  type SharedQuery,
+  TIMELINE,
+  whereGiven,
+} from '../domain/sql/log-reads';
 import type { StuckCutoff } from '../domain/stuck';
 import { FORWARD_GAUGES_SQL } from './pg-forward-store';
 
@@ -117,25 +127,13 @@ function afterKey(key: ProposalKey, op: '<' | '>', first: number): { sql: string
   };
 }
 
-/** `WHERE a = $1 AND b = $2` from the conditions given (undefined or '' = no condition). */
-function whereClause(conditions: readonly [column: string, value: string | number | boolean | undefined][]): {
-  sql: string;
-  params: (string | number | boolean)[];
-} {
-  const parts: string[] = [];
-  const params: (string | number | boolean)[] = [];
-  for (const [column, value] of conditions) {
-    if (value === undefined || value === '') continue;
-    params.push(value);
-    parts.push(`${column} = $${params.length}`);
-  }
-  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
-}
-
 /** The rows of one query, in the SQLite log's representation (LOG_TYPES). */
 export async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
   return (await db.query({ text: sql, values: [...params], types: LOG_TYPES })).rows as T[];
 }
+
+/** The rows of a statement shared with SQLite (domain/sql/log-reads.ts), as {@link rows}. */
+const sharedRows = <T>(db: PgReader, q: SharedQuery): Promise<T[]> => rows<T>(db, q.text, q.params);
 
 /**
  * Opens a connection to `databaseUrl`, runs `read` in one read-only transaction (one snapshot: the
@@ -241,41 +239,12 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
   return err;
 }
 
-/** An `events` row as the SQLite log's `events` command shows it (no body). */
-export type PgEventRow = EventRow;
-
-export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
-  received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
-
-/**
- * `events`: newest first (by id: the order events reached PostgreSQL), those with an id below
- * `beforeId` when it is given (paging backwards). `nuProposta` as stored (text).
- */
+/** `events` (domain/sql/log-reads.ts `eventsQuery`); `nuProposta` as stored (text). */
 export async function readEvents(
   db: PgReader,
-  filter: {
-    status?: string | undefined;
-    evento?: string | undefined;
-    kind?: string | undefined;
-    nuProposta?: string | undefined;
-    beforeId?: number | undefined;
-    limit: number;
-  },
-): Promise<PgEventRow[]> {
-  const where = whereClause([
-    ['status', filter.status],
-    ['evento', filter.evento],
-    ['kind', filter.kind],
-    ['nu_proposta', filter.nuProposta],
-  ]);
-  const before =
-    filter.beforeId === undefined ? '' : `${where.sql ? 'AND' : 'WHERE'} id < $${where.params.length + 2}`;
-  const sql = `SELECT ${EVENT_COLUMNS} FROM events ${where.sql} ${before} ORDER BY id DESC LIMIT $${where.params.length + 1}`;
-  const found = await rows<PgEventRow & { nu_proposta: string | null }>(db, sql, [
-    ...where.params,
-    filter.limit,
-    ...(filter.beforeId === undefined ? [] : [filter.beforeId]),
-  ]);
+  filter: Parameters<typeof eventsQuery>[0],
+): Promise<EventRow[]> {
+  const found = await sharedRows<EventRow & { nu_proposta: string | null }>(db, eventsQuery(filter));
   return found.map(withLogNuProposta);
 }
 
@@ -286,8 +255,8 @@ export async function readEvents(
 export async function readEvent(
   db: PgReader,
   id: number,
-): Promise<{ event: PgEventRow; body: Buffer | null } | undefined> {
-  const [found] = await rows<PgEventRow & { nu_proposta: string | null; body: Buffer | null }>(
+): Promise<{ event: EventRow; body: Buffer | null } | undefined> {
+  const [found] = await rows<EventRow & { nu_proposta: string | null; body: Buffer | null }>(
     db,
     `SELECT ${EVENT_COLUMNS}, body FROM events WHERE id = $1`,
     [id],
@@ -296,9 +265,6 @@ export async function readEvent(
   const { body, ...event } = found;
   return { event: withLogNuProposta(event), body };
 }
-
-/** A `deliveries` row with the SQLite log's columns (the replica that answered is in `stats`). */
-export type PgDeliveryRow = DeliveryRow;
 
 /**
  * `deliveries`: newest first by `received_at` (ids are the relay's order, which interleaves the
@@ -316,25 +282,21 @@ export async function readDeliveries(
     beforeId?: number | undefined;
     limit: number;
   },
-): Promise<PgDeliveryRow[]> {
-  const where = whereClause([['outcome', filter.outcome]]);
-  const params: unknown[] = [...where.params, filter.limit];
-  const conditions = where.sql === '' ? [] : [where.sql.replace(/^WHERE /, '')];
-  const add = (condition: string, value: unknown): void => {
-    params.push(value);
-    conditions.push(condition.replace('?', `$${params.length}`));
-  };
-  if (filter.from !== undefined) add('received_at >= ?::timestamptz', filter.from);
-  if (filter.to !== undefined) add('received_at < ?::timestamptz', filter.to);
-  if (filter.beforeId !== undefined)
-    add('(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = ?)', filter.beforeId);
-  return rows<PgDeliveryRow>(
+): Promise<DeliveryRow[]> {
+  // Not shared with SQLite: its admin listing goes by id, and its ranged one steers the planner
+  // with `+outcome`, which PostgreSQL refuses (store/deliveries.ts, console-events.ts).
+  const where = whereGiven([
+    ['outcome = $', filter.outcome],
+    ['received_at >= $', filter.from],
+    ['received_at < $', filter.to],
+    ['(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = $)', filter.beforeId],
+  ]);
+  return rows<DeliveryRow>(
     db,
     `SELECT id, received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
        secret_index, remote_addr, detail
-     FROM deliveries ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}
-     ORDER BY received_at DESC, id DESC LIMIT $${where.params.length + 1}`,
-    params,
+     FROM deliveries ${where.text} ORDER BY received_at DESC, id DESC LIMIT $${where.params.length + 1}`,
+    [...where.params, filter.limit],
   );
 }
 
@@ -455,19 +417,9 @@ async function forwardingGauges(
   return rows<DestinationGauges>(db, FORWARD_GAUGES_SQL, [names]);
 }
 
-export type PgProposalRow = ProposalRow;
-
-export type PgTimelineRow = TimelineRow;
-
-/** One proposal's row, undefined when it has none. */
-export async function readProposalRow(db: PgReader, nuProposta: string): Promise<PgProposalRow | undefined> {
-  const [row] = await rows<PgProposalRow & { nu_proposta: string }>(
-    db,
-    `SELECT nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage, status,
-       last_evento, first_event_id, last_event_id, created_at, updated_at
-     FROM proposals WHERE nu_proposta = $1`,
-    [nuProposta],
-  );
+/** One proposal's row, undefined when it has none (domain/sql/log-reads.ts `PROPOSAL`). */
+export async function readProposalRow(db: PgReader, nuProposta: string): Promise<ProposalRow | undefined> {
+  const [row] = await rows<ProposalRow & { nu_proposta: string }>(db, PROPOSAL, [nuProposta]);
   return row && { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
 }
 
@@ -475,19 +427,9 @@ export async function readProposalRow(db: PgReader, nuProposta: string): Promise
 export async function readProposal(
   db: PgReader,
   nuProposta: string,
-): Promise<{ proposal: PgProposalRow | undefined; timeline: PgTimelineRow[] }> {
+): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
   const proposal = await readProposalRow(db, nuProposta);
-  // Every event of the proposal, processed or not, with its transition when it has one.
-  const timeline = await rows<PgTimelineRow>(
-    db,
-    `SELECT e.id AS event_id, e.received_at, e.evento, e.status AS event_status, e.attempts, e.duplicates,
-       t.from_status, t.to_status, t.applied, t.reason, e.last_error
-     FROM events e LEFT JOIN proposal_transitions t ON t.event_id = e.id
-     WHERE e.nu_proposta = $1
-     ORDER BY e.id`,
-    [nuProposta],
-  );
-  return { proposal, timeline };
+  return { proposal, timeline: await rows<TimelineRow>(db, TIMELINE, [nuProposta]) };
 }
 
 /** What `proposals` lists of a proposal (`nu_cpf` as stored: the command masks it). */
@@ -561,40 +503,20 @@ export async function readStuckProposals(
 
 export type PgAverbacaoRow = AverbacaoRow;
 
-export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
-  next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at, updated_at,
-  completed_at`;
-
-/** `averbacoes`: tracked registrations, the most recently created first. */
+/** `averbacoes` (domain/sql/log-reads.ts `averbacoesQuery`): the most recently created first. */
 export async function readAverbacoes(
   db: PgReader,
-  filter: {
-    status?: string | undefined;
-    stale?: boolean | undefined;
-    nuProposta?: string | undefined;
-    limit: number;
-  },
+  filter: Parameters<typeof averbacoesQuery>[0],
 ): Promise<PgAverbacaoRow[]> {
-  const where = whereClause([
-    ['status', filter.status],
-    ['stale', filter.stale],
-    ['nu_proposta', filter.nuProposta],
-  ]);
-  const found = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(
+  const found = await sharedRows<PgAverbacaoRow & { nu_proposta: string | null }>(
     db,
-    `SELECT ${AVERBACAO_COLUMNS}
-     FROM averbacoes ${where.sql} ORDER BY created_at DESC LIMIT $${where.params.length + 1}`,
-    [...where.params, filter.limit],
+    averbacoesQuery(filter),
   );
   return found.map(withLogNuProposta);
 }
 
 /** One tracked registration, or undefined when `requestId` is not tracked. */
 export async function readAverbacao(db: PgReader, requestId: string): Promise<PgAverbacaoRow | undefined> {
-  const [found] = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(
-    db,
-    `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = $1`,
-    [requestId],
-  );
+  const [found] = await rows<PgAverbacaoRow & { nu_proposta: string | null }>(db, AVERBACAO, [requestId]);
   return found && withLogNuProposta(found);
 }

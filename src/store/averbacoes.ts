@@ -1,10 +1,11 @@
 import type { RegistryStatus } from '../domain/catalogue';
 import type { TrackedVia } from '../domain/event-effects';
 import type { AverbacaoRow } from '../domain/log-rows';
+import { AVERBACAO, averbacoesQuery } from '../domain/sql/log-reads';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
-import { numberedParams, sqliteNumbered } from './handler-sql';
-import { clampLimit, whereClause } from './sql';
+import { numberedParams, sqliteNumbered, sqliteRows, sqliteShared } from './handler-sql';
+import { clampLimit } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
@@ -38,7 +39,8 @@ export function averbacoesRepo(db: Db) {
     `UPDATE averbacoes SET correlation_id = coalesce(correlation_id, ?), nu_proposta = coalesce(nu_proposta, ?),
        updated_at = ? WHERE request_id = ?`,
   );
-  const get = db.prepare<[string], AverbacaoRow>('SELECT * FROM averbacoes WHERE request_id = ?');
+  // Written once for both stores (domain/sql/log-reads.ts), as the listing below; one `?`.
+  const get = db.prepare<[string], AverbacaoRow>(sqliteShared(AVERBACAO).sql);
   const due = db.prepare<[string, number], AverbacaoRow>(
     'SELECT * FROM averbacoes WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
   );
@@ -109,16 +111,7 @@ export function averbacoesRepo(db: Db) {
     list(
       filter: { status?: string; stale?: boolean; nuProposta?: number | string; limit?: number } = {},
     ): AverbacaoRow[] {
-      const where = whereClause([
-        ['status = ?', filter.status],
-        ['stale = ?', filter.stale === undefined ? undefined : filter.stale ? 1 : 0],
-        ['nu_proposta = ?', filter.nuProposta],
-      ]);
-      return db
-        .prepare<(string | number)[], AverbacaoRow>(
-          `SELECT * FROM averbacoes ${where.sql} ORDER BY created_at DESC LIMIT ?`,
-        )
-        .all(...where.params, clampLimit(filter.limit));
+      return sqliteRows<AverbacaoRow>(db, averbacoesQuery({ ...filter, limit: clampLimit(filter.limit) }));
     },
     counts(): { byStatus: Record<string, number>; stale: number; waiting: number } {
       const byStatus: Record<string, number> = {};

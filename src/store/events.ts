@@ -1,6 +1,8 @@
 import type { EventKind, EventRow, EventStatus } from '../domain/event-status';
+import { EVENT_COLUMNS, eventsQuery } from '../domain/sql/log-reads';
 import type { Db } from './database';
-import { clampLimit, whereClause } from './sql';
+import { sqliteRows } from './handler-sql';
+import { clampLimit } from './sql';
 
 /** The `events` table (contract §5): prepared statements, nothing else. */
 
@@ -35,9 +37,6 @@ export interface EventFilter {
   limit?: number | undefined;
 }
 
-const COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
-  received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
-
 // eslint-disable-next-line max-lines-per-function -- one closure per table: its prepared statements and the short methods that run them, read together
 export function eventsRepo(db: Db) {
   const insert = db.prepare<
@@ -65,11 +64,13 @@ export function eventsRepo(db: Db) {
   const bumpDuplicate = db.prepare<[string, string], { id: number; status: EventStatus }>(
     'UPDATE events SET duplicates = duplicates + 1, last_duplicate_at = ? WHERE dedup_key = ? RETURNING id, status',
   );
-  const byId = db.prepare<[number], EventRow>(`SELECT ${COLUMNS} FROM events WHERE id = ?`);
+  const byId = db.prepare<[number], EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`);
   const bodyById = db.prepare<[number], { body: string | Buffer | null }>(
     'SELECT body FROM events WHERE id = ?',
   );
-  const byDedupKey = db.prepare<[string], EventRow>(`SELECT ${COLUMNS} FROM events WHERE dedup_key = ?`);
+  const byDedupKey = db.prepare<[string], EventRow>(
+    `SELECT ${EVENT_COLUMNS} FROM events WHERE dedup_key = ?`,
+  );
   const countByStatus = db.prepare<[], { status: EventStatus; n: number }>(
     'SELECT status, count(*) AS n FROM events GROUP BY status',
   );
@@ -118,16 +119,9 @@ export function eventsRepo(db: Db) {
     getByDedupKey(key: string): EventRow | undefined {
       return byDedupKey.get(key);
     },
+    /** Written once for both stores (domain/sql/log-reads.ts). */
     list(filter: EventFilter = {}): EventRow[] {
-      const where = whereClause([
-        ['status = ?', filter.status],
-        ['evento = ?', filter.evento],
-        ['kind = ?', filter.kind],
-        ['nu_proposta = ?', filter.nuProposta],
-        ['id < ?', filter.beforeId],
-      ]);
-      const sql = `SELECT ${COLUMNS} FROM events ${where.sql} ORDER BY id DESC LIMIT ?`;
-      return db.prepare<(string | number)[], EventRow>(sql).all(...where.params, clampLimit(filter.limit));
+      return sqliteRows<EventRow>(db, eventsQuery({ ...filter, limit: clampLimit(filter.limit) }));
     },
     countByStatus(): Record<string, number> {
       return Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n]));

@@ -68,3 +68,25 @@ function bindable(value: unknown): unknown {
 export function sqliteNumbered(text: string): string {
   return text.replace(/\$(\d+)/g, '?$1');
 }
+
+/**
+ * One of our own `$n` statements (domain/sql/) as SQLite prepares it, and how its values bind. When
+ * the placeholders come in order, each once (`$1 … $2 … $3`), they become SQLite's plain `?`, bound
+ * by position: the text then reads as SQLite's own statements do (the statement-plan check matches
+ * some by their `?`). Otherwise numbered ({@link sqliteNumbered}, {@link numberedParams}).
+ */
+export function sqliteShared(text: string): { sql: string; bind(params: readonly unknown[]): unknown[] } {
+  const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
+  if (numbers.every((n, i) => n === i + 1))
+    return { sql: text.replace(/\$\d+/g, '?'), bind: (params) => params.map(bindable) };
+  return {
+    sql: sqliteNumbered(text),
+    bind: (params) => (params.length === 0 ? [] : [numberedParams(params)]),
+  };
+}
+
+/** The rows of a statement shared with PostgreSQL (domain/sql/) and its values, on SQLite. */
+export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
+  const s = sqliteShared(q.text);
+  return db.prepare<unknown[], R>(s.sql).all(...s.bind(q.params));
+}

@@ -1,20 +1,16 @@
 import type { ProposalRow, TimelineRow } from '../domain/log-rows';
+import { PROPOSAL, TIMELINE } from '../domain/sql/log-reads';
 import type { Db } from './database';
+import { sqliteShared } from './handler-sql';
 
 /** Reads of `proposals` and `proposal_transitions` for people (commands and admin routes). */
 
 export type { ProposalRow, TimelineRow } from '../domain/log-rows';
 
 export function proposalsRepo(db: Db) {
-  const get = db.prepare<[number | string], ProposalRow>('SELECT * FROM proposals WHERE nu_proposta = ?');
-  // Every event of the proposal, processed or not, with its transition when it has one.
-  const timeline = db.prepare<[number | string], TimelineRow>(
-    `SELECT e.id AS event_id, e.received_at, e.evento, e.status AS event_status, e.attempts, e.duplicates,
-            t.from_status, t.to_status, t.applied, t.reason, e.last_error
-     FROM events e LEFT JOIN proposal_transitions t ON t.event_id = e.id
-     WHERE e.nu_proposta = ?
-     ORDER BY e.id`,
-  );
+  // Both written once for both stores (domain/sql/log-reads.ts); one `?` each.
+  const get = db.prepare<[number | string], ProposalRow>(sqliteShared(PROPOSAL).sql);
+  const timeline = db.prepare<[number | string], TimelineRow>(sqliteShared(TIMELINE).sql);
   const countByStatus = db.prepare<[], { status: string; n: number }>(
     'SELECT status, count(*) AS n FROM proposals GROUP BY status',
   );

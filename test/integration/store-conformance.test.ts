@@ -672,6 +672,83 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       },
     );
 
+    behaviour('lists events newest first, with the filters and the `beforeId` cursor', async () => {
+      await addEvent(store, 1, 7, 'done');
+      await addEvent(store, 2, 8, 'dead');
+      await addEvent(store, 3, 7, 'dead');
+      await addEvent(store, 4, 7, 'done');
+      const ids = (filter: Parameters<CommandLog['events']>[0]) =>
+        withLog(READ, async (log) => (await log.events(filter)).map((e) => e.id));
+      expect(await ids({})).toEqual([4, 3, 2, 1]);
+      expect(await ids({ status: 'dead' })).toEqual([3, 2]);
+      expect(await ids({ nuProposta: 7, status: 'done' })).toEqual([4, 1]);
+      expect(await ids({ evento: 'proposta.criada', kind: 'event', beforeId: 4, limit: 2 })).toEqual([3, 2]);
+      expect(await ids({ evento: 'x.y' })).toEqual([]);
+      const [row] = await withLog(READ, (log) => log.events({ nuProposta: 8 }));
+      expect(row).toMatchObject({ id: 2, nu_proposta: 8, status: 'dead', received_at: at(2 * MINUTE) });
+    });
+
+    behaviour('lists deliveries newest first, by outcome, by pages', async () => {
+      await store.addDelivery(at(MINUTE), 'accepted');
+      await store.addDelivery(at(2 * MINUTE), 'duplicate');
+      await store.addDelivery(at(3 * MINUTE), 'accepted');
+      const times = (filter: Parameters<CommandLog['deliveries']>[0]) =>
+        withLog(READ, async (log) => (await log.deliveries(filter)).map((d) => d.received_at));
+      expect(await times({})).toEqual([at(3 * MINUTE), at(2 * MINUTE), at(MINUTE)]);
+      expect(await times({ outcome: 'accepted' })).toEqual([at(3 * MINUTE), at(MINUTE)]);
+      expect(await times({ beforeId: 2, limit: 1 })).toEqual([at(MINUTE)]);
+    });
+
+    behaviour('gives a proposal and its timeline, in the SQLite log shape', async () => {
+      await addProposal(7, 'em_analise', at(MINUTE));
+      await addEvent(store, 1, 7, 'done');
+      await addEvent(store, 2, 8, 'done');
+      await addEvent(store, 3, 7, 'pending');
+      await store.exec(
+        `INSERT INTO proposal_transitions (event_id, nu_proposta, evento, from_status, to_status, applied, reason, at)
+         VALUES (1, 7, 'proposta.criada', NULL, 'em_analise', ?, 'created', ?)`,
+        [driver.name === 'PostgreSQL' ? true : 1, at(MINUTE)],
+      );
+      const found = await withLog(READ, (log) => log.proposal(7));
+      expect(found.proposal).toMatchObject({ nu_proposta: 7, status: 'em_analise', updated_at: at(MINUTE) });
+      expect(found.timeline.map((t) => [t.event_id, t.event_status, t.to_status, t.applied])).toEqual([
+        [1, 'done', 'em_analise', 1],
+        [3, 'pending', null, null],
+      ]);
+      expect(await withLog(READ, (log) => log.proposal(99))).toEqual({ proposal: undefined, timeline: [] });
+    });
+
+    behaviour('lists tracked registrations newest first with the filters, and gives one back', async () => {
+      const add = (id: string, nu: number, status: string, stale: boolean, minute: number) =>
+        store.exec(
+          `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, created_at, updated_at)
+           VALUES (?, ?, ?, 'declared', ?, ?, ?)`,
+          [id, nu, status, driver.name === 'PostgreSQL' ? stale : Number(stale), at(minute * MINUTE), T0],
+        );
+      await add('r1', 7, 'queued', false, 1);
+      await add('r2', 8, 'queued', true, 2);
+      await add('r3', 7, 'completed', true, 3);
+      const ids = (filter: Parameters<CommandLog['averbacoes']>[0]) =>
+        withLog(READ, async (log) => (await log.averbacoes(filter)).map((a) => a.request_id));
+      expect(await ids({})).toEqual(['r3', 'r2', 'r1']);
+      expect(await ids({ status: 'queued', limit: 1 })).toEqual(['r2']);
+      expect(await ids({ stale: false })).toEqual(['r1']);
+      expect(await ids({ stale: true, nuProposta: 7 })).toEqual(['r3']);
+      // One registration: as tracking one already tracked gives it back (nothing to fill here).
+      const t = { requestId: 'r2', correlationId: null, nuProposta: 8, via: 'declared' as const };
+      const again = await withLog(WRITE, (log) => log.track(t, new Date(at(10 * MINUTE)), MINUTE));
+      expect(again).toMatchObject({
+        created: false,
+        averbacao: {
+          request_id: 'r2',
+          nu_proposta: 8,
+          status: 'queued',
+          stale: 1,
+          created_at: at(2 * MINUTE),
+        },
+      });
+    });
+
     behaviour('replays events all or nothing, by ids or by status', async () => {
       await addEvent(store, 1, 7, 'dead');
       await addEvent(store, 2, 7, 'done');

@@ -1,0 +1,96 @@
+/**
+ * The log's reads for the commands, the admin API and the console, one text for both stores: the
+ * SQLite repositories (store/events.ts, proposals.ts, averbacoes.ts) and cluster/pg-reads.ts run
+ * these, with PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each
+ * store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
+ * PostgreSQL; a flag 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite
+ * log's shapes (pg-reads.ts LOG_TYPES). The column lists are the SQLite tables' own, in their order.
+ */
+
+/** A statement and its values, in the order of its `$1`, `$2`, …. */
+export interface SharedQuery {
+  text: string;
+  params: unknown[];
+}
+
+/**
+ * `WHERE a = $1 AND b = $2` from the conditions whose value is given (undefined or '' is none): in
+ * each condition `$` stands for its value, numbered in order from `$1`.
+ */
+export function whereGiven(conditions: readonly [condition: string, value: unknown][]): SharedQuery {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  for (const [condition, value] of conditions) {
+    if (value === undefined || value === '') continue;
+    params.push(value);
+    parts.push(condition.replace('$', `$${params.length}`));
+  }
+  return { text: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
+}
+
+/** What the `events` listings show of an event (no body). */
+export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
+  received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
+
+/**
+ * `events`: newest first by id (the order events were stored), those below `beforeId` when given
+ * (paging backwards). Conditions in this order, so that SQLite's plans read as the statement-plan
+ * check (test/integration/query-plans) expects.
+ */
+export function eventsQuery(f: {
+  status?: string | undefined;
+  evento?: string | undefined;
+  kind?: string | undefined;
+  nuProposta?: number | string | undefined;
+  beforeId?: number | undefined;
+  limit: number;
+}): SharedQuery {
+  const where = whereGiven([
+    ['status = $', f.status],
+    ['evento = $', f.evento],
+    ['kind = $', f.kind],
+    ['nu_proposta = $', f.nuProposta],
+    ['id < $', f.beforeId],
+  ]);
+  return {
+    text: `SELECT ${EVENT_COLUMNS} FROM events ${where.text} ORDER BY id DESC LIMIT $${where.params.length + 1}`,
+    params: [...where.params, f.limit],
+  };
+}
+
+/** One proposal's row ($1 nu_proposta). */
+export const PROPOSAL = `SELECT nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage,
+  status, last_evento, first_event_id, last_event_id, created_at, updated_at
+FROM proposals WHERE nu_proposta = $1`;
+
+/** Every event of a proposal ($1 nu_proposta), processed or not, with its transition when it has one. */
+export const TIMELINE = `SELECT e.id AS event_id, e.received_at, e.evento, e.status AS event_status, e.attempts,
+  e.duplicates, t.from_status, t.to_status, t.applied, t.reason, e.last_error
+FROM events e LEFT JOIN proposal_transitions t ON t.event_id = e.id
+WHERE e.nu_proposta = $1
+ORDER BY e.id`;
+
+export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, status, result_source, tracked_via, poll_attempts,
+  next_poll_at, last_poll_at, last_poll_outcome, stale, result_body, result_event_id, created_at, updated_at,
+  completed_at`;
+
+/** One tracked registration ($1 request_id). */
+export const AVERBACAO = `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = $1`;
+
+/** `averbacoes`: tracked registrations, the most recently created first. */
+export function averbacoesQuery(f: {
+  status?: string | undefined;
+  stale?: boolean | undefined;
+  nuProposta?: number | string | undefined;
+  limit: number;
+}): SharedQuery {
+  const where = whereGiven([
+    ['status = $', f.status],
+    ['stale = $', f.stale],
+    ['nu_proposta = $', f.nuProposta],
+  ]);
+  return {
+    text: `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes ${where.text} ORDER BY created_at DESC LIMIT $${where.params.length + 1}`,
+    params: [...where.params, f.limit],
+  };
+}
