@@ -4,7 +4,7 @@ import type { AverbacaoRow } from '../domain/log-rows';
 import { AVERBACAO, averbacoesQuery } from '../domain/sql/log-reads';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
-import { numberedParams, sqliteNumbered, sqliteRows, sqliteShared } from './handler-sql';
+import { prepareShared, sqliteRows } from './handler-sql';
 import { clampLimit } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
@@ -40,7 +40,7 @@ export function averbacoesRepo(db: Db) {
        updated_at = ? WHERE request_id = ?`,
   );
   // Written once for both stores (domain/sql/log-reads.ts), as the listing below; one `?`.
-  const get = db.prepare<[string], AverbacaoRow>(sqliteShared(AVERBACAO).sql);
+  const get = prepareShared<AverbacaoRow>(db, AVERBACAO);
   const due = db.prepare<[string, number], AverbacaoRow>(
     'SELECT * FROM averbacoes WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
   );
@@ -51,9 +51,9 @@ export function averbacoesRepo(db: Db) {
     `UPDATE averbacoes SET status = ?, result_source = ?, result_body = ?, result_event_id = ?, completed_at = ?,
        next_poll_at = NULL, updated_at = ? WHERE request_id = ?`,
   );
-  // Written once for both stores (domain/sql/registry-poll.ts), with `$n` bound by number.
-  const recordPoll = db.prepare<[Record<string, unknown>], { polling: number }>(sqliteNumbered(RECORD_POLL));
-  const markStale = db.prepare<[Record<string, unknown>]>(sqliteNumbered(MARK_STALE));
+  // Written once for both stores (domain/sql/registry-poll.ts).
+  const recordPoll = prepareShared<{ polling: number }>(db, RECORD_POLL);
+  const markStale = prepareShared(db, MARK_STALE);
   const countByStatus = db.prepare<[], { status: string; stale: number; n: number }>(
     'SELECT status, stale, count(*) AS n FROM averbacoes GROUP BY status, stale',
   );
@@ -83,7 +83,7 @@ export function averbacoesRepo(db: Db) {
       f: { correlationId: string | null; nuProposta: number | string | null },
       now: string,
     ) => fill.run(f.correlationId, f.nuProposta, now, requestId),
-    get: (requestId: string) => get.get(requestId),
+    get: (requestId: string) => get.get([requestId]),
     due: (now: string, limit: number) => due.all(now, limit),
     setStatus: (requestId: string, status: RegistryStatus, now: string) =>
       setStatus.run(status, now, requestId),
@@ -104,10 +104,10 @@ export function averbacoesRepo(db: Db) {
       requestId: string,
       p: { attempts: number; nextPollAt: string | null; outcome: string; now: string },
     ): boolean {
-      const [row] = recordPoll.all(numberedParams([requestId, p.attempts, p.nextPollAt, p.now, p.outcome]));
+      const [row] = recordPoll.all([requestId, p.attempts, p.nextPollAt, p.now, p.outcome]);
       return Boolean(row?.polling);
     },
-    markStale: (requestId: string, now: string) => markStale.run(numberedParams([requestId, now])),
+    markStale: (requestId: string, now: string) => markStale.run([requestId, now]),
     list(
       filter: { status?: string; stale?: boolean; nuProposta?: number | string; limit?: number } = {},
     ): AverbacaoRow[] {

@@ -44,7 +44,7 @@ export function handlerSqlOn(db: Db): HandlerSql {
  * PostgreSQL's `$1` runs on SQLite (partner handlers here, and the statements both stores share in
  * domain/sql/, after {@link sqliteNumbered}).
  */
-export function numberedParams(params: readonly unknown[]): Record<string, unknown> {
+function numberedParams(params: readonly unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   params.forEach((value, i) => {
     out[String(i + 1)] = bindable(value);
@@ -60,33 +60,38 @@ function bindable(value: unknown): unknown {
 }
 
 /**
- * One of our own statements written for PostgreSQL (`$1`, `$2`, …: domain/sql/) as SQLite's numbered
- * `?1`, `?2`, …, bound the same way ({@link numberedParams}). SQLite runs `$1` as it is (see above);
- * `?1` is what SQLite's own tools read, as the statement-plan check (test/integration/query-plans)
- * does. Never applied to a partner's SQL: a `$1` inside a string literal would be rewritten too.
+ * One of our own `$n` statements (domain/sql/) prepared on SQLite. When the placeholders come in
+ * order, each once (`$1 … $2 … $3`), they become SQLite's plain `?`, bound by position: the text
+ * then reads as SQLite's own statements do (the statement-plan check, test/integration/query-plans,
+ * matches some by their `?`). Otherwise SQLite's numbered `?1`, `?2`, … bound as
+ * {@link numberedParams} binds them. Never applied to a partner's SQL: a `$1` inside a string literal
+ * would be rewritten too.
  */
-export function sqliteNumbered(text: string): string {
-  return text.replace(/\$(\d+)/g, '?$1');
-}
-
-/**
- * One of our own `$n` statements (domain/sql/) as SQLite prepares it, and how its values bind. When
- * the placeholders come in order, each once (`$1 … $2 … $3`), they become SQLite's plain `?`, bound
- * by position: the text then reads as SQLite's own statements do (the statement-plan check matches
- * some by their `?`). Otherwise numbered ({@link sqliteNumbered}, {@link numberedParams}).
- */
-export function sqliteShared(text: string): { sql: string; bind(params: readonly unknown[]): unknown[] } {
+export function prepareShared<R = unknown>(db: Db, text: string): SharedStatement<R> {
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
-  if (numbers.every((n, i) => n === i + 1))
-    return { sql: text.replace(/\$\d+/g, '?'), bind: (params) => params.map(bindable) };
+  const inOrder = numbers.every((n, i) => n === i + 1);
+  const statement = db.prepare<unknown[], R>(
+    inOrder ? text.replace(/\$\d+/g, '?') : text.replace(/\$(\d+)/g, '?$1'),
+  );
+  const bind = (params: readonly unknown[]): unknown[] =>
+    inOrder ? params.map(bindable) : params.length === 0 ? [] : [numberedParams(params)];
   return {
-    sql: sqliteNumbered(text),
-    bind: (params) => (params.length === 0 ? [] : [numberedParams(params)]),
+    all: (params) => statement.all(...bind(params)),
+    get: (params) => statement.get(...bind(params)),
+    run: (params) => {
+      statement.run(...bind(params));
+    },
   };
 }
 
-/** The rows of a statement shared with PostgreSQL (domain/sql/) and its values, on SQLite. */
+/** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
+export interface SharedStatement<R> {
+  all(params: readonly unknown[]): R[];
+  get(params: readonly unknown[]): R | undefined;
+  run(params: readonly unknown[]): void;
+}
+
+/** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
 export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
-  const s = sqliteShared(q.text);
-  return db.prepare<unknown[], R>(s.sql).all(...s.bind(q.params));
+  return prepareShared<R>(db, q.text).all(q.params);
 }

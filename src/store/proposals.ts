@@ -1,7 +1,7 @@
 import type { ProposalRow, TimelineRow } from '../domain/log-rows';
 import { PROPOSAL, TIMELINE } from '../domain/sql/log-reads';
 import type { Db } from './database';
-import { sqliteShared } from './handler-sql';
+import { prepareShared } from './handler-sql';
 
 /** Reads of `proposals` and `proposal_transitions` for people (commands and admin routes). */
 
@@ -9,14 +9,14 @@ export type { ProposalRow, TimelineRow } from '../domain/log-rows';
 
 export function proposalsRepo(db: Db) {
   // Both written once for both stores (domain/sql/log-reads.ts); one `?` each.
-  const get = db.prepare<[number | string], ProposalRow>(sqliteShared(PROPOSAL).sql);
-  const timeline = db.prepare<[number | string], TimelineRow>(sqliteShared(TIMELINE).sql);
+  const get = prepareShared<ProposalRow>(db, PROPOSAL);
+  const timeline = prepareShared<TimelineRow>(db, TIMELINE);
   const countByStatus = db.prepare<[], { status: string; n: number }>(
     'SELECT status, count(*) AS n FROM proposals GROUP BY status',
   );
   return {
-    get: (nu: number | string) => get.get(nu),
-    timeline: (nu: number | string) => timeline.all(nu),
+    get: (nu: number | string) => get.get([nu]),
+    timeline: (nu: number | string) => timeline.all([nu]),
     countByStatus: (): Record<string, number> =>
       Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n])),
   };

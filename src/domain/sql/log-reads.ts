@@ -28,6 +28,14 @@ export function whereGiven(conditions: readonly [condition: string, value: unkno
   return { text: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
 }
 
+/** `select` with `where`, in `orderBy` order, at most `limit` rows: its last placeholder is the limit. */
+function limited(select: string, where: SharedQuery, orderBy: string, limit: number): SharedQuery {
+  return {
+    text: `${select} ${where.text} ORDER BY ${orderBy} LIMIT $${where.params.length + 1}`,
+    params: [...where.params, limit],
+  };
+}
+
 /** What the `events` listings show of an event (no body). */
 export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
   received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
@@ -52,10 +60,7 @@ export function eventsQuery(f: {
     ['nu_proposta = $', f.nuProposta],
     ['id < $', f.beforeId],
   ]);
-  return {
-    text: `SELECT ${EVENT_COLUMNS} FROM events ${where.text} ORDER BY id DESC LIMIT $${where.params.length + 1}`,
-    params: [...where.params, f.limit],
-  };
+  return limited(`SELECT ${EVENT_COLUMNS} FROM events`, where, 'id DESC', f.limit);
 }
 
 /** One proposal's row ($1 nu_proposta). */
@@ -89,8 +94,5 @@ export function averbacoesQuery(f: {
     ['stale = $', f.stale],
     ['nu_proposta = $', f.nuProposta],
   ]);
-  return {
-    text: `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes ${where.text} ORDER BY created_at DESC LIMIT $${where.params.length + 1}`,
-    params: [...where.params, f.limit],
-  };
+  return limited(`SELECT ${AVERBACAO_COLUMNS} FROM averbacoes`, where, 'created_at DESC', f.limit);
 }
