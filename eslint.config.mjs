@@ -86,6 +86,15 @@ const layers = [
     ),
   },
   {
+    // Code written once for both stores (issue 24): it reaches the log only through LogSql
+    // (domain/sql/log-sql.ts), whose adapters are store/log-sql.ts and cluster/pg-log-sql.ts.
+    files: ['src/core/**/*.ts'],
+    rules: restrict(
+      ['^\\.\\./(?!domain/)', 'core/ imports only domain/ and its own files: the stores come in as LogSql'],
+      ['^(?!\\.|node:)', 'core/ imports only domain/ and its own files: the stores come in as LogSql'],
+    ),
+  },
+  {
     // The lender's side of the forwarding wire: an example a lender's engineer copies, verifying with
     // the standardwebhooks library. It imports nothing of the receiver (its store, processing,
     // forwarding, HTTP, configuration, nor domain/forwarding's signing), or the demo would only

@@ -25,6 +25,7 @@ import {
 } from './pg-reads';
 import { replayEvents } from './pg-replay';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
+import { pgLogSql } from './pg-log-sql';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
@@ -69,7 +70,7 @@ const textNu = (nu: number | string | undefined): string | undefined =>
 
 /** The admin API's log on `options.pool` (see the module's comment); the ClusterNode builds one. */
 export function pgAdminLog(options: PgAdminLogOptions) {
-  const { guarded, read, transaction } = runners(options);
+  const { guarded, read, transaction, writing } = runners(options);
   const { pool } = options;
   return {
     ...pgLogStatements({
@@ -92,7 +93,9 @@ export function pgAdminLog(options: PgAdminLogOptions) {
      * The runners every call above goes through (the replica's pool, the running() guard,
      * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.
      */
-    runners: { guarded, read, transaction } satisfies PgRunners,
+    runners: { guarded, read, transaction, writing } satisfies PgRunners,
+    /** The log as code written once for both stores reaches it (src/core/). */
+    logSql: pgLogSql({ read, writing }),
   };
 }
 
@@ -163,12 +166,15 @@ export type PgAdminLog = ReturnType<typeof pgAdminLog>;
 type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
 type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
 type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
+type Writing = <T>(fn: (client: PoolClient) => Promise<T>) => Promise<T>;
 
 /** The guarded ways to reach PostgreSQL that every call of the admin log takes (see {@link runners}). */
 export interface PgRunners {
   guarded: Guarded;
   read: Read;
   transaction: Transaction;
+  /** A transaction as {@link Transaction}, on the client itself (pg-log-sql.ts). */
+  writing: Writing;
 }
 
 /**
@@ -236,5 +242,6 @@ function runners(options: PgAdminLogOptions): PgRunners {
         }),
       ),
     transaction: (fn) => guarded(() => inTransaction('BEGIN', (client) => fn(sqlOf(client)))),
+    writing: (fn) => guarded(() => inTransaction('BEGIN', fn)),
   };
 }

@@ -69,7 +69,7 @@ const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string)
  * are. bigint → number: ids and counts stay far below 2^53. numeric → number: SQLite keeps
  * vl_emprestimo as a REAL. timestamptz → its instant as `Date#toISOString()` writes it.
  */
-const LOG_TYPES = {
+export const LOG_TYPES = {
   getTypeParser: ((id: number, format?: 'text' | 'binary') => {
     if (format === undefined || format === 'text') {
       if (id === INT8 || id === NUMERIC) return (v: string) => Number(v);

@@ -78,9 +78,7 @@ export function prepareShared<R = unknown>(db: Db, text: string): SharedStatemen
   return {
     all: (params) => statement.all(...bind(params)),
     get: (params) => statement.get(...bind(params)),
-    run: (params) => {
-      statement.run(...bind(params));
-    },
+    run: (params) => statement.run(...bind(params)).changes,
   };
 }
 
@@ -88,7 +86,8 @@ export function prepareShared<R = unknown>(db: Db, text: string): SharedStatemen
 export interface SharedStatement<R> {
   all(params: readonly unknown[]): R[];
   get(params: readonly unknown[]): R | undefined;
-  run(params: readonly unknown[]): void;
+  /** How many rows it changed. */
+  run(params: readonly unknown[]): number;
 }
 
 /** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */

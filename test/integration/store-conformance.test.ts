@@ -17,10 +17,12 @@ import {
   tokenFingerprint,
 } from '../../src/domain/console';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
+import { asInstant, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
 import { type ConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
 import { sqliteSenderStore } from '../../src/store/forward-deliveries';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore } from '../../src/store/store';
 import { openPool } from '../helpers/cluster-db';
 import { createTestDatabase, withClient, workerPostgres } from '../helpers/postgres';
@@ -63,6 +65,8 @@ interface Opened {
     markStale(requestId: string, now: string): Promise<void>;
   };
   sender: SenderStore;
+  /** The log as code written once for both stores reaches it (src/core/). */
+  logSql: LogSql;
   close(): Promise<void>;
 }
 
@@ -132,6 +136,7 @@ const DRIVERS: Driver[] = [
           },
         },
         sender: sqliteSenderStore(store.db),
+        logSql: sqliteLogSql(store.db),
         close: async () => {
           store.close();
           dir.cleanup();
@@ -202,6 +207,7 @@ const DRIVERS: Driver[] = [
           },
         },
         sender: pgForwardStore(pool),
+        logSql: admin.logSql,
         close: () => pool.end(),
       };
     },
@@ -273,6 +279,52 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
   afterEach(async () => {
     await store.close();
+  });
+
+  /** The one path of the code written once for both stores (domain/sql/log-sql.ts `LogSql`). */
+  describe('LogSql', () => {
+    behaviour('runs $n statements, placeholders in any order, rows in the SQLite log shape', async () => {
+      await addEvent(store, 7, 1234, 'done', 2);
+      const rows = await store.logSql.read((q) =>
+        q.rows(
+          `SELECT id, nu_proposta, received_at, duplicates FROM events WHERE duplicates = $2 AND id = $1`,
+          [7, 2],
+        ),
+      );
+      expect(rows).toEqual([
+        {
+          id: 7,
+          nu_proposta: store.logSql.dialect === 'sqlite' ? 1234 : '1234',
+          received_at: at(7 * MINUTE),
+          duplicates: 2,
+        },
+      ]);
+    });
+    behaviour('answers how many rows a write changed, and commits it', async () => {
+      await addEvent(store, 1, 1, 'failed');
+      await addEvent(store, 2, 2, 'failed');
+      const changed = await store.logSql.write((q) =>
+        q.run(
+          `UPDATE events SET status = 'pending', next_attempt_at = ${asInstant(q.dialect, '$1')} WHERE status = 'failed'`,
+          [at(HOUR)],
+        ),
+      );
+      expect(changed).toBe(2);
+      expect(await store.all(`SELECT next_attempt_at FROM events ORDER BY id`)).toEqual([
+        { next_attempt_at: at(HOUR) },
+        { next_attempt_at: at(HOUR) },
+      ]);
+    });
+    behaviour('rolls a rejected write back whole', async () => {
+      await addEvent(store, 1, 1, 'failed');
+      await expect(
+        store.logSql.write(async (q) => {
+          await q.run(`UPDATE events SET status = 'pending' WHERE id = $1`, [1]);
+          throw new Error('the handler changed its mind');
+        }),
+      ).rejects.toThrow('the handler changed its mind');
+      expect(await store.all(`SELECT status FROM events`)).toEqual([{ status: 'failed' }]);
+    });
   });
 
   /**

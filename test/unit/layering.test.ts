@@ -58,6 +58,9 @@ const FORBIDDEN: [string, string][] = [
   ['src/simulator/x.ts', "import { openStore } from '../store/store';"],
   ['src/simulator/x.ts', "import { sign } from '../domain/signature';"],
   ['src/pipeline/x.ts', "import { createApp } from '../http/app';"],
+  ['src/core/x.ts', "import { openStore } from '../store/store';"],
+  ['src/core/x.ts', "import { pgLogSql } from '../cluster/pg-log-sql';"],
+  ['src/core/x.ts', "import Database from 'better-sqlite3';"],
   ['src/handlers/x.ts', "import { startReceiver } from '../main';"],
   ['src/http/x.ts', "import { sqliteMode } from '../receiver-mode';"],
 ];
@@ -70,6 +73,7 @@ const ALLOWED: [string, string][] = [
   ['src/simulator/x.ts', "import { isObject } from '../domain/json';"],
   ['src/main.ts', "import { lifecycleHandler } from './handlers/lifecycle';"],
   ['src/main.ts', "import { sqliteMode } from './receiver-mode';"],
+  ['src/core/x.ts', "import type { LogSql } from '../domain/sql/log-sql';"],
 ];
 
 beforeAll(() => lintAll([...FORBIDDEN, ...ALLOWED]));

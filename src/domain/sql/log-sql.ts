@@ -1,0 +1,47 @@
+/**
+ * The one shape through which code written once for both stores reaches the log (issue 24; the
+ * pattern pg-boss uses for its backends: one SQL path, a one-method adapter per database, a few
+ * capability flags). src/core/ holds that code; store/log-sql.ts (SQLite) and
+ * cluster/pg-log-sql.ts (PostgreSQL) are the two adapters. Statements use PostgreSQL's `$1`, `$2`, …
+ * (SQLite runs them as store/handler-sql.ts `prepareShared` does).
+ *
+ * Rows come back in the SQLite log's representation in both stores: ids and counts as numbers,
+ * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-reads.ts LOG_TYPES), so one mapper
+ * serves both. Where the dialects differ, the code asks {@link LogQuery.dialect}; keep those
+ * differences small and name them (see {@link asInstant}).
+ */
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** Statements on one connection, inside the snapshot or transaction {@link LogSql} opened. */
+export interface LogQuery {
+  readonly dialect: Dialect;
+  /** The rows of a statement. */
+  rows<R>(text: string, params?: readonly unknown[]): Promise<R[]>;
+  /** A statement that writes; how many rows it changed. */
+  run(text: string, params?: readonly unknown[]): Promise<number>;
+}
+
+export interface LogSql {
+  readonly dialect: Dialect;
+  /**
+   * `fn`'s reads in one consistent snapshot (PostgreSQL: REPEATABLE READ READ ONLY, with a statement
+   * timeout). Rejects with a StorageError while the store cannot answer.
+   */
+  read<T>(fn: (q: LogQuery) => Promise<T>): Promise<T>;
+  /**
+   * `fn`'s statements in one transaction, committed when it resolves, rolled back when it rejects.
+   * `fn` must await nothing but `q`: on SQLite the transaction holds the file's one connection, and
+   * the adapter refuses (rolls back and rejects) a write during which the event loop moved on.
+   */
+  write<T>(fn: (q: LogQuery) => Promise<T>): Promise<T>;
+}
+
+/**
+ * A placeholder (`$3`) read as an instant where the dialect cannot infer it (PostgreSQL outside a
+ * comparison with a timestamptz column: arithmetic, a SELECT list, COALESCE); SQLite keeps
+ * instants as ISO-8601 text and compares them as text.
+ */
+export function asInstant(dialect: Dialect, placeholder: string): string {
+  return dialect === 'postgres' ? `${placeholder}::timestamptz` : placeholder;
+}

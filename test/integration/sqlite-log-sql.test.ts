@@ -1,0 +1,37 @@
+import { join } from 'node:path';
+import { sqliteLogSql } from '../../src/store/log-sql';
+import { openStore } from '../../src/store/store';
+import { tempDir } from '../helpers/tmp';
+
+/**
+ * SQLite's LogSql adapter holds the file's one connection in a write: a write that awaits anything
+ * but its statements would let other code (the ingest writer) run inside its transaction. The
+ * adapter refuses it, rolled back, instead of committing whatever ran in between.
+ */
+it('refuses, rolled back, a write during which the event loop moved on', async () => {
+  const dir = tempDir('consig-logsql-');
+  const store = openStore(join(dir.dir, 'consig.db'), { migrate: true });
+  try {
+    const sql = sqliteLogSql(store.db);
+    await expect(
+      sql.write(async (q) => {
+        await q.run(`INSERT INTO console_audit (at, role, action, target) VALUES ($1, 'admin', 'x', 'y')`, [
+          '2026-11-26T00:00:00.000Z',
+        ]);
+        await new Promise((resolve) => setImmediate(resolve));
+      }),
+    ).rejects.toThrow('awaited something other than its statements');
+    expect(store.db.inTransaction).toBe(false);
+    expect(store.db.prepare('SELECT count(*) AS n FROM console_audit').get()).toEqual({ n: 0 });
+    // The connection is usable afterwards, and a write that awaits only its statements commits.
+    await sql.write((q) =>
+      q.run(`INSERT INTO console_audit (at, role, action, target) VALUES ($1, 'admin', 'x', 'y')`, [
+        '2026-11-26T00:00:00.000Z',
+      ]),
+    );
+    expect(store.db.prepare('SELECT count(*) AS n FROM console_audit').get()).toEqual({ n: 1 });
+  } finally {
+    store.close();
+    dir.cleanup();
+  }
+});
