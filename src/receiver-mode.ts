@@ -4,6 +4,7 @@ import type { ServiceClient } from './client';
 import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
 import { tokenFingerprints } from './domain/console';
+import { END_OTHER_SESSIONS } from './domain/sql/console-sessions';
 import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
@@ -29,9 +30,9 @@ import { scheduleRetention } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
-import { pgConsoleLog } from './cluster/pg-console-log';
-import { consoleSessionsRepo } from './store/console-sessions';
+import { pgConsoleLog } from './http/console/console-log';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
+import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './store/events';
 import { forwardDeliveries } from './store/forward-deliveries';
 import { processingLease } from './store/processing-lease';
@@ -418,9 +419,9 @@ function openPipelineDb(config: Config): Db {
  * this removes them from the log at once.
  */
 function endRotatedSessions(config: Config, store: Store, logger: Logger): void {
-  const ended = consoleSessionsRepo(store.db).endOthers(
-    tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
-  );
+  const fps = tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken });
+  // Synchronous, as the store is opened: the console's own statement (domain/sql/console-sessions.ts).
+  const ended = prepareShared(store.db, END_OTHER_SESSIONS).run([fps.admin ?? '', fps.viewer ?? '']);
   if (ended > 0) logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
 }
 

@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cluster/pg-command-log';
 import type { PgStats } from '../cluster/pg-reads';
 import type { Config } from '../config';
+import { endSessionsAudited } from '../core/console-sessions';
 import type { NewAuditEntry } from '../domain/console';
 import { StorageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
@@ -9,9 +10,8 @@ import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
-import { auditRepo } from '../store/audit';
-import { consoleSessionsRepo } from '../store/console-sessions';
 import { forwardDeliveries } from '../store/forward-deliveries';
+import { sqliteLogSql } from '../store/log-sql';
 import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
 import { pruneSqlite } from '../store/retention';
@@ -158,6 +158,7 @@ function spoolBeside(config: Config): LocalSpool {
 function clusterCommandLog(pg: PgCommandLog, config: Config, checked: LocalSpool | null): CommandLog {
   return {
     ...pg,
+    endSessions: (audit) => endSessionsAudited(pg.logSql, audit),
     prune: async (cutoff, now) => {
       const spool = checked ?? spoolBeside(config);
       const summary = await pg.prune(cutoff, now);
@@ -188,12 +189,7 @@ function sqliteCommandLog(store: Store, path: string): CommandLog {
         'status' in wanted ? eventIdsWithStatus(store.db, wanted.status) : wanted.ids,
         now,
       ),
-    endSessions: async (audit) =>
-      store.db.transaction(() => {
-        const ended = consoleSessionsRepo(store.db).endAll();
-        auditRepo(store.db).record(audit(ended));
-        return ended;
-      })(),
+    endSessions: (audit) => endSessionsAudited(sqliteLogSql(store.db), audit),
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: pruneSqlite(store.db, cutoff, now) }),

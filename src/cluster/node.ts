@@ -12,7 +12,7 @@ import type { SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
-import { endOtherTokensSessions } from './pg-console-sessions';
+import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
 import { pgForwardStore } from './pg-forward-store';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
@@ -462,7 +462,10 @@ export class ClusterNode {
   private async endRotatedSessions(): Promise<void> {
     const fps = this.options.consoleTokens;
     if (fps === undefined) return;
-    const ended = await this.transaction((sql) => endOtherTokensSessions(sql, fps));
+    const ended = await this.transaction(
+      async (sql) =>
+        (await sql.query(`${END_OTHER_SESSIONS} RETURNING 1`, [fps.admin ?? '', fps.viewer ?? ''])).length,
+    );
     if (ended > 0)
       this.options.logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
   }

@@ -1,11 +1,11 @@
 import type { Client } from 'pg';
-import type { NewAuditEntry } from '../domain/console';
 import type { EventStatus } from '../domain/event-status';
+import type { LogSql } from '../domain/sql/log-sql';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { StuckCutoff } from '../domain/stuck';
 import { pgLogStatements } from './pg-admin-log';
-import { endAllSessions, recordAudit } from './pg-console-sessions';
 import { adminDbOfClient } from './pg-forward-admin';
+import { pgLogQuery } from './pg-log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
 import {
   describePgTarget,
@@ -80,13 +80,12 @@ function pgCommandLog(client: Client, databaseUrl: string) {
         now,
         graceMs,
       ),
-    /** Every console session, at every replica at once, and its audit row, in one transaction. */
-    endSessions: (audit: (ended: number) => NewAuditEntry) =>
-      adminDbOfClient(client).transaction(async (tx) => {
-        const ended = await endAllSessions(tx);
-        await recordAudit(tx, audit(ended));
-        return ended;
-      }),
+    /** The command's connection as code written once for both stores reaches it (src/core/). */
+    logSql: {
+      dialect: 'postgres',
+      read: (fn) => fn(pgLogQuery(client)),
+      write: (fn) => transactionOn(client)(() => fn(pgLogQuery(client))),
+    } as LogSql,
     /** RETENTION_DAYS' pass, in its short transactions (pg-retention.ts). */
     prune: (cutoff: Date, now: Date) => prunePostgres(transactionOn(client), cutoff, now),
     /** A message committed by any replica calls `onChange` (the outbox's NOTIFY). */

@@ -3,7 +3,14 @@ import type { ProposalKey } from '../domain/console';
 import type { DeliveryRow } from '../domain/delivery';
 import { ConsigError, StorageError } from '../domain/errors';
 import type { EventRow } from '../domain/event-status';
-import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
+import {
+  type AverbacaoRow,
+  INTEGER_TEXT,
+  logNuProposta,
+  type ProposalRow,
+  type TimelineRow,
+  withLogNuProposta,
+} from '../domain/log-rows';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import {
   AVERBACAO,
@@ -80,23 +87,7 @@ export const LOG_TYPES = {
   }) as typeof types.getTypeParser,
 };
 
-// A canonical decimal that fits a JS number: the relay writes an integer nu_proposta this way
-// (migrations-pg/0001_init.sql), and SQLite holds it as an INTEGER.
-const INTEGER_TEXT = '^(0|[1-9][0-9]{0,14})$';
 const integerText = new RegExp(INTEGER_TEXT);
-
-/** `nu_proposta` as the SQLite log holds it: an integer as a number, anything else as the text. */
-export function logNuProposta(value: string): number | string;
-export function logNuProposta(value: string | null): number | string | null;
-export function logNuProposta(value: string | null): number | string | null {
-  return value !== null && integerText.test(value) ? Number(value) : value;
-}
-
-export function withLogNuProposta<T extends { nu_proposta: string | null }>(
-  row: T,
-): Omit<T, 'nu_proposta'> & { nu_proposta: number | string | null } {
-  return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
-}
 
 /**
  * SQLite's order of `nu_proposta` (integers by value before text by bytes) as keys PostgreSQL

@@ -57,3 +57,11 @@ export class UsageError extends ConsigError {
     super('USAGE', message);
   }
 }
+
+/**
+ * Another connection holds the lock and the wait for it ran out; nothing was written, try later:
+ * SQLite's SQLITE_BUSY (or _LOCKED), PostgreSQL's lock_not_available (55P03, lock_timeout).
+ */
+export function isLockBusy(err: unknown): boolean {
+  return /^(SQLITE_(BUSY|LOCKED)|55P03$)/.test(String((err as { code?: unknown } | null)?.code));
+}

@@ -49,3 +49,24 @@ export interface AverbacaoRow {
   updated_at: string;
   completed_at: string | null;
 }
+
+// A canonical decimal that fits a JS number: the relay writes an integer nu_proposta this way
+// (migrations-pg/0001_init.sql), and SQLite holds it as an INTEGER.
+export const INTEGER_TEXT = '^(0|[1-9][0-9]{0,14})$';
+const integerText = new RegExp(INTEGER_TEXT);
+
+/**
+ * `nu_proposta` as the SQLite log holds it: an integer as a number, anything else as the text
+ * (PostgreSQL keeps it as text: cluster/pg-reads.ts, src/core/).
+ */
+export function logNuProposta(value: string): number | string;
+export function logNuProposta(value: string | null): number | string | null;
+export function logNuProposta(value: string | null): number | string | null {
+  return value !== null && integerText.test(value) ? Number(value) : value;
+}
+
+export function withLogNuProposta<T extends { nu_proposta: string | null }>(
+  row: T,
+): Omit<T, 'nu_proposta'> & { nu_proposta: number | string | null } {
+  return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
+}

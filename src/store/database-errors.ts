@@ -131,7 +131,4 @@ function fileSystemCause(
   return cause === null ? null : { verb: 'write', cause };
 }
 
-/** SQLITE_BUSY (or _LOCKED): another connection holds the lock; nothing was written, try later. */
-export function isLockBusy(err: unknown): boolean {
-  return /^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown } | null)?.code));
-}
+export { isLockBusy } from '../domain/errors';

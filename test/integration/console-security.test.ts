@@ -1,9 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { recordRefusal } from '../../src/cluster/pg-console-sessions';
-import { sqlOf } from '../../src/cluster/sql';
+import { pgLogQuery } from '../../src/cluster/pg-log-sql';
+import { consoleAudit } from '../../src/core/console-sessions';
 import { type AuditRow, type NewRefusal, REFUSAL_ROWS_PER_WINDOW } from '../../src/domain/console';
-import { auditRepo } from '../../src/store/audit';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import Database from '../../src/store/sqlite-driver';
 import { clusterBed } from '../helpers/cluster-bed';
 import { rows, waitFor } from '../helpers/cluster-db';
@@ -66,7 +66,7 @@ const sqlite: Mode = {
   refuse: async (r) => {
     const db = new Database(join(bed.dir.dir, 'consig.db'));
     try {
-      auditRepo(db).refuse(r);
+      await consoleAudit(sqliteLogSql(db)).refuse(r);
     } finally {
       db.close();
     }
@@ -78,7 +78,11 @@ const cluster: Mode = {
   stop: (r) => bed.stop(r),
   query: <R>(sql: string) => rows<R>(bed.pool, sql),
   cliEnv: () => ({ DATABASE_URL: bed.url }),
-  refuse: (r) => recordRefusal(sqlOf(bed.pool), r),
+  // Its statements on the pool, as the console's store runs them (src/core/console-sessions.ts).
+  refuse: (r) => {
+    const q = pgLogQuery(bed.pool);
+    return consoleAudit({ dialect: 'postgres', read: (fn) => fn(q), write: (fn) => fn(q) }).refuse(r);
+  },
 };
 
 /** SQLite receivers of the test, stopped after it (cluster replicas are the bed's). */

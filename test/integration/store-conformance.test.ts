@@ -3,7 +3,6 @@ import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../bench/local-postgres';
 import { type CommandLog, type CommandSession, withCommandLog } from '../../src/cli/command-log';
 import { pgAdminLog } from '../../src/cluster/pg-admin-log';
-import { pgConsoleLog } from '../../src/cluster/pg-console-log';
 import { pgForwardStore } from '../../src/cluster/pg-forward-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
@@ -19,7 +18,7 @@ import {
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
 import { asInstant, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
-import { type ConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
+import { type ConsoleLog, pgConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
 import { sqliteSenderStore } from '../../src/store/forward-deliveries';
 import { sqliteLogSql } from '../../src/store/log-sql';
@@ -329,7 +328,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The console's store (http/console/console-log.ts `ConsoleLog`): sqliteConsoleLog as main.ts
-   * builds it, cluster/pg-console-log.ts as a replica builds it on its pool.
+   * builds it, pgConsoleLog as a replica builds it on its pool (both core/console-log.ts).
    */
   describe('the console log', () => {
     let log: ConsoleLog;

@@ -1,3 +1,12 @@
+import type { PoolClient } from 'pg';
+import { readSharedAnswers } from '../../cluster/pg-delivery-alarm';
+import type { PgAdminLog } from '../../cluster/pg-admin-log';
+import { readOldestUnprocessed } from '../../cluster/pg-gauges';
+import { pgLogQuery } from '../../cluster/pg-log-sql';
+import { readLatestProposals, readStuckProposals, stuckCounts } from '../../cluster/pg-reads';
+import { iso, sqlOf } from '../../cluster/sql';
+import { consoleLog, type LogSqlOf } from '../../core/console-log';
+import type { AverbacaoListRow } from '../../core/console-reads';
 import {
   type AuditRow,
   type ConsoleAverbacaoFilter,
@@ -10,40 +19,29 @@ import {
   type NewRefusal,
   type OverviewFigures,
   type OverviewQuery,
-  overviewSinceHour,
-  silenceFigures,
   type ProposalListing,
   type RegistryEventRow,
-  STORY_AVERBACOES,
   type StoryEventRow,
   type StoryForwardRow,
   type TokenFingerprints,
 } from '../../domain/console';
+import { runOfAnswers } from '../../domain/delivery-alarm';
 import type { DeliveryRow } from '../../domain/delivery';
 import type { EventRow, ReplayResult } from '../../domain/event-status';
-import type { AverbacaoRow } from '../../store/averbacoes';
-import type { AverbacaoListRow } from '../../store/console-averbacoes';
-import { auditRepo } from '../../store/audit';
-import { consoleAverbacoes } from '../../store/console-averbacoes';
-import { consoleEvents } from '../../store/console-events';
-import { consoleProposals } from '../../store/console-proposals';
-import { deliveryRollup } from '../../store/console-rollup';
-import { consoleSessionsRepo } from '../../store/console-sessions';
-import { consoleThrottleRepo } from '../../store/console-throttle';
-import type { Db } from '../../store/database';
+import type { AverbacaoRow, ProposalRow } from '../../domain/log-rows';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
 import { forwardAdmin } from '../../store/forward-admin';
+import { sqliteLogSql } from '../../store/log-sql';
 import { proposalLists } from '../../store/proposal-lists';
 import type { ProposalListRow } from '../../store/proposal-lists';
-import type { ProposalRow } from '../../store/proposals';
 import type { Store } from '../../store/store';
 import { type AdminForwards, sqliteAdminLog } from '../admin/admin-log';
 
 /**
  * Everything the console's pages and actions read and write, whichever store holds the log: the
- * SQLite file ({@link sqliteConsoleLog}, over the synchronous store modules), or PostgreSQL in
- * cluster mode (src/cluster/pg-console-log.ts, shared by every replica). The pages render the rows
- * of either once: both give the SQLite log's shapes (domain/console.ts). Each call of the
+ * SQLite file ({@link sqliteConsoleLog}) or PostgreSQL in cluster mode ({@link pgConsoleLog},
+ * shared by every replica), one implementation for both (core/console-log.ts). The pages render the
+ * rows of either once: both give the SQLite log's shapes (domain/console.ts). Each call of the
  * PostgreSQL log rejects with a StorageError while PostgreSQL cannot answer this replica; the
  * console answers that with a 503 page.
  */
@@ -51,7 +49,7 @@ export interface ConsoleLog {
   sessions: ConsoleSessions;
   audit: {
     record(entry: NewAuditEntry): Promise<void>;
-    /** A refused request, aggregated (store/audit.ts `refuse`). */
+    /** A refused request, aggregated (domain/console.ts `refusalWrite`). */
     refuse(refusal: NewRefusal): Promise<void>;
     /** Newest first, entries with an id below `beforeId` (keyset). */
     page(beforeId: number, limit: number): Promise<AuditRow[]>;
@@ -60,7 +58,7 @@ export interface ConsoleLog {
   signInFailures: SignInFailures;
   /** The overview's figures; counts the deliveries that arrived since the last view into the hourly rollup first. */
   overview(now: Date, query: OverviewQuery): Promise<OverviewFigures>;
-  /** A page of events (the window rule of store/console-events.ts). */
+  /** A page of events (the window rule of core/console-reads.ts). */
   events(filter: ConsoleEventFilter): Promise<ListPage<EventRow>>;
   /** Every event the filter matches (no paging, no window): a bulk replay's count. */
   countEvents(filter: ConsoleEventFilter): Promise<number>;
@@ -84,6 +82,7 @@ export interface ConsoleLog {
 }
 
 export type { OverviewFigures, OverviewQuery, ProposalListing, RelaySpoolRow } from '../../domain/console';
+export type { AverbacaoListRow } from '../../core/console-reads';
 
 export interface ConsoleSessions {
   create(session: NewConsoleSession): Promise<void>;
@@ -120,97 +119,73 @@ export interface ProposalStoryRows {
   forwards: StoryForwardRow[];
 }
 
-/** Every statement the SQLite console runs, prepared once when the console is mounted. */
-export function consoleQueries(db: Db) {
-  return {
-    events: consoleEvents(db),
-    proposals: consoleProposals(db),
-    averbacoes: consoleAverbacoes(db),
-    rollup: deliveryRollup(db),
-    lists: proposalLists(db),
-    forwards: forwardAdmin(db),
-    alarm: deliveryAlarmRepo(db),
-    audit: auditRepo(db),
-    sessions: consoleSessionsRepo(db),
-    throttle: consoleThrottleRepo(db),
-  };
-}
-
-export type ConsoleQueries = ReturnType<typeof consoleQueries>;
-
 /**
- * The SQLite file's console log: the synchronous store modules the console has always read, in
- * the same order, so SQLite mode's pages do not change. `sweep` makes the in-process pipeline pick
- * a replay up at once, `nudge` the forwarding sender.
+ * The SQLite file's console log: the console's store written once (core/console-log.ts) on the
+ * file's connection, with the figures SQLite keeps its own way (the alarm's stored run, the
+ * proposal lists and gauges `/metrics` and the commands read too). `sweep` makes the in-process
+ * pipeline pick a replay up at once, `nudge` the forwarding sender.
  */
 export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): void }): ConsoleLog {
-  const q = consoleQueries(store.db);
   const admin = sqliteAdminLog(store, wake);
+  const lists = proposalLists(store.db);
+  const alarm = deliveryAlarmRepo(store.db);
+  const forwards = forwardAdmin(store.db);
   return {
-    sessions: promising(q.sessions),
-    audit: promising(q.audit),
-    signInFailures: promising(q.throttle),
-    overview: async (now, query) => sqliteOverview(store, q, now, query),
-    events: async (filter) => q.events.list(filter),
-    countEvents: async (filter) => q.events.countMatching(filter),
-    eventIds: async (filter, before, limit) => q.events.idsMatching(filter, before, limit),
-    event: async (id) => {
-      const event = store.events.get(id);
-      return event && { event, body: store.events.body(id), forwards: q.proposals.eventForwards(id) };
-    },
-    deliveries: async (filter) => q.events.deliveries(filter),
-    proposals: async (listing) => {
-      const rows =
+    ...consoleLog(sqliteLogSql(store.db), {
+      proposalList: async (_q, listing) =>
         listing.kind === 'stuck'
-          ? q.lists.stuck(listing.cutoffs, { after: listing.after, limit: listing.limit })
-          : q.lists.latest(listing.statuses, { before: listing.before, limit: listing.limit });
-      return { counts: store.proposals.countByStatus(), rows };
-    },
-    proposalExists: async (nu) => store.proposals.get(nu) !== undefined || q.proposals.events(nu).length > 0,
-    proposalStory: async (nu) => {
-      const proposal = store.proposals.get(nu);
-      const events = q.proposals.events(nu);
-      if (proposal === undefined && events.length === 0) return undefined;
-      const averbacoes = store.averbacoes
-        .list({ nuProposta: nu, limit: STORY_AVERBACOES })
-        .map((row) => ({ row, answers: q.proposals.registryEvents(row.request_id) }));
-      return { proposal, events, averbacoes, forwards: q.proposals.forwards(nu) };
-    },
-    averbacoes: async (filter) => q.averbacoes.list(filter),
+          ? lists.stuck(listing.cutoffs, { after: listing.after, limit: listing.limit })
+          : lists.latest(listing.statuses, { before: listing.before, limit: listing.limit }),
+      figures: async (_q, query) => ({
+        run: alarm.load(),
+        lastDeliveryAt: alarm.lastDeliveryAt(),
+        proposalsInFlight: () => alarm.proposalsInFlight(),
+        stuckByStatus: lists.stuckCounts(query.stuckCutoffs),
+        oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
+      }),
+      destinationSummaries: async (configured) => forwards.destinationSummaries(configured),
+    }),
     replayEvents: (ids, now) => admin.replayEvents(ids, now),
     forwards: admin.forwards,
   };
 }
 
-/** A synchronous repository's methods as the async port's: same names, same arguments. */
-type Promising<T> = {
-  [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<R> : never;
-};
-
-function promising<T extends object>(repo: T): Promising<T> {
-  const methods = Object.entries(repo).map(([name, fn]) => [
-    name,
-    async (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args),
-  ]);
-  return Object.fromEntries(methods) as Promising<T>;
-}
-
-function sqliteOverview(store: Store, q: ConsoleQueries, now: Date, query: OverviewQuery): OverviewFigures {
-  const rollup = q.rollup.update(now);
+/**
+ * Cluster mode's console log, shared by every replica: the console's store written once
+ * (core/console-log.ts) on the admin log's runners (cluster/pg-admin-log.ts: the replica's pool, the
+ * running() guard, the read timeout, StorageError while PostgreSQL cannot answer), with the
+ * figures PostgreSQL keeps its own way (every replica's answers for the alarm, the proposal lists
+ * and gauges of cluster/pg-reads.ts), read in the same snapshot. Its writes that the admin API
+ * also makes (replays, pause and resume) are the admin log's own.
+ */
+export function pgConsoleLog(admin: PgAdminLog): ConsoleLog {
+  const { read, writing } = admin.runners;
+  // The snapshot's connection beside its statements, for the parts below.
+  const on = (client: PoolClient) => ({ ...pgLogQuery(client), client });
+  const sql: LogSqlOf<ReturnType<typeof on>> = {
+    dialect: 'postgres',
+    read: (fn) => read((client) => fn(on(client))),
+    write: (fn) => writing((client) => fn(on(client))),
+  };
   return {
-    rollup,
-    hours: q.rollup.since(overviewSinceHour(now)),
-    ...silenceFigures(now, q.alarm.lastDeliveryAt(), query, () => q.alarm.proposalsInFlight()),
-    run: q.alarm.load(),
-    stuckByStatus: q.lists.stuckCounts(query.stuckCutoffs),
-    events: {
-      pending: q.averbacoes.countEvents('pending'),
-      failed: q.averbacoes.countEvents('failed'),
-      dead: q.averbacoes.countEvents('dead'),
-      oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
-    },
-    averbacoes: { waiting: store.averbacoes.counts().waiting, staleWaiting: q.averbacoes.staleWaiting() },
-    destinations: q.forwards.destinationSummaries(query.destinations),
-    relaySpools: null,
+    ...consoleLog(sql, {
+      proposalList: ({ client }, listing) =>
+        listing.kind === 'stuck'
+          ? readStuckProposals(client, listing.cutoffs, listing.limit, listing.after)
+          : readLatestProposals(client, listing.statuses, listing.limit, listing.before),
+      figures: async ({ client }, query) => {
+        const answers = await readSharedAnswers(sqlOf(client));
+        return {
+          run: runOfAnswers(answers.run),
+          lastDeliveryAt: answers.lastDeliveryAt,
+          proposalsInFlight: answers.proposalsInFlight,
+          stuckByStatus: await stuckCounts(client, query.stuckCutoffs),
+          oldestUnprocessedAt: iso(await readOldestUnprocessed(sqlOf(client))),
+        };
+      },
+      destinationSummaries: (configured) => admin.forwards.destinationSummaries(configured),
+    }),
+    replayEvents: admin.replayEvents,
+    forwards: admin.forwards,
   };
 }

@@ -2,7 +2,7 @@ import { REGISTRY_STATUSES, STAGES } from '../../domain/catalogue';
 import { FAILED_ANSWERS, ACCEPTED_ANSWERS } from '../../domain/delivery-alarm';
 import { parseDuration } from '../../domain/duration';
 import { PROPOSAL_STATUSES } from '../../domain/lifecycle';
-import type { ConsoleEventFilter } from '../../store/console-events';
+import type { ConsoleEventFilter } from '../../domain/console';
 import { parseInstant } from '../../store/forward-admin';
 import { parseNuProposta } from '../../store/proposals';
 import { HttpError } from '../errors';

@@ -1,4 +1,4 @@
-import type { ConsoleRole } from '../../store/console-sessions';
+import type { ConsoleRole } from '../../domain/console';
 import { html, type HtmlValue, labelCells, type SafeHtml } from './html';
 
 /**

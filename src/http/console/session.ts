@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { constantTimeEqual } from '../../domain/signature';
-import type { ConsoleRole } from '../../store/console-sessions';
+import type { ConsoleRole } from '../../domain/console';
 
 /**
  * Console sessions: a random 32-byte id in the `consig_console` cookie; the database keeps its

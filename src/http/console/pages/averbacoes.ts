@@ -1,5 +1,5 @@
 import { REGISTRY_STATUSES } from '../../../domain/catalogue';
-import type { AverbacaoListRow } from '../../../store/console-averbacoes';
+import type { AverbacaoListRow } from '../../../core/console-reads';
 import type { ConsoleDeps } from '../deps';
 import type { averbacaoFilter } from '../filters';
 import { ageOf, timeTag } from '../format';

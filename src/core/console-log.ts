@@ -1,0 +1,82 @@
+import type { OverviewFigures, OverviewQuery, ProposalListing } from '../domain/console';
+import type { DestinationSummary } from '../domain/forwarding/admin';
+import type { Destination } from '../domain/forwarding/destinations';
+import type { Dialect, LogQuery } from '../domain/sql/log-sql';
+import { overviewFigures, type StoreFigures, updateRollup } from './console-overview';
+import {
+  countEvents,
+  eventForwards,
+  eventIds,
+  eventWithBody,
+  listAverbacoes,
+  listDeliveries,
+  listEvents,
+  proposalCounts,
+  proposalExists,
+  proposalStory,
+} from './console-reads';
+import { consoleAudit, consoleSessions, signInFailures } from './console-sessions';
+
+/**
+ * The operator console's store (http/console/console-log.ts `ConsoleLog`), written once for both
+ * stores (issue 24) against the log's one SQL path ({@link LogSql}, domain/sql/log-sql.ts): its
+ * pages' reads and its actions' writes, in the SQLite log's shapes, so that one set of pages
+ * renders either. What the console shows but does not own comes in as {@link ConsoleStoreParts}.
+ * Each page's reads run in one snapshot where they are more than one (the overview, a proposal's
+ * story), so the figures of a page agree with each other.
+ */
+
+/**
+ * {@link LogSql} whose statements' handle may carry more than {@link LogQuery}: the PostgreSQL
+ * composition hands its parts the snapshot's connection with it, so that they read in the same
+ * snapshot as the console's own statements.
+ */
+export interface LogSqlOf<Q extends LogQuery> {
+  readonly dialect: Dialect;
+  read<T>(fn: (q: Q) => Promise<T>): Promise<T>;
+  write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
+}
+
+/** What the console shows but each store keeps its own way (and its commands and `/metrics` read too). */
+export interface ConsoleStoreParts<Q extends LogQuery, Row> {
+  /** A page of the proposals list (the commands' `proposals` listing). */
+  proposalList(q: Q, listing: ProposalListing): Promise<Row[]>;
+  /** The overview's figures the stores keep (see {@link StoreFigures}). */
+  figures(q: Q, query: OverviewQuery): Promise<StoreFigures>;
+  /** The forwarding destinations' summaries (the admin API's). */
+  destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
+}
+
+export function consoleLog<Q extends LogQuery, Row>(sql: LogSqlOf<Q>, parts: ConsoleStoreParts<Q, Row>) {
+  return {
+    sessions: consoleSessions(sql),
+    audit: consoleAudit(sql),
+    signInFailures: signInFailures(sql),
+    /** The hourly rollup brought up to date (its own transaction), then the figures in one snapshot. */
+    overview: async (now: Date, query: OverviewQuery): Promise<OverviewFigures> => {
+      const rollup = await updateRollup(sql, now);
+      const figures = await sql.read((q) => overviewFigures(q, now, query, () => parts.figures(q, query)));
+      return { rollup, ...figures, destinations: await parts.destinationSummaries(query.destinations) };
+    },
+    events: (f: Parameters<typeof listEvents>[1]) => sql.read((q) => listEvents(q, f)),
+    countEvents: (f: Parameters<typeof countEvents>[1]) => sql.read((q) => countEvents(q, f)),
+    eventIds: (f: Parameters<typeof eventIds>[1], before: number, limit: number) =>
+      sql.read((q) => eventIds(q, f, before, limit)),
+    /** One event, its raw body and the messages it caused. */
+    event: (id: number) =>
+      sql.read(async (q) => {
+        const found = await eventWithBody(q, id);
+        return found && { ...found, forwards: await eventForwards(q, id) };
+      }),
+    deliveries: (f: Parameters<typeof listDeliveries>[1]) => sql.read((q) => listDeliveries(q, f)),
+    /** Proposals per status (the funnel) and one page of a listing. */
+    proposals: (listing: ProposalListing) =>
+      sql.read(async (q) => ({
+        counts: await proposalCounts(q),
+        rows: await parts.proposalList(q, listing),
+      })),
+    proposalExists: (nu: number | string) => sql.read((q) => proposalExists(q, nu)),
+    proposalStory: (nu: number | string) => sql.read((q) => proposalStory(q, nu)),
+    averbacoes: (f: Parameters<typeof listAverbacoes>[1]) => sql.read((q) => listAverbacoes(q, f)),
+  };
+}
