@@ -275,7 +275,7 @@ export async function readDeliveries(
   },
 ): Promise<DeliveryRow[]> {
   // Not shared with SQLite: its admin listing goes by id, and its ranged one steers the planner
-  // with `+outcome`, which PostgreSQL refuses (store/deliveries.ts, console-events.ts).
+  // with `+outcome`, which PostgreSQL refuses (store/deliveries.ts, core/console-reads.ts).
   const where = whereGiven([
     ['outcome = $', filter.outcome],
     ['received_at >= $', filter.from],

@@ -6,8 +6,8 @@ import { maskCpfsInText } from './privacy';
 import type { StuckCutoff } from './stuck';
 
 /**
- * The operator console's shapes and rules (contract §9), one home for both stores: the SQLite file
- * (src/store/console-*.ts, audit.ts) and PostgreSQL in cluster mode (src/cluster/pg-console-*.ts).
+ * The operator console's shapes and rules (contract §9), one home for both stores: the console's
+ * store, written once for the SQLite file and PostgreSQL in cluster mode (src/core/console-*.ts).
  * Rows are given in the SQLite log's representation (ISO-8601 text times, 0/1 flags, an integer
  * `nu_proposta` as a number), so that one set of pages renders either. Pure.
  */
@@ -106,7 +106,7 @@ export function averbacaoPage<T extends { rid: number }>(
 }
 
 /**
- * Where the window of a page ends (see store/console-events.ts): `edge` counts the newest `cap + 1`
+ * Where the window of a page ends (see core/console-reads.ts): `edge` counts the newest `cap + 1`
  * entries of the driving index below the cursor and gives the lowest of them. One past the window
  * says it was cut; ids from the one above it on are examined. undefined: the window holds them all.
  */

@@ -63,7 +63,7 @@ export interface AppDeps {
    */
   clusterLog?: AdminLog | undefined;
   /**
-   * Cluster mode: `/console` reads and writes PostgreSQL's log with `log` (src/cluster/pg-console-log.ts:
+   * Cluster mode: `/console` reads and writes PostgreSQL's log with `log` (http/console/console-log.ts `pgConsoleLog`:
    * sessions and the audit table shared by the replicas), answering a 503 page while it rejects with
    * a StorageError; its overview also shows this replica's `relay` (the spool's backlog and lag).
    * @default undefined (SQLite mode: `/console` on `store`)
