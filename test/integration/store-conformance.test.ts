@@ -532,6 +532,75 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       });
     });
 
+    describe('the events page', () => {
+      /** Event `id`, received `id` minutes after T0, its body as the ingest stores it (SQLite: text). */
+      const addWithBody = (id: number, evento: string, body: unknown) =>
+        store.exec(
+          `INSERT INTO events (id, dedup_key, kind, evento, nu_proposta, received_at, status, body)
+           VALUES (?, ?, 'event', ?, 7, ?, 'done', ?)`,
+          [
+            id,
+            `wh-${id}`,
+            evento,
+            at(id * MINUTE),
+            store.logSql.dialect === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
+          ],
+        );
+      beforeEach(async () => {
+        for (let id = 1; id <= 12; id++)
+          await addWithBody(id, id === 2 ? 'proposta.cancelada' : 'proposta.criada', {
+            dados: { n: id, ok: id % 2 === 0 },
+          });
+      });
+      const ids = (page: { rows: { id: number }[] }) => page.rows.map((r) => r.id);
+
+      behaviour('lists a time range newest first, by keyset pages', async () => {
+        expect(ids(await log.events({ from: at(3 * MINUTE), to: at(6 * MINUTE) }))).toEqual([5, 4, 3]);
+        const first = await log.events({ from: at(3 * MINUTE), limit: 4 });
+        expect([ids(first), first.next]).toEqual([[12, 11, 10, 9], 9]);
+        expect(ids(await log.events({ from: at(3 * MINUTE), limit: 4, before: first.next! }))).toEqual([
+          8, 7, 6, 5,
+        ]);
+        expect((await log.events({ limit: 1 })).rows[0]).toMatchObject({
+          id: 12,
+          nu_proposta: 7,
+          evento: 'proposta.criada',
+        });
+      });
+
+      behaviour(
+        'searches a condition without an index one window per page, and says where it stopped',
+        async () => {
+          const pages = [];
+          let before: number | undefined;
+          for (let i = 0; i < 3; i++) {
+            const page = await log.events({ evento: 'proposta.cancelada', scanCap: 5, before });
+            pages.push([ids(page), page.stoppedAt]);
+            if (page.next === null) break;
+            before = page.next;
+          }
+          expect(pages).toEqual([
+            [[], 8],
+            [[], 3],
+            [[2], null],
+          ]);
+          expect(await log.countEvents({ evento: 'proposta.cancelada' })).toBe(1);
+        },
+      );
+
+      behaviour('matches JSON leaves of the body by value and type', async () => {
+        const leaf = (key: string, value: string | number | boolean | null) => ({
+          path: `$."dados"."${key}"`,
+          keys: ['dados', key],
+          value,
+        });
+        expect(ids(await log.events({ json: [leaf('n', 4)] }))).toEqual([4]);
+        expect(ids(await log.events({ json: [leaf('n', '4')] }))).toEqual([]);
+        expect(await log.countEvents({ json: [leaf('ok', true)] })).toBe(6);
+        expect(await log.eventIds({ json: [leaf('ok', false)] }, 6, 2)).toEqual([5, 3]);
+      });
+    });
+
     describe('the deliveries page', () => {
       behaviour('lists every delivery received in the time range, whatever order the ids took', async () => {
         // Stored in another order than received: a slow request's row comes after a quicker one's.
