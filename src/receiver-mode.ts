@@ -214,7 +214,7 @@ function buildProcessing(
   const partners = file.partners(shared.partner, (db) => builtInHandlers(config, db, schedule));
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { pipelineDb, answers, metrics: shared.senderMetrics });
+  const sender = buildSender(config, options, { answers, metrics: shared.senderMetrics });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
@@ -266,21 +266,19 @@ function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) 
 
 /**
  * The forwarding sender, in a worker thread: sending takes a core of its own instead of the event
- * loop that answers the service (see sender-thread.ts). The thread reads the outbox on its own
- * connection; what it records is written here, on the pipeline's connection, between turns.
+ * loop that answers the service (see sender-thread.ts). The thread reads the outbox and writes its
+ * attempts' records on a connection of its own, when no answer is being made.
  */
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { metrics: SenderMetrics; pipelineDb: Db; answers: AnswerFirst },
+  deps: { metrics: SenderMetrics; answers: AnswerFirst },
 ): SenderControl {
-  const deliveries = forwardDeliveries(deps.pipelineDb);
   return new ForwardSenderThread({
     databasePath: config.databasePath,
     destinations: config.forwarding.destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
-    record: (records, circuits) => deliveries.record(records, circuits),
     metrics: deps.metrics,
     gate: deps.answers,
   });

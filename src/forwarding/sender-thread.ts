@@ -1,12 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { whenGateClear } from '../domain/answer-first';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { BackgroundGate } from '../domain/answer-first';
 import type { Logger } from '../logger';
-import type { AttemptRecord, CircuitWrite } from '../store/forward-deliveries';
 import type { SenderMetrics } from './sender';
 import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
 
@@ -24,19 +22,13 @@ export interface SenderThreadOptions {
   destinations: readonly Destination[];
   logger: Logger;
   metrics: SenderMetrics;
-  /**
-   * Writes what the thread's sender recorded, on a connection of this thread (the pipeline's:
-   * one thread writes, so nothing in this process waits for the file's lock). Throws the
-   * database's error.
-   */
-  record(records: AttemptRecord[], circuits: CircuitWrite[]): void;
   /** @default 1000 */
   pollIntervalMs?: number | undefined;
   /** @default 16 */
   concurrency?: number | undefined;
   /**
-   * Answers first (issue 23): the thread sends nothing while `gate.hold[0]` is 1, and the records
-   * it sends back are written once the gate is clear (they stay in flight meanwhile, never sent
+   * Answers first (issue 23): the thread sends nothing while `gate.hold[0]` is 1, and writes the
+   * attempts' records only once the gate is clear (they stay in flight meanwhile, never sent
    * twice).
    * @default none (never waits)
    */
@@ -162,19 +154,6 @@ export class ForwardSenderThread implements SenderControl {
     }, delay);
   }
 
-  private write(
-    records: AttemptRecord[],
-    circuits: CircuitWrite[],
-  ): null | { message: string; code: string | null } {
-    try {
-      this.options.record(records, circuits);
-      return null;
-    } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      return { message: (err as Error).message, code: typeof code === 'string' ? code : null };
-    }
-  }
-
   private send(message: ToWorker): void {
     this.worker?.postMessage(message);
   }
@@ -185,16 +164,6 @@ export class ForwardSenderThread implements SenderControl {
         for (const o of message.observations) observe(this.options.metrics, o);
         this.mirroredInFlight = message.inFlight;
         this.mirroredCircuits = new Map(message.circuits);
-        break;
-      case 'record':
-        for (const o of message.observations) observe(this.options.metrics, o);
-        whenGateClear(this.options.gate, () =>
-          this.send({
-            type: 'recorded',
-            id: message.id,
-            error: this.write(message.records, message.circuits),
-          }),
-        );
         break;
       case 'log':
         relayLog(this.options.logger, message.line);

@@ -1,7 +1,6 @@
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { AttemptOutcome } from '../domain/forwarding/retry';
-import type { AttemptRecord, CircuitWrite } from '../store/forward-deliveries';
 
 /**
  * The messages between the receiver's main thread and the forwarding sender's worker thread
@@ -36,9 +35,7 @@ export interface SenderWorkerData {
 export type ToWorker =
   | { type: 'start' }
   /** Stop sending; the worker answers `stopped` and then closes its database. */
-  | { type: 'stop'; timeoutMs: number }
-  /** The answer to a `record`: written, or the error (`busy`: the file was locked, try again soon). */
-  | { type: 'recorded'; id: number; error: null | { message: string; code: string | null } };
+  | { type: 'stop'; timeoutMs: number };
 
 /** One metric observation, as SenderMetrics receives it. */
 export type Observation =
@@ -55,19 +52,6 @@ export type FromWorker =
       observations: Observation[];
       inFlight: number;
       circuits: [string, CircuitState][];
-    }
-  /**
-   * Attempt records and circuit changes for the main thread to write (one transaction): the
-   * thread reads the outbox on a connection of its own, but writes nothing itself, so that the
-   * file has one writing thread and no lock to wait for in this process.
-   */
-  | {
-      type: 'record';
-      id: number;
-      records: AttemptRecord[];
-      circuits: CircuitWrite[];
-      /** The observations made since the last message, so that metrics move with the records. */
-      observations: Observation[];
     }
   /** A log line of the worker's logger (pino JSON). */
   | { type: 'log'; line: string }
