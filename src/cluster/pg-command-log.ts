@@ -5,7 +5,7 @@ import type { ProposalStatus } from '../domain/lifecycle';
 import type { StuckCutoff } from '../domain/stuck';
 import { pgLogStatements } from './pg-admin-log';
 import { endAllSessions, recordAudit } from './pg-console-sessions';
-import { adminDbOfClient } from './pg-forward-admin';
+import { pgClientLogSql } from './pg-log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
 import {
   describePgTarget,
@@ -50,12 +50,8 @@ function pgCommandLog(client: Client, databaseUrl: string) {
   return {
     /** postgres://host:port/database: the log as messages name it (no user, no password). */
     name: describePgTarget(pgTarget(databaseUrl)),
-    ...pgLogStatements({
-      // The command's connection is already in its snapshot (`read`) or reads as it comes.
-      read: (fn) => fn(client),
-      write: (fn) => fn(adminDbOfClient(client)),
-      statement: (fn) => fn(sql),
-    }),
+    // The command's connection is already in its snapshot (`read`) or reads as it comes.
+    ...pgLogStatements({ read: (fn) => fn(client), logSql: pgClientLogSql(client) }),
     stats: (cutoffs: readonly StuckCutoff[], destinations: readonly string[]) =>
       readStats(client, cutoffs, destinations),
     latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
@@ -82,7 +78,7 @@ function pgCommandLog(client: Client, databaseUrl: string) {
       ),
     /** Every console session, at every replica at once, and its audit row, in one transaction. */
     endSessions: (audit: (ended: number) => NewAuditEntry) =>
-      adminDbOfClient(client).transaction(async (tx) => {
+      transactionOn(client)(async (tx) => {
         const ended = await endAllSessions(tx);
         await recordAudit(tx, audit(ended));
         return ended;

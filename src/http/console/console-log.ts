@@ -32,12 +32,13 @@ import { consoleSessionsRepo } from '../../store/console-sessions';
 import { consoleThrottleRepo } from '../../store/console-throttle';
 import type { Db } from '../../store/database';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
-import { forwardAdmin } from '../../store/forward-admin';
 import { proposalLists } from '../../store/proposal-lists';
 import type { ProposalListRow } from '../../store/proposal-lists';
 import type { ProposalRow } from '../../store/proposals';
 import type { Store } from '../../store/store';
 import { type AdminForwards, sqliteAdminLog } from '../admin/admin-log';
+import { forwardAdmin } from '../../core/forward-admin';
+import { sqliteLogSql } from '../../store/log-sql';
 
 /**
  * Everything the console's pages and actions read and write, whichever store holds the log: the
@@ -128,7 +129,7 @@ export function consoleQueries(db: Db) {
     averbacoes: consoleAverbacoes(db),
     rollup: deliveryRollup(db),
     lists: proposalLists(db),
-    forwards: forwardAdmin(db),
+    forwards: forwardAdmin(sqliteLogSql(db)),
     alarm: deliveryAlarmRepo(db),
     audit: auditRepo(db),
     sessions: consoleSessionsRepo(db),
@@ -195,7 +196,12 @@ function promising<T extends object>(repo: T): Promising<T> {
   return Object.fromEntries(methods) as Promising<T>;
 }
 
-function sqliteOverview(store: Store, q: ConsoleQueries, now: Date, query: OverviewQuery): OverviewFigures {
+async function sqliteOverview(
+  store: Store,
+  q: ConsoleQueries,
+  now: Date,
+  query: OverviewQuery,
+): Promise<OverviewFigures> {
   const rollup = q.rollup.update(now);
   return {
     rollup,
@@ -210,7 +216,7 @@ function sqliteOverview(store: Store, q: ConsoleQueries, now: Date, query: Overv
       oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
     },
     averbacoes: { waiting: store.averbacoes.counts().waiting, staleWaiting: q.averbacoes.staleWaiting() },
-    destinations: q.forwards.destinationSummaries(query.destinations),
+    destinations: await q.forwards.destinationSummaries(query.destinations),
     relaySpools: null,
   };
 }
