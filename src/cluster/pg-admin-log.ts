@@ -24,10 +24,10 @@ import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
- * {@link pgLogStatements} (pg-reads.ts; the forwarding admin and the feed of src/core/), which the log commands
- * run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite log, so that
- * the routes (src/http/admin/) serve both stores with one parser and one JSON shape. Filters are
- * the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ * {@link pgLogStatements} (pg-reads.ts; the forwarding admin and the feed, src/core/), which the
+ * log commands run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite
+ * log, so that the routes (src/http/admin/) serve both stores with one parser and one JSON shape.
+ * Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
  *
  * Every call of {@link pgAdminLog} rejects with a StorageError while the replica is not connected to PostgreSQL or when
  * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
