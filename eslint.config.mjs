@@ -18,7 +18,8 @@ const NOT_COMPOSITION = [
   'only main and the commands compose the application',
 ];
 
-const CLUSTER_IMPORTS = 'cluster/ imports only domain/, its own files, node: built-ins, pg and pg-boss';
+const CLUSTER_IMPORTS =
+  'cluster/ imports only domain/, core/ (written once for both stores), its own files, node: built-ins, pg and pg-boss';
 
 const layers = [
   { files: ['src/domain/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
@@ -69,19 +70,19 @@ const layers = [
   },
   {
     // Cluster mode on PostgreSQL (issue 13): the local server for tests and the demo, the PostgreSQL
-    // migrations. It sits beside store/ (SQLite) as the other store: it uses domain/ and nothing
-    // else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
+    // migrations. It sits beside store/ (SQLite) as the other store: it uses domain/ and core/ (the code written once for
+    // both stores, which knows only domain/) and nothing else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
     // with the prefix). main composes it with the SQLite spool (store/spool.ts), passed in as an interface.
     files: ['src/cluster/*.ts'],
     rules: restrict(
-      ['^\\.\\./(?!domain/)', CLUSTER_IMPORTS],
+      ['^\\.\\./(?!domain/|core/)', CLUSTER_IMPORTS],
       ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
     ),
   },
   {
     files: ['src/cluster/*/*.ts'],
     rules: restrict(
-      ['^\\.\\./\\.\\./(?!domain/)', CLUSTER_IMPORTS],
+      ['^\\.\\./\\.\\./(?!domain/|core/)', CLUSTER_IMPORTS],
       ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
     ),
   },

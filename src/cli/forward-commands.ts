@@ -10,8 +10,6 @@ import {
   DELIVERY_STATUS_FILTERS,
   type DeliveryStatusFilter,
   type DestinationSummary,
-  decodeFeedCursor,
-  encodeFeedCursor,
   FEED_DEFAULT_TYPES,
   type ForwardFilter,
   type ForwardRow,
@@ -21,7 +19,8 @@ import {
   type ReplayCounts,
   shownForward,
   shownForwardRow,
-} from '../store/forward-admin';
+} from '../domain/forwarding/admin';
+import { decodeFeedCursor, encodeFeedCursor } from '../core/feed';
 import { parseNuProposta } from '../store/proposals';
 import { type CommandSession, withCommandLog } from './command-log';
 import type { Output } from './log-commands';

@@ -2,17 +2,11 @@ import type { Pool, PoolClient } from 'pg';
 import { decodeUtf8 } from '../domain/delivery';
 import { StorageError } from '../domain/errors';
 import type { ReplayResult } from '../domain/event-status';
-import type { BackfillRange, ForwardFilter, ForwardListFilter } from '../domain/forwarding/admin';
-import type { Destination, MessageType } from '../domain/forwarding/destinations';
+import { feedReader } from '../core/feed';
+import { forwardAdmin, type SenderWake } from '../core/forward-admin';
 import { clampLimit } from '../domain/list-limit';
-import { readFeedPage } from './pg-feed';
-import {
-  adminDbOfClient,
-  adminDbOfPool,
-  type PgAdminDb,
-  pgForwardAdmin,
-  type PgForwardAdmin,
-} from './pg-forward-admin';
+import type { LogSql } from '../domain/sql/log-sql';
+import { OUTBOX_CHANNEL } from './pg-outbox';
 import {
   isPgUnavailable,
   readAverbacao,
@@ -30,10 +24,10 @@ import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
- * {@link pgLogStatements} (pg-reads.ts, pg-forward-admin.ts, pg-feed.ts), which the log commands
- * run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite log, so that
- * the routes (src/http/admin/) serve both stores with one parser and one JSON shape. Filters are
- * the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ * {@link pgLogStatements} (pg-reads.ts; the forwarding admin and the feed, src/core/), which the
+ * log commands run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite
+ * log, so that the routes (src/http/admin/) serve both stores with one parser and one JSON shape.
+ * Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
  *
  * Every call of {@link pgAdminLog} rejects with a StorageError while the replica is not connected to PostgreSQL or when
  * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
@@ -71,14 +65,9 @@ const textNu = (nu: number | string | undefined): string | undefined =>
 /** The admin API's log on `options.pool` (see the module's comment); the ClusterNode builds one. */
 export function pgAdminLog(options: PgAdminLogOptions) {
   const { guarded, read, transaction, writing } = runners(options);
-  const { pool } = options;
+  const logSql = pgLogSql({ read, writing });
   return {
-    ...pgLogStatements({
-      read,
-      // Each chunk of a replay in a transaction of its own on the pool, notifying the sending replica.
-      write: (fn) => guarded(() => fn(adminDbOfPool(pool))),
-      statement: (fn) => guarded(() => fn(sqlOf(pool))),
-    }),
+    ...pgLogStatements({ read, logSql }),
     replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
       transaction((tx) => replayEvents(tx, ids, now, options.kick)),
     /** Tracks a registration (pg-track.ts), its first poll a job queued with it. */
@@ -95,7 +84,7 @@ export function pgAdminLog(options: PgAdminLogOptions) {
      */
     runners: { guarded, read, transaction, writing } satisfies PgRunners,
     /** The log as code written once for both stores reaches it (src/core/). */
-    logSql: pgLogSql({ read, writing }),
+    logSql,
   };
 }
 
@@ -106,11 +95,14 @@ export function pgAdminLog(options: PgAdminLogOptions) {
 export interface PgLogRunners {
   /** `fn` in one read-only snapshot. */
   read: <T>(fn: (db: PgReader) => Promise<T>) => Promise<T>;
-  /** The forwarding statements' writes (pg-forward-admin.ts: each chunk a transaction of its own). */
-  write: <T>(fn: (db: PgAdminDb) => Promise<T>) => Promise<T>;
-  /** One statement, in a snapshot of its own. */
-  statement: <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
+  /** The same way, for the code written once for both stores (src/core/). */
+  logSql: LogSql;
 }
+
+/** Wakes the replica sending a destination (and the feed's long-polls) when the write commits. */
+const NOTIFY_SENDER: SenderWake = {
+  inWrite: (q) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']),
+};
 
 /**
  * The reads and the forwarding statements the admin API and the log commands share, on either
@@ -154,10 +146,8 @@ export function pgLogStatements(run: PgLogRunners) {
         }),
       ),
     averbacao: (requestId: string) => read((db) => readAverbacao(db, requestId)),
-    forwards: forwards(run),
-    /** A page of the change feed (pg-feed.ts): one statement, so one snapshot of its own. */
-    feed: (afterId: number, limit: number, types: readonly MessageType[]) =>
-      run.statement((sql) => readFeedPage(sql, afterId, limit, types)),
+    forwards: forwardAdmin(run.logSql, NOTIFY_SENDER),
+    feed: feedReader(run.logSql),
   };
 }
 
@@ -175,30 +165,6 @@ export interface PgRunners {
   transaction: Transaction;
   /** A transaction as {@link Transaction}, on the client itself (pg-log-sql.ts). */
   writing: Writing;
-}
-
-/**
- * pg-forward-admin's statements: reads in one read-only snapshot (a destination's figures agree
- * with each other), writes as `run.write` gives them (each chunk of a replay commits and notifies
- * the sending replica).
- */
-function forwards(run: PgLogRunners) {
-  const reading = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) =>
-    run.read((db) => fn(pgForwardAdmin(adminDbOfClient(db))));
-  const writing = <T>(fn: (admin: PgForwardAdmin) => Promise<T>) => run.write((db) => fn(pgForwardAdmin(db)));
-  return {
-    list: (filter: ForwardListFilter) => reading((a) => a.list(filter)),
-    show: (id: number) => reading((a) => a.show(id)),
-    missing: (ids: readonly number[]) => reading((a) => a.missing(ids)),
-    countWhere: (filter: ForwardFilter) => reading((a) => a.countWhere(filter)),
-    destinationSummaries: (configured: readonly Destination[]) =>
-      reading((a) => a.destinationSummaries(configured)),
-    replay: (ids: readonly number[], now: string) => writing((a) => a.replay(ids, now)),
-    replayWhere: (filter: ForwardFilter, now: string) => writing((a) => a.replayWhere(filter, now)),
-    backfill: (destination: Destination, range: BackfillRange, now: string) =>
-      writing((a) => a.backfill(destination, range, now)),
-    setPaused: (name: string, paused: boolean, now: string) => writing((a) => a.setPaused(name, paused, now)),
-  };
 }
 
 /**

@@ -1,11 +1,9 @@
 import type { Client } from 'pg';
 import type { EventStatus } from '../domain/event-status';
-import type { LogSql } from '../domain/sql/log-sql';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { StuckCutoff } from '../domain/stuck';
 import { pgLogStatements } from './pg-admin-log';
-import { adminDbOfClient } from './pg-forward-admin';
-import { pgLogQuery } from './pg-log-sql';
+import { pgClientLogSql } from './pg-log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
 import {
   describePgTarget,
@@ -50,12 +48,8 @@ function pgCommandLog(client: Client, databaseUrl: string) {
   return {
     /** postgres://host:port/database: the log as messages name it (no user, no password). */
     name: describePgTarget(pgTarget(databaseUrl)),
-    ...pgLogStatements({
-      // The command's connection is already in its snapshot (`read`) or reads as it comes.
-      read: (fn) => fn(client),
-      write: (fn) => fn(adminDbOfClient(client)),
-      statement: (fn) => fn(sql),
-    }),
+    // The command's connection is already in its snapshot (`read`) or reads as it comes.
+    ...pgLogStatements({ read: (fn) => fn(client), logSql: pgClientLogSql(client) }),
     stats: (cutoffs: readonly StuckCutoff[], destinations: readonly string[]) =>
       readStats(client, cutoffs, destinations),
     latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
@@ -81,11 +75,7 @@ function pgCommandLog(client: Client, databaseUrl: string) {
         graceMs,
       ),
     /** The command's connection as code written once for both stores reaches it (src/core/). */
-    logSql: {
-      dialect: 'postgres',
-      read: (fn) => fn(pgLogQuery(client)),
-      write: (fn) => transactionOn(client)(() => fn(pgLogQuery(client))),
-    } as LogSql,
+    logSql: pgClientLogSql(client),
     /** RETENTION_DAYS' pass, in its short transactions (pg-retention.ts). */
     prune: (cutoff: Date, now: Date) => prunePostgres(transactionOn(client), cutoff, now),
     /** A message committed by any replica calls `onChange` (the outbox's NOTIFY). */

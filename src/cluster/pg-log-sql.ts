@@ -1,6 +1,7 @@
 import type { ClientBase, PoolClient } from 'pg';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { LOG_TYPES } from './pg-reads';
+import { transactionOn } from './pg-retention';
 
 /**
  * The PostgreSQL adapter of {@link LogSql} (domain/sql/log-sql.ts): reads in the admin log's
@@ -26,5 +27,18 @@ export function pgLogQuery(client: Pick<ClientBase, 'query'>): LogQuery {
     rows: async <R>(text: string, params: readonly unknown[] = []) =>
       (await client.query({ text, values: [...params], types: LOG_TYPES })).rows as R[],
     run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,
+  };
+}
+
+/**
+ * A command's own connection (pg-command-log.ts): reads as it stands (already in the command's
+ * read-only snapshot, or following each commit), each write BEGIN … COMMIT on it.
+ */
+export function pgClientLogSql(client: Pick<ClientBase, 'query'>): LogSql {
+  const q = pgLogQuery(client);
+  return {
+    dialect: 'postgres',
+    read: (fn) => fn(q),
+    write: (fn) => transactionOn(client)(() => fn(q)),
   };
 }

@@ -10,7 +10,7 @@ import { FeedWaiters } from '../../src/http/admin/feed-waiters';
 import { createApp } from '../../src/http/app';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
-import { encodeFeedCursor } from '../../src/store/forward-admin';
+import { encodeFeedCursor } from '../../src/core/feed';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';

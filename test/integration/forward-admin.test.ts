@@ -13,7 +13,7 @@ import { createApp } from '../../src/http/app';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
-import { CHUNK_ROWS } from '../../src/store/forward-admin';
+import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
 import { forwardDeliveries } from '../../src/store/forward-deliveries';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { IngestWriter } from '../../src/store/ingest-writer';

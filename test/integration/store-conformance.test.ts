@@ -15,6 +15,12 @@ import {
   REFUSAL_ROWS_PER_WINDOW,
   tokenFingerprint,
 } from '../../src/domain/console';
+import { FEED_DEFAULT_TYPES, type ForwardListFilter } from '../../src/domain/forwarding/admin';
+import {
+  type Destination,
+  destinationFromEnv,
+  type MessageType,
+} from '../../src/domain/forwarding/destinations';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
 import { asInstant, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
@@ -1346,6 +1352,298 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         expect((await deliveries(1))[0]!.status).toBe('delivered');
       },
     );
+  });
+
+  /**
+   * The operators' statements on the forwarding tables and the change feed (contract §8), written
+   * once for both stores (core/forward-admin.ts, core/feed.ts): as the admin API and the console
+   * reach them (the console log's `forwards`: the replica's pool in cluster mode) and as the
+   * commands do (their own connection), on the sender's outbox rows ({@link OUTBOX}).
+   */
+  describe('the forwarding admin and the change feed', () => {
+    const admin = () => store.consoleLog.forwards;
+    const withLog = <T>(session: CommandSession, use: (log: CommandLog) => Promise<T>): Promise<T> =>
+      withCommandLog(store.commands.config, session, use);
+    const NOW = at(HOUR);
+    /** The deliveries' rows a replay or a backfill writes, ids as numbers. */
+    const rows = async (where: string, params: readonly unknown[] = []) =>
+      (
+        await store.all(
+          `SELECT id, message_id, status, attempts, next_attempt_at, delivered_at, updated_at
+           FROM forward_deliveries WHERE ${where} ORDER BY id`,
+          params,
+        )
+      ).map((r): Record<string, unknown> => ({ ...r, id: Number(r.id), message_id: Number(r.message_id) }));
+    const crm: Destination = {
+      ...destinationFromEnv({ FORWARD_URL: 'https://crm.example/hook?token=abc', FORWARD_SECRET: 's' })!,
+      name: 'crm',
+      types: ['proposal.changed'],
+    };
+
+    beforeEach(async () => {
+      await seedOutbox(store);
+      await store.exec(`UPDATE forward_deliveries SET attempts = 2 WHERE id = 3`); // retrying
+      // The seed wrote its ids itself: PostgreSQL's sequence goes on after them, as SQLite's rowid does.
+      if (driver.name === 'PostgreSQL') await store.exec(`SELECT setval('forward_deliveries_id_seq', 9)`);
+    });
+
+    behaviour(
+      'lists deliveries newest first, with the filters and the `beforeId` cursor, in the SQLite log shape',
+      async () => {
+        const ids = async (filter: ForwardListFilter) => (await admin().list(filter)).map((r) => r.id);
+        expect(await ids({})).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        expect(await ids({ destination: 'crm', status: 'pending' })).toEqual([9, 8, 5, 3, 2, 1]);
+        expect(await ids({ status: 'retrying' })).toEqual([3]);
+        expect(await ids({ nuProposta: 7, type: 'proposal.changed', beforeId: 3, limit: 1 })).toEqual([2]);
+        expect(await ids({ nuProposta: '7', since: at(-56 * MINUTE), until: at(-53 * MINUTE) })).toEqual([
+          6, 5, 4,
+        ]);
+        expect(await ids({ type: 'averbacao.result' })).toEqual([]);
+        const dead = {
+          id: 7,
+          message_id: 107,
+          destination: 'crm',
+          status: 'dead',
+          attempts: 1,
+          next_attempt_at: null,
+          last_status: 410,
+          last_error: 'HTTP 410',
+          created_at: at(-53 * MINUTE),
+          updated_at: at(-HOUR),
+          delivered_at: null,
+          webhook_id: 'msg_7',
+          type: 'proposal.changed',
+          event_id: 7,
+          evento: 'proposta.criada',
+          nu_proposta: 7,
+          request_id: null,
+          order_key: 'p:10',
+          message_created_at: at(-53 * MINUTE),
+        };
+        expect(await admin().list({ status: 'dead' })).toEqual([dead]);
+        expect(await withLog(READ, (log) => log.forwards.list({ status: 'dead' }))).toEqual([dead]);
+      },
+    );
+
+    behaviour(
+      'shows a delivery, its message body and its attempts in order; nothing for an unknown id',
+      async () => {
+        for (const [attempt, status, outcome, answer] of [
+          [1, 503, 'temporary', 'busy'],
+          [2, 410, 'permanent', 'gone'],
+        ] as const)
+          await store.exec(
+            `INSERT INTO forward_attempts (delivery_id, attempt, started_at, duration_ms, http_status, error, outcome, answer)
+           VALUES (7, ?, ?, 12.5, ?, NULL, ?, ?)`,
+            [attempt, at(-HOUR - MINUTE * (3 - attempt)), status, outcome, answer],
+          );
+        const shown = await admin().show(7);
+        expect(shown?.delivery).toMatchObject({ id: 7, status: 'dead', nu_proposta: 7, webhook_id: 'msg_7' });
+        expect(shown?.body).toBe('{"n":7,"nu_cpf":"12345678909"}');
+        expect(shown?.attempts).toEqual([
+          {
+            id: 1,
+            attempt: 1,
+            started_at: at(-HOUR - 2 * MINUTE),
+            duration_ms: 12.5,
+            http_status: 503,
+            error: null,
+            outcome: 'temporary',
+            answer: 'busy',
+          },
+          {
+            id: 2,
+            attempt: 2,
+            started_at: at(-HOUR - MINUTE),
+            duration_ms: 12.5,
+            http_status: 410,
+            error: null,
+            outcome: 'permanent',
+            answer: 'gone',
+          },
+        ]);
+        expect(await withLog(READ, (log) => log.forwards.show(7))).toEqual(shown);
+        expect(await admin().show(99)).toBeUndefined();
+      },
+    );
+
+    behaviour(
+      'replays by id: dead and delivered start over, pending is due now with its attempts kept',
+      async () => {
+        expect(await admin().missing([3, 4, 7, 99])).toEqual([99]);
+        expect(await admin().replay([3, 4, 7, 99], NOW)).toEqual({
+          replayed: 3,
+          by_status: { pending: 1, delivered: 1, dead: 1 },
+        });
+        const requeued = { status: 'pending', next_attempt_at: NOW, delivered_at: null, updated_at: NOW };
+        expect(await rows('id IN (3, 4, 7)')).toEqual([
+          { id: 3, message_id: 103, attempts: 2, ...requeued },
+          { id: 4, message_id: 104, attempts: 0, ...requeued },
+          { id: 7, message_id: 107, attempts: 0, ...requeued },
+        ]);
+        // The commands' connection: the same rule.
+        await store.exec(`UPDATE forward_deliveries SET status = 'dead' WHERE id = 1`);
+        expect(await withLog(WRITE, (log) => log.forwards.replay([1], at(2 * HOUR)))).toEqual({
+          replayed: 1,
+          by_status: { pending: 0, delivered: 0, dead: 1 },
+        });
+        expect((await rows('id = 1'))[0]).toMatchObject({ status: 'pending', next_attempt_at: at(2 * HOUR) });
+      },
+    );
+
+    behaviour(
+      'counts and replays what a filter matches, by the status each had, and nothing else',
+      async () => {
+        expect(await admin().countWhere({ nuProposta: 7 })).toEqual({
+          replayed: 9,
+          by_status: { pending: 7, delivered: 1, dead: 1 },
+        });
+        expect(await admin().countWhere({ destination: 'crm', status: 'dead' })).toEqual({
+          replayed: 1,
+          by_status: { pending: 0, delivered: 0, dead: 1 },
+        });
+        expect(
+          await withLog(WRITE, (log) =>
+            log.forwards.replayWhere({ destination: 'crm', status: 'dead' }, NOW),
+          ),
+        ).toEqual({
+          replayed: 1,
+          by_status: { pending: 0, delivered: 0, dead: 1 },
+        });
+        expect(await admin().replayWhere({ status: 'delivered' }, NOW)).toEqual({
+          replayed: 1,
+          by_status: { pending: 0, delivered: 1, dead: 0 },
+        });
+        expect(await admin().replayWhere({ destination: 'nobody' }, NOW)).toEqual({
+          replayed: 0,
+          by_status: { pending: 0, delivered: 0, dead: 0 },
+        });
+        expect((await rows(`next_attempt_at = ?`, [NOW])).map((r) => r.id)).toEqual([4, 7]);
+        expect((await admin().countWhere({ status: 'pending' })).replayed).toBe(9);
+      },
+    );
+
+    behaviour('backfills what a destination wants and lacks, in message order, once', async () => {
+      const erp: Destination = { ...crm, name: 'erp' };
+      expect(await admin().backfill(erp, {}, NOW)).toEqual({ matched: 9, created: 8 });
+      const erpRows = await rows(`destination = 'erp'`);
+      expect(erpRows.map((r) => r.message_id)).toEqual([106, 101, 102, 103, 104, 105, 107, 108, 109]);
+      expect(
+        erpRows
+          .slice(1)
+          .every((r) => r.status === 'pending' && r.attempts === 0 && r.next_attempt_at === NOW),
+      ).toBe(true);
+      expect(await withLog(WRITE, (log) => log.forwards.backfill(erp, {}, NOW))).toEqual({
+        matched: 9,
+        created: 0,
+      });
+      // A range: one proposal, a time window; a destination that wants none of them gets none.
+      const late: Destination = { ...crm, name: 'late' };
+      const range = { nuProposta: 7, since: at(-55 * MINUTE), until: at(-53 * MINUTE) };
+      expect(await admin().backfill(late, range, NOW)).toEqual({ matched: 2, created: 2 });
+      expect((await rows(`destination = 'late'`)).map((r) => r.message_id)).toEqual([105, 106]);
+      expect(await admin().backfill({ ...late, types: ['averbacao.result'] }, {}, NOW)).toEqual({
+        matched: 0,
+        created: 0,
+      });
+    });
+
+    behaviour(
+      'pauses and resumes a destination, and sums each one up: counts, head of the queue, pause, circuit',
+      async () => {
+        await admin().setPaused('crm', true, at(MINUTE));
+        const circuit = { state: 'open', since: 1, until: 2, failures: 5 };
+        await store.exec(`UPDATE forward_destinations SET circuit = ? WHERE name = 'crm'`, [
+          JSON.stringify(circuit),
+        ]);
+        const summaries = await admin().destinationSummaries([crm]);
+        expect(summaries).toEqual([
+          {
+            name: 'crm',
+            configured: true,
+            url: 'https://crm.example/hook?…',
+            types: ['proposal.changed'],
+            eventos: ['*'],
+            has_filter: false,
+            full_cpf: false,
+            paused: true,
+            paused_in_config: false,
+            paused_by_operator: true,
+            counts: { pending: 6, retrying: 1, delivered: 1, dead: 1 },
+            oldest_pending_at: at(-59 * MINUTE),
+            circuit,
+          },
+          {
+            name: 'erp',
+            configured: false,
+            url: null,
+            types: null,
+            eventos: null,
+            has_filter: null,
+            full_cpf: null,
+            paused: true,
+            paused_in_config: false,
+            paused_by_operator: true,
+            counts: { pending: 1, retrying: 0, delivered: 0, dead: 0 },
+            oldest_pending_at: at(-54 * MINUTE),
+            circuit: { state: 'closed', failures: 0 },
+          },
+        ]);
+        expect(await withLog(READ, (log) => log.forwards.destinationSummaries([crm]))).toEqual(summaries);
+        await withLog(WRITE, (log) => log.forwards.setPaused('crm', false, at(2 * MINUTE)));
+        const [resumed] = await admin().destinationSummaries([crm]);
+        expect(resumed).toMatchObject({ paused: false, paused_by_operator: false, circuit });
+        expect(await store.all(`SELECT updated_at FROM forward_destinations WHERE name = 'crm'`)).toEqual([
+          { updated_at: at(2 * MINUTE) },
+        ]);
+      },
+    );
+
+    behaviour(
+      'serves the change feed in id order, by type; its cursor past what it read, or the newest message',
+      async () => {
+        await addEvent(store, 10, 8, 'done');
+        await store.exec(
+          `INSERT INTO forward_messages (id, webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body)
+         VALUES (110, 'msg_10', 'averbacao.result', 10, NULL, 8, 'req-1', 'r:req-1', ?, '{"n":10}')`,
+          [T0],
+        );
+        const page = (afterId: number, limit: number, types?: MessageType[]) =>
+          withLog({ access: 'follow' }, async (log) => {
+            const { messages, lastId } = await log.feed(afterId, limit, types ?? FEED_DEFAULT_TYPES);
+            return { ids: messages.map((m) => m.id), lastId };
+          });
+        expect(await page(0, 4, ['proposal.changed'])).toEqual({ ids: [101, 102, 103, 104], lastId: 104 });
+        expect(await page(104, 10, ['proposal.changed'])).toEqual({
+          ids: [105, 106, 107, 108, 109],
+          lastId: 110,
+        });
+        expect(await page(0, 10, ['averbacao.result'])).toEqual({ ids: [110], lastId: 110 });
+        expect(await page(108, 2)).toEqual({ ids: [109, 110], lastId: 110 });
+        expect(await page(110, 10)).toEqual({ ids: [], lastId: 110 });
+        const [first] = (await withLog(READ, (log) => log.feed(0, 1, ['proposal.changed']))).messages;
+        expect(first).toEqual({ id: 101, body: '{"n":1,"nu_cpf":"12345678909"}' });
+      },
+    );
+
+    behaviour('wakes the sender when a write gives it work, where the store can tell', async () => {
+      if (store.notify === null) return; // SQLite: an in-process nudge, counted by the HTTP tests
+      await withLog({ access: 'follow' }, async (log) => {
+        let heard = 0;
+        await log.listen(() => (heard += 1));
+        const heardBy = async (write: () => Promise<unknown>) => {
+          const before = heard;
+          await write();
+          await log.feed(0, 1, FEED_DEFAULT_TYPES); // a round trip: the notification arrives first
+          return heard > before;
+        };
+        expect(await heardBy(() => admin().replay([7], NOW))).toBe(true);
+        expect(await heardBy(() => admin().replay([99], NOW))).toBe(false);
+        expect(await heardBy(() => admin().setPaused('crm', false, NOW))).toBe(true);
+        expect(await heardBy(() => admin().setPaused('crm', true, NOW))).toBe(false);
+        expect(await heardBy(() => admin().backfill({ ...crm, name: 'late' }, {}, NOW))).toBe(true);
+      });
+    });
   });
 
   // A knownWrong name that no behaviour has (renamed, misspelt) would hide nothing: refuse it.

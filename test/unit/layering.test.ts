@@ -61,6 +61,7 @@ const FORBIDDEN: [string, string][] = [
   ['src/core/x.ts', "import { openStore } from '../store/store';"],
   ['src/core/x.ts', "import { pgLogSql } from '../cluster/pg-log-sql';"],
   ['src/core/x.ts', "import Database from 'better-sqlite3';"],
+  ['src/cluster/x.ts', "import { openStore } from '../store/store';"],
   ['src/handlers/x.ts', "import { startReceiver } from '../main';"],
   ['src/http/x.ts', "import { sqliteMode } from '../receiver-mode';"],
 ];
@@ -74,6 +75,7 @@ const ALLOWED: [string, string][] = [
   ['src/main.ts', "import { lifecycleHandler } from './handlers/lifecycle';"],
   ['src/main.ts', "import { sqliteMode } from './receiver-mode';"],
   ['src/core/x.ts', "import type { LogSql } from '../domain/sql/log-sql';"],
+  ['src/cluster/x.ts', "import { forwardAdmin } from '../core/forward-admin';"],
 ];
 
 beforeAll(() => lintAll([...FORBIDDEN, ...ALLOWED]));

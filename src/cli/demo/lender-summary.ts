@@ -1,5 +1,4 @@
 import type { ReceivedMessage } from '../../lender/consumer';
-import { type ForwardRow, forwardAdmin } from '../../store/forward-admin';
 import type { Store } from '../../store/store';
 import type { Output } from '../log-commands';
 import { renderTable } from '../table';
@@ -28,15 +27,26 @@ export type LenderRow = {
 const COLUMNS = ['destination', 'receives', 'messages', 'answered_503', 'repeats', 'order', 'ok'];
 const POLL_MS = 50;
 
-/** A destination's deliveries, oldest first (the listing pages newest first, 1000 at a time). */
-function deliveriesOf(store: Store, destination: string): ForwardRow[] {
-  const admin = forwardAdmin(store.db);
-  const rows: ForwardRow[] = [];
-  for (;;) {
-    const page = admin.list({ destination, limit: 1000, beforeId: rows[rows.length - 1]?.id });
-    rows.push(...page);
-    if (page.length < 1000) return rows.reverse();
-  }
+type StoredDelivery = {
+  status: string;
+  message_id: number;
+  order_key: string;
+  webhook_id: string;
+  nu_proposta: number | string | null;
+};
+
+/**
+ * A destination's deliveries, oldest first, read at once (the demo's own SQLite file, synchronously:
+ * the verdict is checked in a loop until it settles).
+ */
+function deliveriesOf(store: Store, destination: string): StoredDelivery[] {
+  return store.db
+    .prepare<[string], StoredDelivery>(
+      `SELECT d.status, d.message_id, d.order_key, m.webhook_id, m.nu_proposta
+       FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
+       WHERE d.destination = ? ORDER BY d.id`,
+    )
+    .all(destination);
 }
 
 /**

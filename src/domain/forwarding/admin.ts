@@ -6,8 +6,7 @@ import { bodyFor } from './messages';
 
 /**
  * The shapes and rules of the operators' tools over the forwarding tables (contract §8), whichever
- * store holds them: SQLite (store/forward-admin.ts) and PostgreSQL in cluster mode
- * (cluster/pg-forward-admin.ts) return these shapes and apply these rules, so that one formatter
+ * store holds them: core/forward-admin.ts runs them on SQLite and on PostgreSQL, and one formatter
  * per command serves both.
  */
 

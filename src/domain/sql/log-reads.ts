@@ -28,6 +28,16 @@ export function whereGiven(conditions: readonly [condition: string, value: unkno
   return { text: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
 }
 
+/**
+ * `($3, $4, $5)`: one placeholder per value, numbered from `$first`, the list `IN` takes in both
+ * dialects (PostgreSQL's arrays have no SQLite twin). Empty: `(NULL)`, which matches nothing, where
+ * PostgreSQL refuses `IN ()`.
+ */
+export function inList(count: number, first: number): string {
+  if (count === 0) return '(NULL)';
+  return `(${Array.from({ length: count }, (_, i) => `$${first + i}`).join(', ')})`;
+}
+
 /** `select` with `where`, in `orderBy` order, at most `limit` rows: its last placeholder is the limit. */
 function limited(select: string, where: SharedQuery, orderBy: string, limit: number): SharedQuery {
   return {

@@ -1,23 +1,13 @@
 import { trackRegistration } from '../../registry/tracking';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ErrorRequestHandler } from 'express';
+import { feedReader } from '../../core/feed';
+import { forwardAdmin, type ForwardAdmin } from '../../core/forward-admin';
 import { StorageError } from '../../domain/errors';
 import type { ReplayResult } from '../../domain/event-status';
-import type {
-  BackfillCounts,
-  BackfillRange,
-  DestinationSummary,
-  ForwardDetail,
-  ForwardFilter,
-  ForwardListFilter,
-  ForwardRow,
-  ReplayCounts,
-} from '../../domain/forwarding/admin';
-import type { Destination } from '../../domain/forwarding/destinations';
 import type { AverbacaoRow } from '../../store/averbacoes';
 import type { DeliveryFilter, DeliveryRow } from '../../store/deliveries';
 import type { EventFilter, EventRow } from '../../store/events';
-import { type ForwardAdmin, forwardAdmin } from '../../store/forward-admin';
+import { sqliteLogSql } from '../../store/log-sql';
 import { replayEvents } from '../../store/pipeline-queries';
 import type { ProposalRow, TimelineRow } from '../../store/proposals';
 import type { Store } from '../../store/store';
@@ -77,22 +67,8 @@ export interface AverbacaoFilter {
   limit?: number | undefined;
 }
 
-/**
- * The operators' statements on the forwarding tables (store/forward-admin.ts and
- * cluster/pg-forward-admin.ts, same rules and shapes). The writes make the sender look at once.
- */
-export interface AdminForwards {
-  list(filter: ForwardListFilter): Promise<readonly ForwardRow[]>;
-  show(id: number): Promise<ForwardDetail | undefined>;
-  /** The ids among these that name no delivery. */
-  missing(ids: readonly number[]): Promise<number[]>;
-  countWhere(filter: ForwardFilter): Promise<ReplayCounts>;
-  destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
-  replay(ids: readonly number[], now: string): Promise<ReplayCounts>;
-  replayWhere(filter: ForwardFilter, now: string): Promise<ReplayCounts>;
-  backfill(destination: Destination, range: BackfillRange, now: string): Promise<BackfillCounts>;
-  setPaused(name: string, paused: boolean, now: string): Promise<void>;
-}
+/** The operators' statements on the forwarding tables (core/forward-admin.ts, for both stores). */
+export type AdminForwards = ForwardAdmin;
 
 /**
  * The SQLite file's log. `sweep` makes the in-process pipeline pick a replay up at once, `nudge`
@@ -103,7 +79,7 @@ export function sqliteAdminLog(
   wake: { sweep?: (() => void) | undefined; nudge?: (() => void) | undefined } = {},
 ): AdminLog {
   const { events, deliveries, proposals, averbacoes } = store;
-  const forwards = forwardAdmin(store.db);
+  const log = sqliteLogSql(store.db);
   return {
     events: async (filter) => events.list(filter),
     event: async (id) => {
@@ -123,45 +99,10 @@ export function sqliteAdminLog(
       created: trackRegistration(averbacoes, t, now, graceMs),
       averbacao: averbacoes.get(t.requestId),
     }),
-    forwards: sqliteForwards(forwards, () => wake.nudge?.()),
-    feed: async (afterId, limit, types) => forwards.feed(afterId, limit, types),
+    // The sender thread reads on its own connection: woken once a write has committed.
+    forwards: forwardAdmin(log, { afterWrite: () => wake.nudge?.() }),
+    feed: feedReader(log),
   };
-}
-
-function sqliteForwards(admin: ForwardAdmin, nudge: () => void): AdminForwards {
-  const nudging = async <T>(write: () => T | Promise<T>): Promise<T> => {
-    const result = await write();
-    nudge();
-    return result;
-  };
-  return {
-    list: async (filter) => admin.list(filter),
-    show: async (id) => admin.show(id),
-    missing: async (ids) => admin.missing(ids),
-    countWhere: async (filter) => admin.countWhere(filter),
-    destinationSummaries: async (configured) => admin.destinationSummaries(configured),
-    replay: (ids, now) => nudging(() => admin.replay(ids, now)),
-    replayWhere: (filter, now) => nudging(() => inTurns(admin.replayWhereSteps(filter, now))),
-    backfill: (destination, range, now) =>
-      nudging(() => inTurns(admin.backfillSteps(destination, range, now))),
-    setPaused: async (name, paused, now) => {
-      admin.setPaused(name, paused, now);
-      if (!paused) nudge();
-    },
-  };
-}
-
-/**
- * Runs a store's chunked write to its end, letting the event loop turn between chunks: webhook
- * deliveries in this process are acknowledged while a big replay or backfill goes on.
- */
-export async function inTurns<T>(steps: Generator<T, T>): Promise<T> {
-  let step = steps.next();
-  while (!step.done) {
-    await nextTurn();
-    step = steps.next();
-  }
-  return step.value;
 }
 
 /** What a route says when PostgreSQL does not answer this replica (the client asks again). */

@@ -1,13 +1,9 @@
 import { type Request, type Response, Router } from 'express';
 import { bodyFor } from '../../domain/forwarding/messages';
 import type { MessageType } from '../../domain/forwarding/destinations';
-import {
-  decodeFeedCursor,
-  encodeFeedCursor,
-  FEED_DEFAULT_TYPES,
-  type FeedPage,
-  isMessageType,
-} from '../../store/forward-admin';
+import { decodeFeedCursor, encodeFeedCursor } from '../../core/feed';
+import { FEED_DEFAULT_TYPES, isMessageType } from '../../domain/forwarding/admin';
+import type { FeedPage } from '../../domain/forwarding/messages';
 import type { AppDeps } from '../app-deps';
 import { type FeedReader, FeedWaiters } from './feed-waiters';
 import { HttpError } from '../errors';

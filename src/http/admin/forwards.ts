@@ -11,7 +11,7 @@ import {
   shownForwardRow,
   isMessageType,
   parseInstant,
-} from '../../store/forward-admin';
+} from '../../domain/forwarding/admin';
 import { parseNuProposta } from '../../store/proposals';
 import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';

@@ -30,12 +30,11 @@ import type { DeliveryRow } from '../../domain/delivery';
 import type { EventRow, ReplayResult } from '../../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../../domain/log-rows';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
-import { forwardAdmin } from '../../store/forward-admin';
-import { sqliteLogSql } from '../../store/log-sql';
 import { proposalLists } from '../../store/proposal-lists';
 import type { ProposalListRow } from '../../store/proposal-lists';
 import type { Store } from '../../store/store';
 import { type AdminForwards, sqliteAdminLog } from '../admin/admin-log';
+import { sqliteLogSql } from '../../store/log-sql';
 
 /**
  * Everything the console's pages and actions read and write, whichever store holds the log: the
@@ -129,7 +128,6 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
   const admin = sqliteAdminLog(store, wake);
   const lists = proposalLists(store.db);
   const alarm = deliveryAlarmRepo(store.db);
-  const forwards = forwardAdmin(store.db);
   return {
     ...consoleLog(sqliteLogSql(store.db), {
       proposalList: async (_q, listing) =>
@@ -143,7 +141,7 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
         stuckByStatus: lists.stuckCounts(query.stuckCutoffs),
         oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
       }),
-      destinationSummaries: async (configured) => forwards.destinationSummaries(configured),
+      destinationSummaries: (configured) => admin.forwards.destinationSummaries(configured),
     }),
     replayEvents: (ids, now) => admin.replayEvents(ids, now),
     forwards: admin.forwards,

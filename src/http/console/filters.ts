@@ -3,7 +3,7 @@ import { FAILED_ANSWERS, ACCEPTED_ANSWERS } from '../../domain/delivery-alarm';
 import { parseDuration } from '../../domain/duration';
 import { PROPOSAL_STATUSES } from '../../domain/lifecycle';
 import type { ConsoleEventFilter } from '../../domain/console';
-import { parseInstant } from '../../store/forward-admin';
+import { parseInstant } from '../../domain/forwarding/admin';
 import { parseNuProposta } from '../../store/proposals';
 import { HttpError } from '../errors';
 import { parseJsonFilter } from './json-filter';
