@@ -7,9 +7,8 @@ const CACHE_LIMIT = 512;
 
 /**
  * The SQLite adapter of {@link LogSql} (domain/sql/log-sql.ts) on `db`: statements prepared once
- * each ({@link prepareShared}), run synchronously, answered as resolved promises. A read needs no
- * snapshot of its own: nothing else runs on the connection while `fn`'s statements, which resolve
- * at once, run. A write is one `BEGIN IMMEDIATE` … `COMMIT` on the connection.
+ * each ({@link prepareShared}), run synchronously, answered as resolved promises. A read is one
+ * deferred transaction (one snapshot), a write one `BEGIN IMMEDIATE` … `COMMIT`.
  */
 export function sqliteLogSql(db: Db): LogSql {
   const prepared = new Map<string, SharedStatement<unknown>>();
@@ -35,26 +34,31 @@ export function sqliteLogSql(db: Db): LogSql {
       settle(() => statement(text).all(params) as R[]),
     run: (text, params = []) => settle(() => statement(text).run(params)),
   };
+  /**
+   * `fn` inside `begin` … COMMIT on the connection (or inside the caller's transaction, which its
+   * statements join). Refused, rolled back, if the event loop moved on meanwhile: something other
+   * than `q` was awaited, and other code may have run inside this transaction.
+   */
+  const within = async <T>(begin: string, fn: (q: LogQuery) => Promise<T>): Promise<T> => {
+    if (db.inTransaction) return fn(q);
+    db.exec(begin);
+    let moved = false;
+    const watch = setImmediate(() => (moved = true));
+    try {
+      const result = await fn(q);
+      if (moved) throw new Error('a SQLite log transaction awaited something other than its statements');
+      db.exec('COMMIT');
+      return result;
+    } finally {
+      clearImmediate(watch);
+      if (db.inTransaction) db.exec('ROLLBACK');
+    }
+  };
   return {
     dialect: 'sqlite',
-    read: (fn) => fn(q),
-    write: async (fn) => {
-      // Already inside a transaction (a caller's, on this connection): its statements join it.
-      if (db.inTransaction) return fn(q);
-      db.exec('BEGIN IMMEDIATE');
-      // Fires only if the event loop moves on while the transaction is open: then something other
-      // than `q` was awaited, and other code may have run inside this transaction.
-      let moved = false;
-      const watch = setImmediate(() => (moved = true));
-      try {
-        const result = await fn(q);
-        if (moved) throw new Error('a SQLite log write awaited something other than its statements');
-        db.exec('COMMIT');
-        return result;
-      } finally {
-        clearImmediate(watch);
-        if (db.inTransaction) db.exec('ROLLBACK');
-      }
-    },
+    // A deferred transaction: its first read fixes the snapshot (WAL), so another connection's
+    // commit (the sender thread's, another process's) cannot land between two of `fn`'s reads.
+    read: (fn) => within('BEGIN', fn),
+    write: (fn) => within('BEGIN IMMEDIATE', fn),
   };
 }

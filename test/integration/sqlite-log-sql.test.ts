@@ -35,3 +35,26 @@ it('refuses, rolled back, a write during which the event loop moved on', async (
     dir.cleanup();
   }
 });
+
+it('reads in one snapshot: a commit of another connection between two reads is not seen by the second', async () => {
+  const dir = tempDir('consig-logsql-');
+  const path = join(dir.dir, 'consig.db');
+  const store = openStore(path, { migrate: true });
+  const other = openStore(path);
+  try {
+    const count = `SELECT count(*) AS n FROM console_audit`;
+    const insert = `INSERT INTO console_audit (at, role, action, target) VALUES ('2026-11-26T00:00:00.000Z', 'admin', 'x', 'y')`;
+    const seen = await sqliteLogSql(store.db).read(async (q) => {
+      const before = await q.rows<{ n: number }>(count);
+      other.db.prepare(insert).run();
+      const after = await q.rows<{ n: number }>(count);
+      return [before[0]!.n, after[0]!.n];
+    });
+    expect(seen).toEqual([0, 0]);
+    expect(store.db.prepare(count).get()).toEqual({ n: 1 });
+  } finally {
+    other.close();
+    store.close();
+    dir.cleanup();
+  }
+});
