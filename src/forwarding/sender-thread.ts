@@ -17,6 +17,15 @@ export interface SenderControl {
   circuits(): Map<string, CircuitState>;
 }
 
+/**
+ * The thread's young generation (V8's new space: two semi-spaces and their large objects). V8 sizes
+ * it from the machine's memory, up to 16 MB a semi-space here; the sender's garbage is short-lived
+ * (a request's objects die with its answer), so a small one collects as much. 12 MB took the
+ * receiver's peak RSS while it drained a 20 000-message backlog from 190 to 164 MB, with no change
+ * in CPU per message beyond this machine's noise (issue 23).
+ */
+const WORKER_YOUNG_GENERATION_MB = 12;
+
 export interface SenderThreadOptions {
   databasePath: string;
   destinations: readonly Destination[];
@@ -127,7 +136,10 @@ export class ForwardSenderThread implements SenderControl {
       nudges: this.nudges,
       hold: this.options.gate?.hold,
     };
-    const worker = new Worker(workerFile(), { workerData: data });
+    const worker = new Worker(workerFile(), {
+      workerData: data,
+      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+    });
     this.worker = worker;
     worker.on('message', (message: FromWorker) => this.receive(message));
     worker.on('error', (err) =>
