@@ -1312,7 +1312,12 @@ function medianByCpu(results: ForwardThroughputResult[]): ForwardThroughputResul
 /** Each build's CPU per message, round by round, as printed: `162 / 171 / 158`. */
 function cpuRounds(rounds: Map<string, ForwardThroughputResult[]>): Record<string, string> {
   return Object.fromEntries(
-    [...rounds].map(([name, results]) => [name, results.map((r) => fixed(r.cpuUsPerMessage, 0)).join(' / ')]),
+    [...rounds].map(([name, results]) => [
+      name,
+      results
+        .map((r) => `${fixed(r.cpuUsPerMessage, 0)} (warm ${fixed(r.warmCpuUsPerMessage, 0)})`)
+        .join(' / '),
+    ]),
   );
 }
 
