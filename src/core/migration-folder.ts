@@ -4,10 +4,10 @@ import { MigrationError } from '../domain/errors';
 import { type MigrationFile, orderMigrationFiles } from '../domain/migration-files';
 
 /**
- * The migration folders shipped beside the package, read the same way for both stores: SQLite's
- * `migrations/` (store/migrate.ts) and PostgreSQL's `migrations-pg/` (cluster/pg-migrate.ts). What
- * the names and numbers must be is domain/migration-files.ts's; how each store applies them stays
- * its own (SQLite's runner is synchronous at startup, PostgreSQL's waits on an advisory lock).
+ * The migration folders beside the package, read one way for both stores: SQLite's `migrations/`
+ * (store/migrate.ts), PostgreSQL's `migrations-pg/` (cluster/pg-migrate.ts). Names and numbering
+ * are domain/migration-files.ts's; each store applies them its own way (SQLite synchronously at
+ * startup, PostgreSQL under an advisory lock).
  */
 export type MigrationFolder = 'migrations' | 'migrations-pg';
 

@@ -63,7 +63,11 @@ export class PassInterrupted extends Error {
  */
 const DIALECT: Record<
   Dialect,
-  { rowLock(mode: 'UPDATE' | 'NO KEY UPDATE'): string; walkEndsAtCutoff: boolean; ids: IdList }
+  {
+    rowLock(mode: 'UPDATE' | 'NO KEY UPDATE'): string;
+    walkEndsAtCutoff: boolean;
+    ids: { in(placeholder: string): string; param(ids: readonly number[]): unknown };
+  }
 > = {
   postgres: {
     rowLock: (mode) => ` FOR ${mode} SKIP LOCKED`,
@@ -76,12 +80,6 @@ const DIALECT: Record<
     ids: { in: (p) => `IN (SELECT value FROM json_each(${p}))`, param: (ids) => JSON.stringify(ids) },
   },
 };
-
-interface IdList {
-  /** `IN` the list at placeholder `p`. */
-  in(p: string): string;
-  param(ids: readonly number[]): unknown;
-}
 
 /** One pass: bodies, then messages (the order of domain/retention.ts). */
 export async function prunePass(

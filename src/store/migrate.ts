@@ -1,4 +1,4 @@
-import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
+import { readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { unknownVersions } from '../domain/migration-files';
 import type { Db } from './database';
@@ -15,10 +15,8 @@ export interface Migration {
   sql: string;
 }
 
-/** `migrations/` next to the package (core/migration-folder.ts). */
-export const defaultMigrationsDir = (): string => migrationFolder('migrations');
-
-export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[] {
+/** `dir`'s files, by default `migrations/` next to the package (core/migration-folder.ts). */
+export function loadMigrations(dir?: string): Migration[] {
   return readMigrationFiles('migrations', dir);
 }
 
