@@ -3,18 +3,14 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
 import { startLocalPostgres } from './local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
-import {
-  type BatchReport,
-  prunePostgres,
-  type Transaction,
-  transactionOn,
-} from '../src/cluster/pg-retention';
+import { pgClientLogSql } from '../src/cluster/pg-log-sql';
+import { type BatchReport, prunePass } from '../src/core/retention';
 import { RELAY_LOCK_KEY } from '../src/cluster/relay';
 import { retentionCutoff } from '../src/domain/retention';
 import { percentile } from './protocol';
 
 /**
- * RETENTION_DAYS on PostgreSQL (src/cluster/pg-retention.ts): how long each batch's transaction
+ * RETENTION_DAYS on PostgreSQL (src/core/retention.ts): how long each batch's transaction
  * holds its row locks, how fast a pass goes, and what a relay-shaped writer contending for the same
  * rows waits meanwhile.
  *
@@ -121,13 +117,13 @@ async function main(): Promise<void> {
     const baseline = await baselineRun;
 
     const client = await pool.connect();
-    const transaction: Transaction = transactionOn(client);
+    const log = pgClientLogSql(client);
     const batches: BatchReport[] = [];
     let passDone = false;
     const during = relayLoop(pool, () => passDone);
     const started = performance.now();
     const now = new Date();
-    const result = await prunePostgres(transaction, retentionCutoff(now, 30), now, {
+    const result = await prunePass(log, retentionCutoff(now, 30), now, {
       onBatch: (b) => batches.push(b),
     });
     const seconds = (performance.now() - started) / 1000;
@@ -135,7 +131,7 @@ async function main(): Promise<void> {
     const relay = await during;
     // The next hour's pass: the same walk, with nothing left to remove.
     const again = performance.now();
-    await prunePostgres(transaction, retentionCutoff(new Date(), 30), new Date());
+    await prunePass(log, retentionCutoff(new Date(), 30), new Date());
     const secondPass = (performance.now() - again) / 1000;
     client.release();
     const bodies = batches.filter((b) => b.kind === 'bodies').map((b) => b.ms);

@@ -3,6 +3,7 @@ import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cl
 import type { PgStats } from '../cluster/pg-reads';
 import type { Config } from '../config';
 import { endSessionsAudited } from '../core/console-sessions';
+import { prunePass } from '../core/retention';
 import type { NewAuditEntry } from '../domain/console';
 import { StorageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
@@ -14,7 +15,6 @@ import { forwardDeliveries } from '../store/forward-deliveries';
 import { sqliteLogSql } from '../store/log-sql';
 import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
 import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
-import { pruneSqlite } from '../store/retention';
 import { openSpool } from '../store/spool';
 import { openStore, type Store } from '../store/store';
 
@@ -154,14 +154,14 @@ function spoolBeside(config: Config): LocalSpool {
   };
 }
 
-/** The port on PostgreSQL (cluster/pg-command-log.ts), its `prune` followed by the spool's. */
+/** The port on PostgreSQL (cluster/pg-command-log.ts); `prune`: RETENTION_DAYS' pass, then the spool's. */
 function clusterCommandLog(pg: PgCommandLog, config: Config, checked: LocalSpool | null): CommandLog {
   return {
     ...pg,
     endSessions: (audit) => endSessionsAudited(pg.logSql, audit),
     prune: async (cutoff, now) => {
       const spool = checked ?? spoolBeside(config);
-      const summary = await pg.prune(cutoff, now);
+      const summary = await prunePass(pg.logSql, cutoff, now);
       return { summary, spool: { path: spool.path, removed: spool.prune?.(cutoff) ?? null } };
     },
   };
@@ -192,7 +192,7 @@ function sqliteCommandLog(store: Store, path: string): CommandLog {
     endSessions: (audit) => endSessionsAudited(sqliteLogSql(store.db), audit),
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
-    prune: async (cutoff, now) => ({ summary: pruneSqlite(store.db, cutoff, now) }),
+    prune: async (cutoff, now) => ({ summary: await prunePass(sqliteLogSql(store.db), cutoff, now) }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { Pool } from 'pg';
+import { Pool, type PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
@@ -14,6 +14,7 @@ import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
 import { pgForwardStore } from './pg-forward-store';
+import { pgLogSql } from './pg-log-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
@@ -112,7 +113,7 @@ export interface ClusterNodeOptions {
    */
   limits?: ConnectionLimits;
   /**
-   * RETENTION_DAYS (pg-retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
+   * RETENTION_DAYS (pg-retention.ts, core/retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
    * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
    * @default undefined (everything is kept)
    */
@@ -482,10 +483,11 @@ export class ClusterNode {
     const { options } = this;
     const retention = options.retention;
     if (retention === undefined) return null;
+    const inTransaction = <T>(fn: (client: PoolClient) => Promise<T>) => this.onClient(fn);
     return startClusterRetention(engine.boss, {
       days: retention.days,
       replicaId: options.replicaId,
-      transaction: (fn) => this.transaction(fn),
+      log: pgLogSql({ read: inTransaction, writing: inTransaction }),
       logger: options.logger,
       now: options.now,
       stopping: () => this.stopping,
@@ -652,12 +654,17 @@ export class ClusterNode {
     );
   }
 
-  private async transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+  private transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.onClient((client) => fn(sqlOf(client)));
+  }
+
+  /** `fn` in one transaction on a connection of the pool (BEGIN … COMMIT, ROLLBACK when it rejects). */
+  private async onClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await checkOut(this.pool);
     let ok = false;
     try {
       await client.query('BEGIN');
-      const result = await fn(sqlOf(client));
+      const result = await fn(client);
       await client.query('COMMIT');
       ok = true;
       return result;

@@ -15,7 +15,6 @@ import {
   withPgReads,
 } from './pg-reads';
 import { inEngineTransaction, replayOnPostgres } from './pg-replay';
-import { prunePostgres, transactionOn } from './pg-retention';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { sqlOf } from './sql';
 
@@ -76,8 +75,6 @@ function pgCommandLog(client: Client, databaseUrl: string) {
       ),
     /** The command's connection as code written once for both stores reaches it (src/core/). */
     logSql: pgClientLogSql(client),
-    /** RETENTION_DAYS' pass, in its short transactions (pg-retention.ts). */
-    prune: (cutoff: Date, now: Date) => prunePostgres(transactionOn(client), cutoff, now),
     /** A message committed by any replica calls `onChange` (the outbox's NOTIFY). */
     listen: async (onChange: () => void) => {
       client.on('notification', onChange);

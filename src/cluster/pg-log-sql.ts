@@ -1,7 +1,6 @@
 import type { ClientBase, PoolClient } from 'pg';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { LOG_TYPES } from './pg-reads';
-import { transactionOn } from './pg-retention';
 
 /**
  * The PostgreSQL adapter of {@link LogSql} (domain/sql/log-sql.ts): reads in the admin log's
@@ -39,6 +38,19 @@ export function pgClientLogSql(client: Pick<ClientBase, 'query'>): LogSql {
   return {
     dialect: 'postgres',
     read: (fn) => fn(q),
-    write: (fn) => transactionOn(client)(() => fn(q)),
+    write: (fn) => transactionOn(client, () => fn(q)),
   };
+}
+
+/** `fn` in one transaction on `client`: BEGIN … COMMIT, or ROLLBACK when it rejects. */
+export async function transactionOn<T>(client: Pick<ClientBase, 'query'>, fn: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const result = await fn();
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
 }

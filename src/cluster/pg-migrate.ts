@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { Client, type Pool, type PoolClient } from 'pg';
+import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { checkOut } from './sql';
-import { migrationFileName, orderMigrationFiles } from '../domain/migration-files';
+import { migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**
  * The PostgreSQL migrations of cluster mode (`migrations-pg/0001_init.sql`, …), run the way
@@ -47,16 +46,8 @@ export const MIGRATION_LOCK_KEY = 0x636f6e7369674d47n;
 
 const TABLE = 'schema_migrations';
 
-/** Finds `migrations-pg/` above this file: from `src/cluster` (tests) or `dist/src/cluster` (built). */
-export function defaultPgMigrationsDir(): string {
-  let dir = __dirname;
-  for (let i = 0; i < 5; i++) {
-    const candidate = resolve(dir, 'migrations-pg');
-    if (existsSync(join(candidate, '0001_init.sql'))) return candidate;
-    dir = resolve(dir, '..');
-  }
-  throw new MigrationError(`cannot find the migrations-pg folder above ${__dirname}`);
-}
+/** `migrations-pg/` next to the package (core/migration-folder.ts). */
+export const defaultPgMigrationsDir = (): string => migrationFolder('migrations-pg');
 
 export function checksum(sql: string): string {
   return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
@@ -64,11 +55,7 @@ export function checksum(sql: string): string {
 
 /** Reads and checks the folder: `NNNN_name.sql`, numbered 0001, 0002, … without gaps. */
 export function loadPgMigrations(dir: string = defaultPgMigrationsDir()): PgMigration[] {
-  const files = readdirSync(dir).map((file) => ({
-    file,
-    sql: file.endsWith('.sql') ? readFileSync(join(dir, file), 'utf8') : '',
-  }));
-  return orderMigrationFiles(files, 'migrations-pg').map((m) => ({ ...m, checksum: checksum(m.sql) }));
+  return readMigrationFiles('migrations-pg', dir).map((m) => ({ ...m, checksum: checksum(m.sql) }));
 }
 
 /** A row of `schema_migrations`, as far as the checks need it. */
@@ -168,7 +155,7 @@ async function migrateLocked(
 /** Refuses versions this code does not know, and known ones whose file changed since. */
 export function assertCompatible(applied: readonly AppliedRow[], migrations: readonly PgMigration[]): void {
   const known = new Map(migrations.map((m) => [m.version, m]));
-  const unknown = applied.filter((r) => !known.has(r.version));
+  const unknown = unknownVersions(applied, migrations);
   if (unknown.length > 0) {
     throw new MigrationError(
       `the PostgreSQL database has migration(s) ${unknown.map(migrationFileName).join(', ')} that this version does not know; it was migrated by a newer consig-receiver — run that version, or restore a backup`,

@@ -43,3 +43,15 @@ export function orderMigrationFiles(
 export function migrationFileName(m: { version: number; name: string }): string {
   return `${String(m.version).padStart(4, '0')}_${m.name}.sql`;
 }
+
+/**
+ * What a database has applied that these migrations do not know (a newer consig-receiver wrote
+ * it): both stores refuse to run on it.
+ */
+export function unknownVersions<A extends number | { version: number }>(
+  applied: readonly A[],
+  migrations: readonly { version: number }[],
+): A[] {
+  const known = new Set(migrations.map((m) => m.version));
+  return applied.filter((a) => !known.has(typeof a === 'number' ? a : a.version));
+}

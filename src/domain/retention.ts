@@ -2,8 +2,8 @@ import type { EventStatus } from './event-status';
 
 /**
  * Retention (RETENTION_DAYS, the `prune` command): what is removed, in one place for both stores.
- * SQLite (store/retention.ts) and PostgreSQL (cluster/pg-retention.ts) pass these values to their
- * statements as parameters and filter with these functions; neither spells the rule out itself.
+ * core/retention.ts (the statements, once for SQLite and PostgreSQL) passes these values to them
+ * as parameters and filters with these functions; it does not spell the rule out itself.
  *
  * - The raw body of an event whose status is final and whose handlers ran or will never run
  *   (`done`, `ignored`, `invalid`) and that was received before the cutoff. The row and its dedup
@@ -16,9 +16,9 @@ import type { EventStatus } from './event-status';
  *
  * A pass removes bodies first, then messages (then, in cluster mode, the spool); each store walks
  * its tables in short transactions of the sizes in {@link RETENTION_BATCH} and logs what it removed
- * with {@link retentionLog}. What stays per store is how it walks and locks: SQLite walks in arrival
- * order and stops at the cutoff; PostgreSQL walks the whole table (ids follow relay commits, not
- * arrival) and skips rows another transaction holds.
+ * with {@link retentionLog}. What stays per store is how it walks and locks (core/retention.ts
+ * `DIALECT`): SQLite walks in arrival order and stops at the cutoff; PostgreSQL walks the whole
+ * table (ids follow relay commits, not arrival) and skips rows another transaction holds.
  */
 
 /** Statuses whose raw body retention removes. */
@@ -54,8 +54,8 @@ export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
 /**
  * Rows looked at per transaction, by store and table: each batch is one short transaction, so the
  * receiver's own writes never wait for long. They differ by store because a batch holds different
- * things: on SQLite the whole file's write lock (one statement per row), on PostgreSQL only the
- * batch's row locks (one statement per batch; bench/pg-retention.ts measures how long). A running
+ * things: on SQLite the whole file's write lock, on PostgreSQL only the batch's row locks
+ * (bench/pg-retention.ts measures how long). A running
  * replica's spool batch sits between two answers on the thread that sends them (cluster/node.ts).
  */
 export const RETENTION_BATCH = {
@@ -64,18 +64,6 @@ export const RETENTION_BATCH = {
   /** `prune` walks a spool back to back; a running replica a batch per turn of its event loop. */
   spool: { command: 2000, replica: 500 },
 } as const;
-
-/**
- * One event of SQLite's walk (arrival order, oldest first): the first one received at or after the
- * cutoff `end`s the walk, an old one with a body the rule names is `prune`d, any other is `keep`t.
- */
-export function bodyWalkStep(
-  row: { receivedAt: string; status: string; hasBody: boolean },
-  cutoffIso: string,
-): 'end' | 'prune' | 'keep' {
-  if (!isBeforeCutoff(row.receivedAt, cutoffIso)) return 'end';
-  return row.hasBody && isBodyPrunable(row.status) ? 'prune' : 'keep';
-}
 
 /**
  * Which of a batch's candidate messages (created before the cutoff) go: those whose deliveries were

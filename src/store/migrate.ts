@@ -1,7 +1,6 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
-import { orderMigrationFiles } from '../domain/migration-files';
+import { unknownVersions } from '../domain/migration-files';
 import type { Db } from './database';
 
 /**
@@ -16,23 +15,9 @@ export interface Migration {
   sql: string;
 }
 
-/** Finds `migrations/` next to the package, from `src/store` (tests) or `dist/src/store` (built). */
-export function defaultMigrationsDir(): string {
-  let dir = __dirname;
-  for (let i = 0; i < 5; i++) {
-    const candidate = resolve(dir, 'migrations');
-    if (existsSync(join(candidate, '0001_init.sql'))) return candidate;
-    dir = resolve(dir, '..');
-  }
-  throw new MigrationError(`cannot find the migrations folder above ${__dirname}`);
-}
-
-export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[] {
-  const files = readdirSync(dir).map((file) => ({
-    file,
-    sql: file.endsWith('.sql') ? readFileSync(join(dir, file), 'utf8') : '',
-  }));
-  return orderMigrationFiles(files, 'migrations');
+/** `dir`'s files, by default `migrations/` next to the package (core/migration-folder.ts). */
+export function loadMigrations(dir?: string): Migration[] {
+  return readMigrationFiles('migrations', dir);
 }
 
 /**
@@ -68,8 +53,7 @@ export function appliedVersions(db: Db): number[] {
 /** Refuses a database that has migrations the code does not know (it was used by newer code). */
 export function assertKnown(db: Db, migrations: readonly Migration[]): number[] {
   const applied = appliedVersions(db);
-  const known = new Set(migrations.map((m) => m.version));
-  const unknown = applied.filter((v) => !known.has(v));
+  const unknown = unknownVersions(applied, migrations);
   if (unknown.length > 0) {
     throw new MigrationError(
       `the database has migration(s) ${unknown.join(', ')} that this version does not know; it was written by a newer consig-receiver — run that version, or restore a backup`,

@@ -106,7 +106,7 @@ export function openSpool(db: Db): Spool {
  * PostgreSQL commit is recorded) and received before the cutoff, and the events those deliveries
  * stored (`accepted`, `quarantined`). A row not relayed yet is never touched, and neither is an
  * event no relayed delivery stored (a spool that ran in SQLite mode may hold poll results, which the
- * relay never reads). One transaction per batch, oldest first; like store/retention.ts, the walk
+ * relay never reads). One transaction per batch, oldest first; like core/retention.ts on SQLite, the walk
  * ends at the first delivery newer than the cutoff (ids follow arrival). `batch(cutoff, afterId,
  * size)` runs one; the replica runs them one event-loop turn apart (its answers share this
  * connection and this thread), {@link pruneSpool} back to back.

@@ -4,18 +4,14 @@ import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import { ClusterNode } from '../../src/cluster/node';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import {
-  PassInterrupted,
-  pruneBodiesPg,
-  pruneForwardedPg,
-  RETENTION_QUEUE,
-  type Transaction,
-  transactionOn,
-} from '../../src/cluster/pg-retention';
+import { pgLogSql, transactionOn } from '../../src/cluster/pg-log-sql';
+import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
+import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
 import { EVENT_STATUSES } from '../../src/domain/event-status';
 import { retentionCutoff } from '../../src/domain/retention';
 import type { Db } from '../../src/store/database';
-import { pruneBodies, pruneForwarded } from '../../src/store/retention';
+import type { LogSql } from '../../src/domain/sql/log-sql';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { openSpool } from '../../src/store/spool';
 import { openStore, type Store } from '../../src/store/store';
 import { startTestApp, type TestApp } from '../helpers/app';
@@ -63,16 +59,17 @@ const DAY_MS = 86_400_000;
 const ago = (days: number) => new Date(Date.now() - days * DAY_MS).toISOString();
 const cutoff = () => retentionCutoff(new Date(), DAYS);
 
-/** A Transaction on a connection of `pool`, as ClusterNode's. */
-function poolTransaction(p: Pool): Transaction {
-  return async (fn) => {
+/** The log on `pool`, each statement group one transaction on a connection of it, as ClusterNode's. */
+function poolLog(p: Pool): LogSql {
+  const inTransaction = async <T>(fn: (client: PoolClient) => Promise<T>): Promise<T> => {
     const client = await p.connect();
     try {
-      return await transactionOn(client)(fn);
+      return await transactionOn(client, () => fn(client));
     } finally {
       client.release();
     }
   };
+  return pgLogSql({ read: inTransaction, writing: inTransaction });
 }
 
 /** A migrated SQLite log in this test's directory (closed after the test). */
@@ -149,8 +146,8 @@ describe('the rule, on both stores', () => {
           receivedAt: ago(c.days),
         });
       const now = new Date();
-      const sqlite = pruneBodies(log.db, cutoff(), now, batch);
-      const postgres = await pruneBodiesPg(poolTransaction(pool), cutoff(), now, { bodyBatch: batch });
+      const sqlite = await pruneBodies(sqliteLogSql(log.db), cutoff(), now, { bodyBatch: batch });
+      const postgres = await pruneBodies(poolLog(pool), cutoff(), now, { bodyBatch: batch });
 
       expect(sqliteBodiesGone(log.db)).toEqual(EXPECTED);
       expect(await pgBodiesGone()).toEqual(EXPECTED);
@@ -158,9 +155,7 @@ describe('the rule, on both stores', () => {
       // Rows and dedup keys stay.
       expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(CASES.length);
       // A second pass finds nothing.
-      expect((await pruneBodiesPg(poolTransaction(pool), cutoff(), now, { bodyBatch: batch })).pruned).toBe(
-        0,
-      );
+      expect((await pruneBodies(poolLog(pool), cutoff(), now, { bodyBatch: batch })).pruned).toBe(0);
     },
   );
 
@@ -169,7 +164,7 @@ describe('the rule, on both stores', () => {
     await insertEvent(log.db, { id: 1, key: 'recent', status: 'done', receivedAt: ago(1) });
     // A spool relayed after an outage: acknowledged 40 days ago, numbered after the recent one.
     await insertEvent(log.db, { id: 2, key: 'late', status: 'done', receivedAt: ago(40) });
-    await pruneBodiesPg(poolTransaction(pool), cutoff(), new Date(), { bodyBatch: 1 });
+    await pruneBodies(poolLog(pool), cutoff(), new Date(), { bodyBatch: 1 });
     expect(await pgBodiesGone()).toEqual(['late']);
   });
 
@@ -220,8 +215,8 @@ describe('the rule, on both stores', () => {
     async (batch) => {
       const log = sqliteLog('messages');
       await seedMessages(log.db);
-      const sqlite = pruneForwarded(log.db, cutoff(), batch);
-      const postgres = await pruneForwardedPg(poolTransaction(pool), cutoff(), { messageBatch: batch });
+      const sqlite = await pruneForwarded(sqliteLogSql(log.db), cutoff(), { messageBatch: batch });
+      const postgres = await pruneForwarded(poolLog(pool), cutoff(), { messageBatch: batch });
       const sqliteLeft = (
         log.db.prepare('SELECT webhook_id FROM forward_messages ORDER BY id').all() as {
           webhook_id: string;
@@ -259,16 +254,14 @@ describe('batches on PostgreSQL', () => {
     await seedOld(10);
     let batches = 0;
     await expect(
-      pruneBodiesPg(poolTransaction(pool), cutoff(), new Date(), {
+      pruneBodies(poolLog(pool), cutoff(), new Date(), {
         bodyBatch: 3,
         shouldStop: () => batches >= 2,
         onBatch: () => void (batches += 1),
       }),
     ).rejects.toBeInstanceOf(PassInterrupted);
     expect(await count(pool, 'SELECT count(*) AS n FROM events WHERE body IS NULL')).toBe(6);
-    expect((await pruneBodiesPg(poolTransaction(pool), cutoff(), new Date(), { bodyBatch: 3 })).pruned).toBe(
-      4,
-    );
+    expect((await pruneBodies(poolLog(pool), cutoff(), new Date(), { bodyBatch: 3 })).pruned).toBe(4);
     expect(await count(pool, 'SELECT count(*) AS n FROM events WHERE body IS NULL')).toBe(10);
   });
 
@@ -290,7 +283,7 @@ describe('batches on PostgreSQL', () => {
       'k3',
     ]);
     try {
-      const first = await pruneBodiesPg(poolTransaction(pool), cutoff(), new Date(), { bodyBatch: 2 });
+      const first = await pruneBodies(poolLog(pool), cutoff(), new Date(), { bodyBatch: 2 });
       expect(first.pruned).toBe(4);
       expect(
         await count(pool, "SELECT count(*) AS n FROM events WHERE dedup_key = 'k3' AND body IS NULL"),
@@ -298,7 +291,7 @@ describe('batches on PostgreSQL', () => {
     } finally {
       await release();
     }
-    expect((await pruneBodiesPg(poolTransaction(pool), cutoff(), new Date())).pruned).toBe(1);
+    expect((await pruneBodies(poolLog(pool), cutoff(), new Date())).pruned).toBe(1);
   });
 
   it('keeps a message whose delivery another transaction holds (a replay), and removes it once released', async () => {
@@ -315,14 +308,14 @@ describe('batches on PostgreSQL', () => {
     );
     const release = await holdLock("UPDATE forward_deliveries SET status = 'pending' WHERE id = 2", []);
     try {
-      expect((await pruneForwardedPg(poolTransaction(pool), cutoff())).pruned).toBe(0);
+      expect((await pruneForwarded(poolLog(pool), cutoff())).pruned).toBe(0);
     } finally {
       await release();
     }
     // The replay committed: the message is pending at b, and stays.
-    expect((await pruneForwardedPg(poolTransaction(pool), cutoff())).pruned).toBe(0);
+    expect((await pruneForwarded(poolLog(pool), cutoff())).pruned).toBe(0);
     await pool.query("UPDATE forward_deliveries SET status = 'delivered' WHERE id = 2");
-    expect((await pruneForwardedPg(poolTransaction(pool), cutoff())).pruned).toBe(1);
+    expect((await pruneForwarded(poolLog(pool), cutoff())).pruned).toBe(1);
   });
 });
 

@@ -3,7 +3,8 @@ import { eventually, startTestReceiver, type TestReceiver } from '../helpers/rec
 import { join } from 'node:path';
 import { openStore } from '../../src/store/store';
 import { forwardOutbox } from '../../src/store/forward-outbox';
-import { pruneForwarded } from '../../src/store/retention';
+import { pruneForwarded } from '../../src/core/retention';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { tempDir } from '../helpers/tmp';
 
 let r: TestReceiver | undefined;
@@ -81,7 +82,7 @@ describe('retention', () => {
     }
   });
 
-  it('pruneForwarded removes old messages delivered everywhere and keeps pending, dead and new ones', () => {
+  it('pruneForwarded removes old messages delivered everywhere and keeps pending, dead and new ones', async () => {
     const tmp = tempDir();
     try {
       const store = openStore(join(tmp.dir, 'consig.db'), { migrate: true });
@@ -114,7 +115,9 @@ describe('retention', () => {
            SELECT id, 1, ?, 1, 'delivered' FROM forward_deliveries`,
         )
         .run(old);
-      const { pruned } = pruneForwarded(store.db, new Date('2026-01-01T00:00:00.000Z'), 1);
+      const { pruned } = await pruneForwarded(sqliteLogSql(store.db), new Date('2026-01-01T00:00:00.000Z'), {
+        messageBatch: 1,
+      });
       expect(pruned).toBe(1);
       const left = store.db.prepare('SELECT id FROM forward_messages ORDER BY id').all() as { id: number }[];
       expect(left.map((m) => m.id)).toEqual([ids[1], ids[2], recent]);

@@ -197,7 +197,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     await averbacoesCommand(config, { status: 'completed', stale: true, proposal: '7' }, io);
     await averbacoesCommand(config, {}, io);
     await trackCommand(config, 'req-z', { proposal: '9' }, io);
-    pruneCommand(config, {}, io);
+    await pruneCommand(config, {}, io);
     await proposalsCommand(config, {}, io);
     await proposalsCommand(config, { status: 'averbacao_solicitada' }, io);
     await proposalsCommand(config, { stuck: true }, io);

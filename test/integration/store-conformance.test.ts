@@ -7,6 +7,7 @@ import { pgForwardStore } from '../../src/cluster/pg-forward-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { type Config, loadConfig } from '../../src/config';
+import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
 import {
   type ConsoleRole,
   type NewAuditEntry,
@@ -15,6 +16,7 @@ import {
   REFUSAL_ROWS_PER_WINDOW,
   tokenFingerprint,
 } from '../../src/domain/console';
+import { EVENT_STATUSES } from '../../src/domain/event-status';
 import { FEED_DEFAULT_TYPES, type ForwardListFilter } from '../../src/domain/forwarding/admin';
 import {
   type Destination,
@@ -1643,6 +1645,174 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         expect(await heardBy(() => admin().setPaused('crm', true, NOW))).toBe(false);
         expect(await heardBy(() => admin().backfill({ ...crm, name: 'late' }, {}, NOW))).toBe(true);
       });
+    });
+  });
+
+  /**
+   * RETENTION_DAYS and `prune` (core/retention.ts, written once for both stores): what a pass removes
+   * and keeps, its batches, and the command. Events are stored in arrival order here (ids follow
+   * `received_at`), as SQLite mode stores them; PostgreSQL's walk of old rows behind newer ids is
+   * test/integration/cluster-retention.test.ts's.
+   */
+  describe('retention', () => {
+    const CUTOFF = new Date(T0);
+    const NOW = new Date(Date.parse(T0) + 30 * 24 * HOUR);
+    /** [key, status, received_at, has a body]: in arrival order. */
+    const EVENTS: [string, string, string, boolean][] = [
+      ...EVENT_STATUSES.map((status): [string, string, string, boolean] => [
+        `old-${status}`,
+        status,
+        at(-HOUR),
+        true,
+      ]),
+      ['old-done-no-body', 'done', at(-HOUR), false],
+      ['a-ms-before', 'done', at(-1), true],
+      ['at-the-cutoff', 'done', T0, true],
+      ['recent-done', 'done', at(HOUR), true],
+    ];
+    const PRUNED = ['a-ms-before', 'old-done', 'old-ignored', 'old-invalid'];
+    const seedEvents = async () => {
+      for (const [i, [key, status, receivedAt, body]] of EVENTS.entries())
+        await store.exec(
+          `INSERT INTO events (id, dedup_key, kind, evento, received_at, body, body_bytes, status)
+           VALUES (?, ?, 'event', 'proposta.criada', ?, ?, ?, ?)`,
+          [i + 1, key, receivedAt, body ? Buffer.from(`{"key":"${key}"}`) : null, body ? 20 : 0, status],
+        );
+    };
+    /** The keys whose body a pass removed (body gone, the time it went recorded), and when. */
+    const bodiesGone = async () =>
+      (
+        await store.all(
+          'SELECT dedup_key, body_pruned_at FROM events WHERE body IS NULL AND body_pruned_at IS NOT NULL ORDER BY dedup_key',
+        )
+      ).map((r) => `${String(r.dedup_key)}@${String(r.body_pruned_at)}`);
+    const prunedAtNow = (keys: readonly string[]) => keys.map((k) => `${k}@${NOW.toISOString()}`);
+    const count = async (table: string) =>
+      Number(Object.values((await store.all(`SELECT count(*) AS n FROM ${table}`))[0]!)[0]);
+
+    behaviour(
+      'removes the bodies of finished events received before the cutoff, keeping rows and every other body',
+      async () => {
+        await seedEvents();
+        const removed = await pruneBodies(store.logSql, CUTOFF, NOW);
+        expect(removed.pruned).toBe(PRUNED.length);
+        expect(await bodiesGone()).toEqual(prunedAtNow(PRUNED));
+        // Rows and dedup keys stay; the bodies kept are whole.
+        expect(await count('events')).toBe(EVENTS.length);
+        const kept = await store.all(
+          'SELECT dedup_key FROM events WHERE body IS NOT NULL ORDER BY dedup_key',
+        );
+        expect(kept.map((r) => r.dedup_key)).toEqual(
+          EVENTS.filter(([key, , , body]) => body && !PRUNED.includes(key))
+            .map(([key]) => key)
+            .sort(),
+        );
+        // The next pass finds nothing.
+        expect((await pruneBodies(store.logSql, CUTOFF, NOW)).pruned).toBe(0);
+      },
+    );
+
+    behaviour('removes the same in batches of any size, one report per batch', async () => {
+      await seedEvents();
+      const reports: BatchReport[] = [];
+      const removed = await pruneBodies(store.logSql, CUTOFF, NOW, {
+        bodyBatch: 2,
+        onBatch: (b) => reports.push(b),
+      });
+      expect(removed.pruned).toBe(PRUNED.length);
+      expect(await bodiesGone()).toEqual(prunedAtNow(PRUNED));
+      expect(reports.every((r) => r.kind === 'bodies')).toBe(true);
+      expect(reports.reduce((n, r) => n + r.rows, 0)).toBe(PRUNED.length);
+      // Pairs of events, oldest first: old pending and done, failed and dead, ignored and invalid, …
+      expect(reports.map((r) => r.rows).slice(0, 3)).toEqual([1, 0, 2]);
+    });
+
+    behaviour('stopped between batches, keeps what it committed; the next pass finishes', async () => {
+      await seedEvents();
+      let batches = 0;
+      await expect(
+        pruneBodies(store.logSql, CUTOFF, NOW, {
+          bodyBatch: 2,
+          shouldStop: () => batches > 0,
+          onBatch: () => void (batches += 1),
+        }),
+      ).rejects.toBeInstanceOf(PassInterrupted);
+      expect(await bodiesGone()).toEqual(prunedAtNow(['old-done']));
+      expect((await pruneBodies(store.logSql, CUTOFF, NOW, { bodyBatch: 2 })).pruned).toBe(PRUNED.length - 1);
+      expect(await bodiesGone()).toEqual(prunedAtNow(PRUNED));
+    });
+
+    /** [name, created_at, its deliveries' statuses]; gone: what a pass removes. */
+    const MESSAGES: [string, string, string[]][] = [
+      ['old-delivered-everywhere', at(-HOUR), ['delivered', 'delivered']],
+      ['old-dead-at-one', at(-HOUR), ['delivered', 'dead']],
+      ['old-pending-at-one', at(-HOUR), ['pending', 'delivered']],
+      ['old-to-no-destination', at(-HOUR), []],
+      ['old-delivered-at-its-one', at(-1), ['delivered']],
+      ['at-the-cutoff-delivered', T0, ['delivered']],
+      ['recent-delivered', at(HOUR), ['delivered']],
+    ];
+    const GONE = ['old-delivered-everywhere', 'old-to-no-destination', 'old-delivered-at-its-one'];
+    const seedMessages = async () => {
+      let delivery = 0;
+      for (const [i, [name, createdAt, statuses]] of MESSAGES.entries()) {
+        const id = i + 1;
+        // Its event, without a body, after the events of the bodies' cases.
+        await store.exec(
+          `INSERT INTO events (id, dedup_key, kind, evento, received_at, status) VALUES (?, ?, 'event', 'proposta.criada', ?, 'done')`,
+          [100 + id, `msg-${id}`, createdAt],
+        );
+        await store.exec(
+          `INSERT INTO forward_messages (id, webhook_id, type, event_id, evento, order_key, created_at, body)
+           VALUES (?, ?, 'event.received', ?, 'proposta.criada', ?, ?, '{}')`,
+          [id, name, 100 + id, `e:${id}`, createdAt],
+        );
+        for (const [d, status] of statuses.entries()) {
+          delivery += 1;
+          await store.exec(
+            `INSERT INTO forward_deliveries (id, message_id, destination, order_key, status, attempts, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
+            [delivery, id, `dest${d}`, `e:${id}`, status, createdAt, createdAt],
+          );
+          await store.exec(
+            `INSERT INTO forward_attempts (delivery_id, attempt, started_at, duration_ms, outcome) VALUES (?, 1, ?, 1, ?)`,
+            [delivery, createdAt, status === 'delivered' ? 'delivered' : 'temporary'],
+          );
+        }
+      }
+    };
+    const messagesLeft = async () =>
+      (await store.all('SELECT webhook_id FROM forward_messages ORDER BY id')).map((r) => r.webhook_id);
+    const KEPT = MESSAGES.map(([name]) => name).filter((name) => !GONE.includes(name));
+    const keptDeliveries = MESSAGES.filter(([name]) => KEPT.includes(name)).reduce(
+      (n, [, , statuses]) => n + statuses.length,
+      0,
+    );
+
+    for (const messageBatch of [1, 2, undefined])
+      behaviour(
+        `removes old messages delivered everywhere with their deliveries and attempts, keeps the rest whole (batches of ${messageBatch ?? 'the default'})`,
+        async () => {
+          await seedMessages();
+          const removed = await pruneForwarded(store.logSql, CUTOFF, { messageBatch });
+          expect(removed.pruned).toBe(GONE.length);
+          expect(await messagesLeft()).toEqual(KEPT);
+          expect(await count('forward_deliveries')).toBe(keptDeliveries);
+          expect(await count('forward_attempts')).toBe(keptDeliveries);
+          expect((await pruneForwarded(store.logSql, CUTOFF, { messageBatch })).pruned).toBe(0);
+        },
+      );
+
+    behaviour('`prune`: bodies, then messages, in the summary both modes print', async () => {
+      await seedEvents();
+      await seedMessages();
+      const outcome = await withCommandLog(
+        store.commands.config,
+        { access: 'write', command: 'prune' },
+        (log) => log.prune(CUTOFF, NOW),
+      );
+      expect(outcome.summary).toEqual({ pruned: PRUNED.length, forwarded: GONE.length, cutoff: T0 });
+      expect(await messagesLeft()).toEqual(KEPT);
     });
   });
 

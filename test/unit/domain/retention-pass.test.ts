@@ -1,5 +1,4 @@
 import {
-  bodyWalkStep,
   RETENTION_BATCH,
   RETENTION_LOG,
   removableMessages,
@@ -8,24 +7,6 @@ import {
 } from '../../../src/domain/retention';
 
 /** How both stores apply the retention rule (src/domain/retention.ts): walk, batches, log lines. */
-
-describe('bodyWalkStep (SQLite walks in arrival order)', () => {
-  const cutoff = '2026-03-01T00:00:00.000Z';
-  it.each([
-    ['old done with a body', '2026-02-01T00:00:00.000Z', 'done', true, 'prune'],
-    ['old ignored with a body', '2026-02-01T00:00:00.000Z', 'ignored', true, 'prune'],
-    ['old invalid with a body', '2026-02-01T00:00:00.000Z', 'invalid', true, 'prune'],
-    ['old done, body gone already', '2026-02-01T00:00:00.000Z', 'done', false, 'keep'],
-    ['old pending', '2026-02-01T00:00:00.000Z', 'pending', true, 'keep'],
-    ['old failed', '2026-02-01T00:00:00.000Z', 'failed', true, 'keep'],
-    ['old dead', '2026-02-01T00:00:00.000Z', 'dead', true, 'keep'],
-    ['a millisecond before the cutoff', '2026-02-28T23:59:59.999Z', 'done', true, 'prune'],
-    ['at the cutoff: the walk ends', cutoff, 'done', true, 'end'],
-    ['newer, whatever its status', '2026-03-02T00:00:00.000Z', 'pending', true, 'end'],
-  ] as const)('%s → %s', (_name, receivedAt, status, hasBody, step) => {
-    expect(bodyWalkStep({ receivedAt, status, hasBody }, cutoff)).toBe(step);
-  });
-});
 
 describe('removableMessages', () => {
   const d = (messageId: number, status: string) => ({ messageId, status });

@@ -1,0 +1,256 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import {
+  BODY_PRUNABLE_STATUSES,
+  type PruneSummary,
+  RETENTION_BATCH,
+  removableMessages,
+} from '../domain/retention';
+import { inList } from '../domain/sql/log-reads';
+import type { Dialect, LogQuery, LogSql } from '../domain/sql/log-sql';
+
+/**
+ * RETENTION_DAYS and `prune` (contract §10), written once for both stores (issue 24): the rule is
+ * domain/retention.ts's (what goes, what stays, the batch sizes, the log lines); here are its
+ * statements, on the SQLite file or on PostgreSQL ({@link LogSql}). Used by the `serve` timers of
+ * both modes (pipeline/retention-schedule.ts, cluster/pg-retention.ts) and by `prune`.
+ *
+ * A pass walks each table by id from the start in batches, each batch one short transaction, and
+ * the event loop turns between batches: the receiver's own writes never wait for more than one
+ * batch (SQLite's file write lock, PostgreSQL's row locks), and ingest answers meanwhile. A pass
+ * that stops half-way leaves only whole batches behind; the next pass walks again and finds what
+ * is left.
+ *
+ * What the two stores do differently is named once, in {@link DIALECT}.
+ */
+
+/** One committed batch, for measurements (bench/pg-retention.ts: how long a batch held its locks). */
+export interface BatchReport {
+  kind: 'bodies' | 'messages';
+  /** Rows the batch changed (bodies removed, messages removed). */
+  rows: number;
+  ms: number;
+}
+
+export interface PruneOptions {
+  /** Events looked at per batch. @default RETENTION_BATCH[dialect].bodies */
+  bodyBatch?: number;
+  /** Messages looked at per batch. @default RETENTION_BATCH[dialect].messages */
+  messageBatch?: number;
+  /** Asked between batches: true ends the pass there (it throws {@link PassInterrupted}). */
+  shouldStop?(): boolean;
+  onBatch?(batch: BatchReport): void;
+}
+
+/** A pass ended between two batches because it was asked to stop: what it committed stays. */
+export class PassInterrupted extends Error {
+  constructor() {
+    super('retention pass interrupted between two batches (what it committed stays; the next pass goes on)');
+    this.name = 'PassInterrupted';
+  }
+}
+
+/**
+ * The dialect differences of retention, each in one place.
+ * - `rowLock`: PostgreSQL locks the rows a batch changes without waiting for them (`SKIP LOCKED`: a
+ *   row a relay batch is counting a duplicate on, or a replay is taking, is left for the next
+ *   pass). SQLite needs none: a write transaction holds the file's one write lock.
+ * - `walkEndsAtCutoff`: SQLite stores events in arrival order, so its walk ends at the first one
+ *   received at or after the cutoff. PostgreSQL walks the whole table: `events.id` is the order in
+ *   which relay batches committed, and a spool relayed after an outage (or a SQLite history moved
+ *   to cluster mode) puts old `received_at` behind new ids.
+ * - `ids`: a list of ids as one parameter, so each statement keeps one text whatever the batch
+ *   holds (an array on PostgreSQL, JSON text on SQLite).
+ */
+const DIALECT: Record<
+  Dialect,
+  {
+    rowLock(mode: 'UPDATE' | 'NO KEY UPDATE'): string;
+    walkEndsAtCutoff: boolean;
+    ids: { in(placeholder: string): string; param(ids: readonly number[]): unknown };
+  }
+> = {
+  postgres: {
+    rowLock: (mode) => ` FOR ${mode} SKIP LOCKED`,
+    walkEndsAtCutoff: false,
+    ids: { in: (p) => `= ANY(${p}::bigint[])`, param: (ids) => [...ids] },
+  },
+  sqlite: {
+    rowLock: () => '',
+    walkEndsAtCutoff: true,
+    ids: { in: (p) => `IN (SELECT value FROM json_each(${p}))`, param: (ids) => JSON.stringify(ids) },
+  },
+};
+
+/** One pass: bodies, then messages (the order of domain/retention.ts). */
+export async function prunePass(
+  log: LogSql,
+  cutoff: Date,
+  now: Date,
+  options: PruneOptions = {},
+): Promise<PruneSummary> {
+  const { pruned } = await pruneBodies(log, cutoff, now, options);
+  const { pruned: forwarded } = await pruneForwarded(log, cutoff, options);
+  return { pruned, forwarded, cutoff: cutoff.toISOString() };
+}
+
+/** Runs `batch` until it says the walk is done, a turn of the event loop apart. */
+async function walk(
+  options: PruneOptions,
+  kind: BatchReport['kind'],
+  batch: () => Promise<{ rows: number; done: boolean }>,
+): Promise<number> {
+  let total = 0;
+  for (let first = true; ; first = false) {
+    if (!first) await nextTurn();
+    if (options.shouldStop?.()) throw new PassInterrupted();
+    const started = performance.now();
+    const { rows, done } = await batch();
+    options.onBatch?.({ kind, rows, ms: performance.now() - started });
+    total += rows;
+    if (done) return total;
+  }
+}
+
+// The next batch of ids (any status: that is the walk), and where it ends: its last id, and on
+// SQLite the first event of it received at or after the cutoff ($3).
+const BODY_SCOPE = `SELECT max(id) AS upto, count(*) AS scanned,
+  min(CASE WHEN received_at >= $3 THEN id END) AS first_new
+  FROM (SELECT id, received_at FROM events WHERE id > $1 ORDER BY id LIMIT $2) scope`;
+
+/**
+ * Among ids $2 < id < $3, the events the rule names lose their bodies. On PostgreSQL they are
+ * locked with the lock that does not block foreign-key checks (`NO KEY`: the relay's deliveries
+ * still reference them freely), and the status is checked again on the locked version, so an
+ * event replayed meanwhile keeps its body.
+ */
+const pruneBodiesIn = (lock: string) => {
+  const statuses = inList(BODY_PRUNABLE_STATUSES.length, 5);
+  return `UPDATE events SET body = NULL, body_pruned_at = $1
+  WHERE id IN (SELECT id FROM events WHERE id > $2 AND id < $3 AND received_at < $4
+      AND status IN ${statuses} AND body IS NOT NULL${lock})
+    AND status IN ${statuses}`;
+};
+
+/**
+ * Removes the raw bodies of finished events received before `cutoff` (domain/retention.ts),
+ * keeping rows and dedup keys.
+ */
+export async function pruneBodies(
+  log: LogSql,
+  cutoff: Date,
+  now: Date,
+  options: PruneOptions = {},
+): Promise<{ pruned: number; scanned: number }> {
+  const dialect = DIALECT[log.dialect];
+  const size = options.bodyBatch ?? RETENTION_BATCH[log.dialect].bodies;
+  const cutoffIso = cutoff.toISOString();
+  const update = pruneBodiesIn(dialect.rowLock('NO KEY UPDATE'));
+  let lastId = 0;
+  let scanned = 0;
+  const pruned = await walk(options, 'bodies', () =>
+    log.write(async (q) => {
+      const [scope] = await q.rows<{ upto: number | null; scanned: number; first_new: number | null }>(
+        BODY_SCOPE,
+        [lastId, size, cutoffIso],
+      );
+      if (scope === undefined || scope.upto === null) return { rows: 0, done: true };
+      const ends = dialect.walkEndsAtCutoff && scope.first_new !== null;
+      const before = ends ? scope.first_new! : scope.upto + 1;
+      const rows = await q.run(update, [
+        now.toISOString(),
+        lastId,
+        before,
+        cutoffIso,
+        ...BODY_PRUNABLE_STATUSES,
+      ]);
+      scanned += scope.scanned;
+      lastId = scope.upto;
+      return { rows, done: ends || scope.scanned < size };
+    }),
+  );
+  return { pruned, scanned };
+}
+
+/**
+ * Removes forwarded messages created before `cutoff` whose every delivery is `delivered`
+ * (domain/retention.ts), with their deliveries and attempts; one transaction per batch:
+ * 1. the batch's messages, locked on PostgreSQL (`SKIP LOCKED`): nobody can add a delivery to one
+ *    meanwhile (a backfill's foreign-key check waits), and one being backfilled now is left for
+ *    the next pass;
+ * 2. their deliveries, locked (`SKIP LOCKED`), then counted: a message is removed only when every
+ *    one of its deliveries was read here and is delivered, so a replay (delivered → pending) either
+ *    committed before (and the message stays) or waits for this commit and finds nothing to replay;
+ * 3. attempts, deliveries, messages.
+ * The walk ends at the newest message created before the cutoff when the pass began (one seek on
+ * `forward_messages_created`); any created before the cutoff with a higher id is the next pass's.
+ * The change feed then starts after the removed messages: a cursor older than them reads on from
+ * the first one kept.
+ */
+export async function pruneForwarded(
+  log: LogSql,
+  cutoff: Date,
+  options: PruneOptions = {},
+): Promise<{ pruned: number }> {
+  const size = options.messageBatch ?? RETENTION_BATCH[log.dialect].messages;
+  const cutoffIso = cutoff.toISOString();
+  const [last] = await log.read((q) =>
+    q.rows<{ id: number }>(
+      'SELECT id FROM forward_messages WHERE created_at < $1 ORDER BY created_at DESC, id DESC LIMIT 1',
+      [cutoffIso],
+    ),
+  );
+  if (last === undefined) return { pruned: 0 };
+  let lastId = 0;
+  const pruned = await walk(options, 'messages', () =>
+    log.write(async (q) => {
+      const batch = await pruneMessageBatch(q, lastId, last.id, cutoffIso, size);
+      lastId = batch.lastId ?? lastId;
+      return { rows: batch.pruned, done: batch.lastId === null };
+    }),
+  );
+  return { pruned };
+}
+
+async function pruneMessageBatch(
+  q: LogQuery,
+  afterId: number,
+  upto: number,
+  cutoffIso: string,
+  size: number,
+): Promise<{ pruned: number; lastId: number | null }> {
+  const { rowLock, ids } = DIALECT[q.dialect];
+  const candidates = (
+    await q.rows<{ id: number }>(
+      `SELECT id FROM forward_messages WHERE id > $1 AND id <= $2 AND created_at < $3
+       ORDER BY id LIMIT $4${rowLock('UPDATE')}`,
+      [afterId, upto, cutoffIso, size],
+    )
+  ).map((r) => r.id);
+  if (candidates.length === 0) return { pruned: 0, lastId: null };
+  const list = ids.param(candidates);
+  const read = await q.rows<{ message_id: number; status: string }>(
+    `SELECT message_id, status FROM forward_deliveries WHERE message_id ${ids.in('$1')}${rowLock('UPDATE')}`,
+    [list],
+  );
+  const totals = await q.rows<{ message_id: number; n: number }>(
+    `SELECT message_id, count(*) AS n FROM forward_deliveries WHERE message_id ${ids.in('$1')} GROUP BY message_id`,
+    [list],
+  );
+  const gone = removableMessages(
+    candidates,
+    read.map((d) => ({ messageId: d.message_id, status: d.status })),
+    new Map(totals.map((t) => [t.message_id, t.n])),
+  );
+  if (gone.length > 0) {
+    const goneList = [ids.param(gone)];
+    await q.run(
+      `DELETE FROM forward_attempts WHERE delivery_id IN
+         (SELECT id FROM forward_deliveries WHERE message_id ${ids.in('$1')})`,
+      goneList,
+    );
+    await q.run(`DELETE FROM forward_deliveries WHERE message_id ${ids.in('$1')}`, goneList);
+    await q.run(`DELETE FROM forward_messages WHERE id ${ids.in('$1')}`, goneList);
+  }
+  const lastId = candidates[candidates.length - 1]!;
+  return { pruned: gone.length, lastId: candidates.length < size ? null : lastId };
+}
