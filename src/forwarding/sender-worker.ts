@@ -3,6 +3,7 @@ import pino from 'pino';
 import { systemClock } from '../clock';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import { openDatabase } from '../store/database';
+import { isLockBusy } from '../store/database-errors';
 import { forwardDeliveries, sqliteSenderStore } from '../store/forward-deliveries';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
 import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
@@ -62,9 +63,38 @@ const gate = threadGate(data.hold);
  */
 const record: Recorder = async (records, circuits) => {
   await gateCleared(gate, () => stopping);
-  deliveries.record(records, circuits);
+  writeWhenFree(() => deliveries.record(records, circuits));
   report();
 };
+
+/** How often a record's write looks again at a file another connection is writing. */
+const LOCK_POLL_MS = 0.2;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `write` (one transaction), polling every {@link LOCK_POLL_MS} while another connection
+ * holds the file's write lock, for up to {@link WORKER_BUSY_TIMEOUT_MS}, then throws SQLite's busy
+ * error (the sender keeps the records and tries again). SQLite's own busy handler sleeps 1, 2, 5,
+ * 10, … ms between looks: a record that met the pipeline's commit (a millisecond or two with its
+ * fsync) waited 3 or 8 ms, and held its proposal's next message that long. This thread answers no
+ * webhook, so blocking it is free.
+ */
+function writeWhenFree(write: () => void): void {
+  db.pragma('busy_timeout = 0');
+  try {
+    const deadline = performance.now() + WORKER_BUSY_TIMEOUT_MS;
+    for (;;) {
+      try {
+        return write();
+      } catch (err) {
+        if (!isLockBusy(err) || performance.now() >= deadline) throw err;
+        Atomics.wait(sleeper, 0, 0, LOCK_POLL_MS);
+      }
+    }
+  } finally {
+    db.pragma(`busy_timeout = ${WORKER_BUSY_TIMEOUT_MS}`);
+  }
+}
 
 /**
  * Reports go at most every {@link REPORT_INTERVAL_MS}: a message costs both threads a wake-up, and
