@@ -80,7 +80,7 @@ export function pgAdminLog(options: PgAdminLogOptions) {
       ),
     /**
      * The runners every call above goes through (the replica's pool, the running() guard,
-     * StorageError, READ_TIMEOUT): the console's log (pg-console-log.ts) reads and writes with them.
+     * StorageError, READ_TIMEOUT): the console's log (http/console/console-log.ts `pgConsoleLog`) reads and writes with them.
      */
     runners: { guarded, read, transaction, writing } satisfies PgRunners,
     /** The log as code written once for both stores reaches it (src/core/). */
