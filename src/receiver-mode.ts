@@ -31,6 +31,8 @@ import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
 import { pgConsoleLog } from './http/console/console-log';
+import { pgAdminPort } from './http/admin/admin-log';
+import { logGauges } from './core/gauges';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './store/events';
@@ -340,7 +342,7 @@ function composeCluster(
     http: {
       isProcessing: () => node.processing,
       readiness: () => node.readiness(),
-      clusterLog: node.adminLog,
+      clusterLog: pgAdminPort(node.adminLog),
       // The console on PostgreSQL's log; its overview shows this replica's relay.
       clusterConsole: { log: pgConsoleLog(node.adminLog), relay: spool },
       sharedGauges: (cutoffs) => {
@@ -348,10 +350,12 @@ function composeCluster(
         // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
         metrics.clusterConnected.set(node.connected ? 1 : 0);
         metrics.processingHolder.set(node.processing ? 1 : 0);
-        return node.sharedGauges(cutoffs).then((figures) => {
-          if (figures?.forwarding) forwarding.gauges = figures.forwarding;
-          return figures;
-        });
+        return node
+          .sharedGauges((q) => logGauges(q, cutoffs))
+          .then((figures) => {
+            if (figures?.forwarding) forwarding.gauges = figures.forwarding;
+            return figures;
+          });
       },
       inFlight,
     },

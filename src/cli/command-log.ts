@@ -1,20 +1,21 @@
 import { existsSync, statSync } from 'node:fs';
 import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cluster/pg-command-log';
-import type { PgStats } from '../cluster/pg-reads';
 import type { Config } from '../config';
 import { endSessionsAudited } from '../core/console-sessions';
+import { type LogFigures, logFigures, logReads } from '../core/log-reads';
+import { latestProposals, type ProposalListRow, stuckProposals } from '../core/proposal-lists';
+import { replayWanted } from '../core/replay';
 import { prunePass } from '../core/retention';
 import type { NewAuditEntry } from '../domain/console';
 import { StorageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
+import type { LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
 import { forwardDeliveries } from '../store/forward-deliveries';
 import { sqliteLogSql } from '../store/log-sql';
-import { eventIdsWithStatus, replayEvents } from '../store/pipeline-queries';
-import { proposalLists, type ProposalListRow } from '../store/proposal-lists';
 import { openSpool } from '../store/spool';
 import { openStore, type Store } from '../store/store';
 
@@ -57,11 +58,7 @@ export interface PruneOutcome {
   spool?: { path: string; removed: SpoolPruneSummary | null };
 }
 
-/**
- * What `stats` shows, as the stores give it. `forwarding` is null on a PostgreSQL schema that has
- * no forwarding tables yet; `replicas` (who answered the deliveries) only in cluster mode.
- */
-export type LogFigures = Omit<PgStats, 'replicas'> & { replicas?: PgStats['replicas'] };
+export type { LogFigures } from '../core/log-reads';
 
 /**
  * How a command uses the log. `read`: reads in one snapshot (a read-only SQLite file). `follow`:
@@ -154,10 +151,39 @@ function spoolBeside(config: Config): LocalSpool {
   };
 }
 
-/** The port on PostgreSQL (cluster/pg-command-log.ts); `prune`: RETENTION_DAYS' pass, then the spool's. */
+/**
+ * The reads both stores answer with the code written once (core/log-reads.ts,
+ * core/proposal-lists.ts), on the command's log.
+ */
+function coreReads(sql: LogSql) {
+  const { events, deliveries, proposal, averbacoes } = logReads(sql);
+  return {
+    events,
+    deliveries,
+    proposal,
+    averbacoes,
+    latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
+      sql.read((q) => latestProposals(q, statuses, { limit })),
+    stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>
+      sql.read((q) => stuckProposals(q, cutoffs, { limit })),
+  };
+}
+
+/** The port on PostgreSQL (cluster/pg-command-log.ts), its `prune` followed by the spool's. */
 function clusterCommandLog(pg: PgCommandLog, config: Config, checked: LocalSpool | null): CommandLog {
   return {
-    ...pg,
+    name: pg.name,
+    ...coreReads(pg.logSql),
+    track: pg.track,
+    forwards: pg.forwards,
+    feed: pg.feed,
+    listen: pg.listen,
+    stats: (cutoffs, destinations) =>
+      pg.logSql.read(async (q) => ({
+        ...(await logFigures(q, cutoffs)),
+        ...(await pg.storeFigures(destinations)),
+      })),
+    replay: (wanted, now) => pg.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
     endSessions: (audit) => endSessionsAudited(pg.logSql, audit),
     prune: async (cutoff, now) => {
       const spool = checked ?? spoolBeside(config);
@@ -167,58 +193,36 @@ function clusterCommandLog(pg: PgCommandLog, config: Config, checked: LocalSpool
   };
 }
 
-/** The port on the SQLite file at `path`: the admin API's adapter and the store's synchronous reads. */
+/** The port on the SQLite file at `path`: the code written once on the file, and the admin API's adapter. */
 function sqliteCommandLog(store: Store, path: string): CommandLog {
-  const { events, deliveries, proposal, averbacoes, track, forwards, feed } = sqliteAdminLog(store);
-  const lists = proposalLists(store.db);
+  const { track, forwards, feed } = sqliteAdminLog(store);
+  const sql = sqliteLogSql(store.db);
   return {
     name: path,
-    events,
-    deliveries,
-    proposal,
-    averbacoes,
+    ...coreReads(sql),
     track,
     forwards,
     feed,
-    stats: async (cutoffs, destinations) => sqliteFigures(store, path, cutoffs, destinations),
-    latestProposals: async (statuses, limit) => lists.latest(statuses, { limit }),
-    stuckProposals: async (cutoffs, limit) => lists.stuck(cutoffs, { limit }),
-    replay: async (wanted, now) =>
-      replayEvents(
-        store.db,
-        'status' in wanted ? eventIdsWithStatus(store.db, wanted.status) : wanted.ids,
-        now,
-      ),
-    endSessions: (audit) => endSessionsAudited(sqliteLogSql(store.db), audit),
+    stats: (cutoffs, destinations) =>
+      sql.read(async (q) => ({
+        databaseBytes: fileBytes(path) + fileBytes(`${path}-wal`),
+        ...(await logFigures(q, cutoffs)),
+        forwarding: forwardGauges(store, destinations),
+      })),
+    replay: (wanted, now) => sql.write((q) => replayWanted(q, wanted, now)),
+    endSessions: (audit) => endSessionsAudited(sql, audit),
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sqliteLogSql(store.db), cutoff, now) }),
   };
 }
 
-function sqliteFigures(
-  store: Store,
-  path: string,
-  cutoffs: readonly StuckCutoff[],
-  destinations: readonly string[],
-): LogFigures {
+/** `stats`' forwarding figures: the configured destinations, then those paused or tripped before. */
+function forwardGauges(store: Store, destinations: readonly string[]) {
   const repo = forwardDeliveries(store.db);
-  // The configured destinations, then those paused or tripped before.
   const names = new Set(destinations);
   for (const row of repo.destinations()) names.add(row.name);
-  const { avg, max } = store.deliveries.ackLatency();
-  return {
-    databaseBytes: fileBytes(path) + fileBytes(`${path}-wal`),
-    eventsByStatus: store.events.countByStatus(),
-    eventsByKind: store.events.countByKind(),
-    duplicatesTotal: store.events.duplicatesTotal(),
-    deliveriesByOutcome: store.deliveries.countByOutcome(),
-    proposalsByStatus: store.proposals.countByStatus(),
-    proposalsStuckByStatus: proposalLists(store.db).stuckCounts(cutoffs),
-    ackMs: { avg, max },
-    lastDeliveryAt: store.deliveries.lastReceivedAt(),
-    forwarding: repo.gauges([...names]),
-  };
+  return repo.gauges([...names]);
 }
 
 function fileBytes(path: string): number {

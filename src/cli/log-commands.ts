@@ -6,7 +6,7 @@ import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifec
 import { maskCpf, withMaskedCpf, withMaskedResultBody } from '../domain/privacy';
 import { formatLimit, limitOf, stuckCutoffs, stuckSince } from '../domain/stuck';
 import type { AverbacaoRow } from '../store/averbacoes';
-import type { ProposalListRow } from '../store/proposal-lists';
+import type { ProposalListRow } from '../core/proposal-lists';
 import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
 import { type CommandSession, type LogFigures, withCommandLog } from './command-log';
 import { renderTable } from './table';

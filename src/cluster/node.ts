@@ -3,20 +3,19 @@ import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
-import type { StuckCutoff } from '../domain/stuck';
+import type { LogQuery } from '../domain/sql/log-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
 import type { OutboxOptions } from './pg-outbox';
 import type { Destination } from '../domain/forwarding/destinations';
-import type { SenderStore } from '../domain/forwarding/sender-store';
+import type { DestinationGauges, SenderStore } from '../domain/forwarding/sender-store';
 import { ClusterForwarder, type DestinationSender } from './forwarder';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
 import { pgForwardStore } from './pg-forward-store';
-import { pgLogSql } from './pg-log-sql';
+import { pgLogQuery, pgLogSql } from './pg-log-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
-import { readSharedGauges, type SharedGauges } from './pg-gauges';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
@@ -300,15 +299,18 @@ export class ClusterNode {
   }
 
   /**
-   * The cluster-wide figures of /metrics, read from PostgreSQL; null when it does not answer
-   * within 2 s (the scrape then keeps the last values, and consig_cluster_connected says why).
+   * The cluster-wide figures of /metrics, `gauges` (core/gauges.ts, composed by receiver-mode.ts)
+   * read from PostgreSQL with this cluster's forwarding gauges; null when it does not answer within
+   * 2 s (the scrape then keeps the last values, and consig_cluster_connected says why).
    */
-  sharedGauges(cutoffs: readonly StuckCutoff[]): Promise<SharedGauges | null> {
-    return this.readShort(async (sql) => {
-      const gauges = await readSharedGauges(sql, cutoffs);
+  sharedGauges<T extends object>(
+    gauges: (q: LogQuery) => Promise<T>,
+  ): Promise<(T & { forwarding?: DestinationGauges[] }) | null> {
+    return this.readShort(async (_sql, client) => {
+      const figures: T & { forwarding?: DestinationGauges[] } = await gauges(pgLogQuery(client));
       const names = this.options.forwarding?.destinations.map((d) => d.name) ?? [];
-      if (names.length > 0) gauges.forwarding = await pgForwardStore(this.pool).gauges(names);
-      return gauges;
+      if (names.length > 0) figures.forwarding = await pgForwardStore(this.pool).gauges(names);
+      return figures;
     });
   }
 
@@ -323,13 +325,13 @@ export class ClusterNode {
    * partitioned) cannot enforce it, so the connection is also dropped here after READ_SHORT_MS:
    * a `/metrics` scrape never hangs on PostgreSQL.
    */
-  private async readShort<T>(read: (sql: Sql) => Promise<T>): Promise<T | null> {
+  private async readShort<T>(read: (sql: Sql, client: PoolClient) => Promise<T>): Promise<T | null> {
     if (!this.connected) return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
     const work = (async () => {
       await client.query("SET statement_timeout = '2s'");
-      const result = await read(sqlOf(client));
+      const result = await read(sqlOf(client), client);
       await client.query('RESET statement_timeout');
       return { result };
     })();

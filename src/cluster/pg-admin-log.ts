@@ -1,33 +1,23 @@
 import type { Pool, PoolClient } from 'pg';
-import { decodeUtf8 } from '../domain/delivery';
 import { StorageError } from '../domain/errors';
-import type { ReplayResult } from '../domain/event-status';
+import type { ReplayHooks, ReplayResult } from '../domain/event-status';
 import { feedReader } from '../core/feed';
 import { forwardAdmin, type SenderWake } from '../core/forward-admin';
-import { clampLimit } from '../domain/list-limit';
-import type { LogSql } from '../domain/sql/log-sql';
+import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
-import {
-  isPgUnavailable,
-  readAverbacao,
-  readAverbacoes,
-  readDeliveries,
-  readEvent,
-  readEvents,
-  readProposal,
-  type PgReader,
-} from './pg-reads';
-import { replayEvents } from './pg-replay';
+import { isPgUnavailable, type PgReader } from './pg-reads';
+import { pgReplayHooks } from './pg-replay';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
-import { pgLogSql } from './pg-log-sql';
+import { pgLogQuery, pgLogSql } from './pg-log-sql';
 import { checkOut, type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
- * {@link pgLogStatements} (pg-reads.ts; the forwarding admin and the feed, src/core/), which the
- * log commands run too (pg-command-log.ts, on their own connection), in the shapes of the SQLite
- * log, so that the routes (src/http/admin/) serve both stores with one parser and one JSON shape.
- * Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional.
+ * {@link pgLogStatements} (the forwarding admin and the feed, src/core/), which the log commands
+ * run too (pg-command-log.ts, on their own connection), and through `logSql` for the reads and the
+ * replay rule written once for both stores (core/log-reads.ts, core/replay.ts, composed by
+ * http/admin/admin-log.ts `pgAdminPort`), in the shapes of the SQLite log, so that the routes
+ * (src/http/admin/) serve both stores with one parser and one JSON shape.
  *
  * Every call of {@link pgAdminLog} rejects with a StorageError while the replica is not connected to PostgreSQL or when
  * PostgreSQL cannot serve it (down, restarting, failing over): the routes answer 503 and the client
@@ -48,28 +38,15 @@ export interface PgAdminLogOptions {
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
 const READ_TIMEOUT = '10s';
 
-/** An event filter as the admin routes pass it (store/events.ts EventFilter). */
-interface EventFilter {
-  status?: string | undefined;
-  evento?: string | undefined;
-  kind?: string | undefined;
-  nuProposta?: number | string | undefined;
-  beforeId?: number | undefined;
-  limit?: number | undefined;
-}
-
-/** PostgreSQL's text `nu_proposta` for the integer or text a filter names. */
-const textNu = (nu: number | string | undefined): string | undefined =>
-  nu === undefined ? undefined : String(nu);
-
 /** The admin API's log on `options.pool` (see the module's comment); the ClusterNode builds one. */
 export function pgAdminLog(options: PgAdminLogOptions) {
   const { guarded, read, transaction, writing } = runners(options);
   const logSql = pgLogSql({ read, writing });
   return {
     ...pgLogStatements({ read, logSql }),
-    replayEvents: (ids: readonly number[], now: string): Promise<ReplayResult> =>
-      transaction((tx) => replayEvents(tx, ids, now, options.kick)),
+    /** `fn` (the replay rule, core/replay.ts) in one transaction, each work key kicked in it (pg-replay.ts). */
+    replaying: (fn: (q: LogQuery, hooks: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult> =>
+      writing((client) => fn(pgLogQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
     /** Tracks a registration (pg-track.ts), its first poll a job queued with it. */
     track: (t: TrackRequest, now: Date, graceMs: number) =>
       trackOnPostgres(
@@ -105,47 +82,11 @@ const NOTIFY_SENDER: SenderWake = {
 };
 
 /**
- * The reads and the forwarding statements the admin API and the log commands share, on either
- * way to PostgreSQL: one home per query (the SQLite adapter is http/admin/admin-log.ts
- * `sqliteAdminLog`). Filters are the SQLite store's: `nu_proposta` an integer or text, `limit`
- * optional.
+ * The forwarding statements the admin API and the log commands share, on either way to
+ * PostgreSQL: one home per query (the SQLite adapter is http/admin/admin-log.ts `sqliteAdminLog`).
  */
 export function pgLogStatements(run: PgLogRunners) {
-  const { read } = run;
   return {
-    events: (filter: EventFilter) =>
-      read((db) =>
-        readEvents(db, { ...filter, nuProposta: textNu(filter.nuProposta), limit: clampLimit(filter.limit) }),
-      ),
-    /** One event and its raw body: text when it is valid UTF-8 (as SQLite stores it), else the bytes. */
-    event: (id: number) =>
-      read(async (db) => {
-        const found = await readEvent(db, id);
-        if (found === undefined) return undefined;
-        const body = found.body === null ? null : (decodeUtf8(found.body) ?? found.body);
-        return { event: found.event, body };
-      }),
-    deliveries: (filter: {
-      outcome?: string | undefined;
-      beforeId?: number | undefined;
-      limit?: number | undefined;
-    }) => read((db) => readDeliveries(db, { ...filter, limit: clampLimit(filter.limit) })),
-    /** The proposal and its timeline, from one snapshot. */
-    proposal: (nu: number | string) => read((db) => readProposal(db, String(nu))),
-    averbacoes: (filter: {
-      status?: string | undefined;
-      stale?: boolean | undefined;
-      nuProposta?: number | string | undefined;
-      limit?: number | undefined;
-    }) =>
-      read((db) =>
-        readAverbacoes(db, {
-          ...filter,
-          nuProposta: textNu(filter.nuProposta),
-          limit: clampLimit(filter.limit),
-        }),
-      ),
-    averbacao: (requestId: string) => read((db) => readAverbacao(db, requestId)),
     forwards: forwardAdmin(run.logSql, NOTIFY_SENDER),
     feed: feedReader(run.logSql),
   };

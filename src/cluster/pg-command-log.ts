@@ -1,20 +1,11 @@
 import type { Client } from 'pg';
-import type { EventStatus } from '../domain/event-status';
-import type { ProposalStatus } from '../domain/lifecycle';
-import type { StuckCutoff } from '../domain/stuck';
+import type { ReplayHooks, ReplayResult } from '../domain/event-status';
+import type { LogQuery } from '../domain/sql/log-sql';
 import { pgLogStatements } from './pg-admin-log';
-import { pgClientLogSql } from './pg-log-sql';
+import { pgClientLogSql, pgLogQuery } from './pg-log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
-import {
-  describePgTarget,
-  pgTarget,
-  readLatestProposals,
-  readStats,
-  readStuckProposals,
-  withPgConnection,
-  withPgReads,
-} from './pg-reads';
-import { inEngineTransaction, replayOnPostgres } from './pg-replay';
+import { describePgTarget, pgTarget, readStoreFigures, withPgConnection, withPgReads } from './pg-reads';
+import { inEngineTransaction, pgReplayHooks } from './pg-replay';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { sqlOf } from './sql';
 
@@ -22,8 +13,8 @@ import { sqlOf } from './sql';
  * The log commands' port (cli/command-log.ts `CommandLog`) on PostgreSQL, in cluster mode
  * (contract §10): one connection of the command's own, its reads in one read-only snapshot
  * (`read`: the figures of a command agree with each other, and it cannot write) or as they come
- * (`follow`, `write`). The queries are the admin API's (pg-admin-log.ts `pgLogStatements`) plus the
- * few only the commands run. Errors name host, port and database, never the password
+ * (`follow`, `write`). The reads written once for both stores (src/core/) reach it through
+ * `logSql`; the forwarding statements are the admin API's (pg-admin-log.ts `pgLogStatements`). Errors name host, port and database, never the password
  * (pg-reads.ts `withPgConnection`).
  */
 
@@ -49,15 +40,20 @@ function pgCommandLog(client: Client, databaseUrl: string) {
     name: describePgTarget(pgTarget(databaseUrl)),
     // The command's connection is already in its snapshot (`read`) or reads as it comes.
     ...pgLogStatements({ read: (fn) => fn(client), logSql: pgClientLogSql(client) }),
-    stats: (cutoffs: readonly StuckCutoff[], destinations: readonly string[]) =>
-      readStats(client, cutoffs, destinations),
-    latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
-      readLatestProposals(client, statuses, limit),
-    stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>
-      readStuckProposals(client, cutoffs, limit),
-    /** Each work key kicked through pg-boss in the replay's transaction (pg-replay.ts). */
-    replay: (wanted: { ids: readonly number[] } | { status: EventStatus }, now: string) =>
-      replayOnPostgres(client, databaseUrl, wanted, now),
+    /** `stats`' figures only PostgreSQL has or keeps its own way (pg-reads.ts). */
+    storeFigures: (destinations: readonly string[]) => readStoreFigures(client, destinations),
+    /**
+     * `fn` (the replay rule, core/replay.ts) in one transaction, each work key kicked through a
+     * pg-boss started for it (pg-replay.ts); committed when it queued something.
+     */
+    replaying: (fn: (q: LogQuery, hooks: ReplayHooks) => Promise<ReplayResult>) =>
+      inEngineTransaction(client, databaseUrl, async (engine) => {
+        const result = await fn(
+          pgLogQuery(client),
+          pgReplayHooks(sql, (tx, keys) => engine.kick(tx, keys)),
+        );
+        return { result, commit: result.queued.length > 0 };
+      }),
     /** The row, its first poll a pg-boss job queued in the same transaction (pg-track.ts). */
     track: (t: TrackRequest, now: Date, graceMs: number) =>
       trackOnPostgres(

@@ -1,6 +1,9 @@
 import { trackEffect } from '../domain/event-effects';
+import { type AverbacaoRow, withLogNuProposta } from '../domain/log-rows';
+import { AVERBACAO } from '../domain/sql/log-reads';
 import { track } from './pg-effects';
-import { type PgAverbacaoRow, type PgReader, readAverbacao } from './pg-reads';
+import { pgLogQuery } from './pg-log-sql';
+import type { PgReader } from './pg-reads';
 import type { Sql } from './sql';
 
 /** A registration to track, as the admin routes or the `track` command declare or start it. */
@@ -36,9 +39,13 @@ export async function trackOnPostgres(
   t: TrackRequest,
   now: Date,
   graceMs: number,
-): Promise<{ created: boolean; averbacao: PgAverbacaoRow | undefined }> {
+): Promise<{ created: boolean; averbacao: AverbacaoRow | undefined }> {
   const created = await run.transaction((tx, schedulePoll) =>
     track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), schedulePoll),
   );
-  return { created, averbacao: await run.read((db) => readAverbacao(db, t.requestId)) };
+  // As core/log-reads.ts `averbacaoRow` reads it (cluster/ cannot import core/).
+  const [row] = await run.read((db) =>
+    pgLogQuery(db).rows<AverbacaoRow & { nu_proposta: string | null }>(AVERBACAO, [t.requestId]),
+  );
+  return { created, averbacao: row && withLogNuProposta(row) };
 }

@@ -16,6 +16,7 @@ import {
   proposalStory,
 } from './console-reads';
 import { consoleAudit, consoleSessions, signInFailures } from './console-sessions';
+import { proposalPage } from './proposal-lists';
 
 /**
  * The operator console's store (http/console/console-log.ts `ConsoleLog`), written once for both
@@ -37,17 +38,15 @@ export interface LogSqlOf<Q extends LogQuery> {
   write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
 }
 
-/** What the console shows but each store keeps its own way (and its commands and `/metrics` read too). */
-export interface ConsoleStoreParts<Q extends LogQuery, Row> {
-  /** A page of the proposals list (the commands' `proposals` listing). */
-  proposalList(q: Q, listing: ProposalListing): Promise<Row[]>;
+/** What the console shows but each store keeps its own way. */
+export interface ConsoleStoreParts<Q extends LogQuery> {
   /** The overview's figures the stores keep (see {@link StoreFigures}). */
   figures(q: Q, query: OverviewQuery): Promise<StoreFigures>;
   /** The forwarding destinations' summaries (the admin API's). */
   destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
 }
 
-export function consoleLog<Q extends LogQuery, Row>(sql: LogSqlOf<Q>, parts: ConsoleStoreParts<Q, Row>) {
+export function consoleLog<Q extends LogQuery>(sql: LogSqlOf<Q>, parts: ConsoleStoreParts<Q>) {
   return {
     sessions: consoleSessions(sql),
     audit: consoleAudit(sql),
@@ -73,7 +72,7 @@ export function consoleLog<Q extends LogQuery, Row>(sql: LogSqlOf<Q>, parts: Con
     proposals: (listing: ProposalListing) =>
       sql.read(async (q) => ({
         counts: await proposalCounts(q),
-        rows: await parts.proposalList(q, listing),
+        rows: await proposalPage(q, listing),
       })),
     proposalExists: (nu: number | string) => sql.read((q) => proposalExists(q, nu)),
     proposalStory: (nu: number | string) => sql.read((q) => proposalStory(q, nu)),

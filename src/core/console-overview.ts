@@ -18,6 +18,8 @@ import type { DeliveryAlarmState } from '../domain/delivery-alarm';
 import { isLockBusy } from '../domain/errors';
 import type { Dialect, LogQuery, LogSql } from '../domain/sql/log-sql';
 import { bytewise } from './console-sql';
+import { oldestUnprocessedAt } from './log-reads';
+import { stuckCounts } from './proposal-lists';
 
 /**
  * The overview's deliveries per hour by outcome (`console_delivery_hours`), kept current by the
@@ -125,16 +127,13 @@ const EVENTS_AT = `SELECT count(*) AS n FROM (SELECT 1 FROM events WHERE status 
 /**
  * What the overview shows beside the console's own figures, as each store keeps it: the
  * deactivation alarm's run and the silence (SQLite: the stored run, delivery_alarm; cluster mode:
- * every replica's answers), the stuck proposals and the oldest event still to process (the
- * stores' gauges, which `/metrics` and `stats` read too).
+ * every replica's answers).
  */
 export interface StoreFigures {
   run: DeliveryAlarmState;
   /** Epoch ms of the latest request to a webhook route, or null. */
   lastDeliveryAt: number | null;
   proposalsInFlight: number | (() => number);
-  stuckByStatus: Record<string, number>;
-  oldestUnprocessedAt: string | null;
 }
 
 /**
@@ -168,8 +167,9 @@ export async function overviewFigures(
     hours,
     ...silenceFigures(now, s.lastDeliveryAt, query, typeof inFlight === 'number' ? () => inFlight : inFlight),
     run: s.run,
-    stuckByStatus: s.stuckByStatus,
-    events: { ...events, oldestUnprocessedAt: s.oldestUnprocessedAt },
+    // The gauges `/metrics` and `stats` read too (log-reads.ts, proposal-lists.ts).
+    stuckByStatus: await stuckCounts(q, query.stuckCutoffs),
+    events: { ...events, oldestUnprocessedAt: await oldestUnprocessedAt(q) },
     averbacoes,
     relaySpools: await relaySpools(q),
   };

@@ -33,6 +33,22 @@ export interface ReplayResult {
   notReplayable: { id: number; status: EventStatus }[];
 }
 
+/** An event a replay reads: its status and its work key's parts (cluster/relay.ts `workKeyOf`). */
+export interface ReplayedEvent {
+  id: number;
+  status: EventStatus;
+  nu_proposta: number | string | null;
+  request_id: string | null;
+}
+
+/** What a store does around the replay rule (core/replay.ts), in the replay's transaction. */
+export interface ReplayHooks {
+  /** Before the rows are read for update (PostgreSQL: the work keys' advisory locks). */
+  hold?(events: readonly ReplayedEvent[]): Promise<void>;
+  /** After the events are queued again (PostgreSQL: a kick per work key). */
+  queued?(events: readonly ReplayedEvent[]): Promise<void>;
+}
+
 /** An `events` row as both stores hand it to readers (no body): SQLite's, and PostgreSQL's in its types. */
 export interface EventRow {
   id: number;

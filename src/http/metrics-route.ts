@@ -5,7 +5,9 @@ import { EVENT_STATUSES } from '../domain/event-status';
 import { REGISTRY_STATUSES } from '../domain/catalogue';
 import { DEFAULT_STUCK_AFTER, type StuckCutoff, stuckCutoffs } from '../domain/stuck';
 import type { Metrics } from '../metrics';
-import { proposalLists } from '../store/proposal-lists';
+import { type LogGauges, logGauges } from '../core/gauges';
+import type { LogSql } from '../domain/sql/log-sql';
+import { sqliteLogSql } from '../store/log-sql';
 import type { Store } from '../store/store';
 
 /** `/metrics`: Prometheus text; the gauges read from the database are refreshed per scrape. */
@@ -25,45 +27,24 @@ export interface MetricsRouteDeps {
 
 export function metricsRoute(deps: MetricsRouteDeps): Router {
   const { store, metrics, clock } = deps;
-  const lists = proposalLists(store.db);
+  const log = sqliteLogSql(store.db);
   const stuckAfter = deps.config?.stuckAfter ?? DEFAULT_STUCK_AFTER;
   const router = Router();
   router.get('/metrics', async (_req, res) => {
     const now = clock.now();
     const cutoffs = stuckCutoffs(stuckAfter, now);
-    const figures = deps.sharedGauges
-      ? await deps.sharedGauges(cutoffs)
-      : localFigures(store, lists, cutoffs);
+    const figures = deps.sharedGauges ? await deps.sharedGauges(cutoffs) : await localFigures(log, cutoffs);
     if (figures !== null) setFigures(metrics, figures, now);
     res.set('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   return router;
 }
 
-/** The log's figures, wherever the log is (SQLite here, PostgreSQL in cluster mode). */
-export interface SharedFigures {
-  eventsByStatus: Record<string, number>;
-  averbacoesByStatus: Record<string, number>;
-  averbacoesStale: number;
-  averbacoesWaiting: number;
-  oldestUnprocessedAt: Date | string | null;
-  stuckByStatus: Record<string, number>;
-}
+/** The log's figures, wherever the log is (SQLite here, PostgreSQL in cluster mode): core/gauges.ts. */
+export type SharedFigures = LogGauges;
 
-function localFigures(
-  store: Store,
-  lists: ReturnType<typeof proposalLists>,
-  cutoffs: readonly StuckCutoff[],
-): SharedFigures {
-  const averbacoes = store.averbacoes.counts();
-  return {
-    eventsByStatus: store.events.countByStatus(),
-    averbacoesByStatus: averbacoes.byStatus,
-    averbacoesStale: averbacoes.stale,
-    averbacoesWaiting: averbacoes.waiting,
-    oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
-    stuckByStatus: lists.stuckCounts(cutoffs),
-  };
+function localFigures(log: LogSql, cutoffs: readonly StuckCutoff[]): Promise<SharedFigures> {
+  return log.read((q) => logGauges(q, cutoffs));
 }
 
 function setFigures(metrics: Metrics, f: SharedFigures, now: Date): void {

@@ -23,7 +23,6 @@ export interface TrackInput {
   nextPollAt: string | null;
 }
 
-// eslint-disable-next-line max-lines-per-function -- one closure per table: its prepared statements and the short methods that run them, read together
 export function averbacoesRepo(db: Db) {
   const insert = db.prepare<
     [string, string | null, number | string | null, string, string, string | null, string, string],
@@ -54,13 +53,6 @@ export function averbacoesRepo(db: Db) {
   // Written once for both stores (domain/sql/registry-poll.ts).
   const recordPoll = prepareShared<{ polling: number }>(db, RECORD_POLL);
   const markStale = prepareShared(db, MARK_STALE);
-  const countByStatus = db.prepare<[], { status: string; stale: number; n: number }>(
-    'SELECT status, stale, count(*) AS n FROM averbacoes GROUP BY status, stale',
-  );
-  const waiting = db.prepare<[], { n: number }>(
-    'SELECT count(*) AS n FROM averbacoes WHERE next_poll_at IS NOT NULL',
-  );
-
   return {
     /** Starts tracking; returns false when the request was tracked already (then fills missing fields). */
     track(t: TrackInput): boolean {
@@ -112,15 +104,6 @@ export function averbacoesRepo(db: Db) {
       filter: { status?: string; stale?: boolean; nuProposta?: number | string; limit?: number } = {},
     ): AverbacaoRow[] {
       return sqliteRows<AverbacaoRow>(db, averbacoesQuery({ ...filter, limit: clampLimit(filter.limit) }));
-    },
-    counts(): { byStatus: Record<string, number>; stale: number; waiting: number } {
-      const byStatus: Record<string, number> = {};
-      let stale = 0;
-      for (const r of countByStatus.all()) {
-        byStatus[r.status] = (byStatus[r.status] ?? 0) + r.n;
-        if (r.stale) stale += r.n;
-      }
-      return { byStatus, stale, waiting: waiting.get()?.n ?? 0 };
     },
   };
 }

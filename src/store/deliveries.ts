@@ -51,14 +51,6 @@ export function deliveriesRepo(db: Db) {
   const countByOutcome = db.prepare<[], { outcome: DeliveryOutcome; n: number }>(
     'SELECT outcome, count(*) AS n FROM deliveries GROUP BY outcome',
   );
-  const latency = db.prepare<[], { n: number; avg: number | null; max: number | null }>(
-    `SELECT count(*) AS n, avg(duration_ms) AS avg, max(duration_ms) AS max FROM deliveries
-     WHERE outcome IN ('accepted', 'duplicate', 'quarantined')`,
-  );
-  const last = db.prepare<[], { received_at: string }>(
-    'SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1',
-  );
-
   return {
     insert(d: NewDelivery): void {
       insert.run(
@@ -85,12 +77,6 @@ export function deliveriesRepo(db: Db) {
     },
     countByOutcome(): Record<string, number> {
       return Object.fromEntries(countByOutcome.all().map((r) => [r.outcome, r.n]));
-    },
-    ackLatency(): { n: number; avg: number | null; max: number | null } {
-      return latency.get() ?? { n: 0, avg: null, max: null };
-    },
-    lastReceivedAt(): string | null {
-      return last.get()?.received_at ?? null;
     },
   };
 }

@@ -37,7 +37,6 @@ export interface EventFilter {
   limit?: number | undefined;
 }
 
-// eslint-disable-next-line max-lines-per-function -- one closure per table: its prepared statements and the short methods that run them, read together
 export function eventsRepo(db: Db) {
   const insert = db.prepare<
     [
@@ -71,20 +70,9 @@ export function eventsRepo(db: Db) {
   const byDedupKey = db.prepare<[string], EventRow>(
     `SELECT ${EVENT_COLUMNS} FROM events WHERE dedup_key = ?`,
   );
+  // The tests' checks; `/metrics` and `stats` count with core/gauges.ts and core/log-reads.ts.
   const countByStatus = db.prepare<[], { status: EventStatus; n: number }>(
     'SELECT status, count(*) AS n FROM events GROUP BY status',
-  );
-  const countByKind = db.prepare<[], { kind: EventKind; n: number }>(
-    'SELECT kind, count(*) AS n FROM events GROUP BY kind',
-  );
-  const duplicatesTotal = db.prepare<[], { n: number | null }>('SELECT sum(duplicates) AS n FROM events');
-  // The pipeline's work (pending, or failed and waiting for a retry): the first row of each status on
-  // the (status, id) index, so two seeks whatever the backlog. Dead letters are not waiting.
-  const oldestUnprocessed = db.prepare<[], { at: string | null }>(
-    `SELECT min(received_at) AS at FROM (
-       SELECT * FROM (SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1)
-       UNION ALL
-       SELECT * FROM (SELECT received_at FROM events WHERE status = 'failed' ORDER BY id LIMIT 1))`,
   );
 
   return {
@@ -125,20 +113,6 @@ export function eventsRepo(db: Db) {
     },
     countByStatus(): Record<string, number> {
       return Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n]));
-    },
-    countByKind(): Record<string, number> {
-      return Object.fromEntries(countByKind.all().map((r) => [r.kind, r.n]));
-    },
-    duplicatesTotal(): number {
-      return duplicatesTotal.get()?.n ?? 0;
-    },
-    /**
-     * `received_at` of the oldest stored event the pipeline has not finished (pending, or failed and
-     * waiting for its retry; oldest = first stored); null when there is none. A replayed event
-     * counts from when it was first received.
-     */
-    oldestUnprocessedAt(): string | null {
-      return oldestUnprocessed.get()?.at ?? null;
     },
   };
 }

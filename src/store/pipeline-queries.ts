@@ -1,5 +1,5 @@
 import type { Db } from './database';
-import { type EventKind, type EventStatus, isReplayable, type ReplayResult } from '../domain/event-status';
+import type { EventKind, EventStatus } from '../domain/event-status';
 
 /** The statements the pipeline runs against `events` (on its own connection). */
 
@@ -70,37 +70,3 @@ export function pipelineQueries(db: Db) {
 }
 
 export type PipelineQueries = ReturnType<typeof pipelineQueries>;
-
-export type { ReplayResult } from '../domain/event-status';
-
-/**
- * Puts events back in the queue (replay): they become `pending`, due now, with a fresh attempt
- * count. All or nothing: when any id is unknown or not replayable ({@link isReplayable}), nothing
- * is queued and the result says which.
- */
-export function replayEvents(db: Db, ids: readonly number[], now: string): ReplayResult {
-  const statusOf = db.prepare<[number], { status: EventStatus }>('SELECT status FROM events WHERE id = ?');
-  const requeue = db.prepare<[string, number], { id: number }>(
-    `UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = ?, processed_at = NULL
-     WHERE id = ? RETURNING id`,
-  );
-  return db.transaction((): ReplayResult => {
-    const result: ReplayResult = { queued: [], unknown: [], notReplayable: [] };
-    for (const id of ids) {
-      const row = statusOf.get(id);
-      if (!row) result.unknown.push(id);
-      else if (!isReplayable(row.status)) result.notReplayable.push({ id, status: row.status });
-    }
-    if (result.unknown.length > 0 || result.notReplayable.length > 0) return result;
-    result.queued = ids.flatMap((id) => requeue.all(now, id).map((r) => r.id));
-    return result;
-  })();
-}
-
-/** Ids of the events at `status`, oldest first (for `replay --status`). */
-export function eventIdsWithStatus(db: Db, status: EventStatus): number[] {
-  return db
-    .prepare<[EventStatus], { id: number }>('SELECT id FROM events WHERE status = ? ORDER BY id')
-    .all(status)
-    .map((r) => r.id);
-}

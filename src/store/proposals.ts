@@ -11,14 +11,9 @@ export function proposalsRepo(db: Db) {
   // Both written once for both stores (domain/sql/log-reads.ts); one `?` each.
   const get = prepareShared<ProposalRow>(db, PROPOSAL);
   const timeline = prepareShared<TimelineRow>(db, TIMELINE);
-  const countByStatus = db.prepare<[], { status: string; n: number }>(
-    'SELECT status, count(*) AS n FROM proposals GROUP BY status',
-  );
   return {
     get: (nu: number | string) => get.get([nu]),
     timeline: (nu: number | string) => timeline.all([nu]),
-    countByStatus: (): Record<string, number> =>
-      Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n])),
   };
 }
 

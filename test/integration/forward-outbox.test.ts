@@ -13,7 +13,8 @@ import { createLogger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
 import type { NewEvent } from '../../src/store/events';
 import { IngestWriter } from '../../src/store/ingest-writer';
-import { replayEvents } from '../../src/store/pipeline-queries';
+import { replayEvents } from '../../src/core/replay';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { delivery, eventually } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -373,7 +374,9 @@ describe('the outbox, written by the pipeline', () => {
     expect(before.messages.filter((m) => m.type === 'averbacao.result')).toHaveLength(1);
 
     const all3 = [...ids, registry, poll];
-    expect(replayEvents(store.db, all3, new Date().toISOString()).queued).toEqual(all3);
+    const now = new Date().toISOString();
+    const replayed = await sqliteLogSql(store.db).write((q) => replayEvents(q, all3, now));
+    expect(replayed.queued).toEqual(all3);
     expect(store.events.get(registry)?.status).toBe('pending');
     pipeline.sweep();
     await processed(...all3);

@@ -1,6 +1,7 @@
 import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
-import { replayEvents } from '../../src/store/pipeline-queries';
+import { replayEvents } from '../../src/core/replay';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
@@ -222,7 +223,8 @@ describe('retries and the dead letter', () => {
     const res = await r.send(delivery('proposta.aprovada', { nu_proposta: 51 }));
     const rec = r;
     await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done');
-    replayEvents(r.store.db, [res.body.event_id], new Date().toISOString());
+    const now = new Date().toISOString();
+    await sqliteLogSql(r.store.db).write((q) => replayEvents(q, [res.body.event_id], now));
     await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done again');
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,

@@ -26,6 +26,8 @@ import {
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
 import { asInstant, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
+import { logGauges } from '../../src/core/gauges';
+import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
 import { type ConsoleLog, pgConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
 import { sqliteSenderStore } from '../../src/store/forward-deliveries';
@@ -799,6 +801,69 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         expect(stuck.map((r) => r.nu_proposta)).toEqual([1, 2]);
       },
     );
+
+    behaviour(
+      'pages proposals by keyset across statuses, equal times ordered integers first, then text by bytes',
+      async () => {
+        await addProposal(5, 'em_analise', T0);
+        await addProposal(12, 'aprovada', T0);
+        await store.exec(
+          `INSERT INTO proposals (nu_proposta, stage, status, created_at, updated_at) VALUES (?, 'Proposta', ?, ?, ?)`,
+          ['ABC-1', 'em_analise', T0, T0],
+        );
+        await addProposal(3, 'aprovada', at(MINUTE));
+        const statuses = ['em_analise', 'aprovada'] as const;
+        const cutoffs = statuses.map((status) => ({ status, before: at(HOUR) }));
+        const stuck: (number | string)[] = [];
+        let after: ProposalKey | undefined;
+        for (;;) {
+          const rows = await store.logSql.read((q) => stuckProposals(q, cutoffs, { after, limit: 2 }));
+          if (rows.length === 0) break;
+          stuck.push(...rows.map((r) => r.nu_proposta));
+          after = rows[rows.length - 1];
+        }
+        expect(stuck).toEqual([5, 12, 'ABC-1', 3]);
+        const latest: (number | string)[] = [];
+        let before: ProposalKey | undefined;
+        for (;;) {
+          const rows = await store.logSql.read((q) => latestProposals(q, statuses, { before, limit: 2 }));
+          if (rows.length === 0) break;
+          latest.push(...rows.map((r) => r.nu_proposta));
+          before = rows[rows.length - 1];
+        }
+        expect(latest).toEqual([3, 'ABC-1', 12, 5]);
+      },
+    );
+
+    behaviour("gives /metrics' figures of the log, 0 included where a status has stuck rules", async () => {
+      await addEvent(store, 1, 7, 'done');
+      await addEvent(store, 2, 7, 'failed');
+      await addEvent(store, 3, 8, 'pending');
+      await addEvent(store, 4, 8, 'dead');
+      const add = (id: string, status: string, stale: boolean, waiting: boolean) =>
+        store.exec(
+          `INSERT INTO averbacoes (request_id, status, tracked_via, stale, next_poll_at, created_at, updated_at)
+           VALUES (?, ?, 'declared', ?, ?, ?, ?)`,
+          [id, status, driver.name === 'PostgreSQL' ? stale : Number(stale), waiting ? T0 : null, T0, T0],
+        );
+      await add('r1', 'queued', false, true);
+      await add('r2', 'queued', true, true);
+      await add('r3', 'completed', false, false);
+      await addProposal(7, 'em_analise', T0);
+      const cutoffs = [
+        { status: 'em_analise' as const, before: at(MINUTE) },
+        { status: 'aprovada' as const, before: at(MINUTE) },
+      ];
+      expect(await store.logSql.read((q) => logGauges(q, cutoffs))).toEqual({
+        eventsByStatus: { done: 1, failed: 1, pending: 1, dead: 1 },
+        averbacoesByStatus: { queued: 2, completed: 1 },
+        averbacoesStale: 1,
+        averbacoesWaiting: 2,
+        // Event 2 (failed, waiting for its retry) was received first; the dead letter does not count.
+        oldestUnprocessedAt: at(2 * MINUTE),
+        stuckByStatus: { em_analise: 1, aprovada: 0 },
+      });
+    });
 
     behaviour('lists events newest first, with the filters and the `beforeId` cursor', async () => {
       await addEvent(store, 1, 7, 'done');

@@ -1,6 +1,13 @@
 import { join } from 'node:path';
 import { isStuck, parseStuckAfter, stuckCutoffs } from '../../src/domain/stuck';
-import { type ProposalKey, type ProposalListRow, proposalLists } from '../../src/store/proposal-lists';
+import {
+  latestProposals,
+  type ProposalKey,
+  type ProposalListRow,
+  stuckCounts,
+  stuckProposals,
+} from '../../src/core/proposal-lists';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import type { Db } from '../../src/store/database';
 import { startTestApp, type TestApp } from '../helpers/app';
@@ -25,6 +32,18 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
+/** The lists (core/proposal-lists.ts) on the SQLite file, as the commands and the console read them. */
+function proposalLists(db: Db) {
+  const sql = sqliteLogSql(db);
+  return {
+    stuckCounts: (cutoffs: Parameters<typeof stuckCounts>[1]) => sql.read((q) => stuckCounts(q, cutoffs)),
+    stuck: (cutoffs: Parameters<typeof stuckProposals>[1], page: Parameters<typeof stuckProposals>[2]) =>
+      sql.read((q) => stuckProposals(q, cutoffs, page)),
+    latest: (statuses: readonly string[], page: Parameters<typeof latestProposals>[2]) =>
+      sql.read((q) => latestProposals(q, statuses, page)),
+  };
+}
+
 describe('proposalLists on a real SQLite file', () => {
   const now = new Date('2026-03-10T12:00:00.000Z');
   const limits = parseStuckAfter('averbacao_solicitada=36h,aprovada=off');
@@ -39,7 +58,7 @@ describe('proposalLists on a real SQLite file', () => {
     tmp.cleanup();
   });
 
-  it('counts, per status with a limit, exactly the proposals isStuck calls stuck', () => {
+  it('counts, per status with a limit, exactly the proposals isStuck calls stuck', async () => {
     const ages = [HOUR, 20 * HOUR, 35 * HOUR, 36 * HOUR, 37 * HOUR, 3 * DAY, 8 * DAY, 400 * DAY];
     const statuses = ['em_analise', 'aprovada', 'averbacao_solicitada', 'formalizacao_iniciada', 'paga'];
     let nu = 1;
@@ -52,7 +71,7 @@ describe('proposalLists on a real SQLite file', () => {
     for (const c of stuckCutoffs(limits, now)) expected[c.status] = 0;
     for (const r of rows) if (isStuck(r, limits, now)) expected[r.status] = (expected[r.status] ?? 0) + 1;
 
-    const counts = proposalLists(store.db).stuckCounts(stuckCutoffs(limits, now));
+    const counts = await proposalLists(store.db).stuckCounts(stuckCutoffs(limits, now));
     expect(counts).toEqual(expected);
     // 36h + more: 37h, 3d, 8d, 400d; exactly 36h is not yet stuck. 1d: everything from 35h up.
     expect(counts).toMatchObject({ averbacao_solicitada: 4, em_analise: 6, formalizacao_iniciada: 2 });
@@ -61,7 +80,7 @@ describe('proposalLists on a real SQLite file', () => {
     expect(counts.pre_aprovada).toBe(0); // a limit, nobody there: 0, not absent
   });
 
-  it('pages stuck proposals oldest first by keyset, across statuses, ties broken by nu_proposta', () => {
+  it('pages stuck proposals oldest first by keyset, across statuses, ties broken by nu_proposta', async () => {
     // Equal updated_at across statuses and an integer and a text key, to exercise the tie-break.
     const same = 10 * DAY;
     seed(store.db, 5, 'averbacao_solicitada', same, now);
@@ -79,7 +98,7 @@ describe('proposalLists on a real SQLite file', () => {
     const pages: ProposalListRow[][] = [];
     let after: ProposalKey | undefined;
     for (;;) {
-      const page = lists.stuck(cutoffs, { after, limit: 4 });
+      const page = await lists.stuck(cutoffs, { after, limit: 4 });
       if (page.length === 0) break;
       pages.push(page);
       after = page[page.length - 1];
@@ -90,28 +109,24 @@ describe('proposalLists on a real SQLite file', () => {
     expect(walked.slice(3)).toEqual(Array.from({ length: 20 }, (_, i) => 119 - i));
     expect(new Set(walked).size).toBe(walked.length);
     // One page over everything is the same list.
-    expect(lists.stuck(cutoffs, { limit: 100 }).map((r) => r.nu_proposta)).toEqual(walked);
+    expect((await lists.stuck(cutoffs, { limit: 100 })).map((r) => r.nu_proposta)).toEqual(walked);
     // Only the requested statuses.
-    expect(
-      lists
-        .stuck(
-          cutoffs.filter((c) => c.status === 'em_analise'),
-          { limit: 100 },
-        )
-        .every((r) => r.status === 'em_analise'),
-    ).toBe(true);
+    const analysed = await lists.stuck(
+      cutoffs.filter((c) => c.status === 'em_analise'),
+      { limit: 100 },
+    );
+    expect(analysed.every((r) => r.status === 'em_analise')).toBe(true);
   });
 
-  it('pages the latest proposals of given statuses newest first', () => {
+  it('pages the latest proposals of given statuses newest first', async () => {
     for (let i = 0; i < 9; i++)
       seed(store.db, i + 1, ['paga', 'em_analise', 'aprovada'][i % 3] as string, i * HOUR, now);
     const lists = proposalLists(store.db);
-    const first = lists.latest(['paga', 'aprovada'], { limit: 3 });
+    const first = await lists.latest(['paga', 'aprovada'], { limit: 3 });
     expect(first.map((r) => r.nu_proposta)).toEqual([1, 3, 4]);
     const last = first[first.length - 1] as ProposalKey;
-    expect(lists.latest(['paga', 'aprovada'], { before: last, limit: 10 }).map((r) => r.nu_proposta)).toEqual(
-      [6, 7, 9],
-    );
+    const next = await lists.latest(['paga', 'aprovada'], { before: last, limit: 10 });
+    expect(next.map((r) => r.nu_proposta)).toEqual([6, 7, 9]);
     expect(first[0]).toEqual({
       nu_proposta: 1,
       nu_cpf: '12345678909', // as stored: the command masks it

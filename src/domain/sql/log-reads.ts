@@ -1,8 +1,8 @@
 /**
- * The log's reads for the commands, the admin API and the console, one text for both stores: the
- * SQLite repositories (store/events.ts, proposals.ts, averbacoes.ts) and cluster/pg-reads.ts run
- * these, with PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each
- * store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
+ * The log's reads for the commands, the admin API and the console, one text for both stores:
+ * core/log-reads.ts and core/console-reads.ts run these through LogSql (and the SQLite
+ * repositories, store/events.ts, proposals.ts, averbacoes.ts, for the tests and the demo), with
+ * PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
  * PostgreSQL; a flag 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite
  * log's shapes (pg-reads.ts LOG_TYPES). The column lists are the SQLite tables' own, in their order.
  */

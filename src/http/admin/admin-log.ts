@@ -4,12 +4,13 @@ import { feedReader } from '../../core/feed';
 import { forwardAdmin, type ForwardAdmin } from '../../core/forward-admin';
 import { StorageError } from '../../domain/errors';
 import type { ReplayResult } from '../../domain/event-status';
-import type { AverbacaoRow } from '../../store/averbacoes';
-import type { DeliveryFilter, DeliveryRow } from '../../store/deliveries';
-import type { EventFilter, EventRow } from '../../store/events';
+import type { PgAdminLog } from '../../cluster/pg-admin-log';
+import { type AverbacaoFilter, type DeliveryFilter, type EventFilter, logReads } from '../../core/log-reads';
+import { replayEvents } from '../../core/replay';
+import type { DeliveryRow } from '../../domain/delivery';
+import type { EventRow } from '../../domain/event-status';
+import type { AverbacaoRow, ProposalRow, TimelineRow } from '../../domain/log-rows';
 import { sqliteLogSql } from '../../store/log-sql';
-import { replayEvents } from '../../store/pipeline-queries';
-import type { ProposalRow, TimelineRow } from '../../store/proposals';
 import type { Store } from '../../store/store';
 import { HttpError } from '../errors';
 import type { FeedReader } from './feed-waiters';
@@ -17,19 +18,17 @@ import type { FeedReader } from './feed-waiters';
 /**
  * What the admin routes read and write, whichever store holds the log: the SQLite file
  * ({@link sqliteAdminLog}), or PostgreSQL in cluster mode (src/cluster/pg-admin-log.ts, which the
- * ClusterNode provides). The routes parse the request and shape the answer once for both; the
- * stores return the same rows (the SQLite log's shapes: ISO-8601 text times, 0/1 flags, an integer
- * `nu_proposta` as a number).
+ * ClusterNode provides, composed by {@link pgAdminPort}). The reads and the replay rule are written
+ * once for both (core/log-reads.ts, core/replay.ts); the routes parse the request and shape the
+ * answer once for both; the stores return the same rows (the SQLite log's shapes: ISO-8601 text
+ * times, 0/1 flags, an integer `nu_proposta` as a number).
  */
 export interface AdminLog {
   /** `events`, newest first (by id). */
   events(filter: EventFilter): Promise<readonly EventRow[]>;
   /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
   event(id: number): Promise<{ event: EventRow; body: string | Buffer | null } | undefined>;
-  /**
-   * Puts events back in the queue, all or nothing (the replay rule of store/pipeline-queries.ts
-   * `replayEvents`), and makes processing look at once.
-   */
+  /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
   replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
   /** `deliveries`, newest first. */
   deliveries(filter: DeliveryFilter): Promise<readonly DeliveryRow[]>;
@@ -60,12 +59,7 @@ export interface AdminLog {
   feed: FeedReader;
 }
 
-export interface AverbacaoFilter {
-  status?: string | undefined;
-  stale?: boolean | undefined;
-  nuProposta?: number | string | undefined;
-  limit?: number | undefined;
-}
+export type { AverbacaoFilter } from '../../core/log-reads';
 
 /** The operators' statements on the forwarding tables (core/forward-admin.ts, for both stores). */
 export type AdminForwards = ForwardAdmin;
@@ -78,30 +72,37 @@ export function sqliteAdminLog(
   store: Store,
   wake: { sweep?: (() => void) | undefined; nudge?: (() => void) | undefined } = {},
 ): AdminLog {
-  const { events, deliveries, proposals, averbacoes } = store;
-  const log = sqliteLogSql(store.db);
+  const { averbacoes } = store;
+  const sql = sqliteLogSql(store.db);
   return {
-    events: async (filter) => events.list(filter),
-    event: async (id) => {
-      const event = events.get(id);
-      return event && { event, body: events.body(id) };
-    },
+    ...logReads(sql),
     replayEvents: async (ids, now) => {
-      const result = replayEvents(store.db, ids, now);
+      const result = await sql.write((q) => replayEvents(q, ids, now));
       if (result.queued.length > 0) wake.sweep?.();
       return result;
     },
-    deliveries: async (filter) => deliveries.list(filter),
-    proposal: async (nu) => ({ proposal: proposals.get(nu), timeline: proposals.timeline(nu) }),
-    averbacoes: async (filter) => averbacoes.list(filter),
-    averbacao: async (requestId) => averbacoes.get(requestId),
     track: async (t, now, graceMs) => ({
       created: trackRegistration(averbacoes, t, now, graceMs),
       averbacao: averbacoes.get(t.requestId),
     }),
     // The sender thread reads on its own connection: woken once a write has committed.
-    forwards: forwardAdmin(log, { afterWrite: () => wake.nudge?.() }),
-    feed: feedReader(log),
+    forwards: forwardAdmin(sql, { afterWrite: () => wake.nudge?.() }),
+    feed: feedReader(sql),
+  };
+}
+
+/**
+ * Cluster mode's admin log: the same reads and replay rule on PostgreSQL's log through the
+ * replica's pool (cluster/pg-admin-log.ts: the running() guard, the read timeout, StorageError while
+ * PostgreSQL cannot answer), the replay with its kicks in its transaction.
+ */
+export function pgAdminPort(admin: PgAdminLog): AdminLog {
+  return {
+    ...logReads(admin.logSql),
+    replayEvents: (ids, now) => admin.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    track: admin.track,
+    forwards: admin.forwards,
+    feed: admin.feed,
   };
 }
 

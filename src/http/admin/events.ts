@@ -36,8 +36,8 @@ export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminLog): Router
     res.json({ event: { ...found.event, body: json } });
   });
 
-  // The one replay rule (store replayEvents; on PostgreSQL cluster/pg-replay.ts), shared with the
-  // `replay` command.
+  // The one replay rule (core/replay.ts; on PostgreSQL with its kicks, cluster/pg-replay.ts), shared
+  // with the `replay` command and the console.
   router.post('/events/:id/replay', async (req, res) => {
     const id = eventId(req);
     const result = await log.replayEvents([id], deps.clock.now().toISOString());

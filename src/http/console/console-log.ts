@@ -1,12 +1,12 @@
 import type { PoolClient } from 'pg';
 import { readSharedAnswers } from '../../cluster/pg-delivery-alarm';
 import type { PgAdminLog } from '../../cluster/pg-admin-log';
-import { readOldestUnprocessed } from '../../cluster/pg-gauges';
 import { pgLogQuery } from '../../cluster/pg-log-sql';
-import { readLatestProposals, readStuckProposals, stuckCounts } from '../../cluster/pg-reads';
-import { iso, sqlOf } from '../../cluster/sql';
+import { sqlOf } from '../../cluster/sql';
 import { consoleLog, type LogSqlOf } from '../../core/console-log';
 import type { AverbacaoListRow } from '../../core/console-reads';
+import type { ProposalListRow } from '../../core/proposal-lists';
+import { replayEvents } from '../../core/replay';
 import {
   type AuditRow,
   type ConsoleAverbacaoFilter,
@@ -30,8 +30,6 @@ import type { DeliveryRow } from '../../domain/delivery';
 import type { EventRow, ReplayResult } from '../../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../../domain/log-rows';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
-import { proposalLists } from '../../store/proposal-lists';
-import type { ProposalListRow } from '../../store/proposal-lists';
 import type { Store } from '../../store/store';
 import { type AdminForwards, sqliteAdminLog } from '../admin/admin-log';
 import { sqliteLogSql } from '../../store/log-sql';
@@ -120,26 +118,19 @@ export interface ProposalStoryRows {
 
 /**
  * The SQLite file's console log: the console's store written once (core/console-log.ts) on the
- * file's connection, with the figures SQLite keeps its own way (the alarm's stored run, the
- * proposal lists and gauges `/metrics` and the commands read too). `sweep` makes the in-process
+ * file's connection, with the figures SQLite keeps its own way (the alarm's stored run). `sweep`
+ * makes the in-process
  * pipeline pick a replay up at once, `nudge` the forwarding sender.
  */
 export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): void }): ConsoleLog {
   const admin = sqliteAdminLog(store, wake);
-  const lists = proposalLists(store.db);
   const alarm = deliveryAlarmRepo(store.db);
   return {
     ...consoleLog(sqliteLogSql(store.db), {
-      proposalList: async (_q, listing) =>
-        listing.kind === 'stuck'
-          ? lists.stuck(listing.cutoffs, { after: listing.after, limit: listing.limit })
-          : lists.latest(listing.statuses, { before: listing.before, limit: listing.limit }),
-      figures: async (_q, query) => ({
+      figures: async () => ({
         run: alarm.load(),
         lastDeliveryAt: alarm.lastDeliveryAt(),
         proposalsInFlight: () => alarm.proposalsInFlight(),
-        stuckByStatus: lists.stuckCounts(query.stuckCutoffs),
-        oldestUnprocessedAt: store.events.oldestUnprocessedAt(),
       }),
       destinationSummaries: (configured) => admin.forwards.destinationSummaries(configured),
     }),
@@ -152,9 +143,9 @@ export function sqliteConsoleLog(store: Store, wake: { sweep(): void; nudge(): v
  * Cluster mode's console log, shared by every replica: the console's store written once
  * (core/console-log.ts) on the admin log's runners (cluster/pg-admin-log.ts: the replica's pool, the
  * running() guard, the read timeout, StorageError while PostgreSQL cannot answer), with the
- * figures PostgreSQL keeps its own way (every replica's answers for the alarm, the proposal lists
- * and gauges of cluster/pg-reads.ts), read in the same snapshot. Its writes that the admin API
- * also makes (replays, pause and resume) are the admin log's own.
+ * figures PostgreSQL keeps its own way (every replica's answers for the alarm), read in the same
+ * snapshot. Its writes that the admin API also makes (the replay rule, core/replay.ts, with its
+ * kicks; pause and resume) go through the admin log.
  */
 export function pgConsoleLog(admin: PgAdminLog): ConsoleLog {
   const { read, writing } = admin.runners;
@@ -167,23 +158,17 @@ export function pgConsoleLog(admin: PgAdminLog): ConsoleLog {
   };
   return {
     ...consoleLog(sql, {
-      proposalList: ({ client }, listing) =>
-        listing.kind === 'stuck'
-          ? readStuckProposals(client, listing.cutoffs, listing.limit, listing.after)
-          : readLatestProposals(client, listing.statuses, listing.limit, listing.before),
-      figures: async ({ client }, query) => {
+      figures: async ({ client }) => {
         const answers = await readSharedAnswers(sqlOf(client));
         return {
           run: runOfAnswers(answers.run),
           lastDeliveryAt: answers.lastDeliveryAt,
           proposalsInFlight: answers.proposalsInFlight,
-          stuckByStatus: await stuckCounts(client, query.stuckCutoffs),
-          oldestUnprocessedAt: iso(await readOldestUnprocessed(sqlOf(client))),
         };
       },
       destinationSummaries: (configured) => admin.forwards.destinationSummaries(configured),
     }),
-    replayEvents: admin.replayEvents,
+    replayEvents: (ids, now) => admin.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
     forwards: admin.forwards,
   };
 }

@@ -2,7 +2,7 @@ import { STAGES } from '../../../domain/catalogue';
 import { isFinal, PROPOSAL_STATUSES, type ProposalStatus, stageOf } from '../../../domain/lifecycle';
 import { maskCpf } from '../../../domain/privacy';
 import { isStuck, limitOf, type StuckCutoff, stuckSince } from '../../../domain/stuck';
-import type { ProposalListRow } from '../../../store/proposal-lists';
+import type { ProposalListRow } from '../../../core/proposal-lists';
 import type { ConsoleDeps } from '../deps';
 import type { ProposalFilter } from '../filters';
 import { ageOf, timeTag } from '../format';

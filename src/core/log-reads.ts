@@ -1,0 +1,188 @@
+import type { DeliveryRow } from '../domain/delivery';
+import type { EventRow } from '../domain/event-status';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
+import { clampLimit } from '../domain/list-limit';
+import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
+import { AVERBACAO, averbacoesQuery, eventsQuery, PROPOSAL, TIMELINE } from '../domain/sql/log-reads';
+import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+import type { StuckCutoff } from '../domain/stuck';
+import { eventWithBody, listDeliveries } from './console-reads';
+import { bytewise, logNu, nuParam } from './console-sql';
+import { stuckCounts } from './proposal-lists';
+
+/**
+ * The log's reads for the admin API and the commands, written once for both stores (issue 24)
+ * against {@link LogSql}: the rows in the SQLite log's shapes, so that the routes and the renderers
+ * serve both. Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional
+ * (1–10 000, 50 when not given).
+ */
+
+export interface EventFilter {
+  status?: string | undefined;
+  evento?: string | undefined;
+  nuProposta?: number | string | undefined;
+  kind?: string | undefined;
+  /** Rows with an id below this one (paging backwards from the newest). */
+  beforeId?: number | undefined;
+  limit?: number | undefined;
+}
+
+export interface DeliveryFilter {
+  outcome?: string | undefined;
+  /** The rows after delivery `beforeId` in the listing's order (the last row of the previous page). */
+  beforeId?: number | undefined;
+  limit?: number | undefined;
+}
+
+export interface AverbacaoFilter {
+  status?: string | undefined;
+  stale?: boolean | undefined;
+  nuProposta?: number | string | undefined;
+  limit?: number | undefined;
+}
+
+/** `events`, newest first (by id). */
+export async function listLogEvents(q: LogQuery, f: EventFilter): Promise<EventRow[]> {
+  const nu = f.nuProposta === undefined ? undefined : nuParam(q.dialect, f.nuProposta);
+  const query = eventsQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
+  return (await q.rows<EventRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
+}
+
+/**
+ * `deliveries`, newest first: SQLite by id, PostgreSQL by `received_at` (its ids are the relays'
+ * order, which interleaves the replicas' spools): the console's rule (console-reads.ts
+ * `listDeliveries`), the one place that difference is stated.
+ */
+export async function listLogDeliveries(q: LogQuery, f: DeliveryFilter): Promise<DeliveryRow[]> {
+  const page = await listDeliveries(q, {
+    outcome: f.outcome,
+    before: f.beforeId,
+    limit: clampLimit(f.limit),
+  });
+  return page.rows;
+}
+
+/** A proposal (undefined when it has no row) and every event of it, processed or not. */
+export async function proposalWithTimeline(
+  q: LogQuery,
+  nu: number | string,
+): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
+  const key = nuParam(q.dialect, nu);
+  const [row] = await q.rows<ProposalRow>(PROPOSAL, [key]);
+  return { proposal: row && logNu(q.dialect, row), timeline: await q.rows<TimelineRow>(TIMELINE, [key]) };
+}
+
+/** Tracked registrations, the most recently created first. */
+export async function listLogAverbacoes(q: LogQuery, f: AverbacaoFilter): Promise<AverbacaoRow[]> {
+  const nu = f.nuProposta === undefined ? undefined : nuParam(q.dialect, f.nuProposta);
+  const query = averbacoesQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
+  return (await q.rows<AverbacaoRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
+}
+
+/** One tracked registration, or undefined when `requestId` is not tracked. */
+export async function averbacaoRow(q: LogQuery, requestId: string): Promise<AverbacaoRow | undefined> {
+  const [row] = await q.rows<AverbacaoRow>(AVERBACAO, [requestId]);
+  return row && logNu(q.dialect, row);
+}
+
+/** The admin API's and the commands' reads, each in one snapshot of `sql`. */
+export function logReads(sql: Pick<LogSql, 'read'>) {
+  return {
+    events: (filter: EventFilter) => sql.read((q) => listLogEvents(q, filter)),
+    /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
+    event: (id: number) => sql.read((q) => eventWithBody(q, id)),
+    deliveries: (filter: DeliveryFilter) => sql.read((q) => listLogDeliveries(q, filter)),
+    proposal: (nu: number | string) => sql.read((q) => proposalWithTimeline(q, nu)),
+    averbacoes: (filter: AverbacaoFilter) => sql.read((q) => listLogAverbacoes(q, filter)),
+    averbacao: (requestId: string) => sql.read((q) => averbacaoRow(q, requestId)),
+  };
+}
+
+// ---- stats ---------------------------------------------------------------------------------------
+
+/**
+ * What `stats` shows. `forwarding` is null on a PostgreSQL schema that has no forwarding tables
+ * yet; `replicas` (who answered the deliveries) only in cluster mode. `databaseBytes`, `replicas`
+ * and `forwarding` are each store's own (a file's size, the cluster's replicas, the sender's store).
+ */
+export interface LogFigures {
+  databaseBytes: number;
+  eventsByStatus: Record<string, number>;
+  eventsByKind: Record<string, number>;
+  duplicatesTotal: number;
+  deliveriesByOutcome: Record<string, number>;
+  proposalsByStatus: Record<string, number>;
+  /** Per cutoff's status, in the cutoffs' order, 0 included. */
+  proposalsStuckByStatus: Record<string, number>;
+  /** Over the answers the service waited for a commit (accepted, duplicate, quarantined). */
+  ackMs: { avg: number | null; max: number | null };
+  lastDeliveryAt: string | null;
+  replicas?: ReplicaDeliveries[];
+  /**
+   * Per destination (the configured ones in their order, then the others an operator or the
+   * circuit breaker touched, by name): backlog, dead letters, oldest waiting delivery, and whether
+   * an operator paused it (0/1).
+   */
+  forwarding: DestinationGauges[] | null;
+}
+
+/** Deliveries answered by one replica (cluster mode). */
+export interface ReplicaDeliveries {
+  replica: string;
+  deliveries: number;
+  last_received_at: string | null;
+}
+
+/** Rows of `table` per value of `column` (both names from our code), in SQLite's (byte) order of the values. */
+async function countBy(q: LogQuery, table: string, column: string): Promise<Record<string, number>> {
+  const rows = await q.rows<{ key: string; n: number }>(
+    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${bytewise(q.dialect, column)}`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.key, r.n]));
+}
+
+/** The figures of `stats` both stores keep alike, read with `q` (the caller's one snapshot). */
+export async function logFigures(
+  q: LogQuery,
+  cutoffs: readonly StuckCutoff[],
+): Promise<Omit<LogFigures, 'databaseBytes' | 'replicas' | 'forwarding'>> {
+  const one = async <T>(text: string): Promise<T> => (await q.rows<T>(text))[0] as T;
+  const eventsByStatus = await countBy(q, 'events', 'status');
+  const eventsByKind = await countBy(q, 'events', 'kind');
+  const dups = await one<{ n: number | null }>('SELECT sum(duplicates) AS n FROM events');
+  const deliveriesByOutcome = await countBy(q, 'deliveries', 'outcome');
+  const proposalsByStatus = await countBy(q, 'proposals', 'status');
+  const proposalsStuckByStatus = await stuckCounts(q, cutoffs);
+  const ackMs = await one<{ avg: number | null; max: number | null }>(
+    `SELECT avg(duration_ms) AS avg, max(duration_ms) AS max FROM deliveries
+     WHERE outcome IN ('accepted', 'duplicate', 'quarantined')`,
+  );
+  // One seek on the received_at index in both stores.
+  const last = await one<{ at: string | null }>('SELECT max(received_at) AS at FROM deliveries');
+  return {
+    eventsByStatus,
+    eventsByKind,
+    duplicatesTotal: dups.n ?? 0,
+    deliveriesByOutcome,
+    proposalsByStatus,
+    proposalsStuckByStatus,
+    ackMs: { avg: ackMs.avg, max: ackMs.max },
+    lastDeliveryAt: last.at,
+  };
+}
+
+/**
+ * `received_at` of the oldest stored event the pipeline has not finished (pending, or failed and
+ * waiting for its retry; oldest = first stored), null when there is none: the first row of each
+ * status on the (status, id) index, so two seeks whatever the backlog. A replayed event counts from
+ * when it was first received.
+ */
+export async function oldestUnprocessedAt(q: LogQuery): Promise<string | null> {
+  const [row] = await q.rows<{ at: string | null }>(
+    `SELECT min(at) AS at FROM (
+       SELECT (SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1) AS at
+       UNION ALL
+       SELECT (SELECT received_at FROM events WHERE status = 'failed' ORDER BY id LIMIT 1) AS at) x`,
+  );
+  return row?.at ?? null;
+}
