@@ -82,4 +82,4 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 
 # node runs as PID 1 without an init: serve handles SIGTERM/SIGINT itself (drains in-flight
 # deliveries, then exits 0) and spawns no child processes to reap.
-CMD ["node", "dist/src/cli/bin.js", "serve"]
+CMD ["node", "--max-semi-space-size=4", "dist/src/cli/bin.js", "serve"]

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Pool } from 'pg';
 import { EVENTS_QUEUE, startEngine } from '../src/cluster/engine';
+import { RECEIVER_NODE_FLAGS } from './receiver-node';
 import { freePort, type LocalPostgres, startLocalPostgres } from './local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import { workKeyOf } from '../src/cluster/relay';
@@ -1602,7 +1603,7 @@ function drainHarness(build: DrainBuild, dir: string, env: Record<string, string
       const port = await freePort();
       const logPath = join(home, 'server.log');
       const log = openSync(logPath, 'w');
-      const child = spawn(process.execPath, [build.bin, 'serve'], {
+      const child = spawn(process.execPath, [...RECEIVER_NODE_FLAGS, build.bin, 'serve'], {
         env: {
           PATH: process.env.PATH ?? '',
           ...(process.env.PG_BIN === undefined ? {} : { PG_BIN: process.env.PG_BIN }),

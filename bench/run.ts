@@ -7,6 +7,7 @@ import {
   runForwardingThroughput,
   prepareForwardBacklog,
 } from './forwarding';
+import { RECEIVER_NODE_FLAGS } from './receiver-node';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import {
@@ -641,7 +642,7 @@ async function spawnServer(
       options.cpuProfDir === null
         ? []
         : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, `${target.name}${suffix}`)];
-    args = [...profile, target.bin ?? RECEIVER_BIN, 'serve'];
+    args = [...RECEIVER_NODE_FLAGS, ...profile, target.bin ?? RECEIVER_BIN, 'serve'];
   } else {
     args = [join(__dirname, target.kind === 'bare' ? 'server-bare.js' : 'server-express.js')];
   }

@@ -3,6 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
+import { RECEIVER_NODE_FLAGS } from '../../bench/receiver-node';
 import {
   commandArgv,
   copyInto,
@@ -141,7 +142,12 @@ describe('Dockerfile (static)', () => {
     expect(Number(parsed?.options.retries)).toBeGreaterThanOrEqual(3);
     const cmd = last(runtime, 'CMD');
     expect(cmd?.args.startsWith('[')).toBe(true);
-    expect(commandArgv((cmd as Instruction).args)).toEqual(['node', 'dist/src/cli/bin.js', 'serve']);
+    expect(commandArgv((cmd as Instruction).args)).toEqual([
+      'node',
+      ...RECEIVER_NODE_FLAGS,
+      'dist/src/cli/bin.js',
+      'serve',
+    ]);
     // Not modelled by this test (and not needed): they would change what runs.
     expect(all(runtime, 'ENTRYPOINT')).toEqual([]);
     expect(stages.flatMap((s) => all(s, 'SHELL'))).toEqual([]);
@@ -439,7 +445,10 @@ describe('Dockerfile build and start steps, run outside Docker', () => {
 
   test('the CMD starts the receiver with the ENV of the Dockerfile; /healthz answers 200', async () => {
     const argv = commandArgv(last(runtime, 'CMD')?.args ?? '[]');
-    expect(existsSync(join(runtimeWorkdir, argv[1] as string))).toBe(true);
+    // The script is the first argument that is not a Node.js flag (bench/receiver-node.ts).
+    expect(existsSync(join(runtimeWorkdir, argv.find((a, i) => i > 0 && !a.startsWith('-')) as string))).toBe(
+      true,
+    );
     server = start(argv, { cwd: runtimeWorkdir, env: serverEnv, timeoutMs: 10 * 60_000, label: 'CMD' });
     let exited: RunResult | undefined;
     server.exited.then((r) => {
