@@ -69,20 +69,25 @@ function compareKeys(a: ProposalKey, b: ProposalKey): number {
   return x === y ? 0 : x < y ? -1 : 1;
 }
 
-/** Stuck proposals per status of `cutoffs` (every one of them, 0 included), in their order. */
+/**
+ * Stuck proposals per status of `cutoffs` (every one of them, 0 included), in their order: one
+ * statement, a count over `(status, updated_at)` per cutoff, so that a `/metrics` scrape costs one
+ * round trip to PostgreSQL however many statuses are watched.
+ */
 export async function stuckCounts(
   q: LogQuery,
   cutoffs: readonly StuckCutoff[],
 ): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const c of cutoffs) {
-    const [row] = await q.rows<{ n: number }>(
-      'SELECT count(*) AS n FROM proposals WHERE status = $1 AND updated_at < $2',
-      [c.status, c.before],
-    );
-    counts[c.status] = row?.n ?? 0;
-  }
-  return counts;
+  if (cutoffs.length === 0) return {};
+  const columns = cutoffs.map(
+    (_c, i) =>
+      `(SELECT count(*) FROM proposals WHERE status = $${2 * i + 1} AND updated_at < $${2 * i + 2}) AS n${i}`,
+  );
+  const [row] = await q.rows<Record<string, number>>(
+    `SELECT ${columns.join(', ')}`,
+    cutoffs.flatMap((c) => [c.status, c.before]),
+  );
+  return Object.fromEntries(cutoffs.map((c, i) => [c.status, row?.[`n${i}`] ?? 0]));
 }
 
 /** Stuck proposals, the longest unchanged first; `after` = the last row of the previous page. */
