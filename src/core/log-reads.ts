@@ -3,7 +3,14 @@ import type { EventRow } from '../domain/event-status';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
-import { AVERBACAO, averbacoesQuery, eventsQuery, PROPOSAL, TIMELINE } from '../domain/sql/log-reads';
+import {
+  AVERBACAO,
+  averbacoesQuery,
+  type EventFilter,
+  eventsQuery,
+  PROPOSAL,
+  TIMELINE,
+} from '../domain/sql/log-reads';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { eventWithBody, listDeliveries } from './console-reads';
@@ -17,15 +24,7 @@ import { stuckCounts } from './proposal-lists';
  * (1–10 000, 50 when not given).
  */
 
-export interface EventFilter {
-  status?: string | undefined;
-  evento?: string | undefined;
-  nuProposta?: number | string | undefined;
-  kind?: string | undefined;
-  /** Rows with an id below this one (paging backwards from the newest). */
-  beforeId?: number | undefined;
-  limit?: number | undefined;
-}
+export type { EventFilter };
 
 export interface DeliveryFilter {
   outcome?: string | undefined;

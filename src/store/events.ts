@@ -1,5 +1,5 @@
 import type { EventKind, EventRow, EventStatus } from '../domain/event-status';
-import { EVENT_COLUMNS, eventsQuery } from '../domain/sql/log-reads';
+import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../domain/sql/log-reads';
 import type { Db } from './database';
 import { sqliteRows } from './handler-sql';
 import { clampLimit } from './sql';
@@ -27,15 +27,7 @@ export interface NewEvent {
 
 export type { EventRow } from '../domain/event-status';
 
-export interface EventFilter {
-  status?: string | undefined;
-  evento?: string | undefined;
-  nuProposta?: number | string | undefined;
-  kind?: string | undefined;
-  /** Rows with an id below this one (paging backwards from the newest). */
-  beforeId?: number | undefined;
-  limit?: number | undefined;
-}
+export type { EventFilter };
 
 export function eventsRepo(db: Db) {
   const insert = db.prepare<

@@ -46,6 +46,17 @@ function limited(select: string, where: SharedQuery, orderBy: string, limit: num
   };
 }
 
+/** The events listing's filter, as the admin API and the commands give it. */
+export interface EventFilter {
+  status?: string | undefined;
+  evento?: string | undefined;
+  nuProposta?: number | string | undefined;
+  kind?: string | undefined;
+  /** Rows with an id below this one (paging backwards from the newest). */
+  beforeId?: number | undefined;
+  limit?: number | undefined;
+}
+
 /** What the `events` listings show of an event (no body). */
 export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
   received_at, body_bytes, status, attempts, next_attempt_at, last_error, processed_at, duplicates, last_duplicate_at`;
