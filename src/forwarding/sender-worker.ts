@@ -45,8 +45,9 @@ const WORKER_CACHE_KIB = 4096;
  * (`NORMAL`): a record lost with a power cut has its message sent again (delivery is at least once,
  * contract §8), while a commit that waited for fsync would hold the file's write lock, which the
  * ingest writer on the main thread may want, for milliseconds. Until issue 23 the records went to
- * the main thread to be written there: copying them across and waking that thread cost ~40 µs per
- * message, a fifth of the receiver's CPU per forwarded message.
+ * the main thread, which wrote them with the pipeline's `FULL` commits: each batch's fsync held the
+ * event loop that answers the service. The CPU per forwarded message is the same either way on a
+ * quiet machine (the hop cost about what the writes here cost; docs/benchmark.md).
  */
 const db = openDatabase(data.databasePath, {
   synchronous: 'NORMAL',
