@@ -5,7 +5,7 @@ import { feedReader } from '../core/feed';
 import { forwardAdmin, type SenderWake } from '../core/forward-admin';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { OUTBOX_CHANNEL } from './pg-outbox';
-import { isPgUnavailable, type PgReader } from './pg-reads';
+import { isPgUnavailable } from './pg-reads';
 import { pgReplayHooks } from './pg-replay';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
 import { pgLogQuery, pgLogSql } from './pg-log-sql';
@@ -43,7 +43,7 @@ export function pgAdminLog(options: PgAdminLogOptions) {
   const { guarded, read, transaction, writing } = runners(options);
   const logSql = pgLogSql({ read, writing });
   return {
-    ...pgLogStatements({ read, logSql }),
+    ...pgLogStatements(logSql),
     /** `fn` (the replay rule, core/replay.ts) in one transaction, each work key kicked in it (pg-replay.ts). */
     replaying: (fn: (q: LogQuery, hooks: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult> =>
       writing((client) => fn(pgLogQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
@@ -65,17 +65,6 @@ export function pgAdminLog(options: PgAdminLogOptions) {
   };
 }
 
-/**
- * How {@link pgLogStatements} reaches PostgreSQL: the replica's pool, guarded (the admin API), or
- * one command's own connection (cli/command-log.ts, pg-command-log.ts).
- */
-export interface PgLogRunners {
-  /** `fn` in one read-only snapshot. */
-  read: <T>(fn: (db: PgReader) => Promise<T>) => Promise<T>;
-  /** The same way, for the code written once for both stores (src/core/). */
-  logSql: LogSql;
-}
-
 /** Wakes the replica sending a destination (and the feed's long-polls) when the write commits. */
 const NOTIFY_SENDER: SenderWake = {
   inWrite: (q) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']),
@@ -85,10 +74,10 @@ const NOTIFY_SENDER: SenderWake = {
  * The forwarding statements the admin API and the log commands share, on either way to
  * PostgreSQL: one home per query (the SQLite adapter is http/admin/admin-log.ts `sqliteAdminLog`).
  */
-export function pgLogStatements(run: PgLogRunners) {
+export function pgLogStatements(logSql: LogSql) {
   return {
-    forwards: forwardAdmin(run.logSql, NOTIFY_SENDER),
-    feed: feedReader(run.logSql),
+    forwards: forwardAdmin(logSql, NOTIFY_SENDER),
+    feed: feedReader(logSql),
   };
 }
 

@@ -38,8 +38,7 @@ function pgCommandLog(client: Client, databaseUrl: string) {
   return {
     /** postgres://host:port/database: the log as messages name it (no user, no password). */
     name: describePgTarget(pgTarget(databaseUrl)),
-    // The command's connection is already in its snapshot (`read`) or reads as it comes.
-    ...pgLogStatements({ read: (fn) => fn(client), logSql: pgClientLogSql(client) }),
+    ...pgLogStatements(pgClientLogSql(client)),
     /** `stats`' figures only PostgreSQL has or keeps its own way (pg-reads.ts). */
     storeFigures: (destinations: readonly string[]) => readStoreFigures(client, destinations),
     /**

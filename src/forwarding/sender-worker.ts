@@ -167,7 +167,7 @@ function threadGate(hold: Int32Array | undefined): BackgroundGate | undefined {
   };
 }
 
-const sender = new ForwardSender(sqliteSenderStore(db), data.destinations, {
+const sender = new ForwardSender(sqliteSenderStore(db, deliveries), data.destinations, {
   gate,
   clock: systemClock,
   logger,

@@ -144,8 +144,7 @@ export type ForwardDeliveries = ReturnType<typeof forwardDeliveries>;
  * The sender's {@link SenderStore} on a SQLite connection: the statements above, run synchronously
  * (a locked file rejects with SQLite's `SQLITE_BUSY`, which the sender retries shortly).
  */
-export function sqliteSenderStore(db: Db): SenderStore {
-  const statements = forwardDeliveries(db);
+export function sqliteSenderStore(db: Db, statements = forwardDeliveries(db)): SenderStore {
   // async: a statement that throws rejects instead of throwing out of the caller.
   return {
     due: async (destination, now, limit) => statements.due(destination, now, limit),

@@ -66,14 +66,7 @@ export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_propos
  * (paging backwards). Conditions in this order, so that SQLite's plans read as the statement-plan
  * check (test/integration/query-plans) expects.
  */
-export function eventsQuery(f: {
-  status?: string | undefined;
-  evento?: string | undefined;
-  kind?: string | undefined;
-  nuProposta?: number | string | undefined;
-  beforeId?: number | undefined;
-  limit: number;
-}): SharedQuery {
+export function eventsQuery(f: EventFilter & { limit: number }): SharedQuery {
   const where = whereGiven([
     ['status = $', f.status],
     ['evento = $', f.evento],
