@@ -21,7 +21,7 @@ import { pinToCpus } from './cpus';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
-import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -87,6 +87,9 @@ interface Target {
   /** Runs on this database file instead of a fresh one. */
   databasePath?: string;
 }
+
+/** What `--only` names beside the targets: sections of figures. */
+const SECTIONS: readonly string[] = ['forwarding', 'console', 'cluster', 'starved'];
 
 const TARGETS: readonly Target[] = [
   { name: 'bare', kind: 'bare', description: 'node:http, reads the body, 200' },
@@ -164,6 +167,8 @@ interface Options {
   starvedMs: number;
   /** --starved-cluster: the starved rows in cluster mode too (a throwaway PostgreSQL). */
   starvedCluster: boolean;
+  /** `--only starved`: the starved rows alone (no HTTP row, no other forwarding figure). */
+  starvedOnly: boolean;
   /** --console: the console figure runs (pages on the --growth database, p95 ≤ 100 ms). */
   console: boolean;
   consoleRequests: number;
@@ -207,7 +212,8 @@ const USAGE = `usage: npm run bench -- [options]
   --only <list>        targets to run, comma-separated (${TARGETS.map((t) => t.name).join(', ')});
                        "forwarding" runs only the forwarding figures: receiver and receiver-forward at
                        c=50, throughput and latency (and no pipeline or poller unless asked for);
-                       "console" and "cluster" run only that section (see --console, --cluster)
+                       "console" and "cluster" run only that section (see --console, --cluster);
+                       "starved" runs only the starved rows, SQLite and cluster mode (see --starved)
   --cpu-prof <dir>     write a V8 CPU profile of each receiver process into <dir>
   --keep               keep the run's directory (each receiver's database and server.log)
   --pipeline <n>       events in the pipeline backlog drained after the HTTP rows (default 100000,
@@ -317,20 +323,22 @@ function parseOptions(argv: string[]): Options {
   let targets = TARGETS.filter((t) => !t.optional);
   let forwarding = values.forwarding !== '0';
   let onlyForwarding = false;
+  let onlyStarved = false;
   let consoleFigure = values.console !== '0';
   let clusterFigures = values.cluster !== '0';
   const names = values.only?.split(',').map((s) => s.trim()) ?? [];
   if (values.only !== undefined) {
     for (const n of names)
-      if (n !== 'forwarding' && n !== 'console' && n !== 'cluster' && !TARGETS.some((t) => t.name === n))
+      if (!SECTIONS.includes(n) && !TARGETS.some((t) => t.name === n))
         throw new BenchError(
-          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, forwarding, console or cluster)`,
+          `--only: unknown target ${n} (${TARGETS.map((t) => t.name).join(', ')}, ${SECTIONS.join(', ')})`,
         );
     targets = TARGETS.filter((t) => names.includes(t.name));
     onlyForwarding = names.includes('forwarding');
     consoleFigure = values.console === undefined ? names.includes('console') : values.console === '1';
     clusterFigures = values.cluster === undefined ? names.includes('cluster') : values.cluster === '1';
-    forwarding = values.forwarding === undefined ? onlyForwarding : values.forwarding === '1';
+    onlyStarved = names.includes('starved') && !onlyForwarding;
+    forwarding = values.forwarding === undefined ? onlyForwarding || onlyStarved : values.forwarding === '1';
     if (onlyForwarding) targets = withForwardingRows(targets);
   }
   // --forwarding 0 drops the forwarding row, unless it was named in --only.
@@ -351,7 +359,7 @@ function parseOptions(argv: string[]): Options {
     pipelineEvents: (() => {
       const n = Number(
         values.pipeline ??
-          (onlyForwarding || names.includes('console') || names.includes('cluster')
+          (onlyForwarding || onlyStarved || names.includes('console') || names.includes('cluster')
             ? 0
             : quick
               ? 20_000
@@ -364,7 +372,9 @@ function parseOptions(argv: string[]): Options {
     pollerTracked: (() => {
       const n = Number(
         values.poller ??
-          (onlyForwarding || names.includes('console') || names.includes('cluster') ? 0 : 10_000),
+          (onlyForwarding || onlyStarved || names.includes('console') || names.includes('cluster')
+            ? 0
+            : 10_000),
       );
       if (!Number.isSafeInteger(n) || n < 0)
         throw new BenchError(`--poller: expected a count, got ${values.poller}`);
@@ -389,7 +399,10 @@ function parseOptions(argv: string[]): Options {
     starvedRate: count('starved', values.starved, availableParallelism() >= 2 ? 250 : 0, 0),
     starvedMs: seconds('starved-duration', values['starved-duration'], quick ? 3000 : 10_000, 0.5),
     starvedCluster:
-      values['starved-cluster'] === undefined ? clusterFigures : values['starved-cluster'] === '1',
+      values['starved-cluster'] === undefined
+        ? clusterFigures || onlyStarved
+        : values['starved-cluster'] === '1',
+    starvedOnly: onlyStarved,
     console: consoleFigure,
     consoleRequests: count('console-requests', values['console-requests'], quick ? 20 : 50, 1),
     cluster: clusterFigures,
@@ -438,7 +451,16 @@ function verifiedRevision(rev: string): string {
  */
 function buildBaseline(rev: string, dir: string): string {
   mkdirSync(dir, { recursive: true });
-  const paths = ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'migrations', 'bench'];
+  // migrations-pg/: cluster mode's, since issue 13 (an older revision has none).
+  const paths = [
+    'package.json',
+    'tsconfig.json',
+    'tsconfig.build.json',
+    'src',
+    'migrations',
+    'migrations-pg',
+    'bench',
+  ].filter((path) => spawnSync('git', ['cat-file', '-e', `${rev}:${path}`], { cwd: ROOT }).status === 0);
   const archive = execFileSync('git', ['archive', '--format=tar', rev, ...paths], {
     cwd: ROOT,
     maxBuffer: 512 * 1024 * 1024,
@@ -1067,7 +1089,7 @@ async function main(): Promise<number> {
   const secret = randomBytes(24).toString('hex');
   const errors: string[] = [];
   const runs: RunResult[] = [];
-  for (let round = 1; round <= options.rounds; round++) {
+  for (let round = 1; round <= (options.starvedOnly ? 0 : options.rounds); round++) {
     for (const target of options.targets) {
       for (const concurrency of options.concurrencies) {
         if (target.concurrencies !== undefined && !target.concurrencies.includes(concurrency)) continue;
@@ -1099,9 +1121,10 @@ async function main(): Promise<number> {
     process.stderr.write(` ${poller.passMsMean.toFixed(3)} ms per pass\n`);
     if (poller.polls !== 0) errors.push(`poller: ${poller.polls} polls made while none was due`);
   }
-  const forwarding = options.forwarding
-    ? await runForwardingFigures(forwardingHarness(secret, options), options, errors)
-    : null;
+  const forwarding =
+    options.forwarding && !options.starvedOnly
+      ? await runForwardingFigures(forwardingHarness(secret, options), options, errors)
+      : null;
   const starved =
     options.forwarding && options.starvedRate > 0
       ? await runStarvedRows(forwardingHarness(secret, options), {
@@ -1119,7 +1142,7 @@ async function main(): Promise<number> {
           warmupMs: options.warmupMs,
           durationMs: options.starvedMs,
           busyLoops: 2,
-          baselineBin: null,
+          baselineBin: options.targets.find((t) => t.name === 'receiver-baseline')?.bin ?? null,
         })
       : null;
   const consolePages = options.console

@@ -10,7 +10,7 @@ import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
 import { registerInOrder } from './domain/handler-order';
 import type { PollScheduleOptions } from './domain/registry';
-import { ForwardSender, type SenderMetrics } from './forwarding/sender';
+import type { SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
 import { forwardingHandler } from './handlers/forwarding';
 import { lifecycleHandler } from './handlers/lifecycle';
@@ -277,7 +277,7 @@ function buildSender(
   deps: { metrics: SenderMetrics; answers: AnswerFirst },
 ): SenderControl {
   return new ForwardSenderThread({
-    databasePath: config.databasePath,
+    store: { kind: 'sqlite', databasePath: config.databasePath },
     destinations: config.forwarding.destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
@@ -501,6 +501,41 @@ function buildLeadership(
   });
 }
 
+/**
+ * Cluster mode's sending, in a thread of its own as in SQLite mode: the destinations' locks, the
+ * `LISTEN` for new messages and a sender for each destination this replica holds
+ * (cluster/forwarder.ts). An ingest-only replica (CLUSTER_CONCURRENCY=0) takes no destination; the
+ * thread still listens, for the feed's long-polls, when the feed is on.
+ */
+function clusterSender(
+  config: Config,
+  cluster: ClusterConfig,
+  options: StartOptions,
+  deps: SharedParts,
+): ForwardSenderThread | undefined {
+  const { destinations, feedEnabled } = config.forwarding;
+  if (destinations.length === 0 && !feedEnabled) return undefined;
+  const { metrics } = deps;
+  return new ForwardSenderThread({
+    store: {
+      kind: 'postgres',
+      databaseUrl: cluster.databaseUrl,
+      replicaId: cluster.replicaId,
+      limits: cluster.limits,
+    },
+    destinations: cluster.concurrency === 0 ? [] : destinations,
+    logger: options.logger,
+    pollIntervalMs: options.forwardPollMs,
+    metrics: deps.senderMetrics,
+    gate: deps.answers,
+    // A destination another replica now sends: its circuit is that replica's to report.
+    onHeld: (destination, held) => {
+      if (!held) metrics.forwardCircuit.set({ destination }, 0);
+    },
+    onNotify: feedEnabled ? () => deps.feedWaiters.notify() : undefined,
+  });
+}
+
 /** The ClusterNode: the relay of the spool to PostgreSQL, the workers, retention and forwarding there. */
 function buildCluster(
   config: Config,
@@ -524,23 +559,7 @@ function buildCluster(
       config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
     consoleTokens: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
-    forwarding: {
-      destinations: config.forwarding.destinations,
-      // One sender per destination this replica holds, on the main thread (forwarder.ts).
-      createSender: (destination, store) =>
-        new ForwardSender(store, [destination], {
-          clock,
-          logger: options.logger,
-          metrics: deps.senderMetrics,
-          pollIntervalMs: options.forwardPollMs,
-          gate: deps.answers,
-        }),
-      // A destination another replica now sends: its circuit is that replica's to report.
-      onHeld: (destination, held) => {
-        if (!held) metrics.forwardCircuit.set({ destination }, 0);
-      },
-      onNotify: () => deps.feedWaiters.notify(),
-    },
+    sender: clusterSender(config, cluster, options, deps),
     logger: options.logger,
     now: () => clock.now(),
     metrics: {

@@ -17,8 +17,11 @@ import { type PgForwardStore, pgForwardStore } from './pg-forward-store';
  *   messages, and each notification nudges the senders.
  * - Every `lockRetryMs` the replica tries the locks it does not hold (`pg_try_advisory_lock`, never
  *   waiting); for each lock taken it starts a sender for that one destination (the same
- *   forwarding/sender.ts as SQLite mode, on the PostgreSQL store pg-forward-store.ts, on the main
- *   thread: no worker thread in cluster mode). When every lock is held the same query is a heartbeat.
+ *   forwarding/sender.ts as SQLite mode, on the PostgreSQL store pg-forward-store.ts). When every
+ *   lock is held the same query is a heartbeat.
+ * - The whole forwarder runs in the forwarding thread (forwarding/sender-worker.ts), as SQLite
+ *   mode's sender does: on the main thread its senders' turns and their garbage held webhook answers
+ *   for 50–100 ms at a time on a starved core (issue 23).
  * - When the lock connection errors or ends (PostgreSQL restarted or failed over,
  *   `pg_terminate_backend`, a heartbeat unanswered for `lockQueryTimeoutMs`), the locks are gone and
  *   another replica may already be sending: every sender is stopped at once, what is in flight

@@ -7,9 +7,7 @@ import type { LogQuery } from '../domain/sql/log-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
 import type { OutboxOptions } from './pg-outbox';
-import type { Destination } from '../domain/forwarding/destinations';
-import type { DestinationGauges, SenderStore } from '../domain/forwarding/sender-store';
-import { ClusterForwarder, type DestinationSender } from './forwarder';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
@@ -76,17 +74,12 @@ export interface ClusterNodeOptions {
   /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
   handlers?: HandlerRouter | undefined;
   /**
-   * Sending (forwarder.ts): each destination by the replica holding its lock, with the sender
-   * `createSender` builds (forwarding/sender.ts; passed in, cluster/ does not import it).
-   * `onNotify` is called on every committed batch of messages (the feed's long-polls).
+   * Sending (forwarder.ts, in the forwarding thread: forwarding/sender-thread.ts): started once
+   * connected, after the migrations (it reads tables they create); stopped before the kicks, so
+   * that what was answered is recorded before the locks are given back.
    * @default none (nothing is sent; the outbox still fills for the feed)
    */
-  forwarding?: {
-    destinations: readonly Destination[];
-    createSender(destination: Destination, store: SenderStore): DestinationSender;
-    onHeld?(destination: string, held: boolean): void;
-    onNotify?(): void;
-  };
+  sender?: ClusterSending;
   /**
    * The fingerprints of the console's configured tokens: on connecting, the sessions of any other
    * token (rotated or removed) are deleted, for every replica at once (the sessions are shared).
@@ -155,14 +148,21 @@ export interface ClusterRetention {
 
 export type ClusterState = 'connecting' | 'running' | 'stopped';
 
+/** What the node starts and stops of sending (forwarding/sender-thread.ts). */
+export interface ClusterSending {
+  start(): void;
+  stop(timeoutMs: number): Promise<boolean>;
+  /** The destinations this replica sends now (holds the lock of), sorted. */
+  holding(): string[];
+}
+
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
 const READ_SHORT_MS = 2500;
 
 export class ClusterNode {
   private readonly pool: Pool;
-  /** The senders' own connections: a slow destination's records never wait behind the relay. */
-  private readonly forwardPool: Pool | null;
-  readonly forwarder: ClusterForwarder | null;
+  /** Sending, as given (a thread of its own); null without. */
+  readonly sending: ClusterSending | null;
   private engine: Engine | null = null;
   private relay: Relay | null = null;
   private starting: Promise<void> | null = null;
@@ -190,6 +190,7 @@ export class ClusterNode {
   constructor(private readonly options: ClusterNodeOptions) {
     const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
     this.settings = settings;
+    this.sending = options.sender ?? null;
     this.pool = new Pool({
       connectionString: options.databaseUrl,
       max: 4,
@@ -217,34 +218,6 @@ export class ClusterNode {
         return this.engine.schedulePoll(sql, requestId, at);
       },
     });
-    const forwarding = options.forwarding;
-    this.forwardPool =
-      forwarding === undefined
-        ? null
-        : new Pool({
-            connectionString: options.databaseUrl,
-            max: 3,
-            application_name: `consig-receiver:${options.replicaId}:sender`,
-            connectionTimeoutMillis: 5000,
-            ...settings,
-          });
-    this.forwarder =
-      forwarding === undefined || this.forwardPool === null
-        ? null
-        : new ClusterForwarder({
-            pool: this.forwardPool,
-            connectionString: options.databaseUrl,
-            // An ingest-only replica takes no destination: a sender runs on the main thread and costs
-            // more CPU per message than an answer does (docs/benchmark.md). Its lock connection
-            // still listens, for the feed's long-polls.
-            destinations: options.concurrency === 0 ? [] : forwarding.destinations,
-            createSender: forwarding.createSender,
-            logger: options.logger,
-            applicationName: `consig-receiver:${options.replicaId}:forwarder`,
-            settings,
-            onHeld: forwarding.onHeld,
-            onNotify: forwarding.onNotify,
-          });
   }
 
   /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
@@ -308,7 +281,7 @@ export class ClusterNode {
   ): Promise<(T & { forwarding?: DestinationGauges[] }) | null> {
     return this.readShort(async (_sql, client) => {
       const figures: T & { forwarding?: DestinationGauges[] } = await gauges(pgLogQuery(client));
-      const names = this.options.forwarding?.destinations.map((d) => d.name) ?? [];
+      const names = this.options.outbox?.destinations.map((d) => d.name) ?? [];
       if (names.length > 0) figures.forwarding = await pgForwardStore(this.pool).gauges(names);
       return figures;
     });
@@ -362,8 +335,7 @@ export class ClusterNode {
     await this.liveness.stop();
     await this.relay?.stop();
     // Senders first record what was answered, then give their destinations' locks back.
-    await this.forwarder?.stop(timeoutMs).catch(() => undefined);
-    await this.forwardPool?.end().catch(() => undefined);
+    await this.options.sender?.stop(timeoutMs).catch(() => undefined);
     await this.engine?.stop(timeoutMs).catch(() => undefined);
     await this.pool.end().catch(() => undefined);
     this.state = 'stopped';
@@ -389,7 +361,7 @@ export class ClusterNode {
       this.retention = await this.startRetention(this.engine);
       this.relay = this.startRelay(this.engine);
       // After the migrations: the senders read tables they create.
-      this.forwarder?.start();
+      this.options.sender?.start();
       this.state = 'running';
       this.liveness.start(true);
       logger.info(

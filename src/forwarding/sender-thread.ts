@@ -6,7 +6,13 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { BackgroundGate } from '../domain/answer-first';
 import type { Logger } from '../logger';
 import type { SenderMetrics } from './sender';
-import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
+import type {
+  FromWorker,
+  Observation,
+  SenderThreadStore,
+  SenderWorkerData,
+  ToWorker,
+} from './thread-protocol';
 
 /** What the composition root, the admin routes and the tests use of a sender. */
 export interface SenderControl {
@@ -27,7 +33,8 @@ export interface SenderControl {
 const WORKER_YOUNG_GENERATION_MB = 12;
 
 export interface SenderThreadOptions {
-  databasePath: string;
+  /** The outbox: SQLite's file, or (cluster mode) the shared PostgreSQL. */
+  store: SenderThreadStore;
   destinations: readonly Destination[];
   logger: Logger;
   metrics: SenderMetrics;
@@ -42,6 +49,13 @@ export interface SenderThreadOptions {
    * @default none (never waits)
    */
   gate?: (BackgroundGate & { readonly hold: Int32Array }) | undefined;
+  /** Cluster mode: this replica took (`held`) or lost a destination's lock. */
+  onHeld?(destination: string, held: boolean): void;
+  /**
+   * Cluster mode: messages were committed (PostgreSQL's `NOTIFY`, heard by the thread's lock
+   * connection), for the feed's long-polls. Given, the thread runs even with no destination.
+   */
+  onNotify?(): void;
   /**
    * How long after an unexpected exit of the thread a new one starts.
    * @default 1000
@@ -56,6 +70,10 @@ export interface SenderThreadOptions {
  * main thread also answers the service's webhooks and runs the pipeline; `npm run bench` measured
  * ingest with forwarding on at 0.43× off with everything on one thread. The sender calls no
  * partner code and shares nothing with the pipeline but the database file, so it moves whole.
+ * Cluster mode runs its whole forwarder there too (cluster/forwarder.ts: the destinations' locks,
+ * the `LISTEN`, a sender per destination held): on the main thread it held the starved bench row's
+ * answers for 50–100 ms at a time, p99 530 ms against 42 ms in a thread (`npm run bench -- --only
+ * starved`, issue 23).
  *
  * A thread that dies (it should not: the sender catches what it can) is logged and replaced after
  * `restartDelayMs` while sending is on; what it had in flight is still pending in the outbox, so
@@ -68,13 +86,15 @@ export class ForwardSenderThread implements SenderControl {
   private restartTimer: NodeJS.Timeout | null = null;
   private mirroredInFlight = 0;
   private mirroredCircuits = new Map<string, CircuitState>();
+  private held = new Set<string>();
   private stopped: ((finished: boolean) => void) | null = null;
 
   constructor(private readonly options: SenderThreadOptions) {}
 
   /** Starts the thread (once the processing lease is held). */
   start(): void {
-    if (this.options.destinations.length === 0 || this.started) return;
+    const listens = this.options.store.kind === 'postgres' && this.options.onNotify !== undefined;
+    if ((this.options.destinations.length === 0 && !listens) || this.started) return;
     this.started = true;
     this.spawn();
   }
@@ -94,6 +114,11 @@ export class ForwardSenderThread implements SenderControl {
   /** The thread while one runs, for observing it (its `threadId`, or ending it in a test). */
   get thread(): Worker | null {
     return this.worker;
+  }
+
+  /** Cluster mode: the destinations whose lock the thread holds, as it last reported, sorted. */
+  holding(): string[] {
+    return [...this.held].sort();
   }
 
   /** Each destination's circuit, as the thread last reported. */
@@ -123,12 +148,13 @@ export class ForwardSenderThread implements SenderControl {
     this.worker = null;
     await worker.terminate();
     this.mirroredInFlight = 0;
+    this.held.clear();
     return finished;
   }
 
   private spawn(): void {
     const data: SenderWorkerData = {
-      databasePath: this.options.databasePath,
+      store: this.options.store,
       destinations: this.options.destinations,
       logLevel: this.options.logger.level,
       pollIntervalMs: this.options.pollIntervalMs,
@@ -153,6 +179,9 @@ export class ForwardSenderThread implements SenderControl {
     if (this.worker !== worker) return; // ended by stop()
     this.worker = null;
     this.mirroredInFlight = 0;
+    // Its lock connection ended with it: another replica may take its destinations now.
+    for (const destination of this.held) this.options.onHeld?.(destination, false);
+    this.held.clear();
     this.stopped?.(false);
     if (!this.started) return;
     const delay = this.options.restartDelayMs ?? 1000;
@@ -176,6 +205,14 @@ export class ForwardSenderThread implements SenderControl {
         for (const o of message.observations) observe(this.options.metrics, o);
         this.mirroredInFlight = message.inFlight;
         this.mirroredCircuits = new Map(message.circuits);
+        break;
+      case 'held':
+        if (message.held) this.held.add(message.destination);
+        else this.held.delete(message.destination);
+        this.options.onHeld?.(message.destination, message.held);
+        break;
+      case 'notify':
+        this.options.onNotify?.();
         break;
       case 'log':
         relayLog(this.options.logger, message.line);

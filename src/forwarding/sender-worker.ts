@@ -1,18 +1,34 @@
 import { parentPort, workerData } from 'node:worker_threads';
+import { Pool } from 'pg';
 import pino from 'pino';
 import { systemClock } from '../clock';
+import { connectionSettings } from '../cluster/connection';
+import { ClusterForwarder } from '../cluster/forwarder';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
-import { openDatabase } from '../store/database';
+import type { SenderStore } from '../domain/forwarding/sender-store';
+import type { Destination } from '../domain/forwarding/destinations';
+import { type Db, openDatabase } from '../store/database';
 import { isLockBusy } from '../store/database-errors';
 import { forwardDeliveries, sqliteSenderStore } from '../store/forward-deliveries';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
-import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
+import type { SenderControl } from './sender-thread';
+import type {
+  FromWorker,
+  Observation,
+  SenderThreadStore,
+  SenderWorkerData,
+  ToWorker,
+} from './thread-protocol';
 
 /**
  * The forwarding sender's worker thread (started by sender-thread.ts). It runs the same
  * {@link ForwardSender} on a connection of its own, so that sending (signing, HTTP, recording
  * attempts) takes a core of its own instead of the event loop that answers the service's
  * webhooks. It runs no partner code: the sender only reads the outbox and writes delivery rows.
+ * In cluster mode it runs the whole ClusterForwarder (cluster/forwarder.ts): its lock connection,
+ * its `LISTEN` and a sender per destination held, on a pool of its own (issue 23: on the main
+ * thread, the senders' turns and their garbage held webhook answers for 50–100 ms at a time on a
+ * starved core, and the starved bench row's p99 missed its target in half the runs).
  *
  * Metrics and the sender's state go to the main thread in one report per turn of this thread's
  * event loop at most; log lines go as they are written.
@@ -40,33 +56,99 @@ const logger = pino(
  */
 const WORKER_CACHE_KIB = 4096;
 
-/**
- * Reads the outbox and writes the attempts' records. Its commits do not wait for the disk
- * (`NORMAL`): a record lost with a power cut has its message sent again (delivery is at least once,
- * contract §8), while a commit that waited for fsync would hold the file's write lock, which the
- * ingest writer on the main thread may want, for milliseconds. Until issue 23 the records went to
- * the main thread, which wrote them with the pipeline's `FULL` commits: each batch's fsync held the
- * event loop that answers the service. The CPU per forwarded message is the same either way on a
- * quiet machine (the hop cost about what the writes here cost; docs/benchmark.md).
- */
-const db = openDatabase(data.databasePath, {
-  synchronous: 'NORMAL',
-  busyTimeoutMs: WORKER_BUSY_TIMEOUT_MS,
-  cacheKib: WORKER_CACHE_KIB,
-});
-
-const deliveries = forwardDeliveries(db);
-const gate = threadGate(data.hold);
+/** What this thread runs on its store: the sender(s), and how the store is closed after them. */
+interface Sending {
+  sender: SenderControl;
+  close(): Promise<void>;
+}
 
 /**
- * Writes records once no webhook answer is being made (answers first): the write takes the file's
- * lock, which the ingest writer may want. Then reports, so that the metrics move with the records.
+ * SQLite mode: one sender for every destination. It reads the outbox and writes the attempts'
+ * records on a connection of its own. Its commits do not wait for the disk (`NORMAL`): a record
+ * lost with a power cut has its message sent again (delivery is at least once, contract §8), while
+ * a commit that waited for fsync would hold the file's write lock, which the ingest writer on the
+ * main thread may want, for milliseconds. Until issue 23 the records went to the main thread, which
+ * wrote them with the pipeline's `FULL` commits: each batch's fsync held the event loop that
+ * answers the service. The CPU per forwarded message is the same either way on a quiet machine (the
+ * hop cost about what the writes here cost; docs/benchmark.md).
  */
-const record: Recorder = async (records, circuits) => {
-  await gateCleared(gate, () => stopping);
-  writeWhenFree(() => deliveries.record(records, circuits));
-  report();
-};
+function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): Sending {
+  const db = openDatabase(store.databasePath, {
+    synchronous: 'NORMAL',
+    busyTimeoutMs: WORKER_BUSY_TIMEOUT_MS,
+    cacheKib: WORKER_CACHE_KIB,
+  });
+  const deliveries = forwardDeliveries(db);
+  /**
+   * Writes records once no webhook answer is being made (answers first): the write takes the
+   * file's lock, which the ingest writer may want. Then reports, so that the metrics move with the
+   * records.
+   */
+  const record: Recorder = async (records, circuits) => {
+    await gateCleared(gate, () => stopping);
+    writeWhenFree(db, () => deliveries.record(records, circuits));
+    report();
+  };
+  return {
+    sender: senderOn(sqliteSenderStore(db, deliveries), data.destinations, record),
+    close: async () => {
+      db.close();
+    },
+  };
+}
+
+/**
+ * Cluster mode: the ClusterForwarder, on a pool and a lock connection of this thread's own. Its
+ * records are PostgreSQL transactions, which hold no lock the answers need: they go at once.
+ */
+function postgresSending(store: Extract<SenderThreadStore, { kind: 'postgres' }>): Sending {
+  const settings = connectionSettings(store.limits);
+  const pool = new Pool({
+    connectionString: store.databaseUrl,
+    max: 3,
+    application_name: `consig-receiver:${store.replicaId}:sender`,
+    connectionTimeoutMillis: 5000,
+    ...settings,
+  });
+  let notifying = false;
+  const forwarder = new ClusterForwarder({
+    pool,
+    connectionString: store.databaseUrl,
+    destinations: data.destinations,
+    createSender: (destination, senderStore) => senderOn(senderStore, [destination]),
+    logger,
+    applicationName: `consig-receiver:${store.replicaId}:forwarder`,
+    settings,
+    onHeld: (destination, held) => post({ type: 'held', destination, held }),
+    // A kick's commit notifies once; many in one turn of this thread make one message.
+    onNotify: () => {
+      if (notifying) return;
+      notifying = true;
+      setImmediate(() => {
+        notifying = false;
+        post({ type: 'notify' });
+      });
+    },
+  });
+  return { sender: forwarder, close: () => pool.end().catch(() => undefined) };
+}
+
+function senderOn(
+  store: SenderStore,
+  destinations: readonly Destination[],
+  record?: Recorder,
+): ForwardSender {
+  return new ForwardSender(store, destinations, {
+    gate,
+    clock: systemClock,
+    logger,
+    metrics,
+    pollIntervalMs: data.pollIntervalMs,
+    concurrency: data.concurrency,
+    onChange: queueReport,
+    ...(record === undefined ? {} : { record }),
+  });
+}
 
 /** How often a record's write looks again at a file another connection is writing. */
 const LOCK_POLL_MS = 0.2;
@@ -80,7 +162,7 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
  * fsync) waited 3 or 8 ms, and held its proposal's next message that long. This thread answers no
  * webhook, so blocking it is free.
  */
-function writeWhenFree(write: () => void): void {
+function writeWhenFree(db: Db, write: () => void): void {
   db.pragma('busy_timeout = 0');
   try {
     const deadline = performance.now() + WORKER_BUSY_TIMEOUT_MS;
@@ -167,16 +249,9 @@ function threadGate(hold: Int32Array | undefined): BackgroundGate | undefined {
   };
 }
 
-const sender = new ForwardSender(sqliteSenderStore(db, deliveries), data.destinations, {
-  gate,
-  clock: systemClock,
-  logger,
-  metrics,
-  pollIntervalMs: data.pollIntervalMs,
-  concurrency: data.concurrency,
-  onChange: queueReport,
-  record,
-});
+const gate = threadGate(data.hold);
+const { sender, close } =
+  data.store.kind === 'sqlite' ? sqliteSending(data.store) : postgresSending(data.store);
 
 port.on('message', (message: ToWorker) => {
   switch (message.type) {
@@ -186,9 +261,9 @@ port.on('message', (message: ToWorker) => {
       break;
     case 'stop':
       stopping = true;
-      void sender.stop(message.timeoutMs).then((finished) => {
+      void sender.stop(message.timeoutMs).then(async (finished) => {
         report();
-        db.close();
+        await close();
         post({ type: 'stopped', finished });
         port.close();
       });

@@ -1,15 +1,27 @@
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { AttemptOutcome } from '../domain/forwarding/retry';
+import type { ConnectionLimits } from '../cluster/connection';
 
 /**
  * The messages between the receiver's main thread and the forwarding sender's worker thread
  * (sender-thread.ts ↔ sender-worker.ts). Everything in them is structured-cloneable data.
  */
 
+/** Where the thread's outbox is, and so what the thread runs. */
+export type SenderThreadStore =
+  /** SQLite mode: one ForwardSender for every destination, on a connection of the thread's own. */
+  | { kind: 'sqlite'; databasePath: string }
+  /**
+   * Cluster mode: the ClusterForwarder (cluster/forwarder.ts): the destinations' locks and the
+   * `LISTEN` on a connection of the thread's own, a sender for each destination held, on a pool of
+   * the thread's own.
+   */
+  | { kind: 'postgres'; databaseUrl: string; replicaId: string; limits: ConnectionLimits };
+
 /** What the worker is started with (`workerData`). */
 export interface SenderWorkerData {
-  databasePath: string;
+  store: SenderThreadStore;
   destinations: readonly Destination[];
   /** The main logger's level: the worker forwards only what would be written. */
   logLevel: string;
@@ -53,6 +65,13 @@ export type FromWorker =
       inFlight: number;
       circuits: [string, CircuitState][];
     }
+  /** Cluster mode: this replica took (`held`) or lost a destination's lock. */
+  | { type: 'held'; destination: string; held: boolean }
+  /**
+   * Cluster mode: messages were committed (PostgreSQL's `NOTIFY`), for the feed's long-polls on
+   * the main thread. One per turn of the thread's event loop at most.
+   */
+  | { type: 'notify' }
   /** A log line of the worker's logger (pino JSON). */
   | { type: 'log'; line: string }
   | { type: 'stopped'; finished: boolean };

@@ -1,6 +1,10 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { openSpool } from '../../src/store/spool';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, waitFor } from '../helpers/cluster-db';
+import { FakeDestination, orderViolations } from '../helpers/destination';
 import { sendBurst as burst, type TestReceiver } from '../helpers/receiver';
 
 /**
@@ -63,4 +67,114 @@ it('a burst is answered while the relay and the kicks wait; once no answer is be
     expect(line.applied).toEqual([true, true, true]);
   }
   expect(r.answers.snapshot().deferredMsTotal).toBeGreaterThan(0);
+});
+
+const TOKEN = 'cluster-answer-first-admin-token-0123';
+const SECRET = `whsec_${Buffer.from('cluster-answer-first-destination').toString('base64')}`;
+const delivered = () =>
+  count(bed.pool, "SELECT count(*) AS n FROM forward_deliveries WHERE status = 'delivered'");
+const messages = () => count(bed.pool, 'SELECT count(*) AS n FROM forward_messages');
+
+/** A replica sending to `d` as `crm` (short retries), with an admin token for pause and resume. */
+async function sendingReplica(
+  d: FakeDestination,
+  extra: Record<string, unknown> = {},
+): Promise<TestReceiver> {
+  const file = join(bed.dir.dir, 'destinations.json');
+  const crm = {
+    name: 'crm',
+    url: d.url,
+    secret: SECRET,
+    timeout_ms: 2000,
+    retry: { schedule_ms: [20, 20, 20] },
+  };
+  writeFileSync(file, JSON.stringify({ destinations: [{ ...crm, ...extra }] }));
+  return bed.replica({ DESTINATIONS_FILE: file, ADMIN_TOKEN: TOKEN }, { deferral: NO_SLICE });
+}
+
+async function setPaused(r: TestReceiver, paused: boolean): Promise<void> {
+  const res = await fetch(`${r.url}/admin/destinations/crm/${paused ? 'pause' : 'resume'}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  expect(res.status).toBe(200);
+}
+
+/** The thread that sends for the replica (forwarding/sender-thread.ts), and the destinations it holds. */
+const sendingOf = (r: TestReceiver) => r.cluster!.sending as ForwardSenderThread;
+
+it('the forwarding thread sends nothing while an answer is being made; once none is, it sends the backlog, in order', async () => {
+  const d = await FakeDestination.start();
+  try {
+    const r = await sendingReplica(d);
+    await waitFor(() => sendingOf(r).holding().includes('crm'), 'the replica to hold crm');
+    // A backlog to forward: 10 events processed while the destination is paused (20 messages).
+    await setPaused(r, true);
+    await burst(r, 933_000, 10, 10);
+    await waitFor(async () => (await done()) === 10 && (await messages()) === 20, '10 events processed');
+
+    r.answers.begin(); // an answer is being made from here on
+    await setPaused(r, false); // the operator lets it go: the thread hears the NOTIFY
+    await idle();
+    expect(d.requests).toHaveLength(0);
+    expect(await delivered()).toBe(0);
+
+    r.answers.end();
+    await waitFor(async () => (await delivered()) === 20, 'the 20 messages delivered');
+    const stored = await rows<{ id: string; webhook_id: string; nu_proposta: string | null }>(
+      bed.pool,
+      'SELECT id, webhook_id, nu_proposta FROM forward_messages ORDER BY id',
+    );
+    const asStored = stored.map((m) => ({
+      id: Number(m.id),
+      webhook_id: m.webhook_id,
+      nu_proposta: m.nu_proposta === null ? null : Number(m.nu_proposta),
+    }));
+    expect(orderViolations(d, asStored)).toEqual([]);
+  } finally {
+    await d.close();
+  }
+});
+
+it('the forwarding thread ended from outside is replaced: its lock is taken again, the message it had in flight sent again and delivered, nothing lost', async () => {
+  // The first request is held open (a slow destination), the second refused, the third accepted.
+  const d = await FakeDestination.start((req) =>
+    req.seq === 0 ? { delayMs: 30_000 } : req.seq === 1 ? { status: 500 } : undefined,
+  );
+  try {
+    const r = await sendingReplica(d, { timeout_ms: 60_000 });
+    const sending = sendingOf(r);
+    await waitFor(() => sending.holding().includes('crm'), 'the replica to hold crm');
+    await burst(r, 934_000, 1, 1);
+    await waitFor(() => d.requests.length === 1 && sending.inFlight === 1, 'the request in flight');
+    const ended = sending.thread;
+    expect(ended).not.toBeNull();
+    await ended?.terminate();
+    // Its lock connection ended with it: the replica holds nothing until the new thread takes it.
+    expect(sending.holding()).toEqual([]);
+
+    await waitFor(async () => (await delivered()) === 2, 'both messages delivered');
+    expect(sending.thread?.threadId).not.toBe(ended?.threadId);
+    expect(sending.holding()).toEqual(['crm']);
+    // The request the ended thread had in flight was never recorded; the new thread's were.
+    const attempts = await rows<{ webhook_id: string; http_status: number }>(
+      bed.pool,
+      `SELECT m.webhook_id, a.http_status FROM forward_attempts a
+       JOIN forward_deliveries d ON d.id = a.delivery_id JOIN forward_messages m ON m.id = d.message_id
+       ORDER BY a.id`,
+    );
+    const first = d.requests[0]!.webhookId;
+    expect(attempts.filter((a) => a.webhook_id === first).map((a) => a.http_status)).toEqual([500, 200]);
+    expect(d.byWebhookId().get(first)).toHaveLength(3);
+    const lines = r.logs.lines;
+    expect(lines.some((l) => String(l.msg).startsWith('forwarding: sender thread exited'))).toBe(true);
+    // The thread's own log lines come through the main logger, marked.
+    expect(lines.find((l) => l.msg === 'forwarding: attempt failed; will retry')).toMatchObject({
+      thread: 'forwarding',
+      destination: 'crm',
+      http_status: 500,
+    });
+  } finally {
+    await d.close();
+  }
 });

@@ -129,7 +129,7 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   expect(await count(pool, 'SELECT count(*) AS n FROM averbacoes')).toBe(0);
   expect(await kickStates()).toEqual([{ state: 'created', n: '3' }]);
   expect(service.requestsTo('GET', '/request/')).toEqual([]);
-  expect(a.cluster!.forwarder?.holding()).toEqual([]);
+  expect(a.cluster!.sending?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(0);
   expect(destination.requests).toEqual([]);
   // Nothing processed, so nothing stored for the feed; the route answers all the same.
@@ -162,9 +162,9 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
     'the registration polled to completion',
   );
   // b sends the destination; a still holds nothing.
-  await waitFor(() => b.cluster!.forwarder?.holding().includes('default'), 'b holds the destination');
+  await waitFor(() => b.cluster!.sending?.holding().includes('default'), 'b holds the destination');
   await waitFor(() => destination.requests.length > 0, 'messages sent to the destination');
-  expect(a.cluster!.forwarder?.holding()).toEqual([]);
+  expect(a.cluster!.sending?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(1);
 
   // The ingest-only replica goes on answering; what it takes now is processed by b.
