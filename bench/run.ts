@@ -8,6 +8,7 @@ import {
   prepareForwardBacklog,
 } from './forwarding';
 import { RECEIVER_NODE_FLAGS } from './receiver-node';
+import { peakRss } from './cpus';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import {
@@ -766,17 +767,6 @@ async function runLoad(spec: LoadSpec & { cpus?: string }): Promise<LoadResult> 
   }
 }
 
-/** Peak resident set (VmHWM) of a process in MB, from /proc (null elsewhere). */
-function peakRss(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  try {
-    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m?.[1] === undefined ? null : Number(m[1]) / 1024;
-  } catch {
-    return null;
-  }
-}
-
 let prefilledPath: string | null = null;
 
 /** Builds the pre-filled database once per run; each growth row starts from a copy of it. */
@@ -1168,8 +1158,8 @@ async function main(): Promise<number> {
       `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, starvedCluster, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
     );
   } else {
-    // --only cluster: no HTTP rows, so no table of them (what was measured and the errors still print).
-    if (results.length > 0 || cluster === null)
+    // --only cluster or starved: no HTTP rows, so no table of them (what was measured and the errors still print).
+    if (results.length > 0 || (cluster === null && !options.starvedOnly))
       process.stdout.write(`${report(results, summary, options, errors)}\n`);
     else {
       process.stdout.write(`consig-receiver bench: node ${process.version}, source ${options.source}\n`);

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { startStarvedPostgres } from './cluster';
-import { pinToCpus } from './cpus';
+import { peakRss, pinToCpus } from './cpus';
 import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
 import { percentile } from './protocol';
 
@@ -47,6 +47,8 @@ export interface StarvedRow {
   /** From the end of the load until the backlog was 0 (null: not within the wait). */
   drainSeconds: number | null;
   cpuUsPerDelivery: number | null;
+  /** The receiver's peak resident set over the row (VmHWM), MB. */
+  peakRssMb: number | null;
 }
 
 /** The receiver's work waiting: events not processed and deliveries not sent. */
@@ -183,6 +185,7 @@ async function row(
         peakBacklog: peak,
         drainSeconds,
         cpuUsPerDelivery: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / all,
+        peakRssMb: peakRss(receiver.pid),
       };
     } finally {
       for (const l of loops) l.kill('SIGKILL');
@@ -263,11 +266,11 @@ export function starvedReport(spec: StarvedSpec, rows: readonly StarvedRow[]): s
   const f = (n: number | null, d = 1) => (n === null || Number.isNaN(n) ? 'n/a' : n.toFixed(d));
   const lines = [
     `starved row: receiver pinned to core 0 with ${spec.busyLoops} busy loops, load generator and destinations on core 1, ${spec.rate} deliveries/s open loop for ${spec.durationMs / 1000} s`,
-    '| row | answered 200 / sent | non-200 | p50 ms | p99 ms | max ms | ≥ 5 s | peak backlog | drain s | CPU µs/delivery |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| row | answered 200 / sent | non-200 | p50 ms | p99 ms | max ms | ≥ 5 s | peak backlog | drain s | CPU µs/delivery | peak RSS MB |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.name} | ${r.ok200} / ${r.sent} | ${r.non200 + r.socketErrors} | ${f(r.p50Ms)} | ${f(r.p99Ms)} | ${f(r.maxMs)} | ${r.over5s} | ${r.peakBacklog} | ${f(r.drainSeconds)} | ${f(r.cpuUsPerDelivery, 0)} |`,
+        `| ${r.name} | ${r.ok200} / ${r.sent} | ${r.non200 + r.socketErrors} | ${f(r.p50Ms)} | ${f(r.p99Ms)} | ${f(r.maxMs)} | ${r.over5s} | ${r.peakBacklog} | ${f(r.drainSeconds)} | ${f(r.cpuUsPerDelivery, 0)} | ${f(r.peakRssMb, 0)} |`,
     ),
   ];
   for (const build of ['', 'baseline-'])
