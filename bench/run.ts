@@ -1028,7 +1028,7 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
           `  receiver / receiver-baseline c=50 ${x(s.overBaselineC50)}   (this build over ${options.baseline}; target ≥ 1.00× within noise)`,
           `  receiver / receiver-baseline c=1  ${x(s.overBaselineC1)}`,
         ]),
-    `  receiver-forward / receiver c=50  ${x(s.forwardOverReceiverC50)}   (ingest with forwarding on over off; target ≥ 0.80×)`,
+    `  receiver-forward / receiver c=50  ${x(s.forwardOverReceiverC50)}   (ingest with forwarding on over off; target ≥ 0.60×, issue 23)`,
     '',
     `target "ingest with a full database ≥ 0.9× an empty one": ${verdict(s.growthOverEmptyC50 === null ? null : s.growthOverEmptyC50 >= 0.9)}`,
     `target "receiver RSS under load ≤ 200 MB": ${verdict(s.receiverPeakRssMb === 0 ? null : s.receiverPeakRssMb <= 200)} (peak ${s.receiverPeakRssMb.toFixed(0)} MB)`,
@@ -1039,7 +1039,7 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
   ];
   if (s.forwardOverReceiverC50 !== null)
     out.push(
-      `target "ingest with forwarding on ≥ 0.8× off": ${verdict(s.forwardOverReceiverC50 >= 0.8)} (${x(s.forwardOverReceiverC50)})`,
+      `target "ingest with forwarding on ≥ 0.6× off" (issue 23; issue 11 had 0.8×): ${verdict(s.forwardOverReceiverC50 >= 0.6)} (${x(s.forwardOverReceiverC50)})`,
     );
   for (const r of results.filter((r) => r.forwarded !== null))
     out.push(
