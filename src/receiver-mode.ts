@@ -33,10 +33,10 @@ import { ClusterNode } from './cluster/node';
 import { pgConsoleLog } from './http/console/console-log';
 import { pgAdminPort } from './http/admin/admin-log';
 import { logGauges } from './core/gauges';
+import { destinationGaugesQuery } from './core/sender-store';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './store/events';
-import { forwardDeliveries } from './store/forward-deliveries';
 import { processingLease } from './store/processing-lease';
 import { openSpool, type Spool } from './store/spool';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
@@ -138,12 +138,12 @@ export function sqliteMode(config: Config, options: StartOptions): ReceiverMode 
 function openSqlite(config: Config, options: StartOptions): LocalFile {
   const store = openMigrated(config, (s) => endRotatedSessions(config, s, options.logger));
   const pipelineDb = openPipelineDb(config);
-  const names = config.forwarding.destinations.map((d) => d.name);
-  const forwardGauges = forwardDeliveries(pipelineDb);
+  const forwardGauges = sqliteForwardGauges(pipelineDb, config);
   let partnerDb: Db | null = null;
   const file: SqliteFile = {
     store,
     pipelineDb,
+    forwardGauges,
     partners: (partner, builtIns) => {
       const partners = sqlitePartners(config, partner, builtIns);
       partnerDb = partners?.db ?? null;
@@ -152,7 +152,7 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
   };
   return {
     store,
-    gauges: { forwardingGauges: () => forwardGauges.gauges(names) },
+    gauges: { forwardingGauges: forwardGauges },
     compose: (shared) => composeSqlite(config, options, file, shared),
     close: () => {
       pipelineDb.close();
@@ -166,6 +166,8 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
 interface SqliteFile {
   store: Store;
   pipelineDb: Db;
+  /** The configured destinations' gauges, read on the pipeline's connection. */
+  forwardGauges(): DestinationGauges[];
   /** The partner's events' connection, opened when there are partner handlers (closed with the file). */
   partners(partner: HandlerRouter | undefined, builtIns: (db: Db) => BuiltIns): PartnerHandlers | undefined;
 }
@@ -249,7 +251,7 @@ function buildProcessing(
           onStored: (eventId, requestId) =>
             pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
         });
-  answers.backlogFrom(() => sqliteBacklog(pipelineDb, config, pipeline));
+  answers.backlogFrom(() => sqliteBacklog(file.forwardGauges, pipeline));
   return { router, pipeline, poller, sender };
 }
 
@@ -431,10 +433,20 @@ function endRotatedSessions(config: Config, store: Store, logger: Logger): void 
  * The backlog the overload line and the console show in SQLite mode: events waiting for this
  * process's pipeline, messages waiting to be sent (index-only counts, read once per window).
  */
-function sqliteBacklog(pipelineDb: Db, config: Config, pipeline: Pipeline): Record<string, number> {
+function sqliteBacklog(forwardGauges: () => DestinationGauges[], pipeline: Pipeline): Record<string, number> {
+  return { events: pipeline.depth, forward_pending: forwardGauges().reduce((n, g) => n + g.pending, 0) };
+}
+
+/**
+ * The configured destinations' gauges on `db`, read synchronously (`/metrics`, the overload line):
+ * the statement written once for both stores (core/sender-store.ts), prepared here once.
+ */
+function sqliteForwardGauges(db: Db, config: Config): () => DestinationGauges[] {
   const names = config.forwarding.destinations.map((d) => d.name);
-  const gauges = names.length === 0 ? [] : forwardDeliveries(pipelineDb).gauges(names);
-  return { events: pipeline.depth, forward_pending: gauges.reduce((n, g) => n + g.pending, 0) };
+  if (names.length === 0) return () => [];
+  const { text, params } = destinationGaugesQuery('sqlite', names);
+  const statement = prepareShared<DestinationGauges>(db, text);
+  return () => statement.all(params);
 }
 
 /** The partner's events' own connection and every handler of theirs on it, in order. */

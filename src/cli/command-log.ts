@@ -6,6 +6,7 @@ import { type LogFigures, logFigures, logReads } from '../core/log-reads';
 import { latestProposals, type ProposalListRow, stuckProposals } from '../core/proposal-lists';
 import { replayWanted } from '../core/replay';
 import { prunePass } from '../core/retention';
+import { forwardingFigures } from '../core/sender-store';
 import type { NewAuditEntry } from '../domain/console';
 import { StorageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
@@ -14,7 +15,6 @@ import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
-import { forwardDeliveries } from '../store/forward-deliveries';
 import { sqliteLogSql } from '../store/log-sql';
 import { openSpool } from '../store/spool';
 import { openStore, type Store } from '../store/store';
@@ -207,7 +207,7 @@ function sqliteCommandLog(store: Store, path: string): CommandLog {
       sql.read(async (q) => ({
         databaseBytes: fileBytes(path) + fileBytes(`${path}-wal`),
         ...(await logFigures(q, cutoffs)),
-        forwarding: forwardGauges(store, destinations),
+        forwarding: await forwardingFigures(q, destinations),
       })),
     replay: (wanted, now) => sql.write((q) => replayWanted(q, wanted, now)),
     endSessions: (audit) => endSessionsAudited(sql, audit),
@@ -215,14 +215,6 @@ function sqliteCommandLog(store: Store, path: string): CommandLog {
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sqliteLogSql(store.db), cutoff, now) }),
   };
-}
-
-/** `stats`' forwarding figures: the configured destinations, then those paused or tripped before. */
-function forwardGauges(store: Store, destinations: readonly string[]) {
-  const repo = forwardDeliveries(store.db);
-  const names = new Set(destinations);
-  for (const row of repo.destinations()) names.add(row.name);
-  return repo.gauges([...names]);
 }
 
 function fileBytes(path: string): number {

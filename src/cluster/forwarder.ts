@@ -3,7 +3,8 @@ import type { ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
-import { type PgForwardStore, pgForwardStore } from './pg-forward-store';
+import { senderStore } from '../core/sender-store';
+import { pgPoolLogSql } from './pg-log-sql';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -17,7 +18,7 @@ import { type PgForwardStore, pgForwardStore } from './pg-forward-store';
  *   messages, and each notification nudges the senders.
  * - Every `lockRetryMs` the replica tries the locks it does not hold (`pg_try_advisory_lock`, never
  *   waiting); for each lock taken it starts a sender for that one destination (the same
- *   forwarding/sender.ts as SQLite mode, on the PostgreSQL store pg-forward-store.ts). When every
+ *   forwarding/sender.ts as SQLite mode, on the same store, core/sender-store.ts). When every
  *   lock is held the same query is a heartbeat.
  * - The whole forwarder runs in the forwarding thread (forwarding/sender-worker.ts), as SQLite
  *   mode's sender does: on the main thread its senders' turns and their garbage held webhook answers
@@ -133,7 +134,7 @@ const IDLE_SESSION_MIN_MS = 10_000;
 const IDLE_SESSION = `SELECT set_config(name, $1, false) FROM pg_settings WHERE name = 'idle_session_timeout'`;
 
 export class ClusterForwarder {
-  private readonly store: PgForwardStore;
+  private readonly store: SenderStore;
   private readonly byName: Map<string, Destination>;
   private readonly senders = new Map<string, DestinationSender>();
   private client: Client | null = null;
@@ -145,7 +146,7 @@ export class ClusterForwarder {
   private failures = 0;
 
   constructor(private readonly options: ClusterForwarderOptions) {
-    this.store = pgForwardStore(options.pool);
+    this.store = senderStore(pgPoolLogSql(options.pool));
     this.byName = new Map(options.destinations.map((d) => [d.name, d]));
     // A connection of the pool dropped while idle (a restart) must not be an uncaught 'error'.
     options.pool.on('error', () => undefined);

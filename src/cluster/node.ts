@@ -6,12 +6,12 @@ import type { HandlerRouter } from '../domain/event-router';
 import type { LogQuery } from '../domain/sql/log-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
+import { destinationGauges } from '../core/sender-store';
 import type { OutboxOptions } from './pg-outbox';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
-import { pgForwardStore } from './pg-forward-store';
 import { pgLogQuery, pgLogSql } from './pg-log-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
@@ -280,9 +280,10 @@ export class ClusterNode {
     gauges: (q: LogQuery) => Promise<T>,
   ): Promise<(T & { forwarding?: DestinationGauges[] }) | null> {
     return this.readShort(async (_sql, client) => {
-      const figures: T & { forwarding?: DestinationGauges[] } = await gauges(pgLogQuery(client));
+      const q = pgLogQuery(client);
+      const figures: T & { forwarding?: DestinationGauges[] } = await gauges(q);
       const names = this.options.outbox?.destinations.map((d) => d.name) ?? [];
-      if (names.length > 0) figures.forwarding = await pgForwardStore(this.pool).gauges(names);
+      if (names.length > 0) figures.forwarding = await destinationGauges(q, names);
       return figures;
     });
   }

@@ -8,8 +8,8 @@ import { OUTBOX_CHANNEL } from './pg-outbox';
 import { isPgUnavailable } from './pg-reads';
 import { pgReplayHooks } from './pg-replay';
 import { type TrackRequest, trackOnPostgres } from './pg-track';
-import { pgLogQuery, pgLogSql } from './pg-log-sql';
-import { checkOut, type Sql, sqlOf } from './sql';
+import { inPoolTransaction, pgLogQuery, pgLogSql } from './pg-log-sql';
+import { type Sql, sqlOf } from './sql';
 
 /**
  * The admin API's reads and writes in cluster mode (contract §10): the log of PostgreSQL through
@@ -113,21 +113,8 @@ function runners(options: PgAdminLogOptions): PgRunners {
       throw err;
     }
   };
-  const inTransaction = async <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> => {
-    const client = await checkOut(options.pool);
-    let ok = false;
-    try {
-      await client.query(begin);
-      const result = await fn(client);
-      await client.query('COMMIT');
-      ok = true;
-      return result;
-    } finally {
-      if (!ok) await client.query('ROLLBACK').catch(() => undefined);
-      // A client that failed mid-transaction may be broken (the server went away): not reused.
-      client.release(!ok);
-    }
-  };
+  const inTransaction = <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> =>
+    inPoolTransaction(options.pool, begin, fn);
   return {
     guarded,
     read: (fn) =>

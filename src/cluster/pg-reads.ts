@@ -1,12 +1,13 @@
-import { Client, type ClientBase, DatabaseError, types } from 'pg';
+import { Client, type ClientBase, DatabaseError } from 'pg';
 import { ConsigError, StorageError } from '../domain/errors';
+import { forwardingFigures } from '../core/sender-store';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
-import { FORWARD_GAUGES_SQL } from './pg-forward-store';
+import { LOG_TYPES, pgLogQuery } from './pg-log-sql';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection and its one
  * snapshot, the errors said in one line without the password, and the SQLite log's shapes the
- * driver gives every row read through LogSql ({@link LOG_TYPES}): timestamps as the ISO-8601 text
+ * driver gives every row read through LogSql (pg-log-sql.ts {@link LOG_TYPES}): timestamps as the ISO-8601 text
  * SQLite stores (`2026-11-21T13:00:00.000Z`), booleans as 0/1, bigint ids, counts and the `numeric`
  * amount as numbers. The reads themselves are written once for both stores (src/core/); here only
  * `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}).
@@ -43,26 +44,6 @@ export function describePgTarget(t: PgTarget): string {
 
 /** A read that waits longer than this for a connection is an unreachable server, said in one line. */
 const CONNECT_TIMEOUT_MS = 10_000;
-
-const { INT8, NUMERIC, BOOL, TIMESTAMPTZ } = types.builtins;
-const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string) => Date;
-
-/**
- * The SQLite log's representation, applied by the driver to every column of these reads: given with
- * each query, so they read the same on any connection or pool, and the global parsers stay as they
- * are. bigint → number: ids and counts stay far below 2^53. numeric → number: SQLite keeps
- * vl_emprestimo as a REAL. timestamptz → its instant as `Date#toISOString()` writes it.
- */
-export const LOG_TYPES = {
-  getTypeParser: ((id: number, format?: 'text' | 'binary') => {
-    if (format === undefined || format === 'text') {
-      if (id === INT8 || id === NUMERIC) return (v: string) => Number(v);
-      if (id === BOOL) return (v: string) => (v === 't' ? 1 : 0);
-      if (id === TIMESTAMPTZ) return (v: string) => parseTimestamptz(v).toISOString();
-    }
-    return types.getTypeParser(id, format);
-  }) as typeof types.getTypeParser,
-};
 
 /** The rows of one query, in the SQLite log's representation (LOG_TYPES). */
 async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
@@ -207,10 +188,5 @@ async function forwardingGauges(
     "SELECT to_regclass('forward_destinations') IS NOT NULL AS present",
   );
   if (schema?.present !== 1) return null;
-  const touched = await rows<{ name: string }>(
-    db,
-    'SELECT name FROM forward_destinations ORDER BY name COLLATE "C"',
-  );
-  const names = [...new Set([...configured, ...touched.map((r) => r.name)])];
-  return rows<DestinationGauges>(db, FORWARD_GAUGES_SQL, [names]);
+  return forwardingFigures(pgLogQuery(db), configured);
 }

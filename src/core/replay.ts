@@ -5,7 +5,7 @@ import {
   type ReplayHooks,
   type ReplayResult,
 } from '../domain/event-status';
-import type { Dialect, LogQuery } from '../domain/sql/log-sql';
+import { idList, inIds, type LogQuery } from '../domain/sql/log-sql';
 
 /**
  * The replay rule, written once for both stores (issue 24): the events named become `pending`, due
@@ -17,20 +17,6 @@ import type { Dialect, LogQuery } from '../domain/sql/log-sql';
  * after the commit; PostgreSQL holds the events' work keys before their rows are locked and queues
  * a kick of each key in the same transaction ({@link ReplayHooks}, cluster/pg-replay.ts).
  */
-
-/**
- * `column` is one of a list of ids bound as one value ({@link idList}): PostgreSQL's array, SQLite's
- * JSON array (it has no array type); either way one statement whatever the count.
- */
-function inIds(dialect: Dialect, column: string, placeholder: string): string {
-  return dialect === 'postgres'
-    ? `${column} = ANY(${placeholder}::bigint[])`
-    : `${column} IN (SELECT value FROM json_each(${placeholder}))`;
-}
-
-function idList(dialect: Dialect, ids: readonly number[]): unknown {
-  return dialect === 'postgres' ? [...ids] : JSON.stringify(ids);
-}
 
 export async function replayEvents(
   q: LogQuery,

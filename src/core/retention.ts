@@ -6,7 +6,7 @@ import {
   removableMessages,
 } from '../domain/retention';
 import { inList } from '../domain/sql/log-reads';
-import type { Dialect, LogQuery, LogSql } from '../domain/sql/log-sql';
+import { type Dialect, idList, inIds, type LogQuery, type LogSql } from '../domain/sql/log-sql';
 
 /**
  * RETENTION_DAYS and `prune` (contract §10), written once for both stores (issue 24): the rule is
@@ -58,26 +58,21 @@ export class PassInterrupted extends Error {
  *   received at or after the cutoff. PostgreSQL walks the whole table: `events.id` is the order in
  *   which relay batches committed, and a spool relayed after an outage (or a SQLite history moved
  *   to cluster mode) puts old `received_at` behind new ids.
- * - `ids`: a list of ids as one parameter, so each statement keeps one text whatever the batch
- *   holds (an array on PostgreSQL, JSON text on SQLite).
  */
 const DIALECT: Record<
   Dialect,
   {
     rowLock(mode: 'UPDATE' | 'NO KEY UPDATE'): string;
     walkEndsAtCutoff: boolean;
-    ids: { in(placeholder: string): string; param(ids: readonly number[]): unknown };
   }
 > = {
   postgres: {
     rowLock: (mode) => ` FOR ${mode} SKIP LOCKED`,
     walkEndsAtCutoff: false,
-    ids: { in: (p) => `= ANY(${p}::bigint[])`, param: (ids) => [...ids] },
   },
   sqlite: {
     rowLock: () => '',
     walkEndsAtCutoff: true,
-    ids: { in: (p) => `IN (SELECT value FROM json_each(${p}))`, param: (ids) => JSON.stringify(ids) },
   },
 };
 
@@ -218,7 +213,9 @@ async function pruneMessageBatch(
   cutoffIso: string,
   size: number,
 ): Promise<{ pruned: number; lastId: number | null }> {
-  const { rowLock, ids } = DIALECT[q.dialect];
+  const { rowLock } = DIALECT[q.dialect];
+  // Lists of ids as one parameter (domain/sql/log-sql.ts `inIds`): one text whatever the batch holds.
+  const among = (column: string) => inIds(q.dialect, column, '$1');
   const candidates = (
     await q.rows<{ id: number }>(
       `SELECT id FROM forward_messages WHERE id > $1 AND id <= $2 AND created_at < $3
@@ -227,13 +224,13 @@ async function pruneMessageBatch(
     )
   ).map((r) => r.id);
   if (candidates.length === 0) return { pruned: 0, lastId: null };
-  const list = ids.param(candidates);
+  const list = idList(q.dialect, candidates);
   const read = await q.rows<{ message_id: number; status: string }>(
-    `SELECT message_id, status FROM forward_deliveries WHERE message_id ${ids.in('$1')}${rowLock('UPDATE')}`,
+    `SELECT message_id, status FROM forward_deliveries WHERE ${among('message_id')}${rowLock('UPDATE')}`,
     [list],
   );
   const totals = await q.rows<{ message_id: number; n: number }>(
-    `SELECT message_id, count(*) AS n FROM forward_deliveries WHERE message_id ${ids.in('$1')} GROUP BY message_id`,
+    `SELECT message_id, count(*) AS n FROM forward_deliveries WHERE ${among('message_id')} GROUP BY message_id`,
     [list],
   );
   const gone = removableMessages(
@@ -242,14 +239,14 @@ async function pruneMessageBatch(
     new Map(totals.map((t) => [t.message_id, t.n])),
   );
   if (gone.length > 0) {
-    const goneList = [ids.param(gone)];
+    const goneList = [idList(q.dialect, gone)];
     await q.run(
       `DELETE FROM forward_attempts WHERE delivery_id IN
-         (SELECT id FROM forward_deliveries WHERE message_id ${ids.in('$1')})`,
+         (SELECT id FROM forward_deliveries WHERE ${among('message_id')})`,
       goneList,
     );
-    await q.run(`DELETE FROM forward_deliveries WHERE message_id ${ids.in('$1')}`, goneList);
-    await q.run(`DELETE FROM forward_messages WHERE id ${ids.in('$1')}`, goneList);
+    await q.run(`DELETE FROM forward_deliveries WHERE ${among('message_id')}`, goneList);
+    await q.run(`DELETE FROM forward_messages WHERE ${among('id')}`, goneList);
   }
   const lastId = candidates[candidates.length - 1]!;
   return { pruned: gone.length, lastId: candidates.length < size ? null : lastId };

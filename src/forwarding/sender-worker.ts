@@ -4,12 +4,13 @@ import pino from 'pino';
 import { systemClock } from '../clock';
 import { connectionSettings } from '../cluster/connection';
 import { ClusterForwarder } from '../cluster/forwarder';
+import { senderStore } from '../core/sender-store';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type Db, openDatabase } from '../store/database';
 import { isLockBusy } from '../store/database-errors';
-import { forwardDeliveries, sqliteSenderStore } from '../store/forward-deliveries';
+import { sqliteLogSql } from '../store/log-sql';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
 import type { SenderControl } from './sender-thread';
 import type {
@@ -78,7 +79,8 @@ function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): S
     busyTimeoutMs: WORKER_BUSY_TIMEOUT_MS,
     cacheKib: WORKER_CACHE_KIB,
   });
-  const deliveries = forwardDeliveries(db);
+  // One set of statements, prepared once, for the reads and the records.
+  const outbox = senderStore(sqliteLogSql(db));
   /**
    * Writes records once no webhook answer is being made (answers first): the write takes the
    * file's lock, which the ingest writer may want. Then reports, so that the metrics move with the
@@ -86,11 +88,11 @@ function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): S
    */
   const record: Recorder = async (records, circuits) => {
     await gateCleared(gate, () => stopping);
-    writeWhenFree(db, () => deliveries.record(records, circuits));
+    await writeWhenFree(db, () => outbox.record(records, circuits));
     report();
   };
   return {
-    sender: senderOn(sqliteSenderStore(db, deliveries), data.destinations, record),
+    sender: senderOn(outbox, data.destinations, record),
     close: async () => {
       db.close();
     },
@@ -156,19 +158,21 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /**
  * Runs `write` (one transaction), polling every {@link LOCK_POLL_MS} while another connection
- * holds the file's write lock, for up to {@link WORKER_BUSY_TIMEOUT_MS}, then throws SQLite's busy
- * error (the sender keeps the records and tries again). SQLite's own busy handler sleeps 1, 2, 5,
- * 10, … ms between looks: a record that met the pipeline's commit (a millisecond or two with its
+ * holds the file's write lock, for up to {@link WORKER_BUSY_TIMEOUT_MS}, then rejects with SQLite's
+ * busy error (the sender keeps the records and tries again). SQLite's own busy handler sleeps 1, 2,
+ * 5, 10, … ms between looks: a record that met the pipeline's commit (a millisecond or two with its
  * fsync) waited 3 or 8 ms, and held its proposal's next message that long. This thread answers no
- * webhook, so blocking it is free.
+ * webhook, so blocking it is free. `write` runs on the SQLite LogSql, synchronously underneath: a
+ * locked file rejects at its BEGIN IMMEDIATE, before any of its statements ran, and the event loop
+ * does not turn before the write settles.
  */
-function writeWhenFree(db: Db, write: () => void): void {
+async function writeWhenFree(db: Db, write: () => Promise<void>): Promise<void> {
   db.pragma('busy_timeout = 0');
   try {
     const deadline = performance.now() + WORKER_BUSY_TIMEOUT_MS;
     for (;;) {
       try {
-        return write();
+        return await write();
       } catch (err) {
         if (!isLockBusy(err) || performance.now() >= deadline) throw err;
         Atomics.wait(sleeper, 0, 0, LOCK_POLL_MS);

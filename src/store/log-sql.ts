@@ -8,7 +8,8 @@ const CACHE_LIMIT = 512;
 /**
  * The SQLite adapter of {@link LogSql} (domain/sql/log-sql.ts) on `db`: statements prepared once
  * each ({@link prepareShared}), run synchronously, answered as resolved promises. A read is one
- * deferred transaction (one snapshot), a write one `BEGIN IMMEDIATE` … `COMMIT`.
+ * deferred transaction (one snapshot), a write one `BEGIN IMMEDIATE` … `COMMIT`; a lone statement
+ * ({@link LogSql.lone}) runs as it is, with no BEGIN or COMMIT of its own.
  */
 export function sqliteLogSql(db: Db): LogSql {
   const prepared = new Map<string, SharedStatement<unknown>>();
@@ -60,5 +61,7 @@ export function sqliteLogSql(db: Db): LogSql {
     // commit (the sender thread's, another process's) cannot land between two of `fn`'s reads.
     read: (fn) => within('BEGIN', fn),
     write: (fn) => within('BEGIN IMMEDIATE', fn),
+    // A statement alone on the connection: its own implicit transaction, or the caller's.
+    lone: q,
   };
 }

@@ -1,7 +1,8 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import type { LocalPostgres } from '../../bench/local-postgres';
-import { pgForwardStore } from '../../src/cluster/pg-forward-store';
+import { pgLogQuery, pgPoolLogSql } from '../../src/cluster/pg-log-sql';
+import { destinationGauges, senderStore } from '../../src/core/sender-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut } from '../../src/cluster/sql';
 import { systemClock } from '../../src/clock';
@@ -571,14 +572,14 @@ describe('PostgreSQL restarted', () => {
   });
 });
 
-describe('pgForwardStore', () => {
+describe('the sender store on PostgreSQL (core/sender-store.ts)', () => {
   it('returns SQLite shapes: numeric ids, ISO times, paused 0/1; gauges per destination in the order asked', async () => {
     const db = await database();
     const messages = await store(db.pool, lifecycles(8000, 2, 1), ['x', 'y']);
     await db.pool.query(
       "INSERT INTO forward_destinations (name, paused, updated_at) VALUES ('y', true, now())",
     );
-    const s = pgForwardStore(db.pool);
+    const s = senderStore(pgPoolLogSql(db.pool));
     const now = new Date(Date.now() + 1000).toISOString();
 
     const heads = await s.due('x', now, 10);
@@ -639,7 +640,7 @@ describe('pgForwardStore', () => {
       ],
       [],
     );
-    const gauges = await s.gauges(['y', 'x', 'none']);
+    const gauges = await destinationGauges(pgLogQuery(db.pool), ['y', 'x', 'none']);
     expect(gauges.map((g) => [g.destination, g.pending, g.dead, g.paused])).toEqual([
       ['y', messages.length, 0, 1],
       ['x', messages.length - 1, 1, 0],

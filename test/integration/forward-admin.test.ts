@@ -14,8 +14,9 @@ import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
 import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
-import { forwardDeliveries } from '../../src/store/forward-deliveries';
+import { senderStore } from '../../src/core/sender-store';
 import { forwardOutbox } from '../../src/store/forward-outbox';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
 import { SECRET } from '../helpers/payloads';
@@ -24,7 +25,7 @@ import { tempDir } from '../helpers/tmp';
 /**
  * `/admin/forwards*` and `/admin/destinations*` over real HTTP, on a real SQLite file whose outbox
  * is written by the pipeline's own statements (forwardOutbox) and whose attempts by the sender's
- * (forwardDeliveries).
+ * (core/sender-store.ts).
  */
 
 const TOKEN = 'admin-token-forwards';
@@ -152,7 +153,7 @@ const deliveryOf = (messageId: number, destination: string) =>
   };
 
 /** Records one attempt with the sender's own statement. */
-function attempt(
+async function attempt(
   deliveryId: number,
   n: number,
   outcome: 'delivered' | 'permanent' | 'temporary',
@@ -164,30 +165,28 @@ function attempt(
       : outcome === 'permanent'
         ? { status: 'dead' as const }
         : { status: 'pending' as const, nextAttemptAt: '2999-01-01T00:00:00.000Z' };
-  forwardDeliveries(store.db).record([
-    {
-      deliveryId,
-      attempt: n,
-      startedAt: at,
-      durationMs: 12.5,
-      httpStatus: outcome === 'delivered' ? 200 : outcome === 'permanent' ? 400 : 503,
-      error: null,
-      outcome,
-      answer: outcome === 'permanent' ? '{"error":"bad"}' : 'ok',
-      next,
-      at,
-    },
-  ]);
+  await senderStore(sqliteLogSql(store.db)).record(
+    [
+      {
+        deliveryId,
+        attempt: n,
+        startedAt: at,
+        durationMs: 12.5,
+        httpStatus: outcome === 'delivered' ? 200 : outcome === 'permanent' ? 400 : 503,
+        error: null,
+        outcome,
+        answer: outcome === 'permanent' ? '{"error":"bad"}' : 'ok',
+        next,
+        at,
+      },
+    ],
+    [],
+  );
 }
 
-/**
- * A circuit as the sender keeps it. Written here in SQL: forwardDeliveries' own statement binds its
- * numbered parameters (?1…) positionally, which better-sqlite3 refuses (reported).
- */
-function saveCircuit(name: string, circuit: string) {
-  store.db
-    .prepare('INSERT INTO forward_destinations (name, circuit, updated_at) VALUES (?, ?, ?)')
-    .run(name, circuit, new Date().toISOString());
+/** A circuit as the sender keeps it, with the sender's own statement. */
+async function saveCircuit(name: string, circuit: string) {
+  await senderStore(sqliteLogSql(store.db)).record([], [{ name, circuit, at: new Date().toISOString() }]);
 }
 
 /**
@@ -249,9 +248,9 @@ describe('GET /admin/forwards', () => {
   it('status: delivered, dead, pending and retrying (pending after a failed attempt)', async () => {
     const { changed } = history();
     const [a, b, c] = changed.map((m) => deliveryOf(m, 'crm').id) as [number, number, number];
-    attempt(a, 1, 'delivered', '2026-11-21T10:00:01.000Z');
-    attempt(b, 1, 'permanent', '2026-11-21T11:00:01.000Z');
-    attempt(c, 1, 'temporary', '2026-11-21T12:00:01.000Z');
+    await attempt(a, 1, 'delivered', '2026-11-21T10:00:01.000Z');
+    await attempt(b, 1, 'permanent', '2026-11-21T11:00:01.000Z');
+    await attempt(c, 1, 'temporary', '2026-11-21T12:00:01.000Z');
     const ids = async (status: string) =>
       (await admin(`/forwards?destination=crm&status=${status}`)).body.forwards.map(
         (f: { id: number }) => f.id,
@@ -288,8 +287,8 @@ describe('GET /admin/forwards/:id', () => {
   it('shows the delivery, its message as that destination gets it, and every attempt in order', async () => {
     const { changed } = history();
     const crm = deliveryOf(changed[0] as number, 'crm').id;
-    attempt(crm, 1, 'temporary', '2026-11-21T10:00:01.000Z');
-    attempt(crm, 2, 'permanent', '2026-11-21T10:00:05.000Z');
+    await attempt(crm, 1, 'temporary', '2026-11-21T10:00:01.000Z');
+    await attempt(crm, 2, 'permanent', '2026-11-21T10:00:05.000Z');
     const res = await admin(`/forwards/${crm}`);
     expect(res.status).toBe(200);
     expect(res.body.delivery).toMatchObject({
@@ -347,7 +346,7 @@ describe('POST /admin/forwards/:id/replay', () => {
   it('puts a dead delivery back to pending, attempts 0, due now, and nudges the sender', async () => {
     const { changed } = history();
     const id = deliveryOf(changed[0] as number, 'crm').id;
-    attempt(id, 1, 'permanent', '2026-11-21T10:00:01.000Z');
+    await attempt(id, 1, 'permanent', '2026-11-21T10:00:01.000Z');
     const before = Date.now();
     const res = await admin(`/forwards/${id}/replay`, { method: 'POST' });
     expect(res.status).toBe(202);
@@ -369,8 +368,8 @@ describe('POST /admin/forwards/:id/replay', () => {
     const { changed } = history();
     const delivered = deliveryOf(changed[0] as number, 'crm').id;
     const retrying = deliveryOf(changed[1] as number, 'crm').id;
-    attempt(delivered, 1, 'delivered', '2026-11-21T10:00:01.000Z');
-    attempt(retrying, 1, 'temporary', '2026-11-21T11:00:01.000Z');
+    await attempt(delivered, 1, 'delivered', '2026-11-21T10:00:01.000Z');
+    await attempt(retrying, 1, 'temporary', '2026-11-21T11:00:01.000Z');
     await admin(`/forwards/${delivered}/replay`, { method: 'POST' });
     const res = await admin(`/forwards/${retrying}/replay`, { method: 'POST' });
     expect(res.body.by_status).toEqual({ dead: 0, delivered: 0, pending: 1 });
@@ -395,8 +394,8 @@ describe('POST /admin/forwards/replay', () => {
   it('a dry run only counts; the replay resets what the filter matches', async () => {
     const { changed, received } = history();
     for (const m of [...changed, ...received])
-      attempt(deliveryOf(m, 'warehouse').id, 1, 'permanent', '2026-11-21T13:00:00.000Z');
-    attempt(deliveryOf(changed[0] as number, 'crm').id, 1, 'permanent', '2026-11-21T13:00:00.000Z');
+      await attempt(deliveryOf(m, 'warehouse').id, 1, 'permanent', '2026-11-21T13:00:00.000Z');
+    await attempt(deliveryOf(changed[0] as number, 'crm').id, 1, 'permanent', '2026-11-21T13:00:00.000Z');
     const filter = { destination: 'warehouse', status: 'dead', nu_proposta: 7 };
     const dry = await admin('/forwards/replay', { method: 'POST', json: { ...filter, dry_run: true } });
     expect(dry).toMatchObject({
@@ -566,10 +565,10 @@ describe('POST /admin/forwards/backfill', () => {
 describe('destinations', () => {
   it('lists configured destinations (no secrets), counts, circuit, and names no longer configured', async () => {
     const { changed } = history();
-    attempt(deliveryOf(changed[0] as number, 'crm').id, 1, 'delivered', '2026-11-21T10:00:01.000Z');
-    attempt(deliveryOf(changed[1] as number, 'crm').id, 1, 'temporary', '2026-11-21T11:00:01.000Z');
+    await attempt(deliveryOf(changed[0] as number, 'crm').id, 1, 'delivered', '2026-11-21T10:00:01.000Z');
+    await attempt(deliveryOf(changed[1] as number, 'crm').id, 1, 'temporary', '2026-11-21T11:00:01.000Z');
     const circuit = { state: 'open', since: 1, until: 2, failures: 5 };
-    saveCircuit('warehouse', JSON.stringify(circuit));
+    await saveCircuit('warehouse', JSON.stringify(circuit));
     storeMessages(processed(10, 'proposta.criada', 'em_analise', '2026-11-21T15:00:00.000Z'), [
       ...LIVE,
       { ...(LIVE[0] as Destination), name: 'old', types: ['*'] },
@@ -632,7 +631,7 @@ describe('destinations', () => {
 
   it('pause keeps the circuit the sender stored', async () => {
     const circuit = JSON.stringify({ state: 'open', since: 1, until: 2, failures: 5 });
-    saveCircuit('crm', circuit);
+    await saveCircuit('crm', circuit);
     await admin('/destinations/crm/pause', { method: 'POST' });
     expect(
       store.db.prepare("SELECT paused, circuit FROM forward_destinations WHERE name = 'crm'").get(),

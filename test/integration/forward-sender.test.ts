@@ -10,7 +10,8 @@ import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
-import { sqliteSenderStore } from '../../src/store/forward-deliveries';
+import { senderStore } from '../../src/core/sender-store';
+import { sqliteLogSql } from '../../src/store/log-sql';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { openStore, type Store } from '../../src/store/store';
 import { LogSink } from '../helpers/app';
@@ -797,7 +798,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const seen: CircuitState[] = [];
     const gauges: string[] = [];
     let sender: ForwardSender | null = null;
-    sender = new ForwardSender(sqliteSenderStore(store.db), [dest], {
+    sender = new ForwardSender(senderStore(sqliteLogSql(store.db)), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 20,
@@ -862,7 +863,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const add = outboxOf(store, 'patient');
     add(1);
     add(1); // waits behind the first, due at once
-    const sender = new ForwardSender(sqliteSenderStore(store.db), [dest], {
+    const sender = new ForwardSender(senderStore(sqliteLogSql(store.db)), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 200,

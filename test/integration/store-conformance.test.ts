@@ -3,7 +3,7 @@ import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../bench/local-postgres';
 import { type CommandLog, type CommandSession, withCommandLog } from '../../src/cli/command-log';
 import { pgAdminLog } from '../../src/cluster/pg-admin-log';
-import { pgForwardStore } from '../../src/cluster/pg-forward-store';
+import { pgPoolLogSql } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { type Config, loadConfig } from '../../src/config';
@@ -24,13 +24,13 @@ import {
   type MessageType,
 } from '../../src/domain/forwarding/destinations';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
-import { asInstant, type LogSql } from '../../src/domain/sql/log-sql';
+import { asInstant, type LogQuery, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
 import { logGauges } from '../../src/core/gauges';
+import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
 import { type ConsoleLog, pgConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
-import { sqliteSenderStore } from '../../src/store/forward-deliveries';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore } from '../../src/store/store';
 import { openPool } from '../helpers/cluster-db';
@@ -144,7 +144,8 @@ const DRIVERS: Driver[] = [
             averbacoes.markStale(requestId, now);
           },
         },
-        sender: sqliteSenderStore(store.db),
+        // As the sender thread builds it (forwarding/sender-worker.ts).
+        sender: senderStore(sqliteLogSql(store.db)),
         logSql: sqliteLogSql(store.db),
         close: async () => {
           store.close();
@@ -215,7 +216,8 @@ const DRIVERS: Driver[] = [
             await pool.query(MARK_STALE, [requestId, now]);
           },
         },
-        sender: pgForwardStore(pool),
+        // As cluster/forwarder.ts builds it.
+        sender: senderStore(pgPoolLogSql(pool)),
         logSql: admin.logSql,
         close: () => pool.end(),
       };
@@ -1105,8 +1107,8 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The forwarding sender's outbox (domain/forwarding/sender-store.ts `SenderStore`):
-   * store/forward-deliveries.ts `sqliteSenderStore` and cluster/pg-forward-store.ts, on the same
-   * outbox rows ({@link OUTBOX}).
+   * core/sender-store.ts on each store's LogSql, as the sender thread and cluster/forwarder.ts
+   * build it, on the same outbox rows ({@link OUTBOX}).
    */
   describe("the forwarding sender's outbox", () => {
     const sender = () => store.sender;
@@ -1184,6 +1186,23 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       expect(await sender().dueDeliveries([])).toEqual([]);
       expect(await sender().dueDeliveries([999])).toEqual([]);
     });
+
+    behaviour(
+      "gives each destination's gauges in the order named, and stats' figures: the configured, then the touched by name",
+      async () => {
+        const read = <T>(fn: (q: LogQuery) => Promise<T>) => store.logSql.read(fn);
+        expect(await read((q) => destinationGauges(q, ['erp', 'none', 'crm']))).toEqual([
+          { destination: 'erp', pending: 1, dead: 0, oldest_pending_at: at(-54 * MINUTE), paused: 1 },
+          { destination: 'none', pending: 0, dead: 0, oldest_pending_at: null, paused: 0 },
+          // 1 is the oldest pending; 4 (older still) was delivered.
+          { destination: 'crm', pending: 6, dead: 1, oldest_pending_at: at(-59 * MINUTE), paused: 0 },
+        ]);
+        expect(await read((q) => destinationGauges(q, []))).toEqual([]);
+        await sender().record([], [{ name: 'acme', circuit: '{"state":"open"}', at: T0 }]);
+        const figures = await read((q) => forwardingFigures(q, ['none', 'crm']));
+        expect(figures.map((g) => g.destination)).toEqual(['none', 'crm', 'acme', 'erp']);
+      },
+    );
 
     behaviour('gives the earliest later next attempt of the heads of lines only', async () => {
       // 9 (a minute after T0) waits behind 1 and 2: not a head.

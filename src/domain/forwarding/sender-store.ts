@@ -1,8 +1,7 @@
 /**
  * What the forwarding sender (forwarding/sender.ts) reads from and writes to the outbox (contract
- * §8), as an interface with two implementations: SQLite (store/forward-deliveries.ts,
- * `sqliteSenderStore`) and PostgreSQL in cluster mode (cluster/pg-forward-store.ts). The row shapes
- * are the ones both return; they live here so that neither store imports the other, nor the sender.
+ * §8), written once for both stores in core/sender-store.ts (on SQLite in SQLite mode, on
+ * PostgreSQL in cluster mode). The row shapes are the ones it returns in both.
  */
 
 /** The head of a (destination, order_key) line that is due: enough to skip it when in flight. */

@@ -4,7 +4,7 @@
  * repositories, store/events.ts, proposals.ts, averbacoes.ts, for the tests and the demo), with
  * PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
  * PostgreSQL; a flag 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite
- * log's shapes (pg-reads.ts LOG_TYPES). The column lists are the SQLite tables' own, in their order.
+ * log's shapes (cluster/pg-log-sql.ts LOG_TYPES). The column lists are the SQLite tables' own, in their order.
  */
 
 /** A statement and its values, in the order of its `$1`, `$2`, …. */

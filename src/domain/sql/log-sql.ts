@@ -6,7 +6,7 @@
  * (SQLite runs them as store/handler-sql.ts `prepareShared` does).
  *
  * Rows come back in the SQLite log's representation in both stores: ids and counts as numbers,
- * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-reads.ts LOG_TYPES), so one mapper
+ * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-log-sql.ts LOG_TYPES), so one mapper
  * serves both. Where the dialects differ, the code asks {@link LogQuery.dialect}; keep those
  * differences small and name them (see {@link asInstant}).
  */
@@ -35,6 +35,18 @@ export interface LogSql {
    * the adapter refuses (rolls back and rejects) a write during which the event loop moved on.
    */
   write<T>(fn: (q: LogQuery) => Promise<T>): Promise<T>;
+  /**
+   * Lone statements, each run on its own with no transaction opened around it (one statement is
+   * its own snapshot), where the adapter has such a path: the forwarding sender's reads, which run
+   * for every message sent, take no BEGIN … COMMIT. Without it, {@link loneRows} runs the statement
+   * inside {@link read}.
+   */
+  readonly lone?: LogQuery;
+}
+
+/** The rows of one statement read on its own ({@link LogSql.lone}, else in a snapshot of its own). */
+export function loneRows<R>(log: LogSql, text: string, params: readonly unknown[] = []): Promise<R[]> {
+  return log.lone !== undefined ? log.lone.rows<R>(text, params) : log.read((q) => q.rows<R>(text, params));
 }
 
 /**
@@ -44,4 +56,19 @@ export interface LogSql {
  */
 export function asInstant(dialect: Dialect, placeholder: string): string {
   return dialect === 'postgres' ? `${placeholder}::timestamptz` : placeholder;
+}
+
+/**
+ * `column` is one of a list of ids bound as one value ({@link idList}): PostgreSQL's array, SQLite's
+ * JSON array (it has no array type); either way one statement whatever the count.
+ */
+export function inIds(dialect: Dialect, column: string, placeholder: string): string {
+  return dialect === 'postgres'
+    ? `${column} = ANY(${placeholder}::bigint[])`
+    : `${column} IN (SELECT value FROM json_each(${placeholder}))`;
+}
+
+/** The value {@link inIds} binds for `ids`. */
+export function idList(dialect: Dialect, ids: readonly number[]): unknown {
+  return dialect === 'postgres' ? [...ids] : JSON.stringify(ids);
 }
