@@ -26,7 +26,7 @@ import type { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
 import { type PartnerHandlers, type Step, StepRouter } from './pipeline/partner-event';
 import { Pipeline, workKey } from './pipeline/pipeline';
-import { scheduleRetention } from './pipeline/retention-schedule';
+import { logPass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
@@ -38,6 +38,7 @@ import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } fro
 import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './store/events';
 import { processingLease } from './store/processing-lease';
+import { sqliteLogSql } from './store/log-sql';
 import { openSpool, type Spool } from './store/spool';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
 import { openStore, type Store } from './store/store';
@@ -334,11 +335,24 @@ function composeCluster(
   shared.answers.backlogFrom(() => ({ spool: spool.backlog().count }));
   const inFlight = new InFlightRequests();
   const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight });
+  // RETENTION_DAYS on this replica's spool: local, so from start whether PostgreSQL answers or not.
+  let spoolRetention: { stop(): void } | null = null;
+  const days = config.retentionDays;
   return {
     cluster: node,
     sqlite: null,
     afterStore: () => node.nudge(),
-    start: () => node.start(),
+    start: () => {
+      node.start();
+      if (days !== undefined)
+        spoolRetention ??= scheduleRetention(spoolPass(spool), {
+          days,
+          clock: shared.clock,
+          logger: options.logger,
+          fields: { replica: cluster.replicaId },
+          failure: RETENTION_FAILED.spool,
+        });
+    },
     // The delivery alarm reads every replica's answers (the service counts failures at all of them).
     sharedAnswers: () => node.sharedAnswers(),
     http: {
@@ -364,7 +378,10 @@ function composeCluster(
     // The log the admin API and the console change is PostgreSQL's: its forwarder hears the NOTIFY.
     nudgeSender: () => undefined,
     // The relay finishes its batch, the workers their kicks (the rest is taken over).
-    stop: (timeoutMs) => node.stop(timeoutMs),
+    stop: (timeoutMs) => {
+      spoolRetention?.stop();
+      return node.stop(timeoutMs);
+    },
   };
 }
 
@@ -497,7 +514,12 @@ function buildLeadership(
       processing.poller?.start();
       processing.sender.start();
       if (config.retentionDays !== undefined)
-        retention = scheduleRetention(store.db, config.retentionDays, clock, logger);
+        retention = scheduleRetention(logPass(sqliteLogSql(store.db)), {
+          days: config.retentionDays,
+          clock,
+          logger,
+          failure: RETENTION_FAILED.log,
+        });
     },
     onLost: async () => {
       metrics.processingHolder.set(0);
@@ -566,9 +588,8 @@ function buildCluster(
     gate: deps.answers,
     statusClient: deps.serviceClient,
     handlers: deps.partner,
-    // RETENTION_DAYS: PostgreSQL once an hour cluster-wide, and this replica's spool of relayed rows.
-    retention:
-      config.retentionDays === undefined ? undefined : { days: config.retentionDays, spool: deps.spool },
+    // RETENTION_DAYS on PostgreSQL, once an hour cluster-wide (the spool's is composeCluster's).
+    retention: config.retentionDays === undefined ? undefined : { days: config.retentionDays },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
     consoleTokens: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
     sender: clusterSender(config, cluster, options, deps),

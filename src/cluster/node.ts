@@ -29,7 +29,6 @@ import {
 import { Liveness } from './liveness';
 import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './sql';
 import type { Job } from 'pg-boss';
-import { RETENTION_BATCH, retentionCutoff, retentionLog, type SpoolPruneStep } from '../domain/retention';
 import { readyForTraffic } from '../domain/watermark';
 import { DEFAULT_HOLDBACK_MAX_MS } from './watermark';
 
@@ -106,7 +105,7 @@ export interface ClusterNodeOptions {
   limits?: ConnectionLimits;
   /**
    * RETENTION_DAYS (pg-retention.ts, core/retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
-   * throttled job), and this replica's spool pruned of relayed rows at start and hourly.
+   * throttled job).
    * @default undefined (everything is kept)
    */
   retention?: ClusterRetention;
@@ -134,12 +133,6 @@ export interface PreviousSpool {
 /** Cluster mode's retention settings (ClusterNodeOptions.retention). */
 export interface ClusterRetention {
   days: number;
-  /** The spool's side (store/spool.ts `pruneBatch`): relayed rows received before the cutoff. */
-  spool?: { pruneBatch(cutoff: Date, afterId: number, size: number): SpoolPruneStep };
-  /** Spool rows per batch (one SQLite transaction, on the thread that answers). @default 500 */
-  spoolBatch?: number;
-  /** How often the spool is pruned, after a first pass at start. @default 3600000 */
-  spoolEveryMs?: number;
   /** Passed on to startClusterRetention (tests shorten them). */
   offerEveryMs?: number;
   slotSeconds?: number;
@@ -172,7 +165,6 @@ export class ClusterNode {
   /** Batches of kicks whose transaction failed, since start (logged the first and every 30th time). */
   private kickFailures = 0;
   private retention: { stop(): void } | null = null;
-  private spoolRetention: NodeJS.Timeout | null = null;
   /** Whether PostgreSQL answers now, once started (a heartbeat on a connection of its own). */
   private readonly liveness: Liveness;
   /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
@@ -224,7 +216,6 @@ export class ClusterNode {
   start(): void {
     this.startedAt ??= Date.now();
     this.starting ??= this.connect(1);
-    this.startSpoolRetention();
   }
 
   /**
@@ -331,7 +322,6 @@ export class ClusterNode {
   async stop(timeoutMs: number): Promise<void> {
     this.stopping = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    if (this.spoolRetention) clearInterval(this.spoolRetention);
     this.retention?.stop();
     await this.liveness.stop();
     await this.relay?.stop();
@@ -470,55 +460,6 @@ export class ClusterNode {
       slotSeconds: retention.slotSeconds,
       onPass: retention.onPass,
     });
-  }
-
-  /**
-   * This replica's own spool: relayed rows older than the retention, at start and hourly. Local
-   * only, so it runs whether PostgreSQL answers or not (it removes nothing not relayed yet).
-   */
-  private startSpoolRetention(): void {
-    const { options } = this;
-    const retention = options.retention;
-    const spool = retention?.spool;
-    if (retention === undefined || spool === undefined || this.spoolRetention !== null) return;
-    let running = false;
-    const pass = async () => {
-      if (this.stopping || running) return;
-      running = true;
-      const cutoff = retentionCutoff(options.now(), retention.days);
-      const removed = { deliveries: 0, events: 0 };
-      try {
-        // A batch at a time, a turn of the event loop apart: the answers to the service run on
-        // this thread and this connection, and wait for a batch (500 rows: 6 ms on average, under 30 ms
-        // at most, measured on a spool of 100 000).
-        for (let afterId = 0; !this.stopping;) {
-          const step = spool.pruneBatch(
-            cutoff,
-            afterId,
-            retention.spoolBatch ?? RETENTION_BATCH.spool.replica,
-          );
-          removed.deliveries += step.deliveries;
-          removed.events += step.events;
-          if (step.done) break;
-          afterId = step.lastId;
-          await new Promise((resolve) => setImmediate(resolve));
-        }
-      } catch (err) {
-        // A lock held by another connection (a `prune` command beside it): the next hour.
-        options.logger.warn(
-          { err: (err as Error).message },
-          'retention: could not prune the spool; trying again in an hour',
-        );
-      } finally {
-        running = false;
-      }
-      const fields = { retention_days: retention.days, replica: options.replicaId };
-      for (const line of retentionLog({ spool: removed }, fields))
-        options.logger.info(line.fields, line.message);
-    };
-    this.spoolRetention = setInterval(() => void pass(), retention.spoolEveryMs ?? 3_600_000);
-    this.spoolRetention.unref();
-    setImmediate(() => void pass());
   }
 
   private startRelay(engine: Engine): Relay {

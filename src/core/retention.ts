@@ -25,8 +25,8 @@ import { type Dialect, idList, inIds, type LogQuery, type LogSql } from '../doma
 
 /** One committed batch, for measurements (bench/pg-retention.ts: how long a batch held its locks). */
 export interface BatchReport {
-  kind: 'bodies' | 'messages';
-  /** Rows the batch changed (bodies removed, messages removed). */
+  kind: 'bodies' | 'messages' | 'spool';
+  /** Rows the batch changed (bodies removed, messages removed, spool deliveries removed). */
   rows: number;
   ms: number;
 }
@@ -88,9 +88,12 @@ export async function prunePass(
   return { pruned, forwarded, cutoff: cutoff.toISOString() };
 }
 
-/** Runs `batch` until it says the walk is done, a turn of the event loop apart. */
-async function walk(
-  options: PruneOptions,
+/**
+ * Runs `batch` until it says the walk is done, a turn of the event loop apart, asking `shouldStop`
+ * before each: every retention walk (the log's tables here, a replica's spool in store/spool.ts).
+ */
+export async function walk(
+  options: Pick<PruneOptions, 'shouldStop' | 'onBatch'>,
   kind: BatchReport['kind'],
   batch: () => Promise<{ rows: number; done: boolean }>,
 ): Promise<number> {

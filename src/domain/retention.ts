@@ -55,8 +55,8 @@ export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
  * Rows looked at per transaction, by store and table: each batch is one short transaction, so the
  * receiver's own writes never wait for long. They differ by store because a batch holds different
  * things: on SQLite the whole file's write lock, on PostgreSQL only the batch's row locks
- * (bench/pg-retention.ts measures how long). A running
- * replica's spool batch sits between two answers on the thread that sends them (cluster/node.ts).
+ * (bench/pg-retention.ts measures how long). A running replica's spool batch sits between two
+ * answers on the thread that sends them (store/spool.ts `pruneSpoolPaced`).
  */
 export const RETENTION_BATCH = {
   sqlite: { bodies: 2000, messages: 500 },

@@ -347,7 +347,8 @@ describe('one pass per hour, cluster-wide', () => {
       logger,
       now: () => new Date(),
       // Each replica offers a pass every 50 ms: dozens of offers during the test, for one hour's slot.
-      retention: { days: DAYS, spool, offerEveryMs: 50, onPass: () => void passes.push(name) },
+      // (The spool's own schedule is the composition's: test/integration/retention-schedule.test.ts.)
+      retention: { days: DAYS, offerEveryMs: 50, onPass: () => void passes.push(name) },
     });
     // Before the spool's file closes (closers run in reverse).
     closers.push(() => node.stop(2000));
@@ -543,6 +544,7 @@ describe('a replica with RETENTION_DAYS', () => {
       deliveries: 2,
       events: 2,
       retention_days: DAYS,
+      replica: 'replica-a',
     });
     expect(
       (rec.store.db.prepare('SELECT id FROM deliveries').all() as { id: number }[]).map((d) => d.id),
