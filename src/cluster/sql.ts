@@ -82,10 +82,8 @@ export function iso(value: Date | string | null): string | null {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
 }
 
-/** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
-export function canonicalNu(nu: string): number | string {
-  return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
-}
+/** nu_proposta is text in PostgreSQL (one home: the outbox's read-back needs it too). */
+export { canonicalNu } from '../domain/sql/outbox-effects';
 
 const guarded = new WeakSet<object>();
 
