@@ -44,7 +44,7 @@ export function outboxOn(options: OutboxOptions | undefined): options is OutboxO
 
 // The read-back (one round trip, domain/sql/outbox-effects.ts, the same text SQLite runs).
 // Prepared: it runs once per event (sql.ts `prepared`).
-const EFFECTS: Statement = { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS };
+const EFFECTS: Statement = { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS, rowMode: 'array' };
 
 /**
  * The messages `event` causes, with the destinations that want each, read back inside the kick's

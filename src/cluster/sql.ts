@@ -23,11 +23,14 @@ export interface Sql {
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** Each row an array of its values, in column order (node-postgres's `rowMode`). */
+  readonly rowMode?: 'array';
 }
 
 /** `{ name, text, values }`: what node-postgres takes for a named prepared statement. */
 function config(statement: Statement, values: readonly unknown[]): QueryConfig {
-  return { name: statement.name, text: statement.text, values: [...values] };
+  const { name, text, rowMode } = statement;
+  return { name, text, values: [...values], ...(rowMode === undefined ? {} : { rowMode }) };
 }
 
 /** What sqlOf needs of a node-postgres Pool or Client. */

@@ -19,7 +19,7 @@ import { prepareShared } from './handler-sql';
 export function forwardOutbox(db: Db) {
   // The read-back, written once for both stores (domain/sql/outbox-effects.ts): one statement, run
   // synchronously inside the pipeline's transaction.
-  const effects = prepareShared<EffectsRow>(db, OUTBOX_EFFECTS);
+  const effects = prepareShared<EffectsRow>(db, OUTBOX_EFFECTS, { raw: true });
   // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
   // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.

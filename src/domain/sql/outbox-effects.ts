@@ -34,22 +34,47 @@ const AVERBACAO = [
   'updated_at',
 ] as const;
 
-const averbacaoColumns = (alias: string) => AVERBACAO.map((c) => `${alias}.${c} AS ${alias}_${c}`).join(', ');
+const TRANSITION = ['from_status', 'to_status', 'applied', 'reason'] as const;
+
+const PROPOSAL = [
+  'nu_proposta',
+  'uuid',
+  'nu_cpf',
+  'nu_cnpj_conveniada',
+  'vl_emprestimo',
+  'no_conveniada',
+  'stage',
+  'status',
+  'last_evento',
+  'created_at',
+  'updated_at',
+] as const;
+
+/**
+ * The row's columns, in order: the transition (`t`), the proposal (`p`), its latest averbação
+ * (`pa`), the event's registration (`ra`), and whether this event finished it. The row is read as
+ * an array (SQLite's `raw`, node-postgres's `rowMode: 'array'`): on SQLite an object of 34 keys
+ * built per event cost more than the statement saved over five lookups (bench/pipeline-drain.ts
+ * `forward`), an array does not.
+ */
+const COLUMNS = [
+  ...TRANSITION.map((c) => [`t.${c}`, `t_${c}`] as const),
+  ...PROPOSAL.map((c) => [`p.${c}`, `p_${c}`] as const),
+  ...AVERBACAO.map((c) => [`pa.${c}`, `pa_${c}`] as const),
+  ...AVERBACAO.map((c) => [`ra.${c}`, `ra_${c}`] as const),
+  ['CASE WHEN ra.result_event_id = e.event_id THEN 1 ELSE 0 END', 'finished'] as const,
+];
+
+/** A column's index in the row, by its name (`p_uuid`, `ra_stale`). */
+const C: Record<string, number> = Object.fromEntries(COLUMNS.map(([, name], i) => [name, i]));
 
 /**
  * $1 the event's id, $2 its registration's request id ({@link effectsParams}). Always one row. The
  * `e` row casts the values once (`bigint` and `text` read alike in both dialects), so that each
  * placeholder appears once, in order: SQLite binds them by position (store/handler-sql.ts
- * `prepareShared`). `finished`: 1 when this event gave the registration its result.
+ * `prepareShared`).
  */
-export const OUTBOX_EFFECTS = `SELECT t.from_status, t.to_status, t.applied, t.reason,
-  p.nu_proposta AS p_nu_proposta, p.uuid AS p_uuid, p.nu_cpf AS p_nu_cpf,
-  p.nu_cnpj_conveniada AS p_nu_cnpj_conveniada, p.vl_emprestimo AS p_vl_emprestimo,
-  p.no_conveniada AS p_no_conveniada, p.stage AS p_stage, p.status AS p_status,
-  p.last_evento AS p_last_evento, p.created_at AS p_created_at, p.updated_at AS p_updated_at,
-  ${averbacaoColumns('pa')},
-  ${averbacaoColumns('ra')},
-  CASE WHEN ra.result_event_id = e.event_id THEN 1 ELSE 0 END AS finished
+export const OUTBOX_EFFECTS = `SELECT ${COLUMNS.map(([expression]) => expression).join(', ')}
 FROM (SELECT CAST($1 AS bigint) AS event_id, CAST($2 AS text) AS request_id) AS e
 LEFT JOIN proposal_transitions t ON t.event_id = e.event_id
 LEFT JOIN proposals p ON p.nu_proposta = t.nu_proposta
@@ -65,29 +90,8 @@ export function effectsParams(event: ProcessedEvent): [number, string | null] {
   return [event.id, event.kind === 'event' ? null : event.request_id];
 }
 
-/** A row of {@link OUTBOX_EFFECTS}, each value as the dialect's driver hands it over. */
-export interface EffectsRow {
-  from_status: ProposalStatus | null;
-  to_status: ProposalStatus | null;
-  applied: unknown;
-  reason: string | null;
-  p_nu_proposta: unknown;
-  p_uuid: string | null;
-  p_nu_cpf: string | null;
-  p_nu_cnpj_conveniada: string | null;
-  p_vl_emprestimo: unknown;
-  p_no_conveniada: string | null;
-  p_stage: string | null;
-  p_status: string | null;
-  p_last_evento: string | null;
-  p_created_at: unknown;
-  p_updated_at: unknown;
-  pa_request_id: string | null;
-  ra_request_id: string | null;
-  ra_nu_proposta: unknown;
-  finished: number;
-  [averbacaoColumn: string]: unknown;
-}
+/** A row of {@link OUTBOX_EFFECTS} as an array, each value as the dialect's driver hands it over. */
+export type EffectsRow = readonly unknown[];
 
 /** How a value comes out of each driver, read into the shapes the messages take (SQLite's own). */
 interface Values {
@@ -136,59 +140,72 @@ export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: Ef
   const v = VALUES[dialect];
   // A registry result rarely names its proposal; the tracked registration does, and puts all of
   // that registration's messages in the proposal's line (their order kept with its changes).
+  const tracked = row[RA.nu_proposta];
   const event =
     processed.nu_proposta === null && processed.request_id !== null && processed.kind !== 'event'
-      ? { ...processed, nu_proposta: row.ra_nu_proposta === null ? null : v.nu(row.ra_nu_proposta) }
+      ? { ...processed, nu_proposta: tracked === null ? null : v.nu(tracked) }
       : processed;
-  const proposal = row.to_status === null ? null : proposalFrom(v, row);
+  const toStatus = row[T.to_status] as ProposalStatus | null;
+  const proposal = toStatus === null ? null : proposalFrom(v, row);
   return {
     event,
     transition:
-      row.to_status === null
+      toStatus === null
         ? null
         : {
-            from_status: row.from_status,
-            to_status: row.to_status,
-            applied: v.flag(row.applied) === 1,
-            reason: row.reason as string,
+            from_status: row[T.from_status] as ProposalStatus | null,
+            to_status: toStatus,
+            applied: v.flag(row[T.applied]) === 1,
+            reason: row[T.reason] as string,
           },
     proposal,
-    proposalAverbacao: proposal === null || row.pa_request_id === null ? null : averbacaoFrom(v, row, PA),
+    proposalAverbacao: proposal === null ? null : averbacaoFrom(v, row, PA),
     // Never for a life-cycle event: effectsParams binds it no registration.
-    finishedAverbacao: row.finished === 1 ? averbacaoFrom(v, row, RA) : null,
+    finishedAverbacao: row[FINISHED] === 1 ? averbacaoFrom(v, row, RA) : null,
   };
 }
 
 /** The proposal's columns, in ProposalSnapshot's order (its body shows them in this order). */
 function proposalFrom(v: Values, row: EffectsRow): ProposalSnapshot | null {
-  if (row.p_nu_proposta === null) return null;
+  const nu = row[P.nu_proposta];
+  if (nu === null) return null;
   return {
-    nu_proposta: v.nu(row.p_nu_proposta),
-    uuid: row.p_uuid,
-    nu_cpf: row.p_nu_cpf,
-    nu_cnpj_conveniada: row.p_nu_cnpj_conveniada,
-    vl_emprestimo: v.amount(row.p_vl_emprestimo),
-    no_conveniada: row.p_no_conveniada,
-    stage: row.p_stage as string,
-    status: row.p_status as string,
-    last_evento: row.p_last_evento,
-    created_at: v.instant(row.p_created_at),
-    updated_at: v.instant(row.p_updated_at),
+    nu_proposta: v.nu(nu),
+    uuid: row[P.uuid] as string | null,
+    nu_cpf: row[P.nu_cpf] as string | null,
+    nu_cnpj_conveniada: row[P.nu_cnpj_conveniada] as string | null,
+    vl_emprestimo: v.amount(row[P.vl_emprestimo]),
+    no_conveniada: row[P.no_conveniada] as string | null,
+    stage: row[P.stage] as string,
+    status: row[P.status] as string,
+    last_evento: row[P.last_evento] as string | null,
+    created_at: v.instant(row[P.created_at]),
+    updated_at: v.instant(row[P.updated_at]),
   };
 }
 
-/** An averbação's column names in the row, under one alias (computed once, not per row). */
-type Columns = Record<(typeof AVERBACAO)[number], string>;
-const columnsOf = (alias: string) =>
-  Object.fromEntries(AVERBACAO.map((c) => [c, `${alias}_${c}`])) as Columns;
-const PA = columnsOf('pa');
-const RA = columnsOf('ra');
+/** The indexes of a column family's columns under one alias (computed once, not per row). */
+function indexesOf<K extends string>(alias: string, names: readonly K[]): Record<K, number> {
+  return Object.fromEntries(names.map((c) => [c, C[`${alias}_${c}`]])) as Record<K, number>;
+}
+const T = indexesOf('t', TRANSITION);
+const P = indexesOf('p', PROPOSAL);
+const PA = indexesOf('pa', AVERBACAO);
+const RA = indexesOf('ra', AVERBACAO);
+const FINISHED = COLUMNS.length - 1;
 
-function averbacaoFrom(v: Values, row: EffectsRow, c: Columns): AverbacaoSnapshot {
+/** An averbação of the row (null when there is none), in AverbacaoSnapshot's order. */
+function averbacaoFrom(
+  v: Values,
+  row: EffectsRow,
+  c: Record<(typeof AVERBACAO)[number], number>,
+): AverbacaoSnapshot | null {
+  const requestId = row[c.request_id] as string | null;
+  if (requestId === null) return null;
   const nu = row[c.nu_proposta];
   const completed = row[c.completed_at];
   return {
-    request_id: row[c.request_id] as string,
+    request_id: requestId,
     correlation_id: row[c.correlation_id] as string | null,
     nu_proposta: nu === null ? null : v.nu(nu),
     status: row[c.status] as string,
