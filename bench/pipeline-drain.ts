@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { EVENTOS } from '../src/domain/catalogue';
+import { forwardingHandler } from '../src/handlers/forwarding';
 import { lifecycleHandler } from '../src/handlers/lifecycle';
 import { EventRouter } from '../src/handlers/router';
 import { createLogger } from '../src/logger';
@@ -14,6 +15,10 @@ import { openStore } from '../src/store/store';
  * Pipeline figure (issue #3): events/s drained from a backlog of stored `pending` events, with the
  * real life-cycle handler, the real SQLite file and the defaults of `serve` (one turn at a time,
  * pipeline connection synchronous=NORMAL). Target: ≥ 2 000 events/s.
+ *
+ * With `forward` (`node dist/bench/pipeline-drain.js 20000 forward`), the outbox handler runs after
+ * the life cycle with the change feed on (no destination): each event's effects are read back and
+ * its messages stored, in the event's transaction, as `serve` does with FORWARD_FEED on.
  */
 export interface DrainResult {
   events: number;
@@ -28,7 +33,7 @@ const FLOW = EVENTOS.filter(
   (e) => !e.endsWith('negada') && e !== 'proposta.cancelada' && e !== 'pagamento.falha',
 );
 
-export async function runPipelineDrain(events = 100_000): Promise<DrainResult> {
+export async function runPipelineDrain(events = 100_000, forward = false): Promise<DrainResult> {
   if (events < 1) throw new Error('runPipelineDrain needs at least one event');
   const dir = mkdtempSync(join(tmpdir(), 'consig-bench-pipeline-'));
   try {
@@ -62,6 +67,7 @@ export async function runPipelineDrain(events = 100_000): Promise<DrainResult> {
 
     const db = openDatabase(path, { synchronous: 'NORMAL' });
     const router = new EventRouter().on(EVENTOS, lifecycleHandler(db));
+    if (forward) router.onAny(forwardingHandler(db, [], { feedEnabled: true }));
     const pipeline = new Pipeline(db, router, {
       maxAttempts: 8,
       clock: systemClock,
@@ -88,9 +94,10 @@ export async function runPipelineDrain(events = 100_000): Promise<DrainResult> {
 
 if (require.main === module) {
   const n = Number(process.argv[2] ?? 100_000);
-  runPipelineDrain(n).then((r) => {
+  const forward = process.argv[3] === 'forward';
+  runPipelineDrain(n, forward).then((r) => {
     console.log(
-      `pipeline drain: ${r.events} events in ${r.drainSeconds.toFixed(2)} s = ${Math.round(r.eventsPerSecond)} events/s ` +
+      `pipeline drain${forward ? ' (outbox on)' : ''}: ${r.events} events in ${r.drainSeconds.toFixed(2)} s = ${Math.round(r.eventsPerSecond)} events/s ` +
         `(target ≥ 2000) — done ${r.done}, transitions ${r.transitions}; backlog written in ${r.fillSeconds.toFixed(2)} s`,
     );
     if (r.done !== r.events || r.transitions !== r.events) process.exitCode = 1;

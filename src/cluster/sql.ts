@@ -23,11 +23,14 @@ export interface Sql {
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** Each row an array of its values, in column order (node-postgres's `rowMode`). */
+  readonly rowMode?: 'array';
 }
 
 /** `{ name, text, values }`: what node-postgres takes for a named prepared statement. */
 function config(statement: Statement, values: readonly unknown[]): QueryConfig {
-  return { name: statement.name, text: statement.text, values: [...values] };
+  const { name, text, rowMode } = statement;
+  return { name, text, values: [...values], ...(rowMode === undefined ? {} : { rowMode }) };
 }
 
 /** What sqlOf needs of a node-postgres Pool or Client. */
@@ -82,10 +85,8 @@ export function iso(value: Date | string | null): string | null {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
 }
 
-/** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
-export function canonicalNu(nu: string): number | string {
-  return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
-}
+/** nu_proposta is text in PostgreSQL (one home: the outbox's read-back needs it too). */
+export { canonicalNu } from '../domain/sql/outbox-effects';
 
 const guarded = new WeakSet<object>();
 

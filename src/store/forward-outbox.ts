@@ -1,13 +1,12 @@
 import {
   serializeMessage,
-  type AverbacaoSnapshot,
   type EventEffects,
   type OutgoingMessage,
   type ProcessedEvent,
-  type ProposalSnapshot,
-  type RecordedTransition,
 } from '../domain/forwarding/messages';
+import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
 import type { Db } from './database';
+import { prepareShared } from './handler-sql';
 
 /**
  * The outbox's writes (contract §8, migration 0007), run by the pipeline inside the transaction
@@ -17,31 +16,13 @@ import type { Db } from './database';
  * adds nothing.
  */
 
-const AVERBACAO_COLUMNS =
-  'request_id, correlation_id, nu_proposta, status, result_source, stale, result_body, completed_at, updated_at';
-
-// eslint-disable-next-line max-lines-per-function -- one closure per table family: its prepared statements and the two methods that run them, read together
 export function forwardOutbox(db: Db) {
-  const transition = db.prepare<
-    [number],
-    Omit<RecordedTransition, 'applied'> & { applied: number; nu_proposta: number | string }
-  >(
-    'SELECT nu_proposta, from_status, to_status, applied, reason FROM proposal_transitions WHERE event_id = ?',
-  );
-  const proposal = db.prepare<[number | string], ProposalSnapshot>(
-    `SELECT nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage, status, last_evento,
-       created_at, updated_at
-     FROM proposals WHERE nu_proposta = ?`,
-  );
-  const latestAverbacao = db.prepare<[number | string], AverbacaoSnapshot>(
-    `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE nu_proposta = ? ORDER BY created_at DESC, request_id LIMIT 1`,
-  );
-  const trackedFor = db.prepare<[string], { nu_proposta: number | string | null }>(
-    'SELECT nu_proposta FROM averbacoes WHERE request_id = ?',
-  );
-  const finishedBy = db.prepare<[string, number], AverbacaoSnapshot>(
-    `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = ? AND result_event_id = ?`,
-  );
+  // The read-back, written once for both stores (domain/sql/outbox-effects.ts): one statement, run
+  // synchronously inside the pipeline's transaction.
+  const effects = prepareShared<EffectsRow>(db, OUTBOX_EFFECTS, { raw: true });
+  // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
+  // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
+  // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
   const insertMessage = db.prepare<
     [string, string, number, string | null, number | string | null, string | null, string, string, string],
     { id: number }
@@ -60,32 +41,7 @@ export function forwardOutbox(db: Db) {
   return {
     /** What the processed event left behind in this transaction: its transition, proposal and averbação. */
     effectsOf(processed: ProcessedEvent): EventEffects {
-      // A registry result rarely names its proposal; the tracked registration does, and puts all
-      // of that registration's messages in the proposal's line (their order kept with its changes).
-      const event =
-        processed.nu_proposta === null && processed.request_id !== null && processed.kind !== 'event'
-          ? { ...processed, nu_proposta: trackedFor.get(processed.request_id)?.nu_proposta ?? null }
-          : processed;
-      const t = transition.get(event.id);
-      const p = t === undefined ? null : (proposal.get(t.nu_proposta) ?? null);
-      return {
-        event,
-        transition:
-          t === undefined
-            ? null
-            : {
-                from_status: t.from_status,
-                to_status: t.to_status,
-                applied: t.applied === 1,
-                reason: t.reason,
-              },
-        proposal: p,
-        proposalAverbacao: p === null ? null : (latestAverbacao.get(p.nu_proposta) ?? null),
-        finishedAverbacao:
-          event.request_id === null || event.kind === 'event'
-            ? null
-            : (finishedBy.get(event.request_id, event.id) ?? null),
-      };
+      return effectsFrom('sqlite', processed, effects.get(effectsParams(processed)) as EffectsRow);
     },
 
     /**

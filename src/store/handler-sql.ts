@@ -65,14 +65,20 @@ function bindable(value: unknown): unknown {
  * then reads as SQLite's own statements do (the statement-plan check, test/integration/query-plans,
  * matches some by their `?`). Otherwise SQLite's numbered `?1`, `?2`, … bound as
  * {@link numberedParams} binds them. Never applied to a partner's SQL: a `$1` inside a string literal
- * would be rewritten too.
+ * would be rewritten too. `raw`: each row an array of its values, in column order (no object built
+ * per row: for a wide row read once per event).
  */
-export function prepareShared<R = unknown>(db: Db, text: string): SharedStatement<R> {
+export function prepareShared<R = unknown>(
+  db: Db,
+  text: string,
+  options: { raw?: boolean } = {},
+): SharedStatement<R> {
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
   const inOrder = numbers.every((n, i) => n === i + 1);
   const statement = db.prepare<unknown[], R>(
     inOrder ? text.replace(/\$\d+/g, '?') : text.replace(/\$(\d+)/g, '?$1'),
   );
+  if (options.raw === true) statement.raw(true);
   const bind = (params: readonly unknown[]): unknown[] =>
     inOrder ? params.map(bindable) : params.length === 0 ? [] : [numberedParams(params)];
   return {

@@ -5,7 +5,8 @@ import { type CommandLog, type CommandSession, withCommandLog } from '../../src/
 import { pgAdminLog } from '../../src/cluster/pg-admin-log';
 import { pgPoolLogSql } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { OUTBOX_CHANNEL, outboxEntriesOf } from '../../src/cluster/pg-outbox';
+import { sqlOf } from '../../src/cluster/sql';
 import { type Config, loadConfig } from '../../src/config';
 import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
 import {
@@ -23,6 +24,13 @@ import {
   destinationFromEnv,
   type MessageType,
 } from '../../src/domain/forwarding/destinations';
+import {
+  type EventEffects,
+  type OutboxEntry,
+  outboxEntries,
+  type ProcessedEvent,
+  serializeMessage,
+} from '../../src/domain/forwarding/messages';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
 import { asInstant, type LogQuery, type LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
@@ -31,6 +39,7 @@ import { destinationGauges, forwardingFigures, senderStore } from '../../src/cor
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
 import { type ConsoleLog, pgConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
+import { forwardOutbox } from '../../src/store/forward-outbox';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore } from '../../src/store/store';
 import { openPool } from '../helpers/cluster-db';
@@ -74,6 +83,11 @@ interface Opened {
     markStale(requestId: string, now: string): Promise<void>;
   };
   sender: SenderStore;
+  /**
+   * The outbox's read-back (domain/sql/outbox-effects.ts) and the entries it gives, as the
+   * forwarding handler (SQLite) or the kick (PostgreSQL) runs it: feed on, no destination.
+   */
+  outboxOf(event: ProcessedEvent, now: Date, newId: () => string): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
   logSql: LogSql;
   close(): Promise<void>;
@@ -146,6 +160,9 @@ const DRIVERS: Driver[] = [
         },
         // As the sender thread builds it (forwarding/sender-worker.ts).
         sender: senderStore(sqliteLogSql(store.db)),
+        // As handlers/forwarding.ts runs it.
+        outboxOf: async (event, now, newId) =>
+          outboxEntries(forwardOutbox(store.db).effectsOf(event), now.toISOString(), newId, [], true),
         logSql: sqliteLogSql(store.db),
         close: async () => {
           store.close();
@@ -218,6 +235,9 @@ const DRIVERS: Driver[] = [
         },
         // As cluster/forwarder.ts builds it.
         sender: senderStore(pgPoolLogSql(pool)),
+        // As cluster/kick.ts runs it.
+        outboxOf: (event, now, newId) =>
+          outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true, newId }),
         logSql: admin.logSql,
         close: () => pool.end(),
       };
@@ -1102,6 +1122,122 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         last_poll_at: T(160),
         last_poll_outcome: 'ok:processing#5',
       });
+    });
+  });
+
+  /**
+   * The outbox's read-back, one statement and one mapping for both stores
+   * (domain/sql/outbox-effects.ts): what an event left behind, in SQLite's shapes (numbers as
+   * numbers, instants as ISO text, flags 0/1), the message bodies byte for byte.
+   */
+  describe("the outbox's read-back", () => {
+    const event = (id: number, kind: ProcessedEvent['kind'], requestId: string | null): ProcessedEvent => ({
+      id,
+      kind,
+      evento: kind === 'event' ? 'proposta.aprovada' : null,
+      nu_proposta: kind === 'event' ? 7 : null,
+      request_id: requestId,
+      received_at: at(id * MINUTE),
+      payload: undefined,
+    });
+    const averbacao = {
+      request_id: 'req-new',
+      correlation_id: 'corr-1',
+      nu_proposta: 7,
+      status: 'completed',
+      result_source: 'webhook',
+      stale: 1,
+      result_body: '{"status":"completed","n":1}',
+      completed_at: at(3 * MINUTE),
+      updated_at: at(3 * MINUTE),
+    };
+    const seed = async () => {
+      for (const [id, kind, request] of [
+        [1, 'event', null],
+        [2, 'registry', 'req-new'],
+        [3, 'registry', 'req-old'],
+      ] as const) {
+        await store.exec(
+          `INSERT INTO events (id, dedup_key, kind, evento, nu_proposta, request_id, received_at, status)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'done')`,
+          [
+            id,
+            `wh-${id}`,
+            kind,
+            kind === 'event' ? 'proposta.aprovada' : null,
+            kind === 'event' ? 7 : null,
+            request,
+            at(id * MINUTE),
+          ],
+        );
+      }
+      await store.exec(
+        `INSERT INTO proposals (nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage,
+           status, last_evento, first_event_id, last_event_id, created_at, updated_at)
+         VALUES (7, 'u-7', '12345678909', '12345678000195', 15000.5, 'Empresa', 'analise', 'aprovada',
+           'proposta.aprovada', 1, 1, ?, ?)`,
+        [T0, at(MINUTE)],
+      );
+      await store.exec(
+        `INSERT INTO proposal_transitions (nu_proposta, event_id, evento, from_status, to_status, applied, reason, at)
+         VALUES (7, 1, 'proposta.aprovada', 'em_analise', 'aprovada', true, 'applied', ?)`,
+        [at(MINUTE)],
+      );
+      await store.exec(
+        `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, created_at, updated_at)
+         VALUES ('req-old', 7, 'queued', 'started', ?, ?)`,
+        [T0, T0],
+      );
+      await store.exec(
+        `INSERT INTO averbacoes (request_id, correlation_id, nu_proposta, status, result_source, tracked_via, stale,
+           result_body, result_event_id, created_at, updated_at, completed_at)
+         VALUES ('req-new', 'corr-1', 7, 'completed', 'webhook', 'started', true, ?, 2, ?, ?, ?)`,
+        [averbacao.result_body, at(MINUTE), averbacao.updated_at, averbacao.completed_at],
+      );
+    };
+    const NOW = new Date(at(10 * MINUTE));
+    const ids = () => {
+      let n = 0;
+      return () => `msg_${++n}`;
+    };
+    /** The entries the pure outboxEntries gives for `effects`: bodies as stored, and who gets each. */
+    const shown = (entries: readonly OutboxEntry[]) =>
+      entries.map((e) => [serializeMessage(e.message), e.message.orderKey, e.destinations]);
+    const expected = (effects: EventEffects) =>
+      shown(outboxEntries(effects, NOW.toISOString(), ids(), [], true));
+    const none = { transition: null, proposal: null, proposalAverbacao: null, finishedAverbacao: null };
+
+    behaviour('reads back what an event left behind, in the shapes the messages take', async () => {
+      await seed();
+      const e1 = event(1, 'event', null);
+      expect(shown(await store.outboxOf(e1, NOW, ids()))).toEqual(
+        expected({
+          event: e1,
+          transition: { from_status: 'em_analise', to_status: 'aprovada', applied: true, reason: 'applied' },
+          proposal: {
+            nu_proposta: 7,
+            uuid: 'u-7',
+            nu_cpf: '12345678909',
+            nu_cnpj_conveniada: '12345678000195',
+            vl_emprestimo: 15000.5,
+            no_conveniada: 'Empresa',
+            stage: 'analise',
+            status: 'aprovada',
+            last_evento: 'proposta.aprovada',
+            created_at: T0,
+            updated_at: at(MINUTE),
+          },
+          proposalAverbacao: averbacao,
+          finishedAverbacao: null,
+        }),
+      );
+      // A registry result that finished its registration: the proposal it is tracked for.
+      const e2 = event(2, 'registry', 'req-new');
+      expect(shown(await store.outboxOf(e2, NOW, ids()))).toEqual(
+        expected({ ...none, event: { ...e2, nu_proposta: 7 }, finishedAverbacao: averbacao }),
+      );
+      // One that finished nothing (its registration was not finished by it): no message.
+      expect(await store.outboxOf(event(3, 'registry', 'req-old'), NOW, ids())).toEqual([]);
     });
   });
 
