@@ -12,7 +12,7 @@ import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
-import { pgLogQuery, pgLogSql } from './pg-log-sql';
+import { inPoolTransaction, pgLogQuery, pgLogSql } from './pg-log-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
@@ -574,22 +574,13 @@ export class ClusterNode {
     return this.onClient((client) => fn(sqlOf(client)));
   }
 
-  /** `fn` in one transaction on a connection of the pool (BEGIN … COMMIT, ROLLBACK when it rejects). */
+  /** `fn` in one transaction on a connection of the pool (pg-log-sql.ts `inPoolTransaction`). */
   private async onClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
-    const client = await checkOut(this.pool);
-    let ok = false;
     try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      ok = true;
-      return result;
+      return await inPoolTransaction(this.pool, 'BEGIN', fn);
     } catch (err) {
       this.engine?.recoverFrom(err);
       throw err;
-    } finally {
-      if (!ok) await client.query('ROLLBACK').catch(() => undefined);
-      client.release(!ok);
     }
   }
 }
