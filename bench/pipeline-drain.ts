@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { EVENTOS } from '../src/domain/catalogue';
 import { forwardingHandler } from '../src/handlers/forwarding';
-import { lifecycleHandler } from '../src/handlers/lifecycle';
+import { effectHandlers } from '../src/handlers/built-ins';
 import { EventRouter } from '../src/handlers/router';
 import { createLogger } from '../src/logger';
 import { Pipeline } from '../src/pipeline/pipeline';
@@ -20,6 +20,9 @@ import { openStore } from '../src/store/store';
  * the life cycle with the change feed on (no destination): each event's effects are read back and
  * its messages stored, in the event's transaction, as `serve` does with FORWARD_FEED on.
  */
+/** `serve`'s registry schedule (the life cycle alone reads none of it). */
+const SCHEDULE = { graceMs: 60_000, intervalMs: 30_000, maxIntervalMs: 600_000, maxAgeMs: 86_400_000 };
+
 export interface DrainResult {
   events: number;
   fillSeconds: number;
@@ -66,7 +69,7 @@ export async function runPipelineDrain(events = 100_000, forward = false): Promi
     const fillSeconds = (performance.now() - fillStart) / 1000;
 
     const db = openDatabase(path, { synchronous: 'NORMAL' });
-    const router = new EventRouter().on(EVENTOS, lifecycleHandler(db));
+    const router = new EventRouter().on(EVENTOS, effectHandlers(db, SCHEDULE).lifecycle);
     if (forward) router.onAny(forwardingHandler(db, [], { feedEnabled: true }));
     const pipeline = new Pipeline(db, router, {
       maxAttempts: 8,

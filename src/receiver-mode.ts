@@ -13,8 +13,7 @@ import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
 import { forwardingHandler } from './handlers/forwarding';
-import { lifecycleHandler } from './handlers/lifecycle';
-import { registryHandlers } from './handlers/registry';
+import { effectHandlers } from './handlers/built-ins';
 import { EventRouter } from './handlers/router';
 import type { AppDeps } from './http/app-deps';
 import type { FeedWaiters } from './http/admin/feed-waiters';
@@ -258,11 +257,8 @@ function buildProcessing(
 
 /** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is. */
 function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) {
-  const registry = registryHandlers(db, schedule);
   return {
-    lifecycle: lifecycleHandler(db),
-    registry_tracking: registry.trackFromEvent,
-    registry_results: registry.result,
+    ...effectHandlers(db, schedule),
     forwarding: forwardingHandler(db, config.forwarding.destinations, {
       feedEnabled: config.forwarding.feedEnabled,
     }),

@@ -1,12 +1,13 @@
+import { type EffectsEnv, type EffectsLogger, proposalKey, stageEffects } from '../core/effects';
 import { handlerFailure } from '../domain/handler-failure';
+import type { ProposalStatus } from '../domain/lifecycle';
 import { stagesFor } from '../domain/handler-order';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { applyStage, type EffectsContext, lockProposals, proposalOf } from './pg-effects';
 import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, handlerSqlOf, type Sql, type Statement } from './sql';
+import { canonicalNu, handlerSqlOf, runEffects, type Sql, type Statement } from './sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
@@ -36,7 +37,7 @@ export interface KickOptions {
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
   onError?(error: Error, event: EventFacts): void;
-  logger: EffectsContext['logger'] & { error(fields: Record<string, unknown>, message: string): void };
+  logger: EffectsLogger & { error(fields: Record<string, unknown>, message: string): void };
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
   /** A partner's own handlers (`configureHandlers`), awaited after the built-in effects. */
@@ -61,7 +62,13 @@ interface EventRow {
   tentativa: number | null;
 }
 
-type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses'> & { now: () => Date };
+/** An event's context: core/effects.ts's on `sql`, with the way to queue a first poll in its transaction. */
+interface EffectsContext extends EffectsEnv {
+  sql: Sql;
+  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
+}
+
+type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> & { now: () => Date };
 
 const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
 
@@ -275,13 +282,13 @@ async function fastPass(
   }
   await sql.query('SAVEPOINT consig_batch');
   const later: (() => void)[] = [];
-  const logger: EffectsContext['logger'] = {
+  const logger: EffectsLogger = {
     info: (fields, message) => void later.push(() => ctx.logger.info(fields, message)),
     warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
   };
-  const nus = [...new Set([...facts.values()].map(proposalOf).filter((nu) => nu !== null))];
+  const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
   const pass: Pass = {
-    ctx: { ...ctx, logger, sql, statuses: await lockProposals(sql, nus) },
+    ctx: { ...ctx, dialect: 'postgres', logger, sql, statuses: await lockProposals(sql, nus) },
     facts,
     done: [],
     entries: [],
@@ -409,7 +416,7 @@ async function runEvent(
     } else if (stage === 'forwarding') {
       if (outboxOn(options.outbox))
         entries = await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox);
-    } else await applyStage(stage, event, ctx);
+    } else await runEffects(ctx.sql, stageEffects(stage, event, ctx), ctx.schedulePoll);
   }
   return entries;
 }
@@ -448,7 +455,7 @@ async function carefulStep(
   try {
     // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
     if (threw?.id === row.id) throw threw.error;
-    const entries = await runEvent(row, event, { ...ctx, sql, now }, options);
+    const entries = await runEvent(row, event, { ...ctx, dialect: 'postgres', sql, now }, options);
     await sql.prepared(SQL.done, [row.id, now.toISOString()]);
     await sql.query('RELEASE SAVEPOINT consig_event');
     outbox.push(...entries);
@@ -505,4 +512,20 @@ function processedOf(row: EventRow, event: EventFacts): ProcessedEvent {
     payload: event.payload,
     raw_body: event.rawBody,
   };
+}
+
+/**
+ * Locks the proposals `nus` name (FOR UPDATE, in nu_proposta order) and returns their statuses,
+ * null for a proposal with no row yet: an {@link EffectsEnv.statuses} for a batch of events.
+ */
+async function lockProposals(sql: Sql, nus: readonly string[]): Promise<Map<string, ProposalStatus | null>> {
+  const statuses = new Map<string, ProposalStatus | null>(nus.map((nu) => [nu, null]));
+  if (nus.length === 0) return statuses;
+  // Plain text, planned at each run: a batch runs it once (the note on SQL above).
+  const rows = await sql.query<{ nu_proposta: string; status: ProposalStatus }>(
+    'SELECT nu_proposta, status FROM proposals WHERE nu_proposta = ANY($1::text[]) ORDER BY nu_proposta FOR UPDATE',
+    [nus],
+  );
+  for (const r of rows) statuses.set(r.nu_proposta, r.status);
+  return statuses;
 }

@@ -1,10 +1,10 @@
 import { trackEffect } from '../domain/event-effects';
 import { type AverbacaoRow, withLogNuProposta } from '../domain/log-rows';
 import { AVERBACAO } from '../domain/sql/log-reads';
-import { track } from './pg-effects';
+import { trackEffects } from '../core/effects';
 import { pgLogQuery } from './pg-log-sql';
 import type { PgReader } from './pg-reads';
-import type { Sql } from './sql';
+import { runEffects, type Sql } from './sql';
 
 /** A registration to track, as the admin routes or the `track` command declare or start it. */
 export interface TrackRequest {
@@ -41,7 +41,11 @@ export async function trackOnPostgres(
   graceMs: number,
 ): Promise<{ created: boolean; averbacao: AverbacaoRow | undefined }> {
   const created = await run.transaction((tx, schedulePoll) =>
-    track(tx, trackEffect(t, now.getTime(), { graceMs }), now.toISOString(), schedulePoll),
+    runEffects(
+      tx,
+      trackEffects(trackEffect(t, now.getTime(), { graceMs }), 'postgres', now.toISOString()),
+      schedulePoll,
+    ),
   );
   // As core/log-reads.ts `averbacaoRow` reads it (cluster/ cannot import core/).
   const [row] = await run.read((db) =>

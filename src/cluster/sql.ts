@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { EffectProgram } from '../core/effects';
 import type { HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
@@ -8,7 +9,7 @@ export interface Sql {
   query<R>(text: string, values?: readonly unknown[]): Promise<R[]>;
   /**
    * Runs `statement` as a named prepared statement: the connection parses it once, and after a few
-   * runs plans it once too. For the statements that run once per event (kick.ts, pg-effects.ts):
+   * runs plans it once too. For the statements that run once per event (kick.ts, core/effects.ts):
    * parsing, analysis and planning were a third of PostgreSQL's CPU per event (measured with perf
    * on the processing benchmark). Only for statements whose generic plan stays right as tables
    * grow: see the note on kick.ts's statements.
@@ -46,6 +47,28 @@ export function sqlOf(client: Queryable): Sql {
     prepared: async <R>(statement: Statement, values: readonly unknown[]) =>
       (await client.query(config(statement, values))).rows as R[],
   };
+}
+
+/**
+ * Runs a core/effects.ts program on `sql` (inside the caller's transaction), each statement as a
+ * named prepared statement; a registration's first poll is queued through `firstPoll`, in the same
+ * transaction.
+ */
+export async function runEffects<R>(
+  sql: Sql,
+  program: EffectProgram<R>,
+  firstPoll: (sql: Sql, requestId: string, at: Date) => Promise<void>,
+): Promise<R> {
+  let step = program.next([]);
+  while (step.done !== true) {
+    const s = step.value;
+    if ('statement' in s) step = program.next(await sql.prepared(s.statement, s.params));
+    else {
+      await firstPoll(sql, s.firstPoll.requestId, s.firstPoll.at);
+      step = program.next([]);
+    }
+  }
+  return step.value;
 }
 
 /** pg-boss's database shape (`executeSql`), for its `db` option: its writes join our transaction. */

@@ -1,4 +1,5 @@
 import type { Statement } from 'better-sqlite3';
+import type { EffectProgram, EffectStatement } from '../core/effects';
 import type { HandlerSql } from '../domain/event-router';
 import type { Db } from './database';
 
@@ -41,8 +42,7 @@ export function handlerSqlOn(db: Db): HandlerSql {
 
 /**
  * `[a, b]` as `{ 1: a, 2: b }`, each value as SQLite can bind it: how a statement written with
- * PostgreSQL's `$1` runs on SQLite (partner handlers here, and the statements both stores share in
- * domain/sql/, after {@link sqliteNumbered}).
+ * PostgreSQL's `$1` runs on SQLite as a partner wrote it (its text is never rewritten).
  */
 function numberedParams(params: readonly unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -60,28 +60,27 @@ function bindable(value: unknown): unknown {
 }
 
 /**
- * One of our own `$n` statements (domain/sql/) prepared on SQLite. When the placeholders come in
- * order, each once (`$1 … $2 … $3`), they become SQLite's plain `?`, bound by position: the text
- * then reads as SQLite's own statements do (the statement-plan check, test/integration/query-plans,
- * matches some by their `?`). Otherwise SQLite's numbered `?1`, `?2`, … bound as
- * {@link numberedParams} binds them. Never applied to a partner's SQL: a `$1` inside a string literal
- * would be rewritten too. `raw`: each row an array of its values, in column order (no object built
- * per row: for a wide row read once per event).
+ * One of our own `$n` statements (domain/sql/, core/) prepared on SQLite: each placeholder becomes
+ * SQLite's plain `?`, bound by position with the value its number names (a `$n` used twice is bound
+ * twice, a value no placeholder names is not bound), so the text reads as SQLite's own statements do
+ * (the statement-plan check, test/integration/query-plans, matches some by their `?`). Never
+ * applied to a partner's SQL: a `$1` inside a string literal would be rewritten too. `raw`: each
+ * row an array of its values, in column order (no object built per row: for a wide row read once
+ * per event).
  */
 export function prepareShared<R = unknown>(
   db: Db,
   text: string,
   options: { raw?: boolean } = {},
 ): SharedStatement<R> {
-  const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
-  const inOrder = numbers.every((n, i) => n === i + 1);
-  const statement = db.prepare<unknown[], R>(
-    inOrder ? text.replace(/\$\d+/g, '?') : text.replace(/\$(\d+)/g, '?$1'),
-  );
+  const slots = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]) - 1);
+  const inOrder = slots.every((n, i) => n === i);
+  const statement = db.prepare<unknown[], R>(text.replace(/\$\d+/g, '?'));
   if (options.raw === true) statement.raw(true);
   const bind = (params: readonly unknown[]): unknown[] =>
-    inOrder ? params.map(bindable) : params.length === 0 ? [] : [numberedParams(params)];
+    inOrder && params.length === slots.length ? params.map(bindable) : slots.map((n) => bindable(params[n]));
   return {
+    reader: statement.reader,
     all: (params) => statement.all(...bind(params)),
     get: (params) => statement.get(...bind(params)),
     run: (params) => statement.run(...bind(params)).changes,
@@ -90,6 +89,8 @@ export function prepareShared<R = unknown>(
 
 /** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
 export interface SharedStatement<R> {
+  /** Whether it answers rows (a SELECT, or a write with RETURNING). */
+  readonly reader: boolean;
   all(params: readonly unknown[]): R[];
   get(params: readonly unknown[]): R | undefined;
   /** How many rows it changed. */
@@ -99,4 +100,28 @@ export interface SharedStatement<R> {
 /** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
 export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
   return prepareShared<R>(db, q.text).all(q.params);
+}
+
+const NO_ROWS: readonly unknown[] = [];
+
+/**
+ * Runs core/effects.ts programs on `db`, synchronously, inside whatever transaction the caller
+ * opened; each statement is prepared once. A first poll needs no step of its own here: the poller
+ * reads the row's `next_poll_at`, written with it.
+ */
+export function effectsOn(db: Db): <R>(program: EffectProgram<R>) => R {
+  const prepared = new Map<EffectStatement, SharedStatement<unknown>>();
+  const rowsOf = (s: EffectStatement, params: readonly unknown[]): readonly unknown[] => {
+    let p = prepared.get(s);
+    if (p === undefined) prepared.set(s, (p = prepareShared(db, s.text)));
+    return p.reader ? p.all(params) : (p.run(params), NO_ROWS);
+  };
+  return (program) => {
+    let step = program.next(NO_ROWS);
+    while (step.done !== true) {
+      const s = step.value;
+      step = program.next('statement' in s ? rowsOf(s.statement, s.params) : NO_ROWS);
+    }
+    return step.value;
+  };
 }

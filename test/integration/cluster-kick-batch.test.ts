@@ -423,11 +423,11 @@ it('the prepared statements keep an index plan even when their generic plan is m
   expect(await count(pool, "SELECT count(*) AS n FROM averbacoes WHERE status = 'completed'")).toBe(1);
   expect([...preparedSeen.keys()].sort()).toEqual(
     expect.arrayContaining([
-      'consig_effects_averbacao_for_update',
-      'consig_effects_create_proposal',
+      'consig_effects_averbacao_state',
       'consig_effects_fill',
-      'consig_effects_move_proposal',
-      'consig_effects_proposal_for_update',
+      'consig_effects_pg_create',
+      'consig_effects_pg_move',
+      'consig_effects_proposal_status',
       'consig_effects_set_final',
       'consig_effects_set_status',
       'consig_effects_track',

@@ -6,8 +6,7 @@ import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { classifyDelivery, type Route } from '../../src/domain/delivery';
 import { bodyFor, type MessageBody } from '../../src/domain/forwarding/messages';
 import { forwardingHandler } from '../../src/handlers/forwarding';
-import { lifecycleHandler } from '../../src/handlers/lifecycle';
-import { registryHandlers } from '../../src/handlers/registry';
+import { effectHandlers } from '../../src/handlers/built-ins';
 import { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
@@ -81,16 +80,16 @@ function start(partner?: (router: EventRouter) => void, after?: (router: EventRo
   writeFileSync(destinationsPath, JSON.stringify(DESTINATIONS_FILE));
   const config = loadConfig({ DATABASE_PATH: dbPath, DESTINATIONS_FILE: destinationsPath });
   store = openStore(dbPath, { migrate: true });
-  const registry = registryHandlers(store.db, {
+  const builtIns = effectHandlers(store.db, {
     graceMs: config.registry.webhookGraceMs,
     intervalMs: config.registry.pollIntervalMs,
     maxIntervalMs: config.registry.pollMaxIntervalMs,
     maxAgeMs: config.registry.pollMaxAgeMs,
   });
   const router = new EventRouter()
-    .on(EVENTOS, lifecycleHandler(store.db))
-    .on(EVENTOS, registry.trackFromEvent)
-    .on('registry', registry.result);
+    .on(EVENTOS, builtIns.lifecycle)
+    .on(EVENTOS, builtIns.registry_tracking)
+    .on('registry', builtIns.registry_results);
   partner?.(router);
   // The feed on: messages no destination wants are stored too (for it).
   router.onAny(forwardingHandler(store.db, config.forwarding.destinations, { feedEnabled: true }));

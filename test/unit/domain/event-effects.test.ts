@@ -1,6 +1,6 @@
 import { type EventFacts, lifecycleInput, lifecycleSkipLog } from '../../../src/domain/event-effects';
 
-/** The life-cycle handler's first decision, made once for both stores (handlers/lifecycle.ts, cluster/pg-effects.ts). */
+/** The life-cycle handler's first decision, made once for both stores (core/effects.ts). */
 
 const facts = (over: Partial<EventFacts>): EventFacts => ({
   id: 7,

@@ -1,0 +1,233 @@
+import {
+  type AverbacaoState,
+  type EventFacts,
+  lifecycleInput,
+  lifecycleSkipLog,
+  type RegistryEffect,
+  registryResultEffects,
+  trackFromEventEffects,
+} from '../domain/event-effects';
+import type { BuiltInStage } from '../domain/handler-order';
+import { type ProposalStatus, transition } from '../domain/lifecycle';
+import type { PollScheduleOptions } from '../domain/registry';
+import type { Dialect } from '../domain/sql/log-sql';
+
+/**
+ * The built-in handlers' effects on the log (the life cycle, registry tracking and results),
+ * applied once for both stores: which statements run, in what order, with what values, given the
+ * decisions of domain/event-effects.ts and domain/lifecycle.ts. Each effect is a program, a
+ * generator that yields its statements and is given back each one's rows; a store only runs them:
+ * SQLite's pipeline synchronously inside the event's transaction (store/handler-sql.ts
+ * `effectsOn`), cluster mode's kick awaited inside the event's savepoint (cluster/sql.ts
+ * `runEffects`). Idempotent: a transition already recorded for the event (UNIQUE event_id) changes
+ * nothing, a registration already tracked is only filled in.
+ */
+
+/** A statement of the effects: `$n` placeholders; PostgreSQL prepares it under `name`. */
+export interface EffectStatement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/**
+ * What a program asks of its store: a statement and its values, or a registration's first poll to
+ * queue in the same transaction (cluster mode's pg-boss job; SQLite mode polls from the row's
+ * `next_poll_at`, written with it).
+ */
+export type EffectStep =
+  | { readonly statement: EffectStatement; readonly params: readonly unknown[] }
+  | { readonly firstPoll: { readonly requestId: string; readonly at: Date } };
+
+/** A program: yields its steps, is given each statement's rows back, returns `R`. */
+export type EffectProgram<R = void> = Generator<EffectStep, R, readonly unknown[]>;
+
+export interface EffectsLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface EffectsEnv {
+  readonly dialect: Dialect;
+  readonly now: Date;
+  readonly logger: EffectsLogger;
+  readonly schedule: PollScheduleOptions;
+  /**
+   * Proposal statuses the caller already holds, by {@link proposalKey} (null: no row), each row
+   * locked in this transaction (cluster/kick.ts locks a batch's at once). Read instead of the row,
+   * and kept up to date with each event's effects. Only valid while nothing of it is rolled back.
+   * @default none (each event reads its proposal)
+   */
+  readonly statuses?: Map<string, ProposalStatus | null>;
+}
+
+const statement = (name: string, text: string): EffectStatement => ({ name: `consig_effects_${name}`, text });
+
+/** A read that locks its row on PostgreSQL (SQLite's one writer already holds the file). */
+const locking = (name: string, text: string): Record<Dialect, EffectStatement> => ({
+  sqlite: statement(name, text),
+  postgres: statement(name, `${text} FOR UPDATE`),
+});
+
+/*
+ * The proposal's statements share one list of values ({@link transitionValues}): $1 nu_proposta,
+ * $2 event id, $3 evento, $4 from, $5 to, $6 applied, $7 reason, $8 at, $9–$13 the event's data
+ * fields, $14 stage.
+ */
+const RECORD = `INSERT INTO proposal_transitions (nu_proposta, event_id, evento, from_status, to_status, applied, reason, at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (event_id) DO NOTHING RETURNING id`;
+const CREATE = `INSERT INTO proposals (nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada,
+    stage, status, last_evento, first_event_id, last_event_id, created_at, updated_at)
+  VALUES ($1, $9, $10, $11, $12, $13, $14, $5, $3, $2, $2, $8, $8)`;
+// The data fields: the newest non-null value wins, whether or not the event moved the status.
+const MOVE = `UPDATE proposals SET uuid = coalesce($9, uuid), nu_cpf = coalesce($10, nu_cpf),
+    nu_cnpj_conveniada = coalesce($11, nu_cnpj_conveniada), vl_emprestimo = coalesce($12, vl_emprestimo),
+    no_conveniada = coalesce($13, no_conveniada), updated_at = $8,
+    stage = CASE WHEN $6 THEN $14 ELSE stage END, status = CASE WHEN $6 THEN $5 ELSE status END,
+    last_evento = CASE WHEN $6 THEN $3 ELSE last_evento END,
+    last_event_id = CASE WHEN $6 THEN $2 ELSE last_event_id END
+  WHERE nu_proposta = $1`;
+
+const SQL = {
+  proposalStatus: locking('proposal_status', 'SELECT status FROM proposals WHERE nu_proposta = $1'),
+  averbacaoState: locking(
+    'averbacao_state',
+    'SELECT status, correlation_id, nu_proposta FROM averbacoes WHERE request_id = $1',
+  ),
+  /**
+   * The transition, then the proposal: on SQLite as statements of their own, the proposal's only if
+   * the transition was not recorded before (a replay). On PostgreSQL one statement each, one round
+   * trip and one new row version (the foreign key to `proposals` is checked at the statement's end).
+   */
+  record: statement('record', RECORD),
+  create: statement('create', CREATE),
+  move: statement('move', MOVE),
+  pgCreate: statement('pg_create', `WITH proposal AS (${CREATE}) ${RECORD}`),
+  pgMove: statement(
+    'pg_move',
+    `WITH recorded AS (${RECORD}) ${MOVE} AND EXISTS (SELECT FROM recorded) RETURNING true AS recorded`,
+  ),
+  track: statement(
+    'track',
+    `INSERT INTO averbacoes (request_id, correlation_id, nu_proposta, status, tracked_via, next_poll_at,
+       created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
+  ),
+  // Known already: fill what was missing, never overwrite.
+  fill: statement(
+    'fill',
+    `UPDATE averbacoes SET correlation_id = coalesce(correlation_id, $1), nu_proposta = coalesce(nu_proposta, $2),
+       updated_at = $3 WHERE request_id = $4`,
+  ),
+  setStatus: statement(
+    'set_status',
+    'UPDATE averbacoes SET status = $1, updated_at = $2 WHERE request_id = $3',
+  ),
+  setFinal: statement(
+    'set_final',
+    `UPDATE averbacoes SET status = $1, result_source = $2, result_body = $3, result_event_id = $4,
+       completed_at = $5, next_poll_at = NULL, updated_at = $5 WHERE request_id = $6`,
+  ),
+} as const;
+
+const run = (s: EffectStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
+
+/**
+ * nu_proposta as each store keeps it: PostgreSQL's column is text; SQLite's has INTEGER affinity
+ * and keeps a number as a number (its lists sort integers before text).
+ */
+function nuValue(dialect: Dialect, nu: number | string | null): number | string | null {
+  return dialect === 'postgres' && nu !== null ? String(nu) : nu;
+}
+
+/** The proposal an event moves, as {@link EffectsEnv.statuses} keys it, or null for none. */
+export function proposalKey(event: EventFacts): string | null {
+  const input = lifecycleInput(event);
+  return input.move ? String(input.nu) : null;
+}
+
+/** A built-in stage of domain/handler-order.ts. */
+export function* stageEffects(stage: BuiltInStage, event: EventFacts, env: EffectsEnv): EffectProgram {
+  const nowMs = env.now.getTime();
+  switch (stage) {
+    case 'lifecycle':
+      return yield* lifecycleEffects(event, env);
+    case 'registry_tracking':
+      return yield* registryEffects(trackFromEventEffects(event, nowMs, env.schedule), env);
+    case 'registry_results': {
+      if (event.requestId === null) return;
+      const [current] = yield run(SQL.averbacaoState[env.dialect], [event.requestId]);
+      const state = (current as AverbacaoState | undefined) ?? null;
+      return yield* registryEffects(registryResultEffects(event, state, nowMs, env.schedule), env);
+    }
+  }
+}
+
+function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram {
+  const input = lifecycleInput(event);
+  if (!input.move) {
+    const skip = lifecycleSkipLog(event, input);
+    if (skip !== null) env.logger.warn(skip.fields, skip.message);
+    return;
+  }
+  const { dialect, statuses } = env;
+  const key = String(input.nu);
+  const nu = nuValue(dialect, input.nu);
+  const current = statuses?.has(key)
+    ? (statuses.get(key) as ProposalStatus | null)
+    : (((yield run(SQL.proposalStatus[dialect], [nu]))[0] as { status: ProposalStatus } | undefined)
+        ?.status ?? null);
+  const t = transition(current, input.evento);
+  const d = input.data;
+  const values = [nu, event.id, t.evento, t.from, t.to, t.applied, t.reason, env.now.toISOString()];
+  const all = [...values, d.uuid, d.nu_cpf, d.nu_cnpj_conveniada, d.vl_emprestimo, d.no_conveniada, t.stage];
+  let recorded: boolean;
+  if (dialect === 'postgres') {
+    recorded = (yield run(t.from === null ? SQL.pgCreate : SQL.pgMove, all)).length > 0;
+  } else {
+    recorded = (yield run(SQL.record, values)).length > 0;
+    if (recorded) yield run(t.from === null ? SQL.create : SQL.move, all);
+  }
+  statuses?.set(key, recorded && t.applied ? t.to : t.from);
+}
+
+/**
+ * Starts tracking a registration, its first poll queued in the same transaction; one already
+ * tracked only gets its missing fields filled. Returns whether it was new.
+ */
+export function* trackEffects(
+  e: Extract<RegistryEffect, { type: 'track' }>,
+  dialect: Dialect,
+  now: string,
+): EffectProgram<boolean> {
+  const nu = nuValue(dialect, e.nuProposta);
+  const values = [e.requestId, e.correlationId, nu, e.status, e.via, e.nextPollAt, now];
+  if ((yield run(SQL.track, values)).length === 0) {
+    yield run(SQL.fill, [e.correlationId, nu, now, e.requestId]);
+    return false;
+  }
+  if (e.nextPollAt !== null) yield { firstPoll: { requestId: e.requestId, at: new Date(e.nextPollAt) } };
+  return true;
+}
+
+function* registryEffects(effects: readonly RegistryEffect[], env: EffectsEnv): EffectProgram {
+  const now = env.now.toISOString();
+  for (const e of effects) {
+    switch (e.type) {
+      case 'track':
+        yield* trackEffects(e, env.dialect, now);
+        break;
+      case 'fill':
+        yield run(SQL.fill, [e.correlationId, nuValue(env.dialect, e.nuProposta), now, e.requestId]);
+        break;
+      case 'set_status':
+        yield run(SQL.setStatus, [e.status, now, e.requestId]);
+        break;
+      case 'set_final':
+        yield run(SQL.setFinal, [e.status, e.source, e.body, e.eventId, now, e.requestId]);
+        break;
+      case 'log':
+        env.logger[e.level](e.fields, e.message);
+        break;
+    }
+  }
+}
