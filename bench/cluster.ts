@@ -1588,7 +1588,7 @@ const DRAIN_USAGE = `usage: node dist/bench/cluster.js drain [options]
   --statements         pg_stat_statements on (its own cost included): statements and PostgreSQL time per event
   --env <K=V>          added to every replica's environment (repeatable; FEED_ENABLED=true turns the outbox on)`;
 
-interface DrainBuild {
+export interface DrainBuild {
   label: string;
   bin: string;
 }
@@ -1679,7 +1679,7 @@ async function statementReport(db: RunDatabase, events: number): Promise<string[
   ];
 }
 
-interface DrainOptions {
+export interface DrainOptions {
   builds: DrainBuild[];
   env: Record<string, string>;
   events: number;
@@ -1733,7 +1733,7 @@ async function drainOnce(
   build: DrainBuild,
   dir: string,
   n: number,
-): Promise<string[]> {
+): Promise<{ lines: string[]; eventsPerSecond: number; ok: boolean }> {
   const report: string[] = [];
   const d = await drainRun(drainHarness(build, dir, o.env), pg, { drainEvents: o.events }, o.concurrency, {
     // The build's own migrations: its replica refuses a database with migrations it does not know.
@@ -1754,22 +1754,34 @@ async function drainOnce(
   const checks = drainOk(d, o.events)
     ? 'ok'
     : `MISMATCH (${d.done} done, ${d.transitions} transitions, ${d.orderViolations} out of order)`;
-  return [
+  const lines = [
     `${build.label.padEnd(8)} ${Math.round(d.eventsPerSecond)} events/s (${d.seconds.toFixed(2)} s); ` +
       `CPU per event: replica ${us(d.cpu.replicaUs)} µs, PostgreSQL ${us(d.cpu.postgresUs)} µs; ` +
       `busy cores ${d.cpu.busyCores?.toFixed(2) ?? '-'}; ${d.kicks} kicks in ${d.transactions} transactions; ` +
       `${checks}; load ${d.machine.load1.toFixed(1)}`,
     ...report,
   ];
+  return { lines, eventsPerSecond: d.eventsPerSecond, ok: checks === 'ok' };
 }
 
-/** Row 3 alone, every build once per round, the order reversed every other round (ABBA). */
 async function drainMain(argv: string[]): Promise<void> {
   const o = drainOptions(argv);
   if (o === null) {
     process.stdout.write(`${DRAIN_USAGE}\n`);
     return;
   }
+  await drainBuilds(o, (line) => process.stdout.write(`${line}\n`));
+}
+
+/**
+ * Row 3 alone, every build once per round, the order reversed every other round (ABBA); each
+ * build's events/s in round order (`npm run bench -- --baseline` takes the ratio of their medians).
+ */
+export async function drainBuilds(
+  o: DrainOptions,
+  write: (line: string) => void,
+): Promise<Map<string, { eventsPerSecond: number[]; ok: boolean }>> {
+  const results = new Map(o.builds.map((b) => [b.label, { eventsPerSecond: [] as number[], ok: true }]));
   const statementSettings = {
     shared_preload_libraries: 'pg_stat_statements',
     'pg_stat_statements.track_planning': true,
@@ -1781,19 +1793,23 @@ async function drainMain(argv: string[]): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'consig-drain-'));
   let n = 0;
   try {
-    process.stdout.write(
-      `${await postgresVersion(pg)}; ${o.events} events (${o.steps} per proposal), CLUSTER_CONCURRENCY=${o.concurrency}\n`,
+    write(
+      `${await postgresVersion(pg)}; ${o.events} events (${o.steps} per proposal), CLUSTER_CONCURRENCY=${o.concurrency}`,
     );
     for (let round = 1; round <= o.runs; round++) {
       for (const build of round % 2 === 1 ? o.builds : [...o.builds].reverse()) {
-        const [line, ...report] = await drainOnce(pg, o, build, dir, ++n);
-        process.stdout.write(`round ${round} ${[line, ...report].join('\n')}\n`);
+        const d = await drainOnce(pg, o, build, dir, ++n);
+        write(`round ${round} ${d.lines.join('\n')}`);
+        const r = results.get(build.label);
+        r?.eventsPerSecond.push(d.eventsPerSecond);
+        if (r !== undefined && !d.ok) r.ok = false;
       }
     }
   } finally {
     await pg.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  return results;
 }
 
 if (require.main === module && process.argv[2] === 'pace') childMain();

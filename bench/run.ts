@@ -16,6 +16,7 @@ import {
   type ClusterFigures,
   type ClusterHarness,
   clusterReport,
+  drainBuilds,
   runClusterFigures,
 } from './cluster';
 import { pinToCpus } from './cpus';
@@ -254,7 +255,9 @@ const USAGE = `usage: npm run bench -- [options]
                        PostgreSQL pinned with the load to core 1 (default: 1 when the cluster figures run)
   --baseline <rev>     also build git revision <rev> (its src/ and migrations/, this checkout's
                        node_modules) and run it as receiver-baseline: receiver / receiver-baseline
-                       is the before/after ratio of a change, measured in the same run
+                       is the before/after ratio of a change, measured in the same run; the
+                       pipeline drain, cluster processing (row 3), forwarding throughput and the
+                       starved rows run both builds too, alternating
   --json               print the results as JSON instead of the table`;
 
 function parseOptions(argv: string[]): Options {
@@ -1104,6 +1107,11 @@ async function main(): Promise<number> {
       );
     }
   }
+  const baselineBin = options.targets.find((t) => t.name === 'receiver-baseline')?.bin;
+  const pipelineAb =
+    options.pipelineEvents > 0 && baselineBin !== undefined && options.baseline !== null
+      ? pipelineAgainst(baselineBin, options.pipelineEvents, Math.max(3, options.rounds), errors)
+      : null;
   let poller: PollerIdleResult | null = null;
   if (options.pollerTracked > 0) {
     process.stderr.write(`bench: idle poller with ${options.pollerTracked} tracked registrations ...`);
@@ -1144,6 +1152,10 @@ async function main(): Promise<number> {
       )
     : null;
   const cluster = options.cluster ? await runClusterSection(secret, options, errors) : null;
+  const clusterAb =
+    options.cluster && baselineBin !== undefined
+      ? await clusterDrainAgainst(baselineBin, options, errors)
+      : null;
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -1187,8 +1199,96 @@ async function main(): Promise<number> {
       );
     if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
     if (cluster !== null) process.stdout.write(`\n${clusterReport(cluster.figures, cluster.options)}\n`);
+    for (const ab of [pipelineAb, clusterAb])
+      if (ab !== null) process.stdout.write(`\n${abReport(ab, options.baseline ?? '')}\n`);
   }
   return errors.length > 0 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// This build against --baseline's where a figure is not an HTTP row: the pipeline drain and
+// cluster mode's processing (row 3), alternating builds, in the same run (issue 24).
+
+interface AbFigure {
+  what: string;
+  unit: string;
+  /** Each build's figure, round by round. */
+  runs: { build: number[]; baseline: number[] };
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : (s[Math.floor((s.length - 1) / 2)] as number);
+};
+
+function abReport(f: AbFigure, rev: string): string {
+  const list = (xs: number[]) => xs.map((x) => Math.round(x)).join(' / ');
+  const ratio = median(f.runs.build) / median(f.runs.baseline);
+  return (
+    `${f.what}, this build against ${rev}, alternating: this build ${list(f.runs.build)} ${f.unit}, ` +
+    `baseline ${list(f.runs.baseline)} ${f.unit}\n` +
+    `  this build / baseline (medians) ${fixed(ratio, 2)}×   (target ≥ 1.00× within noise)`
+  );
+}
+
+/**
+ * The pipeline drain (bench/pipeline-drain.ts) of each build, in a child process of its own pinned
+ * to core 0 (when taskset is here), the builds alternating, `rounds` each.
+ */
+function pipelineAgainst(baselineBin: string, events: number, rounds: number, errors: string[]): AbFigure {
+  const scripts = {
+    build: join(__dirname, 'pipeline-drain.js'),
+    baseline: resolve(baselineBin, '..', '..', '..', 'bench', 'pipeline-drain.js'),
+  };
+  const pin = spawnSync('taskset', ['-c', '0', 'true']).status === 0 ? ['taskset', '-c', '0'] : [];
+  const runs = { build: [] as number[], baseline: [] as number[] };
+  for (let round = 1; round <= rounds; round++)
+    for (const which of ['build', 'baseline'] as const) {
+      process.stderr.write(`bench: pipeline drain, ${which}, round ${round} ...`);
+      const argv = [...pin, process.execPath, scripts[which], String(events)];
+      const r = spawnSync(argv[0] as string, argv.slice(1), { encoding: 'utf8' });
+      const rate = /= (\d+) events\/s/.exec(r.stdout ?? '')?.[1];
+      if (r.status !== 0 || rate === undefined) {
+        errors.push(`pipeline drain (${which}): exit ${r.status}; ${(r.stdout + r.stderr).slice(-500)}`);
+        continue;
+      }
+      process.stderr.write(` ${rate} events/s\n`);
+      runs[which].push(Number(rate));
+    }
+  return { what: `pipeline drain of ${events} stored events`, unit: 'events/s', runs };
+}
+
+/** Cluster mode's processing (row 3, bench/cluster.ts `drainBuilds`) of each build, ABBA. */
+async function clusterDrainAgainst(
+  baselineBin: string,
+  options: Options,
+  errors: string[],
+): Promise<AbFigure> {
+  const concurrency = options.clusterConcurrencies[0] ?? 4;
+  const results = await drainBuilds(
+    {
+      builds: [
+        { label: 'build', bin: join(__dirname, '..', 'src', 'cli', 'bin.js') },
+        { label: 'baseline', bin: baselineBin },
+      ],
+      env: {},
+      events: options.clusterEvents,
+      concurrency,
+      runs: Math.max(2, options.clusterRounds),
+      steps: 9,
+      statements: false,
+    },
+    (line) => process.stderr.write(`bench: cluster processing ${line}\n`),
+  );
+  const of = (label: string) => results.get(label) ?? { eventsPerSecond: [], ok: false };
+  for (const label of ['build', 'baseline'])
+    if (!of(label).ok)
+      errors.push(`cluster processing (${label}): a drain did not process every event in order`);
+  return {
+    what: `cluster processing of ${options.clusterEvents} events, CLUSTER_CONCURRENCY=${concurrency}`,
+    unit: 'events/s',
+    runs: { build: of('build').eventsPerSecond, baseline: of('baseline').eventsPerSecond },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
