@@ -119,10 +119,15 @@ async function lateRelayed(r: TestReceiver): Promise<number> {
 it('three replicas behind a round-robin, events 50 ms apart: every proposal processed in the order sent, as one process would', async () => {
   const { port } = new URL(bed.url);
   proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(port) }, 60);
+  // A hold-back window longer than the default 5 s: the whole suite runs beside this test on a
+  // shared machine, and a relay starved of CPU for 5 s (the far one pays 60 ms a round trip and
+  // stalls) was dropped from the watermark once, its events then processed as they came, as
+  // documented (docs/cluster.md §10). Dropping a silent replica is cluster-holdback.test.ts's case.
+  const holdback = { CLUSTER_HOLDBACK_MAX_MS: '30000' };
   const replicas = [
-    await bed.replica({ REPLICA_ID: 'replica-a' }),
-    await bed.replica({ REPLICA_ID: 'replica-b' }),
-    await bed.replica({ REPLICA_ID: 'replica-far', DATABASE_URL: proxy.through(bed.url) }),
+    await bed.replica({ REPLICA_ID: 'replica-a', ...holdback }),
+    await bed.replica({ REPLICA_ID: 'replica-b', ...holdback }),
+    await bed.replica({ REPLICA_ID: 'replica-far', DATABASE_URL: proxy.through(bed.url), ...holdback }),
   ];
   const proposals: Sent[] = PATHS.flatMap((eventos, path) =>
     Array.from({ length: PER_PATH }, (_, i) => ({ nu: 7_220_000 + path * 100 + i, eventos, ids: [] })),
@@ -138,7 +143,7 @@ it('three replicas behind a round-robin, events 50 ms apart: every proposal proc
   // The far link also stalls for 600 ms of every second (a congested zone): an event the far
   // replica acknowledged in a stall is relayed after it, behind its proposal's next event that a
   // near replica relayed meanwhile: events numbered out of order in every run, however fast the
-  // machine. A stall stays well inside the hold-back window (CLUSTER_HOLDBACK_MAX_MS, 5 s).
+  // machine. A stall stays well inside the hold-back window (CLUSTER_HOLDBACK_MAX_MS).
   // The replicas run with answers first (issue 23) as in production: the relays wait while answers
   // are being made.
   const stalls = stallPeriodically(proxy, { everyMs: 1000, forMs: 600 });
