@@ -1,3 +1,4 @@
+import type { EventFacts } from '../../src/domain/event-effects';
 import type { NewEvent } from '../../src/store/events';
 
 /** A pending `proposta.criada` of proposal 1 as the writer stores it, keyed `key` (dedup key and webhook_id). */
@@ -16,5 +17,21 @@ export function pendingEvent(key: string, body = `{"k":"${key}"}`): NewEvent {
     bodyBytes: Buffer.byteLength(body),
     status: 'pending',
     lastError: null,
+  };
+}
+
+/** An event as the handlers' decisions read it (domain/event-effects.ts): event 7, `proposta.aprovada`, no proposal. */
+export function eventFacts(over: Partial<EventFacts> = {}): EventFacts {
+  return {
+    id: 7,
+    kind: 'event',
+    evento: 'proposta.aprovada',
+    nuProposta: null,
+    requestId: null,
+    registryStatus: null,
+    rawBody: null,
+    payload: null,
+    dados: null,
+    ...over,
   };
 }

@@ -8,6 +8,7 @@ import {
 import type { EventFacts } from '../../../src/domain/event-effects';
 import type { BuiltInStage } from '../../../src/domain/handler-order';
 import type { Dialect } from '../../../src/domain/sql/log-sql';
+import { eventFacts } from '../../helpers/events';
 
 /**
  * The built-in effects' programs (core/effects.ts), driven here as each store's driver drives them:
@@ -16,18 +17,9 @@ import type { Dialect } from '../../../src/domain/sql/log-sql';
  * mode-equality tests; this table names the statements and their order per dialect.
  */
 
-const facts = (over: Partial<EventFacts>): EventFacts => ({
-  id: 7,
-  kind: 'event',
-  evento: 'proposta.criada',
-  nuProposta: 4242,
-  requestId: null,
-  registryStatus: null,
-  rawBody: null,
-  payload: null,
-  dados: null,
-  ...over,
-});
+/** `proposta.criada` of proposal 4242 unless `over` says otherwise. */
+const facts = (over: Partial<EventFacts>): EventFacts =>
+  eventFacts({ evento: 'proposta.criada', nuProposta: 4242, ...over });
 
 /** Runs `program`, answering each statement with `answers[name]` (default: no rows). */
 function drive<R>(

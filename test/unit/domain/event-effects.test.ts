@@ -1,19 +1,9 @@
-import { type EventFacts, lifecycleInput, lifecycleSkipLog } from '../../../src/domain/event-effects';
+import { lifecycleInput, lifecycleSkipLog } from '../../../src/domain/event-effects';
+import { eventFacts } from '../../helpers/events';
 
 /** The life-cycle handler's first decision, made once for both stores (core/effects.ts). */
 
-const facts = (over: Partial<EventFacts>): EventFacts => ({
-  id: 7,
-  kind: 'event',
-  evento: 'proposta.aprovada',
-  nuProposta: null,
-  requestId: null,
-  registryStatus: null,
-  rawBody: null,
-  payload: null,
-  dados: null,
-  ...over,
-});
+const facts = eventFacts;
 
 describe('lifecycleInput and lifecycleSkipLog', () => {
   it.each([
