@@ -1,7 +1,8 @@
 /**
  * Statements both stores run as they are, SQLite (store/averbacoes.ts) and PostgreSQL
  * (cluster/poll-job.ts): one text, with PostgreSQL's numbered `$1` placeholders, which SQLite runs
- * as `?1` bound from `{ 1: …, 2: … }` (store/handler-sql.ts `prepareShared`). They live in
+ * as `?`, each bound by position with the value its number names (store/handler-sql.ts
+ * `prepareShared`). They live in
  * domain/ only because it is the one folder both stores may import (cluster/ imports nothing else of
  * the receiver); they are text, and run nothing. A statement whose dialects disagree stays in its
  * store.
