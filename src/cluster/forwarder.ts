@@ -139,6 +139,8 @@ export class ClusterForwarder {
   private readonly senders = new Map<string, DestinationSender>();
   private client: Client | null = null;
   private running = false;
+  /** stop() has closed the lock connection: a tick still connecting closes what it opens. */
+  private closed = false;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   /** Senders stopped after the lock connection was lost: no sender of theirs starts before they are done. */
@@ -156,6 +158,7 @@ export class ClusterForwarder {
   start(): void {
     if (this.running || (this.byName.size === 0 && this.options.onNotify === undefined)) return;
     this.running = true;
+    this.closed = false;
     this.tick();
   }
 
@@ -200,6 +203,8 @@ export class ClusterForwarder {
     await within(this.ticking ?? Promise.resolve(), timeoutMs);
     const finished = await this.retire(timeoutMs);
     await this.retiring;
+    // Before the close: a tick that connects while it runs closes its own connection.
+    this.closed = true;
     await this.closeClient();
     return finished;
   }
@@ -218,8 +223,10 @@ export class ClusterForwarder {
     if (!this.running || this.ticking !== null) return;
     this.ticking = this.tickOnce().then(async (delayMs) => {
       this.ticking = null;
-      // Stopped while connecting, after stop() stopped waiting for this tick: close what it opened.
-      if (!this.running) return this.closeClient();
+      // Stopped meanwhile. The locks go only once the senders are done (stop() releases them after
+      // it retired them): a tick that ends during a stop leaves the connection to stop(). Only one
+      // that ends after stop() is over (it gave up waiting for it while connecting) closes what it opened.
+      if (!this.running) return this.closed ? this.closeClient() : undefined;
       this.timer = setTimeout(() => this.tick(), delayMs);
       this.timer.unref();
     });

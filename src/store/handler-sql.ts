@@ -62,8 +62,9 @@ function bindable(value: unknown): unknown {
 /**
  * One of our own `$n` statements (domain/sql/, core/) prepared on SQLite: each placeholder becomes
  * SQLite's plain `?`, bound by position with the value its number names (a `$n` used twice is bound
- * twice, a value no placeholder names is not bound), so the text reads as SQLite's own statements do
- * (the statement-plan check, test/integration/query-plans, matches some by their `?`). Never
+ * twice, a value no placeholder names is not bound, fewer values than the highest `$n` is an
+ * error), so the text reads as SQLite's own statements do (the statement-plan check,
+ * test/integration/query-plans, matches some by their `?`). Never
  * applied to a partner's SQL: a `$1` inside a string literal would be rewritten too. `raw`: each
  * row an array of its values, in column order (no object built per row: for a wide row read once
  * per event).
@@ -77,8 +78,14 @@ export function prepareShared<R = unknown>(
   const inOrder = slots.every((n, i) => n === i);
   const statement = db.prepare<unknown[], R>(text.replace(/\$\d+/g, '?'));
   if (options.raw === true) statement.raw(true);
-  const bind = (params: readonly unknown[]): unknown[] =>
-    inOrder && params.length === slots.length ? params.map(bindable) : slots.map((n) => bindable(params[n]));
+  const named = slots.length === 0 ? 0 : Math.max(...slots) + 1;
+  const bind = (params: readonly unknown[]): unknown[] => {
+    if (params.length < named)
+      throw new RangeError(`a statement with $${named} was given ${params.length} values`);
+    return inOrder && params.length === slots.length
+      ? params.map(bindable)
+      : slots.map((n) => bindable(params[n]));
+  };
   return {
     reader: statement.reader,
     all: (params) => statement.all(...bind(params)),

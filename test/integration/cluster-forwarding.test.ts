@@ -25,6 +25,7 @@ import {
 } from '../helpers/destination';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
 import { createTestDatabase, startTestPostgres, workerPostgres } from '../helpers/postgres';
+import { startLatencyProxy } from '../helpers/latency-proxy';
 
 /**
  * Forwarding in cluster mode (contract §8, §10; src/cluster/forwarder.ts), unmocked: a real
@@ -528,6 +529,36 @@ describe('two replicas on one database', () => {
     expect(d.requests.length).toBe(messages.length);
     expect(new Set(d.requests.map((req) => req.webhookId)).size).toBe(messages.length);
     expect(orderViolations(d, messages)).toEqual([]);
+  });
+  it('a replica stopped while its lock connection is in the middle of a heartbeat still finishes and records its requests before it lets go', async () => {
+    const db = await database();
+    // The lock connection through a proxy this test can pause: a heartbeat is held mid-flight, and
+    // stop() comes while it is. The stop used to end with that heartbeat (the lock released at
+    // once, before the requests in flight were answered and recorded), and b sent them again.
+    const proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(new URL(db.url).port) }, 1);
+    try {
+      const d = await destination(() => ({ delayMs: 1500 }));
+      const list = [config('crm', d)];
+      const a = replica({ ...db, url: proxy.through(db.url) }, 'a', list);
+      await waitFor(() => a.forwarder.holding().includes('crm'), 'replica a to hold crm');
+      const b = replica(db, 'b', list);
+      await waitFor(() => b.forwarder.connected, 'replica b connected');
+      const messages = await store(db.pool, lifecycles(6600, 6, 3), ['crm']);
+      await waitFor(() => d.requests.some((req) => req.answer === null), 'a with requests open');
+
+      proxy.pause();
+      await sleep(300); // a heartbeat every 100 ms: one is held now
+      const stopping = a.forwarder.stop(10_000);
+      await sleep(100);
+      proxy.resume();
+      expect(await stopping).toBe(true);
+      await waitFor(() => b.forwarder.holding().includes('crm'), 'replica b to take crm over');
+      await settled(db.pool, 'crm', messages.length);
+      expect(d.requests.length).toBe(messages.length);
+      expect(new Set(d.requests.map((req) => req.webhookId)).size).toBe(messages.length);
+    } finally {
+      await proxy.close();
+    }
   });
 });
 
