@@ -7,6 +7,7 @@ import {
   registryResultEffects,
   trackFromEventEffects,
 } from '../domain/event-effects';
+import type { HandlerLogger } from '../domain/event-router';
 import type { BuiltInStage } from '../domain/handler-order';
 import { type ProposalStatus, transition } from '../domain/lifecycle';
 import type { PollScheduleOptions } from '../domain/registry';
@@ -41,10 +42,8 @@ export type EffectStep =
 /** A program: yields its steps, is given each statement's rows back, returns `R`. */
 export type EffectProgram<R = void> = Generator<EffectStep, R, readonly unknown[]>;
 
-export interface EffectsLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
+/** What the effects log: a handler's logger's info and warn (domain/event-router.ts). */
+export type EffectsLogger = Pick<HandlerLogger, 'info' | 'warn'>;
 
 export interface EffectsEnv {
   readonly dialect: Dialect;
