@@ -149,8 +149,14 @@ function statements(dialect: Dialect) {
     nextDue: `SELECT min(d.next_attempt_at) AS at FROM forward_deliveries d
       WHERE d.destination = $1 AND d.status = 'pending' AND d.next_attempt_at > $2 AND ${HEAD_OF_LINE}`,
     destinations: 'SELECT name, paused, circuit, updated_at FROM forward_destinations',
+    // Once per attempt: a batch written again because its COMMIT went unanswered (the connection
+    // lost as PostgreSQL restarted, the commit durable all the same) must not record its attempts
+    // twice. An attempt is its delivery, its number and when it started (a replayed delivery counts
+    // from 1 again, at another time); the probe is on forward_attempts_delivery.
     insertAttempts: `INSERT INTO forward_attempts (${columns(ATTEMPT_COLUMNS)})
-      SELECT ${ATTEMPT_COLUMNS.map(([name]) => attempt.col(name)).join(', ')} ${attempt.from}`,
+      SELECT ${ATTEMPT_COLUMNS.map(([name]) => attempt.col(name)).join(', ')} ${attempt.from}
+      WHERE NOT EXISTS (SELECT 1 FROM forward_attempts a WHERE a.delivery_id = ${attempt.col('delivery_id')}
+        AND a.attempt = ${attempt.col('attempt')} AND a.started_at = ${attempt.col('started_at')})`,
     // One statement for the three outcomes (delivered, retry, dead): `delivered_at` is given only
     // for a delivery. Guarded by status: a delivery an operator changed meanwhile (a replay) keeps
     // the operator's state.

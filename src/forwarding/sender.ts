@@ -628,19 +628,25 @@ export class ForwardSender {
     const batch = this.records.splice(0, this.records.length);
     const circuits = [...this.circuitWrites.values()];
     this.circuitWrites.clear();
+    let failed = false;
     this.writing = this.recorder(
       batch.map((b) => b.record),
       circuits,
     ).then(
       () => this.recorded(batch),
-      (err: unknown) => this.notRecorded(batch, circuits, err),
+      (err: unknown) => {
+        failed = true;
+        this.notRecorded(batch, circuits, err);
+      },
     );
     try {
       await this.writing;
     } finally {
       this.writing = null;
     }
-    if (this.records.length > 0) this.queueFlush();
+    // A failed write is tried again by its timer, or by stop()'s last write: never at once, or a store
+    // that refuses at once (PostgreSQL restarting) has a stopping sender spin on it.
+    if (this.records.length > 0 && !failed) this.queueFlush();
   }
 
   private recorded(batch: readonly { worker: Worker; deliveryId: number }[]): void {

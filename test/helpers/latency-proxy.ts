@@ -13,6 +13,12 @@ export interface LatencyProxy {
   through(url: string): string;
   /** Holds every chunk, both ways, until {@link resume}. */
   pause(): void;
+  /**
+   * Loses one COMMIT's answer: the next connection that sends `after` has its next COMMIT passed on
+   * to PostgreSQL (which commits it), then the link cut both ways before the answer comes back. The
+   * client sees its connection lost in the middle of a COMMIT that did happen. Resolves once cut.
+   */
+  loseCommitAnswer(after: string): Promise<void>;
   resume(): void;
   close(): Promise<void>;
 }
@@ -38,13 +44,36 @@ export async function startLatencyProxy(
     from.on('data', (chunk) => later(() => to.writable && to.write(chunk)));
     from.on('end', () => later(() => to.end()));
   };
+  /** The armed loseCommitAnswer: what arms a connection, and what to call once it is cut. */
+  let lose: { after: string; cut: () => void } | null = null;
   const server: Server = createServer((client) => {
     const upstream = connect(target.port, target.host);
     track(client);
     track(upstream);
-    pipe(client, upstream);
     pipe(upstream, client);
-    client.on('close', () => upstream.destroy());
+    // Client to server, watching for the armed COMMIT.
+    let armed = false;
+    let cut = false;
+    client.on('data', (chunk: Buffer) => {
+      const target = lose;
+      if (target !== null && !armed && chunk.includes(target.after)) armed = true;
+      else if (target !== null && armed && chunk.includes('COMMIT\0')) {
+        lose = null;
+        cut = true;
+        // The COMMIT goes on, then the end of the stream: PostgreSQL reads and commits it before it
+        // sees the end. Its answer is never read; the client's socket goes at once.
+        later(() => {
+          upstream.end(chunk);
+          client.destroy();
+          target.cut();
+        });
+        return;
+      }
+      later(() => upstream.writable && upstream.write(chunk));
+    });
+    client.on('end', () => later(() => upstream.end()));
+    // A cut connection's upstream is left to finish the COMMIT it was given, then closed.
+    client.on('close', () => (cut ? setTimeout(() => upstream.destroy(), 1000) : upstream.destroy()));
     upstream.on('close', () => client.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -60,6 +89,10 @@ export async function startLatencyProxy(
     pause: () => {
       paused = true;
     },
+    loseCommitAnswer: (after) =>
+      new Promise<void>((resolve) => {
+        lose = { after, cut: resolve };
+      }),
     resume: () => {
       paused = false;
       for (const send of held.splice(0)) setTimeout(send, delayMs);

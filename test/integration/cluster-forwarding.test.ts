@@ -562,6 +562,93 @@ describe('two replicas on one database', () => {
   });
 });
 
+describe("the sender's records on PostgreSQL", () => {
+  /** Each delivery's recorded attempts and the requests the destination got for its message. */
+  async function attemptsAndRequests(pool: Pool, d: FakeDestination) {
+    const counted = await rows<{ webhook_id: string; status: string; attempts: string }>(
+      pool,
+      `SELECT m.webhook_id, d.status, (SELECT count(*) FROM forward_attempts a WHERE a.delivery_id = d.id) AS attempts
+       FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id ORDER BY d.id`,
+    );
+    return counted.map((c) => ({
+      status: c.status,
+      attempts: Number(c.attempts),
+      requests: d.byWebhookId().get(c.webhook_id)?.length ?? 0,
+    }));
+  }
+
+  it('a record whose COMMIT went through but whose answer was lost (the connection cut) is written again: each attempt recorded once, nothing sent twice', async () => {
+    const db = await database();
+    // The senders' pool through a proxy that cuts one connection between PostgreSQL's commit of the
+    // attempts and its answer: the sender sees a failed write of something that is stored.
+    const proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(new URL(db.url).port) }, 1);
+    try {
+      const pool = openPool(proxy.through(db.url), 8);
+      const d = await destination();
+      const a = replica({ url: db.url, pool }, 'a', [config('crm', d)]);
+      await waitFor(() => a.forwarder.holding().includes('crm'), 'replica a to hold crm');
+      const cut = proxy.loseCommitAnswer('INSERT INTO forward_attempts');
+      const messages = await store(db.pool, lifecycles(6700, 4, 3), ['crm']);
+      await cut;
+      await settled(db.pool, 'crm', messages.length);
+      await a.forwarder.stop(1000);
+      await pool.end();
+
+      // The write was tried again (a second later) on a new connection, and found its attempts stored.
+      expect(a.senderLog.lines.map((l) => l.msg)).toContain(
+        'forwarding: could not record attempts; retrying',
+      );
+      const all = await attemptsAndRequests(db.pool, d);
+      expect(all).toHaveLength(messages.length);
+      expect(all.filter((x) => x.status !== 'delivered' || x.attempts !== 1 || x.requests !== 1)).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a sender stopping while PostgreSQL refuses its records tries once more, not in a loop; the next holder sends those again, each recorded once', async () => {
+    const db = await database();
+    const d = await destination(() => ({ delayMs: 500 }));
+    const a = replica(db, 'a', [config('crm', d)]);
+    await waitFor(() => a.forwarder.holding().includes('crm'), 'replica a to hold crm');
+    const messages = await store(db.pool, lifecycles(6800, 3, 1), ['crm']);
+    await waitFor(() => d.requests.length === 3, "a with each proposal's first message open");
+    // A refusal the test can take back: every attempt's INSERT fails (as a store down would).
+    await db.pool.query(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+      $$BEGIN RAISE EXCEPTION 'refused by the test'; END$$`);
+    await db.pool.query(
+      'CREATE TRIGGER refuse BEFORE INSERT ON forward_attempts FOR EACH ROW EXECUTE FUNCTION refuse()',
+    );
+    const open = d.requests.length;
+    expect(await a.forwarder.stop(5000)).toBe(true);
+    await sleep(500);
+    const refused = () =>
+      a.senderLog.lines.filter(
+        (l) =>
+          l.msg ===
+          'forwarding: could not record attempts while stopping; they stay pending and are sent again',
+      ).length;
+    // Once per answer at most, and once more in stop(): a sender that kept trying on its own would
+    // be logging hundreds by now (and would write behind the next holder's back once let through).
+    const tried = refused();
+    expect(tried).toBeGreaterThanOrEqual(1);
+    expect(tried).toBeLessThanOrEqual(open + 1);
+    expect((await deliveries(db.pool, 'crm')).map((x) => [x.status, x.attempts])).toEqual(
+      messages.map(() => ['pending', 0]),
+    );
+
+    await db.pool.query('DROP TRIGGER refuse ON forward_attempts');
+    replica(db, 'b', [config('crm', d)]);
+    await settled(db.pool, 'crm', messages.length);
+    await sleep(300);
+    expect(refused()).toBe(tried);
+    const all = await attemptsAndRequests(db.pool, d);
+    // What a sent went again with b (at-least-once), and only b's attempts are recorded.
+    expect(all.map((x) => [x.status, x.attempts])).toEqual(messages.map(() => ['delivered', 1]));
+    expect(all.reduce((n, x) => n + x.requests, 0)).toBe(messages.length + open);
+  });
+});
+
 describe('PostgreSQL restarted', () => {
   it('mid-run: no crash, the replica reconnects, retakes its destinations and delivers everything', async () => {
     // A durable server of its own (this test crashes it): with synchronous_commit off a crash would

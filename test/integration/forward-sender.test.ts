@@ -414,6 +414,43 @@ describe('through the whole receiver', () => {
     expectConsistentAttempts(d, SECRET_A);
   });
 
+  it('stopping while the file refuses the records: one more try in the stop, not a loop (the thread stops in time); the next start sends them again, each recorded once', async () => {
+    // The first three requests (each proposal's first message) answered while the sender stops.
+    const d = await destination((req) => (req.seq < 3 ? { delayMs: 500 } : undefined));
+    const r = await receiverWith([entry('refused', d)]);
+    const sender = r.sqlite!.sender as ForwardSenderThread;
+    for (const nu of [810_030, 810_031, 810_032]) await sendEvents(r, nu, ['proposta.criada']);
+    await eventually(() => d.requests.length === 3, "each proposal's first message open");
+    // A refusal the test can take back: every attempt's INSERT fails, as on a full disk.
+    r.store.db.exec(
+      "CREATE TRIGGER refuse BEFORE INSERT ON forward_attempts BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    );
+    // The answers come while it stops, and cannot be recorded: tried with the answers and once more in
+    // the stop, then left pending. (The sender used to try again at once after each refusal, on and
+    // on; here the thread's end cut that short, cluster-forwarding.test.ts shows it going on.)
+    expect(await sender.stop(5000)).toBe(true);
+    const refused = r.logs.lines.filter(
+      (l) =>
+        l.msg ===
+        'forwarding: could not record attempts while stopping; they stay pending and are sent again',
+    ).length;
+    expect(refused).toBeGreaterThanOrEqual(1);
+    expect(refused).toBeLessThanOrEqual(4);
+    const pending = deliveriesOf(r.store.db, 'refused');
+    expect(pending.map((row) => [row.status, row.attempts])).toEqual(pending.map(() => ['pending', 0]));
+
+    r.store.db.exec('DROP TRIGGER refuse');
+    sender.start();
+    const done = await allDelivered(r, 'refused', pending.length);
+    for (const row of done) {
+      const sent = d.byWebhookId().get(row.webhook_id) ?? [];
+      expect(attemptsOf(r.store.db, 'refused', row.webhook_id).map((a) => a.http_status)).toEqual([200]);
+      // The three answered during the stop went again (at-least-once, the same webhook-id).
+      expect(sent).toHaveLength(d.requests.slice(0, 3).some((q) => q.webhookId === row.webhook_id) ? 2 : 1);
+    }
+    expectConsistentAttempts(d, SECRET_A);
+  });
+
   it("each pipeline commit nudges the sender's thread: with a 10-minute poll interval, every message still goes at once", async () => {
     const d = await destination();
     const where = home();

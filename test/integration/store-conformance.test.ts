@@ -1491,6 +1491,37 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       ]);
     });
 
+    behaviour(
+      'records a batch written again (its COMMIT stored, its answer lost) once; a replayed delivery’s new attempt 1 beside its old one',
+      async () => {
+        const batch = [
+          attempt({ deliveryId: 1, next: { status: 'delivered' }, answer: 'ok' }),
+          attempt({
+            deliveryId: 5,
+            httpStatus: 503,
+            outcome: 'temporary',
+            next: { status: 'pending', nextAttemptAt: at(2 * MINUTE) },
+          }),
+        ];
+        await sender().record(batch, []);
+        const once = { attempts: await attempts(), deliveries: await deliveries(1, 5) };
+        // The sender tries a failed write again, whole: the first may have been committed.
+        await sender().record(batch, []);
+        expect({ attempts: await attempts(), deliveries: await deliveries(1, 5) }).toEqual(once);
+        // The same delivery and number at another time is another attempt (an operator's replay
+        // counts from 1 again).
+        await sender().record(
+          [attempt({ deliveryId: 5, startedAt: at(3 * MINUTE), next: { status: 'delivered' } })],
+          [],
+        );
+        expect((await attempts()).map((a) => [a.delivery_id, a.attempt, a.started_at])).toEqual([
+          [1, 1, at(MINUTE)],
+          [5, 1, at(MINUTE)],
+          [5, 1, at(3 * MINUTE)],
+        ]);
+      },
+    );
+
     behaviour('keeps the first 1000 characters of an error, in the attempt and in the delivery', async () => {
       const error = `network: ${'x'.repeat(1500)}`;
       await sender().record(
