@@ -2,10 +2,12 @@ import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import {
   decidePoll,
   type PollAnswer,
+  type PollDecision,
   type PollEvent,
   type PollLog,
   pollStart,
   type PollTarget,
+  refusedAnswer,
 } from '../domain/registry-poll';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import { holdKeys } from './kick-lock';
@@ -70,8 +72,24 @@ export async function runPollJob(requestId: string, deps: PollJobDeps): Promise<
     (error: unknown) => ({ ok: false, error }),
   );
   const now = deps.now();
-  const d = decidePoll(target, answer, now.getTime(), deps.schedule, deps.random ?? Math.random);
+  const random = deps.random ?? Math.random;
+  let d = decidePoll(target, answer, now.getTime(), deps.schedule, random);
+  try {
+    await recordPoll(deps, requestId, d, now);
+  } catch (error) {
+    // A record alone that fails: PostgreSQL is away, the job fails and pg-boss runs it again.
+    if (d.event === null) throw error;
+    d = refusedAnswer(target, error, now.getTime(), deps.schedule, random);
+    await recordPoll(deps, requestId, d, now);
+  }
   if (d.log) deps.logger[d.log.level](d.log.fields, d.log.message);
+  if (d.stale) await markStale(deps, requestId, d.stale);
+  deps.onPoll?.(d.outcome);
+  return d.outcome;
+}
+
+/** In one transaction: the answer (with its kick) if any, the row's poll fields, the next poll's job. */
+async function recordPoll(deps: PollJobDeps, requestId: string, d: PollDecision, now: Date): Promise<void> {
   const next = d.record.nextPollAt === null ? null : new Date(d.record.nextPollAt);
   await deps.transaction(async (sql) => {
     if (d.event) {
@@ -89,9 +107,6 @@ export async function runPollJob(requestId: string, deps: PollJobDeps): Promise<
     ]);
     if (next !== null && updated[0]?.polling) await deps.schedulePoll(sql, requestId, next);
   });
-  if (d.stale) await markStale(deps, requestId, d.stale);
-  deps.onPoll?.(d.outcome);
-  return d.outcome;
 }
 
 /** The poll answer as an event (PostgreSQL's upsert: `xmax = 0` tells a new row from a duplicate). */

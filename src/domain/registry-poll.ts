@@ -148,6 +148,23 @@ export function decidePoll(
   };
 }
 
+/**
+ * An answer the store refused to keep (its event not written: a full disk, a constraint, a
+ * statement PostgreSQL rejected) counts as a failed poll, in both modes: its attempt is recorded and
+ * the next poll backs off by the schedule, rather than the same query going out again at once
+ * (SQLite's next tick, pg-boss's retry of the job). A store that cannot record even that is away:
+ * then the poll is its engine's to try again (the next tick; the job's retry).
+ */
+export function refusedAnswer(
+  t: PollTarget,
+  error: unknown,
+  now: number,
+  o: PollScheduleOptions,
+  random: () => number,
+): PollDecision {
+  return decidePoll(t, { ok: false, error }, now, o, random);
+}
+
 function pollEvent(requestId: string, status: string, raw: unknown): PollEvent {
   return {
     dedupKey: `poll:${requestId}:${status}`,

@@ -8,6 +8,7 @@ import {
   type PollLog,
   pollStart,
   type PollTarget,
+  refusedAnswer,
 } from '../domain/registry-poll';
 import type { Logger } from '../logger';
 import { type AverbacaoRow, averbacoesRepo } from '../store/averbacoes';
@@ -167,9 +168,7 @@ export class RegistryPoller {
         const eventId = this.storePoll(d.event, now.toISOString());
         if (eventId !== null) this.options.onStored?.(eventId, row.request_id);
       } catch (error) {
-        // An answer the file refused counts as a failed poll: it backs off like one, rather than
-        // being asked again at every tick.
-        d = decidePoll(target, { ok: false, error }, now.getTime(), this.options.schedule, this.random);
+        d = refusedAnswer(target, error, now.getTime(), this.options.schedule, this.random);
       }
     }
     if (d.log) this.options.logger[d.log.level](d.log.fields, d.log.message);

@@ -745,6 +745,7 @@ interface AverbacaoRow {
   poll_attempts: number;
   next_poll_at: Date | null;
   last_poll_at: Date | null;
+  last_poll_outcome: string | null;
   result_body: string | null;
   result_event_id: string | null;
   created_at: Date;
@@ -813,6 +814,51 @@ describe('registrations', () => {
       'poll jobs done',
     );
     expect(await pollJobs('req-9401')).toHaveLength(2);
+  });
+
+  it('an answer PostgreSQL refuses to keep counts as a failed poll, as in SQLite mode: recorded and backed off, then asked again and kept', async () => {
+    fake = await startFakeService();
+    const reply = (status: string) => ({ json: { requestId: 'req-9471', status } });
+    fake.on('GET', '/request/:id', reply('processing'), reply('completed'));
+    const node = await clusterReplica('replica-a', serviceEnv({ REGISTRY_WEBHOOK_GRACE_MS: '200' }));
+    // A refusal the test takes back: every poll answer's event fails to insert.
+    await pool.query(`CREATE FUNCTION refuse_poll() RETURNS trigger LANGUAGE plpgsql AS
+      $$BEGIN IF NEW.kind = 'poll' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END$$`);
+    await pool.query(
+      'CREATE TRIGGER refuse_poll BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_poll()',
+    );
+    try {
+      await ack(
+        node,
+        delivery('averbacao.solicitada', { nu_proposta: 9471, dados: { requestId: 'req-9471' } }),
+      );
+      // The job used to fail here, and pg-boss ran it again (5 s, 10 s, …) with no attempt recorded.
+      const refused = await waitFor(
+        async () => {
+          const row = await averbacao('req-9471');
+          return (row?.poll_attempts ?? 0) >= 1 ? row : undefined;
+        },
+        'the first poll of req-9471 recorded',
+        DUE_JOB_BOUND_MS,
+      );
+      expect(refused.poll_attempts).toBe(1);
+      expect(refused.last_poll_outcome).toMatch(/^error:.*refused by the test/);
+      expect(refused.next_poll_at!.getTime()).toBeGreaterThan(refused.last_poll_at!.getTime());
+      expect(await rows(pool, "SELECT id FROM events WHERE kind = 'poll'")).toEqual([]);
+    } finally {
+      await pool.query('DROP TRIGGER refuse_poll ON events');
+      await pool.query('DROP FUNCTION refuse_poll()');
+    }
+    const done = await waitFor(
+      async () => {
+        const row = await averbacao('req-9471');
+        return row?.status === 'completed' ? row : undefined;
+      },
+      'req-9471 completed by a later poll',
+      DUE_JOB_BOUND_MS,
+    );
+    expect(done).toMatchObject({ result_source: 'poll', next_poll_at: null });
+    expect(fake.requestsTo('GET', '/request/').length).toBeGreaterThanOrEqual(2);
   });
 
   it('`track` (the real CLI, on PostgreSQL) declares a registration; its poll job completes it', async () => {

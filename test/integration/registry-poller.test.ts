@@ -181,3 +181,36 @@ it('correlationId is lost (regression): a registration tracked by requestId alon
   await eventually(() => rec.store.averbacoes.get('req-c1')?.status === 'completed', 'completed by polling');
   expect(rec.store.averbacoes.get('req-c1')).toMatchObject({ correlation_id: 'corr-9', nu_proposta: 502 });
 });
+
+it('an answer the file refuses to keep counts as a failed poll: recorded and backed off, then asked again and kept', async () => {
+  fake.on('GET', '/request/:id', statusReply('req-x1', 'processing'), statusReply('req-x1', 'completed'));
+  r = await startTestReceiver({ env: env() });
+  const rec = r;
+  // A refusal the test can take back: every poll answer's event fails to insert (as on a full disk).
+  rec.store.db.exec(
+    "CREATE TRIGGER refuse_poll BEFORE INSERT ON events WHEN NEW.kind = 'poll' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+  );
+  await track(rec, 'req-x1', 503);
+  await eventually(
+    () => (rec.store.averbacoes.get('req-x1')?.poll_attempts ?? 0) >= 1,
+    'the first poll recorded',
+  );
+  const refused = rec.store.averbacoes.get('req-x1');
+  expect(refused).toMatchObject({ poll_attempts: 1, status: 'queued', stale: 0 });
+  expect(refused?.last_poll_outcome).toMatch(/^error:.*refused by the test/);
+  expect(Date.parse(String(refused?.next_poll_at))).toBeGreaterThan(
+    Date.parse(String(refused?.last_poll_at)),
+  );
+  expect(rec.store.events.list({ kind: 'poll' })).toEqual([]);
+  const warned = rec.logs.lines.find((l) => l.msg === 'registry poll failed: will retry');
+  expect(warned).toMatchObject({ request_id: 'req-x1', outcome: 'error', attempts: 1 });
+
+  rec.store.db.exec('DROP TRIGGER refuse_poll');
+  await eventually(
+    () => rec.store.averbacoes.get('req-x1')?.status === 'completed',
+    'completed by a later poll',
+  );
+  expect(rec.store.averbacoes.get('req-x1')).toMatchObject({ result_source: 'poll', next_poll_at: null });
+  // The refused answer (processing) was asked again, not lost in silence: 2 polls at least after it.
+  expect(fake.requestsTo('GET', '/request/').length).toBeGreaterThanOrEqual(2);
+});

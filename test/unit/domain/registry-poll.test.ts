@@ -6,6 +6,7 @@ import {
   type PollAnswer,
   pollStart,
   type PollTarget,
+  refusedAnswer,
   staleLog,
 } from '../../../src/domain/registry-poll';
 
@@ -200,5 +201,43 @@ describe('decidePoll', () => {
   it('jitter comes from the random passed in', () => {
     const d = decidePoll(target(), { ok: true, status: 'queued', raw: {} }, now, o, () => 0);
     expect(d.record.nextPollAt).toBe(now + 3_200);
+  });
+});
+
+describe('refusedAnswer', () => {
+  const now = T0 + 10_000;
+  const refusal = Object.assign(new Error('SQLITE_FULL: database or disk is full'), { code: 'SQLITE_FULL' });
+
+  it("an answer the store refused is a failed poll: no event, the attempt counted, the schedule's back-off, a warning", () => {
+    const answered = decidePoll(target(), { ok: true, status: 'completed', raw: {} }, now, o, noJitter);
+    const refused = refusedAnswer(target(), refusal, now, o, noJitter);
+    expect(answered.record.nextPollAt).toBeNull();
+    expect(refused).toEqual({
+      outcome: 'error',
+      event: null,
+      record: {
+        attempts: 3,
+        nextPollAt: decidePoll(target(), err('SERVICE_NETWORK_ERROR'), now, o, noJitter).record.nextPollAt,
+        outcome: 'error:SQLITE_FULL: database or disk is full',
+      },
+      stale: null,
+      log: {
+        level: 'warn',
+        fields: {
+          request_id: 'req-1',
+          outcome: 'error',
+          attempts: 3,
+          err: 'SQLITE_FULL: database or disk is full',
+        },
+        message: POLL_RETRY_MESSAGE,
+      },
+    });
+    expect(refused.record.nextPollAt).toBeGreaterThan(now);
+  });
+
+  it('past the deadline, a refused answer makes the registration stale as a failed poll does', () => {
+    const refused = refusedAnswer(target(), refusal, T0 + 100_000, o, noJitter);
+    expect(refused.record.nextPollAt).toBeNull();
+    expect(refused.stale).toEqual(staleLog(target({ pollAttempts: 3 })));
   });
 });
