@@ -865,10 +865,12 @@ describe('registrations', () => {
     fake = await startFakeService();
     fake.on('GET', '/request/:id', { json: { requestId: 'req-9451', status: 'completed' } });
     await clusterReplica('replica-a', serviceEnv({ REGISTRY_WEBHOOK_GRACE_MS: '100' }));
+    // The first poll is the command's grace after the commit: long enough that the command's read of
+    // the row (after its commit, in a process that may wait for the CPU) comes before the poll's answer.
     const cliEnv = {
       DATABASE_URL: url,
       WEBHOOK_SECRETS: 'unused-by-track',
-      REGISTRY_WEBHOOK_GRACE_MS: '100',
+      REGISTRY_WEBHOOK_GRACE_MS: '2000',
     };
     const tracked = await runCliAsync(['track', 'req-9451', '--proposal', '9451', '--json'], cliEnv);
     expect(tracked.stderr).toBe('');
