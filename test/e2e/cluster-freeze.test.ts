@@ -35,11 +35,11 @@ const fleet: ServerProcess[] = [];
 const names = new Map<ServerProcess, string>();
 
 /**
- * `it`, whose failure carries each replica's last warnings and errors: a case of this file failed
- * once in CI and passed on every run since, and the replicas' own lines are what tells why.
+ * This file's `it`: jest's, and a failure carries each replica's last warnings and errors. A case
+ * of this file failed once in CI and passed on every run since; the replicas' own lines tell why.
  */
-function itWithLogs(name: string, body: () => Promise<void>, timeoutMs: number): void {
-  it(
+const it = (name: string, body: () => Promise<void>, timeoutMs: number): void =>
+  test(
     name,
     async () => {
       try {
@@ -58,7 +58,6 @@ function itWithLogs(name: string, body: () => Promise<void>, timeoutMs: number):
     },
     timeoutMs,
   );
-}
 beforeEach(() => {
   tmp = tempDir('consig-freeze-');
 });
@@ -248,183 +247,160 @@ async function freezeHoldingRelayLock(pool: Pool, victim: ServerProcess, name: s
   }
 }
 
-itWithLogs(
-  'a replica SIGSTOPped while its relay holds the relay lock: the others keep relaying (lag < 20 s); continued, it relays its spool and everything is processed exactly once',
-  async () => {
-    const a = await replica('replica-a');
-    const b = await replica('replica-b');
-    const c = await replica('replica-c');
-    const load = steadyLoad(bed.pool, [a, c], 10_000);
-    await waitFor(() => load.sent() >= 4, 'load running');
+it('a replica SIGSTOPped while its relay holds the relay lock: the others keep relaying (lag < 20 s); continued, it relays its spool and everything is processed exactly once', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const c = await replica('replica-c');
+  const load = steadyLoad(bed.pool, [a, c], 10_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
 
-    await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 5001);
-    await new Promise((r) => setTimeout(r, FROZEN_MS));
-    const worstWhileFrozen = load.worstMs();
-    b.child.kill('SIGCONT');
-    await send(b, 5002);
-    await load.stop();
+  await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 5001);
+  await new Promise((r) => setTimeout(r, FROZEN_MS));
+  const worstWhileFrozen = load.worstMs();
+  b.child.kill('SIGCONT');
+  await send(b, 5002);
+  await load.stop();
 
-    expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
-    await expectExactlyOnce(bed.pool, load.sent() + 2);
-  },
-  150_000,
-);
+  expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 2);
+}, 150_000);
 
-itWithLogs(
-  'a replica SIGKILLed while its relay holds the relay lock: the others keep relaying; restarted on its spool, it relays what it had acknowledged, once',
-  async () => {
-    const a = await replica('replica-a');
-    const b = await replica('replica-b');
-    const load = steadyLoad(bed.pool, [a], 20_000);
-    await waitFor(() => load.sent() >= 4, 'load running');
+it('a replica SIGKILLed while its relay holds the relay lock: the others keep relaying; restarted on its spool, it relays what it had acknowledged, once', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const load = steadyLoad(bed.pool, [a], 20_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
 
-    await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 6001);
-    b.child.kill('SIGKILL');
-    await b.exited;
-    fleet.splice(fleet.indexOf(b), 1);
-    await new Promise((r) => setTimeout(r, 5_000));
-    await replica('replica-b');
-    await load.stop();
+  await freezeHoldingRelayLock(bed.pool, b, 'replica-b', 6001);
+  b.child.kill('SIGKILL');
+  await b.exited;
+  fleet.splice(fleet.indexOf(b), 1);
+  await new Promise((r) => setTimeout(r, 5_000));
+  await replica('replica-b');
+  await load.stop();
 
-    expect(load.worstMs()).toBeLessThan(LAG_BOUND_MS);
-    await expectExactlyOnce(bed.pool, load.sent() + 1);
-  },
-  120_000,
-);
+  expect(load.worstMs()).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 1);
+}, 120_000);
 
-itWithLogs(
-  'a processing replica SIGSTOPped inside a kick that holds its key’s kick lock: the relays of the others go on (lag < 20 s); continued, everything is processed once',
-  async () => {
-    // Two ingest-only replicas relay; only `worker` processes, so the kick of the key is its own.
-    const a = await replica('replica-a', '0');
-    const c = await replica('replica-c', '0');
-    const worker = await replica('replica-w', '2');
-    const nu = 7001;
-    await send(a, nu);
+it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lock: the relays of the others go on (lag < 20 s); continued, everything is processed once', async () => {
+  // Two ingest-only replicas relay; only `worker` processes, so the kick of the key is its own.
+  const a = await replica('replica-a', '0');
+  const c = await replica('replica-c', '0');
+  const worker = await replica('replica-w', '2');
+  const nu = 7001;
+  await send(a, nu);
+  await waitFor(
+    async () => (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE status = 'done'")) === 1,
+    'the proposal created',
+  );
+  // The test holds the proposal's row: the worker's kick takes the key's kick lock, then waits here.
+  const row = await bed.pool.connect();
+  await row.query('BEGIN');
+  await row.query('SELECT 1 FROM proposals WHERE nu_proposta = $1 FOR UPDATE', [String(nu)]);
+  try {
+    await send(a, nu, 'proposta.pre_aprovada');
     await waitFor(
-      async () => (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE status = 'done'")) === 1,
-      'the proposal created',
-    );
-    // The test holds the proposal's row: the worker's kick takes the key's kick lock, then waits here.
-    const row = await bed.pool.connect();
-    await row.query('BEGIN');
-    await row.query('SELECT 1 FROM proposals WHERE nu_proposta = $1 FOR UPDATE', [String(nu)]);
-    try {
-      await send(a, nu, 'proposta.pre_aprovada');
-      await waitFor(
-        async () =>
-          (await count(
-            bed.pool,
-            `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
-           WHERE s.application_name = 'consig-receiver:pg-boss' AND NOT l.granted`,
-          )) > 0,
-        'the kick waiting for the proposal’s row',
-      );
-      worker.child.kill('SIGSTOP');
-    } finally {
-      await row.query('COMMIT');
-      row.release();
-    }
-    // The kick lock of the proposal is held by the frozen kick: a relay of that proposal's next event
-    // would wait for it holding the relay lock, and every other relay behind it.
-    await send(c, nu, 'proposta.aprovada');
-    const load = steadyLoad(bed.pool, [a, c], 30_000);
-    await new Promise((r) => setTimeout(r, FROZEN_MS));
-    const worstWhileFrozen = load.worstMs();
-    worker.child.kill('SIGCONT');
-    await load.stop();
-
-    expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
-    await expectExactlyOnce(bed.pool, load.sent() + 3);
-  },
-  150_000,
-);
-
-itWithLogs(
-  'the replica sending a destination SIGSTOPped: another replica takes the destination over (its lock freed by the server) and sends while it is frozen',
-  async () => {
-    const destination = await FakeDestination.start();
-    try {
-      const forwarding = { FORWARD_URL: destination.url, FORWARD_SECRET };
-      const a = await replica('replica-a', '2', forwarding);
-      const b = await replica('replica-b', '2', forwarding);
-      const holderOf = async (): Promise<string | null> => {
-        const [row] = await rows<{ application_name: string }>(
+      async () =>
+        (await count(
           bed.pool,
-          `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+           WHERE s.application_name = 'consig-receiver:pg-boss' AND NOT l.granted`,
+        )) > 0,
+      'the kick waiting for the proposal’s row',
+    );
+    worker.child.kill('SIGSTOP');
+  } finally {
+    await row.query('COMMIT');
+    row.release();
+  }
+  // The kick lock of the proposal is held by the frozen kick: a relay of that proposal's next event
+  // would wait for it holding the relay lock, and every other relay behind it.
+  await send(c, nu, 'proposta.aprovada');
+  const load = steadyLoad(bed.pool, [a, c], 30_000);
+  await new Promise((r) => setTimeout(r, FROZEN_MS));
+  const worstWhileFrozen = load.worstMs();
+  worker.child.kill('SIGCONT');
+  await load.stop();
+
+  expect(worstWhileFrozen).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 3);
+}, 150_000);
+
+it('the replica sending a destination SIGSTOPped: another replica takes the destination over (its lock freed by the server) and sends while it is frozen', async () => {
+  const destination = await FakeDestination.start();
+  try {
+    const forwarding = { FORWARD_URL: destination.url, FORWARD_SECRET };
+    const a = await replica('replica-a', '2', forwarding);
+    const b = await replica('replica-b', '2', forwarding);
+    const holderOf = async (): Promise<string | null> => {
+      const [row] = await rows<{ application_name: string }>(
+        bed.pool,
+        `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::oid AND l.objsubid = 2`,
-          [FORWARD_LOCK_CLASS],
-        );
-        return row?.application_name ?? null;
-      };
-      const first = await waitFor(holderOf, 'a replica sending the destination');
-      const [frozen, other] = first === 'consig-receiver:replica-a:forwarder' ? [a, b] : [b, a];
-      await send(other, 9001);
-      await waitFor(() => destination.accepted().length >= 1, 'the first message sent');
-
-      frozen.child.kill('SIGSTOP');
-      await waitFor(
-        async () => (await holderOf()) !== null && (await holderOf()) !== first,
-        'the other replica holding the destination',
+        [FORWARD_LOCK_CLASS],
       );
-      await send(other, 9002);
-      await waitFor(
-        () => destination.accepted().length >= 2,
-        'a message sent while the old holder is frozen',
-      );
-      frozen.child.kill('SIGCONT');
+      return row?.application_name ?? null;
+    };
+    const first = await waitFor(holderOf, 'a replica sending the destination');
+    const [frozen, other] = first === 'consig-receiver:replica-a:forwarder' ? [a, b] : [b, a];
+    await send(other, 9001);
+    await waitFor(() => destination.accepted().length >= 1, 'the first message sent');
 
-      await expectExactlyOnce(bed.pool, 2);
-      await waitFor(
-        async () =>
-          (await count(
-            bed.pool,
-            "SELECT count(*) AS n FROM forward_deliveries WHERE status <> 'delivered'",
-          )) === 0,
-        'every message delivered',
-      );
-      expect(new Set(destination.accepted().map((r) => r.webhookId)).size).toBe(
-        await count(bed.pool, 'SELECT count(*) AS n FROM forward_deliveries'),
-      );
-    } finally {
-      await destination.close();
-    }
-  },
-  120_000,
-);
+    frozen.child.kill('SIGSTOP');
+    await waitFor(
+      async () => (await holderOf()) !== null && (await holderOf()) !== first,
+      'the other replica holding the destination',
+    );
+    await send(other, 9002);
+    await waitFor(() => destination.accepted().length >= 2, 'a message sent while the old holder is frozen');
+    frozen.child.kill('SIGCONT');
 
-itWithLogs(
-  'a relay waiting behind a slow kick (a key’s kick lock held 25 s by a live transaction) does not hold the relay lock meanwhile: the others keep relaying, and its batch goes in once, after',
-  async () => {
-    const a = await replica('replica-a');
-    const b = await replica('replica-b');
-    const load = steadyLoad(bed.pool, [a], 40_000);
-    await waitFor(() => load.sent() >= 4, 'load running');
+    await expectExactlyOnce(bed.pool, 2);
+    await waitFor(
+      async () =>
+        (await count(
+          bed.pool,
+          "SELECT count(*) AS n FROM forward_deliveries WHERE status <> 'delivered'",
+        )) === 0,
+      'every message delivered',
+    );
+    expect(new Set(destination.accepted().map((r) => r.webhookId)).size).toBe(
+      await count(bed.pool, 'SELECT count(*) AS n FROM forward_deliveries'),
+    );
+  } finally {
+    await destination.close();
+  }
+}, 120_000);
 
-    // Not frozen, only slow: the holder is alive and its session is not idle-bounded (the test's own).
-    const kickLock = await holdKickLock(bed.pool, 'p:5501');
-    let worstWhileHeld: number;
-    try {
-      await send(b, 5501);
-      // Its relay either waits for the kick lock (before it takes the relay lock) or, when the
-      // watermark has not reached the event yet, relays it and holds the key (held_keys) for a kick
-      // that waits instead: either way it must not keep the relay lock from replica-a meanwhile.
-      await waitFor(
-        async () =>
-          (await relayWaiting(bed.pool, 'replica-b')) ||
-          (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE nu_proposta = '5501'")) === 1,
-        'replica-b’s relay waiting for the kick lock, or its event relayed',
-      );
-      await new Promise((r) => setTimeout(r, 25_000));
-      worstWhileHeld = load.worstMs();
-    } finally {
-      await kickLock.query('COMMIT');
-      kickLock.release();
-    }
-    await load.stop();
+it('a relay waiting behind a slow kick (a key’s kick lock held 25 s by a live transaction) does not hold the relay lock meanwhile: the others keep relaying, and its batch goes in once, after', async () => {
+  const a = await replica('replica-a');
+  const b = await replica('replica-b');
+  const load = steadyLoad(bed.pool, [a], 40_000);
+  await waitFor(() => load.sent() >= 4, 'load running');
 
-    expect(worstWhileHeld).toBeLessThan(LAG_BOUND_MS);
-    await expectExactlyOnce(bed.pool, load.sent() + 1);
-  },
-  120_000,
-);
+  // Not frozen, only slow: the holder is alive and its session is not idle-bounded (the test's own).
+  const kickLock = await holdKickLock(bed.pool, 'p:5501');
+  let worstWhileHeld: number;
+  try {
+    await send(b, 5501);
+    // Its relay either waits for the kick lock (before it takes the relay lock) or, when the
+    // watermark has not reached the event yet, relays it and holds the key (held_keys) for a kick
+    // that waits instead: either way it must not keep the relay lock from replica-a meanwhile.
+    await waitFor(
+      async () =>
+        (await relayWaiting(bed.pool, 'replica-b')) ||
+        (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE nu_proposta = '5501'")) === 1,
+      'replica-b’s relay waiting for the kick lock, or its event relayed',
+    );
+    await new Promise((r) => setTimeout(r, 25_000));
+    worstWhileHeld = load.worstMs();
+  } finally {
+    await kickLock.query('COMMIT');
+    kickLock.release();
+  }
+  await load.stop();
+
+  expect(worstWhileHeld).toBeLessThan(LAG_BOUND_MS);
+  await expectExactlyOnce(bed.pool, load.sent() + 1);
+}, 120_000);
