@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { type Engine, EVENTS_QUEUE, startEngine } from '../../src/cluster/engine';
+import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { Relay } from '../../src/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/store/spool';
@@ -653,6 +653,30 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
     await drain(restarted.relay);
     expect((await pgEvents()).map((e) => e.dedup_key)).toEqual(bodies.map(webhookId));
     expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '6' }]);
+  });
+});
+
+describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
+  it('the first replica to see it fails the claims left from before, so they run at once; once per timeline', async () => {
+    const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
+    engines.push(engine);
+    await engine.kick(sqlOf(pool), ['p:1', 'p:2']);
+    // Claimed by a worker that died with the old primary: never completed, never failed.
+    const claimed = await engine.boss.fetch<KickData>(EVENTS_QUEUE, { batchSize: 2 });
+    expect(claimed).toHaveLength(2);
+    const stateOf = async (id: string) => (await engine.boss.getJobById(EVENTS_QUEUE, id))?.state;
+    expect(await stateOf(claimed[0]!.id)).toBe('active');
+
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 1)).toBe(2);
+    expect(await stateOf(claimed[0]!.id)).toBe('retry');
+    expect(await stateOf(claimed[1]!.id)).toBe('retry');
+    // The other replicas seeing the same timeline do nothing; a later timeline is new again.
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 1)).toBe(0);
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 2)).toBe(0);
+    expect(await rows(pool, 'SELECT timeline FROM cluster_timelines ORDER BY 1')).toEqual([
+      { timeline: '1' },
+      { timeline: '2' },
+    ]);
   });
 });
 
