@@ -55,7 +55,8 @@ export class OrderClock {
   private anchor: Anchor | null = null;
   private floorMs = Number.NEGATIVE_INFINITY;
   private stamped = 0;
-  private wall: { offsetMs: number; uncertaintyMs: number; monoMs: number } | null = null;
+  /** At the last reading: the wall clock minus the monotonic one, and the monotonic time. */
+  private wall: { minusMono: number; monoMs: number } | null = null;
 
   constructor(private readonly clock: ClockSource) {}
 
@@ -75,13 +76,17 @@ export class OrderClock {
     };
     const update = nextAnchor(this.anchor, anchorOf(reading));
     this.anchor = update.anchor;
-    const wall = { ...wallOffsetOf(reading), monoMs: reading.receivedMono };
-    const stepped = wallStepMs(this.wall, wall, this.wall === null ? 0 : wall.monoMs - this.wall.monoMs);
+    const wall = { minusMono: reading.receivedWall - reading.receivedMono, monoMs: reading.receivedMono };
+    const stepped = wallStepMs(
+      this.wall?.minusMono ?? null,
+      wall.minusMono,
+      wall.monoMs - (this.wall?.monoMs ?? 0),
+    );
     this.wall = wall;
     const stampedOnStep = update.stepMs === null ? 0 : this.stamped;
     this.stamped = 0;
     return {
-      wallOffsetMs: wall.offsetMs,
+      wallOffsetMs: wallOffsetOf(reading).offsetMs,
       uncertaintyMs: uncertaintyAt(update.anchor, reading.receivedMono),
       wallStepMs: stepped,
       orderStepMs: update.stepMs,

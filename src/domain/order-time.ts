@@ -109,20 +109,20 @@ export function orderTimeAt(anchor: Anchor | null, monoMs: number, floorMs: numb
   return Math.max(pgTimeAt(anchor, monoMs), floorMs);
 }
 
+/** Date's resolution: two readings of the wall clock taken together may differ by this much. */
+const WALL_RESOLUTION_MS = 1;
+
 /**
- * How far the wall clock stepped between two readings (ms), or null when the two wall offsets
- * agree within both round trips and the drift over `elapsedMs` of monotonic time. A step moves
- * `received_at` (what operators read) and `consig_cluster_clock_offset_seconds`, never the order.
+ * How far the wall clock stepped between two readings (ms), or null when it did not: each reading
+ * is this replica's wall clock minus its monotonic clock (`wallMinusMono`), which moves only when
+ * the wall clock steps (or slews, by at most the drift over `elapsedMs`). Local, so a step is seen
+ * whole however slow the round trips to PostgreSQL are. A step moves `received_at` (what operators
+ * read) and `consig_cluster_clock_offset_seconds`, never the order.
  */
-export function wallStepMs(
-  previous: { offsetMs: number; uncertaintyMs: number } | null,
-  next: { offsetMs: number; uncertaintyMs: number },
-  elapsedMs: number,
-): number | null {
+export function wallStepMs(previous: number | null, next: number, elapsedMs: number): number | null {
   if (previous === null) return null;
-  const moved = next.offsetMs - previous.offsetMs;
-  const allowed = previous.uncertaintyMs + next.uncertaintyMs + DRIFT_PER_MS * Math.abs(elapsedMs);
-  return Math.abs(moved) > allowed ? moved : null;
+  const moved = next - previous;
+  return Math.abs(moved) > WALL_RESOLUTION_MS + DRIFT_PER_MS * Math.abs(elapsedMs) ? moved : null;
 }
 
 /** Whether an estimate this uncertain still guarantees the order across replicas. */
