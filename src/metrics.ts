@@ -319,7 +319,7 @@ export function createMetrics(options: MetricsOptions = {}) {
   });
   const clockUncertainty = new Gauge({
     name: 'consig_cluster_clock_uncertainty_seconds',
-    help: "Cluster mode: how far this replica's estimate of PostgreSQL's clock, which orders what it acknowledges, may be off (half its best round trip, plus drift); order across replicas is guaranteed while it is 0.025 or less",
+    help: "Cluster mode: how far this replica's estimate of PostgreSQL's clock, which orders what it acknowledges, may be off (half its best round trip and 1 ms, plus drift); order across replicas is guaranteed while it is 0.025 or less",
     registers: [registry],
   });
   const clockSteps = new Counter({

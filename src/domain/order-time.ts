@@ -50,10 +50,19 @@ export const DRIFT_PER_MS = 0.001;
  */
 export const ORDER_UNCERTAINTY_BOUND_MS = 25;
 
-/** The anchor one reading gives: PostgreSQL's time at the round trip's midpoint, ± half of it. */
+/**
+ * The resolution of PostgreSQL's reading as the replica gets it: `statement_timestamp()` has
+ * microseconds, and the driver gives a Date, whole milliseconds (truncated).
+ */
+export const PG_READING_RESOLUTION_MS = 1;
+
+/**
+ * The anchor one reading gives: PostgreSQL's time at the round trip's midpoint, ± half of it and
+ * the reading's resolution.
+ */
 export function anchorOf(r: ClockReading): Anchor {
   const half = Math.max(0, r.receivedMono - r.sentMono) / 2;
-  return { pgMs: r.pgMs, monoMs: r.sentMono + half, uncertaintyMs: half };
+  return { pgMs: r.pgMs, monoMs: r.sentMono + half, uncertaintyMs: half + PG_READING_RESOLUTION_MS };
 }
 
 /** This replica's wall clock minus PostgreSQL's (ms), ± half the round trip on the wall clock. */

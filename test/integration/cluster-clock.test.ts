@@ -319,6 +319,10 @@ it('a wall clock that steps back 1 s mid-run: found at the next heartbeat, and n
   await expectOrdered(o);
   const off = o.replicas[2] as TestReceiver;
   expect(await metric(off, 'consig_cluster_clock_steps_total\\{clock="wall"\\}')).toBe(1);
-  expect(await metric(off, 'consig_cluster_clock_steps_total\\{clock="order"\\}')).toBeNaN();
+  // The wall clock's step is no step of the order clock (the failure shows any such warning whole).
+  const orderSteps = o.replicas.flatMap((r) =>
+    r.logs.lines.filter((l) => String(l.msg).includes("estimate of PostgreSQL's clock stepped")),
+  );
+  expect(orderSteps).toEqual([]);
   expect(off.logs.lines.some((l) => String(l.msg).includes('wall clock stepped'))).toBe(true);
 }, 180_000);

@@ -34,10 +34,10 @@ describe('OrderClock', () => {
       const clock = new OrderClock(source);
       expect(clock.stamp()).toBeNull(); // before the first reading: received_at stands for it
       const r = beat(clock, c);
-      // ± half the round trip, plus the drift from its midpoint to its end.
+      // ± half the round trip and 1 ms (a Date), plus the drift from its midpoint to its end.
       expect(r).toEqual({
         wallOffsetMs: ahead,
-        uncertaintyMs: 1.001,
+        uncertaintyMs: 2.001,
         wallStepMs: null,
         orderStepMs: null,
         stampedOnStep: 0,
@@ -91,10 +91,10 @@ describe('OrderClock', () => {
   it('keeps its tightest reading: a slow round trip does not widen the uncertainty', () => {
     const { c, source } = replicaClock(0);
     const clock = new OrderClock(source);
-    expect(beat(clock, c, 4).uncertaintyMs).toBeCloseTo(2.002, 9);
+    expect(beat(clock, c, 4).uncertaintyMs).toBeCloseTo(3.002, 9);
     // The first reading's midpoint was at 1 002; the slow one ends at 1 124.
     const slow = beat(clock, c, 120);
-    expect(slow.uncertaintyMs).toBeCloseTo(2 + 0.001 * 122, 9);
+    expect(slow.uncertaintyMs).toBeCloseTo(3 + 0.001 * 122, 9);
     expect(slow.orderStepMs).toBeNull();
   });
 });

@@ -34,15 +34,15 @@ const anchor = (monoMs: number, pgMs: number, uncertaintyMs: number): Anchor => 
   uncertaintyMs,
 });
 
-describe('anchorOf: PostgreSQL’s time at the round trip’s midpoint, ± half of it', () => {
+describe('anchorOf: PostgreSQL’s time at the round trip’s midpoint, ± half of it and 1 ms (a Date’s resolution)', () => {
   it.each<[string, { sent: number; rtt: number; pg: number }, Anchor]>([
-    ['a 4 ms round trip', { sent: MONO, rtt: 4, pg: PG + 2 }, anchor(MONO + 2, PG + 2, 2)],
+    ['a 4 ms round trip', { sent: MONO, rtt: 4, pg: PG + 2 }, anchor(MONO + 2, PG + 2, 3)],
     [
       'PostgreSQL read early in a slow round trip',
       { sent: MONO, rtt: 80, pg: PG + 1 },
-      anchor(MONO + 40, PG + 1, 40),
+      anchor(MONO + 40, PG + 1, 41),
     ],
-    ['a round trip of 0', { sent: MONO, rtt: 0, pg: PG }, anchor(MONO, PG, 0)],
+    ['a round trip of 0', { sent: MONO, rtt: 0, pg: PG }, anchor(MONO, PG, 1)],
   ])('%s', (_name, r, expected) => {
     expect(anchorOf(reading(r))).toEqual(expected);
   });
