@@ -5,6 +5,7 @@ import type { Evento } from '../../src/domain/catalogue';
 import { HAPPY_PATH, replay } from '../../src/domain/lifecycle';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { type LatencyProxy, startLatencyProxy } from '../helpers/latency-proxy';
 import { delivery } from '../helpers/payloads';
 import type { TestReceiver } from '../helpers/receiver';
 
@@ -326,3 +327,31 @@ it('a wall clock that steps back 1 s mid-run: found at the next heartbeat, and n
   expect(orderSteps).toEqual([]);
   expect(off.logs.lines.some((l) => String(l.msg).includes('wall clock stepped'))).toBe(true);
 }, 180_000);
+
+describe('what the offset measurement cannot see', () => {
+  let proxy: LatencyProxy | null = null;
+  afterEach(async () => {
+    await proxy?.close();
+    proxy = null;
+  });
+
+  it('a replica whose round trips to PostgreSQL are too slow to bound its offset within 25 ms says so: a warning naming the bound, and the metric', async () => {
+    const { port } = new URL(bed.url);
+    // 40 ms each way: every round trip at least 80 ms, so the offset is known within 40 ms at best.
+    proxy = await startLatencyProxy({ host: '127.0.0.1', port: Number(port) }, 40);
+    const near = await bed.replica({ REPLICA_ID: 'replica-near' });
+    const far = await bed.replica({ REPLICA_ID: 'replica-far', DATABASE_URL: proxy.through(bed.url) });
+    const uncertain = (r: TestReceiver) =>
+      r.logs.lines.filter((l) => String(l.msg).includes('too slow to bound its clock offset'));
+    await waitFor(() => uncertain(far).length > 0, 'the far replica’s warning');
+    expect(uncertain(far)[0]).toMatchObject({ level: 'warn', bound_ms: 25 });
+    expect(Number(uncertain(far)[0]?.uncertainty_ms)).toBeGreaterThan(25);
+    expect(await metric(far, 'consig_cluster_clock_uncertainty_seconds')).toBeGreaterThan(0.025);
+    // The near one's is within the bound (loopback round trips; its first reading may have been
+    // slow on a loaded machine, a tighter one replaces it).
+    await waitFor(
+      async () => (await metric(near, 'consig_cluster_clock_uncertainty_seconds')) <= 0.025,
+      'the near replica within the bound',
+    );
+  }, 60_000);
+});
