@@ -1183,8 +1183,9 @@ async function loadPgState(url: string): Promise<PgState> {
   try {
     const q = async <T>(sql: string): Promise<T[]> => (await client.query(sql)).rows as T[];
     const events = await q<PgState['events'][number]>(
-      // The order processing follows (docs/cluster.md §10): as the replicas acknowledged them.
-      'SELECT id::float8 AS id, dedup_key, evento, nu_proposta, status, duplicates, attempts, last_error FROM events ORDER BY received_at, id',
+      // The order processing follows (docs/cluster.md §10): as the replicas acknowledged them, on
+      // PostgreSQL's clock as each measured it (order_at, issue 36).
+      'SELECT id::float8 AS id, dedup_key, evento, nu_proposta, status, duplicates, attempts, last_error FROM events ORDER BY coalesce(order_at, received_at), id',
     );
     const transitions = await q<PgState['transitions'][number]>(
       `SELECT id::float8 AS id, nu_proposta, event_id::float8 AS event_id, evento, from_status, to_status, applied, reason

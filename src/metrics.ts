@@ -304,7 +304,7 @@ export function createMetrics(options: MetricsOptions = {}) {
   });
   const watermarkLag = new Gauge({
     name: 'consig_cluster_watermark_lag_seconds',
-    help: "Cluster mode: this replica's clock minus the hold-back watermark at its relay's last turn (events younger than this wait)",
+    help: "Cluster mode: this replica's order clock (PostgreSQL's time as it estimates it) minus the hold-back watermark at its relay's last turn (events younger than this wait)",
     registers: [registry],
   });
   const watermarkWaiting = new Gauge({
@@ -315,6 +315,22 @@ export function createMetrics(options: MetricsOptions = {}) {
   const clockOffset = new Gauge({
     name: 'consig_cluster_clock_offset_seconds',
     help: "Cluster mode: this replica's clock minus PostgreSQL's, measured at each relay heartbeat",
+    registers: [registry],
+  });
+  const clockUncertainty = new Gauge({
+    name: 'consig_cluster_clock_uncertainty_seconds',
+    help: "Cluster mode: how far this replica's estimate of PostgreSQL's clock, which orders what it acknowledges, may be off (half its best round trip and 1 ms, plus drift); order across replicas is guaranteed while it is 0.025 or less",
+    registers: [registry],
+  });
+  const clockSteps = new Counter({
+    name: 'consig_cluster_clock_steps_total',
+    help: 'Cluster mode: steps found at a relay heartbeat: clock="wall", this replica\'s wall clock stepped (received_at jumps; order is unaffected); clock="order", its estimate of PostgreSQL\'s clock moved by more than its uncertainty (a resumed VM, PostgreSQL\'s clock stepped)',
+    labelNames: ['clock'] as const,
+    registers: [registry],
+  });
+  const clockStepDeliveries = new Counter({
+    name: 'consig_cluster_clock_step_deliveries_total',
+    help: "Cluster mode: requests this replica stamped between two heartbeats across which its estimate of PostgreSQL's clock stepped: their order against other replicas' deliveries of that moment may be off by up to the step",
     registers: [registry],
   });
   const relayedLate = new Counter({
@@ -354,6 +370,9 @@ export function createMetrics(options: MetricsOptions = {}) {
     watermarkLag,
     watermarkWaiting,
     clockOffset,
+    clockUncertainty,
+    clockSteps,
+    clockStepDeliveries,
     relayedLate,
     relayGaps,
     relayResent,

@@ -29,6 +29,7 @@ import { logPass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipel
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
+import { OrderClock, type OrderReading } from './cluster/order-clock';
 import { pgConsoleLog } from './http/console/console-log';
 import { pgAdminPort } from './http/admin/admin-log';
 import { logGauges } from './core/gauges';
@@ -329,8 +330,10 @@ function composeCluster(
   const { metrics } = shared;
   // The overload line's backlog: what this replica's spool holds for the relay.
   shared.answers.backlogFrom(() => ({ spool: spool.backlog().count }));
-  const inFlight = new InFlightRequests();
-  const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight });
+  // Issue 36: what this replica acknowledges is ordered on PostgreSQL's clock as it estimates it.
+  const orderClock = new OrderClock(shared.clock);
+  const inFlight = new InFlightRequests(() => orderClock.stamp());
+  const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight, orderClock });
   // RETENTION_DAYS on this replica's spool: local, so from start whether PostgreSQL answers or not.
   let spoolRetention: { stop(): void } | null = null;
   const days = config.retentionDays;
@@ -571,7 +574,7 @@ function buildCluster(
   config: Config,
   cluster: ClusterConfig,
   options: StartOptions,
-  deps: SharedParts & { spool: Spool; inFlight: InFlightRequests },
+  deps: SharedParts & { spool: Spool; inFlight: InFlightRequests; orderClock: OrderClock },
 ): ClusterNode {
   const { clock, metrics } = deps;
   return new ClusterNode({
@@ -581,6 +584,7 @@ function buildCluster(
     schedule: deps.schedule,
     spool: deps.spool,
     oldestInFlight: () => deps.inFlight.oldest(),
+    orderClock: deps.orderClock,
     gate: deps.answers,
     statusClient: deps.serviceClient,
     handlers: deps.partner,
@@ -602,11 +606,11 @@ function buildCluster(
       poll: (outcome) => metrics.polls.inc({ outcome }),
       beat: (beat) => {
         const at = beat.watermark.at;
-        metrics.watermarkLag.set(
-          at === null ? 0 : Math.max(0, (clock.now().getTime() - at.getTime()) / 1000),
-        );
+        const now = deps.orderClock.now() ?? clock.now();
+        metrics.watermarkLag.set(at === null ? 0 : Math.max(0, (now.getTime() - at.getTime()) / 1000));
         metrics.watermarkWaiting.set(beat.watermark.waiting.length);
         metrics.clockOffset.set(beat.clockOffsetMs / 1000);
+        if (beat.reading !== null) clockReadingMetrics(metrics, beat.reading);
       },
       late: (rows) => metrics.relayedLate.inc(rows),
       gap: (_gap, resend) => {
@@ -615,4 +619,14 @@ function buildCluster(
       },
     },
   });
+}
+
+/** A heartbeat's reading of PostgreSQL's clock, into the metrics (issue 36, cluster/order-clock.ts). */
+function clockReadingMetrics(metrics: Metrics, r: OrderReading): void {
+  metrics.clockUncertainty.set(r.uncertaintyMs / 1000);
+  if (r.wallStepMs !== null) metrics.clockSteps.inc({ clock: 'wall' });
+  if (r.orderStepMs !== null) {
+    metrics.clockSteps.inc({ clock: 'order' });
+    metrics.clockStepDeliveries.inc(r.stampedOnStep);
+  }
 }

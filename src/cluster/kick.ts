@@ -11,8 +11,9 @@ import { canonicalNu, handlerSqlOf, runEffects, type Sql, type Statement } from 
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
- * A kick: processes one work key's due events in `received_at` order (the order the replicas
- * acknowledged them), those at or below the watermark only (docs/cluster.md §10: a key's events
+ * A kick: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
+ * replica acknowledged each, as that replica estimated it, issue 36; `received_at` for an event
+ * without one), those at or below the watermark only (docs/cluster.md §10: a key's events
  * wait until every relay has moved past them; the first one above it is held, watermark.ts), inside
  * the transaction pg-boss opened for the kick and commits with the kick's completion
  * (docs/cluster.md §5.2). An event's
@@ -55,6 +56,8 @@ interface EventRow {
   registry_status: string | null;
   body: Buffer | null;
   received_at: Date;
+  /** coalesce(order_at, received_at): what the event is ordered by (migrations-pg/0008). */
+  order_at: Date;
   status: string;
   attempts: number;
   next_attempt_at: Date | null;
@@ -73,8 +76,10 @@ type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> 
 
 const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
 
-const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
-  next_attempt_at, webhook_id, dedup_key, tentativa`;
+const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
+  coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa`;
+
+const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${KICK_BATCH}`;
 
 /**
  * The statements an event runs: prepared (sql.ts `prepared`). Those a batch runs once are sent as
@@ -103,12 +108,8 @@ const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts 
 
 /** Which events each kind of work key selects, as pipeline.workKey() derives the keys. */
 const KEY_CONDITION = {
-  p: { type: 'text', where: 'nu_proposta = k.v', limit: `ORDER BY received_at, id LIMIT ${KICK_BATCH}` },
-  r: {
-    type: 'text',
-    where: 'nu_proposta IS NULL AND request_id = k.v',
-    limit: `ORDER BY received_at, id LIMIT ${KICK_BATCH}`,
-  },
+  p: { type: 'text', where: 'nu_proposta = k.v', limit: BY_ORDER_TIME },
+  r: { type: 'text', where: 'nu_proposta IS NULL AND request_id = k.v', limit: BY_ORDER_TIME },
   e: { type: 'bigint', where: 'id = k.v', limit: '' },
 } as const;
 
@@ -142,7 +143,7 @@ function parseKey(key: string): Key {
   throw new Error(`not a work key: ${key}`);
 }
 
-/** A key's due events, in received_at order. */
+/** A key's due events, in order time. */
 interface KeyWork {
   key: string;
   rows: EventRow[];
@@ -155,9 +156,9 @@ interface Work {
   watermark: Date | null;
 }
 
-/** The order a kick runs events in: received_at (the acknowledging replica's clock), then id. */
+/** The order a kick runs events in: order time (PostgreSQL's clock, as estimated), then id. */
 function byReceipt(a: EventRow, b: EventRow): number {
-  return a.received_at.getTime() - b.received_at.getTime() || Number(a.id) - Number(b.id);
+  return a.order_at.getTime() - b.order_at.getTime() || Number(a.id) - Number(b.id);
 }
 
 /**
@@ -330,14 +331,14 @@ type Step = 'next' | 'stop' | 'abort';
 
 /** Whether the watermark has reached `row` (null: no relay to wait for). */
 function below(row: EventRow, watermark: Date | null): boolean {
-  return watermark === null || row.received_at.getTime() <= watermark.getTime();
+  return watermark === null || row.order_at.getTime() <= watermark.getTime();
 }
 
 /** Each key's first event above the watermark: the key is held until the watermark reaches it. */
 function heldOf(work: Work): Hold[] {
   return work.keys.flatMap(({ key, rows }) => {
     const first = rows.find((r) => !below(r, work.watermark));
-    return first === undefined ? [] : [{ key, until: first.received_at }];
+    return first === undefined ? [] : [{ key, until: first.order_at }];
   });
 }
 
@@ -362,7 +363,7 @@ async function eachInOrder(
   for (const { key, row } of all) {
     if (stopped.has(key)) continue;
     if (!below(row, work.watermark)) {
-      holds.push({ key, until: row.received_at });
+      holds.push({ key, until: row.order_at });
       stopped.add(key);
       continue;
     }

@@ -18,6 +18,7 @@ import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
+import { type OrderClock, ReadingLog } from './order-clock';
 import { type BeatFigures, Relay, type RelaySpool } from './relay';
 import {
   type ConnectionLimits,
@@ -90,8 +91,14 @@ export interface ClusterNodeOptions {
   kickExpireSeconds?: number;
   /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
   holdbackMaxMs?: number;
-  /** The oldest received_at of the webhook requests being answered (relay.ts's heartbeat). */
+  /** The oldest order time of the webhook requests being answered (relay.ts's heartbeat). */
   oldestInFlight?(): string | null;
+  /**
+   * Issue 36: this replica's estimate of PostgreSQL's clock (order-clock.ts), which the webhook
+   * route stamps each request with; the relay reads PostgreSQL's clock into it at every heartbeat.
+   * @default none (order on this replica's own clock, as before)
+   */
+  orderClock?: OrderClock;
   /**
    * Answers first (issue 23): the relay's batches, the kicks and the registry polls wait while a
    * webhook answer is being made on this replica, as SQLite mode's pipeline does. Waiting drops
@@ -469,6 +476,7 @@ export class ClusterNode {
 
   private startRelay(engine: Engine): Relay {
     const { options } = this;
+    const readings = new ReadingLog(options.logger);
     const relay = new Relay(this.pool, options.spool, {
       replicaId: options.replicaId,
       batch: options.relayBatch,
@@ -480,10 +488,12 @@ export class ClusterNode {
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
       holdbackMaxMs: options.holdbackMaxMs,
       oldestInFlight: options.oldestInFlight,
+      orderClock: options.orderClock,
       gate: options.gate,
       onBeat: (beat) => {
         this.beaten = true;
         if (beat.timeline !== this.timeline) this.onTimeline(engine, beat.timeline);
+        if (beat.reading !== null) readings.report(beat.reading);
         options.metrics?.beat?.(beat);
       },
       onLate: options.metrics?.late,

@@ -11,6 +11,7 @@ import {
   watermarkOf,
 } from '../domain/watermark';
 import { holdKeys } from './kick-lock';
+import type { OrderClock, OrderReading } from './order-clock';
 import { checkOut, type Sql, sqlOf } from './sql';
 import {
   type Beats,
@@ -100,6 +101,12 @@ export interface RelayOptions {
   onLate?(rows: number): void;
   /** PostgreSQL lacked deliveries this spool had relayed (it failed over and lost commits): sent again. */
   onGap?(gap: SpoolGap, resend: number): void;
+  /**
+   * Issue 36: this replica's estimate of PostgreSQL's clock, which the webhook route stamps each
+   * delivery with (`order_at`); every heartbeat reads PostgreSQL's clock into it, and says what it
+   * covers on it. @default none: the order time is `now()`, the replica's own clock (as before)
+   */
+  orderClock?: Pick<OrderClock, 'begin' | 'read' | 'now'>;
 }
 
 /** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
@@ -110,6 +117,8 @@ interface Observed {
   before: Watermark;
   liveSince: Date;
   offsetMs: number;
+  /** What the reading of PostgreSQL's clock found (null without an orderClock). */
+  reading: OrderReading | null;
   own: RelayBeat;
   /** PostgreSQL's `relayed_through` of this spool; null when it has no row for it. */
   recorded: number | null;
@@ -123,6 +132,8 @@ export interface BeatFigures {
   /** This replica's clock minus PostgreSQL's, ms. */
   clockOffsetMs: number;
   released: number;
+  /** The reading of PostgreSQL's clock this heartbeat made (null without an orderClock). */
+  reading: OrderReading | null;
 }
 
 /**
@@ -281,7 +292,13 @@ export class Relay {
       await this.options.kick(sql, keys);
       await client.query('COMMIT');
       committed = true;
-      figures = { timeline: o.timeline, watermark: after, clockOffsetMs: o.offsetMs, released: keys.length };
+      figures = {
+        timeline: o.timeline,
+        watermark: after,
+        clockOffsetMs: o.offsetMs,
+        released: keys.length,
+        reading: o.reading,
+      };
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!committed);
@@ -343,16 +360,19 @@ export class Relay {
    * through `throughId` is in PostgreSQL.
    */
   private async observe(sql: Sql, throughId: number): Promise<Observed> {
+    const mark = this.options.orderClock?.begin();
     const sentAt = this.options.now();
     const read: Beats = await readBeats(sql);
     const receivedAt = this.options.now();
+    const reading = mark === undefined ? null : (this.options.orderClock?.read(mark, read.now) ?? null);
     const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
     const observed = {
       now: read.now,
       others: read.beats.filter((b) => b.spool !== this.spool.id),
       before: watermarkOf(read.beats, read.now, this.maxMs),
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
-      offsetMs: clockOffsetMs(sentAt, read.now, receivedAt),
+      offsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
+      reading,
       recorded: read.recorded.get(this.spool.id) ?? null,
       timeline: read.timeline,
     };
@@ -366,8 +386,9 @@ export class Relay {
    * counted, and anything later has a later received_at.
    */
   private ownBeat(o: Omit<Observed, 'own'>, throughId: number): RelayBeat {
+    // On the order clock, as the deliveries' order_at (issue 36): PostgreSQL's time as estimated here.
     const covered = coveredThrough(
-      this.options.now(),
+      this.options.orderClock?.now() ?? this.options.now(),
       this.spool.oldestAfter(throughId),
       this.options.oldestInFlight?.() ?? null,
       this.maxMs,
@@ -462,7 +483,7 @@ export class Relay {
     const mine = inserted.filter((e) => e.shared === null);
     await hold(
       sql,
-      mine.filter((e) => !plan.due(e.received_at)).map((e) => ({ key: e.key, until: e.received_at })),
+      mine.filter((e) => !plan.due(e.order_at)).map((e) => ({ key: e.key, until: e.order_at })),
     );
     // What this heartbeat lets go, kicked with the batch's keys: a turn's work, done here so that a
     // busy relay pays one transaction per batch, not two.
@@ -472,15 +493,20 @@ export class Relay {
       ...new Set([
         ...released,
         ...inserted
-          .filter((e) => (e.shared === null ? plan.due(e.received_at) : kicked.has(e.key)))
+          .filter((e) => (e.shared === null ? plan.due(e.order_at) : kicked.has(e.key)))
           .map((e) => e.key),
       ]),
     ]);
     // Below the watermark before this batch: another spool's later events may have been processed.
-    const late =
-      o.before.at === null ? 0 : inserted.filter((e) => e.received_at < (o.before.at as Date)).length;
+    const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
     if (late > 0) this.reportLate(late, o.before);
-    return { timeline: o.timeline, watermark: after, clockOffsetMs: o.offsetMs, released: released.length };
+    return {
+      timeline: o.timeline,
+      watermark: after,
+      clockOffsetMs: o.offsetMs,
+      released: released.length,
+      reading: o.reading,
+    };
   }
 
   private reportLate(late: number, before: Watermark): void {
@@ -497,9 +523,9 @@ export class Relay {
     const col = <K extends keyof RelayRow>(k: K) => rows.map((r) => r[k]);
     const inserted = await sql.query<{ spool_id: string }>(
       `INSERT INTO deliveries (replica, spool, spool_id, received_at, path, outcome, http_status, dedup_key, duration_ms,
-         body_bytes, secret_index, remote_addr, detail)
+         body_bytes, secret_index, remote_addr, detail, order_at)
        SELECT $1::text, $2::text, * FROM unnest($3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::int[], $8::text[],
-         $9::float8[], $10::int[], $11::int[], $12::text[], $13::text[])
+         $9::float8[], $10::int[], $11::int[], $12::text[], $13::text[], $14::timestamptz[])
        ON CONFLICT (spool, spool_id) DO NOTHING RETURNING spool_id`,
       [
         this.options.replicaId,
@@ -515,6 +541,7 @@ export class Relay {
         col('secret_index'),
         col('remote_addr'),
         col('detail'),
+        rows.map((r) => r.order_at ?? null),
       ],
     );
     return new Set(inserted.map((r) => Number(r.spool_id)));
@@ -532,17 +559,17 @@ export class Relay {
       status: string;
       nu_proposta: string | null;
       request_id: string | null;
-      received_at: Date;
+      order_at: Date;
     }>(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
-         received_at, body, body_bytes, status, last_error, processed_at, first_replica)
+         received_at, body, body_bytes, status, last_error, processed_at, first_replica, order_at)
        SELECT u.dedup_key, u.webhook_id, u.kind, u.evento, u.nu_proposta, u.request_id, u.registry_status, u.tentativa,
          u.received_at, u.body, u.body_bytes, u.status, u.last_error,
-         CASE WHEN u.status = 'pending' THEN NULL ELSE now() END, $14
+         CASE WHEN u.status = 'pending' THEN NULL ELSE now() END, $14, u.order_at
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[],
-         $9::timestamptz[], $10::bytea[], $11::int[], $12::text[], $13::text[])
+         $9::timestamptz[], $10::bytea[], $11::int[], $12::text[], $13::text[], $15::timestamptz[])
          AS u(dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa, received_at, body,
-           body_bytes, status, last_error)
+           body_bytes, status, last_error, order_at)
        ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
          -- A copy another replica acknowledged earlier (a re-send that reached its relay later) is the
          -- first acknowledgement: its time orders the event (docs/cluster.md §10), until it is processed;
@@ -550,8 +577,10 @@ export class Relay {
          last_duplicate_at = greatest(e.last_duplicate_at, CASE WHEN e.status IN ('pending', 'failed')
            THEN greatest(e.received_at, excluded.received_at) ELSE excluded.received_at END),
          received_at = CASE WHEN e.status IN ('pending', 'failed') THEN least(e.received_at, excluded.received_at)
-           ELSE e.received_at END
-       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id, e.received_at`,
+           ELSE e.received_at END,
+         order_at = CASE WHEN e.status IN ('pending', 'failed')
+           THEN least(coalesce(e.order_at, e.received_at), excluded.order_at) ELSE e.order_at END
+       RETURNING e.id, (e.xmax = 0) AS inserted, e.status, e.nu_proposta, e.request_id, e.order_at`,
       [
         rows.map((r) => r.dedup_key),
         col('webhook_id'),
@@ -567,11 +596,12 @@ export class Relay {
         statuses,
         col('last_error'),
         this.options.replicaId,
+        rows.map(orderTimeOf),
       ],
     );
     return out
       .filter((e) => e.inserted && e.status === 'pending')
-      .map((e) => ({ key: workKeyOf(e), shared: sharedWorkKeyOf(e), received_at: e.received_at }));
+      .map((e) => ({ key: workKeyOf(e), shared: sharedWorkKeyOf(e), order_at: e.order_at }));
   }
 
   /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
@@ -598,7 +628,17 @@ interface InsertedEvent {
   key: string;
   /** Its proposal's or registration's key; null when it is its own (`e:<id>`). */
   shared: string | null;
-  received_at: Date;
+  /** What it is ordered by (events.order_at). */
+  order_at: Date;
+}
+
+/**
+ * The time a spooled event is ordered by (issue 36): its delivery's order time, PostgreSQL's clock
+ * as the replica estimated it; its received_at when the delivery has none (stamped before the
+ * relay's first heartbeat, or spooled by an older version).
+ */
+function orderTimeOf(r: RelayRow): string {
+  return r.order_at ?? r.event?.received_at ?? r.received_at;
 }
 
 /** Events a batch brings that processing will see, and their shared keys. */
@@ -606,7 +646,7 @@ function pendingEvents(rows: readonly RelayRow[]): { key: string | null; at: Dat
   return rows.flatMap((r) =>
     r.event === null || relayedStatus(r.event.status) !== 'pending'
       ? []
-      : [{ key: sharedWorkKeyOf(r.event), at: new Date(r.event.received_at) }],
+      : [{ key: sharedWorkKeyOf(r.event), at: new Date(orderTimeOf(r)) }],
   );
 }
 

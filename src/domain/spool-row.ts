@@ -8,6 +8,12 @@
 export interface SpoolRow {
   id: number;
   received_at: string;
+  /**
+   * PostgreSQL's time when the request arrived, as the replica estimated it (cluster/order-clock.ts,
+   * migrations/0012): what its event is ordered by. null before the relay's first heartbeat, and in
+   * a spool written by an older version or in SQLite mode (received_at stands for it).
+   */
+  order_at?: string | null;
   path: string;
   outcome: string;
   http_status: number;

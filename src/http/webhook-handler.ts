@@ -76,6 +76,8 @@ interface RequestFacts {
   /** Monotonic milliseconds, for the latency. */
   startedAt: number;
   receivedAt: string;
+  /** Cluster mode: PostgreSQL's time as this replica estimates it (in-flight.ts); null otherwise. */
+  orderAt: string | null;
   remote: string;
   /** Its entry in `deps.inFlight`, ended when the answer is measured. */
   flight: number;
@@ -108,13 +110,15 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
 
 function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route): RequestFacts {
   const receivedAt = deps.clock.now().toISOString();
+  const flight = deps.inFlight?.begin(receivedAt) ?? { token: 0, orderAt: null };
   return {
     route,
     path: ROUTE_PATHS[route],
     startedAt: deps.clock.monotonic(),
     receivedAt,
+    orderAt: flight.orderAt,
     remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
-    flight: deps.inFlight?.begin(receivedAt) ?? 0,
+    flight: flight.token,
     answering: false,
   };
 }
@@ -125,6 +129,7 @@ function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r
   const ms = measure(deps, request, r.outcome);
   deps.writer.audit({
     receivedAt: request.receivedAt,
+    orderAt: request.orderAt,
     path: request.path,
     outcome: r.outcome,
     httpStatus: r.status,
@@ -161,6 +166,7 @@ function store(
   deps.writer
     .ingest(newEvent(delivery, body, request.receivedAt), {
       receivedAt: request.receivedAt,
+      orderAt: request.orderAt,
       path: request.path,
       bodyBytes: body.length,
       secretIndex,

@@ -18,6 +18,11 @@ export interface NewDelivery {
   secretIndex: number | null;
   remoteAddr: string | null;
   detail: string | null;
+  /**
+   * Cluster mode: PostgreSQL's time when the request arrived, as this replica estimates it (the
+   * order its event is processed in, cluster/order-clock.ts); null or absent otherwise.
+   */
+  orderAt?: string | null;
 }
 
 export type { DeliveryRow } from '../domain/delivery';
@@ -42,11 +47,12 @@ export function deliveriesRepo(db: Db) {
       number | null,
       string | null,
       string | null,
+      string | null,
     ]
   >(
     `INSERT INTO deliveries (received_at, path, outcome, http_status, dedup_key, event_id, duration_ms, body_bytes,
-       secret_index, remote_addr, detail)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       secret_index, remote_addr, detail, order_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const countByOutcome = db.prepare<[], { outcome: DeliveryOutcome; n: number }>(
     'SELECT outcome, count(*) AS n FROM deliveries GROUP BY outcome',
@@ -65,6 +71,7 @@ export function deliveriesRepo(db: Db) {
         d.secretIndex,
         d.remoteAddr,
         d.detail,
+        d.orderAt ?? null,
       );
     },
     list(filter: DeliveryFilter = {}): DeliveryRow[] {

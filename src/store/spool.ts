@@ -54,9 +54,9 @@ export interface Spool {
   /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
   backlog(): { count: number; oldestReceivedAt: string | null };
   /**
-   * The oldest received_at after `afterId` (null when none): what the relay cannot say is in
-   * PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first row's: received_at is taken
-   * when a request arrives, its id when its group commit runs.
+   * The oldest order time after `afterId` (`order_at`, else received_at; null when none): what the
+   * relay cannot say is in PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first
+   * row's: the order time is taken when a request arrives, its id when its group commit runs.
    */
   oldestAfter(afterId: number): string | null;
   /**
@@ -96,7 +96,7 @@ export function openSpool(db: Db): Spool {
     'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
   );
   const read = db.prepare<[number, number], JoinedRow>(
-    `SELECT d.id, d.received_at, d.path, d.outcome, d.http_status, d.dedup_key, d.duration_ms, d.body_bytes,
+    `SELECT d.id, d.received_at, d.order_at, d.path, d.outcome, d.http_status, d.dedup_key, d.duration_ms, d.body_bytes,
        d.secret_index, d.remote_addr, d.detail,
        e.kind AS e_kind, e.webhook_id AS e_webhook_id, e.evento AS e_evento, e.nu_proposta AS e_nu_proposta,
        e.request_id AS e_request_id, e.registry_status AS e_registry_status, e.tentativa AS e_tentativa,
@@ -120,7 +120,8 @@ export function openSpool(db: Db): Spool {
     'SELECT count(*) AS count, min(received_at) AS oldest FROM deliveries WHERE id > ?',
   );
   const oldest = db.prepare<[number], { oldest: string | null }>(
-    'SELECT min(received_at) AS oldest FROM deliveries WHERE id > ?',
+    // The order time (migrations/0012; received_at for a row stamped before the relay's first beat).
+    'SELECT min(coalesce(order_at, received_at)) AS oldest FROM deliveries WHERE id > ?',
   );
   const pruner = spoolPruner(db);
   const row = cursor.get();

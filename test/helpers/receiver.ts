@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { Clock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import type { DeferralPolicy } from '../../src/domain/answer-first';
 import type { ClusterEventRouter, HandlerRouter } from '../../src/domain/event-router';
@@ -32,6 +33,8 @@ export async function startTestReceiver(
     forwardPollMs?: number;
     /** Answers first: how long background work may be held (StartOptions.deferral). */
     deferral?: DeferralPolicy;
+    /** The receiver's clock (StartOptions.clock), e.g. a wall clock set off PostgreSQL's. @default the system clock */
+    clock?: Clock;
   } = {},
 ): Promise<TestReceiver> {
   const tmp = options.dir ? null : tempDir();
@@ -53,6 +56,7 @@ export async function startTestReceiver(
     pollTickMs: options.pollTickMs ?? 20,
     forwardPollMs: options.forwardPollMs ?? 50,
     deferral: options.deferral,
+    clock: options.clock,
   });
   return {
     ...receiver,
