@@ -167,7 +167,7 @@ describe('migratePostgres', () => {
       url,
       async (c) => (await c.query('SELECT version FROM migration_runs')).rows,
     );
-    expect(runs.map((r) => r.version).sort()).toEqual([realCount + 1, realCount + 2]);
+    expect(runs.map((r) => Number(r.version)).sort((a, b) => a - b)).toEqual([realCount + 1, realCount + 2]);
   });
 
   it('refuses a database with a version this code does not know, naming it', async () => {
