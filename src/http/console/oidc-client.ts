@@ -73,8 +73,14 @@ export class OidcClient {
     try {
       this.config = await client.discovery(url, clientId, undefined, client.ClientSecretBasic(clientSecret), {
         timeout: TIMEOUT_S,
-        // Plain http only on a loopback host (config.ts signInUrl refuses it elsewhere).
-        execute: url.protocol === 'http:' ? [client.allowInsecureRequests] : [],
+        execute: [
+          // The ID token's signature is checked against the provider's published keys even though
+          // it came straight from the token endpoint (which OpenID Connect lets a client skip): a
+          // token signed by any other key is refused.
+          client.enableNonRepudiationChecks,
+          // Plain http only on a loopback host (config.ts signInUrl refuses it elsewhere).
+          ...(url.protocol === 'http:' ? [client.allowInsecureRequests] : []),
+        ],
       });
       this.config.timeout = TIMEOUT_S;
       this.logger.info({ issuer }, 'console: identity provider discovered');
@@ -171,9 +177,14 @@ function errorCode(err: unknown): string {
   return typeof e.name === 'string' ? e.name.slice(0, 64) : 'error';
 }
 
-/** Its message, short: openid-client's messages name the check that failed, never a token. */
+/**
+ * Its message, short: the provider's `error_description`, else the message of the check that failed
+ * (oauth4webapi's, which openid-client wraps as `cause`: `unexpected ID Token "nonce" claim value`),
+ * which names the check, never a token.
+ */
 function errorMessage(err: unknown): string {
-  const e = err as { message?: unknown; error_description?: unknown };
-  const text = typeof e.error_description === 'string' ? e.error_description : e.message;
+  const e = err as { message?: unknown; error_description?: unknown; cause?: { message?: unknown } };
+  const cause = typeof e.cause?.message === 'string' ? e.cause.message : undefined;
+  const text = typeof e.error_description === 'string' ? e.error_description : (cause ?? e.message);
   return typeof text === 'string' ? text.slice(0, 200) : 'the sign-in could not be completed';
 }
