@@ -31,7 +31,8 @@ let mode: Mode = 'good';
 let lastNonce = '';
 let r: TestReceiver;
 let url: string;
-const keys = { published: undefined as unknown as CryptoKey, unknown: undefined as unknown as CryptoKey };
+type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+const keys = { published: undefined as unknown as PrivateKey, unknown: undefined as unknown as PrivateKey };
 let jwks: unknown;
 
 async function idToken(): Promise<string> {

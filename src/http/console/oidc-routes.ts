@@ -33,11 +33,13 @@ function secure(d: ConsoleDeps, req: Request): boolean {
   return isSecureRequest(req, d.trustProxy);
 }
 
-function unreachablePage(d: ConsoleDeps, oidc: OidcClient, next: string): Promise<string> {
-  const host = new URL(oidc.settings.issuer).host;
-  return signInOptions(d).then((o) =>
-    loginPage(`The identity provider (${host}) cannot be reached right now: try again in a moment.`, next, o),
-  );
+/** The sign-in page saying the provider cannot be reached (its own alert; the tokens if break-glass). */
+async function unreachablePage(d: ConsoleDeps, oidc: OidcClient, next: string): Promise<string> {
+  const { tokens } = await signInOptions(d);
+  return loginPage(null, next, {
+    tokens,
+    provider: { reachable: false, host: new URL(oidc.settings.issuer).host },
+  });
 }
 
 function start(d: ConsoleDeps, oidc: OidcClient) {
