@@ -5,6 +5,7 @@
 // RP-initiated logout. Settings come as JSON in OIDC_TEST_PROVIDER; it prints `listening <url>`.
 import { createServer } from 'node:http';
 import { generateKeyPairSync } from 'node:crypto';
+import { URLSearchParams } from 'node:url';
 import Provider from 'oidc-provider';
 
 const settings = JSON.parse(process.env.OIDC_TEST_PROVIDER ?? '{}');
