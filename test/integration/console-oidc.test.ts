@@ -182,3 +182,17 @@ it('keeps the tokens out of the console while no break-glass is set', async () =
   expect(page.text).toContain('Sign in with your identity provider');
   expect(page.text).not.toContain('name="token"');
 });
+
+it('throttles forged callbacks from one address like wrong tokens: 429 after five, counted on one row', async () => {
+  r.store.db.exec('DELETE FROM console_sign_in_failures; DELETE FROM console_audit');
+  const forged = `${url}/console/oidc/callback?code=x&state=y`;
+  const statuses: number[] = [];
+  for (let i = 0; i < 8; i++) statuses.push((await step(new CookieJar(), forged)).status);
+  expect(statuses).toEqual([403, 403, 403, 403, 403, 429, 429, 429]);
+  const rows = audit();
+  expect(rows.filter((a) => a.action === 'sign_in_failed')).toHaveLength(5);
+  const throttled = r.store.db
+    .prepare("SELECT times FROM console_audit WHERE action = 'refused' AND reason = 'throttled'")
+    .all();
+  expect(throttled).toEqual([{ times: 3 }]);
+});

@@ -9,7 +9,7 @@ import {
   personOf,
   roleForGroups,
 } from '../../domain/oidc';
-import { addressOf, audit, nextPath, openSession, signInOptions } from './auth';
+import { addressOf, audit, nextPath, openSession, refuse, signInOptions } from './auth';
 import type { ConsoleDeps } from './deps';
 import { html } from './html';
 import { bareDocument } from './layout';
@@ -141,7 +141,8 @@ function callback(d: ConsoleDeps, oidc: OidcClient, throttle: LoginThrottle) {
     // The pending sign-in is used once, whatever happens to it.
     res.append('set-cookie', pendingCookie(undefined, 0, secure(d, req)));
     if (wait > 0) {
-      await audit(d, req, null, 'sign_in_failed', 'oidc', { via: 'oidc', reason: 'throttled' });
+      // Counted on one row per hour as the token form's throttled sign-ins are: a flood adds no rows.
+      await refuse(d, req, null, 'throttled');
       res
         .status(429)
         .set('retry-after', String(wait))
