@@ -171,6 +171,42 @@ describe('the provider up', () => {
     expect(await page.getByLabel('Password').count()).toBe(1);
   });
 
+  it("refuses the provider's answer replayed: with a forged state, and with its used code", async () => {
+    const page = await pageAt(main);
+    let answered: string | undefined;
+    page.on('request', (req) => {
+      if (new URL(req.url()).pathname === '/console/oidc/callback') answered = req.url();
+    });
+    await page.goto('/console/login');
+    await page.getByRole('link', { name: 'Sign in with your identity provider' }).click();
+    await page.waitForURL(/\/interaction\//);
+    // The pending sign-in's cookie, as an attacker who copied it would hold it.
+    const pending = (await page.context().cookies()).find((c) => c.name === 'consig_oidc');
+    expect(pending?.sameSite).toBe('Lax');
+    expect(pending?.httpOnly).toBe(true);
+    await page.getByLabel('Login').fill('maria');
+    await page.getByLabel('Password').fill('airam');
+    await navigateBy(page, () => page.getByRole('button', { name: 'Sign in' }).click());
+    await page.waitForURL((u) => u.pathname === '/console');
+    const genuine = answered as string;
+    await page.context().clearCookies();
+
+    await page.context().addCookies([pending as NonNullable<typeof pending>]);
+    const forged = new URL(genuine);
+    forged.searchParams.set('state', 'forged-by-mallory');
+    expect((await page.goto(forged.href))?.status()).toBe(403);
+    expect(await h1(page)).toBe('Sign-in refused');
+    expect(await page.getByRole('alert').innerText()).toContain('"state"');
+    await screenshot(page, 'oidc-refused-state');
+
+    await page.context().addCookies([pending as NonNullable<typeof pending>]);
+    expect((await page.goto(genuine))?.status()).toBe(403);
+    expect(await consoleCookie(page)).toBeUndefined();
+    const [forgedRow, replayRow] = auditOf(main).slice(-2);
+    expect(JSON.parse(forgedRow?.detail ?? '{}')).toMatchObject({ reason: 'OAUTH_INVALID_RESPONSE' });
+    expect(JSON.parse(replayRow?.detail ?? '{}')).toMatchObject({ reason: 'invalid_grant' });
+  });
+
   it('keeps /admin/* on its bearer token, and the token out of the console', async () => {
     const res = await fetch(`${main.r.url}/admin/events`, { headers: { authorization: `Bearer ${ADMIN}` } });
     expect(res.status).toBe(200);
