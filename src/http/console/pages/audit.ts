@@ -48,8 +48,8 @@ function endSessions(ctx: PageContext): SafeHtml | string {
   return html`<section aria-labelledby="end-sessions">
     <h2 id="end-sessions">Sessions</h2>
     <p class="note">
-      Ends every console session, yours included: everyone signs in again. Rotating a token ends the sessions
-      it opened by itself.
+      Ends every console session, yours included: everyone signs in again, with the role their groups at the
+      identity provider give them now. Rotating a token ends the sessions it opened by itself.
     </p>
     ${actionForm(ctx, '/console/sessions/end', 'End all sessions')}
   </section>`;
