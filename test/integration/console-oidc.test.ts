@@ -196,3 +196,37 @@ it('throttles forged callbacks from one address like wrong tokens: 429 after fiv
     .all();
   expect(throttled).toEqual([{ times: 3 }]);
 });
+
+it("keeps the CSRF and Origin checks on a person's POSTs: refused, audited with them, nothing ended", async () => {
+  r.store.db.exec('DELETE FROM console_sign_in_failures');
+  const jar = new CookieJar();
+  expect((await step(jar, await toCallback(url, 'maria', jar))).status).toBe(200);
+  const page = await step(jar, `${url}/console/audit`);
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)?.[1] as string;
+  const end = (body: string, origin?: string) =>
+    fetch(`${url}/console/sessions/end`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        cookie: jar.header(url),
+        'content-type': 'application/x-www-form-urlencoded',
+        ...(origin === undefined ? {} : { origin }),
+      },
+      body,
+    });
+  expect((await end('')).status).toBe(403);
+  expect(lastAudit()).toMatchObject({ action: 'refused', person: 'maria@lender.example' });
+  expect((await end(`_csrf=${encodeURIComponent(csrf)}`, 'https://evil.example')).status).toBe(403);
+  const refusals = r.store.db
+    .prepare("SELECT reason, person FROM console_audit WHERE action = 'refused' ORDER BY id DESC LIMIT 2")
+    .all();
+  expect(refusals).toEqual([
+    { reason: 'origin', person: 'maria@lender.example' },
+    { reason: 'csrf', person: 'maria@lender.example' },
+  ]);
+  expect(sessions()).toBeGreaterThan(0);
+  // The same request with its token and from this origin: every session ends, audited with her.
+  expect((await end(`_csrf=${encodeURIComponent(csrf)}`, url)).status).toBe(303);
+  expect(sessions()).toBe(0);
+  expect(lastAudit()).toMatchObject({ action: 'end_sessions', person: 'maria@lender.example' });
+});
