@@ -219,7 +219,7 @@ describe('the provider up', () => {
   });
 });
 
-it('starts with the provider down: webhooks answered, the page says so; signs in once it is back', async () => {
+it('starts with the provider down: webhooks answered, the page says so; signs in once it is back (and again after a second outage)', async () => {
   const down = await bed({}, false);
   beds.push(down);
   expect((await down.r.send(delivery('proposta.aprovada', { nu_proposta: 99001 }))).status).toBe(200);
@@ -242,6 +242,18 @@ it('starts with the provider down: webhooks answered, the page says so; signs in
   }, 'the sign-in page to find the provider back');
   expect(await providerSignIn(page, 'maria')).toBe(200);
   expect((await page.locator('.who span').innerText()).trim()).toBe('Signed in: Maria Souza (admin)');
+
+  // Down again once discovered: the sign-in page finds out and says so; back: it works again.
+  await down.provider.stop();
+  const alerts = async () => {
+    await page.goto('/console/login');
+    return page.getByRole('alert').count();
+  };
+  await until(async () => (await alerts()) === 1, 'the sign-in page to see the provider gone');
+  await down.provider.start();
+  await until(async () => (await alerts()) === 0, 'the sign-in page to find the provider back again');
+  const again = await pageAt(down);
+  expect(await providerSignIn(again, 'joao')).toBe(200);
 });
 
 it('break-glass on: the token form too, its sign-in audited as break-glass and logged at warn', async () => {

@@ -222,7 +222,7 @@ export async function openSession(
  */
 export async function signInOptions(d: ConsoleDeps): Promise<SignInOptions> {
   if (d.oidc === null) return { tokens: true, provider: null };
-  const reachable = (await d.oidc.configuration()) !== undefined;
+  const reachable = (await d.oidc.configuration({ recheck: true })) !== undefined;
   return {
     tokens: d.tokens.admin !== undefined || d.tokens.viewer !== undefined,
     provider: { reachable, host: new URL(d.oidc.settings.issuer).host },

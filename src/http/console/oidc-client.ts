@@ -17,6 +17,11 @@ import type { Logger } from '../../logger';
 
 /** A failed discovery is not tried again sooner than this (a page view must not hammer the provider). */
 const RETRY_MS = 2_000;
+/**
+ * The sign-in page asks the provider again when its discovery is older than this, so that a
+ * provider gone down since says so there (one small GET per replica at most this often).
+ */
+const RECHECK_MS = 5_000;
 /** How long a request to the provider may take (discovery, keys, token), in seconds. */
 const TIMEOUT_S = 5;
 
@@ -37,6 +42,7 @@ export class OidcClient {
   private config: client.Configuration | undefined;
   private discovering: Promise<client.Configuration | undefined> | undefined;
   private failedAt = Number.NEGATIVE_INFINITY;
+  private discoveredAt = Number.NEGATIVE_INFINITY;
   private readonly key: Buffer;
 
   constructor(
@@ -57,9 +63,13 @@ export class OidcClient {
     return this.key;
   }
 
-  /** The provider's configuration, or undefined while it cannot be reached. */
-  async configuration(): Promise<client.Configuration | undefined> {
-    if (this.config !== undefined) return this.config;
+  /**
+   * The provider's configuration, or undefined while it cannot be reached. `recheck` (the sign-in
+   * page): discovered again when older than {@link RECHECK_MS}.
+   */
+  async configuration(options: { recheck?: boolean } = {}): Promise<client.Configuration | undefined> {
+    const stale = options.recheck === true && this.now() - this.discoveredAt >= RECHECK_MS;
+    if (this.config !== undefined && !stale) return this.config;
     if (this.now() - this.failedAt < RETRY_MS) return undefined;
     this.discovering ??= this.discover().finally(() => {
       this.discovering = undefined;
@@ -83,9 +93,13 @@ export class OidcClient {
         ],
       });
       this.config.timeout = TIMEOUT_S;
-      this.logger.info({ issuer }, 'console: identity provider discovered');
+      if (this.discoveredAt === Number.NEGATIVE_INFINITY || this.failedAt > this.discoveredAt)
+        this.logger.info({ issuer }, 'console: identity provider discovered');
+      this.discoveredAt = this.now();
       return this.config;
     } catch (err) {
+      // Gone since it was discovered: a sign-in started now would lead to a provider that is not there.
+      this.config = undefined;
       this.failedAt = this.now();
       this.logger.warn(
         { issuer, err: errorCode(err) },
