@@ -24,13 +24,14 @@ const PROMTOOL = ['/test/integration/alerts\\.test\\.ts$'];
 const base = {
   testEnvironment: 'node',
   // ts-jest transpiles only (type-checking is `npm run typecheck`); p-queue and p-timeout are
-  // ESM-only, and so are pg-boss (cluster mode) and its ESM dependencies: they are transformed to
-  // CommonJS too.
+  // ESM-only, and so are pg-boss (cluster mode) and its ESM dependencies, and openid-client (the
+  // console's sign-in through an identity provider) with oauth4webapi and jose: they are transformed
+  // to CommonJS too.
   transform: {
     '^.+\\.(t|j)s$': ['ts-jest', { tsconfig: { allowJs: true, isolatedModules: true }, diagnostics: false }],
   },
   transformIgnorePatterns: [
-    '/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag)/)',
+    '/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag|openid-client|oauth4webapi|jose)/)',
   ],
 };
 

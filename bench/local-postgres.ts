@@ -10,11 +10,15 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { ConsigError } from '../src/domain/errors';
+
+import { freePort } from './free-port';
+
+// One freePort for the bench and the tests; its own module, so a test needing a port needs no PostgreSQL.
+export { freePort };
 
 /**
  * A throwaway PostgreSQL server on the machine's own binaries, for the tests, the benchmark and the
@@ -166,19 +170,6 @@ function exec(file: string, args: string[], cwd: string): Promise<string> {
     execFile(file, args, { cwd, encoding: 'utf8', timeout: 120_000 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${[file, ...args].join(' ')}: ${(stderr || stdout || err.message).trim()}`));
       else resolvePromise(stdout);
-    });
-  });
-}
-
-/** A TCP port free on 127.0.0.1 right now (the benchmark's replicas use it too). */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolvePromise(port));
     });
   });
 }

@@ -65,6 +65,42 @@ function optionalUrl() {
   });
 }
 
+/** A comma-separated list: each value trimmed, empty ones dropped; unset or empty → []. */
+function list() {
+  return optionalText().transform((v) => (v === undefined ? [] : splitSecrets(v)));
+}
+
+/**
+ * A URL the console's sign-in depends on (OIDC_ISSUER, PUBLIC_URL): https, or http on a loopback
+ * host only (a provider and a receiver on one machine, as the tests run them). Plain http across a
+ * network would carry the sign-in's code and cookies in the clear.
+ */
+function signInUrl() {
+  return optionalText().superRefine((v, ctx) => {
+    if (v === undefined) return;
+    let ok = false;
+    try {
+      const u = new URL(v);
+      ok =
+        u.search === '' &&
+        u.hash === '' &&
+        (u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname)));
+    } catch {
+      ok = false;
+    }
+    if (!ok)
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected an https URL without query (http only on a loopback host), got "${v}"`,
+      });
+  });
+}
+
+/** 127.0.0.0/8, ::1 and localhost: the only hosts a sign-in URL may reach over plain http. */
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
+}
+
 function oneOf<T extends readonly string[]>(values: T, fallback: T[number]) {
   return z
     .string()
@@ -121,6 +157,17 @@ const schema = z.object({
     }
     return ms;
   }),
+  OIDC_ISSUER: signInUrl(),
+  OIDC_CLIENT_ID: optionalText(),
+  OIDC_CLIENT_SECRET: optionalText(),
+  PUBLIC_URL: signInUrl(),
+  OIDC_SCOPES: optionalText()
+    .transform((v) => (v ?? 'openid email profile').split(/\s+/).filter((x) => x !== ''))
+    .refine((v) => v.includes('openid'), { message: 'expected space-separated scopes including openid' }),
+  OIDC_GROUPS_CLAIM: optionalText().transform((v) => v ?? 'groups'),
+  OIDC_ADMIN_GROUPS: list(),
+  OIDC_VIEWER_GROUPS: list(),
+  CONSOLE_BREAK_GLASS: oneOf(['false', 'true'] as const, 'false'),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
   SQLITE_SYNCHRONOUS: oneOf(SYNCHRONOUS, 'FULL'),
   SQLITE_BUSY_TIMEOUT_MS: int(0, 60000, 1000),
@@ -228,6 +275,12 @@ export interface Config {
    * @default 28800000 (8h)
    */
   readonly consoleSessionTtlMs: number;
+  /**
+   * OIDC_*, PUBLIC_URL: operators sign in to the console with the lender's OpenID Connect provider
+   * (docs/console.md, "Sign in with your identity provider"). null: the tokens sign in as before.
+   * @default null
+   */
+  readonly oidc: OidcConfig | null;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   readonly sqlite: {
     readonly synchronous: (typeof SYNCHRONOUS)[number];
@@ -273,6 +326,30 @@ export interface Config {
   readonly cluster: ClusterConfig | null;
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
+}
+
+/** The console's OpenID Connect sign-in (contract §9). */
+export interface OidcConfig {
+  /** OIDC_ISSUER: the provider's issuer; its discovery document is `/.well-known/openid-configuration`. */
+  readonly issuer: string;
+  /** OIDC_CLIENT_ID. */
+  readonly clientId: string;
+  /** OIDC_CLIENT_SECRET: never logged; also keys the sealed cookie of a pending sign-in. */
+  readonly clientSecret: string;
+  /** PUBLIC_URL without a trailing `/`: the redirect URI is this + `/console/oidc/callback`. */
+  readonly publicUrl: string;
+  /** OIDC_SCOPES. @default ['openid', 'email', 'profile'] */
+  readonly scopes: readonly string[];
+  /** OIDC_GROUPS_CLAIM: the ID token's claim holding the person's groups. @default 'groups' */
+  readonly groupsClaim: string;
+  /** OIDC_ADMIN_GROUPS / OIDC_VIEWER_GROUPS: values of that claim (admin wins where both match). */
+  readonly adminGroups: readonly string[];
+  readonly viewerGroups: readonly string[];
+  /**
+   * CONSOLE_BREAK_GLASS: ADMIN_TOKEN and VIEWER_TOKEN still sign in to the console (audited as
+   * break-glass, logged at warn). @default false (the tokens serve `/admin/*` only)
+   */
+  readonly breakGlass: boolean;
 }
 
 /** Cluster mode's settings (contract §10, docs/cluster.md). */
@@ -369,6 +446,7 @@ function check(p: Parsed, options: LoadOptions): string[] {
       'must differ from ADMIN_TOKEN (the viewer token signs in read-only)',
     );
   }
+  checkOidc(p);
   if (p.REGISTRY_POLL_MAX_INTERVAL_MS < p.REGISTRY_POLL_INTERVAL_MS) {
     throw new ConfigError(
       'REGISTRY_POLL_MAX_INTERVAL_MS',
@@ -378,17 +456,67 @@ function check(p: Parsed, options: LoadOptions): string[] {
   return secrets;
 }
 
+/** The OIDC variables that, given, turn the provider's sign-in on (PUBLIC_URL alone does not). */
+const OIDC_TRIGGERS = ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET'] as const;
+
+/** A half-given OIDC set stops startup naming the first missing variable. */
+function checkOidc(p: Parsed): void {
+  const given = OIDC_TRIGGERS.filter((name) => p[name] !== undefined);
+  const groups = p.OIDC_ADMIN_GROUPS.length + p.OIDC_VIEWER_GROUPS.length > 0;
+  if (given.length === 0 && !groups) return;
+  const why = "required for the console's OpenID Connect sign-in";
+  for (const name of [...OIDC_TRIGGERS, 'PUBLIC_URL'] as const) {
+    if (p[name] === undefined)
+      throw new ConfigError(
+        name,
+        `${why} (set with ${given[0] ?? 'OIDC_ADMIN_GROUPS/OIDC_VIEWER_GROUPS'}): ${OIDC_WHAT[name]}`,
+      );
+  }
+  if (!groups)
+    throw new ConfigError(
+      'OIDC_ADMIN_GROUPS',
+      `${why}: comma-separated values of the ${p.OIDC_GROUPS_CLAIM} claim that sign in as admin (or OIDC_VIEWER_GROUPS, read only)`,
+    );
+}
+
+const OIDC_WHAT = {
+  OIDC_ISSUER: "the provider's issuer URL",
+  OIDC_CLIENT_ID: "the client id the provider gave the console's registration",
+  OIDC_CLIENT_SECRET: "that registration's client secret",
+  PUBLIC_URL: "the receiver's external base URL (the redirect URI is PUBLIC_URL/console/oidc/callback)",
+} as const;
+
+function oidcConfig(p: Parsed): OidcConfig | null {
+  if (p.OIDC_ISSUER === undefined || p.OIDC_CLIENT_ID === undefined) return null;
+  return Object.freeze({
+    issuer: p.OIDC_ISSUER,
+    clientId: p.OIDC_CLIENT_ID,
+    clientSecret: p.OIDC_CLIENT_SECRET as string,
+    publicUrl: (p.PUBLIC_URL as string).replace(/\/+$/, ''),
+    scopes: Object.freeze(p.OIDC_SCOPES),
+    groupsClaim: p.OIDC_GROUPS_CLAIM,
+    adminGroups: Object.freeze(p.OIDC_ADMIN_GROUPS),
+    viewerGroups: Object.freeze(p.OIDC_VIEWER_GROUPS),
+    breakGlass: p.CONSOLE_BREAK_GLASS === 'true',
+  });
+}
+
 /**
  * QUEUE_CONCURRENCY was a p-queue concurrency for the pipeline, but handlers are synchronous SQLite
  * transactions run one turn at a time on one connection, so it never changed anything. It is still
  * accepted, so that deployments that set it keep starting, and named in the log as ignored.
  */
 function ignoredSettings(p: Parsed): string[] {
-  return p.QUEUE_CONCURRENCY === undefined
-    ? []
-    : [
-        'QUEUE_CONCURRENCY is ignored: the pipeline runs one turn at a time (synchronous SQLite transactions; events of one proposal in order, proposals interleaved)',
-      ];
+  const out: string[] = [];
+  if (p.QUEUE_CONCURRENCY !== undefined)
+    out.push(
+      'QUEUE_CONCURRENCY is ignored: the pipeline runs one turn at a time (synchronous SQLite transactions; events of one proposal in order, proposals interleaved)',
+    );
+  if (p.CONSOLE_BREAK_GLASS === 'true' && p.OIDC_ISSUER === undefined)
+    out.push(
+      'CONSOLE_BREAK_GLASS is ignored: OIDC_ISSUER is not set, so ADMIN_TOKEN and VIEWER_TOKEN sign in to the console as usual',
+    );
+  return out;
 }
 
 /** Reads contract §3's variables from `env`. Throws ConfigError naming the first bad one. */
@@ -432,6 +560,7 @@ export function loadConfig(
     adminToken: p.ADMIN_TOKEN,
     viewerToken: p.VIEWER_TOKEN,
     consoleSessionTtlMs: p.CONSOLE_SESSION_TTL,
+    oidc: oidcConfig(p),
     logLevel: p.LOG_LEVEL,
     sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
     groupCommitMaxBatch: p.GROUP_COMMIT_MAX_BATCH,

@@ -3,8 +3,8 @@ import { hostname } from 'node:os';
 import type { ServiceClient } from './client';
 import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
-import { tokenFingerprints } from './domain/console';
-import { END_OTHER_SESSIONS } from './domain/sql/console-sessions';
+import { consoleFingerprints } from './domain/console';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-sessions';
 import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
@@ -439,9 +439,9 @@ function openPipelineDb(config: Config): Db {
  * this removes them from the log at once.
  */
 function endRotatedSessions(config: Config, store: Store, logger: Logger): void {
-  const fps = tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken });
+  const fps = consoleFingerprints(config);
   // Synchronous, as the store is opened: the console's own statement (domain/sql/console-sessions.ts).
-  const ended = prepareShared(store.db, END_OTHER_SESSIONS).run([fps.admin ?? '', fps.viewer ?? '']);
+  const ended = prepareShared(store.db, END_OTHER_SESSIONS).run(endOtherSessionsParams(fps));
   if (ended > 0) logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
 }
 
@@ -591,7 +591,7 @@ function buildCluster(
     // RETENTION_DAYS on PostgreSQL, once an hour cluster-wide (the spool's is composeCluster's).
     retention: config.retentionDays === undefined ? undefined : { days: config.retentionDays },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
-    consoleTokens: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
+    consoleTokens: consoleFingerprints(config),
     sender: clusterSender(config, cluster, options, deps),
     logger: options.logger,
     now: () => clock.now(),

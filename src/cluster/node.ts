@@ -11,7 +11,7 @@ import type { OutboxOptions } from './pg-outbox';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
 import type { TokenFingerprints } from '../domain/console';
-import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-sessions';
 import { inPoolTransaction, pgLogQuery, pgLogSql } from './pg-log-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
@@ -442,7 +442,7 @@ export class ClusterNode {
     if (fps === undefined) return;
     const ended = await this.transaction(
       async (sql) =>
-        (await sql.query(`${END_OTHER_SESSIONS} RETURNING 1`, [fps.admin ?? '', fps.viewer ?? ''])).length,
+        (await sql.query(`${END_OTHER_SESSIONS} RETURNING 1`, endOtherSessionsParams(fps))).length,
     );
     if (ended > 0)
       this.options.logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');

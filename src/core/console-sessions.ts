@@ -11,7 +11,7 @@ import {
   refusalWrite,
   type TokenFingerprints,
 } from '../domain/console';
-import { END_OTHER_SESSIONS } from '../domain/sql/console-sessions';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-sessions';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 
 /**
@@ -25,22 +25,29 @@ import type { LogQuery, LogSql } from '../domain/sql/log-sql';
  * Instants are ISO-8601 UTC text, whose text order is their time order in SQLite.
  */
 
-const SESSION_COLUMNS = 'id_hash, role, created_at, expires_at, last_seen, token_fp';
-const AUDIT_COLUMNS = 'id, at, role, session, action, target, detail, ip, outcome, reason, times, last_at';
+const SESSION_COLUMNS = 'id_hash, role, created_at, expires_at, last_seen, token_fp, subject, name, email';
+const AUDIT_COLUMNS =
+  'id, at, role, session, person, action, target, detail, ip, outcome, reason, times, last_at';
 
 export function consoleSessions(sql: LogSql) {
   return {
     /** A new session (its creation time is its first last_seen). */
     create: async (s: NewConsoleSession): Promise<void> => {
       await sql.write((q) =>
-        q.run(`INSERT INTO console_sessions (${SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)`, [
-          s.idHash,
-          s.role,
-          s.now,
-          s.expiresAt,
-          s.now,
-          s.tokenFp,
-        ]),
+        q.run(
+          `INSERT INTO console_sessions (${SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+          [
+            s.idHash,
+            s.role,
+            s.now,
+            s.expiresAt,
+            s.now,
+            s.tokenFp,
+            s.person?.subject ?? null,
+            s.person?.name ?? null,
+            s.person?.email ?? null,
+          ],
+        ),
       );
     },
     /** The session unless it is unknown or expired at `now` (an expired row is as good as none). */
@@ -65,7 +72,7 @@ export function consoleSessions(sql: LogSql) {
       sql.write((q) => q.run('DELETE FROM console_sessions WHERE expires_at <= $1', [now])),
     /** Removes every session its role's configured token did not open (rotated or removed); how many. */
     endOthers: (fps: TokenFingerprints): Promise<number> =>
-      sql.write((q) => q.run(END_OTHER_SESSIONS, [fps.admin ?? '', fps.viewer ?? ''])),
+      sql.write((q) => q.run(END_OTHER_SESSIONS, endOtherSessionsParams(fps))),
     /** Removes every session (everyone signed out, at every replica); returns how many. */
     endAll: (): Promise<number> => sql.write(endAllSessions),
   };
@@ -120,8 +127,9 @@ export function signInFailures(sql: LogSql) {
 /** Records an action (its detail as JSON with any CPF masked). */
 function recordAudit(q: LogQuery, e: NewAuditEntry): Promise<number> {
   return q.run(
-    'INSERT INTO console_audit (at, role, session, action, target, detail, ip) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-    [e.at, e.role, e.session, e.action, e.target, auditDetailText(e.detail), e.ip],
+    `INSERT INTO console_audit (at, role, session, person, action, target, detail, ip)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [e.at, e.role, e.session, e.person ?? null, e.action, e.target, auditDetailText(e.detail), e.ip],
   );
 }
 
@@ -158,9 +166,9 @@ async function recordRefusal(q: LogQuery, r: NewRefusal): Promise<void> {
   }
   const row = write.insert;
   await q.run(
-    `INSERT INTO console_audit (at, role, session, action, target, ip, outcome, reason, times)
-     VALUES ($1, $2, $3, 'refused', $4, $5, 'refused', $6, 1)`,
-    [row.at, row.role, row.session, row.route, row.ip, row.reason],
+    `INSERT INTO console_audit (at, role, session, person, action, target, ip, outcome, reason, times)
+     VALUES ($1, $2, $3, $4, 'refused', $5, $6, 'refused', $7, 1)`,
+    [row.at, row.role, row.session, row.person ?? null, row.route, row.ip, row.reason],
   );
 }
 

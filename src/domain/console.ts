@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { type DeliveryAlarmState, silenceDue } from './delivery-alarm';
 import type { DestinationSummary } from './forwarding/admin';
 import type { Destination } from './forwarding/destinations';
+import type { Person } from './oidc';
 import { maskCpfsInText } from './privacy';
 import type { StuckCutoff } from './stuck';
 
@@ -344,6 +345,10 @@ export interface ConsoleSessionRow {
   last_seen: string;
   /** The fingerprint of the token that opened it ({@link tokenFingerprint}); null before migration 0011. */
   token_fp: string | null;
+  /** Signed in through the identity provider (migration 0012): the person; null for a token's session. */
+  subject: string | null;
+  name: string | null;
+  email: string | null;
 }
 
 export interface NewConsoleSession {
@@ -351,7 +356,10 @@ export interface NewConsoleSession {
   role: ConsoleRole;
   now: string;
   expiresAt: string;
+  /** The token's fingerprint, or the provider's ({@link oidcFingerprint}) for a person's session. */
   tokenFp: string;
+  /** The person signed in through the identity provider; null or absent for a token's session. */
+  person?: Person | null;
 }
 
 /**
@@ -367,6 +375,41 @@ export function tokenFingerprint(token: string): string {
 export interface TokenFingerprints {
   admin: string | null;
   viewer: string | null;
+  /** The identity provider's ({@link oidcFingerprint}); null or absent without one. */
+  oidc?: string | null;
+}
+
+/**
+ * What a session opened through the identity provider carries in `token_fp`: the issuer and client
+ * id, keyed as a token's fingerprint is. Another provider or client configured ends those sessions
+ * as a rotated token ends its own.
+ */
+export function oidcFingerprint(oidc: { issuer: string; clientId: string }): string {
+  return tokenFingerprint(`oidc ${oidc.issuer} ${oidc.clientId}`);
+}
+
+/**
+ * The fingerprints of what may open a console session now: the identity provider when one is
+ * configured, and the tokens — unless the provider is, without break-glass: then the tokens sign no
+ * one in to the console and the sessions they opened end.
+ */
+export function consoleFingerprints(c: {
+  adminToken: string | undefined;
+  viewerToken: string | undefined;
+  oidc: { issuer: string; clientId: string; breakGlass: boolean } | null;
+}): TokenFingerprints {
+  const tokens = consoleTokens(c);
+  return { ...tokenFingerprints(tokens), oidc: c.oidc === null ? null : oidcFingerprint(c.oidc) };
+}
+
+/** The tokens that sign in to the console: none while the identity provider is, without break-glass. */
+export function consoleTokens(c: {
+  adminToken: string | undefined;
+  viewerToken: string | undefined;
+  oidc: { breakGlass: boolean } | null;
+}): { admin: string | undefined; viewer: string | undefined } {
+  if (c.oidc !== null && !c.oidc.breakGlass) return { admin: undefined, viewer: undefined };
+  return { admin: c.adminToken, viewer: c.viewerToken };
 }
 
 export function tokenFingerprints(tokens: {
@@ -384,6 +427,7 @@ export function sessionTokenCurrent(
   row: Pick<ConsoleSessionRow, 'role' | 'token_fp'>,
   fps: TokenFingerprints,
 ): boolean {
+  if (fps.oidc !== undefined && fps.oidc !== null && row.token_fp === fps.oidc) return true;
   const current = fps[row.role];
   return current !== null && row.token_fp === current;
 }
@@ -396,8 +440,12 @@ export const AUDIT_ACTIONS = [
   'forward_pause',
   'forward_resume',
   'sign_in',
+  // A token's sign-in while the identity provider is configured (CONSOLE_BREAK_GLASS=true).
+  'sign_in_break_glass',
   'sign_out',
   'sign_in_failed',
+  // A person the provider vouched for, in neither group: no session.
+  'sign_in_refused',
   'end_sessions',
   'refused',
 ] as const;
@@ -409,6 +457,8 @@ export interface NewAuditEntry {
   role: ConsoleRole | null;
   /** The session's short tag (never its id); null when there is no session. */
   session: string | null;
+  /** The person (e-mail, else subject) signed in through the identity provider; null or absent for a token. */
+  person?: string | null;
   action: AuditAction;
   target: string | null;
   /** Stored as JSON with any CPF in it masked (a filter may name one): the filter used, how many rows. */
@@ -434,6 +484,8 @@ export interface NewRefusal {
   at: string;
   role: ConsoleRole | null;
   session: string | null;
+  /** The session's person (see {@link NewAuditEntry}); null or absent for a token's session or none. */
+  person?: string | null;
   /** `POST /console/events/12/replay`, at most {@link MAX_ROUTE_CHARS} characters. */
   route: string;
   reason: RefusalReason;
@@ -450,7 +502,7 @@ export function refusalWindowStart(at: string): string {
 
 /** The row a refusal adds to once the window's cap is reached: one per reason, no address or session. */
 export function overflowRefusal(r: NewRefusal): NewRefusal {
-  return { ...r, role: null, session: null, route: '*', ip: null };
+  return { ...r, role: null, session: null, person: null, route: '*', ip: null };
 }
 
 /** What the audit table holds of a refusal's window (one read): see {@link refusalWrite}. */
@@ -480,6 +532,8 @@ export interface AuditRow {
   at: string;
   role: ConsoleRole | null;
   session: string | null;
+  /** The person (e-mail, else subject); null for a token's session or none. */
+  person: string | null;
   action: string;
   target: string | null;
   detail: string | null;

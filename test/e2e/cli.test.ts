@@ -56,6 +56,47 @@ describe('configuration errors stop startup with one line naming the variable', 
       { WEBHOOK_SECRETS: 's', ADMIN_TOKEN: 'admin-token-0123456789', VIEWER_TOKEN: 'viewer-token-01' },
       /^consig-receiver: VIEWER_TOKEN: expected at least 16 characters \(.*\), got 15$/,
     ],
+    // Issue 34: a half-given OpenID Connect set names what is missing.
+    [
+      { WEBHOOK_SECRETS: 's', OIDC_ISSUER: 'https://login.lender.example' },
+      /^consig-receiver: OIDC_CLIENT_ID: required for the console's OpenID Connect sign-in \(set with OIDC_ISSUER\): the client id/,
+    ],
+    [
+      {
+        WEBHOOK_SECRETS: 's',
+        OIDC_ISSUER: 'https://idp.example',
+        OIDC_CLIENT_ID: 'c',
+        OIDC_CLIENT_SECRET: 'oidc-secret-x',
+      },
+      /^consig-receiver: PUBLIC_URL: required for the console's OpenID Connect sign-in .*\/console\/oidc\/callback\)$/,
+    ],
+    [
+      {
+        WEBHOOK_SECRETS: 's',
+        OIDC_CLIENT_ID: 'c',
+        OIDC_CLIENT_SECRET: 'oidc-secret-x',
+        PUBLIC_URL: 'https://r.example',
+      },
+      /^consig-receiver: OIDC_ISSUER: required for the console's OpenID Connect sign-in \(set with OIDC_CLIENT_ID\)/,
+    ],
+    [
+      {
+        WEBHOOK_SECRETS: 's',
+        OIDC_ISSUER: 'https://idp.example',
+        OIDC_CLIENT_ID: 'c',
+        OIDC_CLIENT_SECRET: 'oidc-secret-x',
+        PUBLIC_URL: 'https://r.example',
+      },
+      /^consig-receiver: OIDC_ADMIN_GROUPS: required for the console's OpenID Connect sign-in: comma-separated values of the groups claim/,
+    ],
+    [
+      { WEBHOOK_SECRETS: 's', OIDC_ISSUER: 'http://idp.example' },
+      /^consig-receiver: OIDC_ISSUER: expected an https URL without query \(http only on a loopback host\), got "http:\/\/idp.example"$/,
+    ],
+    [
+      { WEBHOOK_SECRETS: 's', OIDC_SCOPES: 'email profile' },
+      /^consig-receiver: OIDC_SCOPES: expected space-separated scopes including openid$/,
+    ],
   ])('%j', (vars, pattern) => {
     expectOneLineError(runCli(['serve'], { ...env(), ...vars }), 2, pattern);
   });

@@ -385,9 +385,25 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
           expires_at: at(HOUR),
           last_seen: T0,
           token_fp: VIEWER_FP,
+          subject: null,
+          name: null,
+          email: null,
         });
         expect(await log.sessions.live('unknown', at(MINUTE))).toBeUndefined();
       });
+
+      behaviour(
+        'keeps the person of a session the identity provider opened (issue 34), never a token',
+        async () => {
+          const person = { subject: 'u-1', name: 'Maria Souza', email: 'maria@lender.example' };
+          await log.sessions.create({ ...session('h1', 'admin', 'oidc-fp'), person });
+          expect(await log.sessions.live('h1', at(MINUTE))).toMatchObject({
+            role: 'admin',
+            token_fp: 'oidc-fp',
+            ...person,
+          });
+        },
+      );
 
       behaviour('is live until its expiry, not at it (touching does not extend it)', async () => {
         await log.sessions.create(session('h1'));
@@ -426,6 +442,21 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         expect(await log.sessions.endOthers({ admin: ROTATED_FP, viewer: null })).toBe(1);
         expect(await log.sessions.live('viewer', at(1))).toBeUndefined();
       });
+
+      behaviour(
+        "keeps the identity provider's sessions while it is the one configured, of either role",
+        async () => {
+          await log.sessions.create(session('maria', 'admin', 'oidc-fp'));
+          await log.sessions.create(session('joao', 'viewer', 'oidc-fp'));
+          await log.sessions.create(session('token', 'admin', ADMIN_FP));
+          // The provider configured without break-glass: the tokens open nothing, their sessions end.
+          expect(await log.sessions.endOthers({ admin: null, viewer: null, oidc: 'oidc-fp' })).toBe(1);
+          expect(await log.sessions.live('maria', at(1))).toBeDefined();
+          expect(await log.sessions.live('joao', at(1))).toBeDefined();
+          // Another provider or client: the people's sessions end.
+          expect(await log.sessions.endOthers({ admin: null, viewer: null, oidc: 'other-fp' })).toBe(2);
+        },
+      );
     });
 
     describe('the sign-in throttle', () => {
@@ -505,7 +536,35 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
           reason: null,
           times: 1,
           last_at: null,
+          person: null,
         });
+      });
+
+      behaviour('names the person of an action and of a refusal (issue 34)', async () => {
+        await log.audit.record({
+          at: T0,
+          role: 'admin',
+          session: 'abcd1234',
+          person: 'maria@lender.example',
+          action: 'sign_in',
+          target: null,
+          detail: { via: 'oidc' },
+          ip: null,
+        });
+        await log.audit.refuse({
+          at: at(MINUTE),
+          role: 'viewer',
+          session: 'ef015678',
+          person: 'joao@lender.example',
+          route: 'POST /console/sessions/end',
+          reason: 'role',
+          ip: '10.0.0.8',
+        });
+        const rows = await page();
+        expect(rows.map((r) => [r.action, r.person])).toEqual([
+          ['refused', 'joao@lender.example'],
+          ['sign_in', 'maria@lender.example'],
+        ]);
       });
 
       behaviour('pages by id: below `beforeId`, at most `limit`', async () => {

@@ -199,3 +199,78 @@ describe('CLUSTER_HOLDBACK_MAX_MS', () => {
     }
   });
 });
+
+describe('OpenID Connect sign-in (issue 34)', () => {
+  const FULL = {
+    OIDC_ISSUER: 'https://login.lender.example/realms/ops',
+    OIDC_CLIENT_ID: 'consig-console',
+    OIDC_CLIENT_SECRET: 'the-client-secret-value',
+    PUBLIC_URL: 'https://receiver.lender.example/',
+    OIDC_ADMIN_GROUPS: 'consig-admins, ops ',
+  };
+
+  it('is off by default, and reads the whole set with its defaults', () => {
+    expect(loadConfig({}).oidc).toBeNull();
+    expect(loadConfig({ PUBLIC_URL: 'https://receiver.lender.example' }).oidc).toBeNull();
+    expect(loadConfig(FULL).oidc).toEqual({
+      issuer: FULL.OIDC_ISSUER,
+      clientId: 'consig-console',
+      clientSecret: 'the-client-secret-value',
+      publicUrl: 'https://receiver.lender.example',
+      scopes: ['openid', 'email', 'profile'],
+      groupsClaim: 'groups',
+      adminGroups: ['consig-admins', 'ops'],
+      viewerGroups: [],
+      breakGlass: false,
+    });
+    const c = loadConfig({
+      ...FULL,
+      OIDC_SCOPES: 'openid  email groups',
+      OIDC_GROUPS_CLAIM: 'roles',
+      OIDC_VIEWER_GROUPS: 'support',
+      CONSOLE_BREAK_GLASS: 'true',
+    });
+    expect(c.oidc).toMatchObject({
+      scopes: ['openid', 'email', 'groups'],
+      groupsClaim: 'roles',
+      viewerGroups: ['support'],
+      breakGlass: true,
+    });
+  });
+
+  it.each([
+    ['OIDC_CLIENT_ID', { OIDC_ISSUER: FULL.OIDC_ISSUER }],
+    ['OIDC_CLIENT_SECRET', { OIDC_ISSUER: FULL.OIDC_ISSUER, OIDC_CLIENT_ID: 'c' }],
+    ['OIDC_ISSUER', { OIDC_CLIENT_SECRET: 'x' }],
+    ['OIDC_ISSUER', { OIDC_VIEWER_GROUPS: 'support' }],
+    ['PUBLIC_URL', { ...FULL, PUBLIC_URL: '' }],
+    ['OIDC_ADMIN_GROUPS', { ...FULL, OIDC_ADMIN_GROUPS: ' , ' }],
+  ])('a half-given set names what is missing: %s', (variable, env) => {
+    const err = error(env, false);
+    expect(err.variable).toBe(variable);
+    expect(err.message).not.toContain('the-client-secret-value');
+  });
+
+  it('refuses a plain-http issuer or public URL off loopback, a URL with a query, and scopes without openid', () => {
+    for (const [variable, value] of [
+      ['OIDC_ISSUER', 'http://login.lender.example'],
+      ['PUBLIC_URL', 'http://receiver.lender.example'],
+      ['OIDC_ISSUER', 'https://login.lender.example/?tenant=x'],
+      ['PUBLIC_URL', 'ftp://receiver.lender.example'],
+    ] as const) {
+      expect(error({ ...FULL, [variable]: value }, false).variable).toBe(variable);
+    }
+    expect(error({ ...FULL, OIDC_SCOPES: 'email profile' }, false).variable).toBe('OIDC_SCOPES');
+    expect(error({ ...FULL, CONSOLE_BREAK_GLASS: 'yes' }, false).variable).toBe('CONSOLE_BREAK_GLASS');
+    for (const host of ['127.0.0.1:8080', 'localhost:3000', '[::1]:9000'])
+      expect(
+        loadConfig({ ...FULL, OIDC_ISSUER: `http://${host}`, PUBLIC_URL: `http://${host}` }).oidc,
+      ).not.toBeNull();
+  });
+
+  it('names CONSOLE_BREAK_GLASS as ignored without an identity provider', () => {
+    expect(loadConfig({ CONSOLE_BREAK_GLASS: 'true' }).warnings).toEqual([
+      expect.stringMatching(/^CONSOLE_BREAK_GLASS is ignored: OIDC_ISSUER is not set/),
+    ]);
+  });
+});

@@ -40,6 +40,7 @@ form.filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: fle
 .field.actions { flex-direction: row; align-items: center; gap: .75rem; min-width: auto; }
 input, select, button { font: inherit; padding: .35rem .5rem; border: 1px solid #6b7280; border-radius: 4px; background: var(--bg); color: var(--fg); }
 button { background: #0b57b5; color: #fff; border-color: #0b57b5; cursor: pointer; }
+a.button { display: inline-block; padding: .35rem .75rem; border-radius: 4px; background: #0b57b5; color: #fff; text-decoration: none; }
 form.inline { display: inline; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; }

@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response, Router } from 'ex
 import { clientAddress } from '../../domain/cidr';
 import {
   type AuditAction,
+  type ConsoleRole,
   MAX_ROUTE_CHARS,
   type RefusalReason,
   sessionTokenCurrent,
@@ -9,9 +10,10 @@ import {
 } from '../../domain/console';
 import { maskCpfsInText } from '../../domain/privacy';
 import { isLockBusy } from '../../store/database-errors';
+import { type Person, personDisplay, personLabel } from '../../domain/oidc';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';
-import { loginPage, messagePage } from './pages/login';
+import { loginPage, messagePage, type SignInOptions } from './pages/login';
 import {
   type ConsoleSession,
   clearedCookie,
@@ -52,15 +54,29 @@ function signedIn(res: Response): Signed {
 /** The page context of the signed-in request. */
 export function contextOf(d: ConsoleDeps, res: Response): PageContext {
   const { session } = signedIn(res);
-  return { role: session.role, csrf: session.csrf, now: d.clock.now() };
+  return {
+    role: session.role,
+    csrf: session.csrf,
+    now: d.clock.now(),
+    person: session.person === null ? null : personDisplay(session.person),
+  };
 }
 
 export function addressOf(d: ConsoleDeps, req: Request): string {
   return clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], d.trustProxy);
 }
 
-/** Who did something: the role and the session's short tag; null before a sign-in. */
-export type Actor = Pick<ConsoleSession, 'role' | 'tag'> | null;
+/** Who did something: the role, the session's short tag and its person; null before a sign-in. */
+export type Actor = {
+  role: ConsoleRole | null;
+  tag: string | null;
+  person?: Person | null;
+} | null;
+
+/** The audit's name for the actor's person (e-mail, else subject); null for a token or no one. */
+function personOfActor(actor: Actor): string | null {
+  return actor?.person === undefined || actor.person === null ? null : personLabel(actor.person);
+}
 
 /** The signed-in request's actor. */
 export function actorOf(res: Response): Actor {
@@ -80,6 +96,7 @@ export function audit(
     at: d.clock.now().toISOString(),
     role: actor?.role ?? null,
     session: actor?.tag ?? null,
+    person: personOfActor(actor),
     action,
     target,
     detail,
@@ -97,6 +114,7 @@ export function refuse(d: ConsoleDeps, req: Request, actor: Actor, reason: Refus
     at: d.clock.now().toISOString(),
     role: actor?.role ?? null,
     session: actor?.tag ?? null,
+    person: personOfActor(actor),
     // The path as requested (a mounted check's own req.path is relative to its mount), no query,
     // any CPF-shaped number in it masked (a path is the requester's text).
     route: maskCpfsInText(`${req.method} ${req.originalUrl.split('?')[0] ?? ''}`.slice(0, MAX_ROUTE_CHARS)),
@@ -147,7 +165,10 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
     if (wait > 0) {
       await refuse(d, req, null, 'throttled');
       const message = `Too many wrong tokens from this address: try again in ${wait} s.`;
-      res.status(429).set('retry-after', String(wait)).send(loginPage(message, next));
+      res
+        .status(429)
+        .set('retry-after', String(wait))
+        .send(loginPage(message, next, await signInOptions(d)));
       return;
     }
     const token = typeof body.token === 'string' && body.token.length <= MAX_TOKEN_CHARS ? body.token : '';
@@ -155,30 +176,63 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
     if (role === null) {
       await throttle.failed(ip, now.getTime());
       await audit(d, req, null, 'sign_in_failed', null);
-      res.status(401).send(loginPage('That token does not sign in.', next));
+      res.status(401).send(loginPage('That token does not sign in.', next, await signInOptions(d)));
       return;
     }
     await throttle.succeeded(ip);
-    const id = newSessionId();
-    const idHash = hashSessionId(id);
-    await d.log.sessions.pruneExpired(now.toISOString());
-    await d.log.sessions.create({
-      idHash,
-      role,
-      now: now.toISOString(),
-      expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
-      tokenFp: tokenFingerprint(token),
-    });
-    await audit(d, req, { role, tag: sessionTag(idHash) }, 'sign_in', null);
+    const { id, tag } = await openSession(d, role, tokenFingerprint(token), null);
+    // While the identity provider is configured, a token signs in only as break-glass (issue 34).
+    const breakGlass = d.oidc !== null;
+    if (breakGlass) d.logger.warn({ role, session: tag, ip }, 'console: break-glass sign-in with a token');
+    await audit(d, req, { role, tag }, breakGlass ? 'sign_in_break_glass' : 'sign_in', null);
     res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, isSecureRequest(req, d.trustProxy)));
     res.redirect(303, next);
   };
 }
 
+/**
+ * Opens a session (expired ones pruned first): its id for the cookie and its tag for the audit.
+ * `tokenFp` says what opened it (a token's fingerprint, or the provider's); `person` who, when the
+ * identity provider did.
+ */
+export async function openSession(
+  d: ConsoleDeps,
+  role: ConsoleRole,
+  tokenFp: string,
+  person: Person | null,
+): Promise<{ id: string; tag: string }> {
+  const now = d.clock.now();
+  const id = newSessionId();
+  const idHash = hashSessionId(id);
+  await d.log.sessions.pruneExpired(now.toISOString());
+  await d.log.sessions.create({
+    idHash,
+    role,
+    now: now.toISOString(),
+    expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
+    tokenFp,
+    person,
+  });
+  return { id, tag: sessionTag(idHash) };
+}
+
+/**
+ * What the sign-in page offers: the token form (no identity provider, or break-glass), the
+ * provider's button, and whether the provider answers now (discovery, retried on each view).
+ */
+export async function signInOptions(d: ConsoleDeps): Promise<SignInOptions> {
+  if (d.oidc === null) return { tokens: true, provider: null };
+  const reachable = (await d.oidc.configuration({ recheck: true })) !== undefined;
+  return {
+    tokens: d.tokens.admin !== undefined || d.tokens.viewer !== undefined,
+    provider: { reachable, host: new URL(d.oidc.settings.issuer).host },
+  };
+}
+
 /** GET/POST /login; POST /logout is mounted after the session and CSRF checks. */
 export function loginRoutes(router: Router, d: ConsoleDeps, throttle: LoginThrottle): void {
-  router.get('/login', (req, res) => {
-    res.send(loginPage(null, nextPath(req.query.next)));
+  router.get('/login', async (req, res) => {
+    res.send(loginPage(null, nextPath(req.query.next), await signInOptions(d)));
   });
   router.post('/login', async (req, res, next) => {
     if (!sameOrigin(req, d.trustProxy)) {
@@ -200,7 +254,11 @@ export function logoutRoute(router: Router, d: ConsoleDeps): void {
     const { session } = signedIn(res);
     await d.log.sessions.remove(session.idHash);
     await audit(d, req, session, 'sign_out', null);
-    res.set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy))).redirect(303, '/console/login');
+    // A person leaves the provider's session too, when it offers an end-session endpoint.
+    const away = session.person !== null ? await d.oidc?.endSessionUrl() : undefined;
+    res
+      .set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)))
+      .redirect(303, away?.href ?? '/console/login');
   });
 }
 
@@ -233,6 +291,10 @@ export function requireSession(d: ConsoleDeps): RequestHandler {
       tag: sessionTag(idHash),
       csrf: csrfToken(id),
       expiresAt: row.expires_at,
+      person:
+        row.subject === null || row.subject === undefined
+          ? null
+          : { subject: row.subject, name: row.name ?? null, email: row.email ?? null },
     };
     res.locals.console = { id, session } satisfies Signed;
     next();
@@ -283,7 +345,9 @@ export function requireAdmin(d: ConsoleDeps): RequestHandler {
       .send(
         messagePage(
           'Refused',
-          'This action needs the admin token: you are signed in read-only. Nothing was changed.',
+          d.oidc === null
+            ? 'This action needs the admin token: you are signed in read-only. Nothing was changed.'
+            : 'This action needs the admin role: you are signed in read-only. Nothing was changed.',
         ),
       );
   };

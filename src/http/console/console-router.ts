@@ -17,6 +17,7 @@ import { consoleDeps, consoleEnabled } from './deps';
 import { html } from './html';
 import { page } from './layout';
 import { messagePage } from './pages/login';
+import { oidcRoutes } from './oidc-routes';
 import { pageRoutes } from './page-routes';
 import { LoginThrottle } from './throttle';
 
@@ -30,26 +31,35 @@ import { LoginThrottle } from './throttle';
  * No script at all, styles from the console's own stylesheet only, forms posting only here, never
  * framed, no referrer leaving the page, nothing cached.
  */
-const CSP = [
-  "default-src 'none'",
-  "style-src 'self'",
-  "img-src 'self'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join('; ');
+function csp(formOrigins: readonly string[]): string {
+  return [
+    "default-src 'none'",
+    "style-src 'self'",
+    "img-src 'self'",
+    // Sign-out may lead to the identity provider's end-session endpoint (a form's redirect).
+    ["form-action 'self'", ...formOrigins].join(' '),
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ].join('; ');
+}
 
-export const securityHeaders: RequestHandler = (_req, res, next) => {
-  res.set({
-    'content-security-policy': CSP,
-    'x-frame-options': 'DENY',
-    'referrer-policy': 'no-referrer',
-    'x-content-type-options': 'nosniff',
-    'cross-origin-opener-policy': 'same-origin',
-    'cache-control': 'no-store',
-  });
-  next();
-};
+const CSP = csp([]);
+
+export const securityHeaders: RequestHandler = headersWith(() => CSP);
+
+function headersWith(policy: () => string): RequestHandler {
+  return (_req, res, next) => {
+    res.set({
+      'content-security-policy': policy(),
+      'x-frame-options': 'DENY',
+      'referrer-policy': 'no-referrer',
+      'x-content-type-options': 'nosniff',
+      'cross-origin-opener-policy': 'same-origin',
+      'cache-control': 'no-store',
+    });
+    next();
+  };
+}
 
 /**
  * The log cannot answer now: the SQLite file is locked by another connection, or (cluster mode)
@@ -128,7 +138,10 @@ export function consoleRouter(deps: AppDeps): Router {
     return router;
   }
   const d = consoleDeps(deps);
-  router.use(securityHeaders);
+  const oidc = d.oidc;
+  router.use(oidc === null ? securityHeaders : headersWith(() => csp(oidc.formOrigins())));
+  // Discovery starts now, in the background: the receiver does not wait for the provider.
+  void oidc?.configuration();
   router.get('/assets/console.css', (_req, res) => {
     res.type('text/css').send(CONSOLE_CSS);
   });
@@ -136,7 +149,9 @@ export function consoleRouter(deps: AppDeps): Router {
     res.type('image/svg+xml').send(FAVICON_SVG);
   });
   router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 }));
-  loginRoutes(router, d, new LoginThrottle(d.log.signInFailures));
+  const throttle = new LoginThrottle(d.log.signInFailures);
+  loginRoutes(router, d, throttle);
+  oidcRoutes(router, d, throttle);
   router.use(requireSession(d));
   router.use(requireCsrf(d));
   logoutRoute(router, d);

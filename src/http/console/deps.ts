@@ -1,11 +1,12 @@
 import type { Clock } from '../../clock';
-import { type TokenFingerprints, tokenFingerprints } from '../../domain/console';
+import { consoleFingerprints, consoleTokens, type TokenFingerprints } from '../../domain/console';
 import type { OverloadSnapshot } from '../../domain/answer-first';
 import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
 import type { AppDeps, ConsoleRelay } from '../app-deps';
 import { type ConsoleLog, sqliteConsoleLog } from './console-log';
+import { OidcClient } from './oidc-client';
 
 /** What the console's pages and actions need, read once from the app's dependencies. */
 export interface ConsoleDeps {
@@ -20,8 +21,14 @@ export interface ConsoleDeps {
    * lag); undefined in SQLite mode.
    */
   relay: ConsoleRelay | undefined;
+  /**
+   * The tokens that sign in to the console: ADMIN_TOKEN and VIEWER_TOKEN, or neither while the
+   * identity provider is configured without CONSOLE_BREAK_GLASS (`/admin/*` keeps its token).
+   */
   tokens: { admin: string | undefined; viewer: string | undefined };
-  /** The fingerprint of each configured token: a session opened by another one is over. */
+  /** The identity provider's client (OIDC_*); null: the tokens sign in. */
+  oidc: OidcClient | null;
+  /** The fingerprint of each configured token (and the provider's): a session opened by another one is over. */
   fingerprints: TokenFingerprints;
   /** CONSOLE_SESSION_TTL in ms. */
   sessionTtlMs: number;
@@ -42,13 +49,26 @@ export interface ConsoleDeps {
   overload: (() => OverloadSnapshot) | undefined;
 }
 
-/** Whether the console exists at all: a token signs in (otherwise every /console path is a 404). */
+/**
+ * Whether the console exists at all: a token or the identity provider signs in (otherwise every
+ * /console path is a 404).
+ */
 export function consoleEnabled(deps: Pick<AppDeps, 'config'>): boolean {
-  return deps.config.adminToken !== undefined || deps.config.viewerToken !== undefined;
+  const { config } = deps;
+  return (
+    config.adminToken !== undefined ||
+    config.viewerToken !== undefined ||
+    (config.oidc !== undefined && config.oidc !== null)
+  );
 }
 
 export function consoleDeps(deps: AppDeps): ConsoleDeps {
   const { config } = deps;
+  const signIn = {
+    adminToken: config.adminToken,
+    viewerToken: config.viewerToken,
+    oidc: config.oidc ?? null,
+  };
   return {
     clock: deps.clock,
     logger: deps.logger,
@@ -64,8 +84,12 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
       deps.answers === undefined
         ? undefined
         : () => (deps.answers as { snapshot(): OverloadSnapshot }).snapshot(),
-    tokens: { admin: config.adminToken, viewer: config.viewerToken },
-    fingerprints: tokenFingerprints({ admin: config.adminToken, viewer: config.viewerToken }),
+    tokens: consoleTokens(signIn),
+    oidc:
+      signIn.oidc === null
+        ? null
+        : new OidcClient(signIn.oidc, deps.logger, () => deps.clock.now().getTime()),
+    fingerprints: consoleFingerprints(signIn),
     sessionTtlMs: config.consoleSessionTtlMs ?? 8 * 3_600_000,
     trustProxy: config.trustProxy ?? 0,
     silenceMs: config.deliverySilenceAlarmMs ?? 0,

@@ -15,6 +15,15 @@ export interface PageContext {
   /** The session's CSRF token, for the hidden `_csrf` field of every POST form. */
   csrf: string;
   now: Date;
+  /** Signed in through the identity provider: the person's name (else e-mail, else subject). */
+  person?: string | null;
+}
+
+/** "Maria Souza (admin)" for a person; the role alone for a token's session. */
+function signedInAs(ctx: PageContext): string {
+  const role = ctx.role === 'admin' ? 'admin' : 'viewer (read only)';
+  if (ctx.person === undefined || ctx.person === null) return role;
+  return `${ctx.person} (${ctx.role === 'admin' ? 'admin' : 'viewer, read only'})`;
 }
 
 const NAV: readonly [NavKey, string, string][] = [
@@ -31,9 +40,10 @@ const NAV: readonly [NavKey, string, string][] = [
 export const STYLESHEET_PATH = '/console/assets/console.css';
 export const FAVICON_PATH = '/console/assets/favicon.svg';
 
-function head(title: string): SafeHtml {
+function head(title: string, extra: HtmlValue = ''): SafeHtml {
   return html`<head>
     <meta charset="utf-8" />
+    ${extra}
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <meta name="referrer" content="no-referrer" />
     <title>${title} · consig-receiver console</title>
@@ -62,7 +72,7 @@ export function page(o: {
   body: HtmlValue;
 }): string {
   const who = html`<div class="who">
-    <span>Signed in: ${o.ctx.role === 'admin' ? 'admin' : 'viewer (read only)'}</span>
+    <span>Signed in: ${signedInAs(o.ctx)}</span>
     <form method="post" action="/console/logout">
       ${csrfField(o.ctx)}<button type="submit">Sign out</button>
     </form>
@@ -81,7 +91,7 @@ export function page(o: {
 }
 
 /** A page outside a session (sign-in, errors before sign-in): no navigation. */
-export function bareDocument(title: string, body: HtmlValue): string {
+export function bareDocument(title: string, body: HtmlValue, extraHead: HtmlValue = ''): string {
   return document(
     title,
     html`<header class="top"><p class="brand">consig-receiver</p></header>
@@ -89,13 +99,14 @@ export function bareDocument(title: string, body: HtmlValue): string {
         <h1>${title}</h1>
         ${body}
       </main>`,
+    extraHead,
   );
 }
 
-function document(title: string, content: SafeHtml): string {
+function document(title: string, content: SafeHtml, extraHead: HtmlValue = ''): string {
   return html`<!doctype html>
     <html lang="en">
-      ${head(title)}
+      ${head(title, extraHead)}
       <body>
         <a class="skip-link" href="#main">Skip to content</a> ${content}
       </body>

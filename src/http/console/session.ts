@@ -2,6 +2,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { constantTimeEqual } from '../../domain/signature';
 import type { ConsoleRole } from '../../domain/console';
+import type { Person } from '../../domain/oidc';
 
 /**
  * Console sessions: a random 32-byte id in the `consig_console` cookie; the database keeps its
@@ -20,6 +21,8 @@ export interface ConsoleSession {
   tag: string;
   csrf: string;
   expiresAt: string;
+  /** Signed in through the identity provider: who; null for a token's session. */
+  person: Person | null;
 }
 
 /** A fresh session id (base64url of 32 random bytes). */
@@ -44,17 +47,21 @@ export function csrfMatches(sessionId: string, given: unknown): boolean {
   return typeof given === 'string' && given !== '' && constantTimeEqual(given, csrfToken(sessionId));
 }
 
-/** The session id from the Cookie header, if it has the console's cookie with a plausible value. */
-export function sessionIdFrom(req: IncomingMessage): string | undefined {
+/** The value of cookie `name` from the Cookie header, if any. */
+export function cookieValue(req: IncomingMessage, name: string): string | undefined {
   const header = req.headers.cookie;
   if (header === undefined) return undefined;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq < 0 || part.slice(0, eq).trim() !== COOKIE_NAME) continue;
-    const value = part.slice(eq + 1).trim();
-    return /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
+    if (eq >= 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return undefined;
+}
+
+/** The session id from the Cookie header, if it has the console's cookie with a plausible value. */
+export function sessionIdFrom(req: IncomingMessage): string | undefined {
+  const value = cookieValue(req, COOKIE_NAME);
+  return value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
 }
 
 /**
@@ -110,4 +117,24 @@ export function roleForToken(
   const viewer = tokens.viewer !== undefined && constantTimeEqual(given, tokens.viewer);
   if (admin) return 'admin';
   return viewer ? 'viewer' : null;
+}
+
+/** The cookie of a sign-in pending at the identity provider (its sealed state, nonce and verifier). */
+export const PENDING_COOKIE = 'consig_oidc';
+const PENDING_PATH = '/console/oidc';
+
+/**
+ * The pending sign-in's Set-Cookie: HttpOnly, Path=/console/oidc, SameSite=Lax — the provider's
+ * answer is a top-level navigation from its site, which a Strict cookie would not follow — and
+ * short-lived; `value` undefined removes it (the callback uses it once).
+ */
+export function pendingCookie(value: string | undefined, maxAgeMs: number, secure: boolean): string {
+  return [
+    `${PENDING_COOKIE}=${value ?? ''}`,
+    `Path=${PENDING_PATH}`,
+    `Max-Age=${value === undefined ? 0 : Math.floor(maxAgeMs / 1000)}`,
+    'HttpOnly',
+    'SameSite=Lax',
+    ...(secure ? ['Secure'] : []),
+  ].join('; ');
 }

@@ -18,8 +18,13 @@ function action(r: AuditRow): SafeHtml | string {
   return html`refused: ${r.reason ?? '?'}${repeats}`;
 }
 
-/** Who: the role, or anonymous for a refusal before sign-in; '—' for anything else without one. */
+/**
+ * Who: the person signed in through the identity provider (e-mail, else subject) with their role,
+ * else the role (a token's session), else anonymous for a refusal before sign-in; '—' otherwise.
+ */
 function who(r: AuditRow): string {
+  const person = r.person ?? null;
+  if (person !== null) return r.role === null ? person : `${person} (${r.role})`;
   if (r.role !== null) return r.role;
   return r.outcome === 'refused' ? 'anonymous' : '—';
 }
@@ -43,8 +48,8 @@ function endSessions(ctx: PageContext): SafeHtml | string {
   return html`<section aria-labelledby="end-sessions">
     <h2 id="end-sessions">Sessions</h2>
     <p class="note">
-      Ends every console session, yours included: everyone signs in again. Rotating a token ends the sessions
-      it opened by itself.
+      Ends every console session, yours included: everyone signs in again, with the role their groups at the
+      identity provider give them now. Rotating a token ends the sessions it opened by itself.
     </p>
     ${actionForm(ctx, '/console/sessions/end', 'End all sessions')}
   </section>`;
@@ -61,9 +66,11 @@ export async function auditPage(
   const next =
     rows.length > PAGE_SIZE && last !== undefined ? hrefWith('/console/audit', { before: last.id }) : null;
   const body = html`<p class="note">
-      Sessions are named by a short tag, never by their id. Refused attempts (a missing or wrong CSRF token,
-      another site's request, a viewer's action, a throttled sign-in) are counted per hour.
+      A person signed in through the identity provider is named by e-mail (else the provider's subject); a
+      token's session by its role. Sessions are named by a short tag, never by their id. Refused attempts (a
+      missing or wrong CSRF token, another site's request, a viewer's action, a throttled sign-in) are counted
+      per hour.
     </p>
-    ${table('Console actions, newest first', ['id', 'at', 'action', 'role', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}${endSessions(ctx)}`;
+    ${table('Console actions, newest first', ['id', 'at', 'action', 'who', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}${endSessions(ctx)}`;
   return page({ title: 'Audit', current: 'audit', ctx, body });
 }
