@@ -1,4 +1,4 @@
--- 0012: operators sign in with the lender's identity provider (OpenID Connect; contract §9,
+-- 0013: operators sign in with the lender's identity provider (OpenID Connect; contract §9,
 -- issue 34). Forward-only.
 
 -- The person a session was opened for (the ID token's `sub`, `name`, `email`); null for a session a

@@ -1,5 +1,5 @@
--- 0007: operators sign in with the lender's identity provider: SQLite's
--- migrations/0012_console_people.sql (see its notes) in PostgreSQL's types. Shared by every replica,
+-- 0009: operators sign in with the lender's identity provider: SQLite's
+-- migrations/0013_console_people.sql (see its notes) in PostgreSQL's types. Shared by every replica,
 -- as the sessions are.
 ALTER TABLE console_sessions ADD COLUMN subject text;
 ALTER TABLE console_sessions ADD COLUMN name text;
