@@ -6,6 +6,7 @@ import { type ClassifiedDelivery, classifyDelivery, type Route } from '../domain
 import { StorageError } from '../domain/errors';
 import { type IpAllowList, clientAddress } from '../domain/cidr';
 import { verifySignature } from '../domain/signature';
+import type { RequestTrace, TraceAttributes, Traces } from '../domain/tracing';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { DeliveryOutcome } from '../store/deliveries';
@@ -60,6 +61,12 @@ export interface WebhookDeps {
    * @default none
    */
   answers?: AnswerTracker | undefined;
+  /**
+   * Tracing (issue 35): a SERVER span per request, continuing the service's `traceparent`; its
+   * context is stored with the event, so that processing continues the trace.
+   * @default undefined (off: the request pays one comparison)
+   */
+  traces?: Traces | undefined;
 }
 
 export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
@@ -81,14 +88,16 @@ interface RequestFacts {
   flight: number;
   /** Reported to `answers` as begun (its body read): measure() reports its end. */
   answering: boolean;
+  /** Its SERVER span when tracing is on, ended in measure(). */
+  trace: RequestTrace | undefined;
 }
 
 export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
   const headerName = options.signatureHeader.toLowerCase();
   // Every answer reaches the watch through measure(), which each answer passes exactly once.
   const deps = { ...options, watch: options.watch ?? new DeliveryWatch(options) };
-  return function handleWebhook(req, res, route) {
-    const request = describeRequest(deps, req, route);
+  const handle = (req: IncomingMessage, res: ServerResponse, route: Route, trace?: RequestTrace): void => {
+    const request = describeRequest(deps, req, route, trace);
     if (deps.allowList && !deps.allowList.allows(request.remote)) {
       return reject(deps, res, request, forbidden());
     }
@@ -104,9 +113,27 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
       store(deps, res, request, body, verdict.secretIndex);
     });
   };
+  const { traces } = deps;
+  if (traces === undefined) return handle;
+  // The request's span is active from its start to its answer's log line (what runs from its
+  // callbacks inherits it), so that the line carries its trace_id and span_id.
+  return function handleTracedWebhook(req, res, route) {
+    const trace = traces.request(ROUTE_PATHS[route], header(req, 'traceparent'), header(req, 'tracestate'));
+    trace.run(() => handle(req, res, route, trace));
+  };
 }
 
-function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route): RequestFacts {
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function describeRequest(
+  deps: WebhookDeps,
+  req: IncomingMessage,
+  route: Route,
+  trace: RequestTrace | undefined,
+): RequestFacts {
   const receivedAt = deps.clock.now().toISOString();
   return {
     route,
@@ -116,13 +143,14 @@ function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route):
     remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
     flight: deps.inFlight?.begin(receivedAt) ?? 0,
     answering: false,
+    trace,
   };
 }
 
 /** Answers a refused request, counts it, writes its `deliveries` row (no body, no event) and logs it. */
 function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r: Rejection): void {
   sendJson(res, r.status, { error: r.error, message: r.message }, r.close ? { connection: 'close' } : {});
-  const ms = measure(deps, request, r.outcome);
+  const ms = measure(deps, request, r.outcome, r.status);
   deps.writer.audit({
     receivedAt: request.receivedAt,
     path: request.path,
@@ -159,7 +187,7 @@ function store(
 ): void {
   const delivery = classifyDelivery(body, request.route);
   deps.writer
-    .ingest(newEvent(delivery, body, request.receivedAt), {
+    .ingest(newEvent(delivery, body, request.receivedAt, request.trace?.stored ?? null), {
       receivedAt: request.receivedAt,
       path: request.path,
       bodyBytes: body.length,
@@ -174,7 +202,12 @@ function store(
     );
 }
 
-function newEvent(c: ClassifiedDelivery, body: Buffer, receivedAt: string): NewEvent {
+function newEvent(
+  c: ClassifiedDelivery,
+  body: Buffer,
+  receivedAt: string,
+  traceContext: string | null,
+): NewEvent {
   return {
     dedupKey: c.dedupKey,
     webhookId: c.webhookId,
@@ -190,6 +223,7 @@ function newEvent(c: ClassifiedDelivery, body: Buffer, receivedAt: string): NewE
     bodyBytes: body.length,
     status: c.status,
     lastError: c.invalidReason,
+    traceContext,
   };
 }
 
@@ -207,7 +241,7 @@ function answerStored(
     event_id: stored.eventId,
     ...(quarantined ? { reason: c.invalidReason } : {}),
   });
-  const ms = measure(deps, request, stored.outcome);
+  const ms = measure(deps, request, stored.outcome, 200, request.trace && delivered(c, stored));
   if (stored.outcome !== 'duplicate')
     deps.metrics.eventsStored.inc({ evento: c.evento ?? `(${c.kind})`, status: c.status });
   const line = {
@@ -245,7 +279,7 @@ function answerNotStored(
     { error: 'storage_unavailable', message: 'the delivery could not be stored; retry later' },
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
-  const ms = measure(deps, request, 'storage_unavailable');
+  const ms = measure(deps, request, 'storage_unavailable', 503);
   deps.logger.error(
     {
       route: request.path,
@@ -259,11 +293,30 @@ function answerNotStored(
   );
 }
 
+/** What the request's span says of a stored delivery (no CPF: the body is not read for it). */
+function delivered(c: ClassifiedDelivery, stored: IngestResult): TraceAttributes {
+  return {
+    'consig.event_id': stored.eventId,
+    'consig.kind': c.kind,
+    'consig.evento': c.evento,
+    'consig.webhook_id': c.webhookId,
+    'consig.nu_proposta': c.nuProposta === null ? null : String(c.nuProposta),
+    'consig.request_id': c.requestId,
+  };
+}
+
 /**
- * Counts the answer, observes its latency and reports it to the deactivation alarm; returns the
- * latency in ms, rounded to the microsecond.
+ * Counts the answer, observes its latency, reports it to the deactivation alarm and ends its span;
+ * returns the latency in ms, rounded to the microsecond.
  */
-function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutcome): number {
+function measure(
+  deps: WebhookDeps,
+  request: RequestFacts,
+  outcome: DeliveryOutcome,
+  httpStatus: number,
+  attributes?: TraceAttributes,
+): number {
+  request.trace?.end(outcome, httpStatus, attributes);
   const ms = deps.clock.monotonic() - request.startedAt;
   deps.inFlight?.end(request.flight);
   deps.metrics.deliveries.inc({ outcome, route: request.path });
