@@ -422,6 +422,15 @@ function ignoredSettings(p: Parsed): string[] {
       ];
 }
 
+/** OTEL_TRACES_EXPORTER=otlp (and the SDK not disabled): tracing's settings; null otherwise. */
+function tracingConfig(p: Parsed): TracingConfig | null {
+  if (p.OTEL_TRACES_EXPORTER !== 'otlp' || p.OTEL_SDK_DISABLED === 'true') return null;
+  return Object.freeze({
+    protocol: p.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? p.OTEL_EXPORTER_OTLP_PROTOCOL,
+    serviceName: p.OTEL_SERVICE_NAME ?? 'consig-receiver',
+  });
+}
+
 /** Reads contract §3's variables from `env`. Throws ConfigError naming the first bad one. */
 export function loadConfig(
   env: NodeJS.ProcessEnv | Record<string, string | undefined>,
@@ -496,13 +505,7 @@ export function loadConfig(
             }),
             holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
-    tracing:
-      p.OTEL_TRACES_EXPORTER === 'otlp' && p.OTEL_SDK_DISABLED === 'false'
-        ? Object.freeze({
-            protocol: p.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? p.OTEL_EXPORTER_OTLP_PROTOCOL,
-            serviceName: p.OTEL_SERVICE_NAME ?? 'consig-receiver',
-          })
-        : null,
+    tracing: tracingConfig(p),
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

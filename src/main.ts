@@ -171,7 +171,10 @@ function buildServiceClient(
   const { logger } = options;
   const serviceClient =
     options.serviceClient === undefined
-      ? serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc(), traces })
+      ? serviceClientFromConfig(config, logger, {
+          onTokenRefresh: () => metrics.tokenRefreshes.inc(),
+          traces,
+        })
       : options.serviceClient;
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
@@ -189,6 +192,7 @@ function senderMetrics(metrics: Metrics): SenderMetrics {
     delivered: (destination, seconds) => metrics.forwardDeliverySeconds.observe({ destination }, seconds),
     dead: (destination) => metrics.forwardDeadTotal.inc({ destination }),
     circuit: (destination, state) => metrics.forwardCircuit.set({ destination }, circuitValue[state]),
+    spansDropped: (reason, spans) => metrics.traceSpansDropped.inc({ reason }, spans),
   };
 }
 

@@ -226,10 +226,18 @@ function buildProcessing(
     ...builtInHandlers(config, pipelineDb, schedule, traces),
     partner: (r) => options.configureRouter?.(r, pipelineDb),
   });
-  const partners = file.partners(shared.partner, (db) => builtInHandlers(config, db, schedule, traces), traces);
+  const partners = file.partners(
+    shared.partner,
+    (db) => builtInHandlers(config, db, schedule, traces),
+    traces,
+  );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { answers, metrics: shared.senderMetrics });
+  const sender = buildSender(config, options, {
+    answers,
+    metrics: shared.senderMetrics,
+    tracing: shared.tracing,
+  });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
@@ -293,7 +301,7 @@ function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions, 
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { metrics: SenderMetrics; answers: AnswerFirst },
+  deps: { metrics: SenderMetrics; answers: AnswerFirst; tracing: TracingSettings | null },
 ): SenderControl {
   return new ForwardSenderThread({
     store: { kind: 'sqlite', databasePath: config.databasePath },
@@ -302,6 +310,7 @@ function buildSender(
     pollIntervalMs: options.forwardPollMs,
     metrics: deps.metrics,
     gate: deps.answers,
+    tracing: deps.tracing,
   });
 }
 
@@ -579,6 +588,7 @@ function clusterSender(
     pollIntervalMs: options.forwardPollMs,
     metrics: deps.senderMetrics,
     gate: deps.answers,
+    tracing: deps.tracing,
     // A destination another replica now sends: its circuit is that replica's to report.
     onHeld: (destination, held) => {
       if (!held) metrics.forwardCircuit.set({ destination }, 0);
@@ -605,6 +615,7 @@ function buildCluster(
     gate: deps.answers,
     statusClient: deps.serviceClient,
     handlers: deps.partner,
+    traces: deps.traces,
     // RETENTION_DAYS on PostgreSQL, once an hour cluster-wide (the spool's is composeCluster's).
     retention: config.retentionDays === undefined ? undefined : { days: config.retentionDays },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },

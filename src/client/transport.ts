@@ -120,7 +120,9 @@ export class Transport {
       return response;
     } catch (err) {
       const status = (err as { status?: number | null }).status ?? null;
-      span.end(err instanceof Error ? err.name : 'error', status, true, { 'consig.attempts': progress.attempts });
+      span.end(err instanceof Error ? err.name : 'error', status, true, {
+        'consig.attempts': progress.attempts,
+      });
       throw err;
     }
   }

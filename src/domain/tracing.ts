@@ -26,6 +26,8 @@ export interface RequestTrace {
 export interface OutgoingTrace {
   /** `traceparent` (and `tracestate`) naming this span, for the request's headers. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Runs `fn` with the span active: log lines written in it carry its ids. */
+  run<T>(fn: () => T): T;
   /** Ends the span: `failed` marks it as an error. */
   end(outcome: string, httpStatus: number | null, failed: boolean, attributes?: TraceAttributes): void;
 }

@@ -97,7 +97,10 @@ export class PartnerEvents {
         for (const step of steps) await step(e, ctx);
       };
       if (traces === undefined) await runSteps(event);
-      else await traces.processing(row.trace_context, processingAttributes(event), () => runSteps(event as HandlerEvent));
+      else
+        await traces.processing(row.trace_context, processingAttributes(event), () =>
+          runSteps(event as HandlerEvent),
+        );
       this.q.markDone(id, now.toISOString());
     } catch (err) {
       this.rollback();

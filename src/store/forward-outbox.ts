@@ -60,7 +60,11 @@ export function forwardOutbox(db: Db) {
      * Stores a message and its delivery rows (due at once). Returns the message's row id, or null
      * when the event already has a message of this type (nothing is written then).
      */
-    insert(message: OutgoingMessage, destinations: readonly string[], traceContext: string | null = null): number | null {
+    insert(
+      message: OutgoingMessage,
+      destinations: readonly string[],
+      traceContext: string | null = null,
+    ): number | null {
       const row = insertMessage.get(
         message.webhookId,
         message.type,

@@ -14,6 +14,13 @@ export function startTracing(settings: TracingSettings, hooks: TracingHooks): Tr
   // Required here, not imported at the top: with tracing off the SDK is never loaded.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const sdk = require('./sdk') as typeof import('./sdk');
-  started = sdk.startSdk(settings, hooks);
+  const handle = sdk.startSdk(settings, hooks);
+  started = {
+    traces: handle.traces,
+    shutdown: async () => {
+      started = null;
+      await handle.shutdown();
+    },
+  };
   return started;
 }

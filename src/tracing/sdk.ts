@@ -1,11 +1,22 @@
-import { type Attributes, type Counter, createNoopMeter, diag, DiagLogLevel, type MeterProvider } from '@opentelemetry/api';
+import {
+  type Attributes,
+  type Counter,
+  createNoopMeter,
+  diag,
+  DiagLogLevel,
+  type MeterProvider,
+} from '@opentelemetry/api';
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type BufferConfig } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { ATTR_SERVICE_INSTANCE_ID, ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_SERVICE_INSTANCE_ID,
+  ATTR_SERVICE_NAME,
+  ATTR_SERVICE_VERSION,
+} from '@opentelemetry/semantic-conventions';
 import { spanTraces } from './spans';
 import type { TracingHooks, TracingSettings, TracingHandle } from './settings';
 
@@ -23,6 +34,9 @@ import type { TracingHooks, TracingSettings, TracingHandle } from './settings';
 
 /** At most one warning from the SDK (exporter errors, dropped spans) per interval. */
 export const WARN_INTERVAL_MS = 60_000;
+
+/** How long a stop waits for the spans still queued to be sent. */
+const SHUTDOWN_FLUSH_MS = 2000;
 
 /** The SDK's own counter of finished spans (semantic conventions' otel.sdk.processor.span.processed). */
 const PROCESSED = 'otel.sdk.processor.span.processed';
@@ -42,7 +56,12 @@ export function startSdk(settings: TracingSettings, hooks: TracingHooks): Tracin
   provider.register();
   return {
     traces: spanTraces(provider.getTracer('consig-receiver', settings.serviceVersion)),
-    shutdown: () => provider.shutdown().catch(() => undefined),
+    // Bounded: a collector that is down must not hold the receiver's stop.
+    shutdown: () =>
+      Promise.race([
+        provider.shutdown().catch(() => undefined),
+        new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_FLUSH_MS).unref()),
+      ]),
   };
 }
 

@@ -75,6 +75,7 @@ function outgoingTrace(span: Span, ctx: Context): OutgoingTrace {
   w3c.inject(ctx, headers, defaultTextMapSetter);
   return {
     headers,
+    run: (fn) => context.with(ctx, fn),
     end(outcome, httpStatus, failed, attributes) {
       if (attributes !== undefined) span.setAttributes(clean(attributes));
       span.setAttribute('consig.outcome', outcome);
@@ -134,6 +135,7 @@ function extract(traceparent: string, tracestate: string | undefined): Context {
 /** The attributes with a value (OpenTelemetry refuses null). */
 function clean(attributes: TraceAttributes): Attributes {
   const out: Attributes = {};
-  for (const [key, value] of Object.entries(attributes)) if (value !== null && value !== undefined) out[key] = value;
+  for (const [key, value] of Object.entries(attributes))
+    if (value !== null && value !== undefined) out[key] = value;
   return out;
 }
