@@ -42,9 +42,9 @@ const SHUTDOWN_FLUSH_MS = 2000;
 const PROCESSED = 'otel.sdk.processor.span.processed';
 
 export function startSdk(settings: TracingSettings, hooks: TracingHooks): TracingHandle {
-  diag.setLogger(rateLimitedDiag(hooks), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
-  // A failed export reaches the global error handler too: the same rate-limited line.
+  // The SDK's diagnostics and the failed exports (the global error handler) share one limit.
   const warn = rateLimited(hooks);
+  diag.setLogger(rateLimitedDiag(warn), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
   setGlobalErrorHandler((err) => warn('tracing: span export failed', String((err as Error)?.message ?? err)));
   const exporter = settings.protocol === 'http/json' ? new JsonExporter() : new ProtoExporter();
   // sdk-trace-base's BatchSpanProcessor reads OTEL_BSP_* and hands the rest of its options to
@@ -97,8 +97,7 @@ function rateLimited(hooks: TracingHooks): (message: string, detail: string) => 
 }
 
 /** The SDK's diagnostics: warnings and errors only, rate-limited. */
-function rateLimitedDiag(hooks: TracingHooks) {
-  const warn = rateLimited(hooks);
+function rateLimitedDiag(warn: (message: string, detail: string) => void) {
   const say = (message: string, ...args: unknown[]) =>
     warn('tracing: the OpenTelemetry SDK complained', [message, ...args.map(String)].join(' '));
   const quiet = () => undefined;

@@ -103,20 +103,18 @@ function fromJson(body: Buffer): CollectedSpan[] {
   return (request.resourceSpans ?? []).flatMap((rs: any) => {
     const resource = jsonAttributes(rs.resource?.attributes);
     return (rs.scopeSpans ?? []).flatMap((ss: any) =>
-      (ss.spans ?? []).map(
-        (s: any): CollectedSpan => ({
-          traceId: s.traceId,
-          spanId: s.spanId,
-          parentSpanId: s.parentSpanId ? s.parentSpanId : null,
-          name: s.name,
-          kind: Number(s.kind),
-          startNs: BigInt(s.startTimeUnixNano),
-          endNs: BigInt(s.endTimeUnixNano),
-          attributes: jsonAttributes(s.attributes),
-          statusCode: Number(s.status?.code ?? 0),
-          resource,
-        }),
-      ),
+      (ss.spans ?? []).map((s: any): CollectedSpan => ({
+        traceId: s.traceId,
+        spanId: s.spanId,
+        parentSpanId: s.parentSpanId ? s.parentSpanId : null,
+        name: s.name,
+        kind: Number(s.kind),
+        startNs: BigInt(s.startTimeUnixNano),
+        endNs: BigInt(s.endTimeUnixNano),
+        attributes: jsonAttributes(s.attributes),
+        statusCode: Number(s.status?.code ?? 0),
+        resource,
+      })),
     );
   });
 }
@@ -195,7 +193,8 @@ function pbAttributes(list: Buffer[]): Record<string, AttributeValue> {
     if (value.has(1)) out[text(f, 1)] = text(value, 1);
     else if (value.has(2)) out[text(f, 1)] = oneInt(value, 2) === 1n;
     else if (value.has(3)) out[text(f, 1)] = Number(BigInt.asIntN(64, oneInt(value, 3)));
-    else if (value.has(4)) out[text(f, 1)] = Buffer.from(new BigUint64Array([oneInt(value, 4)]).buffer).readDoubleLE(0);
+    else if (value.has(4))
+      out[text(f, 1)] = Buffer.from(new BigUint64Array([oneInt(value, 4)]).buffer).readDoubleLE(0);
   }
   return out;
 }
@@ -223,4 +222,61 @@ function fromProtobuf(body: Buffer): CollectedSpan[] {
       }),
     );
   });
+}
+
+/** One delivery's trace, from the service's `traceparent` to the destination's requests. */
+export interface DeliveryTrace {
+  server: CollectedSpan;
+  processing: CollectedSpan;
+  stages: CollectedSpan[];
+  attempts: CollectedSpan[];
+}
+
+/**
+ * The spans of the delivery whose request carried `traceparent` (trace `traceId`, parent span
+ * `parentSpanId`), checked link by link: the SERVER span continues it, processing is its child,
+ * each stage processing's, each forwarding attempt a CLIENT span under the forwarding stage, and the
+ * destination received, for each attempt, the `traceparent` naming it. Throws (jest's expect) at the
+ * first broken link.
+ */
+export function deliveryTrace(
+  collector: OtlpCollector,
+  traceId: string,
+  parentSpanId: string,
+  destinationTraceparents: readonly string[],
+): DeliveryTrace {
+  const spans = collector.trace(traceId);
+  const server = spans.find((s) => s.kind === SPAN_KIND.server);
+  expect(server).toMatchObject({ parentSpanId, name: 'POST /webhooks' });
+  const processing = spans.find((s) => s.kind === SPAN_KIND.consumer);
+  expect(processing?.parentSpanId).toBe(server?.spanId);
+  const stages = spans.filter((s) => s.parentSpanId === processing?.spanId);
+  expect(stages.map((s) => s.attributes['consig.stage'])).toEqual(
+    expect.arrayContaining(['lifecycle', 'registry_tracking', 'forwarding']),
+  );
+  const forwarding = stages.find((s) => s.attributes['consig.stage'] === 'forwarding');
+  const attempts = spans.filter((s) => s.kind === SPAN_KIND.client);
+  expect(attempts.length).toBeGreaterThan(0);
+  for (const a of attempts) expect(a.parentSpanId).toBe(forwarding?.spanId);
+  // What the destination received names exactly those attempts.
+  expect([...destinationTraceparents].sort()).toEqual(
+    attempts.map((a) => `00-${traceId}-${a.spanId}-01`).sort(),
+  );
+  // In time too: the answer's span starts first, processing after it, the attempts after processing began.
+  expect((processing as CollectedSpan).startNs).toBeGreaterThanOrEqual((server as CollectedSpan).startNs);
+  for (const a of attempts) expect(a.startNs).toBeGreaterThanOrEqual((processing as CollectedSpan).startNs);
+  return { server: server as CollectedSpan, processing: processing as CollectedSpan, stages, attempts };
+}
+
+/** The trace as lines `kind name duration`, for a failure message or a report. */
+export function describeTrace(spans: readonly CollectedSpan[]): string {
+  const kinds = ['', 'internal', 'server', 'client', 'producer', 'consumer'];
+  return [...spans]
+    .sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0))
+    .map((s) => {
+      const ms = Number(s.endNs - s.startNs) / 1e6;
+      const where = s.resource['service.instance.id'] ?? '';
+      return `${s.spanId} ← ${s.parentSpanId ?? 'root'}  ${kinds[s.kind] ?? s.kind} ${s.name} ${ms.toFixed(3)} ms ${where}`;
+    })
+    .join('\n');
 }
