@@ -430,6 +430,8 @@ async function runStages(
 ): Promise<OutboxEntry[]> {
   let entries: OutboxEntry[] = [];
   for (const stage of stagesFor(event)) {
+    // No span for a stage with nothing to run (SQLite mode registers no partner stage then).
+    if (stage === 'partner' && (options.handlers?.handlersFor(event).length ?? 0) === 0) continue;
     const run = tracedStage(options.traces, stage, async () => {
       if (stage === 'partner') {
         const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
