@@ -28,7 +28,7 @@ import type {
   SenderStore,
 } from '../domain/forwarding/sender-store';
 import type { Logger } from '../logger';
-import type { TraceAttributes, Traces } from '../domain/tracing';
+import type { OutgoingTrace, TraceAttributes, Traces } from '../domain/tracing';
 import { isLockBusy } from '../store/database-errors';
 import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
 
@@ -504,8 +504,7 @@ export class ForwardSender {
       const outcome = answer.stopped ? 'stopped' : classifyAttempt(answer.result);
       const status = 'status' in answer.result ? answer.result.status : null;
       trace.end(outcome, status, outcome !== 'delivered');
-      // Its log lines (a failed attempt, a dead message) carry the attempt's span.
-      trace.run(() => this.finished(worker, row, answer, started, ms));
+      this.finished(worker, row, answer, started, ms, trace);
     });
     this.sending.add(attempt);
     void attempt.finally(() => this.sending.delete(attempt));
@@ -528,7 +527,14 @@ export class ForwardSender {
   }
 
   /** An attempt came back: decide the delivery's next state and queue its record. */
-  private finished(worker: Worker, row: DueDelivery, answer: AttemptAnswer, started: Date, ms: number): void {
+  private finished(
+    worker: Worker,
+    row: DueDelivery,
+    answer: AttemptAnswer,
+    started: Date,
+    ms: number,
+    trace?: OutgoingTrace,
+  ): void {
     if (answer.stopped) return; // not an attempt: it stays pending for the next holder
     const { destination } = worker;
     const now = this.options.clock.now();
@@ -568,7 +574,9 @@ export class ForwardSender {
       circuitAfter(worker.circuit, outcome, nowMs, this.options.circuit ?? DEFAULT_CIRCUIT),
       nowMs,
     );
-    this.report(destination.name, record, row, ms, nowMs);
+    // Its log lines (a failed attempt, a dead message) carry the attempt's span; only they.
+    if (trace === undefined) this.report(destination.name, record, row, ms, nowMs);
+    else trace.run(() => this.report(destination.name, record, row, ms, nowMs));
     this.queueFlush();
   }
 

@@ -115,11 +115,13 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
   };
   const { traces } = deps;
   if (traces === undefined) return handle;
-  // The request's span is active from its start to its answer's log line (what runs from its
-  // callbacks inherits it), so that the line carries its trace_id and span_id.
   return function handleTracedWebhook(req, res, route) {
-    const trace = traces.request(ROUTE_PATHS[route], header(req, 'traceparent'), header(req, 'tracestate'));
-    trace.run(() => handle(req, res, route, trace));
+    handle(
+      req,
+      res,
+      route,
+      traces.request(ROUTE_PATHS[route], header(req, 'traceparent'), header(req, 'tracestate')),
+    );
   };
 }
 
@@ -164,16 +166,18 @@ function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r
     remoteAddr: request.remote,
     detail: r.reason,
   });
-  deps.logger.warn(
-    {
-      route: request.path,
-      outcome: r.outcome,
-      reason: r.reason,
-      http_status: r.status,
-      ms,
-      remote: request.remote,
-    },
-    'delivery rejected',
+  logIn(request, () =>
+    deps.logger.warn(
+      {
+        route: request.path,
+        outcome: r.outcome,
+        reason: r.reason,
+        http_status: r.status,
+        ms,
+        remote: request.remote,
+      },
+      'delivery rejected',
+    ),
   );
 }
 
@@ -258,8 +262,20 @@ function answerStored(
     webhook_id: c.webhookId,
     tentativa: c.tentativa,
   };
-  if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
-  else deps.logger.info(line, 'delivery');
+  logIn(request, () => {
+    if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
+    else deps.logger.info(line, 'delivery');
+  });
+}
+
+/**
+ * Writes a request's log line inside its span (tracing on), so that the line carries the span's
+ * trace_id and span_id. Only the line: the request's callbacks run outside it, so that the group
+ * commit and the work it schedules (processing) inherit no request's context.
+ */
+function logIn(request: RequestFacts, write: () => void): void {
+  if (request.trace === undefined) write();
+  else request.trace.run(write);
 }
 
 /**
@@ -280,16 +296,18 @@ function answerNotStored(
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
   const ms = measure(deps, request, 'storage_unavailable', 503);
-  deps.logger.error(
-    {
-      route: request.path,
-      outcome: 'storage_unavailable',
-      http_status: 503,
-      ms,
-      webhook_id: c.webhookId,
-      err: err instanceof StorageError ? err.message : 'unexpected error while storing',
-    },
-    'delivery not stored',
+  logIn(request, () =>
+    deps.logger.error(
+      {
+        route: request.path,
+        outcome: 'storage_unavailable',
+        http_status: 503,
+        ms,
+        webhook_id: c.webhookId,
+        err: err instanceof StorageError ? err.message : 'unexpected error while storing',
+      },
+      'delivery not stored',
+    ),
   );
 }
 

@@ -11,7 +11,6 @@ import {
 } from '../helpers/otlp-collector';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';
-import { waitFor } from '../helpers/cluster-db';
 import { eventually } from '../helpers/receiver';
 
 /**
@@ -175,6 +174,15 @@ it('http/protobuf by default, with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTE
   expect(processing?.parentSpanId).toBe(server?.spanId);
   expect(processing && processing.endNs >= processing.startNs).toBe(true);
 }, 60_000);
+
+/** Polls `probe` until it is true (a bound for a hung test, not a performance threshold). */
+async function waitFor(probe: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 /** A loopback port nothing listens on. */
 async function closedPort(): Promise<number> {
