@@ -7,6 +7,7 @@ import {
   runForwardingThroughput,
   prepareForwardBacklog,
 } from './forwarding';
+import { otlpSink, tracedEnv, tracingLines } from './tracing';
 import { RECEIVER_NODE_FLAGS } from './receiver-node';
 import { peakRss } from './cpus';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
@@ -88,6 +89,8 @@ interface Target {
   forward?: boolean;
   /** Runs on this database file instead of a fresh one. */
   databasePath?: string;
+  /** Tracing on, exporting to the run's OTLP sink (bench/tracing.ts). */
+  traced?: boolean;
 }
 
 /** What `--only` names beside the targets: sections of figures. */
@@ -128,6 +131,14 @@ const TARGETS: readonly Target[] = [
     description: 'consig-receiver, FULL, forwarding every message to a local destination (FORWARD_URL)',
     env: { SQLITE_SYNCHRONOUS: 'FULL' },
     forward: true,
+    concurrencies: [50],
+  },
+  {
+    name: 'receiver-traced',
+    kind: 'receiver',
+    description: 'consig-receiver, FULL, tracing on: every trace sampled, OTLP http/protobuf to a local sink',
+    env: { SQLITE_SYNCHRONOUS: 'FULL' },
+    traced: true,
     concurrencies: [50],
   },
   {
@@ -664,6 +675,7 @@ async function spawnServer(
     Object.assign(env, { DATABASE_PATH: dbPath, LOG_LEVEL: 'info' }, target.env);
     if (destination !== null)
       Object.assign(env, { FORWARD_URL: destination.url, FORWARD_SECRET: destination.secret });
+    if (target.traced === true) Object.assign(env, tracedEnv((await otlpSink()).url));
     const profile =
       options.cpuProfDir === null
         ? []
@@ -701,7 +713,7 @@ async function spawnServer(
 }
 
 const CONFIG_VARIABLE =
-  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|PROCESSING_LEASE_MS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS|RETENTION_DAYS|ALLOWED_CIDRS|TRUST_PROXY|DELIVERY_SILENCE_ALARM_MS|FORWARD_.*|DESTINATIONS_FILE|FEED_FULL_CPF|DATABASE_URL|REPLICA_ID|RELAY_.*|CLUSTER_.*)$/;
+  /^(PORT|HOST|DATABASE_PATH|WEBHOOK_SECRETS?|SIGNATURE_HEADER|MAX_BODY_BYTES|SERVICE_.*|REGISTRY_.*|QUEUE_CONCURRENCY|HANDLER_MAX_ATTEMPTS|PROCESSING_LEASE_MS|ADMIN_TOKEN|LOG_LEVEL|SQLITE_.*|GROUP_COMMIT_.*|SHUTDOWN_TIMEOUT_MS|RETENTION_DAYS|ALLOWED_CIDRS|TRUST_PROXY|DELIVERY_SILENCE_ALARM_MS|FORWARD_.*|DESTINATIONS_FILE|FEED_FULL_CPF|DATABASE_URL|REPLICA_ID|RELAY_.*|CLUSTER_.*|OTEL_.*)$/;
 
 /** What forwarding.ts needs of this process to start and clean up its children. */
 const childHarness = { track, stopChild: stop };
@@ -1044,6 +1056,7 @@ function report(results: RunResult[], s: Summary, options: Options, errors: stri
     out.push(
       `target "ingest with forwarding on ≥ 0.6× off" (issue 23; issue 11 had 0.8×): ${verdict(s.forwardOverReceiverC50 >= 0.6)} (${x(s.forwardOverReceiverC50)})`,
     );
+  out.push(...tracingLines(results));
   for (const r of results.filter((r) => r.forwarded !== null))
     out.push(
       `note: ${r.target} c=${r.concurrency}: ${r.forwarded} messages reached the destination during the row ` +

@@ -14,6 +14,8 @@ import { parseStuckAfter, type StuckLimits } from './domain/stuck';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const SYNCHRONOUS = ['FULL', 'EXTRA', 'NORMAL'] as const;
+/** The OTLP exporters the receiver ships (no gRPC one). */
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 
 function int(min: number, max: number, fallback: number) {
   return z
@@ -227,6 +229,18 @@ const schema = z.object({
   PG_LOCK_TIMEOUT_MS: int(100, 600_000, 5_000),
   // The hold-back window's bound: a relay silent this long no longer holds processing back.
   CLUSTER_HOLDBACK_MAX_MS: int(100, 600_000, 5000),
+  // Tracing (docs/operating.md "Tracing"): the SDK reads the other OTEL_* variables itself.
+  OTEL_SDK_DISABLED: oneOf(['false', 'true'] as const, 'false'),
+  OTEL_TRACES_EXPORTER: oneOf(['none', 'otlp'] as const, 'none'),
+  OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(OTLP_PROTOCOLS, 'http/protobuf'),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: optionalText().transform((v, ctx) => {
+    if (v === undefined) return undefined;
+    const found = OTLP_PROTOCOLS.find((x) => x === v.toLowerCase());
+    if (found === undefined)
+      ctx.addIssue({ code: 'custom', message: `expected one of ${OTLP_PROTOCOLS.join(', ')}, got "${v}"` });
+    return found;
+  }),
+  OTEL_SERVICE_NAME: optionalText(),
   STUCK_AFTER: optionalText().transform((v, ctx) => {
     try {
       return parseStuckAfter(v);
@@ -324,6 +338,12 @@ export interface Config {
    * @default null
    */
   readonly cluster: ClusterConfig | null;
+  /**
+   * Tracing: OTEL_TRACES_EXPORTER=otlp exports spans over OTLP/HTTP (docs/operating.md "Tracing");
+   * null when it is unset or `none`, or OTEL_SDK_DISABLED=true.
+   * @default null
+   */
+  readonly tracing: TracingConfig | null;
   /** Settings that were given but have no effect, each as one line for the startup log. */
   readonly warnings: readonly string[];
 }
@@ -350,6 +370,17 @@ export interface OidcConfig {
    * break-glass, logged at warn). @default false (the tokens serve `/admin/*` only)
    */
   readonly breakGlass: boolean;
+}
+
+/** Tracing's settings; the SDK reads the other OTEL_* variables from the environment itself. */
+export interface TracingConfig {
+  /**
+   * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL.
+   * @default 'http/protobuf'
+   */
+  readonly protocol: (typeof OTLP_PROTOCOLS)[number];
+  /** OTEL_SERVICE_NAME. @default 'consig-receiver' */
+  readonly serviceName: string;
 }
 
 /** Cluster mode's settings (contract §10, docs/cluster.md). */
@@ -519,6 +550,15 @@ function ignoredSettings(p: Parsed): string[] {
   return out;
 }
 
+/** OTEL_TRACES_EXPORTER=otlp (and the SDK not disabled): tracing's settings; null otherwise. */
+function tracingConfig(p: Parsed): TracingConfig | null {
+  if (p.OTEL_TRACES_EXPORTER !== 'otlp' || p.OTEL_SDK_DISABLED === 'true') return null;
+  return Object.freeze({
+    protocol: p.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? p.OTEL_EXPORTER_OTLP_PROTOCOL,
+    serviceName: p.OTEL_SERVICE_NAME ?? 'consig-receiver',
+  });
+}
+
 /** Reads contract §3's variables from `env`. Throws ConfigError naming the first bad one. */
 export function loadConfig(
   env: NodeJS.ProcessEnv | Record<string, string | undefined>,
@@ -594,6 +634,7 @@ export function loadConfig(
             }),
             holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
+    tracing: tracingConfig(p),
     warnings: Object.freeze(ignoredSettings(p)),
   };
   return Object.freeze(config);

@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { maskCpf } from './domain/privacy';
+import { activeSpanIds } from './tracing/log-ids';
 
 export type { Logger };
 
@@ -22,10 +23,19 @@ const SECRET_PATHS = [
 ];
 const CPF_PATHS = ['nu_cpf', 'cpf'];
 
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+/**
+ * @param options.traceIds a line written inside a span carries its trace_id and span_id (tracing
+ * on, src/tracing/log-ids.ts). @default false
+ */
+export function createLogger(
+  level: string,
+  destination?: DestinationStream,
+  options: { traceIds?: boolean } = {},
+): Logger {
   return pino(
     {
       level,
+      ...(options.traceIds === true ? { mixin: activeSpanIds } : {}),
       base: { service: 'consig-receiver' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

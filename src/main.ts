@@ -20,6 +20,9 @@ import {
   sqliteMode,
 } from './receiver-mode';
 import type { StartOptions } from './start-options';
+import { packageVersion } from './cli/version';
+import type { Traces } from './domain/tracing';
+import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
 import type { ClusterNode } from './cluster/node';
 import { IngestWriter } from './store/ingest-writer';
 import type { NewEvent } from './store/events';
@@ -60,13 +63,16 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const file = mode.open();
   const { store } = file;
   const { metrics, answers } = buildMetrics(options, file, clock);
+  const tracing = buildTracing(config, logger, metrics, clock);
+  const traces = tracing?.handle.traces;
   const feedWaiters = new FeedWaiters(); // long-polls of the change feed, woken after every commit
   const schedule = pollSchedule(config);
-  const serviceClient = buildServiceClient(config, options, metrics);
+  const serviceClient = buildServiceClient(config, options, metrics, traces);
   // The mode builds what it runs: processing on the file (SQLite mode), or on PostgreSQL.
   const running = file.compose({
-    ...{ clock, metrics, answers, serviceClient, feedWaiters, partner, schedule },
+    ...{ clock, metrics, answers, serviceClient, feedWaiters, partner, schedule, traces },
     senderMetrics: senderMetrics(metrics),
+    tracing: tracing?.settings ?? null,
   });
   const writer = buildWriter(config, store, metrics, logger, clock, running.afterStore);
   running.start();
@@ -74,7 +80,12 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock, shared: running.sharedAnswers });
 
   const parts = { store, writer, metrics, logger, clock, serviceClient, deliveryWatch, feedWaiters, answers };
-  const server = buildServer(config, { ...parts, ...running.http, nudgeSender: () => running.nudgeSender() });
+  const server = buildServer(config, {
+    ...parts,
+    ...running.http,
+    traces,
+    nudgeSender: () => running.nudgeSender(),
+  });
   const release = releaser({ ...parts, running, file });
   let url: string;
   try {
@@ -92,6 +103,8 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     feedWaiters.close();
     await closeServer(server, config.shutdownTimeoutMs, logger);
     await release(config.shutdownTimeoutMs);
+    // What the batch processor still holds is sent (bounded by OTEL_BSP_EXPORT_TIMEOUT).
+    await tracing?.handle.shutdown();
     logger.info('consig-receiver stopped');
   });
   const { sqlite, cluster } = running;
@@ -123,12 +136,45 @@ function buildMetrics(
   return { metrics, answers };
 }
 
+/**
+ * Tracing when OTEL_TRACES_EXPORTER=otlp (docs/operating.md "Tracing"): the SDK, its warnings in the
+ * log (rate-limited) and its dropped spans in the metrics. Null when off: nothing of it is loaded.
+ */
+function buildTracing(
+  config: Config,
+  logger: Logger,
+  metrics: Metrics,
+  clock: Clock,
+): { settings: TracingSettings; handle: TracingHandle } | null {
+  if (config.tracing === null) return null;
+  const settings: TracingSettings = {
+    ...config.tracing,
+    serviceVersion: packageVersion(),
+    replicaId: config.cluster?.replicaId ?? null,
+  };
+  const handle = startTracing(settings, {
+    warn: (fields, message) => logger.warn(fields, message),
+    dropped: (reason, spans) => metrics.traceSpansDropped.inc({ reason }, spans),
+    monotonic: () => clock.monotonic(),
+  });
+  logger.info({ protocol: settings.protocol, service_name: settings.serviceName }, 'tracing on (OTLP)');
+  return { settings, handle };
+}
+
 /** The service's client for the registry's polls (both modes); null when SERVICE_BASE_URL is unset. */
-function buildServiceClient(config: Config, options: StartOptions, metrics: Metrics): ServiceClient | null {
+function buildServiceClient(
+  config: Config,
+  options: StartOptions,
+  metrics: Metrics,
+  traces: Traces | undefined,
+): ServiceClient | null {
   const { logger } = options;
   const serviceClient =
     options.serviceClient === undefined
-      ? serviceClientFromConfig(config, logger, { onTokenRefresh: () => metrics.tokenRefreshes.inc() })
+      ? serviceClientFromConfig(config, logger, {
+          onTokenRefresh: () => metrics.tokenRefreshes.inc(),
+          traces,
+        })
       : options.serviceClient;
   if (serviceClient === null)
     logger.info('SERVICE_BASE_URL unset: registry poller off (registry results come by webhook only)');
@@ -146,6 +192,7 @@ function senderMetrics(metrics: Metrics): SenderMetrics {
     delivered: (destination, seconds) => metrics.forwardDeliverySeconds.observe({ destination }, seconds),
     dead: (destination) => metrics.forwardDeadTotal.inc({ destination }),
     circuit: (destination, state) => metrics.forwardCircuit.set({ destination }, circuitValue[state]),
+    spansDropped: (reason, spans) => metrics.traceSpansDropped.inc({ reason }, spans),
   };
 }
 
@@ -158,6 +205,7 @@ function buildServer(
       answers: AnswerFirst;
       serviceClient: ServiceClient | null;
       deliveryWatch: DeliveryWatch;
+      traces: Traces | undefined;
       feedWaiters: FeedWaiters;
       nudgeSender(): void;
     },

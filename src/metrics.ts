@@ -359,8 +359,16 @@ export function createMetrics(options: MetricsOptions = {}) {
     registers: [registry],
   });
 
+  const traceSpansDropped = new Counter({
+    name: 'consig_trace_spans_dropped_total',
+    help: 'Tracing (OTEL_TRACES_EXPORTER=otlp): spans never exported, by reason (queue_full: the batch queue, OTEL_BSP_MAX_QUEUE_SIZE, was full; export_failed: the collector refused them or could not be reached); from the main thread and the forwarding thread',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
+    traceSpansDropped,
     backgroundDeferredSeconds,
     backgroundDeferring,
     relayBacklog,

@@ -9,6 +9,8 @@ import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
 import { registerInOrder } from './domain/handler-order';
+import { tracedStage, type Traces } from './domain/tracing';
+import type { TracingSettings } from './tracing';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
@@ -103,6 +105,10 @@ export interface SharedParts {
   partner: HandlerRouter | undefined;
   schedule: PollScheduleOptions;
   senderMetrics: SenderMetrics;
+  /** Tracing (OTEL_TRACES_EXPORTER=otlp): the seams' spans; undefined when off. */
+  traces: Traces | undefined;
+  /** What the forwarding thread starts its own tracing with; null when off. */
+  tracing: TracingSettings | null;
 }
 
 /** What runs, and what differs while it does. */
@@ -145,8 +151,8 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
     store,
     pipelineDb,
     forwardGauges,
-    partners: (partner, builtIns) => {
-      const partners = sqlitePartners(config, partner, builtIns);
+    partners: (partner, builtIns, traces) => {
+      const partners = sqlitePartners(config, partner, builtIns, traces);
       partnerDb = partners?.db ?? null;
       return partners;
     },
@@ -170,7 +176,11 @@ interface SqliteFile {
   /** The configured destinations' gauges, read on the pipeline's connection. */
   forwardGauges(): DestinationGauges[];
   /** The partner's events' connection, opened when there are partner handlers (closed with the file). */
-  partners(partner: HandlerRouter | undefined, builtIns: (db: Db) => BuiltIns): PartnerHandlers | undefined;
+  partners(
+    partner: HandlerRouter | undefined,
+    builtIns: (db: Db) => BuiltIns,
+    traces: Traces | undefined,
+  ): PartnerHandlers | undefined;
 }
 
 /** SQLite mode's running parts: processing on the file, started and stopped by the lease. */
@@ -212,14 +222,23 @@ function buildProcessing(
   const { clock, metrics, answers, schedule, holder } = shared;
   const { store, pipelineDb } = file;
   const { logger } = options;
+  const { traces } = shared;
   const router = registerInOrder(new EventRouter(), {
-    ...builtInHandlers(config, pipelineDb, schedule),
+    ...builtInHandlers(config, pipelineDb, schedule, traces),
     partner: (r) => options.configureRouter?.(r, pipelineDb),
   });
-  const partners = file.partners(shared.partner, (db) => builtInHandlers(config, db, schedule));
+  const partners = file.partners(
+    shared.partner,
+    (db) => builtInHandlers(config, db, schedule, traces),
+    traces,
+  );
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, { answers, metrics: shared.senderMetrics });
+  const sender = buildSender(config, options, {
+    answers,
+    metrics: shared.senderMetrics,
+    tracing: shared.tracing,
+  });
   const pipeline = new Pipeline(pipelineDb, router, {
     onCommitted: () => {
       sender.nudge();
@@ -234,6 +253,7 @@ function buildProcessing(
     backoff: options.handlerBackoff,
     sweepIntervalMs: options.sweepIntervalMs,
     partners,
+    traces,
     metrics: {
       processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
       depth: (n) => metrics.queueDepth.set(n),
@@ -256,13 +276,21 @@ function buildProcessing(
   return { router, pipeline, poller, sender };
 }
 
-/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is. */
-function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) {
+/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is (in a span of its own when tracing). */
+function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions, traces: Traces | undefined) {
+  const effects = effectHandlers(db, schedule);
   return {
-    ...effectHandlers(db, schedule),
-    forwarding: forwardingHandler(db, config.forwarding.destinations, {
-      feedEnabled: config.forwarding.feedEnabled,
-    }),
+    lifecycle: tracedStage(traces, 'lifecycle', effects.lifecycle),
+    registry_tracking: tracedStage(traces, 'registry_tracking', effects.registry_tracking),
+    registry_results: tracedStage(traces, 'registry_results', effects.registry_results),
+    forwarding: tracedStage(
+      traces,
+      'forwarding',
+      forwardingHandler(db, config.forwarding.destinations, {
+        feedEnabled: config.forwarding.feedEnabled,
+        traces,
+      }),
+    ),
   };
 }
 
@@ -274,7 +302,7 @@ function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions) 
 function buildSender(
   config: Config,
   options: StartOptions,
-  deps: { metrics: SenderMetrics; answers: AnswerFirst },
+  deps: { metrics: SenderMetrics; answers: AnswerFirst; tracing: TracingSettings | null },
 ): SenderControl {
   return new ForwardSenderThread({
     store: { kind: 'sqlite', databasePath: config.databasePath },
@@ -283,6 +311,7 @@ function buildSender(
     pollIntervalMs: options.forwardPollMs,
     metrics: deps.metrics,
     gate: deps.answers,
+    tracing: deps.tracing,
   });
 }
 
@@ -470,6 +499,7 @@ function sqlitePartners(
   config: Config,
   partner: HandlerRouter | undefined,
   builtIns: (db: Db) => BuiltIns,
+  traces: Traces | undefined,
 ): PartnerHandlers | undefined {
   if (partner === undefined) return undefined;
   const db = openDatabase(config.databasePath, {
@@ -478,7 +508,7 @@ function sqlitePartners(
   });
   const steps = registerInOrder<Step, StepRouter>(new StepRouter(), {
     ...builtIns(db),
-    partner: (r) => r.adopt(partner, (h): Step => h),
+    partner: (r) => r.adopt(partner, (h): Step => tracedStage(traces, 'partner', h)),
   });
   return { partner, steps, db };
 }
@@ -561,6 +591,7 @@ function clusterSender(
     pollIntervalMs: options.forwardPollMs,
     metrics: deps.senderMetrics,
     gate: deps.answers,
+    tracing: deps.tracing,
     // A destination another replica now sends: its circuit is that replica's to report.
     onHeld: (destination, held) => {
       if (!held) metrics.forwardCircuit.set({ destination }, 0);
@@ -588,6 +619,7 @@ function buildCluster(
     gate: deps.answers,
     statusClient: deps.serviceClient,
     handlers: deps.partner,
+    traces: deps.traces,
     // RETENTION_DAYS on PostgreSQL, once an hour cluster-wide (the spool's is composeCluster's).
     retention: config.retentionDays === undefined ? undefined : { days: config.retentionDays },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },

@@ -7,7 +7,7 @@ import { startReceiver } from '../main';
  * for in-flight requests and their commits; a second one forces the exit.
  */
 export async function serve(config: Config): Promise<void> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, { traceIds: config.tracing !== null });
   process.on('unhandledRejection', (reason) => {
     logger.error(
       { err: reason instanceof Error ? reason.message : String(reason) },

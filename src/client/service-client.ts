@@ -17,6 +17,7 @@ import {
   type WebhookRegistered,
 } from './endpoints';
 import { type OffersResult, searchOffers, type SearchOffersOptions } from './offers';
+import type { Traces } from '../domain/tracing';
 import { Transport, type TransportOptions } from './transport';
 import { httpUrlOption, type Query } from './urls';
 import type { ProposalRequest, WebhookRegistration } from './validate';
@@ -52,6 +53,8 @@ export interface ServiceClientOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Called each time a token is obtained from the token endpoint (metrics). */
   onTokenRefresh?: () => void;
+  /** Tracing: a CLIENT span per call, named in its `traceparent`. @default undefined (off) */
+  traces?: Traces | undefined;
 }
 
 export interface ServiceClient {
@@ -92,6 +95,7 @@ function transportSettings(options: ServiceClientOptions): TransportSettings {
     retries: options.retries ?? 3,
     now: options.now ?? Date.now,
     sleep: options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    traces: options.traces,
   };
 }
 
@@ -118,7 +122,7 @@ function tokenSource(options: ServiceClientOptions, settings: TransportSettings)
 export function serviceClientFromConfig(
   config: Config,
   logger: Logger,
-  hooks: Pick<ServiceClientOptions, 'onTokenRefresh'> = {},
+  hooks: Pick<ServiceClientOptions, 'onTokenRefresh' | 'traces'> = {},
 ): ServiceClient | null {
   const s = config.service;
   if (s.baseUrl === undefined) return null;

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { isObject, parseJsonOrUndefined } from '../domain/json';
 import { maskCpfsInText } from '../domain/privacy';
+import type { Traces } from '../domain/tracing';
 import type { TokenSource } from './auth';
 import {
   AuthError,
@@ -57,10 +58,17 @@ export interface TransportOptions {
   retries: number;
   now: () => number;
   sleep: (ms: number) => Promise<void>;
+  /**
+   * Tracing (issue 35): a CLIENT span per call (its retries included), named in `traceparent`.
+   * @default undefined (off)
+   */
+  traces?: Traces | undefined;
 }
 
 /** Where one call stands, across its attempts. */
 interface CallProgress {
+  /** The call's `traceparent`/`tracestate` when tracing is on. */
+  trace?: Readonly<Record<string, string>>;
   attempts: number;
   /** Attempts answered by a network error, 429 or 5xx: what `retries` bounds. */
   failures: number;
@@ -97,7 +105,29 @@ export class Transport {
   constructor(private readonly options: TransportOptions) {}
 
   async call(spec: CallSpec): Promise<ServiceResponse> {
-    const progress: CallProgress = { attempts: 0, failures: 0, refreshed: false };
+    const { traces } = this.options;
+    if (traces === undefined) return this.attempts(spec, { attempts: 0, failures: 0, refreshed: false });
+    // The route, never the path: a path may hold an id, and the query is never named.
+    const span = traces.outgoing(spec.route, {
+      'http.request.method': spec.method,
+      'server.address': spec.url.hostname,
+      'consig.route': spec.route,
+    });
+    const progress: CallProgress = { attempts: 0, failures: 0, refreshed: false, trace: span.headers };
+    try {
+      const response = await this.attempts(spec, progress);
+      span.end('ok', response.status, false, { 'consig.attempts': progress.attempts });
+      return response;
+    } catch (err) {
+      const status = (err as { status?: number | null }).status ?? null;
+      span.end(err instanceof Error ? err.name : 'error', status, true, {
+        'consig.attempts': progress.attempts,
+      });
+      throw err;
+    }
+  }
+
+  private async attempts(spec: CallSpec, progress: CallProgress): Promise<ServiceResponse> {
     for (;;) {
       progress.attempts += 1;
       const result = await this.attempt(spec, progress);
@@ -113,7 +143,7 @@ export class Transport {
     try {
       res = await fetch(spec.url, {
         method: spec.method,
-        headers: this.headers(spec, token),
+        headers: this.headers(spec, token, progress.trace),
         body: spec.form ?? (spec.body === undefined ? undefined : JSON.stringify(spec.body)),
         // Never follow a redirect: it could carry the api key elsewhere, and the interface shows none.
         redirect: 'manual',
@@ -230,8 +260,16 @@ export class Transport {
     return tokens.get();
   }
 
-  private headers(spec: CallSpec, token: string | undefined): Record<string, string> {
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'consig-receiver' };
+  private headers(
+    spec: CallSpec,
+    token: string | undefined,
+    trace: Readonly<Record<string, string>> | undefined,
+  ): Record<string, string> {
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      'user-agent': 'consig-receiver',
+      ...trace,
+    };
     if (spec.form !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
     else if (spec.body !== undefined) headers['content-type'] = 'application/json';
     if (token !== undefined) headers.authorization = `Bearer ${token}`;

@@ -2,6 +2,7 @@ import { type EffectsEnv, type EffectsLogger, proposalKey, stageEffects } from '
 import { handlerFailure } from '../domain/handler-failure';
 import type { ProposalStatus } from '../domain/lifecycle';
 import { stagesFor } from '../domain/handler-order';
+import { processingAttributes, tracedStage, type Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
@@ -45,6 +46,11 @@ export interface KickOptions {
   handlers?: Router<EventHandler> | undefined;
   /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
   holdbackMaxMs?: number;
+  /**
+   * Tracing (issue 35): each event runs in a span continuing its delivery's trace, a child per stage.
+   * @default undefined (off)
+   */
+  traces?: Traces | undefined;
 }
 
 interface EventRow {
@@ -64,6 +70,7 @@ interface EventRow {
   webhook_id: string | null;
   dedup_key: string;
   tentativa: number | null;
+  trace_context: string | null;
 }
 
 /** An event's context: core/effects.ts's on `sql`, with the way to queue a first poll in its transaction. */
@@ -77,7 +84,8 @@ type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> 
 const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
-  coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa`;
+  coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
+  trace_context`;
 
 const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${KICK_BATCH}`;
 
@@ -410,17 +418,43 @@ async function runEvent(
   ctx: EffectsContext,
   options: KickOptions,
 ): Promise<OutboxEntry[]> {
+  const { traces } = options;
+  if (traces === undefined) return runStages(row, event, ctx, options);
+  return traces.processing(row.trace_context, processingAttributes(event), () =>
+    runStages(row, event, ctx, options),
+  );
+}
+
+async function runStages(
+  row: EventRow,
+  event: HandlerEvent,
+  ctx: EffectsContext,
+  options: KickOptions,
+): Promise<OutboxEntry[]> {
   let entries: OutboxEntry[] = [];
   for (const stage of stagesFor(event)) {
-    if (stage === 'partner') {
-      const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
-      for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
-    } else if (stage === 'forwarding') {
-      if (outboxOn(options.outbox))
-        entries = await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox);
-    } else await runEffects(ctx.sql, stageEffects(stage, event, ctx), ctx.schedulePoll);
+    // No span for a stage with nothing to run (SQLite mode registers no partner stage then).
+    if (stage === 'partner' && (options.handlers?.handlersFor(event).length ?? 0) === 0) continue;
+    const run = tracedStage(options.traces, stage, async () => {
+      if (stage === 'partner') {
+        const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
+        for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
+      } else if (stage === 'forwarding') {
+        if (outboxOn(options.outbox))
+          entries = withTrace(
+            await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox),
+            options.traces?.current() ?? null,
+          );
+      } else await runEffects(ctx.sql, stageEffects(stage, event, ctx), ctx.schedulePoll);
+    });
+    await run();
   }
   return entries;
+}
+
+/** Tracing: each message keeps the context of the processing that caused it (its attempts' parent). */
+function withTrace(entries: OutboxEntry[], traceContext: string | null): OutboxEntry[] {
+  return traceContext === null ? entries : entries.map((e) => ({ ...e, traceContext }));
 }
 
 /** Whether a partner's handler would run for an event of the batch that the watermark has reached. */

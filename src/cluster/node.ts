@@ -3,6 +3,7 @@ import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
+import type { Traces } from '../domain/tracing';
 import type { LogQuery } from '../domain/sql/log-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
@@ -91,6 +92,8 @@ export interface ClusterNodeOptions {
   kickExpireSeconds?: number;
   /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
   holdbackMaxMs?: number;
+  /** Tracing: the kicks' processing spans (kick.ts). @default undefined (off) */
+  traces?: Traces | undefined;
   /** The oldest order time of the webhook requests being answered (relay.ts's heartbeat). */
   oldestInFlight?(): string | null;
   /**
@@ -550,6 +553,7 @@ export class ClusterNode {
             outbox: options.outbox,
             handlers: options.handlers,
             holdbackMaxMs: options.holdbackMaxMs,
+            traces: options.traces,
           });
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,

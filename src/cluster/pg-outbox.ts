@@ -74,9 +74,10 @@ export async function storeOutbox(sql: Sql, entries: readonly OutboxEntry[]): Pr
   await sql.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK_KEY.toString()]);
   const m = entries.map((e) => e.message);
   const inserted = await sql.query<{ id: string; webhook_id: string }>(
-    `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body)
+    `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body,
+       trace_context)
      SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                          $8::timestamptz[], $9::text[])
+                          $8::timestamptz[], $9::text[], $10::text[])
      ON CONFLICT (event_id, type) DO NOTHING
      RETURNING id, webhook_id`,
     [
@@ -89,6 +90,7 @@ export async function storeOutbox(sql: Sql, entries: readonly OutboxEntry[]): Pr
       m.map((x) => x.orderKey),
       m.map((x) => x.createdAt),
       m.map((x) => serializeMessage(x)),
+      entries.map((e) => e.traceContext ?? null),
     ],
   );
   const idOf = new Map(inserted.map((r) => [r.webhook_id, r.id]));

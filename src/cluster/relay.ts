@@ -562,14 +562,14 @@ export class Relay {
       order_at: Date;
     }>(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
-         received_at, body, body_bytes, status, last_error, processed_at, first_replica, order_at)
+         received_at, body, body_bytes, status, last_error, processed_at, first_replica, order_at, trace_context)
        SELECT u.dedup_key, u.webhook_id, u.kind, u.evento, u.nu_proposta, u.request_id, u.registry_status, u.tentativa,
          u.received_at, u.body, u.body_bytes, u.status, u.last_error,
-         CASE WHEN u.status = 'pending' THEN NULL ELSE now() END, $14, u.order_at
+         CASE WHEN u.status = 'pending' THEN NULL ELSE now() END, $14, u.order_at, u.trace_context
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[],
-         $9::timestamptz[], $10::bytea[], $11::int[], $12::text[], $13::text[], $15::timestamptz[])
+         $9::timestamptz[], $10::bytea[], $11::int[], $12::text[], $13::text[], $15::timestamptz[], $16::text[])
          AS u(dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa, received_at, body,
-           body_bytes, status, last_error, order_at)
+           body_bytes, status, last_error, order_at, trace_context)
        ON CONFLICT (dedup_key) DO UPDATE SET duplicates = e.duplicates + 1,
          -- A copy another replica acknowledged earlier (a re-send that reached its relay later) is the
          -- first acknowledgement: its time orders the event (docs/cluster.md §10), until it is processed;
@@ -597,6 +597,7 @@ export class Relay {
         col('last_error'),
         this.options.replicaId,
         rows.map(orderTimeOf),
+        col('trace_context'),
       ],
     );
     return out

@@ -140,7 +140,7 @@ function statements(dialect: Dialect) {
       ORDER BY d.id LIMIT $3`,
     // Still pending: an operator may have changed one between `due` and this read.
     dueByIds: `SELECT d.id, d.message_id, d.destination, d.order_key, d.attempts, m.webhook_id, m.type, m.body,
-        m.created_at AS message_created_at
+        m.created_at AS message_created_at, m.trace_context
       FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
       WHERE ${inIds(dialect, 'd.id', '$1')} AND d.status = 'pending'
       ORDER BY d.id`,

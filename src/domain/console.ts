@@ -345,7 +345,7 @@ export interface ConsoleSessionRow {
   last_seen: string;
   /** The fingerprint of the token that opened it ({@link tokenFingerprint}); null before migration 0011. */
   token_fp: string | null;
-  /** Signed in through the identity provider (migration 0012): the person; null for a token's session. */
+  /** Signed in through the identity provider (migration 0013): the person; null for a token's session. */
   subject: string | null;
   name: string | null;
   email: string | null;

@@ -40,4 +40,6 @@ export interface SpoolEvent {
   body_bytes: number;
   status: string;
   last_error: string | null;
+  /** The delivery's trace context (src/domain/tracing.ts); null when tracing was off. */
+  trace_context: string | null;
 }

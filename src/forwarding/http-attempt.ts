@@ -75,6 +75,8 @@ export interface AttemptRequest {
   signal: AbortSignal;
   /** Whose keep-alive sockets to use (the sender's own, closed when it stops); shared ones otherwise. */
   pools?: AttemptPools;
+  /** Tracing: `traceparent` (and `tracestate`) naming the attempt's span. @default none */
+  traceHeaders?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface AttemptAnswer {
@@ -139,6 +141,8 @@ function post(request: AttemptRequest, resolve: (answer: AttemptAnswer) => void)
     'content-type', 'application/json',
     'user-agent', 'consig-receiver',
   ];
+  if (request.traceHeaders !== undefined)
+    for (const [name, value] of Object.entries(request.traceHeaders)) headers.push(name, value);
   let settled = false;
   let controller: Dispatcher.DispatchController | null = null;
   const settle = (answer: AttemptAnswer): void => {

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import type { TracingSettings } from '../tracing/settings';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { BackgroundGate } from '../domain/answer-first';
@@ -56,6 +57,11 @@ export interface SenderThreadOptions {
    * connection), for the feed's long-polls. Given, the thread runs even with no destination.
    */
   onNotify?(): void;
+  /**
+   * Tracing: the settings the thread starts its own SDK with (thread-protocol.ts).
+   * @default undefined (off)
+   */
+  tracing?: TracingSettings | null | undefined;
   /**
    * How long after an unexpected exit of the thread a new one starts.
    * @default 1000
@@ -161,6 +167,7 @@ export class ForwardSenderThread implements SenderControl {
       concurrency: this.options.concurrency,
       nudges: this.nudges,
       hold: this.options.gate?.hold,
+      tracing: this.options.tracing,
     };
     const worker = new Worker(workerFile(), {
       workerData: data,
@@ -236,6 +243,8 @@ function observe(metrics: SenderMetrics, o: Observation): void {
       return metrics.dead(o.destination);
     case 'circuit':
       return metrics.circuit(o.destination, o.state);
+    case 'spans_dropped':
+      return metrics.spansDropped?.(o.reason, o.spans);
   }
 }
 

@@ -28,6 +28,7 @@ import type {
   SenderStore,
 } from '../domain/forwarding/sender-store';
 import type { Logger } from '../logger';
+import type { OutgoingTrace, TraceAttributes, Traces } from '../domain/tracing';
 import { isLockBusy } from '../store/database-errors';
 import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
 
@@ -63,6 +64,8 @@ export interface SenderMetrics {
   /** A delivery went to the dead letter. */
   dead(destination: string): void;
   circuit(destination: string, state: CircuitState['state']): void;
+  /** Tracing: spans the forwarding thread's exporter dropped. @default none */
+  spansDropped?(reason: 'queue_full' | 'export_failed', spans: number): void;
 }
 
 export interface SenderOptions {
@@ -103,6 +106,12 @@ export interface SenderOptions {
    * @default none (never waits)
    */
   gate?: BackgroundGate;
+  /**
+   * Tracing (issue 35): each attempt is a CLIENT span, a child of the processing that stored its
+   * message, and its request carries that span's `traceparent`.
+   * @default undefined (off)
+   */
+  traces?: Traces | undefined;
 }
 
 /** Writes attempt records and circuit changes (all or nothing); rejects with the database's error. */
@@ -474,6 +483,11 @@ export class ForwardSender {
     const { destination } = worker;
     const started = this.options.clock.now();
     const startedMono = this.options.clock.monotonic();
+    const trace = this.options.traces?.outgoing(
+      `POST ${destination.name}`,
+      attemptAttributes(row),
+      row.trace_context,
+    );
     const attempt = sendAttempt({
       url: destination.url,
       webhookId: row.webhook_id,
@@ -483,9 +497,15 @@ export class ForwardSender {
       timeoutMs: destination.timeoutMs,
       signal: this.abort.signal,
       pools: this.pools,
-    }).then((answer) =>
-      this.finished(worker, row, answer, started, this.options.clock.monotonic() - startedMono),
-    );
+      traceHeaders: trace?.headers,
+    }).then((answer) => {
+      const ms = this.options.clock.monotonic() - startedMono;
+      if (trace === undefined) return this.finished(worker, row, answer, started, ms);
+      const outcome = answer.stopped ? 'stopped' : classifyAttempt(answer.result);
+      const status = 'status' in answer.result ? answer.result.status : null;
+      trace.end(outcome, status, outcome !== 'delivered');
+      this.finished(worker, row, answer, started, ms, trace);
+    });
     this.sending.add(attempt);
     void attempt.finally(() => this.sending.delete(attempt));
     this.options.onChange?.();
@@ -507,7 +527,14 @@ export class ForwardSender {
   }
 
   /** An attempt came back: decide the delivery's next state and queue its record. */
-  private finished(worker: Worker, row: DueDelivery, answer: AttemptAnswer, started: Date, ms: number): void {
+  private finished(
+    worker: Worker,
+    row: DueDelivery,
+    answer: AttemptAnswer,
+    started: Date,
+    ms: number,
+    trace?: OutgoingTrace,
+  ): void {
     if (answer.stopped) return; // not an attempt: it stays pending for the next holder
     const { destination } = worker;
     const now = this.options.clock.now();
@@ -547,7 +574,9 @@ export class ForwardSender {
       circuitAfter(worker.circuit, outcome, nowMs, this.options.circuit ?? DEFAULT_CIRCUIT),
       nowMs,
     );
-    this.report(destination.name, record, row, ms, nowMs);
+    // Its log lines (a failed attempt, a dead message) carry the attempt's span; only they.
+    if (trace === undefined) this.report(destination.name, record, row, ms, nowMs);
+    else trace.run(() => this.report(destination.name, record, row, ms, nowMs));
     this.queueFlush();
   }
 
@@ -694,4 +723,16 @@ function errorFields(err: unknown): { err: string; code?: string } {
   const message = err instanceof Error ? err.message : String(err);
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? { err: message, code } : { err: message };
+}
+
+/** What an attempt's span says (no body: it holds a CPF). */
+function attemptAttributes(row: DueDelivery): TraceAttributes {
+  return {
+    'http.request.method': 'POST',
+    'consig.destination': row.destination,
+    'consig.webhook_id': row.webhook_id,
+    'consig.message_type': row.type,
+    'consig.delivery_id': row.id,
+    'consig.attempt': row.attempts + 1,
+  };
 }

@@ -2,6 +2,7 @@ import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { AttemptOutcome } from '../domain/forwarding/retry';
 import type { ConnectionLimits } from '../cluster/connection';
+import type { TracingSettings } from '../tracing/settings';
 
 /**
  * The messages between the receiver's main thread and the forwarding sender's worker thread
@@ -42,6 +43,11 @@ export interface SenderWorkerData {
    * `Atomics.waitAsync`. Absent: never waits.
    */
   hold?: Int32Array | undefined;
+  /**
+   * Tracing (issue 35): the thread starts an SDK of its own with these settings, and each attempt
+   * is a CLIENT span whose `traceparent` its request carries. Absent: off.
+   */
+  tracing?: TracingSettings | null | undefined;
 }
 
 export type ToWorker =
@@ -54,7 +60,9 @@ export type Observation =
   | { kind: 'attempt'; destination: string; outcome: AttemptOutcome; seconds: number }
   | { kind: 'delivered'; destination: string; seconds: number }
   | { kind: 'dead'; destination: string }
-  | { kind: 'circuit'; destination: string; state: CircuitState['state'] };
+  | { kind: 'circuit'; destination: string; state: CircuitState['state'] }
+  /** Tracing: spans the thread's exporter dropped. */
+  | { kind: 'spans_dropped'; reason: 'queue_full' | 'export_failed'; spans: number };
 
 export type FromWorker =
   | { type: 'ready' }

@@ -1,5 +1,6 @@
 import type { Destination } from '../domain/forwarding/destinations';
 import { outboxEntries } from '../domain/forwarding/messages';
+import type { Traces } from '../domain/tracing';
 import type { Db } from '../store/database';
 import { forwardOutbox } from '../store/forward-outbox';
 import type { Handler } from './router';
@@ -14,7 +15,7 @@ import type { Handler } from './router';
 export function forwardingHandler(
   db: Db,
   destinations: readonly Destination[],
-  options: { feedEnabled: boolean },
+  options: { feedEnabled: boolean; traces?: Traces | undefined },
 ): Handler {
   const outbox = forwardOutbox(db);
   if (destinations.length === 0 && !options.feedEnabled) return () => undefined;
@@ -31,8 +32,10 @@ export function forwardingHandler(
       raw_body: event.rawBody,
     });
     const now = ctx.now.toISOString();
+    // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
+    const traceContext = options.traces?.current() ?? null;
     for (const entry of outboxEntries(effects, now, destinations, options.feedEnabled)) {
-      outbox.insert(entry.message, entry.destinations);
+      outbox.insert(entry.message, entry.destinations, traceContext);
     }
   };
 }

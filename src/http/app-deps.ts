@@ -19,6 +19,8 @@ import type { WebhookHandler } from './webhook-handler';
  * What the Express app is built from (createApp in app.ts). Its own file, so that the routers,
  * which take it, and app.ts, which mounts them, do not import each other.
  */
+import type { Traces } from '../domain/tracing';
+
 export interface AppDeps {
   config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
     Partial<Pick<Config, 'allowedCidrs' | 'trustProxy' | 'stuckAfter'>> &
@@ -34,6 +36,11 @@ export interface AppDeps {
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
+  /**
+   * Tracing (OTEL_TRACES_EXPORTER=otlp): a SERVER span per webhook request.
+   * @default undefined (off)
+   */
+  traces?: Traces | undefined;
   /**
    * The in-process pipeline: a replay is picked up at once instead of at the next sweep.
    * @default undefined (replays wait for the sweep)

@@ -41,5 +41,6 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     watch: deps.deliveryWatch,
     inFlight: deps.inFlight,
     answers: deps.answers,
+    traces: deps.traces,
   });
 }

@@ -6,6 +6,7 @@ import { type ClassifiedDelivery, classifyDelivery, type Route } from '../domain
 import { StorageError } from '../domain/errors';
 import { type IpAllowList, clientAddress } from '../domain/cidr';
 import { verifySignature } from '../domain/signature';
+import type { RequestTrace, TraceAttributes, Traces } from '../domain/tracing';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { DeliveryOutcome } from '../store/deliveries';
@@ -60,6 +61,12 @@ export interface WebhookDeps {
    * @default none
    */
   answers?: AnswerTracker | undefined;
+  /**
+   * Tracing (issue 35): a SERVER span per request, continuing the service's `traceparent`; its
+   * context is stored with the event, so that processing continues the trace.
+   * @default undefined (off: the request pays one comparison)
+   */
+  traces?: Traces | undefined;
 }
 
 export type WebhookHandler = (req: IncomingMessage, res: ServerResponse, route: Route) => void;
@@ -83,14 +90,16 @@ interface RequestFacts {
   flight: number;
   /** Reported to `answers` as begun (its body read): measure() reports its end. */
   answering: boolean;
+  /** Its SERVER span when tracing is on, ended in measure(). */
+  trace: RequestTrace | undefined;
 }
 
 export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
   const headerName = options.signatureHeader.toLowerCase();
   // Every answer reaches the watch through measure(), which each answer passes exactly once.
   const deps = { ...options, watch: options.watch ?? new DeliveryWatch(options) };
-  return function handleWebhook(req, res, route) {
-    const request = describeRequest(deps, req, route);
+  const handle = (req: IncomingMessage, res: ServerResponse, route: Route, trace?: RequestTrace): void => {
+    const request = describeRequest(deps, req, route, trace);
     if (deps.allowList && !deps.allowList.allows(request.remote)) {
       return reject(deps, res, request, forbidden());
     }
@@ -106,9 +115,29 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
       store(deps, res, request, body, verdict.secretIndex);
     });
   };
+  const { traces } = deps;
+  if (traces === undefined) return handle;
+  return function handleTracedWebhook(req, res, route) {
+    handle(
+      req,
+      res,
+      route,
+      traces.request(ROUTE_PATHS[route], header(req, 'traceparent'), header(req, 'tracestate')),
+    );
+  };
 }
 
-function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route): RequestFacts {
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function describeRequest(
+  deps: WebhookDeps,
+  req: IncomingMessage,
+  route: Route,
+  trace: RequestTrace | undefined,
+): RequestFacts {
   const receivedAt = deps.clock.now().toISOString();
   const flight = deps.inFlight?.begin(receivedAt) ?? { token: 0, orderAt: null };
   return {
@@ -120,13 +149,14 @@ function describeRequest(deps: WebhookDeps, req: IncomingMessage, route: Route):
     remote: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy ?? 0),
     flight: flight.token,
     answering: false,
+    trace,
   };
 }
 
 /** Answers a refused request, counts it, writes its `deliveries` row (no body, no event) and logs it. */
 function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r: Rejection): void {
   sendJson(res, r.status, { error: r.error, message: r.message }, r.close ? { connection: 'close' } : {});
-  const ms = measure(deps, request, r.outcome);
+  const ms = measure(deps, request, r.outcome, r.status);
   deps.writer.audit({
     receivedAt: request.receivedAt,
     orderAt: request.orderAt,
@@ -141,16 +171,18 @@ function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r
     remoteAddr: request.remote,
     detail: r.reason,
   });
-  deps.logger.warn(
-    {
-      route: request.path,
-      outcome: r.outcome,
-      reason: r.reason,
-      http_status: r.status,
-      ms,
-      remote: request.remote,
-    },
-    'delivery rejected',
+  logIn(request, () =>
+    deps.logger.warn(
+      {
+        route: request.path,
+        outcome: r.outcome,
+        reason: r.reason,
+        http_status: r.status,
+        ms,
+        remote: request.remote,
+      },
+      'delivery rejected',
+    ),
   );
 }
 
@@ -164,7 +196,7 @@ function store(
 ): void {
   const delivery = classifyDelivery(body, request.route);
   deps.writer
-    .ingest(newEvent(delivery, body, request.receivedAt), {
+    .ingest(newEvent(delivery, body, request.receivedAt, request.trace?.stored ?? null), {
       receivedAt: request.receivedAt,
       orderAt: request.orderAt,
       path: request.path,
@@ -180,7 +212,12 @@ function store(
     );
 }
 
-function newEvent(c: ClassifiedDelivery, body: Buffer, receivedAt: string): NewEvent {
+function newEvent(
+  c: ClassifiedDelivery,
+  body: Buffer,
+  receivedAt: string,
+  traceContext: string | null,
+): NewEvent {
   return {
     dedupKey: c.dedupKey,
     webhookId: c.webhookId,
@@ -196,6 +233,7 @@ function newEvent(c: ClassifiedDelivery, body: Buffer, receivedAt: string): NewE
     bodyBytes: body.length,
     status: c.status,
     lastError: c.invalidReason,
+    traceContext,
   };
 }
 
@@ -213,7 +251,7 @@ function answerStored(
     event_id: stored.eventId,
     ...(quarantined ? { reason: c.invalidReason } : {}),
   });
-  const ms = measure(deps, request, stored.outcome);
+  const ms = measure(deps, request, stored.outcome, 200, request.trace && delivered(c, stored));
   if (stored.outcome !== 'duplicate')
     deps.metrics.eventsStored.inc({ evento: c.evento ?? `(${c.kind})`, status: c.status });
   const line = {
@@ -230,8 +268,20 @@ function answerStored(
     webhook_id: c.webhookId,
     tentativa: c.tentativa,
   };
-  if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
-  else deps.logger.info(line, 'delivery');
+  logIn(request, () => {
+    if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
+    else deps.logger.info(line, 'delivery');
+  });
+}
+
+/**
+ * Writes a request's log line inside its span (tracing on), so that the line carries the span's
+ * trace_id and span_id. Only the line: the request's callbacks run outside it, so that the group
+ * commit and the work it schedules (processing) inherit no request's context.
+ */
+function logIn(request: RequestFacts, write: () => void): void {
+  if (request.trace === undefined) write();
+  else request.trace.run(write);
 }
 
 /**
@@ -251,25 +301,46 @@ function answerNotStored(
     { error: 'storage_unavailable', message: 'the delivery could not be stored; retry later' },
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
-  const ms = measure(deps, request, 'storage_unavailable');
-  deps.logger.error(
-    {
-      route: request.path,
-      outcome: 'storage_unavailable',
-      http_status: 503,
-      ms,
-      webhook_id: c.webhookId,
-      err: err instanceof StorageError ? err.message : 'unexpected error while storing',
-    },
-    'delivery not stored',
+  const ms = measure(deps, request, 'storage_unavailable', 503);
+  logIn(request, () =>
+    deps.logger.error(
+      {
+        route: request.path,
+        outcome: 'storage_unavailable',
+        http_status: 503,
+        ms,
+        webhook_id: c.webhookId,
+        err: err instanceof StorageError ? err.message : 'unexpected error while storing',
+      },
+      'delivery not stored',
+    ),
   );
 }
 
+/** What the request's span says of a stored delivery (no CPF: the body is not read for it). */
+function delivered(c: ClassifiedDelivery, stored: IngestResult): TraceAttributes {
+  return {
+    'consig.event_id': stored.eventId,
+    'consig.kind': c.kind,
+    'consig.evento': c.evento,
+    'consig.webhook_id': c.webhookId,
+    'consig.nu_proposta': c.nuProposta === null ? null : String(c.nuProposta),
+    'consig.request_id': c.requestId,
+  };
+}
+
 /**
- * Counts the answer, observes its latency and reports it to the deactivation alarm; returns the
- * latency in ms, rounded to the microsecond.
+ * Counts the answer, observes its latency, reports it to the deactivation alarm and ends its span;
+ * returns the latency in ms, rounded to the microsecond.
  */
-function measure(deps: WebhookDeps, request: RequestFacts, outcome: DeliveryOutcome): number {
+function measure(
+  deps: WebhookDeps,
+  request: RequestFacts,
+  outcome: DeliveryOutcome,
+  httpStatus: number,
+  attributes?: TraceAttributes,
+): number {
+  request.trace?.end(outcome, httpStatus, attributes);
   const ms = deps.clock.monotonic() - request.startedAt;
   deps.inFlight?.end(request.flight);
   deps.metrics.deliveries.inc({ outcome, route: request.path });

@@ -11,6 +11,7 @@ import type { HandlerContext } from '../handlers/router';
 import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
 import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
+import { processingAttributes, type Traces } from '../domain/tracing';
 import type { Reported } from './outcome';
 
 /**
@@ -45,6 +46,8 @@ export interface PartnerEventOptions {
   random: () => number;
   logger: HandlerContext['logger'];
   fence?: (now: Date) => boolean;
+  /** Tracing: the event runs inside a span continuing its delivery's trace. @default undefined (off) */
+  traces?: Traces | undefined;
 }
 
 export class PartnerEvents {
@@ -88,7 +91,16 @@ export class PartnerEvents {
       }
       event = handlerEventOf(row);
       const ctx = { db, sql: this.sql, now, logger: this.options.logger };
-      for (const step of this.handlers.steps.handlersFor(event)) await step(event, ctx);
+      const steps = this.handlers.steps.handlersFor(event);
+      const { traces } = this.options;
+      const runSteps = async (e: HandlerEvent) => {
+        for (const step of steps) await step(e, ctx);
+      };
+      if (traces === undefined) await runSteps(event);
+      else
+        await traces.processing(row.trace_context, processingAttributes(event), () =>
+          runSteps(event as HandlerEvent),
+        );
       this.q.markDone(id, now.toISOString());
     } catch (err) {
       this.rollback();

@@ -7,6 +7,7 @@ import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
+import { processingAttributes, type Traces } from '../domain/tracing';
 import type { Reported } from './outcome';
 import { type PartnerHandlers, PartnerEvents } from './partner-event';
 import { isLockBusy } from '../store/database-errors';
@@ -85,6 +86,11 @@ export interface PipelineOptions {
    * @default none (every event runs in the turn)
    */
   partners?: PartnerHandlers;
+  /**
+   * Tracing (issue 35): each event runs inside a span continuing its delivery's trace.
+   * @default undefined (off)
+   */
+  traces?: Traces | undefined;
 }
 
 interface KeyState {
@@ -170,6 +176,7 @@ export class Pipeline {
             random: this.random,
             logger: options.logger,
             fence: options.fence,
+            traces: options.traces,
           });
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
@@ -450,7 +457,12 @@ export class Pipeline {
     const event = handlerEventOf(row);
     if (this.partners?.handles(event)) return { id, outcome: 'partner' };
     try {
-      this.runEvent(row, event, now);
+      const { traces } = this.options;
+      if (traces === undefined) this.runEvent(row, event, now);
+      else
+        traces.processing(row.trace_context, processingAttributes(event), () =>
+          this.runEvent(row as EventForWork, event, now),
+        );
       return { id, outcome: 'done', row, event };
     } catch (err) {
       const failure = handlerFailure({

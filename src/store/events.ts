@@ -23,6 +23,8 @@ export interface NewEvent {
   bodyBytes: number;
   status: EventStatus;
   lastError: string | null;
+  /** The delivery's trace context, when tracing is on (src/domain/tracing.ts). @default null */
+  traceContext?: string | null;
 }
 
 export type { EventRow } from '../domain/event-status';
@@ -45,11 +47,12 @@ export function eventsRepo(db: Db) {
       number,
       string,
       string | null,
+      string | null,
     ],
     { id: number }
   >(`INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
-       received_at, body, body_bytes, status, last_error)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       received_at, body, body_bytes, status, last_error, trace_context)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (dedup_key) DO NOTHING
      RETURNING id`);
   const bumpDuplicate = db.prepare<[string, string], { id: number; status: EventStatus }>(
@@ -84,6 +87,7 @@ export function eventsRepo(db: Db) {
         e.bodyBytes,
         e.status,
         e.lastError,
+        e.traceContext ?? null,
       );
       if (row) return { id: row.id, duplicate: false, status: e.status };
       const dup = bumpDuplicate.get(e.receivedAt, e.dedupKey);

@@ -24,11 +24,23 @@ export function forwardOutbox(db: Db) {
   // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
   const insertMessage = db.prepare<
-    [string, string, number, string | null, number | string | null, string | null, string, string, string],
+    [
+      string,
+      string,
+      number,
+      string | null,
+      number | string | null,
+      string | null,
+      string,
+      string,
+      string,
+      string | null,
+    ],
     { id: number }
   >(
-    `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body,
+       trace_context)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (event_id, type) DO NOTHING
      RETURNING id`,
   );
@@ -48,7 +60,11 @@ export function forwardOutbox(db: Db) {
      * Stores a message and its delivery rows (due at once). Returns the message's row id, or null
      * when the event already has a message of this type (nothing is written then).
      */
-    insert(message: OutgoingMessage, destinations: readonly string[]): number | null {
+    insert(
+      message: OutgoingMessage,
+      destinations: readonly string[],
+      traceContext: string | null = null,
+    ): number | null {
       const row = insertMessage.get(
         message.webhookId,
         message.type,
@@ -59,6 +75,7 @@ export function forwardOutbox(db: Db) {
         message.orderKey,
         message.createdAt,
         serializeMessage(message),
+        traceContext,
       );
       if (row === undefined) return null;
       for (const name of destinations) {

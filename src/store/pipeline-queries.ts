@@ -20,6 +20,8 @@ export interface EventForWork extends WorkItem {
   status: EventStatus;
   attempts: number;
   body: string | Buffer | null;
+  /** The delivery's trace context (tracing, src/domain/tracing.ts). */
+  trace_context: string | null;
 }
 
 export function pipelineQueries(db: Db) {
@@ -33,7 +35,7 @@ export function pipelineQueries(db: Db) {
   );
   const load = db.prepare<[number], EventForWork>(
     `SELECT id, kind, evento, nu_proposta, request_id, registry_status, webhook_id, dedup_key, tentativa, received_at,
-       status, attempts, body
+       status, attempts, body, trace_context
      FROM events WHERE id = ?`,
   );
   const markDone = db.prepare<[string, number]>(

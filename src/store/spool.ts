@@ -34,6 +34,7 @@ interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_body_bytes: number | null;
   e_status: string | null;
   e_last_error: string | null;
+  e_trace_context: string | null;
 }
 
 export interface Spool {
@@ -101,7 +102,7 @@ export function openSpool(db: Db): Spool {
        e.kind AS e_kind, e.webhook_id AS e_webhook_id, e.evento AS e_evento, e.nu_proposta AS e_nu_proposta,
        e.request_id AS e_request_id, e.registry_status AS e_registry_status, e.tentativa AS e_tentativa,
        e.received_at AS e_received_at, e.body AS e_body, e.body_bytes AS e_body_bytes, e.status AS e_status,
-       e.last_error AS e_last_error
+       e.last_error AS e_last_error, e.trace_context AS e_trace_context
      FROM deliveries d
      LEFT JOIN events e ON e.id = d.event_id AND d.outcome IN ('accepted', 'quarantined')
      WHERE d.id > ? ORDER BY d.id LIMIT ?`,
@@ -258,6 +259,7 @@ function toSpoolRow(r: JoinedRow): SpoolRow {
     e_body_bytes,
     e_status,
     e_last_error,
+    e_trace_context,
     ...delivery
   } = r;
   const event: SpoolEvent | null =
@@ -277,6 +279,7 @@ function toSpoolRow(r: JoinedRow): SpoolRow {
           body_bytes: e_body_bytes ?? 0,
           status: e_status ?? 'pending',
           last_error: e_last_error,
+          trace_context: e_trace_context,
         };
   return { ...delivery, event };
 }

@@ -1367,6 +1367,8 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         type: 'proposal.changed',
         body: `{"n":${id},"nu_cpf":"12345678909"}`,
         message_created_at: at((id - 60) * MINUTE),
+        // The trace context each attempt's span continues (tracing).
+        trace_context: traceContextOf(id),
       });
       // 4 is delivered, 7 dead: an operator's or another attempt's doing between the two reads.
       expect(await sender().dueDeliveries([6, 4, 1, 7, 2])).toEqual([
@@ -2144,6 +2146,10 @@ const OUTBOX: [number, string, string, 'pending' | 'delivered' | 'dead', string 
   [9, 'crm', 'p:7', 'pending', at(MINUTE)], // behind 1 and 2, with a time of its own
 ];
 
+/** Tracing (issue 35): message 102 was stored with the processing's trace context, the others without. */
+const traceContextOf = (id: number): string | null =>
+  id === 2 ? '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 vendor=abc' : null;
+
 /** Writes {@link OUTBOX}: messages as the pipeline or a kick stores them, their deliveries, erp's pause. */
 async function seedOutbox(store: Opened): Promise<void> {
   for (const [id, destination, orderKey, status, next] of OUTBOX) {
@@ -2151,9 +2157,17 @@ async function seedOutbox(store: Opened): Promise<void> {
     await addEvent(store, id, 7, 'done');
     await store.exec(
       `INSERT INTO forward_messages (id, webhook_id, type, event_id, evento, nu_proposta, request_id, order_key,
-         created_at, body)
-       VALUES (?, ?, 'proposal.changed', ?, 'proposta.criada', 7, NULL, ?, ?, ?)`,
-      [100 + id, `msg_${id}`, id, orderKey, created, `{"n":${id},"nu_cpf":"12345678909"}`],
+         created_at, body, trace_context)
+       VALUES (?, ?, 'proposal.changed', ?, 'proposta.criada', 7, NULL, ?, ?, ?, ?)`,
+      [
+        100 + id,
+        `msg_${id}`,
+        id,
+        orderKey,
+        created,
+        `{"n":${id},"nu_cpf":"12345678909"}`,
+        traceContextOf(id),
+      ],
     );
     const settled = status === 'pending' ? null : at(-HOUR);
     await store.exec(

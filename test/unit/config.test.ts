@@ -274,3 +274,43 @@ describe('OpenID Connect sign-in (issue 34)', () => {
     ]);
   });
 });
+
+describe('tracing (OTEL_*)', () => {
+  const base = { WEBHOOK_SECRETS: 's1' };
+
+  it('is off unless OTEL_TRACES_EXPORTER=otlp, and off again with OTEL_SDK_DISABLED=true', () => {
+    expect(loadConfig(base).tracing).toBeNull();
+    expect(loadConfig({ ...base, OTEL_TRACES_EXPORTER: 'none' }).tracing).toBeNull();
+    expect(
+      loadConfig({ ...base, OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }).tracing,
+    ).toBeNull();
+  });
+
+  it.each([
+    [{}, 'http/protobuf', 'consig-receiver'],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, 'http/json', 'consig-receiver'],
+    // The traces-only variable wins over the general one.
+    [
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' },
+      'http/protobuf',
+      'consig-receiver',
+    ],
+    [{ OTEL_SERVICE_NAME: 'lender-receiver' }, 'http/protobuf', 'lender-receiver'],
+  ])('with %j: protocol %s, service name %s', (env, protocol, serviceName) => {
+    expect(loadConfig({ ...base, OTEL_TRACES_EXPORTER: 'otlp', ...env }).tracing).toEqual({
+      protocol,
+      serviceName,
+    });
+  });
+
+  it.each([
+    ['OTEL_TRACES_EXPORTER', 'jaeger', 'expected one of none, otlp'],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc', 'expected one of http/protobuf, http/json'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'grpc', 'expected one of http/protobuf, http/json'],
+    ['OTEL_SDK_DISABLED', 'yes', 'expected one of false, true'],
+  ])('refuses %s=%s, naming the variable', (variable, value, message) => {
+    const err = error({ ...base, OTEL_TRACES_EXPORTER: 'otlp', [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(message);
+  });
+});

@@ -271,6 +271,8 @@ export function isStored(type: MessageType, wantedBy: number, feedEnabled: boole
 export interface OutboxEntry {
   message: OutgoingMessage;
   destinations: string[];
+  /** Tracing: the context of the processing that caused the message (src/domain/tracing.ts). */
+  traceContext?: string | null;
 }
 
 /**

@@ -23,6 +23,8 @@ export interface DueDelivery {
   body: string;
   /** When the message was stored (for the delivery latency). */
   message_created_at: string;
+  /** Tracing: the context of the processing that stored the message (src/domain/tracing.ts). */
+  trace_context: string | null;
 }
 
 /** What became of one delivery after an attempt. */

@@ -1,0 +1,141 @@
+import {
+  type Attributes,
+  type Context,
+  context,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Tracer,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { OutgoingTrace, RequestTrace, TraceAttributes, Traces } from '../domain/tracing';
+
+/**
+ * The seams' {@link Traces} on an OpenTelemetry tracer. Each span and what it means is listed in
+ * docs/operating.md "Tracing"; their attributes are the receiver's own (`consig.*`) besides the
+ * semantic conventions' HTTP ones, and never carry a CPF, a secret, a token or a signature.
+ */
+
+const w3c = new W3CTraceContextPropagator();
+
+export function spanTraces(tracer: Tracer): Traces {
+  return {
+    request(route, traceparent, tracestate) {
+      const parent = traceparent === undefined ? ROOT_CONTEXT : extract(traceparent, tracestate);
+      const span = tracer.startSpan(
+        `POST ${route}`,
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': route } },
+        parent,
+      );
+      return requestTrace(span, trace.setSpan(parent, span));
+    },
+    processing(stored, attributes, fn) {
+      const parent = stored === null ? ROOT_CONTEXT : parse(stored);
+      const name = `process ${String(attributes['consig.evento'] ?? attributes['consig.kind'] ?? 'event')}`;
+      const span = tracer.startSpan(name, { kind: SpanKind.CONSUMER, attributes: clean(attributes) }, parent);
+      return within(span, trace.setSpan(parent, span), fn);
+    },
+    stage(stage, fn) {
+      const parent = context.active();
+      const span = tracer.startSpan(`stage ${stage}`, { attributes: { 'consig.stage': stage } }, parent);
+      return within(span, trace.setSpan(parent, span), fn);
+    },
+    outgoing(name, attributes, parent) {
+      const from = parent === undefined ? context.active() : parent === null ? ROOT_CONTEXT : parse(parent);
+      const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes: clean(attributes) }, from);
+      return outgoingTrace(span, trace.setSpan(from, span));
+    },
+    current() {
+      const span = trace.getSpan(context.active());
+      return span === undefined ? null : stored(span);
+    },
+  };
+}
+
+function requestTrace(span: Span, ctx: Context): RequestTrace {
+  return {
+    stored: stored(span),
+    run: (fn) => context.with(ctx, fn),
+    end(outcome, httpStatus, attributes) {
+      if (attributes !== undefined) span.setAttributes(clean(attributes));
+      span.setAttributes({ 'consig.outcome': outcome, 'http.response.status_code': httpStatus });
+      // A refusal of the sender's (4xx) is the answer asked for; only the server's failures are errors.
+      if (httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    },
+  };
+}
+
+function outgoingTrace(span: Span, ctx: Context): OutgoingTrace {
+  const headers: Record<string, string> = {};
+  w3c.inject(ctx, headers, defaultTextMapSetter);
+  return {
+    headers,
+    run: (fn) => context.with(ctx, fn),
+    end(outcome, httpStatus, failed, attributes) {
+      if (attributes !== undefined) span.setAttributes(clean(attributes));
+      span.setAttribute('consig.outcome', outcome);
+      if (httpStatus !== null) span.setAttribute('http.response.status_code', httpStatus);
+      if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    },
+  };
+}
+
+/**
+ * Runs `fn` with `span` active and ends it when `fn` returns or its promise settles. An error marks
+ * the span with its class only (`error.type`): a handler's message may quote the payload.
+ */
+function within<T>(span: Span, ctx: Context, fn: () => T): T {
+  const failed = (err: unknown): never => {
+    span.setAttribute('error.type', err instanceof Error ? err.name : 'unknown');
+    span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+    throw err;
+  };
+  let result: T;
+  try {
+    result = context.with(ctx, fn);
+  } catch (err) {
+    return failed(err);
+  }
+  if (result instanceof Promise)
+    return result.then((value: unknown) => {
+      span.end();
+      return value;
+    }, failed) as T;
+  span.end();
+  return result;
+}
+
+/** A span's context as the database keeps it: `traceparent`, then a space and `tracestate`. */
+function stored(span: Span): string {
+  const c = span.spanContext();
+  const parent = `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+  const state = c.traceState?.serialize();
+  return state === undefined || state === '' ? parent : `${parent} ${state}`;
+}
+
+/** A stored context, as the parent of a span (an unreadable one: a new trace). */
+function parse(text: string): Context {
+  const space = text.indexOf(' ');
+  return space === -1 ? extract(text, undefined) : extract(text.slice(0, space), text.slice(space + 1));
+}
+
+function extract(traceparent: string, tracestate: string | undefined): Context {
+  const carrier: Record<string, string> = { traceparent };
+  if (tracestate !== undefined) carrier.tracestate = tracestate;
+  return w3c.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
+}
+
+/** The attributes with a value (OpenTelemetry refuses null). */
+function clean(attributes: TraceAttributes): Attributes {
+  const out: Attributes = {};
+  for (const [key, value] of Object.entries(attributes))
+    if (value !== null && value !== undefined) out[key] = value;
+  return out;
+}
