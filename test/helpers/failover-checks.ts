@@ -1,0 +1,228 @@
+import type { Client } from 'pg';
+import { decodeFeedCursor } from '../../src/core/feed';
+import { replay } from '../../src/domain/lifecycle';
+import { bodyOf, FakeDestination } from './destination';
+import type { FeedReader, Load } from './failover-load';
+
+/**
+ * The checks of the failover test (issue 32), on the new primary after everything drained: the
+ * rows of the issue's table, each a count that must be 0 (answers aside), from what the service
+ * was answered, what the lender's destination and a change-feed reader saw, and what the new
+ * primary holds.
+ */
+
+export interface FailoverFigures {
+  requests: number;
+  /** Requests answered other than 200, and those without an answer. */
+  non200: number;
+  noAnswer: number;
+  worstAnswerMs: number;
+  acknowledged: number;
+  /** Deliveries answered 200 whose webhook_id is not in the new primary's events. */
+  ackedMissing: number;
+  /** Proposals whose status is not what the events the service sent (answered 200) end at. */
+  wrongEndStatus: number;
+  /** Proposals created by another event than the first one the service sent. */
+  createdFromLater: number;
+  /** Events not done on the new primary (pending, failed, dead). */
+  notDone: number;
+  /** Distinct webhook-ids the destination got about deliveries the new primary does not have. */
+  destAboutMissing: number;
+  /** webhook-ids beyond the first for one fact (delivery and message type) at the destination. */
+  factResentNewId: number;
+  /** Forwarded event_ids that name another delivery on the new primary than when forwarded. */
+  eventIdsRenamed: number;
+  /** Forwarded event_ids that name no delivery on the new primary (informational). */
+  eventIdsGone: number;
+  /** Feed cursors read that now stand for another message (null: the cursor's form is not readable here). */
+  feedIdsReissued: number | null;
+  /** Messages in the new primary's feed that the reader, following its cursor, never got. */
+  feedSkipped: number;
+  /** Outbox messages for the destination it never received, and received requests that did not verify. */
+  outboxNotReceived: number;
+  badSignatures: number;
+  /** Destination requests not tied to a delivery the service sent (the harness's own check: must be 0). */
+  unattributed: number;
+  destinationMessages: number;
+  feedMessages: number;
+}
+
+interface Snapshot {
+  events: Map<string, { id: string; status: string }>;
+  eventKeyById: Map<string, string>;
+  proposals: Map<string, string>;
+  creators: Map<string, string>;
+  messages: { id: string; webhook_id: string; type: string }[];
+}
+
+async function snapshot(client: Client): Promise<Snapshot> {
+  const q = async <T>(sql: string): Promise<T[]> => (await client.query(sql)).rows as T[];
+  const events = await q<{ id: string; dedup_key: string; status: string }>(
+    'SELECT id::text AS id, dedup_key, status FROM events',
+  );
+  const proposals = await q<{ nu_proposta: string; status: string }>(
+    'SELECT nu_proposta, status FROM proposals',
+  );
+  const creators = await q<{ nu_proposta: string; evento: string }>(
+    'SELECT nu_proposta, evento FROM proposal_transitions WHERE from_status IS NULL',
+  );
+  const messages = await q<Snapshot['messages'][number]>(
+    'SELECT id::text AS id, webhook_id, type FROM forward_messages',
+  );
+  return {
+    events: new Map(events.map((e) => [e.dedup_key, e])),
+    eventKeyById: new Map(events.map((e) => [e.id, e.dedup_key])),
+    proposals: new Map(proposals.map((p) => [p.nu_proposta, p.status])),
+    creators: new Map(creators.map((c) => [c.nu_proposta, c.evento])),
+    messages,
+  };
+}
+
+export async function checkFailover(
+  client: Client,
+  load: Load,
+  destination: FakeDestination,
+  feed: FeedReader,
+  forwardSecret: string,
+): Promise<FailoverFigures> {
+  const s = await snapshot(client);
+  const acked = [...load.sent.values()].filter((d) => d.ackedAt !== null);
+  return {
+    requests: load.answers.length,
+    non200: load.answers.filter((a) => a.status !== 200).length,
+    noAnswer: load.answers.filter((a) => a.status === 0).length,
+    worstAnswerMs: Math.max(0, ...load.answers.map((a) => a.ms)),
+    acknowledged: acked.length,
+    ackedMissing: acked.filter((d) => !s.events.has(d.key)).length,
+    ...checkProposals(s, load),
+    notDone: [...s.events.values()].filter((e) => e.status !== 'done').length,
+    ...checkDestination(s, load, destination, forwardSecret),
+    ...checkFeed(s, feed),
+  };
+}
+
+function checkProposals(s: Snapshot, load: Load) {
+  let wrongEndStatus = 0;
+  let createdFromLater = 0;
+  for (const p of load.proposals) {
+    const sent = p.keys.filter((k) => load.sent.get(k)?.ackedAt != null).map((k) => load.sent.get(k)?.evento);
+    if (sent.length === 0) continue;
+    const expected = replay(sent as Parameters<typeof replay>[0]).status;
+    if (s.proposals.get(String(p.nu)) !== expected) wrongEndStatus += 1;
+    const creator = s.creators.get(String(p.nu));
+    if (creator !== undefined && creator !== p.eventos[0]) createdFromLater += 1;
+  }
+  return { wrongEndStatus, createdFromLater };
+}
+
+/** What the destination got, each request tied to the delivery it is about (its fact). */
+function checkDestination(s: Snapshot, load: Load, destination: FakeDestination, secret: string) {
+  const keyOf = new Map([...load.sent.values()].map((d) => [`${d.proposal.nu}|${d.evento}`, d.key]));
+  const idsByFact = new Map<string, Set<string>>();
+  const about = new Map<string, string>();
+  /** Every delivery each forwarded event_id was seen naming (two, when the id was issued again). */
+  const eventIds = new Map<string, Set<string>>();
+  let unattributed = 0;
+  let badSignatures = 0;
+  for (const r of destination.requests) {
+    if (!FakeDestination.verifies(r, secret)) badSignatures += 1;
+    const body = bodyOf(r);
+    const data = body.data ?? {};
+    const key: string | undefined =
+      body.type === 'event.received'
+        ? data.payload?.metadata?.webhook_id
+        : keyOf.get(`${data.nu_proposta}|${data.evento}`);
+    if (key === undefined || !load.sent.has(key)) unattributed += 1;
+    const fact = `${key ?? `?${r.webhookId}`}|${body.type}`;
+    idsByFact.set(fact, (idsByFact.get(fact) ?? new Set()).add(r.webhookId));
+    about.set(r.webhookId, key ?? '');
+    if (data.event_id !== undefined && key !== undefined) {
+      const id = String(data.event_id);
+      eventIds.set(id, (eventIds.get(id) ?? new Set()).add(key));
+    }
+  }
+  let eventIdsRenamed = 0;
+  let eventIdsGone = 0;
+  for (const [id, keys] of eventIds) {
+    const now = s.eventKeyById.get(id);
+    if (now === undefined) eventIdsGone += 1;
+    else if (keys.size > 1 || !keys.has(now)) eventIdsRenamed += 1;
+  }
+  const received = new Set(destination.requests.map((r) => r.webhookId));
+  const wanted = new Set(['proposal.changed', 'event.received']);
+  return {
+    destAboutMissing: [...about.values()].filter((k) => !s.events.has(k)).length,
+    factResentNewId: [...idsByFact.values()].reduce((n, ids) => n + ids.size - 1, 0),
+    eventIdsRenamed,
+    eventIdsGone,
+    outboxNotReceived: s.messages.filter((m) => wanted.has(m.type) && !received.has(m.webhook_id)).length,
+    badSignatures,
+    unattributed,
+    destinationMessages: received.size,
+  };
+}
+
+/** Page-end cursors that now name another message; feed messages the reader never got. */
+function checkFeed(s: Snapshot, feed: FeedReader) {
+  const byId = new Map(s.messages.map((m) => [m.id, m.webhook_id]));
+  let feedIdsReissued: number | null = 0;
+  for (const page of feed.pages) {
+    const id = decodeFeedCursor(page.cursor);
+    if (id === null) {
+      feedIdsReissued = null;
+      break;
+    }
+    const now = byId.get(String(id));
+    if (now !== undefined && now !== page.ids.at(-1)) feedIdsReissued += 1;
+  }
+  const inFeed = s.messages.filter((m) => m.type === 'proposal.changed' || m.type === 'averbacao.result');
+  return {
+    feedIdsReissued,
+    feedSkipped: inFeed.filter((m) => !feed.seen.has(m.webhook_id)).length,
+    feedMessages: feed.seen.size,
+  };
+}
+
+/** The table of issue 32, one column per scenario. */
+export function formatFailoverTable(
+  columns: { name: string; figures: FailoverFigures; extra: Record<string, string> }[],
+): string {
+  const rows: [string, (f: FailoverFigures) => string][] = [
+    [
+      'answers (requests, not 200, no answer, worst)',
+      (f) => `${f.requests}, ${f.non200}, ${f.noAnswer}, worst ${f.worstAnswerMs} ms`,
+    ],
+    ['acknowledged deliveries missing from the new primary', (f) => `${f.ackedMissing} of ${f.acknowledged}`],
+    ['proposals ending at another status than the last sent', (f) => String(f.wrongEndStatus)],
+    ['proposals created from a later event', (f) => String(f.createdFromLater)],
+    ['events not done on the new primary', (f) => String(f.notDone)],
+    [
+      'lender: messages about deliveries the new primary lacks',
+      (f) => `${f.destAboutMissing} of ${f.destinationMessages}`,
+    ],
+    ['lender: same fact again under a new webhook-id', (f) => String(f.factResentNewId)],
+    [
+      'forwarded event_ids naming another delivery now',
+      (f) => `${f.eventIdsRenamed} (naming none: ${f.eventIdsGone})`,
+    ],
+    [
+      'feed cursors read that now name another message',
+      (f) => (f.feedIdsReissued === null ? 'n/a' : String(f.feedIdsReissued)),
+    ],
+    [
+      'feed messages a reader following its cursor skipped',
+      (f) => `${f.feedSkipped} of ${f.feedMessages} read`,
+    ],
+    ['outbox messages the destination never received', (f) => String(f.outboxNotReceived)],
+    ['destination requests not verifying', (f) => String(f.badSignatures)],
+    ['destination requests tied to no delivery sent', (f) => String(f.unattributed)],
+  ];
+  const extraNames = [...new Set(columns.flatMap((c) => Object.keys(c.extra)))];
+  const lines = [
+    `| | ${columns.map((c) => c.name).join(' | ')} |`,
+    `|---|${columns.map(() => '---').join('|')}|`,
+    ...rows.map(([label, cell]) => `| ${label} | ${columns.map((c) => cell(c.figures)).join(' | ')} |`),
+    ...extraNames.map((n) => `| ${n} | ${columns.map((c) => c.extra[n] ?? '').join(' | ')} |`),
+  ];
+  return lines.join('\n');
+}
