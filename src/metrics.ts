@@ -322,6 +322,16 @@ export function createMetrics(options: MetricsOptions = {}) {
     help: 'Cluster mode: events this replica relayed after the watermark had passed them (it had been dropped from it): processed out of order',
     registers: [registry],
   });
+  const relayGaps = new Counter({
+    name: 'consig_relay_gaps_total',
+    help: 'Cluster mode: times this replica found PostgreSQL lacking deliveries its spool had relayed (a failover lost commits) and sent them again',
+    registers: [registry],
+  });
+  const relayResent = new Counter({
+    name: 'consig_relay_resent_total',
+    help: 'Cluster mode: spooled deliveries relayed again because PostgreSQL had lost them (see consig_relay_gaps_total)',
+    registers: [registry],
+  });
   const clusterConnected = new Gauge({
     name: 'consig_cluster_connected',
     help: 'Cluster mode: 1 while this replica reaches PostgreSQL (a heartbeat every 5 s) with its relay and workers started; 0 within about 10 s of losing it',
@@ -345,6 +355,8 @@ export function createMetrics(options: MetricsOptions = {}) {
     watermarkWaiting,
     clockOffset,
     relayedLate,
+    relayGaps,
+    relayResent,
     clusterConnected,
     relaySpoolReplaced,
     deliveries,

@@ -609,6 +609,10 @@ function buildCluster(
         metrics.clockOffset.set(beat.clockOffsetMs / 1000);
       },
       late: (rows) => metrics.relayedLate.inc(rows),
+      gap: (_gap, resend) => {
+        metrics.relayGaps.inc();
+        metrics.relayResent.inc(resend);
+      },
     },
   });
 }

@@ -59,6 +59,7 @@ interface EventRow {
   attempts: number;
   next_attempt_at: Date | null;
   webhook_id: string | null;
+  dedup_key: string;
   tentativa: number | null;
 }
 
@@ -73,7 +74,7 @@ type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> 
 const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at, status, attempts,
-  next_attempt_at, webhook_id, tentativa`;
+  next_attempt_at, webhook_id, dedup_key, tentativa`;
 
 /**
  * The statements an event runs: prepared (sql.ts `prepared`). Those a batch runs once are sent as
@@ -508,6 +509,7 @@ function processedOf(row: EventRow, event: EventFacts): ProcessedEvent {
     evento: event.evento,
     nu_proposta: event.nuProposta,
     request_id: event.requestId,
+    dedup_key: row.dedup_key,
     received_at: row.received_at.toISOString(),
     payload: event.payload,
     raw_body: event.rawBody,

@@ -17,6 +17,7 @@ import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { runPollJob, type StatusClient } from './poll-job';
+import type { SpoolGap } from '../domain/relay-gap';
 import { type BeatFigures, Relay, type RelaySpool } from './relay';
 import {
   type ConnectionLimits,
@@ -119,6 +120,8 @@ export interface ClusterNodeOptions {
     spoolReplaced?(previous: PreviousSpool): void;
     beat?(beat: BeatFigures): void;
     late?(rows: number): void;
+    /** PostgreSQL lacked `gap` of this spool (a failover lost commits); `resend` rows go again. */
+    gap?(gap: SpoolGap, resend: number): void;
   };
 }
 
@@ -481,6 +484,7 @@ export class ClusterNode {
         options.metrics?.beat?.(beat);
       },
       onLate: options.metrics?.late,
+      onGap: options.metrics?.gap,
       onError: (err) => {
         options.metrics?.relayError?.();
         engine.recoverFrom(err);

@@ -1,6 +1,5 @@
 import type { Destination } from '../domain/forwarding/destinations';
 import {
-  newWebhookId,
   type OutboxEntry,
   outboxEntries,
   type ProcessedEvent,
@@ -33,8 +32,6 @@ export const OUTBOX_CHANNEL = 'consig_forward';
 export interface OutboxOptions {
   destinations: readonly Destination[];
   feedEnabled: boolean;
-  /** @default newWebhookId */
-  newId?: () => string;
 }
 
 /** Whether anything is ever stored: with no destination and the feed off, nothing is read or written. */
@@ -61,7 +58,6 @@ export async function outboxEntriesOf(
   return outboxEntries(
     effectsFrom('postgres', event, row),
     now.toISOString(),
-    options.newId ?? newWebhookId,
     options.destinations,
     options.feedEnabled,
   );

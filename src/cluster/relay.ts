@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
+import { type SpoolGap, spoolGap } from '../domain/relay-gap';
 import type { SpoolRow } from '../domain/spool-row';
 import {
   clockOffsetMs,
@@ -46,6 +47,8 @@ export interface RelaySpool {
   relayedThrough(): number;
   read(afterId: number, limit: number): RelayRow[];
   advance(throughId: number, at: string): void;
+  /** Moves the cursor back (PostgreSQL lacks what came after); how many of those rows the spool holds. */
+  rewind(toId: number, at: string): number;
   /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
   oldestAfter(afterId: number): string | null;
 }
@@ -63,6 +66,7 @@ export interface RelayOptions {
   logger: {
     info(fields: Record<string, unknown>, message: string): void;
     warn(fields: Record<string, unknown>, message: string): void;
+    error(fields: Record<string, unknown>, message: string): void;
   };
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
@@ -94,6 +98,8 @@ export interface RelayOptions {
   onBeat?(beat: BeatFigures): void;
   /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
   onLate?(rows: number): void;
+  /** PostgreSQL lacked deliveries this spool had relayed (it failed over and lost commits): sent again. */
+  onGap?(gap: SpoolGap, resend: number): void;
 }
 
 /** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
@@ -105,6 +111,8 @@ interface Observed {
   liveSince: Date;
   offsetMs: number;
   own: RelayBeat;
+  /** PostgreSQL's `relayed_through` of this spool; null when it has no row for it. */
+  recorded: number | null;
 }
 
 export interface BeatFigures {
@@ -150,6 +158,16 @@ export function sharedWorkKeyOf(e: {
   if (e.nu_proposta !== null) return `p:${String(e.nu_proposta)}`;
   if (e.request_id !== null) return `r:${e.request_id}`;
   return null;
+}
+
+/**
+ * Thrown inside a relay transaction that found PostgreSQL behind the spool: the transaction is
+ * rolled back (it publishes nothing), the cursor has moved back, and the loop goes on at once.
+ */
+class SpoolRewound extends Error {
+  constructor(readonly gap: SpoolGap) {
+    super(`PostgreSQL lacks spool ids ${gap.from}-${gap.through}`);
+  }
 }
 
 /** PostgreSQL's `lock_not_available`: lock_timeout ran out. */
@@ -262,6 +280,8 @@ export class Relay {
           );
         this.failures = 0;
       } catch (err) {
+        // Rewound: the next pass starts at once from PostgreSQL's record (reconcile logged it).
+        if (err instanceof SpoolRewound) continue;
         this.failures += 1;
         const error = err as Error;
         this.options.onError?.(error);
@@ -309,7 +329,9 @@ export class Relay {
       before: watermarkOf(read.beats, read.now, this.maxMs),
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
       offsetMs: clockOffsetMs(sentAt, read.now, receivedAt),
+      recorded: read.recorded.get(this.spool.id) ?? null,
     };
+    this.reconcile(observed.recorded);
     return { ...observed, own: this.ownBeat(observed, throughId) };
   }
 
@@ -332,6 +354,34 @@ export class Relay {
       heartbeatAt: o.now,
       liveSince: o.liveSince,
     };
+  }
+
+  /**
+   * The relay never trusts its own cursor over PostgreSQL's record of the spool (docs/cluster.md §6):
+   * every transaction reads it before writing anything, and when PostgreSQL holds less than the
+   * cursor says (a standby promoted while it lagged), the cursor moves back to it and the
+   * transaction is abandoned, publishing nothing: no heartbeat may cover the gap. The next pass sends
+   * the difference again (rows keyed by spool id: what PostgreSQL has is skipped).
+   */
+  private reconcile(recorded: number | null): void {
+    const gap = spoolGap(this.cursor, recorded);
+    if (gap === null) return;
+    const resend = this.spool.rewind(gap.from - 1, this.options.now().toISOString());
+    this.cursor = gap.from - 1;
+    this.options.onGap?.(gap, resend);
+    this.options.logger.error(
+      {
+        spool: this.spool.id,
+        gap_from: gap.from,
+        gap_through: gap.through,
+        missing: gap.through - gap.from + 1,
+        resend,
+        postgres_relayed_through: recorded,
+      },
+      'relay: PostgreSQL lacks deliveries this replica acknowledged and relayed (it failed over and lost commits): ' +
+        'sending them again from the spool; the watermark holds later events back until they are in',
+    );
+    throw new SpoolRewound(gap);
   }
 
   /** The watermark once `own` is published. */

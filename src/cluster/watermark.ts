@@ -26,6 +26,8 @@ const RELEASE_LIMIT = 2000;
 export interface Beats {
   beats: RelayBeat[];
   now: Date;
+  /** Each spool's `relayed_through`: the last spool id PostgreSQL holds of it (relay.ts checks its own). */
+  recorded: Map<string, number>;
 }
 
 export async function readBeats(sql: Sql): Promise<Beats> {
@@ -36,8 +38,10 @@ export async function readBeats(sql: Sql): Promise<Beats> {
     covered_through: Date;
     heartbeat_at: Date;
     live_since: Date;
+    relayed_through: string | null;
   }>(
-    `SELECT statement_timestamp() AS now, s.spool, s.replica, s.covered_through, s.heartbeat_at, s.live_since
+    `SELECT statement_timestamp() AS now, s.spool, s.replica, s.covered_through, s.heartbeat_at, s.live_since,
+       s.relayed_through
      FROM (SELECT 1) AS one LEFT JOIN relay_spools s ON true`,
   );
   const now = rows[0]?.now ?? new Date();
@@ -50,7 +54,10 @@ export async function readBeats(sql: Sql): Promise<Beats> {
       heartbeatAt: r.heartbeat_at,
       liveSince: r.live_since,
     }));
-  return { beats, now };
+  const recorded = new Map(
+    rows.filter((r) => r.spool !== null).map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]),
+  );
+  return { beats, now, recorded };
 }
 
 /** The watermark now, as a kick sees it (one statement). */

@@ -18,6 +18,8 @@ export interface HandlerEvent {
   readonly requestId: string | null;
   readonly registryStatus: string | null;
   readonly webhookId: string | null;
+  /** What the event is deduplicated on (`events.dedup_key`): the delivery's webhook_id, or a digest. */
+  readonly dedupKey: string;
   readonly tentativa: number | null;
   readonly receivedAt: string;
   readonly attempts: number;
@@ -38,6 +40,7 @@ export interface EventRowForHandlers {
   readonly request_id: string | null;
   readonly registry_status: string | null;
   readonly webhook_id: string | null;
+  readonly dedup_key: string;
   readonly tentativa: number | null;
   readonly received_at: string;
   readonly attempts: number;
@@ -59,6 +62,7 @@ export function handlerEventOf(row: EventRowForHandlers): HandlerEvent {
     requestId: row.request_id,
     registryStatus: row.registry_status,
     webhookId: row.webhook_id,
+    dedupKey: row.dedup_key,
     tentativa: row.tentativa,
     receivedAt: row.received_at,
     attempts: row.attempts,

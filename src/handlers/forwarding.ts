@@ -1,5 +1,5 @@
 import type { Destination } from '../domain/forwarding/destinations';
-import { newWebhookId, outboxEntries } from '../domain/forwarding/messages';
+import { outboxEntries } from '../domain/forwarding/messages';
 import type { Db } from '../store/database';
 import { forwardOutbox } from '../store/forward-outbox';
 import type { Handler } from './router';
@@ -25,12 +25,13 @@ export function forwardingHandler(
       evento: event.evento,
       nu_proposta: event.nuProposta,
       request_id: event.requestId,
+      dedup_key: event.dedupKey,
       received_at: event.receivedAt,
       payload: event.payload,
       raw_body: event.rawBody,
     });
     const now = ctx.now.toISOString();
-    for (const entry of outboxEntries(effects, now, newWebhookId, destinations, options.feedEnabled)) {
+    for (const entry of outboxEntries(effects, now, destinations, options.feedEnabled)) {
       outbox.insert(entry.message, entry.destinations);
     }
   };

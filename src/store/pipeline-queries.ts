@@ -14,6 +14,7 @@ export interface EventForWork extends WorkItem {
   evento: string | null;
   registry_status: string | null;
   webhook_id: string | null;
+  dedup_key: string;
   tentativa: number | null;
   received_at: string;
   status: EventStatus;
@@ -31,8 +32,8 @@ export function pipelineQueries(db: Db) {
      ORDER BY next_attempt_at LIMIT ?`,
   );
   const load = db.prepare<[number], EventForWork>(
-    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, webhook_id, tentativa, received_at, status,
-       attempts, body
+    `SELECT id, kind, evento, nu_proposta, request_id, registry_status, webhook_id, dedup_key, tentativa, received_at,
+       status, attempts, body
      FROM events WHERE id = ?`,
   );
   const markDone = db.prepare<[string, number]>(

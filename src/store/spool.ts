@@ -43,6 +43,12 @@ export interface Spool {
   read(afterId: number, limit: number): SpoolRow[];
   /** Records that PostgreSQL committed everything up to `throughId`. */
   advance(throughId: number, at: string): void;
+  /**
+   * Moves the cursor back to `toId`: PostgreSQL (a promoted standby) lacks what came after. The
+   * rows after it are relayed again and kept from retention until they are. Returns how many of
+   * them the spool still holds.
+   */
+  rewind(toId: number, at: string): number;
   /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
   backlog(): { count: number; oldestReceivedAt: string | null };
   /**
@@ -78,6 +84,13 @@ export function openSpool(db: Db): Spool {
   const advance = db.prepare<[number, string]>(
     'UPDATE relay_cursor SET relayed_through = max(relayed_through, ?), relayed_at = ? WHERE id = 1',
   );
+  // Only after PostgreSQL was found to lack what the cursor says it holds (relay.ts, issue 32).
+  const rewind = db.prepare<[number, string]>(
+    'UPDATE relay_cursor SET relayed_through = ?, relayed_at = ? WHERE id = 1',
+  );
+  const held = db.prepare<[number, number], { count: number }>(
+    'SELECT count(*) AS count FROM deliveries WHERE id > ? AND id <= ?',
+  );
   const backlog = db.prepare<[number], { count: number; oldest: string | null }>(
     'SELECT count(*) AS count, min(received_at) AS oldest FROM deliveries WHERE id > ?',
   );
@@ -92,6 +105,11 @@ export function openSpool(db: Db): Spool {
     relayedThrough: () => cursor.get()?.relayed_through ?? 0,
     read: (afterId, limit) => read.all(afterId, limit).map(toSpoolRow),
     advance: (throughId, at) => void advance.run(throughId, at),
+    rewind(toId, at) {
+      const from = cursor.get()?.relayed_through ?? 0;
+      rewind.run(toId, at);
+      return held.get(toId, from)?.count ?? 0;
+    },
     backlog() {
       const b = backlog.get(cursor.get()?.relayed_through ?? 0);
       return { count: b?.count ?? 0, oldestReceivedAt: b?.oldest ?? null };

@@ -9,15 +9,14 @@ export const CPF = '12345678909';
 
 /**
  * The messages the pipeline stores for one processed life-cycle event of proposal `nu` (its
- * `event.received`, then `proposal.changed` to `to`), built with the real `messagesFor`. Message ids
- * are `msg_<prefix><id>_<n>`, so a test can name them.
+ * `event.received`, then `proposal.changed` to `to`), built with the real `messagesFor`. The event's
+ * dedup key is `wh_<prefix><id>`, so its message ids are distinct for each prefix and id.
  */
 export function lifecycleMessages(
   event: { id: number; nu: number; evento: string; to: ProposalStatus; at: string },
   options: { idPrefix?: string; proposal?: Partial<ProposalSnapshot> } = {},
 ): OutgoingMessage[] {
   const { id, nu, evento, to, at } = event;
-  let n = 0;
   return messagesFor(
     {
       event: {
@@ -26,6 +25,7 @@ export function lifecycleMessages(
         evento,
         nu_proposta: nu,
         request_id: null,
+        dedup_key: `wh_${options.idPrefix ?? ''}${id}`,
         received_at: at,
         payload: { evento, dados: { nu_proposta: nu, nu_cpf: CPF } },
       },
@@ -48,6 +48,5 @@ export function lifecycleMessages(
       finishedAverbacao: null,
     },
     at,
-    () => `msg_${options.idPrefix ?? ''}${id}_${(n += 1)}`,
   );
 }

@@ -168,7 +168,6 @@ describe('on an app with the forwarding deps', () => {
     eventSeq += 1;
     const id = eventSeq;
     const at = new Date(Date.UTC(2026, 10, 21, 10, 0, id)).toISOString();
-    let n = 0;
     return messagesFor(
       {
         event: {
@@ -177,6 +176,7 @@ describe('on an app with the forwarding deps', () => {
           evento: null,
           nu_proposta: null,
           request_id: `req-${id}`,
+          dedup_key: `wh_a${id}`,
           received_at: at,
           payload: { requestId: `req-${id}`, status: 'completed' },
         },
@@ -196,7 +196,6 @@ describe('on an app with the forwarding deps', () => {
         },
       },
       at,
-      () => `msg_a${id}_${(n += 1)}`,
     );
   }
 

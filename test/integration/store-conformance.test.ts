@@ -87,7 +87,7 @@ interface Opened {
    * The outbox's read-back (domain/sql/outbox-effects.ts) and the entries it gives, as the
    * forwarding handler (SQLite) or the kick (PostgreSQL) runs it: feed on, no destination.
    */
-  outboxOf(event: ProcessedEvent, now: Date, newId: () => string): Promise<OutboxEntry[]>;
+  outboxOf(event: ProcessedEvent, now: Date): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
   logSql: LogSql;
   close(): Promise<void>;
@@ -161,8 +161,8 @@ const DRIVERS: Driver[] = [
         // As the sender thread builds it (forwarding/sender-worker.ts).
         sender: senderStore(sqliteLogSql(store.db)),
         // As handlers/forwarding.ts runs it.
-        outboxOf: async (event, now, newId) =>
-          outboxEntries(forwardOutbox(store.db).effectsOf(event), now.toISOString(), newId, [], true),
+        outboxOf: async (event, now) =>
+          outboxEntries(forwardOutbox(store.db).effectsOf(event), now.toISOString(), [], true),
         logSql: sqliteLogSql(store.db),
         close: async () => {
           store.close();
@@ -236,8 +236,8 @@ const DRIVERS: Driver[] = [
         // As cluster/forwarder.ts builds it.
         sender: senderStore(pgPoolLogSql(pool)),
         // As cluster/kick.ts runs it.
-        outboxOf: (event, now, newId) =>
-          outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true, newId }),
+        outboxOf: (event, now) =>
+          outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true }),
         logSql: admin.logSql,
         close: () => pool.end(),
       };
@@ -1137,6 +1137,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       evento: kind === 'event' ? 'proposta.aprovada' : null,
       nu_proposta: kind === 'event' ? 7 : null,
       request_id: requestId,
+      dedup_key: `wh_${id}`,
       received_at: at(id * MINUTE),
       payload: undefined,
     });
@@ -1196,21 +1197,16 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       );
     };
     const NOW = new Date(at(10 * MINUTE));
-    const ids = () => {
-      let n = 0;
-      return () => `msg_${++n}`;
-    };
     /** The entries the pure outboxEntries gives for `effects`: bodies as stored, and who gets each. */
     const shown = (entries: readonly OutboxEntry[]) =>
       entries.map((e) => [serializeMessage(e.message), e.message.orderKey, e.destinations]);
-    const expected = (effects: EventEffects) =>
-      shown(outboxEntries(effects, NOW.toISOString(), ids(), [], true));
+    const expected = (effects: EventEffects) => shown(outboxEntries(effects, NOW.toISOString(), [], true));
     const none = { transition: null, proposal: null, proposalAverbacao: null, finishedAverbacao: null };
 
     behaviour('reads back what an event left behind, in the shapes the messages take', async () => {
       await seed();
       const e1 = event(1, 'event', null);
-      expect(shown(await store.outboxOf(e1, NOW, ids()))).toEqual(
+      expect(shown(await store.outboxOf(e1, NOW))).toEqual(
         expected({
           event: e1,
           transition: { from_status: 'em_analise', to_status: 'aprovada', applied: true, reason: 'applied' },
@@ -1233,11 +1229,11 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       );
       // A registry result that finished its registration: the proposal it is tracked for.
       const e2 = event(2, 'registry', 'req-new');
-      expect(shown(await store.outboxOf(e2, NOW, ids()))).toEqual(
+      expect(shown(await store.outboxOf(e2, NOW))).toEqual(
         expected({ ...none, event: { ...e2, nu_proposta: 7 }, finishedAverbacao: averbacao }),
       );
       // One that finished nothing (its registration was not finished by it): no message.
-      expect(await store.outboxOf(event(3, 'registry', 'req-old'), NOW, ids())).toEqual([]);
+      expect(await store.outboxOf(event(3, 'registry', 'req-old'), NOW)).toEqual([]);
     });
   });
 

@@ -8,6 +8,7 @@ const ev = (over: Partial<HandlerEvent>): HandlerEvent => ({
   nuProposta: 1,
   requestId: null,
   registryStatus: null,
+  dedupKey: 'wh_1',
   webhookId: null,
   tentativa: 1,
   receivedAt: '',

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { type ProposalStatus, stageOf } from '../lifecycle';
 import { maskCpf, maskCpfsInText } from '../privacy';
 import type { Destination, MessageType } from './destinations';
@@ -49,6 +49,8 @@ export interface ProcessedEvent {
   evento: string | null;
   nu_proposta: number | string | null;
   request_id: string | null;
+  /** The event's dedup key: its messages' webhook-ids derive from it ({@link messageWebhookId}). */
+  dedup_key: string;
   received_at: string;
   /** The parsed body; undefined when it does not parse (such an event is not forwarded as received). */
   payload: unknown;
@@ -125,13 +127,10 @@ export function orderKeyOf(
  * The messages one processed event causes, in the order they are stored (and so sent):
  * `event.received` (events and registry webhooks; a poll answer was not received from the service),
  * then `proposal.changed` when the life cycle recorded a transition, then `averbacao.result` when
- * the event gave a registration its final result. `newId` makes each message's `webhook-id`.
+ * the event gave a registration its final result. Each message's `webhook-id` is
+ * {@link messageWebhookId} of the event's dedup key and its type.
  */
-export function messagesFor(
-  effects: EventEffects,
-  createdAt: string,
-  newId: () => string,
-): OutgoingMessage[] {
+export function messagesFor(effects: EventEffects, createdAt: string): OutgoingMessage[] {
   const { event } = effects;
   const out: OutgoingMessage[] = [];
   const nu =
@@ -143,7 +142,7 @@ export function messagesFor(
     requestId: string | null,
     rawField?: OutgoingMessage['rawField'],
   ) => {
-    const webhookId = newId();
+    const webhookId = messageWebhookId(event.dedup_key, type);
     out.push({
       ...(rawField === undefined ? {} : { rawField }),
       type,
@@ -282,12 +281,11 @@ export interface OutboxEntry {
 export function outboxEntries(
   effects: EventEffects,
   createdAt: string,
-  newId: () => string,
   destinations: readonly Pick<Destination, 'name' | 'types' | 'eventos' | 'filter'>[],
   feedEnabled: boolean,
 ): OutboxEntry[] {
   const out: OutboxEntry[] = [];
-  for (const message of messagesFor(effects, createdAt, newId)) {
+  for (const message of messagesFor(effects, createdAt)) {
     const wanted = destinations.filter((d) => destinationWants(d, message)).map((d) => d.name);
     if (isStored(message.type, wanted.length, feedEnabled)) out.push({ message, destinations: wanted });
   }
@@ -295,11 +293,16 @@ export function outboxEntries(
 }
 
 /**
- * A message's `webhook-id`: `msg_` and 128 random bits, unique across databases too, so that a
- * destination deduplicating on it never mistakes a new install's first message for an old one.
+ * A message's `webhook-id`: `msg_` and the first 128 bits of SHA-256 over the event's dedup key and
+ * the message type (issue 32). The same fact always gets the same id, whichever database or
+ * processing made it: an event processed again after its first processing was lost (a PostgreSQL
+ * failover that lost commits, a SQLite backup restored) yields messages a destination deduplicating
+ * on `webhook-id`, as Standard Webhooks asks of every consumer, recognises. Unique per message: an
+ * event has one dedup key and at most one message of each type (`UNIQUE (event_id, type)`).
  */
-export function newWebhookId(): string {
-  return `msg_${randomBytes(16).toString('base64url')}`;
+export function messageWebhookId(dedupKey: string, type: MessageType): string {
+  const digest = createHash('sha256').update(dedupKey).update('\n').update(type).digest();
+  return `msg_${digest.subarray(0, 16).toString('base64url')}`;
 }
 
 /** A page of the change feed: the stored bodies in id order, and the id to go on after. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import type { Evento } from '../../../../src/domain/catalogue';
 import { compileFilter, type Filter } from '../../../../src/domain/forwarding/filter';
@@ -7,6 +8,7 @@ import {
   destinationWants,
   type EventEffects,
   messagesFor,
+  messageWebhookId,
   orderKeyOf,
   type OutgoingMessage,
   type ProcessedEvent,
@@ -80,6 +82,7 @@ function event(overrides: Partial<ProcessedEvent> = {}): ProcessedEvent {
     evento: 'proposta.aprovada',
     nu_proposta: 123,
     request_id: null,
+    dedup_key: 'wh_1',
     received_at: RECEIVED,
     payload,
     ...overrides,
@@ -98,13 +101,13 @@ function effects(overrides: Partial<EventEffects> = {}): EventEffects {
   };
 }
 
-/** Deterministic webhook ids: msg_1, msg_2, … */
-function ids(): () => string {
-  let n = 0;
-  return () => `msg_${(n += 1)}`;
-}
+/** The webhook-id of the fixture event's (dedup key `wh_1`) message of `type`. */
+const idOf = (type: OutgoingMessage['type']) => messageWebhookId('wh_1', type);
+const RECEIVED_ID = idOf('event.received');
+const CHANGED_ID = idOf('proposal.changed');
+const RESULT_ID = idOf('averbacao.result');
 
-const build = (e: EventEffects = effects()) => messagesFor(e, AT, ids());
+const build = (e: EventEffects = effects()) => messagesFor(e, AT);
 
 function only(messages: OutgoingMessage[], type: OutgoingMessage['type']): OutgoingMessage {
   const found = messages.filter((m) => m.type === type);
@@ -135,7 +138,7 @@ describe('messagesFor: body shapes (contract §8)', () => {
     expect(rest).toEqual([]);
     expect(received).toEqual({
       type: 'event.received',
-      webhookId: 'msg_1',
+      webhookId: RECEIVED_ID,
       eventId: 42,
       evento: 'proposta.aprovada',
       nuProposta: 123,
@@ -143,7 +146,7 @@ describe('messagesFor: body shapes (contract §8)', () => {
       orderKey: 'p:123',
       createdAt: AT,
       body: {
-        id: 'msg_1',
+        id: RECEIVED_ID,
         type: 'event.received',
         created_at: AT,
         data: {
@@ -159,7 +162,7 @@ describe('messagesFor: body shapes (contract §8)', () => {
     });
     expect(changed).toEqual({
       type: 'proposal.changed',
-      webhookId: 'msg_2',
+      webhookId: CHANGED_ID,
       eventId: 42,
       evento: 'proposta.aprovada',
       nuProposta: 123,
@@ -167,7 +170,7 @@ describe('messagesFor: body shapes (contract §8)', () => {
       orderKey: 'p:123',
       createdAt: AT,
       body: {
-        id: 'msg_2',
+        id: CHANGED_ID,
         type: 'proposal.changed',
         created_at: AT,
         data: {
@@ -188,16 +191,15 @@ describe('messagesFor: body shapes (contract §8)', () => {
     });
   });
 
-  it('the body id is the webhook-id, a fresh one per message, taken in the order the messages are built', () => {
+  it('the body id is the webhook-id, one per message type of the event', () => {
     const messages = messagesFor(
       registryResult({ transition: recorded(null, 'proposta.criada'), proposal: proposal() }),
       AT,
-      ids(),
     );
     expect(messages.map((m) => [m.type, m.webhookId, m.body.id])).toEqual([
-      ['event.received', 'msg_1', 'msg_1'],
-      ['proposal.changed', 'msg_2', 'msg_2'],
-      ['averbacao.result', 'msg_3', 'msg_3'],
+      ['event.received', RECEIVED_ID, RECEIVED_ID],
+      ['proposal.changed', CHANGED_ID, CHANGED_ID],
+      ['averbacao.result', RESULT_ID, RESULT_ID],
     ]);
     expect(messages.every((m) => m.createdAt === AT && m.body.created_at === AT)).toBe(true);
   });
@@ -293,7 +295,7 @@ describe('messagesFor: body shapes (contract §8)', () => {
     const result = only(build(registryResult()), 'averbacao.result');
     expect(result).toMatchObject({ evento: null, nuProposta: 123, requestId: 'req-1', eventId: 50 });
     expect(result.body).toEqual({
-      id: 'msg_2',
+      id: RESULT_ID,
       type: 'averbacao.result',
       created_at: AT,
       data: {
@@ -682,7 +684,7 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
 
   it('gives the same text as JSON.stringify when the raw body is compact', () => {
     const raw = JSON.stringify(payload);
-    const [message] = messagesFor(effectsWith(raw, payload), AT, () => 'msg_1');
+    const [message] = messagesFor(effectsWith(raw, payload), AT);
     expect(serializeMessage(message as OutgoingMessage)).toBe(
       JSON.stringify((message as OutgoingMessage).body),
     );
@@ -690,7 +692,7 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
 
   it('keeps the service bytes (spacing, key order) exactly', () => {
     const raw = '{ "evento" : "proposta.aprovada",\n  "dados": {"nu_proposta": 123} }';
-    const [message] = messagesFor(effectsWith(raw, JSON.parse(raw)), AT, () => 'msg_1');
+    const [message] = messagesFor(effectsWith(raw, JSON.parse(raw)), AT);
     const text = serializeMessage(message as OutgoingMessage);
     expect(text.endsWith(`"payload":${raw}}}`)).toBe(true);
     expect(JSON.parse(text).data.payload).toEqual(JSON.parse(raw));
@@ -699,7 +701,7 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
   it('serialises a payload nested 10 000 levels deep (regression: JSON.stringify overflowed the stack)', () => {
     const depth = 10_000;
     const raw = `{"evento":"proposta.aprovada","dados":{"nu_proposta":123,"nu_cpf":"${CPF}"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
-    const [message] = messagesFor(effectsWith(raw, JSON.parse(raw)), AT, () => 'msg_1');
+    const [message] = messagesFor(effectsWith(raw, JSON.parse(raw)), AT);
     const text = serializeMessage(message as OutgoingMessage);
     expect(text.length).toBeGreaterThan(2 * depth);
     // Masking cannot walk it either: the text fallback masks every CPF-shaped number.
@@ -716,12 +718,46 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
       proposalAverbacao: null,
       finishedAverbacao: averbacao({ result_body }),
     });
-    const [, json] = messagesFor(finished('{"status" : "completed"}'), AT, () => 'm');
+    const [, json] = messagesFor(finished('{"status" : "completed"}'), AT);
     expect(serializeMessage(json as OutgoingMessage).endsWith('"result":{"status" : "completed"}}}')).toBe(
       true,
     );
-    const [, text] = messagesFor(finished('not json'), AT, () => 'm');
+    const [, text] = messagesFor(finished('not json'), AT);
     expect(JSON.parse(serializeMessage(text as OutgoingMessage)).data.result).toBe('not json');
+  });
+});
+
+describe('messageWebhookId: the same fact, the same id (issue 32)', () => {
+  it('a fixed vector: msg_ and the first 128 bits of SHA-256 over "<dedup key>\\n<type>", base64url', () => {
+    const expected = `msg_${createHash('sha256').update('wh_1\nproposal.changed').digest().subarray(0, 16).toString('base64url')}`;
+    expect(messageWebhookId('wh_1', 'proposal.changed')).toBe(expected);
+    expect(expected).toMatch(/^msg_[A-Za-z0-9_-]{22}$/);
+  });
+
+  type Id = [string, OutgoingMessage['type']];
+  it.each<[string, Id, Id]>([
+    ['another type of the same event', ['wh_1', 'event.received'], ['wh_1', 'proposal.changed']],
+    ['the same type of another event', ['wh_1', 'proposal.changed'], ['wh_2', 'proposal.changed']],
+    ['a key that extends the other', ['wh_1', 'averbacao.result'], ['wh_10', 'averbacao.result']],
+    ['a key ending where a type begins', ['wh_1\nproposal', 'event.received'], ['wh_1', 'event.received']],
+  ])('differs for %s', (_name, a, b) => {
+    expect(messageWebhookId(...a)).not.toBe(messageWebhookId(...b));
+  });
+
+  it('an event processed twice (its first processing lost with a failed-over primary) yields the same ids', () => {
+    const first = messagesFor(
+      registryResult({ transition: recorded(null, 'proposta.criada'), proposal: proposal() }),
+      AT,
+    );
+    const again = messagesFor(
+      registryResult({
+        event: { ...event({ kind: 'registry', evento: null, request_id: 'req-1' }), id: 9_000_000_001 },
+        transition: recorded(null, 'proposta.criada'),
+        proposal: proposal(),
+      }),
+      '2026-11-23T12:00:00.000Z',
+    );
+    expect(again.map((m) => m.webhookId)).toEqual(first.map((m) => m.webhookId));
   });
 });
 
