@@ -155,9 +155,11 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
         'standby behind at the failover': failover.behind,
         'processing pause: new primary reachable → first event processed': ms(timings.firstMs),
         'new primary reachable → every event received before it processed': ms(timings.allMs),
+        'events received before it and processed after it (median wait after it)': `${timings.late} (${ms(timings.medianMs)})`,
         'drain: load end → relays, processing, forwarding idle': ms(drain.drainMs(load)),
+        'answers not 200 (replica, status, when after the primary went, took)': notOk(load, failover.downAt),
         'consig_relay_gaps_total (sum)': seen.gaps === null ? 'absent' : String(seen.gaps),
-        'replicas’ error lines (level ≥ 50)': seen.errors,
+        'replicas’ error log lines': seen.errors,
       },
     };
   } finally {
@@ -166,6 +168,15 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     await pair.stop();
     tmp.cleanup();
   }
+}
+
+/** The answers other than 200: which replica, what, when (relative to the primary going), how long it took. */
+function notOk(load: Load, downAt: number): string {
+  const bad = load.answers.filter((a) => a.status !== 200);
+  const shown = bad
+    .slice(0, 6)
+    .map((a) => `r${a.replica + 1} ${a.status || (a.error ?? 'none')} at ${a.start - downAt} ms, ${a.ms} ms`);
+  return bad.length === 0 ? 'none' : `${bad.length}: ${shown.join('; ')}`;
 }
 
 const ms = (n: number | null) => (n === null ? 'n/a' : `${n} ms`);
@@ -251,14 +262,30 @@ async function waitDrained(url: string, replicas: FailoverReplica[], timeoutMs: 
  */
 async function processingTimes(url: string, reachableAt: number) {
   return withClient(url, async (c) => {
-    const { rows } = await c.query<{ first: string | null; all: string | null }>(
-      `SELECT (SELECT extract(epoch FROM min(processed_at)) * 1000 FROM events WHERE processed_at >= to_timestamp($1 / 1000.0)) AS first,
-              (SELECT extract(epoch FROM max(processed_at)) * 1000 FROM events WHERE received_at <= to_timestamp($1 / 1000.0)) AS all`,
+    const at = 'to_timestamp($1 / 1000.0)';
+    const ms = (t: string) => `extract(epoch FROM ${t}) * 1000`;
+    const { rows } = await c.query<{
+      first: string | null;
+      all: string | null;
+      late: string;
+      median: string | null;
+    }>(
+      `SELECT (SELECT ${ms('min(processed_at)')} FROM events WHERE processed_at >= ${at}) AS first,
+              (SELECT ${ms('max(processed_at)')} FROM events WHERE received_at <= ${at}) AS all,
+              (SELECT count(*) FROM events WHERE received_at <= ${at} AND processed_at >= ${at}) AS late,
+              (SELECT ${ms(`percentile_disc(0.5) WITHIN GROUP (ORDER BY processed_at)`)} FROM events
+                WHERE received_at <= ${at} AND processed_at >= ${at}) AS median`,
       [reachableAt],
     );
     const after = (v: string | null | undefined) =>
       v == null ? null : Math.max(0, Math.round(Number(v) - reachableAt));
-    return { firstMs: after(rows[0]?.first), allMs: after(rows[0]?.all) };
+    const r = rows[0];
+    return {
+      firstMs: after(r?.first),
+      allMs: after(r?.all),
+      late: Number(r?.late ?? 0),
+      medianMs: after(r?.median),
+    };
   });
 }
 
@@ -269,7 +296,7 @@ async function whatTheOperatorSaw(replicas: FailoverReplica[]) {
   const errors = replicas.flatMap((r) =>
     readFileSync(r.logPath, 'utf8')
       .split('\n')
-      .filter((l) => /"level":(50|60)/.test(l))
+      .filter((l) => /"level":"(error|fatal)"/.test(l))
       .map((l) => `${r.id}: ${(/"msg":"([^"]*)"/.exec(l)?.[1] ?? l).slice(0, 120)}`),
   );
   const distinct = [...new Set(errors)];

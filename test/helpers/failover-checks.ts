@@ -43,6 +43,10 @@ export interface FailoverFigures {
   badSignatures: number;
   /** Destination requests not tied to a delivery the service sent (the harness's own check: must be 0). */
   unattributed: number;
+  /** webhook-ids received with two different `data` (a message made again after a reprocessing; informational). */
+  sameIdOtherData: number;
+  /** The fields of `data` (dotted paths) that differed between the copies, with how many webhook-ids each. */
+  sameIdOtherDataFields: string;
   destinationMessages: number;
   feedMessages: number;
 }
@@ -149,6 +153,9 @@ function checkDestination(s: Snapshot, load: Load, destination: FakeDestination,
     else if (keys.size > 1 || !keys.has(now)) eventIdsRenamed += 1;
   }
   const received = new Set(destination.requests.map((r) => r.webhookId));
+  const dataById = new Map<string, Set<string>>();
+  for (const r of destination.requests)
+    dataById.set(r.webhookId, (dataById.get(r.webhookId) ?? new Set()).add(JSON.stringify(bodyOf(r).data)));
   const wanted = new Set(['proposal.changed', 'event.received']);
   return {
     destAboutMissing: [...about.values()].filter((k) => !s.events.has(k)).length,
@@ -158,8 +165,34 @@ function checkDestination(s: Snapshot, load: Load, destination: FakeDestination,
     outboxNotReceived: s.messages.filter((m) => wanted.has(m.type) && !received.has(m.webhook_id)).length,
     badSignatures,
     unattributed,
+    sameIdOtherData: [...dataById.values()].filter((d) => d.size > 1).length,
+    sameIdOtherDataFields: differingFields(dataById),
     destinationMessages: received.size,
   };
+}
+
+/** For the webhook-ids received with two different `data`: which fields differed, and how often. */
+function differingFields(dataById: Map<string, Set<string>>): string {
+  const counts = new Map<string, number>();
+  const paths = (a: unknown, b: unknown, at: string, out: Set<string>): void => {
+    if (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null) {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)]))
+        paths(
+          (a as Record<string, unknown>)[k],
+          (b as Record<string, unknown>)[k],
+          at ? `${at}.${k}` : k,
+          out,
+        );
+    } else if (JSON.stringify(a) !== JSON.stringify(b)) out.add(at);
+  };
+  for (const versions of dataById.values()) {
+    if (versions.size < 2) continue;
+    const [first, ...rest] = [...versions].map((v) => JSON.parse(v) as unknown);
+    const out = new Set<string>();
+    for (const other of rest) paths(first, other, '', out);
+    for (const p of out) counts.set(p, (counts.get(p) ?? 0) + 1);
+  }
+  return [...counts].map(([p, n]) => `${p} ${n}`).join(', ');
 }
 
 /** Page-end cursors that now name another message; feed messages the reader never got. */
@@ -216,6 +249,10 @@ export function formatFailoverTable(
     ['outbox messages the destination never received', (f) => String(f.outboxNotReceived)],
     ['destination requests not verifying', (f) => String(f.badSignatures)],
     ['destination requests tied to no delivery sent', (f) => String(f.unattributed)],
+    [
+      'lender: one webhook-id received with two different data (fields that differed)',
+      (f) => `${f.sameIdOtherData}${f.sameIdOtherDataFields === '' ? '' : ` (${f.sameIdOtherDataFields})`}`,
+    ],
   ];
   const extraNames = [...new Set(columns.flatMap((c) => Object.keys(c.extra)))];
   const lines = [

@@ -52,6 +52,8 @@ export interface Answer {
   ms: number;
   /** 0: no answer (refused, reset, timed out). */
   status: number;
+  /** Without an answer: the error's code, `reused` when on a kept-alive socket the server may have just closed. */
+  error?: string;
 }
 
 export interface Load {
@@ -174,8 +176,13 @@ async function deliver(
   for (let attempt = 1; attempt <= 30; attempt++) {
     const { raw, signature } = signed(bodyOf(d, attempt), options.secret);
     const start = Date.now();
-    const status = await post(agents[replica] as Agent, options.ports[replica] as number, raw, signature);
-    state.answers.push({ replica, start, ms: Date.now() - start, status });
+    const { status, error } = await post(
+      agents[replica] as Agent,
+      options.ports[replica] as number,
+      raw,
+      signature,
+    );
+    state.answers.push({ replica, start, ms: Date.now() - start, status, ...(error ? { error } : {}) });
     if (status === 200) {
       d.ackedAt = Date.now();
       return;
@@ -185,8 +192,13 @@ async function deliver(
   }
 }
 
-/** POST /webhooks; the status, 0 when there was no answer within 10 s. */
-function post(agent: Agent, port: number, body: Buffer, signature: string): Promise<number> {
+/** POST /webhooks; the status, 0 when there was no answer within 10 s (and why). */
+function post(
+  agent: Agent,
+  port: number,
+  body: Buffer,
+  signature: string,
+): Promise<{ status: number; error?: string }> {
   return new Promise((done) => {
     const headers = {
       'content-type': 'application/json',
@@ -197,12 +209,14 @@ function post(agent: Agent, port: number, body: Buffer, signature: string): Prom
       { host: HOST, port, path: '/webhooks', method: 'POST', agent, headers, timeout: 10_000 },
       (res) => {
         res.resume();
-        res.on('end', () => done(res.statusCode ?? 0));
-        res.on('error', () => done(0));
+        res.on('end', () => done({ status: res.statusCode ?? 0 }));
+        res.on('error', () => done({ status: 0, error: 'response error' }));
       },
     );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => done(0));
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      done({ status: 0, error: `${err.code ?? err.message}${req.reusedSocket ? ' reused' : ''}` }),
+    );
     req.end(body);
   });
 }
