@@ -209,8 +209,21 @@ export class Relay {
     await this.running;
   }
 
-  /** Relays one batch; returns how many spooled deliveries it moved (0: the spool is drained). */
+  /**
+   * Relays one batch; returns how many spooled deliveries it moved (0: the spool is drained). A
+   * batch that found PostgreSQL behind the spool is abandoned and the batch from the rewound cursor
+   * sent instead.
+   */
   async relayOnce(): Promise<number> {
+    try {
+      return await this.relayBatch();
+    } catch (err) {
+      if (!(err instanceof SpoolRewound)) throw err;
+      return this.relayBatch();
+    }
+  }
+
+  private async relayBatch(): Promise<number> {
     const rows = this.spool.read(this.cursor, this.options.batch);
     if (rows.length === 0) return 0;
     const client = await checkOut(this.pool);
@@ -239,9 +252,19 @@ export class Relay {
 
   /**
    * One heartbeat and release, in a transaction of its own: publishes what this spool covers now,
-   * then kicks the held keys the watermark has reached. Returns how many it released.
+   * then kicks the held keys the watermark has reached. Returns how many it released (0 when it
+   * found PostgreSQL behind the spool: it published nothing, and the next batch sends the gap).
    */
   async turn(): Promise<number> {
+    try {
+      return await this.beat();
+    } catch (err) {
+      if (err instanceof SpoolRewound) return 0;
+      throw err;
+    }
+  }
+
+  private async beat(): Promise<number> {
     const client = await checkOut(this.pool);
     let committed = false;
     let figures: BeatFigures;
@@ -280,8 +303,6 @@ export class Relay {
           );
         this.failures = 0;
       } catch (err) {
-        // Rewound: the next pass starts at once from PostgreSQL's record (reconcile logged it).
-        if (err instanceof SpoolRewound) continue;
         this.failures += 1;
         const error = err as Error;
         this.options.onError?.(error);

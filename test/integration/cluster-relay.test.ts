@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { type Engine, EVENTS_QUEUE, startEngine } from '../../src/cluster/engine';
+import { Relay } from '../../src/cluster/relay';
+import type { SpoolGap } from '../../src/domain/relay-gap';
+import { openSpool } from '../../src/store/spool';
 import type { LocalPostgres } from '../../bench/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
@@ -568,6 +571,88 @@ describe('PostgreSQL away', () => {
       await ownPool.end();
       await own.stop();
     }
+  });
+});
+
+describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)', () => {
+  /**
+   * What a promoted asynchronous standby holds: a prefix of the old primary's history. The last
+   * batches of this spool are gone from it (deliveries, events and the spool's record together, as
+   * they were one transaction each), and its record says so.
+   */
+  async function loseBatchesAfter(spoolId: string, through: number): Promise<void> {
+    await pool.query(
+      `WITH gone AS (DELETE FROM deliveries WHERE spool = $1 AND spool_id > $2 RETURNING dedup_key)
+       DELETE FROM events WHERE dedup_key IN (SELECT dedup_key FROM gone)`,
+      [spoolId, through],
+    );
+    await pool.query('UPDATE relay_spools SET relayed_through = $2 WHERE spool = $1', [spoolId, through]);
+  }
+
+  it('the next transaction finds the gap, publishes nothing over it, and sends it again: every acknowledged delivery arrives once', async () => {
+    const a = await replica();
+    const bodies = Array.from({ length: 5 }, (_, i) => delivery('proposta.criada', { nu_proposta: 900 + i }));
+    for (const body of bodies.slice(0, 4)) await ack(a, body, 'accepted');
+    const logger = memoryLogger();
+    const gaps: [SpoolGap, number][] = [];
+    const spool = openSpool(a.store.db);
+    const relay = new Relay(pool, spool, {
+      replicaId: 'replica-a',
+      batch: 2,
+      intervalMs: 20,
+      kick: recordingKick().kick,
+      now: () => new Date(),
+      logger,
+      onGap: (gap, resend) => void gaps.push([gap, resend]),
+    });
+    expect(await drain(relay)).toBe(2);
+    expect(spool.relayedThrough()).toBe(4);
+
+    await loseBatchesAfter(spool.id, 2);
+    await ack(a, bodies[4], 'accepted');
+    // An idle turn first: it must not publish the spool's cursor (4) over what PostgreSQL lacks.
+    expect(await relay.turn()).toBe(0);
+    expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '2' }]);
+    expect(spool.relayedThrough()).toBe(2); // rewound on disk too: retention keeps rows 3 and 4
+    expect(gaps).toEqual([[{ from: 3, through: 4 }, 2]]);
+    const error = logger.lines.find((l) => l.level === 'error');
+    expect(error?.fields).toMatchObject({
+      spool: spool.id,
+      gap_from: 3,
+      gap_through: 4,
+      missing: 2,
+      resend: 2,
+    });
+    expect(error?.message).toMatch(/PostgreSQL lacks deliveries .* failed over and lost commits/);
+
+    await drain(relay);
+    expect((await pgEvents()).map((e) => e.dedup_key)).toEqual(bodies.map(webhookId));
+    expect((await pgDeliveries()).map((d) => Number(d.spool_id))).toEqual([1, 2, 3, 4, 5]);
+    expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '5' }]);
+    expect(gaps).toHaveLength(1); // found once
+  });
+
+  it('a batch in flight finds the gap too, and a restarted relay (cursor from the spool) finds it as well', async () => {
+    const a = await replica();
+    const bodies = Array.from({ length: 6 }, (_, i) => delivery('proposta.criada', { nu_proposta: 910 + i }));
+    for (const body of bodies.slice(0, 3)) await ack(a, body, 'accepted');
+    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick }).relay);
+    const spoolId = openSpool(a.store.db).id;
+    // Lost everything, the spool's record included: the standby never saw this spool.
+    await loseBatchesAfter(spoolId, 0);
+    await pool.query('DELETE FROM relay_spools WHERE spool = $1', [spoolId]);
+    for (const body of bodies.slice(3)) await ack(a, body, 'accepted');
+
+    // A new process: its cursor is the spool's (3), PostgreSQL has nothing of it.
+    const restarted = relayOf(pool, a.store.db, {
+      replicaId: 'replica-a',
+      kick: recordingKick().kick,
+      batch: 2,
+    });
+    expect(await restarted.relay.relayOnce()).toBe(2); // the batch from 3 abandoned; 1-2 sent instead
+    await drain(restarted.relay);
+    expect((await pgEvents()).map((e) => e.dedup_key)).toEqual(bodies.map(webhookId));
+    expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '6' }]);
   });
 });
 
