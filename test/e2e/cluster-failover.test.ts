@@ -43,6 +43,8 @@ interface Outcome {
   /** The proof that the scenario happened as meant. */
   requestsDuringOutage: number;
   standbyBehindBytes: number | null;
+  /** consig_relay_gaps_total summed over the replicas (null: no replica exposes it). */
+  gaps: number | null;
   drained: boolean;
   exitCodes: (number | null)[];
 }
@@ -57,6 +59,8 @@ afterAll(() => {
 it('planned switchover (the standby caught up): nothing lost, no fact under two ids, no id reissued, answers all 200', async () => {
   const o = await runScenario('planned', 32001);
   expectScenario('planned', o);
+  // Nothing was lost, and nothing says so.
+  expect(o.gaps).toBe(0);
 }, 180_000);
 
 it('unplanned failover, the asynchronous standby ~5 s behind: nothing acknowledged lost, no fact under two ids, no id reissued', async () => {
@@ -64,6 +68,8 @@ it('unplanned failover, the asynchronous standby ~5 s behind: nothing acknowledg
   // The standby really missed commits the replicas had been answered for.
   expect(o.standbyBehindBytes).toBeGreaterThan(0);
   expectScenario('unplanned', o);
+  // The operator is told: the replicas counted the gaps they found and sent again.
+  expect(o.gaps).toBeGreaterThan(0);
 }, 180_000);
 
 function expectScenario(kind: Kind, o: Outcome): void {
@@ -148,6 +154,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
         (a) => a.start >= failover.downAt && a.start <= failover.reachableAt,
       ).length,
       standbyBehindBytes: failover.behindBytes,
+      gaps: seen.gaps,
       drained: drain.drainedAt !== null,
       exitCodes,
       extra: {
