@@ -145,7 +145,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
       checkFailover(c, load, destination, feed, FORWARD_SECRET),
     );
     const timings = await processingTimes(pair.standbyUrl, failover.reachableAt);
-    const seen = await whatTheOperatorSaw(replicas);
+    const seen = await whatTheOperatorSaw(replicas, failover.downAt);
     const exitCodes: (number | null)[] = [];
     for (const r of replicas.splice(0)) exitCodes.push(await stopReplica(r));
     return {
@@ -165,6 +165,11 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
         'events received before it and processed after it (median wait after it)': `${timings.late} (${ms(timings.medianMs)})`,
         'drain: load end → relays, processing, forwarding idle': ms(drain.drainMs(load)),
         'answers not 200 (replica, status, when after the primary went, took)': notOk(load, failover.downAt),
+        'proposals created from a later event: first event answered (after the primary went)': spread(
+          figures.createdFromLaterAckedAt.map((t) => t - failover.downAt),
+        ),
+        'consig_relay_late_total (sum)': String(seen.late ?? 'absent'),
+        'relayed after the watermark (replica, deliveries, when after the primary went)': seen.lateLines,
         'consig_relay_gaps_total (sum)': seen.gaps === null ? 'absent' : String(seen.gaps),
         'replicas’ error log lines': seen.errors,
       },
@@ -184,6 +189,13 @@ function notOk(load: Load, downAt: number): string {
     .slice(0, 6)
     .map((a) => `r${a.replica + 1} ${a.status || (a.error ?? 'none')} at ${a.start - downAt} ms, ${a.ms} ms`);
   return bad.length === 0 ? 'none' : `${bad.length}: ${shown.join('; ')}`;
+}
+
+/** `n: min … max ms`, or none. */
+function spread(values: number[]): string {
+  return values.length === 0
+    ? 'none'
+    : `${values.length}: ${Math.min(...values)} … ${Math.max(...values)} ms`;
 }
 
 const ms = (n: number | null) => (n === null ? 'n/a' : `${n} ms`);
@@ -297,8 +309,9 @@ async function processingTimes(url: string, reachableAt: number) {
 }
 
 /** The relay-gap counter summed over the replicas (null: no replica has it), and their error log lines. */
-async function whatTheOperatorSaw(replicas: FailoverReplica[]) {
+async function whatTheOperatorSaw(replicas: FailoverReplica[], downAt: number) {
   const counts = await Promise.all(replicas.map((r) => metricSum(r.port, 'consig_relay_gaps_total')));
+  const lates = await Promise.all(replicas.map((r) => metricSum(r.port, 'consig_relay_late_total')));
   const known = counts.filter((n) => n !== null);
   const errors = replicas.flatMap((r) =>
     readFileSync(r.logPath, 'utf8')
@@ -307,8 +320,20 @@ async function whatTheOperatorSaw(replicas: FailoverReplica[]) {
       .map((l) => `${r.id}: ${(/"msg":"([^"]*)"/.exec(l)?.[1] ?? l).slice(0, 120)}`),
   );
   const distinct = [...new Set(errors)];
+  // Deliveries relayed after the watermark passed them (a relay silent longer than CLUSTER_HOLDBACK_MAX_MS).
+  const late = replicas.flatMap((r) =>
+    readFileSync(r.logPath, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('relayed after the watermark'))
+      .map((l) => {
+        const line = JSON.parse(l) as { time: string; late: number };
+        return `${r.id} ${line.late} at ${Date.parse(line.time) - downAt} ms`;
+      }),
+  );
   return {
     gaps: known.length === 0 ? null : known.reduce((s, n) => s + n, 0),
+    lateLines: late.length === 0 ? 'none' : late.slice(0, 6).join('; '),
+    late: lates.some((n) => n !== null) ? lates.reduce<number>((s, n) => s + (n ?? 0), 0) : null,
     errors: `${errors.length}${distinct.length > 0 ? `: ${distinct.slice(0, 4).join('; ')}` : ''}`,
   };
 }

@@ -16,6 +16,8 @@ export interface FailoverFigures {
   /** Requests answered other than 200, and those without an answer. */
   non200: number;
   noAnswer: number;
+  /** Resets of kept-alive sockets before an answer, sent again at once (see Answer.keepAliveRace). */
+  keepAliveRaces: number;
   worstAnswerMs: number;
   acknowledged: number;
   /** Deliveries answered 200 whose webhook_id is not in the new primary's events. */
@@ -24,6 +26,8 @@ export interface FailoverFigures {
   wrongEndStatus: number;
   /** Proposals created by another event than the first one the service sent. */
   createdFromLater: number;
+  /** When those proposals' first events were answered 200 (to place them against the failover). */
+  createdFromLaterAckedAt: number[];
   /** Events not done on the new primary (pending, failed, dead). */
   notDone: number;
   /** Distinct webhook-ids the destination got about deliveries the new primary does not have. */
@@ -91,11 +95,13 @@ export async function checkFailover(
 ): Promise<FailoverFigures> {
   const s = await snapshot(client);
   const acked = [...load.sent.values()].filter((d) => d.ackedAt !== null);
+  const answers = load.answers.filter((a) => !a.keepAliveRace);
   return {
-    requests: load.answers.length,
-    non200: load.answers.filter((a) => a.status !== 200).length,
-    noAnswer: load.answers.filter((a) => a.status === 0).length,
-    worstAnswerMs: Math.max(0, ...load.answers.map((a) => a.ms)),
+    requests: answers.length,
+    non200: answers.filter((a) => a.status !== 200).length,
+    noAnswer: answers.filter((a) => a.status === 0).length,
+    keepAliveRaces: load.answers.length - answers.length,
+    worstAnswerMs: Math.max(0, ...answers.map((a) => a.ms)),
     acknowledged: acked.length,
     ackedMissing: acked.filter((d) => !s.events.has(d.key)).length,
     ...checkProposals(s, load),
@@ -107,16 +113,17 @@ export async function checkFailover(
 
 function checkProposals(s: Snapshot, load: Load) {
   let wrongEndStatus = 0;
-  let createdFromLater = 0;
+  const createdFromLaterAckedAt: number[] = [];
   for (const p of load.proposals) {
     const sent = p.keys.filter((k) => load.sent.get(k)?.ackedAt != null).map((k) => load.sent.get(k)?.evento);
     if (sent.length === 0) continue;
     const expected = replay(sent as Parameters<typeof replay>[0]).status;
     if (s.proposals.get(String(p.nu)) !== expected) wrongEndStatus += 1;
     const creator = s.creators.get(String(p.nu));
-    if (creator !== undefined && creator !== p.eventos[0]) createdFromLater += 1;
+    if (creator !== undefined && creator !== p.eventos[0])
+      createdFromLaterAckedAt.push(load.sent.get(p.keys[0] as string)?.ackedAt ?? 0);
   }
-  return { wrongEndStatus, createdFromLater };
+  return { wrongEndStatus, createdFromLater: createdFromLaterAckedAt.length, createdFromLaterAckedAt };
 }
 
 /** What the destination got, each request tied to the delivery it is about (its fact). */
@@ -222,8 +229,8 @@ export function formatFailoverTable(
 ): string {
   const rows: [string, (f: FailoverFigures) => string][] = [
     [
-      'answers (requests, not 200, no answer, worst)',
-      (f) => `${f.requests}, ${f.non200}, ${f.noAnswer}, worst ${f.worstAnswerMs} ms`,
+      'answers (requests, not 200, no answer, worst; keep-alive races retried)',
+      (f) => `${f.requests}, ${f.non200}, ${f.noAnswer}, worst ${f.worstAnswerMs} ms; ${f.keepAliveRaces}`,
     ],
     ['acknowledged deliveries missing from the new primary', (f) => `${f.ackedMissing} of ${f.acknowledged}`],
     ['proposals ending at another status than the last sent', (f) => String(f.wrongEndStatus)],

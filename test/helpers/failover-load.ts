@@ -54,6 +54,12 @@ export interface Answer {
   status: number;
   /** Without an answer: the error's code, `reused` when on a kept-alive socket the server may have just closed. */
   error?: string;
+  /**
+   * A reset on a kept-alive socket before any answer: the server closed it as idle just as the
+   * request went out (HTTP keep-alive's race, which Node's documentation says to retry). Sent again
+   * at once on a new connection, and not counted as a request without an answer.
+   */
+  keepAliveRace?: boolean;
 }
 
 export interface Load {
@@ -176,12 +182,16 @@ async function deliver(
   for (let attempt = 1; attempt <= 30; attempt++) {
     const { raw, signature } = signed(bodyOf(d, attempt), options.secret);
     const start = Date.now();
-    const { status, error } = await post(
+    let { status, error } = await post(
       agents[replica] as Agent,
       options.ports[replica] as number,
       raw,
       signature,
     );
+    if (error === 'ECONNRESET reused') {
+      state.answers.push({ replica, start, ms: Date.now() - start, status, error, keepAliveRace: true });
+      ({ status, error } = await post(false, options.ports[replica] as number, raw, signature));
+    }
     state.answers.push({ replica, start, ms: Date.now() - start, status, ...(error ? { error } : {}) });
     if (status === 200) {
       d.ackedAt = Date.now();
@@ -194,7 +204,7 @@ async function deliver(
 
 /** POST /webhooks; the status, 0 when there was no answer within 10 s (and why). */
 function post(
-  agent: Agent,
+  agent: Agent | false,
   port: number,
   body: Buffer,
   signature: string,
