@@ -46,6 +46,8 @@ interface Outcome {
   /** consig_relay_gaps_total summed over the replicas (null: no replica exposes it). */
   gaps: number | null;
   drained: boolean;
+  /** The replicas' logs and spools: removed once the checks pass, kept (and named) when they fail. */
+  runDir: { dir: string; cleanup(): void };
   exitCodes: (number | null)[];
 }
 
@@ -104,9 +106,10 @@ function expectScenario(kind: Kind, o: Outcome): void {
     expect(failures).toEqual([]);
     expect(o.exitCodes).toEqual([0, 0, 0]);
   } catch (err) {
-    (err as Error).message += `\n\n${table}`;
+    (err as Error).message += `\n\n${table}\n\nreplica logs and spools kept in ${o.runDir.dir}`;
     throw err;
   }
+  o.runDir.cleanup();
 }
 
 async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
@@ -114,6 +117,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
   const pair = await startPostgresPair();
   const destination = await FakeDestination.start();
   const replicas: FailoverReplica[] = [];
+  let handedOver = false;
   try {
     const destinations = join(tmp.dir, 'destinations.json');
     const crm = {
@@ -126,7 +130,8 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     const env = {
       DATABASE_URL: pair.url,
       WEBHOOK_SECRETS: SECRET,
-      LOG_LEVEL: 'warn',
+      // info: each replica's relay says when PostgreSQL was back (and logs every delivery: ~400 lines).
+      LOG_LEVEL: 'info',
       DESTINATIONS_FILE: destinations,
       FEED_ENABLED: 'true',
       ADMIN_TOKEN,
@@ -148,7 +153,9 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     const seen = await whatTheOperatorSaw(replicas, failover.downAt);
     const exitCodes: (number | null)[] = [];
     for (const r of replicas.splice(0)) exitCodes.push(await stopReplica(r));
+    handedOver = true;
     return {
+      runDir: tmp,
       figures,
       requestsDuringOutage: load.answers.filter(
         (a) => a.start >= failover.downAt && a.start <= failover.reachableAt,
@@ -178,7 +185,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     for (const r of replicas) await stopReplica(r);
     await destination.close();
     await pair.stop();
-    tmp.cleanup();
+    if (!handedOver) tmp.cleanup();
   }
 }
 
