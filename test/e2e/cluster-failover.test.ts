@@ -119,26 +119,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
   const replicas: FailoverReplica[] = [];
   let handedOver = false;
   try {
-    const destinations = join(tmp.dir, 'destinations.json');
-    const crm = {
-      name: 'crm',
-      url: destination.url,
-      secret: FORWARD_SECRET,
-      types: ['proposal.changed', 'event.received'],
-    };
-    writeFileSync(destinations, JSON.stringify({ destinations: [crm] }));
-    const env = {
-      DATABASE_URL: pair.url,
-      WEBHOOK_SECRETS: SECRET,
-      // info: each replica's relay says when PostgreSQL was back (and logs every delivery: ~400 lines).
-      LOG_LEVEL: 'info',
-      DESTINATIONS_FILE: destinations,
-      FEED_ENABLED: 'true',
-      ADMIN_TOKEN,
-    };
-    replicas.push(
-      ...(await Promise.all(['r1', 'r2', 'r3'].map((id) => startReplica(BIN, tmp.dir, id, env)))),
-    );
+    replicas.push(...(await startReplicas(pair, tmp.dir, destination.url)));
     const ports = replicas.map((r) => r.port);
     const feed = startFeedReader(ports, ADMIN_TOKEN);
     const load = startLoad({ ports, secret: SECRET, seed, perSecond: PER_SECOND, durationMs: LOAD_MS });
@@ -164,22 +145,7 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
       gaps: seen.gaps,
       drained: drain.drainedAt !== null,
       exitCodes,
-      extra: {
-        'outage: primary gone → new primary reachable': `${failover.reachableAt - failover.downAt} ms`,
-        'standby behind at the failover': failover.behind,
-        'processing pause: new primary reachable → first event processed': ms(timings.firstMs),
-        'new primary reachable → every event received before it processed': ms(timings.allMs),
-        'events received before it and processed after it (median wait after it)': `${timings.late} (${ms(timings.medianMs)})`,
-        'drain: load end → relays, processing, forwarding idle': ms(drain.drainMs(load)),
-        'answers not 200 (replica, status, when after the primary went, took)': notOk(load, failover.downAt),
-        'proposals created from a later event: first event answered (after the primary went)': spread(
-          figures.createdFromLaterAckedAt.map((t) => t - failover.downAt),
-        ),
-        'consig_relay_late_total (sum)': String(seen.late ?? 'absent'),
-        'relayed after the watermark (replica, deliveries, when after the primary went)': seen.lateLines,
-        'consig_relay_gaps_total (sum)': seen.gaps === null ? 'absent' : String(seen.gaps),
-        'replicas’ error log lines': seen.errors,
-      },
+      extra: reportRows(failover, timings, drain.drainMs(load), notOk(load, failover.downAt), figures, seen),
     };
   } finally {
     for (const r of replicas) await stopReplica(r);
@@ -187,6 +153,55 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     await pair.stop();
     if (!handedOver) tmp.cleanup();
   }
+}
+
+/** The three replicas on the pair's switchable address, forwarding to the destination, the feed on. */
+function startReplicas(pair: PostgresPair, dir: string, destinationUrl: string): Promise<FailoverReplica[]> {
+  const destinations = join(dir, 'destinations.json');
+  const crm = {
+    name: 'crm',
+    url: destinationUrl,
+    secret: FORWARD_SECRET,
+    types: ['proposal.changed', 'event.received'],
+  };
+  writeFileSync(destinations, JSON.stringify({ destinations: [crm] }));
+  const env = {
+    DATABASE_URL: pair.url,
+    WEBHOOK_SECRETS: SECRET,
+    // info: each replica's relay says when PostgreSQL was back (and logs every delivery: ~400 lines).
+    LOG_LEVEL: 'info',
+    DESTINATIONS_FILE: destinations,
+    FEED_ENABLED: 'true',
+    ADMIN_TOKEN,
+  };
+  return Promise.all(['r1', 'r2', 'r3'].map((id) => startReplica(BIN, dir, id, env)));
+}
+
+/** The rows printed beside the checks: timings and what the operator sees. */
+function reportRows(
+  failover: Failover,
+  timings: Awaited<ReturnType<typeof processingTimes>>,
+  drainMs: number | null,
+  notOkAnswers: string,
+  figures: FailoverFigures,
+  seen: Awaited<ReturnType<typeof whatTheOperatorSaw>>,
+): Record<string, string> {
+  return {
+    'outage: primary gone → new primary reachable': `${failover.reachableAt - failover.downAt} ms`,
+    'standby behind at the failover': failover.behind,
+    'processing pause: new primary reachable → first event processed': ms(timings.firstMs),
+    'new primary reachable → every event received before it processed': ms(timings.allMs),
+    'events received before it and processed after it (median wait after it)': `${timings.late} (${ms(timings.medianMs)})`,
+    'drain: load end → relays, processing, forwarding idle': ms(drainMs),
+    'answers not 200 (replica, status, when after the primary went, took)': notOkAnswers,
+    'proposals created from a later event: first event answered (after the primary went)': spread(
+      figures.createdFromLaterAckedAt.map((t) => t - failover.downAt),
+    ),
+    'consig_relay_late_total (sum)': String(seen.late ?? 'absent'),
+    'relayed after the watermark (replica, deliveries, when after the primary went)': seen.lateLines,
+    'consig_relay_gaps_total (sum)': seen.gaps === null ? 'absent' : String(seen.gaps),
+    'replicas’ error log lines': seen.errors,
+  };
 }
 
 /** The answers other than 200: which replica, what, when (relative to the primary going), how long it took. */

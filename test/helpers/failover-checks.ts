@@ -44,6 +44,8 @@ export interface FailoverFigures {
   feedSkipped: number;
   /** Outbox messages for the destination it never received, and received requests that did not verify. */
   outboxNotReceived: number;
+  /** Their delivery rows for the destination: status and attempts, or none. */
+  outboxNotReceivedStates: string;
   badSignatures: number;
   /** Destination requests not tied to a delivery the service sent (the harness's own check: must be 0). */
   unattributed: number;
@@ -60,7 +62,13 @@ interface Snapshot {
   eventKeyById: Map<string, string>;
   proposals: Map<string, string>;
   creators: Map<string, string>;
-  messages: { id: string; webhook_id: string; type: string }[];
+  messages: {
+    id: string;
+    webhook_id: string;
+    type: string;
+    delivery: string | null;
+    attempts: number | null;
+  }[];
 }
 
 async function snapshot(client: Client): Promise<Snapshot> {
@@ -75,7 +83,8 @@ async function snapshot(client: Client): Promise<Snapshot> {
     'SELECT nu_proposta, evento FROM proposal_transitions WHERE from_status IS NULL',
   );
   const messages = await q<Snapshot['messages'][number]>(
-    'SELECT id::text AS id, webhook_id, type FROM forward_messages',
+    `SELECT m.id::text AS id, m.webhook_id, m.type, d.status AS delivery, d.attempts
+     FROM forward_messages m LEFT JOIN forward_deliveries d ON d.message_id = m.id AND d.destination = 'crm'`,
   );
   return {
     events: new Map(events.map((e) => [e.dedup_key, e])),
@@ -169,12 +178,25 @@ function checkDestination(s: Snapshot, load: Load, destination: FakeDestination,
     factResentNewId: [...idsByFact.values()].reduce((n, ids) => n + ids.size - 1, 0),
     eventIdsRenamed,
     eventIdsGone,
-    outboxNotReceived: s.messages.filter((m) => wanted.has(m.type) && !received.has(m.webhook_id)).length,
+    ...notReceived(s.messages.filter((m) => wanted.has(m.type) && !received.has(m.webhook_id))),
     badSignatures,
     unattributed,
     sameIdOtherData: [...dataById.values()].filter((d) => d.size > 1).length,
     sameIdOtherDataFields: differingFields(dataById),
     destinationMessages: received.size,
+  };
+}
+
+/** The outbox messages the destination never received, and their delivery rows' states. */
+function notReceived(missing: Snapshot['messages']) {
+  const states = new Map<string, number>();
+  for (const m of missing) {
+    const state = m.delivery === null ? 'no delivery row' : `${m.delivery} after ${m.attempts} attempts`;
+    states.set(state, (states.get(state) ?? 0) + 1);
+  }
+  return {
+    outboxNotReceived: missing.length,
+    outboxNotReceivedStates: [...states].map(([state, n]) => `${n} ${state}`).join(', '),
   };
 }
 
@@ -253,7 +275,10 @@ export function formatFailoverTable(
       'feed messages a reader following its cursor skipped',
       (f) => `${f.feedSkipped} of ${f.feedMessages} read`,
     ],
-    ['outbox messages the destination never received', (f) => String(f.outboxNotReceived)],
+    [
+      'outbox messages the destination never received',
+      (f) => `${f.outboxNotReceived}${f.outboxNotReceived > 0 ? ` (${f.outboxNotReceivedStates})` : ''}`,
+    ],
     ['destination requests not verifying', (f) => String(f.badSignatures)],
     ['destination requests tied to no delivery sent', (f) => String(f.unattributed)],
     [
