@@ -43,3 +43,12 @@ ALTER TABLE events ALTER COLUMN id SET DEFAULT consig_next_id('events_id_seq');
 ALTER TABLE deliveries ALTER COLUMN id SET DEFAULT consig_next_id('deliveries_id_seq');
 ALTER TABLE forward_messages ALTER COLUMN id SET DEFAULT consig_next_id('forward_messages_id_seq');
 ALTER TABLE forward_deliveries ALTER COLUMN id SET DEFAULT consig_next_id('forward_deliveries_id_seq');
+
+-- Each timeline this database has written on, and when a replica first saw it. The first replica to
+-- see a new one fails the job claims still open from before it (src/cluster/engine.ts
+-- `releaseClaimsBefore`): their workers' connections died with the old primary, and waiting for the
+-- claims to lapse (expireInSeconds) would pause processing that long after every switchover.
+CREATE TABLE cluster_timelines (
+  timeline      bigint      PRIMARY KEY,
+  first_seen_at timestamptz NOT NULL DEFAULT now()
+);

@@ -14,6 +14,7 @@ import {
 } from './log-commands';
 import { registerForwardCommands } from './forward-commands';
 import { replayCommand } from './pipeline-commands';
+import { relayVerifyCommand } from './relay-command';
 import { backupCommand } from './backup-command';
 import { pruneCommand } from './prune-command';
 import { demoCommand } from './demo';
@@ -319,6 +320,17 @@ function registerToolCommands(program: Command): void {
     .option('--days <n>', 'retention in days')
     .option('--json', 'JSON for scripts')
     .action((opts) => pruneCommand(config(program), opts, io));
+
+  program
+    .command('relay')
+    .description("cluster mode: the relay from a replica's spool to PostgreSQL")
+    .command('verify')
+    .description(
+      'whether PostgreSQL holds every delivery each spool (default DATABASE_PATH) counts as relayed; exits 1 while one does not (after a failover that lost commits)',
+    )
+    .argument('[spools...]', 'spool files (default DATABASE_PATH)')
+    .option('--json', 'JSON for scripts')
+    .action((paths: string[], opts) => relayVerifyCommand(config(program), paths, opts, io));
 }
 
 export async function main(argv: string[]): Promise<number> {

@@ -1,5 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cluster/pg-command-log';
+import { knownSpools, verifySpool } from '../cluster/relay-verify';
 import type { Config } from '../config';
 import { endSessionsAudited } from '../core/console-sessions';
 import { type LogFigures, logFigures, logReads } from '../core/log-reads';
@@ -8,7 +9,8 @@ import { replayWanted } from '../core/replay';
 import { prunePass } from '../core/retention';
 import { forwardingFigures } from '../core/sender-store';
 import type { NewAuditEntry } from '../domain/console';
-import { StorageError } from '../domain/errors';
+import { StorageError, UsageError } from '../domain/errors';
+import type { SpoolFacts, SpoolVerdict } from '../domain/relay-gap';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
@@ -16,7 +18,7 @@ import type { LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
 import { sqliteLogSql } from '../store/log-sql';
-import { openSpool } from '../store/spool';
+import { openSpool, spoolFacts } from '../store/spool';
 import { openStore, type Store } from '../store/store';
 
 /**
@@ -222,5 +224,41 @@ function fileBytes(path: string): number {
     return statSync(path).size;
   } catch {
     return 0;
+  }
+}
+
+/** What `relay verify` compares: each spool file's verdict, and every spool PostgreSQL knows. */
+export interface SpoolsVerified {
+  database: string;
+  verdicts: (SpoolVerdict & { path: string })[];
+  known: { spool: string; replica: string; relayed_through: number }[];
+}
+
+/**
+ * `relay verify` (cluster mode): the spool files at `paths` (default DATABASE_PATH, the spool of a
+ * replica run beside this command) read in one snapshot each, then compared with PostgreSQL.
+ */
+export async function verifySpools(config: Config, paths: readonly string[]): Promise<SpoolsVerified> {
+  const cluster = config.cluster;
+  if (!cluster)
+    throw new UsageError('relay verify compares spools with PostgreSQL: set DATABASE_URL (cluster mode)');
+  const files = paths.length > 0 ? paths : [config.databasePath];
+  const facts = files.map((path) => ({ path, facts: readSpoolFacts(path, config) }));
+  return withPgCommandLog(cluster.databaseUrl, { access: 'read', command: 'relay-verify' }, (pg) =>
+    pg.logSql.read(async (q) => {
+      const verdicts: SpoolsVerified['verdicts'] = [];
+      for (const f of facts) verdicts.push({ path: f.path, ...(await verifySpool(q, f.facts)) });
+      return { database: pg.name, verdicts, known: await knownSpools(q) };
+    }),
+  );
+}
+
+function readSpoolFacts(path: string, config: Config): SpoolFacts {
+  if (!existsSync(path)) throw new StorageError(`no spool at ${path}`);
+  const store = openStore(path, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
+  try {
+    return spoolFacts(store.db);
+  } finally {
+    store.close();
   }
 }

@@ -40,6 +40,14 @@ export interface Engine {
    * time, and the caller's retry goes through.
    */
   recoverFrom(err: unknown): void;
+  /**
+   * Once per timeline, by the first replica to see it (a `cluster_timelines` row): fails the kicks
+   * and polls claimed before it, whose workers died with the old primary, so that they run again
+   * now rather than when their claims lapse (expireInSeconds: 10 s for kicks, 120 s for polls). A
+   * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
+   * once more and finds nothing to do (kick-lock.ts). Returns how many claims it released.
+   */
+  releaseClaimsBefore(sql: Sql, timeline: number): Promise<number>;
   stop(timeoutMs: number): Promise<void>;
 }
 
@@ -107,6 +115,28 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
         [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
         { db: bossDbOf(sql) },
       );
+    },
+    async releaseClaimsBefore(sql, timeline) {
+      const first = await sql.query(
+        'INSERT INTO cluster_timelines (timeline) VALUES ($1) ON CONFLICT DO NOTHING RETURNING timeline',
+        [timeline],
+      );
+      if (first.length === 0) return 0;
+      const claims = await sql.query<{ id: string; name: string }>(
+        `SELECT id, name FROM ${BOSS_SCHEMA}.job WHERE state = 'active' AND name = ANY($1::text[]) AND started_on < now()`,
+        [[EVENTS_QUEUE, POLL_QUEUE]],
+      );
+      for (const name of [EVENTS_QUEUE, POLL_QUEUE]) {
+        const ids = claims.filter((c) => c.name === name).map((c) => c.id);
+        if (ids.length > 0)
+          await boss.fail(
+            name,
+            ids,
+            { reason: 'claimed before a PostgreSQL promotion' },
+            { db: bossDbOf(sql) },
+          );
+      }
+      return claims.length;
     },
     async stop(timeoutMs) {
       await boss.stop({ graceful: true, close: true, timeout: timeoutMs });

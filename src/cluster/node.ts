@@ -176,6 +176,8 @@ export class ClusterNode {
   /** When start() was called (this process's clock), and whether the relay has published a heartbeat since. */
   private startedAt: number | null = null;
   private beaten = false;
+  /** The PostgreSQL timeline this process last saw (a promotion starts a new one). */
+  private timeline: number | null = null;
   /**
    * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
    * each rejects with a StorageError while PostgreSQL is away.
@@ -481,6 +483,7 @@ export class ClusterNode {
       gate: options.gate,
       onBeat: (beat) => {
         this.beaten = true;
+        if (beat.timeline !== this.timeline) this.onTimeline(engine, beat.timeline);
         options.metrics?.beat?.(beat);
       },
       onLate: options.metrics?.late,
@@ -572,6 +575,32 @@ export class ClusterNode {
           });
       },
     );
+  }
+
+  /**
+   * A timeline this process had not seen (its first beat, or after a promotion): the first replica
+   * to see it releases the job claims left from before (engine.ts `releaseClaimsBefore`). Tried
+   * again at the next beat if it fails.
+   */
+  private onTimeline(engine: Engine, timeline: number): void {
+    const previous = this.timeline;
+    this.timeline = timeline;
+    this.transaction((sql) => engine.releaseClaimsBefore(sql, timeline))
+      .then((released) => {
+        if (previous !== null)
+          this.options.logger.warn(
+            { timeline, previous, released },
+            'PostgreSQL is on a new timeline (a standby was promoted): job claims left from before released',
+          );
+        else if (released > 0)
+          this.options.logger.info(
+            { timeline, released },
+            'first replica on this PostgreSQL timeline: old job claims released',
+          );
+      })
+      .catch(() => {
+        this.timeline = previous;
+      });
   }
 
   private transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {

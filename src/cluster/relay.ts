@@ -113,9 +113,12 @@ interface Observed {
   own: RelayBeat;
   /** PostgreSQL's `relayed_through` of this spool; null when it has no row for it. */
   recorded: number | null;
+  timeline: number;
 }
 
 export interface BeatFigures {
+  /** PostgreSQL's timeline as this turn read it (a promotion starts a new one). */
+  timeline: number;
   watermark: Watermark;
   /** This replica's clock minus PostgreSQL's, ms. */
   clockOffsetMs: number;
@@ -278,7 +281,7 @@ export class Relay {
       await this.options.kick(sql, keys);
       await client.query('COMMIT');
       committed = true;
-      figures = { watermark: after, clockOffsetMs: o.offsetMs, released: keys.length };
+      figures = { timeline: o.timeline, watermark: after, clockOffsetMs: o.offsetMs, released: keys.length };
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => undefined);
       client.release(!committed);
@@ -351,6 +354,7 @@ export class Relay {
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
       offsetMs: clockOffsetMs(sentAt, read.now, receivedAt),
       recorded: read.recorded.get(this.spool.id) ?? null,
+      timeline: read.timeline,
     };
     this.reconcile(observed.recorded);
     return { ...observed, own: this.ownBeat(observed, throughId) };
@@ -476,7 +480,7 @@ export class Relay {
     const late =
       o.before.at === null ? 0 : inserted.filter((e) => e.received_at < (o.before.at as Date)).length;
     if (late > 0) this.reportLate(late, o.before);
-    return { watermark: after, clockOffsetMs: o.offsetMs, released: released.length };
+    return { timeline: o.timeline, watermark: after, clockOffsetMs: o.offsetMs, released: released.length };
   }
 
   private reportLate(late: number, before: Watermark): void {

@@ -28,6 +28,8 @@ export interface Beats {
   now: Date;
   /** Each spool's `relayed_through`: the last spool id PostgreSQL holds of it (relay.ts checks its own). */
   recorded: Map<string, number>;
+  /** The timeline PostgreSQL writes on (one more at each promotion; migrations-pg/0007_failover.sql). */
+  timeline: number;
 }
 
 export async function readBeats(sql: Sql): Promise<Beats> {
@@ -39,8 +41,9 @@ export async function readBeats(sql: Sql): Promise<Beats> {
     heartbeat_at: Date;
     live_since: Date;
     relayed_through: string | null;
+    timeline: string;
   }>(
-    `SELECT statement_timestamp() AS now, s.spool, s.replica, s.covered_through, s.heartbeat_at, s.live_since,
+    `SELECT statement_timestamp() AS now, consig_timeline() AS timeline, s.spool, s.replica, s.covered_through, s.heartbeat_at, s.live_since,
        s.relayed_through
      FROM (SELECT 1) AS one LEFT JOIN relay_spools s ON true`,
   );
@@ -57,7 +60,7 @@ export async function readBeats(sql: Sql): Promise<Beats> {
   const recorded = new Map(
     rows.filter((r) => r.spool !== null).map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]),
   );
-  return { beats, now, recorded };
+  return { beats, now, recorded, timeline: Number(rows[0]?.timeline ?? 0) };
 }
 
 /** The watermark now, as a kick sees it (one statement). */

@@ -5,6 +5,8 @@ import {
   type SpoolPruneStep,
   type SpoolPruneSummary,
 } from '../domain/retention';
+import { StorageError } from '../domain/errors';
+import type { SpoolFacts } from '../domain/relay-gap';
 import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
 import { walk } from '../core/retention';
 import type { Db } from './database';
@@ -64,6 +66,29 @@ export interface Spool {
    */
   prune(cutoff: Date, batch?: number): SpoolPruneSummary;
   pruneBatch(cutoff: Date, afterId: number, size: number): SpoolPruneStep;
+}
+
+/**
+ * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
+ * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
+ */
+export function spoolFacts(db: Db): SpoolFacts {
+  return db.transaction(() => {
+    const row = db
+      .prepare<[], { spool: string; relayed_through: number }>(
+        'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
+      )
+      .get();
+    if (!row) throw new StorageError('not a spool: it has no relay_cursor row (a SQLite-mode database?)');
+    const ids = db
+      .prepare<[number], { id: number }>('SELECT id FROM deliveries WHERE id <= ? ORDER BY id')
+      .all(row.relayed_through)
+      .map((r) => r.id);
+    const backlog = db
+      .prepare<[number], { n: number }>('SELECT count(*) AS n FROM deliveries WHERE id > ?')
+      .get(row.relayed_through);
+    return { id: row.spool, relayedThrough: row.relayed_through, relayedIds: ids, backlog: backlog?.n ?? 0 };
+  })();
 }
 
 export function openSpool(db: Db): Spool {

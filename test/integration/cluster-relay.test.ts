@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { type Engine, EVENTS_QUEUE, startEngine } from '../../src/cluster/engine';
+import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { Relay } from '../../src/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/store/spool';
@@ -9,6 +9,7 @@ import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/sql';
 import { startTestApp, type TestApp } from '../helpers/app';
+import { runCliAsync } from '../helpers/process';
 import {
   count,
   drain,
@@ -653,6 +654,87 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
     await drain(restarted.relay);
     expect((await pgEvents()).map((e) => e.dedup_key)).toEqual(bodies.map(webhookId));
     expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '6' }]);
+  });
+});
+
+describe('relay verify (the built CLI)', () => {
+  it('ok while PostgreSQL holds every relayed delivery; the gap and exit 1 after lost commits; ok once sent again', async () => {
+    const a = await replica();
+    const b = await replica();
+    for (let i = 0; i < 4; i += 1)
+      await ack(a, delivery('proposta.criada', { nu_proposta: 930 + i }), 'accepted');
+    await ack(b, delivery('proposta.criada', { nu_proposta: 939 }), 'accepted');
+    const relayA = relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    await drain(relayA.relay);
+    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', kick: recordingKick().kick }).relay);
+    await ack(a, delivery('proposta.criada', { nu_proposta: 935 }), 'accepted'); // not relayed yet
+    const verify = (...args: string[]) =>
+      runCliAsync(['relay', 'verify', ...args], { DATABASE_URL: url, DATABASE_PATH: a.dbPath });
+
+    const fine = await verify();
+    expect(fine.stderr).toBe('');
+    expect(fine.status).toBe(0);
+    expect(fine.stdout).toContain(
+      `spool ${relayA.spool.id} (${a.dbPath}): relayed through 4, PostgreSQL relayed_through 4; ok`,
+    );
+    expect(fine.stdout).toContain('1 deliveries not relayed yet');
+    expect(fine.stdout).toMatch(/spool \S+ of replica-b: not here/);
+
+    await pool.query(
+      `WITH gone AS (DELETE FROM deliveries WHERE spool = $1 AND spool_id IN (2, 3, 4) RETURNING dedup_key)
+       DELETE FROM events WHERE dedup_key IN (SELECT dedup_key FROM gone)`,
+      [relayA.spool.id],
+    );
+    await pool.query('UPDATE relay_spools SET relayed_through = 1 WHERE spool = $1', [relayA.spool.id]);
+    const gap = await verify('--json');
+    expect(gap.status).toBe(1);
+    expect(gap.stderr).toContain('1 spool(s) hold relayed deliveries PostgreSQL does not have');
+    expect(JSON.parse(gap.stdout).verdicts[0]).toMatchObject({
+      spool: relayA.spool.id,
+      relayedThrough: 4,
+      recorded: 1,
+      missing: [{ from: 2, through: 4 }],
+      backlog: 1,
+    });
+    const text = await verify(a.dbPath, b.dbPath);
+    expect(text.status).toBe(1);
+    expect(text.stdout).toContain('GAP: 3 relayed deliveries missing (spool ids 2-4)');
+    expect(text.stdout).not.toContain('not here');
+
+    await drain(relayA.relay); // the relay finds the gap and sends it again
+    const again = await verify();
+    expect(again.status).toBe(0);
+    expect(again.stdout).toContain('relayed through 5, PostgreSQL relayed_through 5; ok');
+  });
+
+  it('a clear error outside cluster mode', async () => {
+    const r = await runCliAsync(['relay', 'verify'], { DATABASE_PATH: '/nonexistent/consig.db' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('relay verify compares spools with PostgreSQL: set DATABASE_URL');
+  });
+});
+
+describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
+  it('the first replica to see it fails the claims left from before, so they run at once; once per timeline', async () => {
+    const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
+    engines.push(engine);
+    await engine.kick(sqlOf(pool), ['p:1', 'p:2']);
+    // Claimed by a worker that died with the old primary: never completed, never failed.
+    const claimed = await engine.boss.fetch<KickData>(EVENTS_QUEUE, { batchSize: 2 });
+    expect(claimed).toHaveLength(2);
+    const stateOf = async (id: string) => (await engine.boss.getJobById(EVENTS_QUEUE, id))?.state;
+    expect(await stateOf(claimed[0]!.id)).toBe('active');
+
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 1)).toBe(2);
+    expect(await stateOf(claimed[0]!.id)).toBe('retry');
+    expect(await stateOf(claimed[1]!.id)).toBe('retry');
+    // The other replicas seeing the same timeline do nothing; a later timeline is new again.
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 1)).toBe(0);
+    expect(await engine.releaseClaimsBefore(sqlOf(pool), 2)).toBe(0);
+    expect(await rows(pool, 'SELECT timeline FROM cluster_timelines ORDER BY 1')).toEqual([
+      { timeline: '1' },
+      { timeline: '2' },
+    ]);
   });
 });
 
