@@ -13,7 +13,7 @@ import { checkFailover, type FailoverFigures, formatFailoverTable } from '../hel
 import { type Load, startFeedReader, startLoad } from '../helpers/failover-load';
 import { SECRET } from '../helpers/payloads';
 import { withClient } from '../helpers/postgres';
-import { BIN } from '../helpers/process';
+import { BIN, runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -45,6 +45,9 @@ interface Outcome {
   standbyBehindBytes: number | null;
   /** consig_relay_gaps_total summed over the replicas (null: no replica exposes it). */
   gaps: number | null;
+  /** `relay verify` on the promoted standby before the re-point, and on the new primary after the drain. */
+  verifyAtPromotion: Verify;
+  verifyAfterDrain: Verify;
   drained: boolean;
   /** The replicas' logs and spools: removed once the checks pass, kept (and named) when they fail. */
   runDir: { dir: string; cleanup(): void };
@@ -63,6 +66,7 @@ it('planned switchover (the standby caught up): nothing lost, no fact under two 
   expectScenario('planned', o);
   // Nothing was lost, and nothing says so.
   expect(o.gaps).toBe(0);
+  expect(o.verifyAtPromotion.status).toBe(0);
 }, 180_000);
 
 it('unplanned failover, the asynchronous standby ~5 s behind: nothing acknowledged lost, no fact under two ids, no id reissued', async () => {
@@ -70,8 +74,11 @@ it('unplanned failover, the asynchronous standby ~5 s behind: nothing acknowledg
   // The standby really missed commits the replicas had been answered for.
   expect(o.standbyBehindBytes).toBeGreaterThan(0);
   expectScenario('unplanned', o);
-  // The operator is told: the replicas counted the gaps they found and sent again.
+  // The operator is told: the replicas counted the gaps they found and sent again, and `relay
+  // verify` on the promoted standby named them (exit 1) before the replicas reached it.
   expect(o.gaps).toBeGreaterThan(0);
+  expect(o.verifyAtPromotion.status).toBe(1);
+  expect(o.verifyAtPromotion.said).toMatch(/GAP: \d+ relayed deliveries missing/);
 }, 180_000);
 
 function expectScenario(kind: Kind, o: Outcome): void {
@@ -105,6 +112,8 @@ function expectScenario(kind: Kind, o: Outcome): void {
     expect(f.worstAnswerMs).toBeLessThan(ANSWER_DEADLINE_MS);
     expect(failures).toEqual([]);
     expect(o.exitCodes).toEqual([0, 0, 0]);
+    // Once drained, every spool's deliveries are in the new primary.
+    expect(o.verifyAfterDrain).toEqual({ status: 0, said: expect.any(String) });
   } catch (err) {
     (err as Error).message += `\n\n${table}\n\nreplica logs and spools kept in ${o.runDir.dir}`;
     throw err;
@@ -123,10 +132,13 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
     const ports = replicas.map((r) => r.port);
     const feed = startFeedReader(ports, ADMIN_TOKEN);
     const load = startLoad({ ports, secret: SECRET, seed, perSecond: PER_SECOND, durationMs: LOAD_MS });
-    const failover = kind === 'planned' ? await switchover(pair) : await unplannedFailover(pair);
+    const spools = replicas.map((r) => r.spool);
+    const failover =
+      kind === 'planned' ? await switchover(pair, spools) : await unplannedFailover(pair, spools);
     await load.done;
     const drain = await waitDrained(pair.standbyUrl, replicas, 90_000);
     await feed.stop();
+    const verifyAfterDrain = await relayVerify(pair.standbyUrl, spools);
     const figures = await withClient(pair.standbyUrl, (c) =>
       checkFailover(c, load, destination, feed, FORWARD_SECRET),
     );
@@ -143,6 +155,8 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
       ).length,
       standbyBehindBytes: failover.behindBytes,
       gaps: seen.gaps,
+      verifyAtPromotion: failover.verifyAtPromotion,
+      verifyAfterDrain,
       drained: drain.drainedAt !== null,
       exitCodes,
       extra: reportRows(failover, timings, drain.drainMs(load), notOk(load, failover.downAt), figures, seen),
@@ -199,6 +213,7 @@ function reportRows(
     ),
     'consig_relay_late_total (sum)': String(seen.late ?? 'absent'),
     'relayed after the watermark (replica, deliveries, when after the primary went)': seen.lateLines,
+    'relay verify on the promoted standby, before the re-point (exit: what it said)': `${failover.verifyAtPromotion.status}: ${failover.verifyAtPromotion.said}`,
     'consig_relay_gaps_total (sum)': seen.gaps === null ? 'absent' : String(seen.gaps),
     'replicas’ error log lines': seen.errors,
   };
@@ -227,24 +242,41 @@ interface Failover {
   reachableAt: number;
   behind: string;
   behindBytes: number | null;
+  /** `relay verify` of the three spools against the promoted standby, before the address is re-pointed. */
+  verifyAtPromotion: Verify;
+}
+
+interface Verify {
+  status: number | null;
+  /** Its lines naming a gap (or the first lines when it failed otherwise). */
+  said: string;
+}
+
+/** `relay verify <spools>` against `url` (the built command, as an operator runs it beside the replicas). */
+async function relayVerify(url: string, spools: readonly string[]): Promise<Verify> {
+  const r = await runCliAsync(['relay', 'verify', ...spools], { DATABASE_URL: url });
+  const lines = `${r.stdout}${r.stderr}`.split('\n').filter((l) => l.trim() !== '');
+  const gaps = lines.filter((l) => l.includes('GAP'));
+  return { status: r.status, said: (gaps.length > 0 ? gaps : lines.slice(0, 2)).join(' / ').slice(0, 600) };
 }
 
 /** Planned: the standby caught up, the primary stopped cleanly (its WAL all sent), the standby promoted, the address re-pointed. */
-async function switchover(pair: PostgresPair): Promise<Failover> {
+async function switchover(pair: PostgresPair, spools: readonly string[]): Promise<Failover> {
   await sleep(9000);
   await pair.waitCaughtUp();
   const behindBytes = await pair.lagBytes();
   const downAt = Date.now();
   await pair.primary.halt({ mode: 'fast' });
   await pair.promote();
+  const verifyAtPromotion = await relayVerify(pair.standbyUrl, spools);
   pair.proxy.switchTo(pair.standbyPort);
   // Replayed up to where the primary was when asked; what came since, the fast shutdown sends.
   const behind = `${behindBytes} bytes at the stop (caught up before it)`;
-  return { downAt, reachableAt: Date.now(), behind, behindBytes };
+  return { downAt, reachableAt: Date.now(), behind, behindBytes, verifyAtPromotion };
 }
 
 /** Unplanned: the replication link paused ~5 s under load, the primary SIGKILLed, the standby promoted as it was. */
-async function unplannedFailover(pair: PostgresPair): Promise<Failover> {
+async function unplannedFailover(pair: PostgresPair, spools: readonly string[]): Promise<Failover> {
   await sleep(6000);
   const pausedAt = Date.now();
   pair.replication.pause();
@@ -255,12 +287,14 @@ async function unplannedFailover(pair: PostgresPair): Promise<Failover> {
   // What the link held is dropped with it: the standby never gets it.
   await pair.replication.close();
   await pair.promote();
+  const verifyAtPromotion = await relayVerify(pair.standbyUrl, spools);
   pair.proxy.switchTo(pair.standbyPort);
   return {
     downAt,
     reachableAt: Date.now(),
     behind: `${downAt - pausedAt} ms of commits, ${behindBytes} bytes`,
     behindBytes,
+    verifyAtPromotion,
   };
 }
 
