@@ -133,12 +133,12 @@ export function findPostgresBinaries(env: NodeJS.ProcessEnv = process.env): stri
 }
 
 /** How the binaries are run: directly, or as `postgres` when we are root (the server refuses root). */
-interface Runner {
+export interface Runner {
   run(file: string, args: string[], cwd: string): Promise<string>;
   owner: { uid: number; gid: number } | undefined;
 }
 
-function makeRunner(): Runner {
+export function makeRunner(): Runner {
   if (process.getuid?.() !== 0) return { run: (file, args, cwd) => exec(file, args, cwd), owner: undefined };
   let uid: number;
   let gid: number;
