@@ -187,6 +187,12 @@ function startReplicas(pair: PostgresPair, dir: string, destinationUrl: string):
     DESTINATIONS_FILE: destinations,
     FEED_ENABLED: 'true',
     ADMIN_TOKEN,
+    // docs/cluster-mode.md "PostgreSQL failover": order holds across a failover when every replica's
+    // relay reaches the new primary within CLUSTER_HOLDBACK_MAX_MS of the first; the docs advise
+    // covering the failover's reconnection spread (at a load average of 20, one replica once came
+    // back 9 s after the others, was dropped from the watermark at the default 5 s, and its gap was
+    // processed late).
+    CLUSTER_HOLDBACK_MAX_MS: '15000',
   };
   return Promise.all(['r1', 'r2', 'r3'].map((id) => startReplica(BIN, dir, id, env)));
 }
