@@ -1,0 +1,28 @@
+// Mutation testing of the pure rules (issue 37): `npm run test:mutation`. Stryker makes small wrong
+// changes (mutants) to src/domain/ one at a time and runs the unit tier against each; a mutant no
+// test fails on "survives". CONTRIBUTING.md ("Mutation testing") says when to run it.
+//
+// Per-test coverage analysis: the first run records which unit tests reach each mutant, and each
+// mutant then runs only those tests (a few, out of ~1 500). That bounds a full run on its own, with
+// no state carried between runs; incremental mode would need its file (reports/) on the CI machine,
+// which starts from a fresh clone.
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  mutate: ['src/domain/**/*.ts'],
+  testRunner: 'jest',
+  jest: { projectType: 'custom', configFile: 'jest.stryker.config.js', enableFindRelatedTests: false },
+  coverageAnalysis: 'perTest',
+  // Mutants that do not compile are discarded before any test runs (they would count as killed).
+  checkers: ['typescript'],
+  tsconfigFile: 'tsconfig.stryker.json',
+  // 2 cores, shared with other work: one test process per core.
+  concurrency: 2,
+  timeoutMS: 10000,
+  thresholds: { high: 90, low: 85, break: 85 },
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/index.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+};
