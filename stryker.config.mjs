@@ -11,7 +11,7 @@
 export default {
   mutate: ['src/domain/**/*.ts'],
   testRunner: 'jest',
-  jest: { projectType: 'custom', configFile: 'jest.stryker.config.js', enableFindRelatedTests: false },
+  jest: { projectType: 'custom', configFile: 'jest.stryker.config.js', enableFindRelatedTests: true },
   coverageAnalysis: 'perTest',
   // Mutants that do not compile are discarded before any test runs (they would count as killed).
   checkers: ['typescript'],
