@@ -119,6 +119,19 @@ async function everyAdminAnswer(r: TestReceiver): Promise<Map<string, string>> {
   await get(`/proposals/${NU}`);
   await get('/averbacoes');
   await get(`/averbacoes/${REQUEST_ID}`);
+  // Declaring it again answers the row as it stands, the registry's answer (naming the CPF) in it.
+  const tracked = await fetch(`${r.url}/admin/averbacoes/track`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ requestId: REQUEST_ID }),
+  });
+  const trackedText = await tracked.text();
+  expect({ status: tracked.status, text: trackedText }).toMatchObject({ status: 200 });
+  expect(JSON.parse(trackedText)).toMatchObject({
+    status: 'already_tracked',
+    averbacao: { request_id: REQUEST_ID },
+  });
+  answers.set('POST /averbacoes/track', trackedText);
   await get('/deliveries');
   await get('/feed?limit=1000');
   await get('/destinations');
@@ -150,7 +163,12 @@ async function everyCommandOutput(
   forwardIds: number[],
 ): Promise<Map<string, string>> {
   const outputs = new Map<string, string>();
-  const commands = [...READ_COMMANDS, ...forwardIds.map((id) => ['forwards', 'show', String(id)])];
+  // `track` of a registration already tracked prints the row as it stands, the registry's answer in it.
+  const commands = [
+    ...READ_COMMANDS,
+    ['track', REQUEST_ID],
+    ...forwardIds.map((id) => ['forwards', 'show', String(id)]),
+  ];
   for (const args of commands) {
     for (const variant of args[0] === 'feed' ? [args] : [args, [...args, '--json']]) {
       const out = await runCliAsync(variant, env);
