@@ -1,5 +1,6 @@
 // ESLint (flat config) with typescript-eslint; formatting is Prettier's job.
 import js from '@eslint/js';
+import jest from 'eslint-plugin-jest';
 import tseslint from 'typescript-eslint';
 
 // Layering (STYLE.md "The shape we want"): dependencies point one way,
@@ -109,7 +110,7 @@ const layers = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'data/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'data/', 'reports/', '.stryker-tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -150,6 +151,13 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   ...layers,
+  {
+    // A committed `.only` (`fit`, `fdescribe`) would run one test and pass CI with the rest unrun;
+    // a `.skip` (`xit`) hides a test the same way: neither is ours to commit (issue 37).
+    files: ['test/**/*.ts'],
+    plugins: { jest },
+    rules: { 'jest/no-focused-tests': 'error', 'jest/no-disabled-tests': 'error' },
+  },
   {
     // A reader sees a function's whole job on one screen; one that must stay longer says why in an
     // eslint-disable comment.

@@ -30,14 +30,18 @@ const base = {
   transform: {
     '^.+\\.(t|j)s$': ['ts-jest', { tsconfig: { allowJs: true, isolatedModules: true }, diagnostics: false }],
   },
+  modulePathIgnorePatterns: ['<rootDir>/.stryker-tmp/'],
   transformIgnorePatterns: [
     '/node_modules/(?!(p-queue|p-timeout|pg-boss|cron-parser|rrule-temporal|temporal-spec|serialize-error|non-error|tagged-tag|openid-client|oauth4webapi|jose)/)',
   ],
 };
 
+/** Never tests of ours: Stryker's sandbox copies of the tree (`npm run test:mutation`, while it runs). */
+const IGNORED = ['/node_modules/', '<rootDir>/\\.stryker-tmp/'];
+
 /** A tier: the files under `dir` (or matching `only`), less those of the tiers that need more. */
 function tier(displayName, testRegex, except = [], extra = {}) {
-  return { ...base, displayName, testRegex, testPathIgnorePatterns: ['/node_modules/', ...except], ...extra };
+  return { ...base, displayName, testRegex, testPathIgnorePatterns: [...IGNORED, ...except], ...extra };
 }
 
 /** Each worker's PostgreSQL server, stopped at the end of the run (test/helpers/postgres.ts). */

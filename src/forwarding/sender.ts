@@ -179,6 +179,7 @@ export class ForwardSender {
   private pausedReadAt = -Infinity;
   /** The last read of the paused flags (shared by the destinations pumping at once). */
   private pausedRead: Promise<void> = Promise.resolve();
+  private pausedPumps = 0;
   /** The circuits read back by start(): no pump sends before they are in. */
   private ready: Promise<void> = Promise.resolve();
   private readonly random: () => number;
@@ -218,6 +219,14 @@ export class ForwardSender {
     this.abort = newAbortController();
     this.ready = this.loadCircuits();
     this.nudge();
+  }
+
+  /**
+   * Looks at a destination that found it paused, and so sent nothing: what shows a test that a
+   * pause was looked at, with no sleep.
+   */
+  get pausedLooks(): number {
+    return this.pausedPumps;
   }
 
   /** Looks at every destination now (new messages were committed, or an operator replayed some). */
@@ -374,8 +383,10 @@ export class ForwardSender {
     if (!(await this.gateClear())) return;
     const nowMs = this.options.clock.now().getTime();
     const concurrency = this.options.concurrency ?? 16;
-    if (await this.isPaused(worker, nowMs))
+    if (await this.isPaused(worker, nowMs)) {
+      this.pausedPumps += 1;
       return this.lookAgainIn(worker, this.options.pollIntervalMs ?? 1000);
+    }
     if (this.stopping) return;
     const gate = this.gate(worker, nowMs);
     if (gate.kind === 'wait') return this.lookAgainIn(worker, gate.ms);

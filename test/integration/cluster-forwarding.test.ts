@@ -107,6 +107,8 @@ interface Replica {
   log: LogLine[];
   /** The senders' log (pino JSON). */
   senderLog: LogSink;
+  /** The senders it built (one per destination it held). */
+  senders: ForwardSender[];
 }
 
 /** One replica's forwarder, started: locks tried every 100 ms, its lock connection named `fwd-test-<name>`. */
@@ -123,6 +125,7 @@ function replica(
 ): Replica {
   const logger = memoryLogger();
   const senderLog = new LogSink();
+  const senders: ForwardSender[] = [];
   const forwarder = new ClusterForwarder({
     pool: db.pool,
     connectionString: db.url,
@@ -131,19 +134,22 @@ function replica(
     lockRetryMs: options.lockRetryMs ?? 100,
     maxBackoffMs: 1000,
     logger,
-    createSender: (dest, store) =>
-      new ForwardSender(store, [dest], {
+    createSender: (dest, store) => {
+      const sender = new ForwardSender(store, [dest], {
         clock: systemClock,
         logger: createLogger('info', senderLog as never),
         pollIntervalMs: options.pollIntervalMs ?? 100,
         concurrency: options.concurrency,
         gate: options.gate,
-      }),
+      });
+      senders.push(sender);
+      return sender;
+    },
   });
   // What main holds: forwarding's control, whichever mode.
   const control: SenderControl = forwarder;
   control.start();
-  const r = { name, forwarder, log: logger.lines, senderLog };
+  const r = { name, forwarder, log: logger.lines, senderLog, senders };
   replicas.push(r);
   return r;
 }
@@ -374,11 +380,14 @@ describe('one replica', () => {
       `INSERT INTO forward_destinations (name, paused, updated_at) VALUES ('dw', true, now())
        ON CONFLICT (name) DO UPDATE SET paused = true`,
     );
-    // The sender re-reads the flag at most every 250 ms, and at once when nudged (store() notifies).
-    await sleep(300);
+    // The sender re-reads the flag at most every 250 ms: once it has found dw paused, it stays so.
+    const pausedLooks = () => r.senders.reduce((n, sender) => n + sender.pausedLooks, 0);
+    await waitFor(() => pausedLooks() > 0, 'the sender to find dw paused');
     const more = await store(db.pool, lifecycles(3000, 2, 2).slice(2), ['dw']);
-    // Several poll intervals and pause re-reads: a paused destination gets nothing in any of them.
-    await sleep(1000);
+    // A look after the messages were stored (store() notifies, and it polls every 100 ms) found dw
+    // paused: the sender had its chance to send them, and sent nothing.
+    const looked = pausedLooks();
+    await waitFor(() => pausedLooks() > looked, 'the sender to look at dw again');
     expect(d.requests).toHaveLength(first.length);
     expect((await deliveries(db.pool, 'dw')).filter((row) => row.status === 'pending')).toHaveLength(
       more.length,
@@ -399,15 +408,27 @@ describe('one replica', () => {
       logger: createLogger('info', new LogSink() as never),
       policy: { maxDeferMs: 3_600_000, sliceMs: 1 },
     });
-    const r = replica(db, 'a', [config('crm', d)], { gate: answers });
+    // The gate as main gives it, counting the times a sender found it held and waited there.
+    let heldWaits = 0;
+    const gate: BackgroundGate = {
+      whenClear: () => {
+        const wait = answers.whenClear();
+        if (wait !== null) heldWaits += 1;
+        return wait;
+      },
+      underLoad: () => answers.underLoad(),
+      held: () => answers.held(),
+    };
+    const r = replica(db, 'a', [config('crm', d)], { gate });
     await waitFor(() => r.forwarder.holding().includes('crm'), 'the replica to hold crm');
     const first = await store(db.pool, lifecycles(5000, 2, 1), ['crm']);
     await settled(db.pool, 'crm', first.length);
 
     answers.begin(); // an answer is being made (the webhook path reports it so)
     const more = await store(db.pool, lifecycles(5000, 4, 3).slice(4), ['crm']);
-    // Notified, and several poll intervals: the sender waits at its gate in every one.
-    await sleep(1000);
+    // Notified (and polling every 100 ms), the sender came to its gate and waits there: whatever
+    // it would send must pass it, so nothing went meanwhile.
+    await waitFor(() => heldWaits > 0, 'the sender waiting at its gate');
     expect(d.requests).toHaveLength(first.length);
     expect((await deliveries(db.pool, 'crm')).filter((row) => row.status === 'pending')).toHaveLength(
       more.length,

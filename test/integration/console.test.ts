@@ -359,6 +359,14 @@ describe('actions', () => {
     expect(dead.text).toContain('1 queued for replay.');
   });
 
+  it('a refused request whose path names a CPF is audited with the CPF masked', async () => {
+    const c = await signedIn(ADMIN);
+    const res = await c.post('/console/proposals/12345678909/x', { _csrf: 'not-the-token' });
+    expect(res.status).toBe(403);
+    const target = String(auditRows('refused').at(-1)?.target);
+    expect(target).toBe('POST /console/proposals/***.456.789-**/x');
+  });
+
   it('never stores a CPF in full in the audit, even when a filter names one', async () => {
     await deadEvents(1, 700500);
     const c = await signedIn(ADMIN);

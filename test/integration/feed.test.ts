@@ -286,13 +286,12 @@ describe('on an app with the forwarding deps', () => {
     const { cursor } = (await get(url, '/feed')).body;
     const pending = get(url, `/feed?after=${cursor}&wait=10`);
     await eventually(() => waiters.size === 1, 'the request waits');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const notifiedAt = performance.now();
+    const before = waiters.counts.timeouts;
     const expected = commit(changed(1, 'aprovada'));
     waiters.notify();
     const res = await pending;
-    // Well before the 500 ms re-check would have found it.
-    expect(performance.now() - notifiedAt).toBeLessThan(300);
+    // The notify woke it, not the 500 ms re-check: no wait ended by its timer meanwhile.
+    expect(waiters.counts.timeouts).toBe(before);
     expect(ids(res)).toEqual(expected);
     expect(res.body.cursor).not.toBe(cursor);
     expect(waiters.size).toBe(0);
@@ -301,19 +300,26 @@ describe('on an app with the forwarding deps', () => {
   it('a long-poll finds a message committed by another process (no notify) by re-checking', async () => {
     const pending = get(url, '/feed?wait=10');
     await eventually(() => waiters.size === 1, 'the request waits');
+    const before = waiters.counts.timeouts;
     const expected = commit(changed(1, 'em_analise', 'proposta.criada'));
     const res = await pending;
     expect(ids(res)).toEqual(expected);
+    // Found by a re-check: a wait ended by its timer (nothing notified).
+    expect(waiters.counts.timeouts).toBeGreaterThan(before);
     expect(res.ms).toBeLessThan(2000);
   });
 
   it('a long-poll with nothing new times out with an empty list and the same cursor', async () => {
     commit(changed(1, 'em_analise', 'proposta.criada'));
     const { cursor } = (await get(url, '/feed')).body;
+    const before = waiters.counts;
     const res = await get(url, `/feed?after=${cursor}&wait=1`);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ messages: [], cursor });
-    expect(res.ms).toBeGreaterThanOrEqual(950);
+    // It waited its second out in re-checks (500 ms each), every one ended by its timer.
+    const after = waiters.counts;
+    expect(after.timeouts - before.timeouts).toBeGreaterThanOrEqual(2);
+    expect(after.waits - before.waits).toBe(after.timeouts - before.timeouts);
     expect(res.ms).toBeLessThan(3000);
     // From an empty outbox, the cursor is the beginning.
     const empty = await get(url, `/feed?after=${encodeFeedCursor(0)}&types=averbacao.result&wait=0`);
@@ -323,51 +329,64 @@ describe('on an app with the forwarding deps', () => {
   it('close() (shutdown) answers every waiting long-poll at once', async () => {
     const pending = get(url, '/feed?wait=30');
     await eventually(() => waiters.size === 1, 'the request waits');
-    const closedAt = performance.now();
+    const before = waiters.counts;
     waiters.close();
     const res = await pending;
-    expect(performance.now() - closedAt).toBeLessThan(300);
+    // close() answered it, not a re-check: no wait ended by its timer, none began again.
+    expect(waiters.counts).toEqual(before);
     expect(res.body).toEqual({ messages: [], cursor: encodeFeedCursor(0) });
-    // Later requests do not wait either.
-    expect((await get(url, '/feed?wait=30')).ms).toBeLessThan(1000);
+    // Later requests do not wait either: answered without a single wait.
+    expect((await get(url, '/feed?wait=30')).body.messages).toEqual([]);
+    expect(waiters.counts).toEqual(before);
   });
 
   it('a client that goes away is no longer waited for', async () => {
     const controller = new AbortController();
     const pending = get(url, '/feed?wait=30', controller.signal).catch((err: { name: string }) => err);
     await eventually(() => waiters.size === 1, 'the request waits');
+    const before = waiters.counts;
     controller.abort();
     expect(await pending).toMatchObject({ name: 'AbortError' });
-    await eventually(() => waiters.size === 0, 'the waiter is let go', 400);
-    // It stays gone (a request still looping would be waiting again within the 500 ms re-check).
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    await eventually(() => waiters.size === 0, 'the waiter is let go');
+    // Let go by the abort, not by its re-check's timer.
+    expect(waiters.counts).toEqual(before);
+    // It stays gone: while a second request waits out its second in re-checks (every wait of it
+    // ended by its timer), the first one waits no more — a request still looping would add waits
+    // that its timer did not end, or timer ends of its own.
+    const witness = await get(url, '/feed?wait=1');
+    expect(witness.body.messages).toEqual([]);
+    const after = waiters.counts;
+    expect(after.timeouts - before.timeouts).toBeGreaterThanOrEqual(2);
+    expect(after.waits - before.waits).toBe(after.timeouts - before.timeouts);
     expect(waiters.size).toBe(0);
   });
 });
 
 describe('FeedWaiters', () => {
-  it('wait resolves on notify, on its timeout, on abort, and at once after close', async () => {
+  it('wait resolves on notify, on its timeout, on abort, and at once after close; counts say which', async () => {
     const waiters = new FeedWaiters();
-    let t = performance.now();
     const notified = waiters.wait(5000);
     expect(waiters.size).toBe(1);
     waiters.notify();
     await notified;
-    expect(performance.now() - t).toBeLessThan(100);
-    t = performance.now();
+    expect(waiters.counts).toEqual({ waits: 1, timeouts: 0 });
     await waiters.wait(50);
-    expect(performance.now() - t).toBeGreaterThanOrEqual(45);
+    expect(waiters.counts).toEqual({ waits: 2, timeouts: 1 });
     const controller = new AbortController();
     const aborted = waiters.wait(5000, controller.signal);
     controller.abort();
     await aborted;
     expect(waiters.size).toBe(0);
+    expect(waiters.counts).toEqual({ waits: 3, timeouts: 1 });
     const waiting = waiters.wait(5000);
     waiters.close();
     await waiting;
-    t = performance.now();
-    await waiters.wait(5000);
-    expect(performance.now() - t).toBeLessThan(50);
+    expect(waiters.counts).toEqual({ waits: 4, timeouts: 1 });
+    // After close(), a wait resolves at once: nothing is left waiting and no timer ends it.
+    const late = waiters.wait(5000);
+    expect(waiters.size).toBe(0);
+    await late;
+    expect(waiters.counts).toEqual({ waits: 5, timeouts: 1 });
     expect(waiters.closed).toBe(true);
   });
 });

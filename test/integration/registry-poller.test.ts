@@ -44,7 +44,20 @@ const statusReply = (requestId: string, status: string) => ({
   json: { requestId, correlationId: 'corr-9', status },
 });
 
+/**
+ * Proof that the poller had its chance: a witness registration, tracked now (so due no earlier than
+ * anything tracked before it), is polled, and every poll that tick started has finished. Whatever
+ * else was due was in that tick's due list, so an absence checked after this cannot pass late.
+ * `fake.on` for the witness's path must come before the test's `/request/:id` route.
+ */
+async function pollerHadItsChance(rec: TestReceiver, witness: string): Promise<void> {
+  await track(rec, witness);
+  await eventually(() => fake.requestsTo('GET', `/request/${witness}`).length > 0, 'the witness polled');
+  await rec.sqlite?.poller?.onIdle();
+}
+
 it('the registry webhook never comes: the poller asks /request/:id, sees processing then completed', async () => {
+  fake.on('GET', '/request/req-witness', statusReply('req-witness', 'processing'));
   fake.on(
     'GET',
     '/request/:id',
@@ -59,7 +72,7 @@ it('the registry webhook never comes: the poller asks /request/:id, sees process
   const row = rec.store.averbacoes.get('req-p1');
   expect(row).toMatchObject({ result_source: 'poll', next_poll_at: null, nu_proposta: 501 });
   expect(JSON.parse(row?.result_body as string)).toMatchObject({ requestId: 'req-p1', status: 'completed' });
-  const polls = fake.requestsTo('GET', '/request/');
+  const polls = fake.requestsTo('GET', '/request/req-p1');
   expect(polls.length).toBeGreaterThanOrEqual(3);
   for (const p of polls) {
     expect(p.path).toBe('/request/req-p1');
@@ -68,18 +81,24 @@ it('the registry webhook never comes: the poller asks /request/:id, sees process
   }
   // No poll after the final answer, and never the broken `_links.result` route.
   const count = polls.length;
-  await new Promise((res) => setTimeout(res, 150));
-  expect(fake.requestsTo('GET', '/request/')).toHaveLength(count);
+  await pollerHadItsChance(rec, 'req-witness');
+  expect(fake.requestsTo('GET', '/request/req-p1')).toHaveLength(count);
   expect(fake.requestsTo('*', '/result/')).toHaveLength(0);
   // Repeated `processing` answers are one event (poll:<id>:<status>), counted as duplicates.
   const events = rec.store.events.list({ kind: 'poll' });
-  expect(events.map((e) => e.registry_status).sort()).toEqual(['completed', 'processing']);
+  expect(
+    events
+      .filter((e) => e.request_id === 'req-p1')
+      .map((e) => e.registry_status)
+      .sort(),
+  ).toEqual(['completed', 'processing']);
   const metrics = await (await fetch(`${rec.url}/metrics`)).text();
   expect(metrics).toMatch(/consig_registry_polls_total\{outcome="ok"\} [3-9]/);
   expect(metrics).toContain('consig_averbacoes{status="completed"} 1');
 });
 
 it('the webhook arrives first: no poll is made after it', async () => {
+  fake.on('GET', '/request/req-witness', statusReply('req-witness', 'processing'));
   fake.on('GET', '/request/:id', statusReply('req-w1', 'processing'));
   r = await startTestReceiver({ env: env({ REGISTRY_WEBHOOK_GRACE_MS: '300' }) });
   await track(r, 'req-w1');
@@ -91,8 +110,9 @@ it('the webhook arrives first: no poll is made after it', async () => {
     next_poll_at: null,
     poll_attempts: 0,
   });
-  await new Promise((res) => setTimeout(res, 500)); // past the grace period
-  expect(fake.requestsTo('GET', '/request/')).toHaveLength(0);
+  // The witness's grace period ends after req-w1's would have: polled, it proves req-w1's was past.
+  await pollerHadItsChance(rec, 'req-witness');
+  expect(fake.requestsTo('GET', '/request/req-w1')).toHaveLength(0);
 });
 
 it('an averbação started through the admin route: 202, tracked, _links.result never followed, then polled', async () => {
@@ -120,6 +140,8 @@ it('an averbação started through the admin route: 202, tracked, _links.result 
 });
 
 it('404 and 429 are retried deliberately; after REGISTRY_POLL_MAX_AGE_MS it is stale and polling stops', async () => {
+  // The witness's first answer is final: it never becomes stale itself.
+  fake.on('GET', '/request/req-witness', statusReply('req-witness', 'completed'));
   fake.on(
     'GET',
     '/request/:id',
@@ -135,9 +157,9 @@ it('404 and 429 are retried deliberately; after REGISTRY_POLL_MAX_AGE_MS it is s
   expect(row).toMatchObject({ status: 'queued', next_poll_at: null });
   expect(row?.last_poll_outcome).toMatch(/^not_found/);
   expect(rec.logs.lines.some((l) => String(l.msg).includes('marked stale, polling stopped'))).toBe(true);
-  const count = fake.requestsTo('GET', '/request/').length;
-  await new Promise((res) => setTimeout(res, 150));
-  expect(fake.requestsTo('GET', '/request/')).toHaveLength(count);
+  const count = fake.requestsTo('GET', '/request/req-x1').length;
+  await pollerHadItsChance(rec, 'req-witness');
+  expect(fake.requestsTo('GET', '/request/req-x1')).toHaveLength(count);
   const metrics = await (await fetch(`${rec.url}/metrics`)).text();
   expect(metrics).toMatch(/consig_registry_polls_total\{outcome="not_found"\} \d+/);
   expect(metrics).toContain('consig_averbacoes_stale 1');

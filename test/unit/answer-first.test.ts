@@ -71,10 +71,17 @@ describe('gateCleared', () => {
   it('stops waiting once `stopped` says so', async () => {
     const { gate, wake } = heldGate();
     let stopped = false;
-    const wait = gateCleared(gate, () => stopped);
+    let cleared = false;
+    const wait = gateCleared(gate, () => stopped).then(() => {
+      cleared = true;
+    });
     stopped = true;
     wake(true);
-    await wait; // resolves although the gate is still held
+    // Every promise has settled by then (no timer in between): it resolved although the gate is
+    // still held (a wait it began before seeing `stopped` is left to the gate).
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(cleared).toBe(true);
+    await wait;
   });
 });
 

@@ -10,6 +10,8 @@ import type { MessageType } from '../../domain/forwarding/destinations';
 export class FeedWaiters {
   private readonly waiting = new Set<() => void>();
   private isClosed = false;
+  private waitCalls = 0;
+  private timerEnds = 0;
 
   /** Whether `close()` was called. */
   get closed(): boolean {
@@ -21,7 +23,16 @@ export class FeedWaiters {
     return this.waiting.size;
   }
 
+  /**
+   * Calls of `wait()`, and those of them that ended by their `ms` (a re-check, not a notify, an
+   * abort or `close()`): what tells a test which of those ended a wait, with no timing window.
+   */
+  get counts(): { waits: number; timeouts: number } {
+    return { waits: this.waitCalls, timeouts: this.timerEnds };
+  }
+
   wait(ms: number, signal?: AbortSignal): Promise<void> {
+    this.waitCalls += 1;
     if (this.isClosed || signal?.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
@@ -30,8 +41,12 @@ export class FeedWaiters {
         signal?.removeEventListener('abort', done);
         resolve();
       };
+      const timedOut = () => {
+        this.timerEnds += 1;
+        done();
+      };
       // A waiting feed request alone is no reason to keep the process alive.
-      const timer = setTimeout(done, Math.max(0, ms)).unref();
+      const timer = setTimeout(timedOut, Math.max(0, ms)).unref();
       this.waiting.add(done);
       signal?.addEventListener('abort', done, { once: true });
     });

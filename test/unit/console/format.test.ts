@@ -3,6 +3,7 @@ import {
   countOf,
   formatAge,
   formatCount,
+  freeText,
   prettyBody,
   timeTag,
 } from '../../../src/http/console/format';
@@ -132,5 +133,23 @@ describe('countOf', () => {
     [12345, 'delivery', 'deliveries', '12 345 deliveries'],
   ])('%p %s → %p', (n, one, many, expected) => {
     expect(countOf(n, one, many)).toBe(expected);
+  });
+});
+
+describe('freeText: a log text (an error, a detail) as the console shows it', () => {
+  it.each<[string | null | undefined, number | undefined, string]>([
+    [null, undefined, ''],
+    [undefined, undefined, ''],
+    ['handler failed for cpf 12345678909', undefined, 'handler failed for cpf ***.456.789-**'],
+    ['servidor 123.456.789-09 não encontrado', undefined, 'servidor ***.456.789-** não encontrado'],
+    ['{"nu_cpf":"12345678909"}', undefined, '{"nu_cpf":"***.456.789-**"}'],
+    // Runs of 12 and 14 digits are not CPFs.
+    ['conta 123456789012 cnpj 12345678000195', undefined, 'conta 123456789012 cnpj 12345678000195'],
+    // Cut after masking: the cut never leaves a CPF's digits whole, nor splits one into a new run.
+    ['12345678909 and more', 8, '***.456.…'],
+    ['abcdef', 3, 'abc…'],
+    ['abc', 3, 'abc'],
+  ])('%p (max %p) → %p', (text, max, expected) => {
+    expect(freeText(text, max)).toBe(expected);
   });
 });

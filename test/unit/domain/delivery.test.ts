@@ -177,3 +177,51 @@ describe('classifyDelivery', () => {
     }
   });
 });
+
+describe('classifyDelivery: the fields as read', () => {
+  it.each<[unknown, number | null]>([
+    [2, 2],
+    [0, 0],
+    ['3', 3],
+    [' 3 ', 3],
+    ['0', 0],
+    ['123456789', 123456789],
+    ['1234567890', null],
+    ['-1', null],
+    ['x3', null],
+    ['3x', null],
+    ['', null],
+    [-1, null],
+    [1.5, null],
+    [null, null],
+  ])('metadata.tentativa %p → %p', (tentativa, expected) => {
+    const body = { ...event, metadata: { webhook_id: 'wh_t', tentativa } };
+    expect(classifyDelivery(b(body), 'events').tentativa).toBe(expected);
+  });
+
+  it.each<[Record<string, unknown>, Record<string, unknown>, number | string | null]>([
+    [{ nu_proposta: 7 }, {}, 7],
+    [{ nu_proposta: ' 42 ' }, {}, 42],
+    [{ nu_proposta: '123456789012345' }, {}, 123456789012345],
+    [{ nu_proposta: '1234567890123456' }, {}, '1234567890123456'],
+    [{ nu_proposta: 'ABC-1 ' }, {}, 'ABC-1'],
+    [{ nu_proposta: '12a' }, {}, '12a'],
+    [{ nu_proposta: 'a12' }, {}, 'a12'],
+    [{ nu_proposta: '  ' }, {}, null],
+    [{ nu_proposta: 1.5 }, {}, '1.5'],
+    [{ nu_proposta: true }, {}, null],
+    // Where dados has none, the top level's.
+    [{}, { nu_proposta: 9 }, 9],
+    [{ nu_proposta: 8 }, { nu_proposta: 9 }, 8],
+    [{}, {}, null],
+  ])('a registry result with dados %j and top level %j: nuProposta %p', (dados, top, expected) => {
+    const body = { requestId: 'req-1', status: 'completed', dados, ...top };
+    expect(classifyDelivery(b(body), 'registry')).toMatchObject({ kind: 'registry', nuProposta: expected });
+  });
+
+  it('trims evento', () => {
+    expect(classifyDelivery(b({ ...event, evento: ' proposta.aprovada ' }), 'events').evento).toBe(
+      'proposta.aprovada',
+    );
+  });
+});

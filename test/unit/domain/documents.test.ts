@@ -60,6 +60,17 @@ describe('shapes', () => {
     expect(cpfDigits('529.982.247-25')).toBe('52998224725');
     expect(cnpjChars('12.abc.345/01de-35')).toBe('12ABC34501DE35');
     expect(cpfDigits('529.982.247')).toBeNull();
+  });
+
+  it.each([
+    ['123456789012', null],
+    ['12345678909012', null],
+    ['x12345678909', null],
+    ['12345678909x', null],
+    ['1234567890', null],
+    [' 123.456.789-09 ', '12345678909'],
+  ])('cpfDigits(%p) → %p: 11 digits and nothing else', (input, expected) => {
+    expect(cpfDigits(input)).toBe(expected);
     expect(cnpjChars('12ABC34501DEXX')).toBeNull();
   });
 });

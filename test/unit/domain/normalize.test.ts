@@ -16,6 +16,9 @@ describe('normalizeCpf', () => {
     ['abc', null],
     ['123456789012', null],
     [123456789012, null],
+    [99_999_999_999, '99999999999'], // the largest number of 11 digits
+    [100_000_000_000, null],
+    [-1, null],
     [1.5, null],
     [null, null],
     [{}, null],
@@ -30,6 +33,10 @@ describe('normalizeCnpj', () => {
     ['11222333000181', '11222333000181'],
     [11222333000181, '11222333000181'],
     [191000100, '00000191000100'],
+    [0, '00000000000000'],
+    [-1, null],
+    [1.5, null],
+    [123456789012345, null], // 15 digits
     ['12.ABC.345/01DE-35', '12ABC34501DE35'], // the alphanumeric CNPJ
     ['12abc34501de35', '12ABC34501DE35'],
     ['12ABC34501DEXX', null], // check digits stay numeric
@@ -44,6 +51,9 @@ describe('normalizeAmount', () => {
   it.each([
     [15000.5, 15000.5],
     ['15000.50', 15000.5],
+    [' 15000.50 ', 15000.5],
+    ['-3', -3],
+    ['12a', null],
     ['1.000,00', null],
     [Number.NaN, null],
     [Number.POSITIVE_INFINITY, null],
@@ -75,6 +85,44 @@ describe('normalizeDados', () => {
       st_proposta: 'aprovada',
       requestId: null,
     });
+  });
+
+  it('reads every field by its own name, numbers sent as digits included', () => {
+    expect(
+      normalizeDados({
+        nu_proposta: 'ABC-9',
+        uuid: 'u-1',
+        nu_cpf: '123.456.789-09',
+        nu_cnpj_conveniada: '11.222.333/0001-81',
+        vl_emprestimo: 1000.5,
+        qt_parcela: ' 24 ',
+        no_conveniada: 'ACME',
+        st_proposta: 'em_analise',
+        requestId: 'req-9',
+      }),
+    ).toEqual({
+      nu_proposta: 'ABC-9',
+      uuid: 'u-1',
+      nu_cpf: '12345678909',
+      nu_cnpj_conveniada: '11222333000181',
+      vl_emprestimo: 1000.5,
+      qt_parcela: 24,
+      no_conveniada: 'ACME',
+      st_proposta: 'em_analise',
+      requestId: 'req-9',
+    });
+  });
+
+  it.each<[unknown, number | null]>([
+    [24, 24],
+    ['24', 24],
+    [' 24 ', 24],
+    ['2a', null],
+    ['a2', null],
+    ['-2', null],
+    [2.5, null],
+  ])('qt_parcela %p → %p', (qt, expected) => {
+    expect(normalizeDados({ qt_parcela: qt }).qt_parcela).toBe(expected);
   });
 
   it.each([[undefined], [null], ['x'], [[1, 2]], [{ __proto__: { nu_cpf: '12345678909' } }]])(

@@ -84,6 +84,14 @@ describe('verifySignature', () => {
     expect(verifySignature(body, good, [secret, 'new-secret'])).toEqual({ ok: true, secretIndex: 0 });
   });
 
+  it.each<[string[], number]>([
+    [[secret, secret], 0],
+    [['other', secret, secret], 1],
+    [['other', secret, 'new-secret', secret], 1],
+  ])('a secret listed twice (%j): the first that matches is the one reported', (secrets, index) => {
+    expect(verifySignature(body, good, secrets)).toEqual({ ok: true, secretIndex: index });
+  });
+
   it('tolerates upper-case hex and surrounding spaces', () => {
     expect(verifySignature(body, ` sha256=${good.slice(7).toUpperCase()} `, [secret]).ok).toBe(true);
   });

@@ -223,3 +223,15 @@ describe('circuitProbing', () => {
     expect(state).toEqual(copy);
   });
 });
+
+describe('circuitAfter at the end of an open period', () => {
+  // Open from 2 to 1002 (OPENED): a failure before `until` is a late answer, at `until` a failed probe.
+  const opened = run(OPENED);
+  it.each<[number, CircuitState]>([
+    [1001, { state: 'open', since: 2, until: 1002, failures: 4 }],
+    [1002, { state: 'open', since: 1002, until: 3002, failures: 4 }],
+    [1003, { state: 'open', since: 1003, until: 3003, failures: 4 }],
+  ])('a temporary failure at %p → %j', (at, expected) => {
+    expect(circuitAfter(opened, 'temporary', at, OPTIONS)).toEqual(expected);
+  });
+});

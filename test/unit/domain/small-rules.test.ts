@@ -1,0 +1,82 @@
+import { isLockBusy } from '../../../src/domain/errors';
+import {
+  deliveryLastError,
+  STORED_ERROR_CHARS,
+  storedError,
+} from '../../../src/domain/forwarding/sender-store';
+import { clampLimit } from '../../../src/domain/list-limit';
+import { logNuProposta } from '../../../src/domain/log-rows';
+import { isBeforeCutoff } from '../../../src/domain/retention';
+
+/** Small rules both stores apply, each a line or two: their edges, one row each. */
+
+describe('isLockBusy: another connection holds the lock', () => {
+  it.each<[unknown, boolean]>([
+    [{ code: 'SQLITE_BUSY' }, true],
+    [{ code: 'SQLITE_LOCKED' }, true],
+    [{ code: 'SQLITE_BUSY_SNAPSHOT' }, true],
+    [{ code: '55P03' }, true],
+    [{ code: '55P031' }, false],
+    [{ code: 'X55P03' }, false],
+    [{ code: 'XSQLITE_BUSY' }, false],
+    [{ code: 'SQLITE_FULL' }, false],
+    [{ code: '40001' }, false],
+    [new Error('SQLITE_BUSY'), false],
+    [null, false],
+    [undefined, false],
+  ])('%p → %p', (err, busy) => {
+    expect(isLockBusy(err)).toBe(busy);
+  });
+});
+
+describe('clampLimit', () => {
+  it.each<[number | undefined, number | undefined, number]>([
+    [undefined, undefined, 50],
+    [undefined, 7, 7],
+    [0, undefined, 1],
+    [-3, undefined, 1],
+    [1, undefined, 1],
+    [200, undefined, 200],
+    [10_000, undefined, 10_000],
+    [10_001, undefined, 10_000],
+  ])('limit %p (fallback %p) → %p', (limit, fallback, expected) => {
+    expect(clampLimit(limit, fallback)).toBe(expected);
+  });
+});
+
+describe('an attempt error as stored', () => {
+  const long = 'x'.repeat(STORED_ERROR_CHARS + 5);
+  it.each<[string | null, number | null, 'delivered' | 'pending' | 'dead', string | null, string | null]>([
+    [null, 200, 'delivered', null, null],
+    ['timeout', null, 'delivered', 'timeout', null],
+    ['timeout', null, 'pending', 'timeout', 'timeout'],
+    [null, 503, 'pending', null, 'HTTP 503'],
+    [null, 400, 'dead', null, 'HTTP 400'],
+    [long, null, 'dead', long.slice(0, STORED_ERROR_CHARS), long.slice(0, STORED_ERROR_CHARS)],
+  ])('error %p, HTTP %p, then %p: stored %p, last_error %p', (error, httpStatus, status, stored, last) => {
+    expect(storedError({ error })).toBe(stored);
+    expect(deliveryLastError({ error, httpStatus, next: { status } as never })).toBe(last);
+  });
+});
+
+describe('logNuProposta: an integer as a number, anything else as the text', () => {
+  it.each<[string | null, number | string | null]>([
+    [null, null],
+    ['42', 42],
+    ['0', 0],
+    ['ABC-1', 'ABC-1'],
+    ['4a', '4a'],
+  ])('%p → %p', (value, expected) => {
+    expect(logNuProposta(value)).toBe(expected);
+  });
+});
+
+describe('isBeforeCutoff', () => {
+  it.each<[string, boolean]>([
+    ['2026-11-20T23:59:59.999Z', true],
+    ['2026-11-21T00:00:00.000Z', false],
+    ['2026-11-21T00:00:00.001Z', false],
+  ])('%s before 2026-11-21T00:00:00.000Z: %p', (at, before) => {
+    expect(isBeforeCutoff(at, '2026-11-21T00:00:00.000Z')).toBe(before);
+  });
+});
