@@ -175,6 +175,7 @@ describe('the audit', () => {
     at: '2026-11-21T13:45:10.123Z',
     role: 'viewer',
     session: 'abc',
+    person: 'maria.souza@lender.example',
     route: 'POST /console/dead/replay',
     reason: 'role',
     ip: '10.0.0.1',
@@ -191,7 +192,7 @@ describe('the audit', () => {
     [{ same: null, overflow: 9, rows: REFUSAL_ROWS_PER_WINDOW }, { add: 9 }],
     [
       { same: null, overflow: null, rows: REFUSAL_ROWS_PER_WINDOW },
-      { insert: { ...refusal, role: null, session: null, route: '*', ip: null } },
+      { insert: { ...refusal, role: null, session: null, person: null, route: '*', ip: null } },
     ],
   ])('window %j → %j', (window, expected) => {
     expect(refusalWrite(refusal, window)).toEqual(expected);
@@ -202,6 +203,7 @@ describe('the audit', () => {
       at: refusal.at,
       role: null,
       session: null,
+      person: null,
       route: '*',
       reason: 'role',
       ip: null,
