@@ -15,7 +15,7 @@ import { parseStuckAfter, type StuckLimits } from './domain/stuck';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const SYNCHRONOUS = ['FULL', 'EXTRA', 'NORMAL'] as const;
 /** The OTLP exporters the receiver ships (no gRPC one). */
-const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+const otlpProtocols = ['http/protobuf', 'http/json'] as const;
 
 function int(min: number, max: number, fallback: number) {
   return z
@@ -232,12 +232,12 @@ const schema = z.object({
   // Tracing (docs/operating.md "Tracing"): the SDK reads the other OTEL_* variables itself.
   OTEL_SDK_DISABLED: oneOf(['false', 'true'] as const, 'false'),
   OTEL_TRACES_EXPORTER: oneOf(['none', 'otlp'] as const, 'none'),
-  OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(OTLP_PROTOCOLS, 'http/protobuf'),
+  OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(otlpProtocols, 'http/protobuf'),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: optionalText().transform((v, ctx) => {
     if (v === undefined) return undefined;
-    const found = OTLP_PROTOCOLS.find((x) => x === v.toLowerCase());
+    const found = otlpProtocols.find((x) => x === v.toLowerCase());
     if (found === undefined)
-      ctx.addIssue({ code: 'custom', message: `expected one of ${OTLP_PROTOCOLS.join(', ')}, got "${v}"` });
+      ctx.addIssue({ code: 'custom', message: `expected one of ${otlpProtocols.join(', ')}, got "${v}"` });
     return found;
   }),
   OTEL_SERVICE_NAME: optionalText(),
@@ -378,7 +378,7 @@ export interface TracingConfig {
    * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL.
    * @default 'http/protobuf'
    */
-  readonly protocol: (typeof OTLP_PROTOCOLS)[number];
+  readonly protocol: (typeof otlpProtocols)[number];
   /** OTEL_SERVICE_NAME. @default 'consig-receiver' */
   readonly serviceName: string;
 }
@@ -488,19 +488,19 @@ function check(p: Parsed, options: LoadOptions): string[] {
 }
 
 /** The OIDC variables that, given, turn the provider's sign-in on (PUBLIC_URL alone does not). */
-const OIDC_TRIGGERS = ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET'] as const;
+const oidcTriggers = ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET'] as const;
 
 /** A half-given OIDC set stops startup naming the first missing variable. */
 function checkOidc(p: Parsed): void {
-  const given = OIDC_TRIGGERS.filter((name) => p[name] !== undefined);
+  const given = oidcTriggers.filter((name) => p[name] !== undefined);
   const groups = p.OIDC_ADMIN_GROUPS.length + p.OIDC_VIEWER_GROUPS.length > 0;
   if (given.length === 0 && !groups) return;
   const why = "required for the console's OpenID Connect sign-in";
-  for (const name of [...OIDC_TRIGGERS, 'PUBLIC_URL'] as const) {
+  for (const name of [...oidcTriggers, 'PUBLIC_URL'] as const) {
     if (p[name] === undefined)
       throw new ConfigError(
         name,
-        `${why} (set with ${given[0] ?? 'OIDC_ADMIN_GROUPS/OIDC_VIEWER_GROUPS'}): ${OIDC_WHAT[name]}`,
+        `${why} (set with ${given[0] ?? 'OIDC_ADMIN_GROUPS/OIDC_VIEWER_GROUPS'}): ${oidcWhat[name]}`,
       );
   }
   if (!groups)
@@ -510,7 +510,7 @@ function checkOidc(p: Parsed): void {
     );
 }
 
-const OIDC_WHAT = {
+const oidcWhat = {
   OIDC_ISSUER: "the provider's issuer URL",
   OIDC_CLIENT_ID: "the client id the provider gave the console's registration",
   OIDC_CLIENT_SECRET: "that registration's client secret",

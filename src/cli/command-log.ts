@@ -1,6 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
 import { type PgCommandAccess, type PgCommandLog, withPgCommandLog } from '../cluster/pg-command-log';
-import { knownSpools, verifySpool } from '../cluster/relay-verify';
 import type { Config } from '../config';
 import { endSessionsAudited } from '../core/console-sessions';
 import { type LogFigures, logFigures, logReads } from '../core/log-reads';
@@ -18,7 +17,7 @@ import type { LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { type AdminLog, sqliteAdminLog } from '../http/admin/admin-log';
 import { sqliteLogSql } from '../store/log-sql';
-import { openSpool, spoolFacts } from '../store/spool';
+import { openSpool } from '../store/spool';
 import { openStore, type Store } from '../store/store';
 
 /**
@@ -247,8 +246,8 @@ export async function verifySpools(config: Config, paths: readonly string[]): Pr
   return withPgCommandLog(cluster.databaseUrl, { access: 'read', command: 'relay-verify' }, (pg) =>
     pg.logSql.read(async (q) => {
       const verdicts: SpoolsVerified['verdicts'] = [];
-      for (const f of facts) verdicts.push({ path: f.path, ...(await verifySpool(q, f.facts)) });
-      return { database: pg.name, verdicts, known: await knownSpools(q) };
+      for (const f of facts) verdicts.push({ path: f.path, ...(await pg.verifySpool(q, f.facts)) });
+      return { database: pg.name, verdicts, known: await pg.knownSpools(q) };
     }),
   );
 }
@@ -257,7 +256,7 @@ function readSpoolFacts(path: string, config: Config): SpoolFacts {
   if (!existsSync(path)) throw new StorageError(`no spool at ${path}`);
   const store = openStore(path, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
   try {
-    return spoolFacts(store.db);
+    return openSpool(store.db).facts();
   } finally {
     store.close();
   }

@@ -1,4 +1,5 @@
 import type { Client } from 'pg';
+import { knownSpools, verifySpool } from './relay-verify';
 import type { ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { LogQuery } from '../domain/sql/log-sql';
 import { pgLogStatements } from './pg-admin-log';
@@ -68,6 +69,9 @@ function pgCommandLog(client: Client, databaseUrl: string) {
         now,
         graceMs,
       ),
+    /** `relay verify`: a spool against what PostgreSQL holds of it (relay-verify.ts). */
+    verifySpool,
+    knownSpools,
     /** The command's connection as code written once for both stores reaches it (src/core/). */
     logSql: pgClientLogSql(client),
     /** A message committed by any replica calls `onChange` (the outbox's NOTIFY). */

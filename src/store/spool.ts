@@ -52,6 +52,8 @@ export interface Spool {
    * them the spool still holds.
    */
   rewind(toId: number, at: string): number;
+  /** What `relay verify` compares with PostgreSQL ({@link spoolFacts}). */
+  facts(): SpoolFacts;
   /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
   backlog(): { count: number; oldestReceivedAt: string | null };
   /**
@@ -132,6 +134,7 @@ export function openSpool(db: Db): Spool {
     relayedThrough: () => cursor.get()?.relayed_through ?? 0,
     read: (afterId, limit) => read.all(afterId, limit).map(toSpoolRow),
     advance: (throughId, at) => void advance.run(throughId, at),
+    facts: () => spoolFacts(db),
     rewind(toId, at) {
       const from = cursor.get()?.relayed_through ?? 0;
       rewind.run(toId, at);
