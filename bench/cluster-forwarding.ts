@@ -280,7 +280,7 @@ export async function checkForwarding(
   const messages = await q<MessageRow>(
     `SELECT m.id::float8 AS id, m.webhook_id, m.type, m.event_id::float8 AS event_id, m.nu_proposta, m.order_key,
        d.status, (SELECT count(*)::int FROM forward_attempts a WHERE a.delivery_id = d.id AND a.http_status = 200) AS ok_attempts,
-       extract(epoch FROM e.received_at)::float8 * 1000 AS received_ms
+       extract(epoch FROM coalesce(e.order_at, e.received_at))::float8 * 1000 AS received_ms
      FROM forward_messages m JOIN events e ON e.id = m.event_id
        LEFT JOIN forward_deliveries d ON d.message_id = m.id AND d.destination = $1
      ORDER BY m.id`,
