@@ -19,6 +19,13 @@ const NOT_COMPOSITION = [
   'only main and the commands compose the application',
 ];
 
+// Issue 33: one store interface, opened in one place (src/open-store.ts for the commands,
+// src/receiver-mode.ts for the server); http/ and cli/ see only the port (core/store-port.ts).
+const STORE_THROUGH_PORT = [
+  '(^|/)(store|cluster)(/|$)',
+  'http/ and cli/ reach the store only through its port (core/store-port.ts), opened by src/open-store.ts or src/receiver-mode.ts',
+];
+
 const CLUSTER_IMPORTS =
   'cluster/ imports only domain/, core/ (written once for both stores), its own files, node: built-ins, pg and pg-boss';
 
@@ -44,7 +51,16 @@ const layers = [
     rules: restrict(
       ['(^|/)handlers(/|$)', 'http/ never runs handlers: the answer depends only on verify + store'],
       NOT_COMPOSITION,
+      STORE_THROUGH_PORT,
     ),
+  },
+  {
+    // The commands open their store with src/open-store.ts (the one factory) and use the facade
+    // built from the port. The demo (cli/demo/) drives SQLite mode in process and reads the file it
+    // started with, synchronously: its four type imports of store/store.ts are the exception.
+    files: ['src/cli/**/*.ts'],
+    ignores: ['src/cli/demo/**'],
+    rules: restrict(STORE_THROUGH_PORT),
   },
   {
     files: [

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
 import { startLocalPostgres } from './local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
-import { pgClientLogSql } from '../src/cluster/pg-log-sql';
+import { clientRunners, pgLogSql } from '../src/cluster/pg-log-sql';
 import { type BatchReport, prunePass } from '../src/core/retention';
 import { RELAY_LOCK_KEY } from '../src/cluster/relay';
 import { retentionCutoff } from '../src/domain/retention';
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
     const baseline = await baselineRun;
 
     const client = await pool.connect();
-    const log = pgClientLogSql(client);
+    const log = pgLogSql(clientRunners(client));
     const batches: BatchReport[] = [];
     let passDone = false;
     const during = relayLoop(pool, () => passDone);

@@ -6,6 +6,7 @@ import type { Config } from './config';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
+import { openDeliveryAlarm } from './open-store';
 import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed-waiters';
 import { createHttpServer } from './http/server';
@@ -25,7 +26,7 @@ import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
 import type { ClusterNode } from './cluster/node';
 import { IngestWriter } from './store/ingest-writer';
-import type { NewEvent } from './store/events';
+import type { NewEvent } from './domain/event-status';
 import { SQLITE_DRIVER } from './store/sqlite-driver';
 import type { Store } from './store/store';
 
@@ -77,7 +78,10 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const writer = buildWriter(config, store, metrics, logger, clock, running.afterStore);
   running.start();
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
-  const deliveryWatch = startDeliveryWatch(config, { metrics, logger, clock, shared: running.sharedAnswers });
+  const deliveryWatch = startDeliveryWatch(config, {
+    ...{ metrics, logger, clock, shared: running.sharedAnswers },
+    alarm: openDeliveryAlarm(config),
+  });
 
   const parts = { store, writer, metrics, logger, clock, serviceClient, deliveryWatch, feedWaiters, answers };
   const server = buildServer(config, {

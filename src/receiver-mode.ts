@@ -32,15 +32,14 @@ import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
 import { OrderClock, type OrderReading } from './cluster/order-clock';
-import { pgConsoleLog } from './http/console/console-log';
-import { pgAdminPort } from './http/admin/admin-log';
 import { logGauges } from './core/gauges';
 import { destinationGaugesQuery } from './core/sender-store';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { prepareShared } from './store/handler-sql';
-import type { NewEvent } from './store/events';
+import type { NewEvent } from './domain/event-status';
 import { processingLease } from './store/processing-lease';
 import { sqliteLogSql } from './store/log-sql';
+import { sqliteStorePort } from './store/store-port';
 import { openSpool, type Spool } from './store/spool';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
 import { openStore, type Store } from './store/store';
@@ -126,7 +125,7 @@ export interface ModeParts {
   /** What the HTTP server shows that differs: processing, readiness, the logs, the shared gauges. */
   readonly http: Pick<
     AppDeps,
-    'isProcessing' | 'readiness' | 'clusterLog' | 'clusterConsole' | 'sharedGauges' | 'inFlight' | 'pipeline'
+    'isProcessing' | 'readiness' | 'storePort' | 'relay' | 'sharedGauges' | 'inFlight' | 'pipeline'
   >;
   /** Makes the sender look at once, after a replay, a backfill or a resume (SQLite mode's log). */
   nudgeSender(): void;
@@ -205,7 +204,16 @@ function composeSqlite(
     },
     start: () => leadership.start(),
     sharedAnswers: undefined,
-    http: { isProcessing: () => leadership.isHolder, pipeline: processing.pipeline },
+    http: {
+      isProcessing: () => leadership.isHolder,
+      pipeline: processing.pipeline,
+      // The store the admin API and the console use: a replay makes the pipeline look at once, a
+      // write to the forwarding tables wakes the sender's thread.
+      storePort: sqliteStorePort(file.store, {
+        sweep: () => processing.pipeline.sweep(),
+        nudge: () => processing.sender.nudge(),
+      }),
+    },
     nudgeSender: () => processing.sender.nudge(),
     // Stops processing (waiting for the running turn), then hands the lease to a standby.
     stop: () => leadership.stop(),
@@ -386,9 +394,9 @@ function composeCluster(
     http: {
       isProcessing: () => node.processing,
       readiness: () => node.readiness(),
-      clusterLog: pgAdminPort(node.adminLog),
-      // The console on PostgreSQL's log; its overview shows this replica's relay.
-      clusterConsole: { log: pgConsoleLog(node.adminLog), relay: spool },
+      // The admin API and the console on PostgreSQL; the console's overview shows this replica's relay.
+      storePort: node.storePort,
+      relay: spool,
       sharedGauges: (cutoffs) => {
         // A replica processes once connected with its kick workers: an ingest-only one
         // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.

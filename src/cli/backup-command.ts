@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import type { Output } from './log-commands';
-import { openReadOnly } from './log-commands';
+import { openReadOnly } from '../open-store';
 
 /**
  * `backup <file>`: a consistent online copy of the database while the receiver runs, with SQLite's

@@ -2,8 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { type Config, loadConfig } from '../config';
 import { ConsigError } from '../domain/errors';
-import { openDatabase } from '../store/database';
-import { loadMigrations, migrate } from '../store/migrate';
+import { migrateFile } from '../open-store';
 import {
   averbacoesCommand,
   deliveriesCommand,
@@ -83,20 +82,12 @@ function registerDatabaseCommands(program: Command): void {
     .description('apply pending migrations from migrations/ and exit')
     .action(() => {
       const c = config(program);
-      const db = openDatabase(c.databasePath, {
-        synchronous: c.sqlite.synchronous,
-        busyTimeoutMs: c.sqlite.busyTimeoutMs,
-      });
-      try {
-        const applied = migrate(db, loadMigrations());
-        io.out(
-          applied.length === 0
-            ? `${c.databasePath}: up to date`
-            : `${c.databasePath}: applied ${applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`).join(', ')}`,
-        );
-      } finally {
-        db.close();
-      }
+      const applied = migrateFile(c);
+      io.out(
+        applied.length === 0
+          ? `${c.databasePath}: up to date`
+          : `${c.databasePath}: applied ${applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`).join(', ')}`,
+      );
     });
 }
 

@@ -1,5 +1,5 @@
 import { FEED_DISABLED } from '../http/admin/feed';
-import type { FeedReader } from '../http/admin/feed-waiters';
+import type { FeedReader } from '../core/store-port';
 import type { Command } from 'commander';
 import type { Config } from '../config';
 import { ConsigError, UsageError } from '../domain/errors';
@@ -21,8 +21,8 @@ import {
   shownForwardRow,
 } from '../domain/forwarding/admin';
 import { decodeFeedCursor, encodeFeedCursor } from '../core/feed';
-import { parseNuProposta } from '../store/proposals';
-import { type CommandSession, withCommandLog } from './command-log';
+import { parseNuProposta } from '../domain/log-rows';
+import { type CommandSession, withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 import { renderTable } from './table';
 
@@ -168,7 +168,7 @@ export async function forwardsListCommand(config: Config, opts: ListOptions, io:
     );
   }
   const filter = { ...filterOf(opts), type: opts.type as MessageType | undefined, limit };
-  const rows = await withCommandLog(config, READ, (log) => log.forwards.list(filter));
+  const rows = await withCommandStore(config, READ, (log) => log.forwards.list(filter));
   showForwardList(rows.map(shownForwardRow), opts, io);
 }
 
@@ -187,7 +187,7 @@ export async function forwardsShowCommand(
   io: Output,
 ): Promise<void> {
   const deliveryId = idOf(id);
-  const detail = await withCommandLog(config, READ, async (log) => {
+  const detail = await withCommandStore(config, READ, async (log) => {
     const found = await log.forwards.show(deliveryId);
     if (found === undefined) throw new UsageError(`no forward ${id} in ${log.name}`);
     return found;
@@ -217,7 +217,7 @@ export async function forwardsDestinationsCommand(
   io: Output,
 ): Promise<void> {
   const configured = config.forwarding.destinations;
-  const summaries = await withCommandLog(config, READ, (log) =>
+  const summaries = await withCommandStore(config, READ, (log) =>
     log.forwards.destinationSummaries(configured),
   );
   showDestinations(summaries, opts, io);
@@ -274,7 +274,7 @@ export async function forwardsReplayCommand(
     );
   }
   const parsed = ids.map(idOf);
-  const counts = await withCommandLog(config, WRITE, async ({ forwards, name }) => {
+  const counts = await withCommandStore(config, WRITE, async ({ forwards, name }) => {
     if (parsed.length > 0) {
       // Ids that name no delivery stop a replay by ids before anything is written.
       const missing = await forwards.missing(parsed);
@@ -321,7 +321,7 @@ export async function forwardsPauseCommand(
     );
   }
   const now = new Date().toISOString();
-  await withCommandLog(config, WRITE, (log) => log.forwards.setPaused(name, paused, now));
+  await withCommandStore(config, WRITE, (log) => log.forwards.setPaused(name, paused, now));
   io.out(
     paused
       ? `destination ${name} paused: its messages accumulate until \`forwards resume ${name}\``
@@ -339,7 +339,9 @@ export async function forwardsBackfillCommand(
   const { nuProposta, since, until } = filterOf(opts);
   const range = { nuProposta, since, until };
   const now = new Date().toISOString();
-  const counts = await withCommandLog(config, WRITE, (log) => log.forwards.backfill(destination, range, now));
+  const counts = await withCommandStore(config, WRITE, (log) =>
+    log.forwards.backfill(destination, range, now),
+  );
   showBackfilled(destination, counts, opts, io);
 }
 
@@ -379,7 +381,7 @@ export async function feedCommand(config: Config, opts: FeedOptions, io: FeedOut
   const types = typesOf(opts.types);
   const stop = stopSignal();
   try {
-    await withCommandLog(config, { access: 'follow', command: 'feed' }, async (log) => {
+    await withCommandStore(config, { access: 'follow', command: 'feed' }, async (log) => {
       // Before the first read: nothing committed after it can go unnoticed.
       if (opts.follow) await log.listen(() => stop.nudge());
       await feedLoop(config, opts, io, stop, { afterId, limit, types }, log.feed);

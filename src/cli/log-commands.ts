@@ -5,13 +5,12 @@ import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { PROPOSAL_STATUSES, isFinal, type ProposalStatus } from '../domain/lifecycle';
 import { maskCpf, withMaskedCpf, withMaskedResultBody } from '../domain/privacy';
 import { formatLimit, limitOf, stuckCutoffs, stuckSince } from '../domain/stuck';
-import type { AverbacaoRow } from '../store/averbacoes';
+import type { AverbacaoRow } from '../domain/log-rows';
 import type { ProposalListRow } from '../core/proposal-lists';
-import { parseNuProposta, type ProposalRow, type TimelineRow } from '../store/proposals';
-import { type CommandSession, type LogFigures, withCommandLog } from './command-log';
+import { parseNuProposta, type ProposalRow, type TimelineRow } from '../domain/log-rows';
+import type { LogFigures } from '../core/store-port';
+import { type CommandSession, withCommandStore } from '../open-store';
 import { renderTable } from './table';
-
-export { openReadOnly } from './command-log';
 
 /**
  * Read-only commands over the log: tables for people, `--json` for scripts. The log is the SQLite
@@ -84,7 +83,7 @@ export async function eventsCommand(config: Config, opts: EventsOptions, io: Out
     nuProposta: nuOf(opts.proposal),
     limit,
   };
-  showRows(EVENT_COLUMNS, await withCommandLog(config, READ, (log) => log.events(filter)), opts, io);
+  showRows(EVENT_COLUMNS, await withCommandStore(config, READ, (log) => log.events(filter)), opts, io);
 }
 
 export interface DeliveriesOptions {
@@ -108,7 +107,7 @@ const DELIVERY_COLUMNS = [
 /** `deliveries`: newest first. */
 export async function deliveriesCommand(config: Config, opts: DeliveriesOptions, io: Output): Promise<void> {
   const filter = { outcome: opts.outcome, limit: parseLimit(opts.limit) };
-  showRows(DELIVERY_COLUMNS, await withCommandLog(config, READ, (log) => log.deliveries(filter)), opts, io);
+  showRows(DELIVERY_COLUMNS, await withCommandStore(config, READ, (log) => log.deliveries(filter)), opts, io);
 }
 
 /** What `stats` shows, whichever database it read. */
@@ -143,7 +142,7 @@ function roundMs(ms: number | null): number | null {
 export async function statsCommand(config: Config, opts: { json?: boolean }, io: Output): Promise<void> {
   const cutoffs = stuckCutoffs(config.stuckAfter, new Date());
   const destinations = config.forwarding.destinations.map((d) => d.name);
-  const stats = await withCommandLog(config, READ, async (log) =>
+  const stats = await withCommandStore(config, READ, async (log) =>
     logStats(config, log.name, await log.stats(cutoffs, destinations)),
   );
   showStats(stats, opts, io);
@@ -233,7 +232,7 @@ export async function proposalCommand(
   io: Output,
 ): Promise<void> {
   const key = parseNuProposta(nu);
-  const { name, proposal, timeline } = await withCommandLog(config, READ, async (log) => ({
+  const { name, proposal, timeline } = await withCommandStore(config, READ, async (log) => ({
     name: log.name,
     ...(await log.proposal(key)),
   }));
@@ -291,7 +290,7 @@ export async function proposalsCommand(config: Config, opts: ProposalsOptions, i
   const { statuses, limit } = parseProposalsOptions(config, opts);
   const now = new Date();
   const cutoffs = stuckCutoffs(config.stuckAfter, now).filter((c) => statuses.includes(c.status));
-  const rows = await withCommandLog(config, READ, (log) =>
+  const rows = await withCommandStore(config, READ, (log) =>
     opts.stuck ? log.stuckProposals(cutoffs, limit) : log.latestProposals(statuses, limit),
   );
   showProposals(config, rows, now, opts, io);
@@ -358,7 +357,7 @@ export async function averbacoesCommand(config: Config, opts: AverbacoesOptions,
     nuProposta: nuOf(opts.proposal),
     limit: parseAverbacoesOptions(opts),
   };
-  showAverbacoes(await withCommandLog(config, READ, (log) => log.averbacoes(filter)), opts, io);
+  showAverbacoes(await withCommandStore(config, READ, (log) => log.averbacoes(filter)), opts, io);
 }
 
 /** Checks `--status`; returns `--limit`. */

@@ -1,7 +1,7 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import type { EventStatus, ReplayResult } from '../domain/event-status';
-import { withCommandLog } from './command-log';
+import { withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -15,7 +15,7 @@ export async function replayCommand(
   io: Output,
 ): Promise<void> {
   const wanted = replayArguments(ids, opts);
-  const result = await withCommandLog(config, { access: 'write', command: 'replay' }, (log) =>
+  const result = await withCommandStore(config, { access: 'write', command: 'replay' }, (log) =>
     log.replay(wanted, new Date().toISOString()),
   );
   showReplay(result, opts, io);

@@ -1,7 +1,8 @@
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import { type PruneSummary, retentionCutoff, type SpoolPruneSummary } from '../domain/retention';
-import { type PruneOutcome, withCommandLog } from './command-log';
+import type { PruneOutcome } from '../core/store-port';
+import { withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -22,7 +23,7 @@ export async function pruneCommand(
   const now = new Date();
   const cutoff = retentionCutoff(now, days);
   // The spool, when there is one, is checked before PostgreSQL is touched (CommandSession.spool).
-  const { name, outcome } = await withCommandLog(
+  const { name, outcome } = await withCommandStore(
     config,
     { access: 'write', command: 'prune', spool: true },
     async (log) => ({ name: log.name, outcome: await log.prune(cutoff, now) }),

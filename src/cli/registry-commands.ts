@@ -1,8 +1,8 @@
 import { withMaskedResultBody } from '../domain/privacy';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
-import { parseNuProposta } from '../store/proposals';
-import { withCommandLog } from './command-log';
+import { parseNuProposta } from '../domain/log-rows';
+import { withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -19,8 +19,10 @@ export async function trackCommand(
   if (id === '' || id.length > 200) throw new UsageError('track needs a requestId');
   const nuProposta = opts.proposal === undefined ? null : parseNuProposta(opts.proposal);
   const t = { requestId: id, correlationId: null, nuProposta, via: 'declared' as const };
-  const { created, averbacao } = await withCommandLog(config, { access: 'write', command: 'track' }, (log) =>
-    log.track(t, new Date(), config.registry.webhookGraceMs),
+  const { created, averbacao } = await withCommandStore(
+    config,
+    { access: 'write', command: 'track' },
+    (log) => log.track(t, new Date(), config.registry.webhookGraceMs),
   );
   showTracked(id, created, averbacao, opts, io);
 }

@@ -1,7 +1,7 @@
 import type { Config } from '../config';
 import { ConsigError } from '../domain/errors';
 import { hasGap, type SpoolGap } from '../domain/relay-gap';
-import { type SpoolsVerified, verifySpools } from './command-log';
+import { type SpoolsVerified, verifySpools } from '../open-store';
 import type { Output } from './log-commands';
 
 /**

@@ -11,8 +11,8 @@ import { EVENTOS } from '../domain/catalogue';
 import { ConfigError, UsageError } from '../domain/errors';
 import { isObject, type JsonObject, parseJsonOrUndefined } from '../domain/json';
 import { createLogger } from '../logger';
-import { parseNuProposta } from '../store/proposals';
-import { withCommandLog } from './command-log';
+import { parseNuProposta } from '../domain/log-rows';
+import { withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -109,7 +109,7 @@ async function track(
   accepted: AverbacaoAccepted,
   nu: number | string | null,
 ): Promise<string> {
-  return withCommandLog(
+  return withCommandStore(
     config,
     { access: 'write', command: 'start-averbacao', create: true },
     async (log) => {

@@ -1,6 +1,6 @@
 import type { Config } from '../config';
 import type { NewAuditEntry } from '../domain/console';
-import { withCommandLog } from './command-log';
+import { withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -34,7 +34,7 @@ export async function endSessionsCommand(
   io: Output,
 ): Promise<void> {
   const at = new Date().toISOString();
-  const { ended, name } = await withCommandLog(
+  const { ended, name } = await withCommandStore(
     config,
     { access: 'write', command: 'end-sessions' },
     async (log) => ({ ended: await log.endSessions((n) => auditEntry(at, n)), name: log.name }),

@@ -4,7 +4,7 @@ import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { senderStore } from '../core/sender-store';
-import { pgPoolLogSql } from './pg-log-sql';
+import { pgLogSql, poolRunners } from './pg-log-sql';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -148,7 +148,7 @@ export class ClusterForwarder {
   private failures = 0;
 
   constructor(private readonly options: ClusterForwarderOptions) {
-    this.store = senderStore(pgPoolLogSql(options.pool));
+    this.store = senderStore(pgLogSql(poolRunners(options.pool), options.pool));
     this.byName = new Map(options.destinations.map((d) => [d.name, d]));
     // A connection of the pool dropped while idle (a restart) must not be an uncaught 'error'.
     options.pool.on('error', () => undefined);

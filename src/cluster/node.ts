@@ -10,7 +10,10 @@ import { runKicks } from './kick';
 import { destinationGauges } from '../core/sender-store';
 import type { OutboxOptions } from './pg-outbox';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
-import { pgAdminLog, type PgAdminLog } from './pg-admin-log';
+import type { StorePort } from '../core/store-port';
+import type { PgQuery } from './pg-log-sql';
+import { pgPoolStorePort } from './pg-store-port';
+import { describePgTarget, pgTarget } from './pg-reads';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-sessions';
 import { inPoolTransaction, pgLogQuery, pgLogSql } from './pg-log-sql';
@@ -189,10 +192,10 @@ export class ClusterNode {
   /** The PostgreSQL timeline this process last saw (a promotion starts a new one). */
   private timeline: number | null = null;
   /**
-   * The admin API's reads and writes on PostgreSQL (pg-admin-log.ts), the change feed among them;
-   * each rejects with a StorageError while PostgreSQL is away.
+   * The store port (core/store-port.ts) on this replica's pool, for the admin API and the console
+   * (pg-store-port.ts); each call rejects with a StorageError while PostgreSQL is away.
    */
-  readonly adminLog: PgAdminLog;
+  readonly storePort: StorePort<PgQuery>;
 
   constructor(private readonly options: ClusterNodeOptions) {
     const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
@@ -213,8 +216,9 @@ export class ClusterNode {
     });
     // An idle connection dropped by a restart or failover: the pool replaces it, nothing to do.
     this.pool.on('error', () => undefined);
-    this.adminLog = pgAdminLog({
+    this.storePort = pgPoolStorePort({
       pool: this.pool,
+      name: describePgTarget(pgTarget(options.databaseUrl)),
       running: () => this.state === 'running',
       kick: (sql, keys) => {
         if (this.engine === null) throw new Error('cluster mode has not started its engine yet');

@@ -22,38 +22,56 @@ export const LOG_TYPES = {
   }) as typeof types.getTypeParser,
 };
 
+/** A statement handle on one PostgreSQL connection, with the connection (its own figures read on it). */
+export type PgQuery = LogQuery & { readonly client: PgClient };
+
+type PgClient = Pick<ClientBase, 'query'>;
+
+/** How a {@link pgLogSql} reaches a connection for a snapshot or a transaction. */
+export interface PgRunners {
+  read<T>(fn: (client: PgClient) => Promise<T>): Promise<T>;
+  writing<T>(fn: (client: PgClient) => Promise<T>): Promise<T>;
+}
+
 /**
- * The PostgreSQL adapter of {@link LogSql} (domain/sql/log-sql.ts): reads in the admin log's
- * read-only snapshot, writes in its transaction (pg-admin-log.ts runners: the replica's pool, the
- * running() guard, the statement timeout, StorageError while PostgreSQL cannot answer), every row
- * in the SQLite log's representation ({@link LOG_TYPES}).
+ * The PostgreSQL adapter of {@link LogSql} (domain/sql/log-sql.ts), one for every way of reaching
+ * PostgreSQL — a replica's guarded pool (pg-store-port.ts), a pool with no guard
+ * ({@link poolRunners}: the forwarding sender, which retries), a command's own connection
+ * ({@link clientRunners}) — every row in the SQLite store's representation ({@link LOG_TYPES}).
+ * `lone`: where lone statements run with no transaction around them.
  */
-export function pgLogSql(runners: {
-  read<T>(fn: (client: PoolClient) => Promise<T>): Promise<T>;
-  writing<T>(fn: (client: PoolClient) => Promise<T>): Promise<T>;
-}): LogSql {
+export function pgLogSql(
+  runners: PgRunners,
+  lone?: PgClient,
+): LogSql & {
+  read<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
+  write<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
+} {
   return {
     dialect: 'postgres',
     read: (fn) => runners.read((client) => fn(pgLogQuery(client))),
     write: (fn) => runners.writing((client) => fn(pgLogQuery(client))),
+    ...(lone === undefined ? {} : { lone: pgLogQuery(lone) }),
   };
 }
 
 /**
  * On `pool` (the caller's; it must have an 'error' listener), with no guard of its own: its errors
- * are PostgreSQL's, for a caller that retries (the forwarding sender). Lone statements
- * ({@link LogSql.lone}) on any connection of the pool; a read or a write on a client checked out
- * for it ({@link inPoolTransaction}).
+ * are PostgreSQL's. A read or a write on a client checked out for it ({@link inPoolTransaction}).
  */
-export function pgPoolLogSql(pool: Pool): LogSql {
-  const on = <T>(begin: string, fn: (q: LogQuery) => Promise<T>) =>
-    inPoolTransaction(pool, begin, (client) => fn(pgLogQuery(client)));
+export function poolRunners(pool: Pool): PgRunners {
   return {
-    dialect: 'postgres',
-    read: (fn) => on('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn),
-    write: (fn) => on('BEGIN', fn),
-    lone: pgLogQuery(pool),
+    read: (fn) => inPoolTransaction(pool, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn),
+    writing: (fn) => inPoolTransaction(pool, 'BEGIN', fn),
   };
+}
+
+/**
+ * A command's own connection: reads as it stands (already in the command's read-only snapshot, or
+ * following each commit), each write BEGIN … COMMIT on it.
+ */
+export function clientRunners(client: PgClient): PgRunners {
+  return { read: (fn) => fn(client), writing: (fn) => transactionOn(client, () => fn(client)) };
 }
 
 /**
@@ -81,25 +99,13 @@ export async function inPoolTransaction<T>(
 }
 
 /** Statements on one connection (a pool's client inside a transaction, or a command's own client). */
-export function pgLogQuery(client: Pick<ClientBase, 'query'>): LogQuery {
+export function pgLogQuery(client: PgClient): PgQuery {
   return {
+    client,
     dialect: 'postgres',
     rows: async <R>(text: string, params: readonly unknown[] = []) =>
       (await client.query({ text, values: [...params], types: LOG_TYPES })).rows as R[],
     run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,
-  };
-}
-
-/**
- * A command's own connection (pg-command-log.ts): reads as it stands (already in the command's
- * read-only snapshot, or following each commit), each write BEGIN … COMMIT on it.
- */
-export function pgClientLogSql(client: Pick<ClientBase, 'query'>): LogSql {
-  const q = pgLogQuery(client);
-  return {
-    dialect: 'postgres',
-    read: (fn) => fn(q),
-    write: (fn) => transactionOn(client, () => fn(q)),
   };
 }
 

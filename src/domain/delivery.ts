@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isKnownEvento } from './catalogue';
-import type { ArrivalStatus, EventKind } from './event-status';
+import type { ArrivalStatus, EventKind, EventStatus, NewEvent } from './event-status';
 import { isObject, type JsonObject, nonBlankText, own } from './json';
 
 /**
@@ -188,4 +188,50 @@ export interface DeliveryRow {
   secret_index: number | null;
   remote_addr: string | null;
   detail: string | null;
+}
+
+/** A row of the `deliveries` audit table, as the webhook handler writes it. */
+export interface NewDelivery {
+  receivedAt: string;
+  path: string;
+  outcome: DeliveryOutcome;
+  httpStatus: number;
+  dedupKey: string | null;
+  eventId: number | null;
+  durationMs: number;
+  bodyBytes: number | null;
+  secretIndex: number | null;
+  remoteAddr: string | null;
+  detail: string | null;
+  /**
+   * Cluster mode: PostgreSQL's time when the request arrived, as this replica estimates it (the
+   * order its event is processed in, cluster/order-clock.ts); null or absent otherwise.
+   */
+  orderAt?: string | null;
+}
+
+export type IngestOutcome = 'accepted' | 'duplicate' | 'quarantined';
+
+export interface IngestResult {
+  outcome: IngestOutcome;
+  eventId: number;
+  /** Status of the stored event (for a duplicate: the status it was first stored with). */
+  status: EventStatus;
+}
+
+/** The delivery row of a stored event: its outcome is decided inside the transaction. */
+export type PendingDelivery = Omit<
+  NewDelivery,
+  'outcome' | 'httpStatus' | 'eventId' | 'durationMs' | 'dedupKey'
+> & {
+  /** Monotonic start of the request, for `duration_ms` measured at write time. */
+  startedAt: number;
+};
+
+/** What stores a delivery and its event (store/ingest-writer.ts `IngestWriter`, group commit). */
+export interface DeliveryWriter {
+  /** Stores the event and its delivery row in one commit; resolves once it is durable. */
+  ingest(event: NewEvent, delivery: PendingDelivery): Promise<IngestResult>;
+  /** An audit row for a request that stored no event (refused, invalid…), written with the next batch. */
+  audit(delivery: NewDelivery): void;
 }

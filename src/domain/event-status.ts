@@ -70,3 +70,23 @@ export interface EventRow {
   duplicates: number;
   last_duplicate_at: string | null;
 }
+
+/** An event as the webhook handler stores it. */
+export interface NewEvent {
+  dedupKey: string;
+  webhookId: string | null;
+  kind: EventKind;
+  evento: string | null;
+  nuProposta: number | string | null;
+  requestId: string | null;
+  registryStatus: string | null;
+  tentativa: number | null;
+  receivedAt: string;
+  /** Raw body: a string when it is valid UTF-8, the bytes otherwise. */
+  body: string | Buffer;
+  bodyBytes: number;
+  status: EventStatus;
+  lastError: string | null;
+  /** The delivery's trace context, when tracing is on (src/domain/tracing.ts). @default null */
+  traceContext?: string | null;
+}

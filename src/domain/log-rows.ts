@@ -70,3 +70,9 @@ export function withLogNuProposta<T extends { nu_proposta: string | null }>(
 ): Omit<T, 'nu_proposta'> & { nu_proposta: number | string | null } {
   return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
 }
+
+/** `nu_proposta` as typed by a person: digits are the integer, anything else the text. */
+export function parseNuProposta(value: string): number | string {
+  const t = value.trim();
+  return /^\d{1,15}$/.test(t) ? Number(t) : t;
+}

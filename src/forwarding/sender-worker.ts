@@ -9,7 +9,7 @@ import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type Db, openDatabase } from '../store/database';
-import { isLockBusy } from '../store/database-errors';
+import { isLockBusy } from '../domain/errors';
 import { sqliteLogSql } from '../store/log-sql';
 import { activeSpanIds } from '../tracing/log-ids';
 import { startTracing } from '../tracing';

@@ -29,7 +29,7 @@ import type {
 } from '../domain/forwarding/sender-store';
 import type { Logger } from '../logger';
 import type { OutgoingTrace, TraceAttributes, Traces } from '../domain/tracing';
-import { isLockBusy } from '../store/database-errors';
+import { isLockBusy } from '../domain/errors';
 import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
 
 /**

@@ -5,11 +5,10 @@ import type { AnswerTracker, OverloadSnapshot } from '../domain/answer-first';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
-import type { IngestWriter } from '../store/ingest-writer';
-import type { Store } from '../store/store';
-import type { AdminLog } from './admin/admin-log';
+import type { StorePort } from '../core/store-port';
+import type { LogQuery } from '../domain/sql/log-sql';
+import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
-import type { ConsoleLog } from './console/console-log';
 import type { DeliveryWatch } from './delivery-watch';
 import type { InFlightRequests } from './in-flight';
 import type { MetricsRouteDeps } from './metrics-route';
@@ -31,8 +30,15 @@ export interface AppDeps {
     Partial<Pick<Config, 'viewerToken' | 'consoleSessionTtlMs' | 'deliverySilenceAlarmMs'>> &
     /** The console's sign-in through the identity provider (OIDC_*). @default null (tokens only) */
     Partial<Pick<Config, 'oidc'>>;
-  store: Store;
-  writer: IngestWriter;
+  /** The local SQLite file (the store in SQLite mode, the spool in cluster mode): /readyz probes it. */
+  store: LocalFile;
+  /**
+   * The store the admin API, the console and /metrics read and write (core/store-port.ts): the
+   * SQLite file, or PostgreSQL in cluster mode (the ClusterNode's, rejecting with a StorageError
+   * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page).
+   */
+  storePort: StorePort<LogQuery>;
+  writer: DeliveryWriter;
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
@@ -65,19 +71,11 @@ export interface AppDeps {
   /** Cluster mode: `/readyz` waits for this replica's first relay heartbeat (health-routes.ts). */
   readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
   /**
-   * Cluster mode (DATABASE_URL): the log lives in PostgreSQL, and this file is only the replica's
-   * spool. `/admin/*` reads and writes PostgreSQL's log with this (the ClusterNode's `adminLog`),
-   * answering 503 while it rejects with a StorageError (PostgreSQL away).
-   * @default undefined (SQLite mode: `/admin/*` on `store`)
+   * Cluster mode (DATABASE_URL): this replica's relay, which the console's overview shows (the
+   * spool's backlog and lag); its presence tells the routes that `storePort` is PostgreSQL.
+   * @default undefined (SQLite mode)
    */
-  clusterLog?: AdminLog | undefined;
-  /**
-   * Cluster mode: `/console` reads and writes PostgreSQL's log with `log` (http/console/console-log.ts `pgConsoleLog`:
-   * sessions and the audit table shared by the replicas), answering a 503 page while it rejects with
-   * a StorageError; its overview also shows this replica's `relay` (the spool's backlog and lag).
-   * @default undefined (SQLite mode: `/console` on `store`)
-   */
-  clusterConsole?: { log: ConsoleLog; relay: ConsoleRelay } | undefined;
+  relay?: ConsoleRelay | undefined;
   /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
   sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
@@ -122,6 +120,13 @@ export interface AppDeps {
         nudge(): void;
       }
     | undefined;
+}
+
+/** The local file as the HTTP server sees it (store/store.ts `Store` is one). */
+export interface LocalFile {
+  readonly path: string;
+  /** Proves the file is open, migrated and takes a write; throws StorageError otherwise. */
+  probeWrite(now: Date): void;
 }
 
 /** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */

@@ -3,6 +3,7 @@ import type { Config } from '../config';
 import {
   ALARM_THRESHOLD,
   alarmRaised,
+  type AlarmStep,
   type CauseSettings,
   type DeliveryAlarmState,
   type DeliveryAnswer,
@@ -23,8 +24,6 @@ import {
 } from '../domain/delivery-alarm';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
-import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from '../store/database';
-import { type DeliveryAlarmRepo, deliveryAlarmRepo } from '../store/delivery-alarm';
 
 /**
  * The deactivation alarm at run time (rules in src/domain/delivery-alarm.ts): every answer of the
@@ -35,6 +34,15 @@ import { type DeliveryAlarmRepo, deliveryAlarmRepo } from '../store/delivery-ala
  * connection holds the write lock: the very case that makes the receiver answer 503) keeps the run
  * in memory and is retried by the next check, so the alarm still speaks while the disk refuses.
  */
+
+/** The stored run of the alarm (store/delivery-alarm.ts on the SQLite file). */
+export interface DeliveryAlarmRepo {
+  load(): DeliveryAlarmState;
+  save(state: DeliveryAlarmState, now: Date): void;
+  update(step: (stored: DeliveryAlarmState) => AlarmStep, now: Date): AlarmStep;
+  lastDeliveryAt(): number | null;
+  proposalsInFlight(): number;
+}
 
 export interface DeliveryWatchOptions extends CauseSettings {
   metrics: Metrics;
@@ -319,13 +327,14 @@ export class DeliveryWatch {
 }
 
 /**
- * The watch `serve` runs: its own connection to DATABASE_PATH with a short busy timeout (a write of
- * the alarm's row must not hold the event loop for SQLITE_BUSY_TIMEOUT_MS when another connection
- * has the lock), loaded with the stored run and checking on a timer. `stop()` closes the connection.
+ * The watch `serve` runs, on `alarm` (open-store.ts `openDeliveryAlarm`: its own connection to
+ * DATABASE_PATH), loaded with the stored run and checking on a timer. `stop()` closes the alarm's
+ * connection.
  */
 export function startDeliveryWatch(
-  config: Pick<Config, 'databasePath' | 'signatureHeader' | 'maxBodyBytes' | 'deliverySilenceAlarmMs'>,
+  config: Pick<Config, 'signatureHeader' | 'maxBodyBytes' | 'deliverySilenceAlarmMs'>,
   deps: {
+    alarm: { repo: DeliveryAlarmRepo; close(): void };
     metrics: Metrics;
     logger: Logger;
     clock: Clock;
@@ -333,17 +342,13 @@ export function startDeliveryWatch(
     shared?: DeliveryWatchOptions['shared'];
   },
 ): DeliveryWatch {
-  const db: Db = openDatabase(config.databasePath, {
-    // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.
-    synchronous: 'NORMAL',
-    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
-  });
+  const { alarm, ...rest } = deps;
   return new DeliveryWatch({
-    ...deps,
+    ...rest,
     signatureHeader: config.signatureHeader,
     maxBodyBytes: config.maxBodyBytes,
-    repo: deliveryAlarmRepo(db),
+    repo: alarm.repo,
     silenceMs: config.deliverySilenceAlarmMs,
-    onStop: () => db.close(),
+    onStop: () => alarm.close(),
   }).start();
 }

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../logger';
-import { isLockBusy } from '../store/database-errors';
+import { isLockBusy } from '../domain/errors';
 
 /** The `Retry-After` of an admin answer or a readiness probe refused because the database is locked. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;

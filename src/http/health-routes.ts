@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Clock } from '../clock';
 import type { Logger } from '../logger';
-import type { Store } from '../store/store';
+import type { LocalFile } from './app-deps';
 import { BUSY_RETRY_AFTER_SECONDS } from './errors';
 
 /**
@@ -14,7 +14,7 @@ import { BUSY_RETRY_AFTER_SECONDS } from './errors';
  * CLUSTER_HOLDBACK_MAX_MS after it started: `ordered` says which.
  */
 export function healthRoutes(deps: {
-  store: Store;
+  store: LocalFile;
   logger: Logger;
   clock: Clock;
   isProcessing?: (() => boolean) | undefined;

@@ -7,12 +7,11 @@ import { DEFAULT_STUCK_AFTER, type StuckCutoff, stuckCutoffs } from '../domain/s
 import type { Metrics } from '../metrics';
 import { type LogGauges, logGauges } from '../core/gauges';
 import type { LogSql } from '../domain/sql/log-sql';
-import { sqliteLogSql } from '../store/log-sql';
-import type { Store } from '../store/store';
 
 /** `/metrics`: Prometheus text; the gauges read from the database are refreshed per scrape. */
 export interface MetricsRouteDeps {
-  store: Store;
+  /** The store's statements (core/store-port.ts `StorePort.sql`). */
+  sql: LogSql;
   metrics: Metrics;
   clock: Clock;
   /** STUCK_AFTER. @default DEFAULT_STUCK_AFTER */
@@ -26,8 +25,8 @@ export interface MetricsRouteDeps {
 }
 
 export function metricsRoute(deps: MetricsRouteDeps): Router {
-  const { store, metrics, clock } = deps;
-  const log = sqliteLogSql(store.db);
+  const { metrics, clock } = deps;
+  const log = deps.sql;
   const stuckAfter = deps.config?.stuckAfter ?? DEFAULT_STUCK_AFTER;
   const router = Router();
   router.get('/metrics', async (_req, res) => {

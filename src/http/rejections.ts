@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { SignatureFailure } from '../domain/signature';
-import type { DeliveryOutcome } from '../store/deliveries';
+import type { DeliveryOutcome } from '../domain/delivery';
 
 /**
  * The webhook requests refused before anything is stored (contract §4 and the table of docs/operating.md):

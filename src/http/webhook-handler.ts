@@ -9,9 +9,9 @@ import { verifySignature } from '../domain/signature';
 import type { RequestTrace, TraceAttributes, Traces } from '../domain/tracing';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
-import type { DeliveryOutcome } from '../store/deliveries';
-import type { NewEvent } from '../store/events';
-import type { IngestResult, IngestWriter } from '../store/ingest-writer';
+import type { DeliveryOutcome } from '../domain/delivery';
+import type { NewEvent } from '../domain/event-status';
+import type { DeliveryWriter, IngestResult } from '../domain/delivery';
 import { badSignature, forbidden, type Rejection, unreadBody } from './rejections';
 import { DeliveryWatch } from './delivery-watch';
 import type { InFlightRequests } from './in-flight';
@@ -30,7 +30,7 @@ export interface WebhookDeps {
   signatureHeader: string;
   /** MAX_BODY_BYTES: a larger body gets 413 while it is read, never buffered whole. */
   maxBodyBytes: number;
-  writer: IngestWriter;
+  writer: DeliveryWriter;
   metrics: Metrics;
   logger: Logger;
   clock: Clock;

@@ -10,7 +10,7 @@ import type { Db } from '../store/database';
 import { processingAttributes, type Traces } from '../domain/tracing';
 import type { Reported } from './outcome';
 import { type PartnerHandlers, PartnerEvents } from './partner-event';
-import { isLockBusy } from '../store/database-errors';
+import { isLockBusy } from '../domain/errors';
 import {
   type EventForWork,
   type PipelineQueries,

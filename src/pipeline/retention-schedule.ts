@@ -3,7 +3,7 @@ import type { Logger } from '../logger';
 import { PassInterrupted, prunePass } from '../core/retention';
 import { retentionCutoff, retentionLog, type SpoolPruneSummary } from '../domain/retention';
 import type { LogSql } from '../domain/sql/log-sql';
-import { isLockBusy } from '../store/database-errors';
+import { isLockBusy } from '../domain/errors';
 import { pruneSpoolPaced, type Spool } from '../store/spool';
 
 /** How often RETENTION_DAYS is applied after the first pass at start. */

@@ -1,4 +1,4 @@
-import type { DeliveryOutcome, DeliveryRow } from '../domain/delivery';
+import type { DeliveryOutcome, DeliveryRow, NewDelivery } from '../domain/delivery';
 import type { Db } from './database';
 import { clampLimit, whereClause } from './sql';
 
@@ -6,24 +6,7 @@ import { clampLimit, whereClause } from './sql';
 
 export type { DeliveryOutcome } from '../domain/delivery';
 
-export interface NewDelivery {
-  receivedAt: string;
-  path: string;
-  outcome: DeliveryOutcome;
-  httpStatus: number;
-  dedupKey: string | null;
-  eventId: number | null;
-  durationMs: number;
-  bodyBytes: number | null;
-  secretIndex: number | null;
-  remoteAddr: string | null;
-  detail: string | null;
-  /**
-   * Cluster mode: PostgreSQL's time when the request arrived, as this replica estimates it (the
-   * order its event is processed in, cluster/order-clock.ts); null or absent otherwise.
-   */
-  orderAt?: string | null;
-}
+export type { NewDelivery } from '../domain/delivery';
 
 export type { DeliveryRow } from '../domain/delivery';
 

@@ -1,4 +1,4 @@
-import type { EventKind, EventRow, EventStatus } from '../domain/event-status';
+import type { EventRow, EventStatus, NewEvent } from '../domain/event-status';
 import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../domain/sql/log-reads';
 import type { Db } from './database';
 import { sqliteRows } from './handler-sql';
@@ -8,24 +8,7 @@ import { clampLimit } from './sql';
 
 export type { EventKind, EventStatus } from '../domain/event-status';
 
-export interface NewEvent {
-  dedupKey: string;
-  webhookId: string | null;
-  kind: EventKind;
-  evento: string | null;
-  nuProposta: number | string | null;
-  requestId: string | null;
-  registryStatus: string | null;
-  tentativa: number | null;
-  receivedAt: string;
-  /** Raw body: a string when it is valid UTF-8, the bytes otherwise. */
-  body: string | Buffer;
-  bodyBytes: number;
-  status: EventStatus;
-  lastError: string | null;
-  /** The delivery's trace context, when tracing is on (src/domain/tracing.ts). @default null */
-  traceContext?: string | null;
-}
+export type { NewEvent } from '../domain/event-status';
 
 export type { EventRow } from '../domain/event-status';
 

@@ -2,8 +2,9 @@ import type { Transaction } from 'better-sqlite3';
 import { StorageError } from '../domain/errors';
 import type { Db } from './database';
 import { isLockBusy } from './database-errors';
-import type { DeliveriesRepo, NewDelivery } from './deliveries';
-import type { EventStatus, EventsRepo, NewEvent } from './events';
+import type { IngestOutcome, IngestResult, NewDelivery, PendingDelivery } from '../domain/delivery';
+import type { DeliveriesRepo } from './deliveries';
+import type { EventsRepo, NewEvent } from './events';
 
 /**
  * Group commit. Every webhook request must be on disk before its 200 leaves, and with
@@ -18,23 +19,7 @@ import type { EventStatus, EventsRepo, NewEvent } from './events';
  * read and join it. A request whose own wait reaches `lockWaitMs` gets its 503 at that moment.
  */
 
-export type IngestOutcome = 'accepted' | 'duplicate' | 'quarantined';
-
-export interface IngestResult {
-  outcome: IngestOutcome;
-  eventId: number;
-  /** Status of the stored event (for a duplicate: the status it was first stored with). */
-  status: EventStatus;
-}
-
-/** The delivery row of a stored event: its outcome is decided inside the transaction. */
-export type PendingDelivery = Omit<
-  NewDelivery,
-  'outcome' | 'httpStatus' | 'eventId' | 'durationMs' | 'dedupKey'
-> & {
-  /** Monotonic start of the request, for `duration_ms` measured at write time. */
-  startedAt: number;
-};
+export type { IngestOutcome, IngestResult, PendingDelivery } from '../domain/delivery';
 
 interface IngestItem {
   type: 'ingest';

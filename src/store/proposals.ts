@@ -18,9 +18,3 @@ export function proposalsRepo(db: Db) {
 }
 
 export type ProposalsRepo = ReturnType<typeof proposalsRepo>;
-
-/** `nu_proposta` as typed by a person: digits are the integer, anything else the text. */
-export function parseNuProposta(value: string): number | string {
-  const t = value.trim();
-  return /^\d{1,15}$/.test(t) ? Number(t) : t;
-}

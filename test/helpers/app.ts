@@ -12,6 +12,7 @@ import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
+import { sqliteStorePort } from '../../src/store/store-port';
 import { SECRET } from './payloads';
 import { tempDir } from './tmp';
 
@@ -89,6 +90,7 @@ export async function startTestApp(
   const deps = {
     config,
     store,
+    storePort: sqliteStorePort(store),
     writer,
     metrics,
     logger,

@@ -1,5 +1,5 @@
 import type { EventFacts } from '../../src/domain/event-effects';
-import type { NewEvent } from '../../src/store/events';
+import type { NewEvent } from '../../src/domain/event-status';
 
 /** A pending `proposta.criada` of proposal 1 as the writer stores it, keyed `key` (dedup key and webhook_id). */
 export function pendingEvent(key: string, body = `{"k":"${key}"}`): NewEvent {

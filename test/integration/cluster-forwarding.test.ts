@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import type { LocalPostgres } from '../../bench/local-postgres';
-import { pgLogQuery, pgPoolLogSql } from '../../src/cluster/pg-log-sql';
+import { pgLogQuery, pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { destinationGauges, senderStore } from '../../src/core/sender-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut } from '../../src/cluster/sql';
@@ -718,7 +718,7 @@ describe('the sender store on PostgreSQL (core/sender-store.ts)', () => {
     await db.pool.query(
       "INSERT INTO forward_destinations (name, paused, updated_at) VALUES ('y', true, now())",
     );
-    const s = senderStore(pgPoolLogSql(db.pool));
+    const s = senderStore(pgLogSql(poolRunners(db.pool), db.pool));
     const now = new Date(Date.now() + 1000).toISOString();
 
     const heads = await s.due('x', now, 10);

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { rollupHours, updateRollup } from '../../src/core/console-overview';
-import { type ConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
-import type { NewEvent } from '../../src/store/events';
+import { type ConsoleStore, consoleStore } from '../../src/core/store-port';
+import { sqliteStorePort } from '../../src/store/store-port';
+import type { NewEvent } from '../../src/domain/event-status';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { tempDir } from '../helpers/tmp';
@@ -14,11 +15,11 @@ import { tempDir } from '../helpers/tmp';
 
 let tmp: ReturnType<typeof tempDir>;
 let store: Store;
-let log: ConsoleLog;
+let log: ConsoleStore;
 beforeEach(() => {
   tmp = tempDir();
   store = openStore(join(tmp.dir, 'consig.db'), { migrate: true });
-  log = sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined });
+  log = consoleStore(sqliteStorePort(store));
 });
 afterEach(() => {
   store.close();

@@ -6,6 +6,7 @@ import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import { DeliveryWatch, startDeliveryWatch } from '../../src/http/delivery-watch';
+import { openDeliveryAlarm } from '../../src/open-store';
 import { createHttpServer } from '../../src/http/server';
 import { createWebhookHandler } from '../../src/http/webhook-handler';
 import { createLogger } from '../../src/logger';
@@ -14,6 +15,7 @@ import { deliveryAlarmRepo } from '../../src/store/delivery-alarm';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import Database from '../../src/store/sqlite-driver';
 import { openStore, type Store } from '../../src/store/store';
+import { sqliteStorePort } from '../../src/store/store-port';
 import { LogSink } from '../helpers/app';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
@@ -70,7 +72,10 @@ async function startReceiver(
   const logger = createLogger('debug', logs as unknown as DestinationStream);
   const writer = new IngestWriter(store.db, store.events, store.deliveries);
   // A timer far beyond the test: every check below is called by the test itself.
-  const watch = startDeliveryWatch(config, { metrics, logger, clock, checkIntervalMs: 10 * HOUR });
+  const watch = startDeliveryWatch(config, {
+    ...{ metrics, logger, clock, checkIntervalMs: 10 * HOUR },
+    alarm: openDeliveryAlarm(config),
+  });
   const webhook = createWebhookHandler({
     ...config,
     secrets: config.webhookSecrets,
@@ -81,7 +86,10 @@ async function startReceiver(
     clock,
     watch,
   });
-  const server: Server = createHttpServer({ config, store, writer, metrics, logger, clock, webhook });
+  const server: Server = createHttpServer({
+    ...{ config, store, writer, metrics, logger, clock, webhook },
+    storePort: sqliteStorePort(store),
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const r: Receiver = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

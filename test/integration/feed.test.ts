@@ -14,6 +14,7 @@ import { encodeFeedCursor } from '../../src/core/feed';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
+import { sqliteStorePort } from '../../src/store/store-port';
 import { SECRET } from '../helpers/payloads';
 import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -135,6 +136,7 @@ describe('on an app with the forwarding deps', () => {
     const app = createApp({
       config,
       store,
+      storePort: sqliteStorePort(store),
       writer,
       metrics: createMetrics({ defaultMetrics: false }),
       logger: createLogger('silent'),

@@ -19,6 +19,7 @@ import { forwardOutbox } from '../../src/store/forward-outbox';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
+import { sqliteStorePort } from '../../src/store/store-port';
 import { SECRET } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 
@@ -79,6 +80,7 @@ beforeEach(async () => {
   const app = createApp({
     config,
     store,
+    storePort: sqliteStorePort(store, { nudge: () => (nudges += 1) }),
     writer,
     metrics: createMetrics({ defaultMetrics: false }),
     logger: createLogger('silent'),

@@ -10,7 +10,7 @@ import { effectHandlers } from '../../src/handlers/built-ins';
 import { EventRouter } from '../../src/handlers/router';
 import { createLogger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
-import type { NewEvent } from '../../src/store/events';
+import type { NewEvent } from '../../src/domain/event-status';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { replayEvents } from '../../src/core/replay';
 import { sqliteLogSql } from '../../src/store/log-sql';

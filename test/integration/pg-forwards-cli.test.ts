@@ -3,7 +3,7 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import type { LocalPostgres } from '../../bench/local-postgres';
-import { pgClientLogSql } from '../../src/cluster/pg-log-sql';
+import { clientRunners, pgLogSql } from '../../src/cluster/pg-log-sql';
 import { forwardAdmin } from '../../src/core/forward-admin';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { storeOutbox } from '../../src/cluster/pg-outbox';
@@ -291,7 +291,7 @@ describe('forwards list', () => {
 
   it('pages backwards by delivery id (keyset), as the admin API does', async () => {
     const page = await withClient(url, async (c) => {
-      const admin = forwardAdmin(pgClientLogSql(c));
+      const admin = forwardAdmin(pgLogSql(clientRunners(c)));
       const first = await admin.list({ limit: 4 });
       const next = await admin.list({ limit: 4, beforeId: first[first.length - 1]?.id });
       const last = await admin.list({ limit: 4, beforeId: 2 });

@@ -1,9 +1,11 @@
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../bench/local-postgres';
-import { type CommandLog, type CommandSession, withCommandLog } from '../../src/cli/command-log';
-import { pgAdminLog } from '../../src/cluster/pg-admin-log';
-import { pgPoolLogSql } from '../../src/cluster/pg-log-sql';
+import { type CommandSession, withCommandStore } from '../../src/open-store';
+import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
+import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
+import { sqliteStorePort } from '../../src/store/store-port';
+import { pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL, outboxEntriesOf } from '../../src/cluster/pg-outbox';
 import { sqlOf } from '../../src/cluster/sql';
@@ -37,7 +39,6 @@ import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
 import { logGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { type ConsoleLog, pgConsoleLog, sqliteConsoleLog } from '../../src/http/console/console-log';
 import { averbacoesRepo } from '../../src/store/averbacoes';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { sqliteLogSql } from '../../src/store/log-sql';
@@ -49,8 +50,8 @@ import { tempDir } from '../helpers/tmp';
 /**
  * The stores' conformance suite (Hookdeck Outpost's `drivertest`): every behaviour of a store port
  * is written once, below, and runs against each driver — the SQLite file and PostgreSQL — each case
- * on an empty, migrated store (a new SQLite file; PostgreSQL's tables emptied). The ports: the console's store (`ConsoleLog`), the log commands'
- * (`CommandLog`), the registry poll's shared statements (domain/sql/registry-poll.ts) and the
+ * on an empty, migrated store (a new SQLite file; PostgreSQL's tables emptied). The ports: the console's store (`ConsoleStore`), the log commands'
+ * (`CommandStore`), the registry poll's shared statements (domain/sql/registry-poll.ts) and the
  * forwarding sender's outbox (`SenderStore`). A driver is described once, in {@link DRIVERS}: how it
  * opens a fresh store, builds each port's adapter as the receiver does, and writes or reads rows
  * the ports have no method for (`exec`/`all`, one SQL text with `?` placeholders for both).
@@ -69,8 +70,8 @@ interface Opened {
   all(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
   /** A delivery as the ingest (SQLite) or the relay (PostgreSQL) writes it. */
   addDelivery(receivedAt: string, outcome: string, durationMs?: number): Promise<void>;
-  consoleLog: ConsoleLog;
-  /** What `withCommandLog` opens (DATABASE_PATH or DATABASE_URL), and the name the messages give it. */
+  consoleLog: ConsoleStore;
+  /** What `withCommandStore` opens (DATABASE_PATH or DATABASE_URL), and the name the messages give it. */
   commands: { config: Config; name: string };
   /** Sends the outbox's notification (PostgreSQL); null where the store has none. */
   notify: (() => Promise<void>) | null;
@@ -149,7 +150,7 @@ const DRIVERS: Driver[] = [
             .run(receivedAt, outcome, durationMs);
         },
         // As main.ts builds it.
-        consoleLog: sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined }),
+        consoleLog: consoleStore(sqliteStorePort(store)),
         commands: { config: loadConfig({ DATABASE_PATH: path }), name: path },
         notify: null,
         poll: {
@@ -188,8 +189,9 @@ const DRIVERS: Driver[] = [
             Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : v]),
           ),
         );
-      const admin = pgAdminLog({
+      const admin = pgPoolStorePort({
         pool,
+        name: 'conformance',
         running: () => true,
         kick: async () => undefined,
         schedulePoll: async () => undefined,
@@ -209,7 +211,7 @@ const DRIVERS: Driver[] = [
           );
         },
         // As a replica builds it on its pool.
-        consoleLog: pgConsoleLog(admin),
+        consoleLog: consoleStore(admin),
         commands: {
           config: loadConfig({ DATABASE_URL: url }),
           name: `postgres://${where.hostname}:${where.port || 5432}${where.pathname}`,
@@ -234,11 +236,11 @@ const DRIVERS: Driver[] = [
           },
         },
         // As cluster/forwarder.ts builds it.
-        sender: senderStore(pgPoolLogSql(pool)),
+        sender: senderStore(pgLogSql(poolRunners(pool), pool)),
         // As cluster/kick.ts runs it.
         outboxOf: (event, now) =>
           outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true }),
-        logSql: admin.logSql,
+        logSql: admin.sql,
         close: () => pool.end(),
       };
     },
@@ -259,7 +261,7 @@ const addEvent = (store: Opened, id: number, nu: number, status: string, duplica
     [id, `wh-${id}`, nu, at(id * MINUTE), status, duplicates],
   );
 
-// --- the console's store (ConsoleLog) ---------------------------------------------------------
+// --- the console's store (ConsoleStore) ---------------------------------------------------------
 
 interface NewAverbacao {
   requestId: string;
@@ -293,7 +295,7 @@ const refusal = (over: Partial<NewRefusal> = {}): NewRefusal => ({
   ...over,
 });
 
-// --- the log commands' port (CommandLog) -------------------------------------------------------
+// --- the log commands' port (CommandStore) -------------------------------------------------------
 
 const READ: CommandSession = { access: 'read' };
 const WRITE: CommandSession = { access: 'write', command: 'conformance' };
@@ -359,11 +361,11 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * The console's store (http/console/console-log.ts `ConsoleLog`): sqliteConsoleLog as main.ts
+   * The console's store (http/console/console-log.ts `ConsoleStore`): sqliteConsoleLog as main.ts
    * builds it, pgConsoleLog as a replica builds it on its pool (both core/console-log.ts).
    */
   describe('the console log', () => {
-    let log: ConsoleLog;
+    let log: ConsoleStore;
     beforeEach(() => {
       log = store.consoleLog;
     });
@@ -732,7 +734,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         for (const [requestId, status, stale, waiting] of rows)
           await addAverbacao({ requestId, nu: 7, status, stale, waiting });
       });
-      const ids = async (f: Parameters<ConsoleLog['averbacoes']>[0]) => {
+      const ids = async (f: Parameters<ConsoleStore['averbacoes']>[0]) => {
         const page = await log.averbacoes(f);
         return { ids: page.rows.map((r) => r.request_id), more: page.next !== null };
       };
@@ -809,15 +811,15 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * The log commands' port (cli/command-log.ts `CommandLog`), opened as the commands open it —
-   * `withCommandLog` on a Config with DATABASE_PATH, or with DATABASE_URL. The behaviours are those
+   * The log commands' port (cli/command-log.ts `CommandStore`), opened as the commands open it —
+   * `withCommandStore` on a Config with DATABASE_PATH, or with DATABASE_URL. The behaviours are those
    * of the methods only the commands have (stats, proposal lists, replay, track on the command's
    * connection, end-sessions, listen) and the name; the admin API's shared reads are covered by the
    * HTTP tests of both modes.
    */
   describe("the commands' log", () => {
-    const withLog = <T>(session: CommandSession, use: (log: CommandLog) => Promise<T>): Promise<T> =>
-      withCommandLog(store.commands.config, session, use);
+    const withLog = <T>(session: CommandSession, use: (log: CommandStore) => Promise<T>): Promise<T> =>
+      withCommandStore(store.commands.config, session, use);
     /** One value of a one-row query, as the driver gives it. */
     const one = async (sql: string, params?: readonly unknown[]) =>
       Object.values((await store.all(sql, params))[0]!)[0];
@@ -951,7 +953,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await addEvent(store, 2, 8, 'dead');
       await addEvent(store, 3, 7, 'dead');
       await addEvent(store, 4, 7, 'done');
-      const ids = (filter: Parameters<CommandLog['events']>[0]) =>
+      const ids = (filter: Parameters<CommandStore['events']>[0]) =>
         withLog(READ, async (log) => (await log.events(filter)).map((e) => e.id));
       expect(await ids({})).toEqual([4, 3, 2, 1]);
       expect(await ids({ status: 'dead' })).toEqual([3, 2]);
@@ -966,7 +968,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await store.addDelivery(at(MINUTE), 'accepted');
       await store.addDelivery(at(2 * MINUTE), 'duplicate');
       await store.addDelivery(at(3 * MINUTE), 'accepted');
-      const times = (filter: Parameters<CommandLog['deliveries']>[0]) =>
+      const times = (filter: Parameters<CommandStore['deliveries']>[0]) =>
         withLog(READ, async (log) => (await log.deliveries(filter)).map((d) => d.received_at));
       expect(await times({})).toEqual([at(3 * MINUTE), at(2 * MINUTE), at(MINUTE)]);
       expect(await times({ outcome: 'accepted' })).toEqual([at(3 * MINUTE), at(MINUTE)]);
@@ -1002,7 +1004,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await add('r1', 7, 'queued', false, 1);
       await add('r2', 8, 'queued', true, 2);
       await add('r3', 7, 'completed', true, 3);
-      const ids = (filter: Parameters<CommandLog['averbacoes']>[0]) =>
+      const ids = (filter: Parameters<CommandStore['averbacoes']>[0]) =>
         withLog(READ, async (log) => (await log.averbacoes(filter)).map((a) => a.request_id));
       expect(await ids({})).toEqual(['r3', 'r2', 'r1']);
       expect(await ids({ status: 'queued', limit: 1 })).toEqual(['r2']);
@@ -1672,8 +1674,8 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
    */
   describe('the forwarding admin and the change feed', () => {
     const admin = () => store.consoleLog.forwards;
-    const withLog = <T>(session: CommandSession, use: (log: CommandLog) => Promise<T>): Promise<T> =>
-      withCommandLog(store.commands.config, session, use);
+    const withLog = <T>(session: CommandSession, use: (log: CommandStore) => Promise<T>): Promise<T> =>
+      withCommandStore(store.commands.config, session, use);
     const NOW = at(HOUR);
     /** The deliveries' rows a replay or a backfill writes, ids as numbers. */
     const rows = async (where: string, params: readonly unknown[] = []) =>
@@ -2114,7 +2116,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     behaviour('`prune`: bodies, then messages, in the summary both modes print', async () => {
       await seedEvents();
       await seedMessages();
-      const outcome = await withCommandLog(
+      const outcome = await withCommandStore(
         store.commands.config,
         { access: 'write', command: 'prune' },
         (log) => log.prune(CUTOFF, NOW),

@@ -64,13 +64,20 @@ const FORBIDDEN: [string, string][] = [
   ['src/cluster/x.ts', "import { openStore } from '../store/store';"],
   ['src/handlers/x.ts', "import { startReceiver } from '../main';"],
   ['src/http/x.ts', "import { sqliteMode } from '../receiver-mode';"],
+  ['src/http/x.ts', "import { openStore } from '../store/store';"],
+  ['src/http/console/x.ts', "import { isLockBusy } from '../../store/database-errors';"],
+  ['src/http/admin/x.ts', "import { pgPoolStorePort } from '../../cluster/pg-store-port';"],
+  ['src/cli/x.ts', "import { openStore } from '../store/store';"],
+  ['src/cli/x.ts', "import { withPgCommandStore } from '../cluster/pg-store-port';"],
 ];
 
 const ALLOWED: [string, string][] = [
   ['src/domain/x.ts', "import { isObject } from './json';"],
   ['src/domain/forwarding/x.ts', "import { isObject } from '../json';"],
   ['src/store/x.ts', "import { transition } from '../domain/lifecycle';"],
-  ['src/http/x.ts', "import { openStore } from '../store/store';"],
+  ['src/http/x.ts', "import { adminStore } from '../core/store-port';"],
+  ['src/cli/x.ts', "import { withCommandStore } from '../open-store';"],
+  ['src/cli/demo/x.ts', "import type { Store } from '../../store/store';"],
   ['src/simulator/x.ts', "import { isObject } from '../domain/json';"],
   ['src/main.ts', "import { effectHandlers } from './handlers/built-ins';"],
   ['src/store/x.ts', "import { trackEffects } from '../core/effects';"],

@@ -2,7 +2,8 @@ import { type RequestHandler, Router } from 'express';
 import { constantTimeEqual } from '../../domain/signature';
 import type { AppDeps } from '../app-deps';
 import { notFound } from '../errors';
-import { logUnavailableAs503, sqliteAdminLog } from './admin-log';
+import { adminStore } from '../../core/store-port';
+import { logUnavailableAs503 } from './admin-log';
 import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacoes';
 import { deliveryRoutes } from './deliveries';
 import { eventRoutes } from './events';
@@ -11,17 +12,12 @@ import { forwardRoutes } from './forwards';
 import { proposalRoutes } from './proposals';
 
 /**
- * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the SQLite file's log or, in cluster
- * mode (`deps.clusterLog`), on PostgreSQL's: the same routes, parameters and answers, PostgreSQL
+ * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the store (the SQLite file or, in
+ * cluster mode, PostgreSQL): the same routes, parameters and answers, PostgreSQL
  * being away answered 503 `log_unavailable`.
  */
 export function adminRouter(deps: AppDeps): Router {
-  const log =
-    deps.clusterLog ??
-    sqliteAdminLog(deps.store, {
-      sweep: () => deps.pipeline?.sweep(),
-      nudge: () => deps.forwarding?.nudge(),
-    });
+  const log = adminStore(deps.storePort);
   const router = Router();
   router.use(requireAdminToken(deps.config.adminToken));
   router.use(eventRoutes(deps, log));
@@ -31,7 +27,7 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(deliveryRoutes(log));
   router.use(forwardRoutes(deps, log.forwards));
   router.use(feedRoutes(deps, log.feed));
-  if (deps.clusterLog) router.use(logUnavailableAs503);
+  if (deps.relay !== undefined) router.use(logUnavailableAs503);
   return router;
 }
 

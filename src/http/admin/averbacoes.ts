@@ -2,9 +2,9 @@ import { withMaskedResultBody } from '../../domain/privacy';
 import express, { type Request, type Response, Router } from 'express';
 import { ConsigError } from '../../domain/errors';
 import { isObject, nonBlankString, nonBlankText, own } from '../../domain/json';
-import { parseNuProposta } from '../../store/proposals';
+import { parseNuProposta } from '../../domain/log-rows';
 import type { AppDeps } from '../app-deps';
-import type { AdminLog } from './admin-log';
+import type { AdminStore } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 type AverbacaoDeps = Pick<AppDeps, 'clock' | 'serviceClient' | 'registryGraceMs'>;
@@ -13,7 +13,7 @@ type AverbacaoDeps = Pick<AppDeps, 'clock' | 'serviceClient' | 'registryGraceMs'
  * The tracked registrations (averbações, interface §4.2–§4.4): `GET /admin/averbacoes` and
  * `GET /admin/averbacoes/:requestId`, from whichever store holds the log.
  */
-export function averbacaoRoutes(log: AdminLog): Router {
+export function averbacaoRoutes(log: AdminStore): Router {
   const router = Router();
   router.get('/averbacoes', async (req, res) => {
     const stale = textParam(req, 'stale');
@@ -44,7 +44,7 @@ export function averbacaoRoutes(log: AdminLog): Router {
  * the service and track it (`POST /admin/averbacoes`), in whichever store holds the log (in cluster
  * mode the first poll is a job queued with the row).
  */
-export function averbacaoWriteRoutes(deps: AverbacaoDeps, log: AdminLog): Router {
+export function averbacaoWriteRoutes(deps: AverbacaoDeps, log: AdminStore): Router {
   const router = Router();
   router.post('/averbacoes/track', express.json({ limit: '16kb' }), (req, res) => track(deps, log, req, res));
   router.post('/averbacoes', express.json({ limit: '64kb' }), (req, res) => start(deps, log, req, res));
@@ -52,7 +52,7 @@ export function averbacaoWriteRoutes(deps: AverbacaoDeps, log: AdminLog): Router
 }
 
 /** `{ requestId, nu_proposta? }`: tracks a registration started elsewhere; 201 when new, 200 when known. */
-async function track(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Response): Promise<void> {
+async function track(deps: AverbacaoDeps, log: AdminStore, req: Request, res: Response): Promise<void> {
   const requestId = nonBlankString(own(req.body, 'requestId'))?.trim();
   if (requestId === undefined || requestId.length > 200) {
     res.status(400).json({ error: 'bad_request', message: 'requestId (string) is required' });
@@ -70,7 +70,7 @@ async function track(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Resp
 }
 
 /** Sends the body to `POST /contract/averbacao` and tracks the `requestId` the service answers. */
-async function start(deps: AverbacaoDeps, log: AdminLog, req: Request, res: Response): Promise<void> {
+async function start(deps: AverbacaoDeps, log: AdminStore, req: Request, res: Response): Promise<void> {
   const client = deps.serviceClient;
   if (!client) {
     res.status(503).json({ error: 'service_not_configured', message: 'SERVICE_BASE_URL is not set' });

@@ -1,9 +1,9 @@
 import { Router } from 'express';
-import type { AdminLog } from './admin-log';
+import type { AdminStore } from '../../core/store-port';
 import { integerParam, textParam } from './params';
 
 /** `GET /admin/deliveries?outcome=&limit=&before=`: the requests to the webhook routes, newest first. */
-export function deliveryRoutes(log: AdminLog): Router {
+export function deliveryRoutes(log: AdminStore): Router {
   const router = Router();
   router.get('/deliveries', async (req, res) => {
     const filter = {

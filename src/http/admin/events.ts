@@ -2,11 +2,11 @@ import { type Request, Router } from 'express';
 import { maskCpfsInBytes, maskCpfsInJsonText } from '../../domain/privacy';
 import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
-import type { AdminLog } from './admin-log';
+import type { AdminStore } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 /** `GET /admin/events`, `GET /admin/events/:id` (with its body as received, CPF masked), `POST /admin/events/:id/replay`. */
-export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminLog): Router {
+export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminStore): Router {
   const router = Router();
 
   router.get('/events', async (req, res) => {

@@ -1,6 +1,3 @@
-import type { FeedPage } from '../../domain/forwarding/messages';
-import type { MessageType } from '../../domain/forwarding/destinations';
-
 /**
  * The feed requests waiting for a commit. `wait()` resolves on `notify()` (main calls it after every
  * pipeline commit), after `ms`, when `signal` aborts (the client went away), or on `close()` (at
@@ -64,5 +61,4 @@ export class FeedWaiters {
   }
 }
 
-/** Reads a page of the feed: the file's outbox, or (cluster mode) PostgreSQL's. */
-export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+export type { FeedReader } from '../../core/store-port';

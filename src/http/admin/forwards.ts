@@ -12,10 +12,10 @@ import {
   isMessageType,
   parseInstant,
 } from '../../domain/forwarding/admin';
-import { parseNuProposta } from '../../store/proposals';
+import { parseNuProposta } from '../../domain/log-rows';
 import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
-import type { AdminForwards } from './admin-log';
+import type { ForwardAdmin as AdminForwards } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
 
 /**

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { parseNuProposta } from '../../store/proposals';
+import { parseNuProposta } from '../../domain/log-rows';
 import { HttpError } from '../errors';
 
 /** The query parameter `name` given once; undefined when absent or empty (an empty filter filters nothing). */

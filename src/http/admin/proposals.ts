@@ -1,10 +1,10 @@
 import { Router } from 'express';
 import { withMaskedCpf } from '../../domain/privacy';
-import { parseNuProposta } from '../../store/proposals';
-import type { AdminLog } from './admin-log';
+import { parseNuProposta } from '../../domain/log-rows';
+import type { AdminStore } from '../../core/store-port';
 
 /** `GET /admin/proposals/:nu`: where a proposal stands and its timeline, the CPF masked (LGPD). */
-export function proposalRoutes(log: AdminLog): Router {
+export function proposalRoutes(log: AdminStore): Router {
   const router = Router();
   router.get('/proposals/:nu', async (req, res) => {
     const { proposal, timeline } = await log.proposal(parseNuProposta(String(req.params.nu)));

@@ -9,7 +9,7 @@ import {
   tokenFingerprint,
 } from '../../domain/console';
 import { maskCpfsInText } from '../../domain/privacy';
-import { isLockBusy } from '../../store/database-errors';
+import { isLockBusy } from '../../domain/errors';
 import { type Person, personDisplay, personLabel } from '../../domain/oidc';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';

@@ -7,7 +7,7 @@ import express, {
 } from 'express';
 import { StorageError } from '../../domain/errors';
 import type { Logger } from '../../logger';
-import { isLockBusy } from '../../store/database-errors';
+import { isLockBusy } from '../../domain/errors';
 import type { AppDeps } from '../app-deps';
 import { notFound } from '../errors';
 import { actionRoutes } from './actions';

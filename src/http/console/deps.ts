@@ -5,7 +5,7 @@ import type { Destination } from '../../domain/forwarding/destinations';
 import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
 import type { AppDeps, ConsoleRelay } from '../app-deps';
-import { type ConsoleLog, sqliteConsoleLog } from './console-log';
+import { type ConsoleStore, consoleStore } from '../../core/store-port';
 import { OidcClient } from './oidc-client';
 
 /** What the console's pages and actions need, read once from the app's dependencies. */
@@ -13,7 +13,7 @@ export interface ConsoleDeps {
   clock: Clock;
   logger: Logger;
   /** The log the pages read and the actions write: the SQLite file, or PostgreSQL in cluster mode. */
-  log: ConsoleLog;
+  log: ConsoleStore;
   /** Cluster mode: `log` is PostgreSQL's, shared by the replicas. */
   cluster: boolean;
   /**
@@ -72,14 +72,9 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
   return {
     clock: deps.clock,
     logger: deps.logger,
-    log:
-      deps.clusterConsole?.log ??
-      sqliteConsoleLog(deps.store, {
-        sweep: () => deps.pipeline?.sweep(),
-        nudge: () => deps.forwarding?.nudge(),
-      }),
-    cluster: deps.clusterConsole !== undefined,
-    relay: deps.clusterConsole?.relay,
+    log: consoleStore(deps.storePort),
+    cluster: deps.relay !== undefined,
+    relay: deps.relay,
     overload:
       deps.answers === undefined
         ? undefined

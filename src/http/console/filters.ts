@@ -4,7 +4,7 @@ import { parseDuration } from '../../domain/duration';
 import { PROPOSAL_STATUSES } from '../../domain/lifecycle';
 import type { ConsoleEventFilter } from '../../domain/console';
 import { parseInstant } from '../../domain/forwarding/admin';
-import { parseNuProposta } from '../../store/proposals';
+import { parseNuProposta } from '../../domain/log-rows';
 import { HttpError } from '../errors';
 import { parseJsonFilter } from './json-filter';
 

@@ -1,5 +1,5 @@
 import type { Request, Response, Router } from 'express';
-import { parseNuProposta } from '../../store/proposals';
+import { parseNuProposta } from '../../domain/log-rows';
 import { contextOf } from './auth';
 import type { ConsoleDeps } from './deps';
 import {

@@ -1,4 +1,4 @@
-import type { SignInFailures } from './console-log';
+import type { SignInFailures } from '../../core/store-port';
 
 /**
  * Brute force on the console's sign-in: after {@link LoginThrottleOptions.maxFailures} wrong tokens

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { sqliteConsoleLog } from '../../../src/http/console/console-log';
+import { consoleStore } from '../../../src/core/store-port';
+import { sqliteStorePort } from '../../../src/store/store-port';
 import { openStore, type Store } from '../../../src/store/store';
 import { tempDir } from '../../helpers/tmp';
 import {
@@ -91,10 +92,7 @@ describe('tokens and the sign-in throttle', () => {
   let tmp: ReturnType<typeof tempDir>;
   let store: Store;
   const throttle = (options: LoginThrottleOptions = {}) =>
-    new LoginThrottle(
-      sqliteConsoleLog(store, { sweep: () => undefined, nudge: () => undefined }).signInFailures,
-      options,
-    );
+    new LoginThrottle(consoleStore(sqliteStorePort(store)).signInFailures, options);
   beforeEach(() => {
     tmp = tempDir('consig-throttle-');
     store = openStore(join(tmp.dir, 'consig.db'), { migrate: true });

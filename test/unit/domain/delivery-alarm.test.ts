@@ -15,7 +15,7 @@ import {
   runSpeaksSince,
   type SilenceState,
 } from '../../../src/domain/delivery-alarm';
-import type { DeliveryOutcome } from '../../../src/store/deliveries';
+import type { DeliveryOutcome } from '../../../src/domain/delivery';
 
 /** Replays answers one second apart; returns where the alarm spoke and the final state. */
 function run(answers: readonly DeliveryAnswer[], from: DeliveryAlarmState = noFailures) {

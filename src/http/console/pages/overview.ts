@@ -10,7 +10,7 @@ import type { OverloadSnapshot } from '../../../domain/answer-first';
 import { COUNT_CAP, type HourCount, hourOf } from '../../../domain/console';
 import type { DestinationSummary } from '../../../domain/forwarding/admin';
 import { stuckCutoffs } from '../../../domain/stuck';
-import type { RelaySpoolRow } from '../console-log';
+import type { RelaySpoolRow } from '../../../domain/console';
 import type { ConsoleDeps } from '../deps';
 import { ageOf, countOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';

@@ -1,14 +1,14 @@
 import type { TransitionReason } from '../../../domain/lifecycle';
 import { maskCpf } from '../../../domain/privacy';
 import { isStuck, stuckSince } from '../../../domain/stuck';
-import type { AverbacaoRow } from '../../../store/averbacoes';
+import type { AverbacaoRow } from '../../../domain/log-rows';
 import {
   type RegistryEventRow,
   STORY_CAP,
   type StoryEventRow,
   type StoryForwardRow,
 } from '../../../domain/console';
-import type { ProposalRow } from '../../../store/proposals';
+import type { ProposalRow } from '../../../domain/log-rows';
 import type { ConsoleDeps } from '../deps';
 import { ageOf, countOf, freeText, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';

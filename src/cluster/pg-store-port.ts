@@ -1,0 +1,214 @@
+import type { Client, Pool, PoolClient } from 'pg';
+import { StorageError } from '../domain/errors';
+import type { PruneOutcome, StorePort } from '../core/store-port';
+import { prunePass } from '../core/retention';
+import type { SenderWake } from '../core/forward-admin';
+import type { SpoolPruneSummary } from '../domain/retention';
+
+import { runOfAnswers } from '../domain/delivery-alarm';
+import { readSharedAnswers } from './pg-delivery-alarm';
+import { OUTBOX_CHANNEL } from './pg-outbox';
+import {
+  describePgTarget,
+  isPgUnavailable,
+  pgTarget,
+  readStoreFigures,
+  withPgConnection,
+  withPgReads,
+} from './pg-reads';
+import { inEngineTransaction, pgReplayHooks } from './pg-replay';
+import { type SchedulePoll, trackOnPostgres, type TrackRunners } from './pg-track';
+import { clientRunners, inPoolTransaction, pgLogQuery, pgLogSql, type PgQuery } from './pg-log-sql';
+import { type Sql, sqlOf } from './sql';
+import type { Engine } from './engine';
+
+/**
+ * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
+ * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
+ * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}).
+ * Rows come in the SQLite store's representation (pg-log-sql.ts LOG_TYPES). Each statement handle
+ * carries its connection (pg-log-sql.ts `PgQuery`), so that PostgreSQL's own figures read in the same
+ * snapshot as the core's statements.
+ *
+ * Through the pool, every call rejects with a StorageError while the replica is not connected to
+ * PostgreSQL or when PostgreSQL cannot serve it (down, restarting, failing over): the routes answer
+ * 503 and the client asks again. Any other failure (a statement PostgreSQL refused) passes through.
+ * A command's errors name host, port and database, never the password (pg-reads.ts).
+ */
+
+/** Wakes the replica sending a destination (and the feed's long-polls) when the write commits. */
+const NOTIFY_SENDER: SenderWake = {
+  inWrite: (q) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']),
+};
+
+/** What both ways share: PostgreSQL's figures, read on the handle's connection. */
+const pgFigures = {
+  senderWake: NOTIFY_SENDER,
+  consoleFigures: async (q: PgQuery) => {
+    const answers = await readSharedAnswers(sqlOf(q.client));
+    return {
+      run: runOfAnswers(answers.run),
+      lastDeliveryAt: answers.lastDeliveryAt,
+      proposalsInFlight: answers.proposalsInFlight,
+    };
+  },
+  statsFigures: (q: PgQuery, destinations: readonly string[]) => readStoreFigures(q.client, destinations),
+};
+
+export interface PgPoolStoreOptions {
+  /** The replica's pool (ClusterNode's), with an 'error' listener. */
+  pool: Pool;
+  /** postgres://host:port/database (no user, no password). */
+  name: string;
+  /** Whether the replica is connected and migrated (ClusterNode `state === 'running'`). */
+  running(): boolean;
+  /** Queues a kick of each work key in `sql`'s transaction (engine.ts `kick`). */
+  kick(sql: Sql, keys: readonly string[]): Promise<void>;
+  /** Schedules a registration's poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+  schedulePoll: SchedulePoll;
+}
+
+/** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
+const READ_TIMEOUT = '10s';
+
+/** The port on a replica's pool (see the module's comment). */
+export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery> {
+  const { read, transaction, writing } = runners(options);
+  const sql = pgLogSql({ read, writing });
+  return {
+    name: options.name,
+    sql,
+    replaying: (fn) =>
+      writing((client) => fn(pgLogQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
+    track: (t, now, graceMs) =>
+      trackOnPostgres(
+        { transaction: (fn) => transaction((tx) => fn(tx, options.schedulePoll)), read },
+        t,
+        now,
+        graceMs,
+      ),
+    ...pgFigures,
+    // The server listens through its forwarder (cluster/forwarder.ts), not through the port.
+    listen: async () => undefined,
+    prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
+  };
+}
+
+export type PgCommandAccess = 'read' | 'follow' | 'write';
+
+/** The spool at DATABASE_PATH as a command's `prune` finds it (null `prune`: there is none). */
+export interface LocalSpool {
+  path: string;
+  prune: ((cutoff: Date) => SpoolPruneSummary) | null;
+}
+
+/**
+ * Runs `use` on the port of a command's own connection to `databaseUrl`, then closes it whatever
+ * happens: its reads in one read-only snapshot (`read`: the figures of a command agree with each
+ * other, and it cannot write) or as they come (`follow`, `write`); a replay or a tracking in one
+ * transaction with a pg-boss started for it (pg-replay.ts). `spool`: what `prune` prunes after
+ * PostgreSQL.
+ */
+export function withPgCommandStore<T>(
+  databaseUrl: string,
+  session: { access: PgCommandAccess; command?: string | undefined },
+  spool: () => LocalSpool,
+  use: (port: StorePort<PgQuery>) => Promise<T>,
+): Promise<T> {
+  const name = session.command === undefined ? undefined : `consig-receiver ${session.command}`;
+  const run = (client: Client) => use(pgCommandStorePort(client, databaseUrl, spool));
+  return session.access === 'read'
+    ? withPgReads(databaseUrl, run, name)
+    : withPgConnection(databaseUrl, run, name);
+}
+
+function pgCommandStorePort(
+  client: Client,
+  databaseUrl: string,
+  spool: () => LocalSpool,
+): StorePort<PgQuery> {
+  const sql = sqlOf(client);
+  const q = pgLogQuery(client);
+  const commandSql = pgLogSql(clientRunners(client));
+  const inEngine = <R>(fn: (engine: Engine) => Promise<{ result: R; commit: boolean }>) =>
+    inEngineTransaction(client, databaseUrl, fn);
+  const runners: TrackRunners = {
+    transaction: (fn) =>
+      inEngine(async (engine) => ({
+        result: await fn(sql, (tx, id, at) => engine.schedulePoll(tx, id, at)),
+        commit: true,
+      })),
+    read: (fn) => fn(client),
+  };
+  return {
+    name: describePgTarget(pgTarget(databaseUrl)),
+    sql: commandSql,
+    // Committed when it queued something.
+    replaying: (fn) =>
+      inEngine(async (engine) => {
+        const result = await fn(
+          q,
+          pgReplayHooks(sql, (tx, keys) => engine.kick(tx, keys)),
+        );
+        return { result, commit: result.queued.length > 0 };
+      }),
+    track: (t, now, graceMs) => trackOnPostgres(runners, t, now, graceMs),
+    ...pgFigures,
+    // A message committed by any replica calls `onChange` (the outbox's NOTIFY).
+    listen: async (onChange) => {
+      client.on('notification', onChange);
+      await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
+    },
+    prune: async (cutoff, now): Promise<PruneOutcome> => {
+      const local = spool();
+      const summary = await prunePass(commandSql, cutoff, now);
+      return { summary, spool: { path: local.path, removed: local.prune?.(cutoff) ?? null } };
+    },
+  };
+}
+
+type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
+type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
+type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
+type Writing = <T>(fn: (client: PoolClient) => Promise<T>) => Promise<T>;
+
+/** The guarded ways to reach PostgreSQL that every call of the pool's port takes (see {@link runners}). */
+export interface PgRunners {
+  guarded: Guarded;
+  read: Read;
+  transaction: Transaction;
+  /** A transaction as {@link Transaction}, on the client itself (pg-log-sql.ts). */
+  writing: Writing;
+}
+
+/**
+ * `guarded`: refuses while the replica is not connected, and turns PostgreSQL's being away into a
+ * StorageError. `read`: guarded, `fn` in one read-only snapshot on a connection of the pool, bounded
+ * by {@link READ_TIMEOUT}. `transaction`: guarded, `fn` in one transaction.
+ */
+function runners(options: PgPoolStoreOptions): PgRunners {
+  const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (!options.running()) throw new StorageError('cluster mode is not connected to PostgreSQL yet');
+    try {
+      return await fn();
+    } catch (err) {
+      if (isPgUnavailable(err))
+        throw new StorageError(`PostgreSQL does not answer: ${(err as Error).message}`, { cause: err });
+      throw err;
+    }
+  };
+  const inTransaction = <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> =>
+    inPoolTransaction(options.pool, begin, fn);
+  return {
+    guarded,
+    read: (fn) =>
+      guarded(() =>
+        inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
+          await client.query(`SET LOCAL statement_timeout = '${READ_TIMEOUT}'`);
+          return fn(client);
+        }),
+      ),
+    transaction: (fn) => guarded(() => inTransaction('BEGIN', (client) => fn(sqlOf(client)))),
+    writing: (fn) => guarded(() => inTransaction('BEGIN', fn)),
+  };
+}

@@ -1,0 +1,290 @@
+import type {
+  AuditRow,
+  ConsoleAverbacaoFilter,
+  ConsoleDeliveryFilter,
+  ConsoleEventFilter,
+  ConsoleSessionRow,
+  ListPage,
+  NewAuditEntry,
+  NewConsoleSession,
+  NewRefusal,
+  OverviewFigures,
+  OverviewQuery,
+  ProposalListing,
+  RegistryEventRow,
+  StoryEventRow,
+  StoryForwardRow,
+  TokenFingerprints,
+} from '../domain/console';
+import type { DeliveryRow } from '../domain/delivery';
+import type { EventRow, EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
+import type { MessageType } from '../domain/forwarding/destinations';
+import type { FeedPage } from '../domain/forwarding/messages';
+import type { ProposalStatus } from '../domain/lifecycle';
+import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
+import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
+import type { LogQuery } from '../domain/sql/log-sql';
+import type { StuckCutoff } from '../domain/stuck';
+import { consoleLog, type LogSqlOf } from './console-log';
+import type { AverbacaoListRow } from './console-reads';
+import { endSessionsAudited } from './console-sessions';
+import type { StoreFigures } from './console-overview';
+import { feedReader } from './feed';
+import { type ForwardAdmin, forwardAdmin, type SenderWake } from './forward-admin';
+import {
+  type AverbacaoFilter,
+  type DeliveryFilter,
+  type EventFilter,
+  type LogFigures,
+  logFigures,
+  logReads,
+} from './log-reads';
+import { latestProposals, type ProposalListRow, stuckProposals } from './proposal-lists';
+import { replayEvents, replayWanted } from './replay';
+
+/**
+ * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
+ * the commands — need of a store, narrowed to what differs between SQLite and PostgreSQL. Each
+ * store has one adapter per way it is reached (store/store-port.ts: the SQLite file; cluster/
+ * pg-store-port.ts: a replica's pool, a command's own connection), opened in one place
+ * (src/open-store.ts for the commands, src/receiver-mode.ts for the server). Everything the
+ * consumers see is built from it once, below ({@link adminStore}, {@link consoleStore},
+ * {@link commandStore}), with the code written once for both stores (src/core/): the stores differ
+ * only in the members of this interface and in their {@link LogQuery.dialect}.
+ *
+ * `Q`: what the adapter's statements are run on; PostgreSQL's carries its connection beside them,
+ * so that its own figures read in the same snapshot as the core's statements.
+ */
+export interface StorePort<Q extends LogQuery = LogQuery> {
+  /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
+  readonly name: string;
+  /** Snapshots and transactions (domain/sql/log-sql.ts). */
+  readonly sql: LogSqlOf<Q>;
+  /**
+   * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
+   * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
+   * a kick of each work key, in the transaction).
+   */
+  replaying(fn: (q: LogQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
+  /**
+   * Tracks a registration declared here or started through the service's client (`queued`, first
+   * poll after `graceMs`); one already tracked only gets its missing fields. `created`: it was new.
+   */
+  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
+  /** How a write to the forwarding tables wakes the sender (core/forward-admin.ts). */
+  readonly senderWake: SenderWake;
+  /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
+  consoleFigures(q: Q): Promise<StoreFigures>;
+  /** `stats`' figures each store keeps its own way (size on disk, forwarding), read with `q`. */
+  statsFigures(q: Q, destinations: readonly string[]): Promise<StoreStats>;
+  /** Calls `onChange` when the outbox may have more (PostgreSQL's NOTIFY; never on SQLite). */
+  listen(onChange: () => void): Promise<void>;
+  /**
+   * What RETENTION_DAYS does (domain/retention.ts, core/retention.ts): old bodies and forwarded
+   * messages out of the store; in cluster mode then the relayed rows of the local spool.
+   */
+  prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
+}
+
+/** A registration to track, as the admin routes or the `track` command declare or start it. */
+export interface TrackRequest {
+  requestId: string;
+  correlationId: string | null;
+  nuProposta: number | string | null;
+  via: 'declared' | 'started';
+}
+
+export interface Tracked {
+  created: boolean;
+  averbacao: AverbacaoRow | undefined;
+}
+
+/** What {@link StorePort.statsFigures} adds to {@link LogFigures}. */
+export type StoreStats = Pick<LogFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
+
+/**
+ * What `prune` removed from the store; in cluster mode also from the spool at `path` (`removed`
+ * null: there is no spool there, only PostgreSQL was pruned).
+ */
+export interface PruneOutcome {
+  summary: PruneSummary;
+  spool?: { path: string; removed: SpoolPruneSummary | null };
+}
+
+/** A page of the change feed (contract §8). */
+export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+
+/** What the admin routes read and write (contract §7, §8). */
+export interface AdminStore {
+  /** `events`, newest first (by id). */
+  events(filter: EventFilter): Promise<readonly EventRow[]>;
+  /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
+  event(id: number): Promise<{ event: EventRow; body: string | Buffer | null } | undefined>;
+  /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
+  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
+  /** `deliveries`, newest first. */
+  deliveries(filter: DeliveryFilter): Promise<readonly DeliveryRow[]>;
+  /** A proposal (undefined when it has no row) and every event of it, processed or not. */
+  proposal(
+    nu: number | string,
+  ): Promise<{ proposal: ProposalRow | undefined; timeline: readonly TimelineRow[] }>;
+  /** Tracked registrations, the most recently created first. */
+  averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
+  averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
+  /** {@link StorePort.track}. */
+  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
+  /** The forwarding tables (contract §8). */
+  forwards: ForwardAdmin;
+  /** A page of the change feed. */
+  feed: FeedReader;
+}
+
+export function adminStore(port: StorePort<LogQuery>): AdminStore {
+  return {
+    ...logReads(port.sql),
+    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    track: (t, now, graceMs) => port.track(t, now, graceMs),
+    forwards: forwardAdmin(port.sql, port.senderWake),
+    feed: feedReader(port.sql),
+  };
+}
+
+/**
+ * Everything the console's pages and actions read and write (core/console-log.ts, in the SQLite
+ * store's shapes, so that one set of pages renders either). Each call of PostgreSQL's rejects with
+ * a StorageError while PostgreSQL cannot answer this replica; the console answers that with a 503.
+ */
+export interface ConsoleStore {
+  sessions: ConsoleSessions;
+  audit: {
+    record(entry: NewAuditEntry): Promise<void>;
+    /** A refused request, aggregated (domain/console.ts `refusalWrite`). */
+    refuse(refusal: NewRefusal): Promise<void>;
+    /** Newest first, entries with an id below `beforeId` (keyset). */
+    page(beforeId: number, limit: number): Promise<AuditRow[]>;
+  };
+  /** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the store. */
+  signInFailures: SignInFailures;
+  /** The overview's figures; counts the deliveries that arrived since the last view into the hourly rollup first. */
+  overview(now: Date, query: OverviewQuery): Promise<OverviewFigures>;
+  /** A page of events (the window rule of core/console-reads.ts). */
+  events(filter: ConsoleEventFilter): Promise<ListPage<EventRow>>;
+  /** Every event the filter matches (no paging, no window): a bulk replay's count. */
+  countEvents(filter: ConsoleEventFilter): Promise<number>;
+  /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
+  eventIds(filter: ConsoleEventFilter, before: number, limit: number): Promise<number[]>;
+  /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
+  event(id: number): Promise<ConsoleEvent | undefined>;
+  deliveries(filter: ConsoleDeliveryFilter): Promise<ListPage<DeliveryRow>>;
+  /** Proposals per status (the funnel) and one page of a listing. */
+  proposals(listing: ProposalListing): Promise<{ counts: Record<string, number>; rows: ProposalListRow[] }>;
+  /** Whether a proposal row or an event names `nu`. */
+  proposalExists(nu: number | string): Promise<boolean>;
+  /** What the proposal page tells; undefined when nothing names this proposal. */
+  proposalStory(nu: number | string): Promise<ProposalStoryRows | undefined>;
+  /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
+  averbacoes(filter: ConsoleAverbacaoFilter): Promise<{ rows: AverbacaoListRow[]; next: number | null }>;
+  /** The replay rule of `/admin` and the commands; makes processing look at once. */
+  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
+  /** The forwarding tables, the admin API's statements (contract §8); the writes wake the sender. */
+  forwards: ForwardAdmin;
+}
+
+export interface ConsoleSessions {
+  create(session: NewConsoleSession): Promise<void>;
+  /** The session unless it is unknown or expired at `now`. */
+  live(idHash: string, now: string): Promise<ConsoleSessionRow | undefined>;
+  touch(idHash: string, now: string): Promise<void>;
+  remove(idHash: string): Promise<void>;
+  /** Removes every session expired at `now`; returns how many. */
+  pruneExpired(now: string): Promise<number>;
+  /** Removes every session not opened by its role's configured token (rotated or removed); how many. */
+  endOthers(fps: TokenFingerprints): Promise<number>;
+  /** Removes every session; returns how many. */
+  endAll(): Promise<number>;
+}
+
+export interface SignInFailures {
+  /** The address's wrong tokens in the window that began after `windowStart`, if any. */
+  current(address: string, windowStart: string): Promise<{ since: string; failures: number } | undefined>;
+  /** One more, at `now`; a window that began at or before `windowStart` begins again. */
+  failed(address: string, now: string, windowStart: string): Promise<void>;
+  succeeded(address: string): Promise<void>;
+}
+
+export interface ConsoleEvent {
+  event: EventRow;
+  body: string | Buffer | null;
+  forwards: StoryForwardRow[];
+}
+
+export interface ProposalStoryRows {
+  proposal: ProposalRow | undefined;
+  events: StoryEventRow[];
+  averbacoes: { row: AverbacaoRow; answers: RegistryEventRow[] }[];
+  forwards: StoryForwardRow[];
+}
+
+export function consoleStore<Q extends LogQuery>(port: StorePort<Q>): ConsoleStore {
+  const forwards = forwardAdmin(port.sql, port.senderWake);
+  return {
+    ...consoleLog(port.sql, {
+      figures: (q) => port.consoleFigures(q),
+      destinationSummaries: (configured) => forwards.destinationSummaries(configured),
+    }),
+    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    forwards,
+  };
+}
+
+/** What the commands read and do: the admin API's, and the few reads and writes only they have. */
+export interface CommandStore extends Pick<
+  AdminStore,
+  'events' | 'deliveries' | 'proposal' | 'averbacoes' | 'track' | 'forwards' | 'feed'
+> {
+  /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
+  readonly name: string;
+  /** Everything `stats` shows, read at once. */
+  stats(cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<LogFigures>;
+  latestProposals(statuses: readonly ProposalStatus[], limit: number): Promise<readonly ProposalListRow[]>;
+  stuckProposals(cutoffs: readonly StuckCutoff[], limit: number): Promise<readonly ProposalListRow[]>;
+  /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
+  replay(wanted: { ids: readonly number[] } | { status: EventStatus }, now: string): Promise<ReplayResult>;
+  /** Ends every console session and records `audit(ended)`, together; returns how many. */
+  endSessions(audit: (ended: number) => NewAuditEntry): Promise<number>;
+  /** {@link StorePort.listen}. */
+  listen(onChange: () => void): Promise<void>;
+  /** {@link StorePort.prune}. */
+  prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
+}
+
+export function commandStore<Q extends LogQuery>(port: StorePort<Q>): CommandStore {
+  const { sql } = port;
+  const { events, deliveries, proposal, averbacoes, track, forwards, feed } = adminStore(port);
+  return {
+    name: port.name,
+    events,
+    deliveries,
+    proposal,
+    averbacoes,
+    track,
+    forwards,
+    feed,
+    latestProposals: (statuses, limit) => sql.read((q) => latestProposals(q, statuses, { limit })),
+    stuckProposals: (cutoffs, limit) => sql.read((q) => stuckProposals(q, cutoffs, { limit })),
+    stats: (cutoffs, destinations) =>
+      sql.read(async (q) => ({
+        ...(await logFigures(q, cutoffs)),
+        ...(await port.statsFigures(q, destinations)),
+      })),
+    replay: (wanted, now) => port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
+    endSessions: (audit) => endSessionsAudited(sql, audit),
+    listen: (onChange) => port.listen(onChange),
+    prune: (cutoff, now) => port.prune(cutoff, now),
+  };
+}
+
+export type { AverbacaoFilter, DeliveryFilter, EventFilter, LogFigures } from './log-reads';
+export type { ForwardAdmin } from './forward-admin';
+export type { AverbacaoListRow } from './console-reads';
+export type { ProposalListRow } from './proposal-lists';

@@ -1,0 +1,170 @@
+import { existsSync, statSync } from 'node:fs';
+import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
+import { knownSpools, verifySpool } from './cluster/relay-verify';
+import type { Config } from './config';
+import { type CommandStore, commandStore } from './core/store-port';
+import { StorageError, UsageError } from './domain/errors';
+import type { SpoolVerdict } from './domain/relay-gap';
+import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
+import { deliveryAlarmRepo } from './store/delivery-alarm';
+import { loadMigrations, migrate } from './store/migrate';
+import { openSpool } from './store/spool';
+import { openStore, type Store } from './store/store';
+import { sqliteStorePort } from './store/store-port';
+
+/**
+ * The one place the commands open a store (issue 33): PostgreSQL when DATABASE_URL is set (cluster
+ * mode, contract §10), else the SQLite file; the port (core/store-port.ts) is opened here and
+ * nowhere else in cli/, and the commands get the facade built from it ({@link CommandStore}). The
+ * server's composition root (receiver-mode.ts) builds the same port on its own connections.
+ */
+
+/**
+ * How a command uses the store. `read`: reads in one snapshot (a read-only SQLite file). `follow`:
+ * reads that see each new commit (`feed --follow`). `write`: a writable store. `command` names the
+ * command's PostgreSQL connection (application_name `consig-receiver <command>`).
+ */
+export interface CommandSession {
+  access: PgCommandAccess;
+  command?: string;
+  /**
+   * With `write`: a SQLite file that does not exist yet is created and migrated (`start-averbacao`
+   * tracks what it started in a database a receiver opens later). PostgreSQL's schema is the
+   * replicas' to migrate.
+   */
+  create?: boolean;
+  /**
+   * Cluster mode: the spool at DATABASE_PATH too, when there is one (`prune`). Checked before
+   * PostgreSQL is touched: a spool that cannot be opened stops the command first.
+   */
+  spool?: boolean;
+}
+
+/** Opens the store of `config`, runs `use` on its facade and closes it, whatever happens. */
+export async function withCommandStore<T>(
+  config: Config,
+  session: CommandSession,
+  use: (store: CommandStore) => Promise<T>,
+): Promise<T> {
+  const cluster = config.cluster; // the one place the commands look at the mode
+  if (cluster) {
+    const checked = session.spool ? spoolBeside(config) : null;
+    return withPgCommandStore(
+      cluster.databaseUrl,
+      session,
+      () => checked ?? spoolBeside(config),
+      (port) => use(commandStore(port)),
+    );
+  }
+  const store =
+    session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
+  try {
+    return await use(commandStore(sqliteStorePort(store)));
+  } finally {
+    store.close();
+  }
+}
+
+/** The SQLite file, read-only; a missing one is said clearly. */
+export function openReadOnly(config: Config): Store {
+  try {
+    statSync(config.databasePath);
+  } catch {
+    throw new StorageError(
+      `no database at ${config.databasePath} (set DATABASE_PATH, or create it with \`consig-receiver migrate\`)`,
+    );
+  }
+  return openStore(config.databasePath, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
+}
+
+/**
+ * A writable store; a missing database is said clearly (as the read commands do), or created when
+ * `create`. A receiver may be writing to the same file: a command waits for its lock rather than fail.
+ */
+function openWritable(config: Config, create: boolean): Store {
+  if (!create) openReadOnly(config).close();
+  return openStore(config.databasePath, {
+    migrate: create,
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+}
+
+/** `migrate`: applies the SQLite file's pending migrations; returns those it applied. */
+export function migrateFile(config: Config): ReturnType<typeof migrate> {
+  const db = openDatabase(config.databasePath, {
+    synchronous: config.sqlite.synchronous,
+    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+  });
+  try {
+    return migrate(db, loadMigrations());
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The delivery alarm's stored run (http/delivery-watch.ts), on a connection of its own to
+ * DATABASE_PATH with a short busy timeout: a write of the alarm's row must not hold the event loop
+ * for SQLITE_BUSY_TIMEOUT_MS when another connection has the lock.
+ */
+export function openDeliveryAlarm(config: Pick<Config, 'databasePath'>) {
+  const db = openDatabase(config.databasePath, {
+    // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  return { repo: deliveryAlarmRepo(db), close: () => db.close() };
+}
+
+/** The spool at DATABASE_PATH as `prune` finds it: checked readable now; `prune` null when there is none. */
+function spoolBeside(config: Config): LocalSpool {
+  const path = config.databasePath;
+  if (!existsSync(path)) return { path, prune: null };
+  openReadOnly(config).close();
+  return {
+    path,
+    prune: (cutoff) => {
+      const store = openStore(path, { busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000) });
+      try {
+        return openSpool(store.db).prune(cutoff);
+      } finally {
+        store.close();
+      }
+    },
+  };
+}
+
+/** What `relay verify` compares: each spool file's verdict, and every spool PostgreSQL knows. */
+export interface SpoolsVerified {
+  database: string;
+  verdicts: (SpoolVerdict & { path: string })[];
+  known: { spool: string; replica: string; relayed_through: number }[];
+}
+
+/**
+ * `relay verify` (cluster mode): the spool files at `paths` (default DATABASE_PATH, the spool of a
+ * replica run beside this command) read in one snapshot each, then compared with PostgreSQL.
+ */
+export async function verifySpools(config: Config, paths: readonly string[]): Promise<SpoolsVerified> {
+  const cluster = config.cluster;
+  if (!cluster)
+    throw new UsageError('relay verify compares spools with PostgreSQL: set DATABASE_URL (cluster mode)');
+  const files = paths.length > 0 ? paths : [config.databasePath];
+  const facts = files.map((path) => {
+    if (!existsSync(path)) throw new StorageError(`no spool at ${path}`);
+    const store = openStore(path, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
+    try {
+      return { path, facts: openSpool(store.db).facts() };
+    } finally {
+      store.close();
+    }
+  });
+  const none = () => ({ path: config.databasePath, prune: null });
+  return withPgCommandStore(cluster.databaseUrl, { access: 'read', command: 'relay-verify' }, none, (port) =>
+    port.sql.read(async (q) => {
+      const verdicts: SpoolsVerified['verdicts'] = [];
+      for (const f of facts) verdicts.push({ path: f.path, ...(await verifySpool(q, f.facts)) });
+      return { database: port.name, verdicts, known: await knownSpools(q) };
+    }),
+  );
+}

@@ -1,0 +1,63 @@
+import { statSync } from 'node:fs';
+import type { StorePort } from '../core/store-port';
+import { forwardingFigures } from '../core/sender-store';
+import { prunePass } from '../core/retention';
+import { trackEffect } from '../domain/event-effects';
+import type { LogQuery } from '../domain/sql/log-sql';
+import { deliveryAlarmRepo } from './delivery-alarm';
+import { sqliteLogSql } from './log-sql';
+import type { Store } from './store';
+
+/**
+ * The store port (core/store-port.ts) on the SQLite file: the server's (`wake`: the in-process
+ * pipeline's sweep after a replay, the sender thread's nudge after a write to the forwarding
+ * tables) and the commands' (no wake: the next sweep or poll of a receiver on the file finds the
+ * work).
+ */
+export function sqliteStorePort(
+  store: Store,
+  wake: { sweep?: (() => void) | undefined; nudge?: (() => void) | undefined } = {},
+): StorePort<LogQuery> {
+  const sql = sqliteLogSql(store.db);
+  const alarm = deliveryAlarmRepo(store.db);
+  return {
+    name: store.path,
+    sql,
+    replaying: async (fn) => {
+      const result = await sql.write((q) => fn(q));
+      if (result.queued.length > 0) wake.sweep?.();
+      return result;
+    },
+    track: async (t, now, graceMs) => {
+      const effect = trackEffect({ ...t, correlationId: t.correlationId ?? null }, now.getTime(), {
+        graceMs,
+      });
+      return {
+        created: store.averbacoes.track({ ...effect, now: now.toISOString() }),
+        averbacao: store.averbacoes.get(t.requestId),
+      };
+    },
+    // The sender thread reads on its own connection: woken once a write has committed.
+    senderWake: { afterWrite: () => wake.nudge?.() },
+    consoleFigures: async () => ({
+      run: alarm.load(),
+      lastDeliveryAt: alarm.lastDeliveryAt(),
+      proposalsInFlight: () => alarm.proposalsInFlight(),
+    }),
+    statsFigures: async (q, destinations) => ({
+      databaseBytes: fileBytes(store.path) + fileBytes(`${store.path}-wal`),
+      forwarding: await forwardingFigures(q, destinations),
+    }),
+    // The file has no notifications: `feed --follow` finds new messages at its next look.
+    listen: async () => undefined,
+    prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
+  };
+}
+
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
