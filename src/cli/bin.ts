@@ -94,7 +94,7 @@ function registerDatabaseCommands(program: Command): void {
 /**
  * Reading the log and acting on it: `events`, `deliveries`, `stats`, `proposal`, `proposals`, `replay`.
  * Like `averbacoes`, `track` and `forwards`, they act on PostgreSQL when DATABASE_URL is set (cluster
- * mode, contract §10), else on the SQLite file (cli/command-log.ts chooses); each returns a promise,
+ * mode, contract §10), else on the SQLite file (src/open-store.ts chooses); each returns a promise,
  * which parseAsync awaits, so a failure still ends in main's one line and exit code.
  */
 function registerLogCommands(program: Command): void {

@@ -28,7 +28,7 @@ import { renderTable } from './table';
 
 /**
  * `forwards …` (list, show, replay, pause, resume, backfill, destinations) and `feed` (contract §8):
- * the operators' tools over the forwarding tables, through the log's port (command-log.ts: the
+ * the operators' tools over the forwarding tables, through the log's port (src/open-store.ts: the
  * SQLite file, or in cluster mode, DATABASE_URL, contract §10, the PostgreSQL database the replicas
  * share), with the same options and the same output in both. They read the destinations from the
  * same environment and DESTINATIONS_FILE as `serve`. A running receiver sees their writes at its

@@ -15,7 +15,7 @@ import { renderTable } from './table';
 /**
  * Read-only commands over the log: tables for people, `--json` for scripts. The log is the SQLite
  * file, or in cluster mode (`DATABASE_URL`, contract §10) the PostgreSQL database the replicas
- * share: each command reads it through the one port (command-log.ts), in the SQLite log's shapes,
+ * share: each command reads it through the one port (core/store-port.ts, opened by src/open-store.ts), in the SQLite log's shapes,
  * and hands the rows to one renderer.
  */
 

@@ -7,7 +7,7 @@ import type { Output } from './log-commands';
 
 /**
  * `prune [--days N]`: what RETENTION_DAYS does in `serve`, on demand, on the command log's port
- * (command-log.ts chooses the store). In cluster mode (DATABASE_URL) it prunes PostgreSQL, and
+ * (src/open-store.ts chooses the store). In cluster mode (DATABASE_URL) it prunes PostgreSQL, and
  * then the spool at DATABASE_PATH when there is one (a command run beside a replica). The rule,
  * the cutoff and the batches are domain/retention.ts's in both.
  */

@@ -18,8 +18,8 @@ export interface TrackRequest {
 export type SchedulePoll = (tx: Sql, requestId: string, at: Date) => Promise<void>;
 
 /**
- * How a caller reaches PostgreSQL to track: the replica's pool and engine (pg-admin-log.ts), or a
- * command's own connection with a pg-boss started for the transaction (pg-command-log.ts).
+ * How a caller reaches PostgreSQL to track: the replica's pool and engine (pg-store-port.ts `pgPoolStorePort`), or a
+ * command's own connection with a pg-boss started for the transaction (pg-store-port.ts `withPgCommandStore`).
  */
 export interface TrackRunners {
   /** `fn` in one transaction, with the way to queue a poll in it. */

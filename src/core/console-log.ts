@@ -19,7 +19,7 @@ import { consoleAudit, consoleSessions, signInFailures } from './console-session
 import { proposalPage } from './proposal-lists';
 
 /**
- * The operator console's store (http/console/console-log.ts `ConsoleLog`), written once for both
+ * The operator console's store (core/store-port.ts `ConsoleStore`), written once for both
  * stores (issue 24) against the log's one SQL path ({@link LogSql}, domain/sql/log-sql.ts): its
  * pages' reads and its actions' writes, in the SQLite log's shapes, so that one set of pages
  * renders either. What the console shows but does not own comes in as {@link ConsoleStoreParts}.

@@ -361,8 +361,8 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * The console's store (http/console/console-log.ts `ConsoleStore`): sqliteConsoleLog as main.ts
-   * builds it, pgConsoleLog as a replica builds it on its pool (both core/console-log.ts).
+   * The console's store (core/store-port.ts `ConsoleStore`), built from the port as the
+   * server builds it: on the SQLite file, and on a replica's pool (both core/console-log.ts).
    */
   describe('the console log', () => {
     let log: ConsoleStore;
@@ -811,7 +811,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * The log commands' port (cli/command-log.ts `CommandStore`), opened as the commands open it —
+   * The log commands' port (core/store-port.ts `CommandStore`, src/open-store.ts `withCommandStore`), opened as the commands open it —
    * `withCommandStore` on a Config with DATABASE_PATH, or with DATABASE_URL. The behaviours are those
    * of the methods only the commands have (stats, proposal lists, replay, track on the command's
    * connection, end-sessions, listen) and the name; the admin API's shared reads are covered by the
