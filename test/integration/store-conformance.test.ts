@@ -2256,22 +2256,15 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         expect((await events()).map((e) => [e.dedup_key, e.status, e.attempts, e.processed_at])).toEqual(
           [1, 2, 3, 4, 5].map((n) => [`wh-${n}`, 'done', 1, T0]),
         );
-        expect(await messages()).toEqual([
-          { event: 'wh-1', type: 'event.received' },
-          { event: 'wh-1', type: 'proposal.changed' },
-          { event: 'wh-2', type: 'event.received' },
-          { event: 'wh-2', type: 'proposal.changed' },
-          { event: 'wh-3', type: 'event.received' },
-          { event: 'wh-3', type: 'proposal.changed' },
-          { event: 'wh-4', type: 'event.received' },
-          { event: 'wh-4', type: 'proposal.changed' },
-          { event: 'wh-5', type: 'event.received' },
-        ]);
+        // The change feed's messages (feed on, no destination): one per event, the late one's too.
+        expect(await messages()).toEqual(
+          [1, 2, 3, 4, 5].map((n) => ({ event: `wh-${n}`, type: 'proposal.changed' })),
+        );
         // Processed again (a replay): nothing changes, nothing is stored twice.
         await store.exec("UPDATE events SET status = 'pending', attempts = 0, processed_at = NULL");
         await store.processing.run(after(1000));
         expect(await transitions()).toHaveLength(5);
-        expect(await messages()).toHaveLength(9);
+        expect(await messages()).toHaveLength(5);
         expect(await proposals()).toHaveLength(2);
       },
     );
