@@ -44,7 +44,7 @@ import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
-import { HandlerRouter } from '../../src/domain/event-router';
+import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import { EventRouter } from '../../src/handlers/router';
 import type { Logger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
@@ -2299,6 +2299,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       async () => {
         await partnerTable();
         const calls: string[] = [];
+        const seen: HandlerEvent[] = [];
         const handlers = new HandlerRouter()
           .on('proposta.criada', async (event, ctx) => {
             calls.push(`named ${event.evento}`);
@@ -2311,7 +2312,10 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
               [event.id, event.evento, rows[0]?.status ?? null],
             );
           })
-          .onAny(async (event) => void calls.push(`any ${event.evento ?? event.kind}`));
+          .onAny(async (event) => {
+            calls.push(`any ${event.evento ?? event.kind}`);
+            seen.push(event);
+          });
         await lifecycle(1, 'proposta.criada', 44);
         await lifecycle(2, 'proposta.pre_aprovada', 44);
         const report = await store.processing.run(T, handlers);
@@ -2321,6 +2325,22 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         ]);
         expect(calls).toEqual(['named proposta.criada', 'any proposta.criada', 'any proposta.pre_aprovada']);
         expect(await notes()).toEqual([{ evento: 'proposta.criada', seen_status: 'em_analise' }]);
+        // The event as each store hands it over: the same shape and values (but its id).
+        expect(seen.map(({ id: _id, ...e }) => e)[0]).toEqual({
+          kind: 'event',
+          evento: 'proposta.criada',
+          nuProposta: 44,
+          requestId: null,
+          registryStatus: null,
+          webhookId: 'wh-1',
+          dedupKey: 'wh-1',
+          tentativa: null,
+          receivedAt: at(1000),
+          attempts: 0,
+          rawBody: expect.stringContaining('"webhook_id":"wh-1"'),
+          payload: expect.objectContaining({ evento: 'proposta.criada' }),
+          dados: expect.objectContaining({ nu_proposta: 44 }),
+        });
       },
     );
 
