@@ -5,7 +5,9 @@ import { type CommandLog, type CommandSession, withCommandLog } from '../../src/
 import { pgAdminLog } from '../../src/cluster/pg-admin-log';
 import { pgPoolLogSql } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { OUTBOX_CHANNEL, outboxEntriesOf } from '../../src/cluster/pg-outbox';
+import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { STEP_SQL } from '../../src/core/event-step';
+import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
 import { sqlOf } from '../../src/cluster/sql';
 import { type Config, loadConfig } from '../../src/config';
 import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
@@ -401,9 +403,11 @@ const DRIVERS: Driver[] = [
         },
         // As cluster/forwarder.ts builds it.
         sender: senderStore(pgPoolLogSql(pool)),
-        // As cluster/kick.ts runs it.
-        outboxOf: (event, now) =>
-          outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true }),
+        // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
+        outboxOf: async (event, now) => {
+          const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
+          return outboxEntries(effectsFrom('postgres', event, row!), now.toISOString(), [], true);
+        },
         logSql: admin.logSql,
         processing: postgresProcessing(pool),
         close: () => pool.end(),
