@@ -444,7 +444,7 @@ function stepOps(
   return {
     rows: async (s, params) => {
       if (done !== undefined && s === STEP_SQL.done) {
-        done.push({ id: params[0], at: params[1] });
+        done.push({ id: params[1], at: params[0] });
         return [];
       }
       return sql.prepared(s, params);

@@ -1,16 +1,11 @@
-import type { HandlerEvent } from '../domain/event-router';
+import { type HandlerEvent, routeName } from '../domain/event-router';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/forwarding/messages';
 import { asError, type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import { type HandlerStage, stagesFor } from '../domain/handler-order';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
 import { processingAttributes, type TraceAttributes } from '../domain/tracing';
-import {
-  type EffectsEnv,
-  type EffectStatement,
-  type EffectStep,
-  stageEffects,
-} from './effects';
+import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } from './effects';
 
 /**
  * The event step, written once for both stores (issue 33): what processing one loaded event does,
@@ -78,10 +73,11 @@ const statement = (name: string, text: string): EffectStatement => ({ name: `con
 
 /** The step's own statements, the same text on both stores. */
 export const STEP_SQL = {
+  // Its values in the order of their placeholders: SQLite binds them without a map.
   done: statement(
     'done',
-    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
-       last_error = NULL WHERE id = $1`,
+    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $1, next_attempt_at = NULL,
+       last_error = NULL WHERE id = $2`,
   ),
   // processed_at: when a dead letter died (a retry has none yet).
   failed: statement(
@@ -126,22 +122,38 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
 
 /** Every stage of domain/handler-order.ts that handles the event, then its `done` mark. */
 function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
-  for (const stage of stagesFor(event)) {
+  for (const stage of stagesOf(event)) {
     if (stage === 'partner' ? !options.partnerFor(event) : !options.builtIns) continue;
-    const work: StepProgram<void> =
-      stage === 'partner'
-        ? partnerWork(event, env.now)
-        : stage === 'forwarding'
-          ? forwardingWork(event, env, options)
-          : stageEffects(stage, event, env);
-    if (options.traced) yield { span: { stage }, program: work };
-    else yield* work;
+    if (stage === 'partner' && !options.traced) yield { partner: event, now: env.now };
+    else {
+      const work: StepProgram<void> =
+        stage === 'partner'
+          ? partnerWork(event, env.now)
+          : stage === 'forwarding'
+            ? forwardingWork(event, env, options)
+            : stageEffects(stage, event, env);
+      if (options.traced) yield { span: { stage }, program: work };
+      else yield* work;
+    }
   }
-  yield { statement: STEP_SQL.done, params: [event.id, env.now.toISOString()] };
+  yield { statement: STEP_SQL.done, params: [env.now.toISOString(), event.id] };
 }
 
 function* partnerWork(event: HandlerEvent, now: Date): StepProgram<void> {
   yield { partner: event, now };
+}
+
+/** {@link stagesFor}, once per route (an event name, or `registry`): the pipeline asks per event. */
+const STAGES = new Map<string, readonly HandlerStage[]>();
+function stagesOf(event: HandlerEvent): readonly HandlerStage[] {
+  const route = routeName(event);
+  let stages = STAGES.get(route);
+  if (stages === undefined) {
+    stages = stagesFor(event);
+    // Bounded: an unknown `evento` is never processed (it is stored `ignored`), but a route is a string.
+    if (STAGES.size < 256) STAGES.set(route, stages);
+  }
+  return stages;
 }
 
 /** The outbox (contract §8): what the event left behind, read back, and the messages it causes. */

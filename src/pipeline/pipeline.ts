@@ -185,7 +185,7 @@ export class Pipeline {
   private turnEntered = false;
   private readonly random: () => number;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
-  private readonly step: Omit<StepOptions, 'partnerFor'>;
+  private readonly step: StepOptions;
   private readonly ops: StepOps<'sync'>;
   private readonly partners: {
     handlers: HandlerRouter;
@@ -212,6 +212,7 @@ export class Pipeline {
       builtIns: stages !== undefined,
       outbox: stages?.outbox ?? null,
       traced: traces !== undefined,
+      partnerFor: (event) => this.partnerFor(event),
     };
     this.ops = sqliteStepOps(db, {
       traces,
@@ -457,10 +458,7 @@ export class Pipeline {
       if (!row || (row.status !== 'pending' && row.status !== 'failed')) r = { id, outcome: 'skipped' };
       else {
         const event = handlerEventOf(row);
-        const report = await drive(
-          eventStep(this.stepEvent(row, event), this.env(now), this.stepOptions()),
-          ops,
-        );
+        const report = await drive(eventStep(this.stepEvent(row, event), this.env(now), this.step), ops);
         r = reported(id, report, row, event);
       }
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
@@ -551,10 +549,7 @@ export class Pipeline {
     if (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0)
       return { id, outcome: 'partner' };
     try {
-      const report = driveSync(
-        eventStep(this.stepEvent(row, event), this.env(now), this.stepOptions()),
-        this.ops,
-      );
+      const report = driveSync(eventStep(this.stepEvent(row, event), this.env(now), this.step), this.ops);
       return reported(id, report, row, event);
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
@@ -578,10 +573,6 @@ export class Pipeline {
 
   private stepEvent(row: EventForWork, event: HandlerEvent): StepEvent {
     return { event, traceContext: row.trace_context };
-  }
-
-  private stepOptions(): StepOptions {
-    return { ...this.step, partnerFor: this.partnerFor };
   }
 
   /** Whether the partner stage has handlers for `event`: configureRouter's, or configureHandlers'. */

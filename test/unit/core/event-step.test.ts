@@ -93,7 +93,7 @@ describe('the event step', () => {
       'done',
       'savepoint release',
     ]);
-    expect(r.params.get('done')).toEqual([7, NOW.toISOString()]);
+    expect(r.params.get('done')).toEqual([NOW.toISOString(), 7]);
   });
 
   it("asks for the partner's handlers after the built-ins and before the outbox, when it has any", () => {
