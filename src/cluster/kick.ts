@@ -420,6 +420,18 @@ function stepOptions(options: KickOptions): StepOptions {
   };
 }
 
+const NO_ROWS: readonly unknown[] = [];
+
+/** The event's savepoint, on its own (the careful pass). */
+async function savepoint(sql: Sql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
+  if (kind === 'set') await sql.query('SAVEPOINT consig_event');
+  else if (kind === 'release') await sql.query('RELEASE SAVEPOINT consig_event');
+  else {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
+    await sql.query('RELEASE SAVEPOINT consig_event');
+  }
+}
+
 /** The fast pass's end: an event threw, and the batch is run again event by event. */
 class Aborted extends Error {
   constructor(readonly error: Error) {
@@ -442,29 +454,22 @@ function stepOps(
 ): StepOps<'async'> {
   const { traces } = options;
   return {
-    rows: async (s, params) => {
-      if (done !== undefined && s === STEP_SQL.done) {
-        done.push({ id: params[1], at: params[0] });
-        return [];
-      }
-      return sql.prepared(s, params);
+    rows: (s, params) => {
+      if (done === undefined || s !== STEP_SQL.done) return sql.prepared(s, params);
+      done.push({ id: params[1], at: params[0] });
+      return NO_ROWS;
     },
     firstPoll: (requestId, at) => ctx.schedulePoll(sql, requestId, at),
-    savepoint: async (kind, error) => {
-      if (done !== undefined) {
-        if (kind === 'rollback') throw new Aborted(error as Error);
-      } else if (kind === 'set') await sql.query('SAVEPOINT consig_event');
-      else if (kind === 'release') await sql.query('RELEASE SAVEPOINT consig_event');
-      else {
-        await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-        await sql.query('RELEASE SAVEPOINT consig_event');
-      }
+    savepoint: (kind, error) => {
+      if (done === undefined) return savepoint(sql, kind);
+      if (kind === 'rollback') throw new Aborted(error as Error);
+      return undefined;
     },
     partner: async (event, now) => {
       const partner = { sql: handlerSqlOf(sql), now, logger: options.logger };
       for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
     },
-    outbox: async (list) => {
+    outbox: (list) => {
       // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
       const traceContext = traces?.current() ?? null;
       entries.push(...(traceContext === null ? list : list.map((e) => ({ ...e, traceContext }))));

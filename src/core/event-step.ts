@@ -183,7 +183,7 @@ function processedOf(event: HandlerEvent): ProcessedEvent {
   };
 }
 
-/** How a store answers a step's requests; `T` wraps each answer (itself, or a promise of it). */
+/** How a store answers a step's requests: `sync` at once, `async` at once or by a promise. */
 export interface StepOps<P extends 'sync' | 'async'> {
   rows(statement: EffectStatement, params: readonly unknown[]): Answer<P, readonly unknown[]>;
   firstPoll(requestId: string, at: Date): Answer<P, void>;
@@ -194,7 +194,8 @@ export interface StepOps<P extends 'sync' | 'async'> {
   span<T>(span: SpanRequest, fn: () => Answer<P, T>): Answer<P, T>;
 }
 
-type Answer<P, T> = P extends 'sync' ? T : Promise<T>;
+// An async store may answer at once (a request it only notes): the driver then does not wait a tick.
+type Answer<P, T> = P extends 'sync' ? T : T | Promise<T>;
 
 /**
  * Runs `program` synchronously. A request that throws is thrown into the program (its failure
@@ -205,7 +206,7 @@ export function driveSync<R>(program: StepProgram<R>, ops: StepOps<'sync'>): R {
   while (next.done !== true) {
     let answer: unknown;
     try {
-      answer = answerSync(next.value, ops);
+      answer = answerWith(next.value, ops, driveSync);
     } catch (err) {
       next = program.throw(err);
       continue;
@@ -213,15 +214,6 @@ export function driveSync<R>(program: StepProgram<R>, ops: StepOps<'sync'>): R {
     next = program.next(answer);
   }
   return next.value;
-}
-
-function answerSync(r: StepRequest, ops: StepOps<'sync'>): unknown {
-  if ('statement' in r) return ops.rows(r.statement, r.params);
-  if ('savepoint' in r) return ops.savepoint(r.savepoint, r.error);
-  if ('outbox' in r) return ops.outbox(r.outbox);
-  if ('span' in r) return ops.span(r.span, () => driveSync(r.program, ops));
-  if ('partner' in r) return ops.partner(r.partner, r.now);
-  return ops.firstPoll(r.firstPoll.requestId, r.firstPoll.at);
 }
 
 /** {@link driveSync}, each request awaited. */
@@ -230,7 +222,8 @@ export async function drive<R>(program: StepProgram<R>, ops: StepOps<'async'>): 
   while (next.done !== true) {
     let answer: unknown;
     try {
-      answer = await answerAsync(next.value, ops);
+      const a = answerWith(next.value, ops, drive);
+      answer = a instanceof Promise ? await a : a;
     } catch (err) {
       next = program.throw(err);
       continue;
@@ -240,11 +233,16 @@ export async function drive<R>(program: StepProgram<R>, ops: StepOps<'async'>): 
   return next.value;
 }
 
-function answerAsync(r: StepRequest, ops: StepOps<'async'>): Promise<unknown> {
+/** The ops' answer to one request; a span's program run inside it by the same driver. */
+function answerWith<P extends 'sync' | 'async'>(
+  r: StepRequest,
+  ops: StepOps<P>,
+  run: (program: StepProgram<unknown>, ops: StepOps<P>) => unknown,
+): unknown {
   if ('statement' in r) return ops.rows(r.statement, r.params);
   if ('savepoint' in r) return ops.savepoint(r.savepoint, r.error);
   if ('outbox' in r) return ops.outbox(r.outbox);
-  if ('span' in r) return ops.span(r.span, () => drive(r.program, ops));
+  if ('span' in r) return ops.span(r.span, () => run(r.program, ops) as Answer<P, unknown>);
   if ('partner' in r) return ops.partner(r.partner, r.now);
   return ops.firstPoll(r.firstPoll.requestId, r.firstPoll.at);
 }

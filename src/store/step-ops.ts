@@ -69,13 +69,5 @@ export function sqliteAsyncStepOps(
   db: Db,
   deps: SqliteStepDeps & { partner(event: HandlerEvent, now: Date): Promise<void> },
 ): StepOps<'async'> {
-  const ops = common(db, deps);
-  return {
-    rows: async (s, params) => ops.rows(s, params),
-    firstPoll: async () => undefined,
-    savepoint: async (kind) => ops.savepoint(kind),
-    outbox: async (entries) => ops.outbox(entries),
-    span: (span, fn) => ops.span(span, fn),
-    partner: deps.partner,
-  };
+  return { ...common(db, deps), partner: deps.partner };
 }
