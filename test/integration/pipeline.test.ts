@@ -186,7 +186,6 @@ describe('retries and the dead letter', () => {
     await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');
     expect(r.store.proposals.get(32)?.status).toBe('em_analise');
   });
-
 });
 
 describe('the one handler API in SQLite mode (configureHandlers)', () => {
