@@ -1,5 +1,5 @@
-import PQueue from 'p-queue';
 import type { Transaction } from 'better-sqlite3';
+import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import type { EffectsEnv } from '../core/effects';
 import {
@@ -38,7 +38,8 @@ import {
  * - Events of one proposal (one `requestId` for registry results) run one at a time, in the order
  *   they were received (event id order); different proposals are interleaved.
  * - Each event runs the event step written once for both stores (core/event-step.ts: its stages
- *   and its `done` mark in ONE transaction, a savepoint inside the turn's): its effects happen once. A turn processes up to `batchSize` runnable
+ *   and its `done` mark in ONE transaction, a savepoint inside the turn's): its effects happen
+ *   once. A turn processes up to `batchSize` runnable
  *   events in one outer transaction, so the pipeline pays one commit per turn, not per event; a
  *   crash before that commit rolls back every effect of the turn together with its `done` marks.
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
