@@ -7,15 +7,11 @@ import { consoleFingerprints } from './domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-sessions';
 import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
-import type { StageHandlers } from './domain/handler-order';
-import { registerInOrder } from './domain/handler-order';
-import { tracedStage, type Traces } from './domain/tracing';
+import type { Traces } from './domain/tracing';
 import type { TracingSettings } from './tracing';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
-import { forwardingHandler } from './handlers/forwarding';
-import { effectHandlers } from './handlers/built-ins';
 import { EventRouter } from './handlers/router';
 import type { AppDeps } from './http/app-deps';
 import type { FeedWaiters } from './http/admin/feed-waiters';
@@ -25,8 +21,7 @@ import type { Logger } from './logger';
 import type { Metrics, MetricsOptions } from './metrics';
 import type { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
-import { type PartnerHandlers, type Step, StepRouter } from './pipeline/partner-event';
-import { Pipeline, workKey } from './pipeline/pipeline';
+import { type PartnerHandlers, Pipeline, workKey } from './pipeline/pipeline';
 import { logPass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
@@ -73,9 +68,6 @@ export interface LocalFile {
   /** Closes the file's connections (the pipeline's and the partner's too) and gives the spool's lock back. */
   close(): void;
 }
-
-/** The built-in handlers on one connection, each the stage of domain/handler-order.ts it is. */
-export type BuiltIns = Omit<StageHandlers<Step>, 'partner'>;
 
 /**
  * SQLite mode's processing, on the file: the router of handlers, the pipeline, the registry poller
@@ -150,8 +142,8 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
     store,
     pipelineDb,
     forwardGauges,
-    partners: (partner, builtIns, traces) => {
-      const partners = sqlitePartners(config, partner, builtIns, traces);
+    partners: (partner) => {
+      const partners = sqlitePartners(config, partner);
       partnerDb = partners?.db ?? null;
       return partners;
     },
@@ -175,11 +167,7 @@ interface SqliteFile {
   /** The configured destinations' gauges, read on the pipeline's connection. */
   forwardGauges(): DestinationGauges[];
   /** The partner's events' connection, opened when there are partner handlers (closed with the file). */
-  partners(
-    partner: HandlerRouter | undefined,
-    builtIns: (db: Db) => BuiltIns,
-    traces: Traces | undefined,
-  ): PartnerHandlers | undefined;
+  partners(partner: HandlerRouter | undefined): PartnerHandlers | undefined;
 }
 
 /** SQLite mode's running parts: processing on the file, started and stopped by the lease. */
@@ -231,15 +219,11 @@ function buildProcessing(
   const { store, pipelineDb } = file;
   const { logger } = options;
   const { traces } = shared;
-  const router = registerInOrder(new EventRouter(), {
-    ...builtInHandlers(config, pipelineDb, schedule, traces),
-    partner: (r) => options.configureRouter?.(r, pipelineDb),
-  });
-  const partners = file.partners(
-    shared.partner,
-    (db) => builtInHandlers(config, db, schedule, traces),
-    traces,
-  );
+  // The partner stage's synchronous handlers (the deprecated configureRouter's); the built-in
+  // stages are the event step's (core/event-step.ts).
+  const router = new EventRouter();
+  options.configureRouter?.(router, pipelineDb);
+  const partners = file.partners(shared.partner);
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
   const sender = buildSender(config, options, {
@@ -261,6 +245,7 @@ function buildProcessing(
     backoff: options.handlerBackoff,
     sweepIntervalMs: options.sweepIntervalMs,
     partners,
+    stages: { schedule, outbox: config.forwarding },
     traces,
     metrics: {
       processed: (evento, outcome) => metrics.eventsProcessed.inc({ evento, outcome }),
@@ -282,24 +267,6 @@ function buildProcessing(
         });
   answers.backlogFrom(() => sqliteBacklog(file.forwardGauges, pipeline));
   return { router, pipeline, poller, sender };
-}
-
-/** The built-in handlers on `db`, each the stage of domain/handler-order.ts it is (in a span of its own when tracing). */
-function builtInHandlers(config: Config, db: Db, schedule: PollScheduleOptions, traces: Traces | undefined) {
-  const effects = effectHandlers(db, schedule);
-  return {
-    lifecycle: tracedStage(traces, 'lifecycle', effects.lifecycle),
-    registry_tracking: tracedStage(traces, 'registry_tracking', effects.registry_tracking),
-    registry_results: tracedStage(traces, 'registry_results', effects.registry_results),
-    forwarding: tracedStage(
-      traces,
-      'forwarding',
-      forwardingHandler(db, config.forwarding.destinations, {
-        feedEnabled: config.forwarding.feedEnabled,
-        traces,
-      }),
-    ),
-  };
 }
 
 /**
@@ -502,23 +469,14 @@ function sqliteForwardGauges(db: Db, config: Config): () => DestinationGauges[] 
   return () => statement.all(params);
 }
 
-/** The partner's events' own connection and every handler of theirs on it, in order. */
-function sqlitePartners(
-  config: Config,
-  partner: HandlerRouter | undefined,
-  builtIns: (db: Db) => BuiltIns,
-  traces: Traces | undefined,
-): PartnerHandlers | undefined {
+/** The partner's handlers, and the connection their events run on. */
+function sqlitePartners(config: Config, partner: HandlerRouter | undefined): PartnerHandlers | undefined {
   if (partner === undefined) return undefined;
   const db = openDatabase(config.databasePath, {
     synchronous: 'NORMAL',
     busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
   });
-  const steps = registerInOrder<Step, StepRouter>(new StepRouter(), {
-    ...builtIns(db),
-    partner: (r) => r.adopt(partner, (h): Step => tracedStage(traces, 'partner', h)),
-  });
-  return { partner, steps, db };
+  return { partner, db };
 }
 
 /**

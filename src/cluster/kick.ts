@@ -1,14 +1,21 @@
-import { type EffectsEnv, type EffectsLogger, proposalKey, stageEffects } from '../core/effects';
-import { handlerFailure } from '../domain/handler-failure';
+import { type EffectsEnv, type EffectsLogger, proposalKey } from '../core/effects';
+import {
+  drive,
+  eventStep,
+  STEP_SQL,
+  type StepOps,
+  type StepOptions,
+  type StepReport,
+  tellFailure,
+} from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
-import { stagesFor } from '../domain/handler-order';
-import { processingAttributes, tracedStage, type Traces } from '../domain/tracing';
+import type { Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
-import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
+import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { type OutboxOptions, outboxEntriesOf, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, handlerSqlOf, runEffects, type Sql, type Statement } from './sql';
+import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
+import { canonicalNu, handlerSqlOf, type Sql } from './sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
 
 /**
@@ -81,33 +88,20 @@ interface EffectsContext extends EffectsEnv {
 
 type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> & { now: () => Date };
 
-const statement = (name: string, text: string): Statement => ({ name: `consig_kick_${name}`, text });
-
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
   trace_context`;
 
 const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${KICK_BATCH}`;
 
-/**
- * The statements an event runs: prepared (sql.ts `prepared`). Those a batch runs once are sent as
- * plain text, planned at each run: a generic plan made while a table is still small (a new
- * database) is kept by the connection until the table is next analysed, and for an `= ANY` or an
- * `unnest` join it is a sequential scan. test/integration/cluster-kick-batch.test.ts checks the
- * generic plans of the prepared ones.
+/*
+ * The statements an event runs are prepared (sql.ts `prepared`): the event step's
+ * (core/event-step.ts) and the effects'. Those a batch runs once are sent as plain text, planned at
+ * each run: a generic plan made while a table is still small (a new database) is kept by the
+ * connection until the table is next analysed, and for an `= ANY` or an `unnest` join it is a
+ * sequential scan. test/integration/cluster-kick-batch.test.ts checks the generic plans of the
+ * prepared ones.
  */
-const SQL = {
-  done: statement(
-    'done',
-    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = $2, next_attempt_at = NULL,
-       last_error = NULL WHERE id = $1`,
-  ),
-  failed: statement(
-    'failed',
-    `UPDATE events SET status = $2, attempts = $3, last_error = $4, next_attempt_at = $5,
-       processed_at = CASE WHEN $2 = 'dead' THEN $6::timestamptz ELSE NULL END WHERE id = $1`,
-  ),
-} as const;
 
 /** The events a batch finished, each with the time it ran (processed_at), in one statement. */
 const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts + 1, processed_at = d.at,
@@ -256,7 +250,7 @@ interface Pass {
   /** The events' context but their clock: statuses locked for the batch, log lines held back. */
   ctx: Omit<EffectsContext, 'now'>;
   facts: Map<string, HandlerEvent>;
-  done: { id: string; at: string }[];
+  done: { id: unknown; at: unknown }[];
   entries: OutboxEntry[];
   /** Log lines and metrics: run once the pass is kept, so that a pass run again counts once. */
   later: (() => void)[];
@@ -297,6 +291,7 @@ async function fastPass(
     warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
   };
   const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
+  const step = stepOptions(options);
   const pass: Pass = {
     ctx: { ...ctx, dialect: 'postgres', logger, sql, statuses: await lockProposals(sql, nus) },
     facts,
@@ -312,13 +307,14 @@ async function fastPass(
       return 'stop';
     }
     const event = facts.get(row.id) as HandlerEvent;
+    const ops = stepOps(sql, ctx, options, pass.entries, pass.done);
     try {
-      pass.entries.push(...(await runEvent(row, event, { ...pass.ctx, now }, options)));
+      await drive(eventStep({ event, traceContext: row.trace_context }, { ...pass.ctx, now }, step), ops);
     } catch (err) {
-      threw = { id: row.id, error: err instanceof Error ? err : new Error(String(err)) };
+      if (!(err instanceof Aborted)) throw err;
+      threw = { id: row.id, error: err.error };
       return 'abort';
     }
-    pass.done.push({ id: row.id, at: now.toISOString() });
     pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
     return 'next';
   });
@@ -406,55 +402,85 @@ async function carefulPass(
 }
 
 /**
- * What an event does, in either pass, in domain/handler-order.ts's order: the built-in effects, the
- * partner's handlers, then the messages they cause (read back after them), kept by the caller only
- * once the event's work is kept. The built-ins may run twice in one kick (a later event of the batch
- * threw in the fast pass; their writes roll back with it); a partner's handlers never do, since a
- * batch with any skips the fast pass ({@link runKicks}).
+ * What an event does, in either pass: the event step written once (core/event-step.ts), its
+ * messages kept by the caller only once the event's work is kept. The built-ins may run twice in
+ * one kick (a later event of the batch threw in the fast pass; their writes roll back with it); a
+ * partner's handlers never do, since a batch with any skips the fast pass ({@link runKicks}).
  */
-async function runEvent(
-  row: EventRow,
-  event: HandlerEvent,
-  ctx: EffectsContext,
-  options: KickOptions,
-): Promise<OutboxEntry[]> {
-  const { traces } = options;
-  if (traces === undefined) return runStages(row, event, ctx, options);
-  return traces.processing(row.trace_context, processingAttributes(event), () =>
-    runStages(row, event, ctx, options),
-  );
+function stepOptions(options: KickOptions): StepOptions {
+  const { handlers } = options;
+  return {
+    maxAttempts: options.maxAttempts,
+    backoff: options.backoff,
+    random: options.random ?? Math.random,
+    builtIns: true,
+    outbox: outboxOn(options.outbox) ? options.outbox : null,
+    traced: options.traces !== undefined,
+    partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,
+  };
 }
 
-async function runStages(
-  row: EventRow,
-  event: HandlerEvent,
-  ctx: EffectsContext,
-  options: KickOptions,
-): Promise<OutboxEntry[]> {
-  let entries: OutboxEntry[] = [];
-  for (const stage of stagesFor(event)) {
-    // No span for a stage with nothing to run (SQLite mode registers no partner stage then).
-    if (stage === 'partner' && (options.handlers?.handlersFor(event).length ?? 0) === 0) continue;
-    const run = tracedStage(options.traces, stage, async () => {
-      if (stage === 'partner') {
-        const partner = { sql: handlerSqlOf(ctx.sql), now: ctx.now, logger: options.logger };
-        for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
-      } else if (stage === 'forwarding') {
-        if (outboxOn(options.outbox))
-          entries = withTrace(
-            await outboxEntriesOf(ctx.sql, processedOf(row, event), ctx.now, options.outbox),
-            options.traces?.current() ?? null,
-          );
-      } else await runEffects(ctx.sql, stageEffects(stage, event, ctx), ctx.schedulePoll);
-    });
-    await run();
+const NO_ROWS: readonly unknown[] = [];
+
+/** The event's savepoint, on its own (the careful pass). */
+async function savepoint(sql: Sql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
+  if (kind === 'set') await sql.query('SAVEPOINT consig_event');
+  else if (kind === 'release') await sql.query('RELEASE SAVEPOINT consig_event');
+  else {
+    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
+    await sql.query('RELEASE SAVEPOINT consig_event');
   }
-  return entries;
 }
 
-/** Tracing: each message keeps the context of the processing that caused it (its attempts' parent). */
-function withTrace(entries: OutboxEntry[], traceContext: string | null): OutboxEntry[] {
-  return traceContext === null ? entries : entries.map((e) => ({ ...e, traceContext }));
+/** The fast pass's end: an event threw, and the batch is run again event by event. */
+class Aborted extends Error {
+  constructor(readonly error: Error) {
+    super(error.message);
+  }
+}
+
+/**
+ * PostgreSQL's answers to the event step, on the kick's transaction: statements prepared, a first
+ * poll queued with pg-boss in the transaction, the messages collected in `entries`. With `done`
+ * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
+ * written together, and a rollback ends the pass ({@link Aborted}).
+ */
+function stepOps(
+  sql: Sql,
+  ctx: KickContext,
+  options: KickOptions,
+  entries: OutboxEntry[],
+  done?: { id: unknown; at: unknown }[],
+): StepOps<'async'> {
+  const { traces } = options;
+  return {
+    rows: (s, params) => {
+      if (done === undefined || s !== STEP_SQL.done) return sql.prepared(s, params);
+      done.push({ id: params[1], at: params[0] });
+      return NO_ROWS;
+    },
+    firstPoll: (requestId, at) => ctx.schedulePoll(sql, requestId, at),
+    savepoint: (kind, error) => {
+      if (done === undefined) return savepoint(sql, kind);
+      if (kind === 'rollback') throw new Aborted(error as Error);
+      return undefined;
+    },
+    partner: async (event, now) => {
+      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger };
+      for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
+    },
+    outbox: (list) => {
+      // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
+      const traceContext = traces?.current() ?? null;
+      entries.push(...(traceContext === null ? list : list.map((e) => ({ ...e, traceContext }))));
+    },
+    span: (span, fn) => {
+      if (traces === undefined) return fn();
+      return 'stage' in span
+        ? traces.stage(span.stage, fn)
+        : traces.processing(span.processing, span.attributes, fn);
+    },
+  };
 }
 
 /** Whether a partner's handler would run for an event of the batch that the watermark has reached. */
@@ -487,44 +513,35 @@ async function carefulStep(
     return { next: 'stop', finished: false };
   }
   const event = toFacts(row);
-  await sql.query('SAVEPOINT consig_event');
-  try {
-    // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
-    if (threw?.id === row.id) throw threw.error;
-    const entries = await runEvent(row, event, { ...ctx, dialect: 'postgres', sql, now }, options);
-    await sql.prepared(SQL.done, [row.id, now.toISOString()]);
-    await sql.query('RELEASE SAVEPOINT consig_event');
+  const entries: OutboxEntry[] = [];
+  const env: EffectsEnv = { ...ctx, dialect: 'postgres', now };
+  // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
+  const e = {
+    event,
+    traceContext: row.trace_context,
+    ...(threw?.id === row.id ? { threw: threw.error } : {}),
+  };
+  const report: StepReport = await drive(
+    eventStep(e, env, stepOptions(options)),
+    stepOps(sql, ctx, options, entries),
+  );
+  options.onProcessed?.(event.evento ?? event.kind, report.outcome);
+  if (report.outcome === 'done') {
     outbox.push(...entries);
-    options.onProcessed?.(event.evento ?? event.kind, 'done');
     return { next: 'next', finished: true };
-  } catch (err) {
-    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-    const f = handlerFailure({
-      attempts: row.attempts,
-      maxAttempts: options.maxAttempts,
-      backoff: options.backoff,
-      random: options.random ?? Math.random,
-      now,
-      error: err,
-      event,
-    });
-    await sql.prepared(SQL.failed, [
-      row.id,
-      f.status,
-      f.attempts,
-      f.lastError,
-      f.nextAttemptAt,
-      now.toISOString(),
-    ]);
-    options.onError?.(f.error, event);
-    options.handlers?.emitError(f.error, event);
-    options.onProcessed?.(event.evento ?? event.kind, f.outcome);
-    options.logger[f.log.level](f.log.fields, f.log.message);
-    // A dead letter no longer holds its proposal back.
-    if (f.nextAttemptAt === null) return { next: 'next', finished: true };
-    await options.kick(sql, [key], new Date(f.nextAttemptAt));
-    return { next: 'stop', finished: false };
   }
+  const { failure } = report;
+  tellFailure(failure, event, {
+    emitError: (error, ev) => {
+      options.onError?.(error, ev);
+      options.handlers?.emitError(error, ev);
+    },
+    logger: options.logger,
+  });
+  // A dead letter no longer holds its proposal back.
+  if (failure.nextAttemptAt === null) return { next: 'next', finished: true };
+  await options.kick(sql, [key], new Date(failure.nextAttemptAt));
+  return { next: 'stop', finished: false };
 }
 
 function toFacts(row: EventRow): HandlerEvent {
@@ -534,21 +551,6 @@ function toFacts(row: EventRow): HandlerEvent {
     nu_proposta: row.nu_proposta === null ? null : canonicalNu(row.nu_proposta),
     received_at: row.received_at.toISOString(),
   });
-}
-
-/** The event as the outbox's messages describe it (SQLite mode's pipeline hands the same). */
-function processedOf(row: EventRow, event: EventFacts): ProcessedEvent {
-  return {
-    id: event.id,
-    kind: event.kind,
-    evento: event.evento,
-    nu_proposta: event.nuProposta,
-    request_id: event.requestId,
-    dedup_key: row.dedup_key,
-    received_at: row.received_at.toISOString(),
-    payload: event.payload,
-    raw_body: event.rawBody,
-  };
 }
 
 /**

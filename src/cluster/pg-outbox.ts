@@ -1,20 +1,14 @@
 import type { Destination } from '../domain/forwarding/destinations';
-import {
-  type OutboxEntry,
-  outboxEntries,
-  type ProcessedEvent,
-  serializeMessage,
-} from '../domain/forwarding/messages';
-import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
-import type { Sql, Statement } from './sql';
+import { type OutboxEntry, serializeMessage } from '../domain/forwarding/messages';
+import type { Sql } from './sql';
 
 /**
  * The outbox in cluster mode (contract §8, migrations-pg/0003_forwarding.sql): the same messages as
- * SQLite mode's forwarding handler (src/handlers/forwarding.ts), decided by the same pure
+ * SQLite mode, decided by the same pure
  * `outboxEntries`, written by the kick in the transaction that processes their events.
  *
- * - {@link outboxEntriesOf} runs in the event's savepoint, after its effects: it reads back what
- *   they recorded (one query) and returns the entries; an event whose savepoint is rolled back
+ * - The event step (core/event-step.ts) reads back, in the event's savepoint after its effects,
+ *   what they recorded (one query) and gives the entries; an event whose savepoint is rolled back
  *   leaves none, because the kick keeps them only once the savepoint is released.
  * - {@link storeOutbox} writes a kick's entries last, under {@link OUTBOX_LOCK_KEY}, held until the
  *   kick commits: `forward_messages.id` then follows commit order, which the change feed's cursor
@@ -37,30 +31,6 @@ export interface OutboxOptions {
 /** Whether anything is ever stored: with no destination and the feed off, nothing is read or written. */
 export function outboxOn(options: OutboxOptions | undefined): options is OutboxOptions {
   return options !== undefined && (options.destinations.length > 0 || options.feedEnabled);
-}
-
-// The read-back (one round trip, domain/sql/outbox-effects.ts, the same text SQLite runs).
-// Prepared: it runs once per event (sql.ts `prepared`).
-const EFFECTS: Statement = { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS, rowMode: 'array' };
-
-/**
- * The messages `event` causes, with the destinations that want each, read back inside the kick's
- * transaction after the event's effects were applied, shaped as SQLite mode shapes them.
- */
-export async function outboxEntriesOf(
-  sql: Sql,
-  event: ProcessedEvent,
-  now: Date,
-  options: OutboxOptions,
-): Promise<OutboxEntry[]> {
-  const [row] = await sql.prepared<EffectsRow>(EFFECTS, effectsParams(event));
-  if (row === undefined) return [];
-  return outboxEntries(
-    effectsFrom('postgres', event, row),
-    now.toISOString(),
-    options.destinations,
-    options.feedEnabled,
-  );
 }
 
 /**

@@ -28,6 +28,8 @@ import type { Dialect } from '../domain/sql/log-sql';
 export interface EffectStatement {
   readonly name: string;
   readonly text: string;
+  /** Each row an array of its values, in column order (SQLite's `raw`, node-postgres's `rowMode`). */
+  readonly rowMode?: 'array';
 }
 
 /**

@@ -3,8 +3,8 @@ import type { HandlerEvent } from '../handlers/router';
 import type { EventForWork } from '../store/pipeline-queries';
 
 /**
- * What the pipeline says of each event it ran, in a file of its own: the pipeline (pipeline.ts)
- * reports it, and the partner's turn (partner-event.ts), which the pipeline drives, reports it too.
+ * What the pipeline (pipeline.ts) says of each event it ran: in its turn, or alone for an event a
+ * partner's handler handles.
  */
 
 /**

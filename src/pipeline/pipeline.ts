@@ -1,15 +1,29 @@
 import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
+import type { EffectsEnv } from '../core/effects';
+import {
+  drive,
+  driveSync,
+  eventStep,
+  type StepEvent,
+  type StepOps,
+  type StepOptions,
+  type StepReport,
+  tellFailure,
+} from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { handlerEventOf } from '../domain/event-router';
-import { type HandlerFailure, handlerFailure } from '../domain/handler-failure';
+import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
+import type { Destination } from '../domain/forwarding/destinations';
+import { asError, type HandlerFailure } from '../domain/handler-failure';
+import type { PollScheduleOptions } from '../domain/registry';
 import type { EventRouter, HandlerEvent } from '../handlers/router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
-import { processingAttributes, type Traces } from '../domain/tracing';
+import { handlerSqlOn } from '../store/handler-sql';
+import { sqliteAsyncStepOps, sqliteStepOps } from '../store/step-ops';
+import type { Traces } from '../domain/tracing';
 import type { Reported } from './outcome';
-import { type PartnerHandlers, PartnerEvents } from './partner-event';
 import { isLockBusy } from '../domain/errors';
 import {
   type EventForWork,
@@ -23,16 +37,18 @@ import {
  *
  * - Events of one proposal (one `requestId` for registry results) run one at a time, in the order
  *   they were received (event id order); different proposals are interleaved.
- * - Each event runs all its handlers and is marked `done` in ONE transaction (a savepoint inside
- *   the turn's transaction): its effects happen once. A turn processes up to `batchSize` runnable
+ * - Each event runs the event step written once for both stores (core/event-step.ts: its stages
+ *   and its `done` mark in ONE transaction, a savepoint inside the turn's): its effects happen
+ *   once. A turn processes up to `batchSize` runnable
  *   events in one outer transaction, so the pipeline pays one commit per turn, not per event; a
  *   crash before that commit rolls back every effect of the turn together with its `done` marks.
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
  * - An event a partner's handler (`configureHandlers`, asynchronous) handles leaves the turn and
- *   runs alone after it, in a transaction of its own on a connection of its own (partner-event.ts),
- *   its proposal waiting for it; every other event keeps the synchronous turn.
+ *   runs alone after it, the same step awaited in a transaction of its own on a connection of its
+ *   own ({@link Pipeline.runPartner}), its proposal waiting for it; every other event keeps the
+ *   synchronous turn.
  * - At start, everything `pending` or `failed` is queued again: a crash loses no work. A sweep finds
  *   retries that fell due and events put back by `replay` from another process.
  */
@@ -82,10 +98,19 @@ export interface PipelineOptions {
   turnBudgetMs?: number;
   /**
    * A partner's handlers of the one handler API (`configureHandlers`): an event any of them handles
-   * runs outside the turn, in a transaction of its own (partner-event.ts).
+   * runs outside the turn, in a transaction of its own on `db`, a connection of its own.
    * @default none (every event runs in the turn)
    */
   partners?: PartnerHandlers;
+  /**
+   * The built-in stages (the life cycle, registry tracking and results: core/effects.ts) and the
+   * outbox, run before and after the router's handlers (domain/handler-order.ts).
+   * @default none (the router's handlers alone: a bare pipeline, as some tests and the bench build)
+   */
+  stages?: {
+    schedule: PollScheduleOptions;
+    outbox: { destinations: readonly Destination[]; feedEnabled: boolean } | null;
+  };
   /**
    * Tracing (issue 35): each event runs inside a span continuing its delivery's trace.
    * @default undefined (off)
@@ -110,6 +135,20 @@ interface TurnResult {
 }
 
 const DEFAULT_BACKOFF = { baseMs: 1000, maxMs: 600_000 };
+
+/**
+ * A partner's handlers (`configureHandlers`, asynchronous) and the connection their events run on:
+ * other code on the pipeline's connection (the sender's records) may run while a handler awaits,
+ * and would otherwise join, or be rolled back with, the event's transaction. The write lock is held
+ * until the handlers return: a handler should await nothing but `sql`.
+ */
+export interface PartnerHandlers {
+  readonly partner: HandlerRouter;
+  readonly db: Db;
+}
+
+/** A bare pipeline's schedule: never read, as it runs no built-in stage. */
+const NO_SCHEDULE: PollScheduleOptions = { graceMs: 0, intervalMs: 0, maxIntervalMs: 0, maxAgeMs: 0 };
 
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
@@ -146,9 +185,15 @@ export class Pipeline {
   /** Whether the running turn got past BEGIN IMMEDIATE (its in-memory state may have changed). */
   private turnEntered = false;
   private readonly random: () => number;
-  private readonly runEvent: (row: EventForWork, event: HandlerEvent, now: Date) => void;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
-  private readonly partners: PartnerEvents | null;
+  private readonly step: StepOptions;
+  private readonly ops: StepOps<'sync'>;
+  private readonly partners: {
+    handlers: HandlerRouter;
+    db: Db;
+    q: PipelineQueries;
+    ops: StepOps<'async'>;
+  } | null;
 
   constructor(
     private readonly db: Db,
@@ -160,24 +205,23 @@ export class Pipeline {
     this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
     this.random = options.random ?? Math.random;
-    // Nested inside the turn's transaction, better-sqlite3 runs this as a SAVEPOINT: a handler that
-    // throws rolls back its own event only.
-    this.runEvent = db.transaction((row: EventForWork, event: HandlerEvent, now: Date) => {
-      const ctx = { db, now, logger: options.logger };
-      for (const handler of this.router.handlersFor(event)) handler(event, ctx);
-      this.q.markDone(row.id, now.toISOString());
+    const { traces, stages, logger } = options;
+    this.step = {
+      maxAttempts: options.maxAttempts,
+      backoff: options.backoff ?? DEFAULT_BACKOFF,
+      random: this.random,
+      builtIns: stages !== undefined,
+      outbox: stages?.outbox ?? null,
+      traced: traces !== undefined,
+      partnerFor: (event) => this.partnerFor(event),
+    };
+    this.ops = sqliteStepOps(db, {
+      traces,
+      partner: (event, now) => {
+        for (const handler of this.router.handlersFor(event)) handler(event, { db, now, logger });
+      },
     });
-    this.partners =
-      options.partners === undefined
-        ? null
-        : new PartnerEvents(options.partners, {
-            maxAttempts: options.maxAttempts,
-            backoff: options.backoff ?? DEFAULT_BACKOFF,
-            random: this.random,
-            logger: options.logger,
-            fence: options.fence,
-            traces: options.traces,
-          });
+    this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -362,10 +406,10 @@ export class Pipeline {
     }, UNAVAILABLE_RETRY_MS).unref();
   }
 
-  /** An event a partner's handler handles, after the turn that found it (partner-event.ts). */
+  /** An event a partner's handler handles, after the turn that found it ({@link runPartnerEvent}). */
   private async runPartner(id: number, key: string): Promise<void> {
     if (this.stopping || this.partners === null) return;
-    const r = await this.partners.run(id, this.options.clock.now());
+    const r = await this.runPartnerEvent(id, this.options.clock.now());
     this.report(r);
     const state = this.keys.get(key);
     if (state !== undefined && state.ids[0] === id) {
@@ -381,6 +425,54 @@ export class Pipeline {
     if (r.outcome === 'done') this.options.onCommitted?.();
     this.scheduleTurn();
     this.reportDepth();
+  }
+
+  /** The partner's events' path: their own connection, the step's ops on it, their handlers awaited. */
+  private partnerPath(p: PartnerHandlers): NonNullable<Pipeline['partners']> {
+    const { logger, traces } = this.options;
+    const sql = handlerSqlOn(p.db);
+    const ops = sqliteAsyncStepOps(p.db, {
+      traces,
+      partner: async (event, now) => {
+        for (const handler of p.partner.handlersFor(event)) await handler(event, { sql, now, logger });
+      },
+    });
+    return { handlers: p.partner, db: p.db, q: pipelineQueries(p.db), ops };
+  }
+
+  /**
+   * Event `id`, which a partner's (asynchronous) handler handles: the event step awaited alone, in
+   * a transaction of its own on the partner's connection (BEGIN IMMEDIATE … COMMIT), the fence
+   * checked inside it. Never throws.
+   */
+  private async runPartnerEvent(id: number, now: Date): Promise<Reported> {
+    const { db, q, ops } = this.partners as NonNullable<Pipeline['partners']>;
+    try {
+      db.exec('BEGIN IMMEDIATE');
+    } catch (err) {
+      return { id, outcome: 'unavailable', error: asError(err) };
+    }
+    let r: Reported;
+    try {
+      if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
+      const row = q.load(id);
+      if (!row || (row.status !== 'pending' && row.status !== 'failed')) r = { id, outcome: 'skipped' };
+      else {
+        const event = handlerEventOf(row);
+        const report = await drive(eventStep(this.stepEvent(row, event), this.env(now), this.step), ops);
+        r = reported(id, report, row, event);
+      }
+      db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
+    } catch (err) {
+      // Nothing of the event is stored: it runs again in a moment, this attempt not counted.
+      try {
+        if (db.inTransaction) db.exec('ROLLBACK');
+      } catch {
+        // SQLite rolled back already (it does on some errors): nothing left to undo.
+      }
+      return { id, outcome: 'unavailable', error: asError(err) };
+    }
+    return r;
   }
 
   /** The file is locked by another connection: the same work is tried again in a moment. */
@@ -445,7 +537,7 @@ export class Pipeline {
     return (n) => n >= batchSize || (n > 0 && clock.monotonic() >= endsAt);
   }
 
-  /** Runs one event's handlers in its own savepoint. Never throws. */
+  /** Runs one event's step (its own savepoint). Never throws. */
   private runOne(id: number, now: Date): Reported {
     let row: EventForWork | undefined;
     try {
@@ -455,33 +547,39 @@ export class Pipeline {
     }
     if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
     const event = handlerEventOf(row);
-    if (this.partners?.handles(event)) return { id, outcome: 'partner' };
+    if (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0)
+      return { id, outcome: 'partner' };
     try {
-      const { traces } = this.options;
-      if (traces === undefined) this.runEvent(row, event, now);
-      else
-        traces.processing(row.trace_context, processingAttributes(event), () =>
-          this.runEvent(row as EventForWork, event, now),
-        );
-      return { id, outcome: 'done', row, event };
+      const report = driveSync(eventStep(this.stepEvent(row, event), this.env(now), this.step), this.ops);
+      return reported(id, report, row, event);
     } catch (err) {
-      const failure = handlerFailure({
-        attempts: row.attempts,
-        maxAttempts: this.options.maxAttempts,
-        backoff: this.options.backoff ?? DEFAULT_BACKOFF,
-        random: this.random,
-        now,
-        error: err,
-        event,
-      });
+      // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
-        this.q.markFailed(id, failure.status, failure.attempts, failure.lastError, failure.nextAttemptAt);
-      } catch (markErr) {
-        return { id, outcome: 'unavailable', error: markErr as Error };
+        this.ops.savepoint('rollback', undefined);
+      } catch {
+        // Nothing of it left (SQLite rolled back already).
       }
-      return { id, outcome: failure.outcome, row, event, failure };
+      return { id, outcome: 'unavailable', error: err as Error };
     }
   }
+
+  private env(now: Date): EffectsEnv {
+    return {
+      dialect: 'sqlite',
+      now,
+      logger: this.options.logger,
+      schedule: this.options.stages?.schedule ?? NO_SCHEDULE,
+    };
+  }
+
+  private stepEvent(row: EventForWork, event: HandlerEvent): StepEvent {
+    return { event, traceContext: row.trace_context };
+  }
+
+  /** Whether the partner stage has handlers for `event`: configureRouter's, or configureHandlers'. */
+  private readonly partnerFor = (event: HandlerEvent): boolean =>
+    this.router.handlersFor(event).length > 0 ||
+    (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0);
 
   private report(r: Reported): void {
     if (r.outcome === 'skipped' || r.outcome === 'partner') return;
@@ -495,13 +593,23 @@ export class Pipeline {
     const row = r.row as EventForWork;
     this.options.metrics?.processed(row.evento ?? row.kind, r.outcome);
     if (r.outcome === 'done') return;
-    const failure = r.failure as HandlerFailure;
-    this.router.emitError(failure.error, r.event as HandlerEvent);
-    this.partners?.emitError(failure.error, r.event as HandlerEvent);
-    this.options.logger[failure.log.level](failure.log.fields, failure.log.message);
+    tellFailure(r.failure as HandlerFailure, r.event as HandlerEvent, {
+      emitError: (error, event) => {
+        this.router.emitError(error, event);
+        this.partners?.handlers.emitError(error, event);
+      },
+      logger: this.options.logger,
+    });
   }
 
   private reportDepth(): void {
     this.options.metrics?.depth(this.tracked.size);
   }
+}
+
+/** What the pipeline says of an event its step ran. */
+function reported(id: number, report: StepReport, row: EventForWork, event: HandlerEvent): Reported {
+  return report.outcome === 'done'
+    ? { id, outcome: 'done', row, event }
+    : { id, outcome: report.outcome, row, event, failure: report.failure };
 }

@@ -38,13 +38,6 @@ export function pipelineQueries(db: Db) {
        status, attempts, body, trace_context
      FROM events WHERE id = ?`,
   );
-  const markDone = db.prepare<[string, number]>(
-    `UPDATE events SET status = 'done', attempts = attempts + 1, processed_at = ?, next_attempt_at = NULL, last_error = NULL
-     WHERE id = ?`,
-  );
-  const markFailed = db.prepare<[string, number, string, string | null, number]>(
-    'UPDATE events SET status = ?, attempts = ?, last_error = ?, next_attempt_at = ? WHERE id = ?',
-  );
   // Events stored after `id`, by this process or another one sharing the file (every status, so
   // that the watermark moves past ignored and invalid ones too). Walks the primary key.
   const after = db.prepare<[number, number], WorkItem & { status: EventStatus }>(
@@ -60,14 +53,6 @@ export function pipelineQueries(db: Db) {
     maxId: () => maxId.get()?.id ?? 0,
     due: (now: string, limit: number) => due.all(now, limit),
     load: (id: number) => load.get(id),
-    markDone: (id: number, at: string) => markDone.run(at, id),
-    markFailed: (
-      id: number,
-      status: 'failed' | 'dead',
-      attempts: number,
-      error: string,
-      nextAt: string | null,
-    ) => markFailed.run(status, attempts, error, nextAt, id),
     count: (status: EventStatus) => countStatus.get(status)?.n ?? 0,
   };
 }

@@ -79,55 +79,6 @@ it('a handler writes with ctx.sql once per event, named handlers before onAny, a
   });
 });
 
-it("a handler that throws rolls back its writes and the life cycle's, the event retries, and onError is told", async () => {
-  let calls = 0;
-  const errors: string[] = [];
-  const r = await replica((router) => {
-    router
-      .on('proposta.aprovada', async (event, { sql }) => {
-        calls += 1;
-        await sql.query('INSERT INTO my_outbox VALUES ($1, $2, $3)', [
-          event.id,
-          event.nuProposta,
-          `try-${calls}`,
-        ]);
-        if (calls === 1) throw new Error('the partner system said no');
-      })
-      .onError((err, event) => errors.push(`${event.evento}: ${err.message}`));
-  });
-  expect((await sendSigned(r.url, delivery('proposta.aprovada', { nu_proposta: 5151 }))).status).toBe(200);
-  await finished(pool, 1);
-
-  expect(calls).toBe(2);
-  expect(errors).toEqual(['proposta.aprovada: the partner system said no']);
-  // The first attempt's row is gone with its savepoint; the second one's is there, once.
-  expect(await rows(pool, 'SELECT kind FROM my_outbox')).toEqual([{ kind: 'try-2' }]);
-  expect(await rows(pool, 'SELECT status, attempts FROM events')).toEqual([{ status: 'done', attempts: 2 }]);
-  // One transition: the failed attempt's was rolled back with the handler's row.
-  expect(await count(pool, "SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = '5151'")).toBe(
-    1,
-  );
-});
-
-it('a handler that always throws makes the event dead after HANDLER_MAX_ATTEMPTS, leaving no effect of it', async () => {
-  const r = await replica(
-    (router) => {
-      router.onAny(async (_event, { sql }) => {
-        await sql.query("INSERT INTO my_outbox VALUES (1, NULL, 'never')");
-        throw new Error('always');
-      });
-    },
-    { HANDLER_MAX_ATTEMPTS: '2' },
-  );
-  expect((await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 6161 }))).status).toBe(200);
-  await finished(pool, 1);
-  expect(await rows(pool, 'SELECT status, attempts, last_error FROM events')).toEqual([
-    { status: 'dead', attempts: 2, last_error: 'always' },
-  ]);
-  expect(await count(pool, 'SELECT count(*) AS n FROM my_outbox')).toBe(0);
-  expect(await count(pool, "SELECT count(*) AS n FROM proposals WHERE nu_proposta = '6161'")).toBe(0);
-});
-
 it('refuses to start in cluster mode with SQLite-mode handlers and no cluster ones, naming the option', async () => {
   await expect(
     startTestReceiver({

@@ -1,7 +1,5 @@
 import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
-import { replayEvents } from '../../src/core/replay';
-import { sqliteLogSql } from '../../src/store/log-sql';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
@@ -188,48 +186,6 @@ describe('retries and the dead letter', () => {
     await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');
     expect(r.store.proposals.get(32)?.status).toBe('em_analise');
   });
-
-  it('a failing event holds back the later events of its proposal, not the others', async () => {
-    let failures = 0;
-    r = await startTestReceiver({
-      configureRouter: (router) =>
-        router.on('proposta.criada', (e) => {
-          if (e.nuProposta === 41 && failures < 3) {
-            failures += 1;
-            throw new Error('not yet');
-          }
-        }),
-    });
-    await r.send(delivery('proposta.criada', { nu_proposta: 41 }));
-    await r.send(delivery('proposta.pre_aprovada', { nu_proposta: 41 }));
-    await r.send(delivery('proposta.criada', { nu_proposta: 42 }));
-    const rec = r;
-    await eventually(
-      () => rec.store.proposals.get(41)?.status === 'pre_aprovada',
-      'proposal 41 pre_aprovada',
-    );
-    const t = q<{ evento: string; applied: number }>(
-      r,
-      'SELECT evento, applied FROM proposal_transitions WHERE nu_proposta = 41 ORDER BY id',
-    );
-    expect(t).toEqual([
-      { evento: 'proposta.criada', applied: 1 },
-      { evento: 'proposta.pre_aprovada', applied: 1 },
-    ]);
-  });
-
-  it('a replay of an event already done changes nothing (idempotent handlers)', async () => {
-    r = await startTestReceiver();
-    const res = await r.send(delivery('proposta.aprovada', { nu_proposta: 51 }));
-    const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done');
-    const now = new Date().toISOString();
-    await sqliteLogSql(r.store.db).write((q) => replayEvents(q, [res.body.event_id], now));
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done again');
-    expect(
-      one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,
-    ).toBe(1);
-  });
 });
 
 describe('the one handler API in SQLite mode (configureHandlers)', () => {
@@ -279,33 +235,6 @@ describe('the one handler API in SQLite mode (configureHandlers)', () => {
     expect(
       one<{ n: number }>(r, "SELECT count(*) AS n FROM forward_messages WHERE type = 'proposal.changed'").n,
     ).toBe(3);
-  });
-
-  it("a handler that always throws: the event's whole transaction rolls back each time, then dead; onError told", async () => {
-    const errors: string[] = [];
-    r = await startTestReceiver({
-      env: { HANDLER_MAX_ATTEMPTS: '2' },
-      configureHandlers: (router) =>
-        router
-          .on('proposta.criada', async (_event, { sql }) => {
-            await sql.query("INSERT INTO my_seen VALUES ('never')");
-            throw new Error('always');
-          })
-          .onError((err) => errors.push(err.message)),
-    });
-    r.store.db.exec('CREATE TABLE my_seen (nu TEXT)');
-    const res = await r.send(delivery('proposta.criada', { nu_proposta: 62 }));
-    const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'dead', 'event dead');
-    expect(r.store.events.get(res.body.event_id)).toMatchObject({ attempts: 2, last_error: 'always' });
-    expect(errors).toEqual(['always', 'always']);
-    expect(one<{ n: number }>(r, 'SELECT count(*) AS n FROM my_seen').n).toBe(0);
-    expect(r.store.proposals.get(62)).toBeUndefined();
-    expect(
-      r.logs.lines.filter((l) => l.msg === 'handler failed for the last time: event is dead (replayable)'),
-    ).toEqual([
-      expect.objectContaining({ nu_proposta: 62, attempts: 2, next_attempt_at: null, err: 'always' }),
-    ]);
   });
 
   it('configureRouter still works, with one warning at start naming configureHandlers; both together are refused', async () => {

@@ -7,7 +7,9 @@ import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/co
 import { sqliteStorePort } from '../../src/store/store-port';
 import { pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { OUTBOX_CHANNEL, outboxEntriesOf } from '../../src/cluster/pg-outbox';
+import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { STEP_SQL } from '../../src/core/event-step';
+import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
 import { sqlOf } from '../../src/cluster/sql';
 import { type Config, loadConfig } from '../../src/config';
 import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
@@ -42,9 +44,16 @@ import { latestProposals, type ProposalKey, stuckProposals } from '../../src/cor
 import { averbacoesRepo } from '../../src/store/averbacoes';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { sqliteLogSql } from '../../src/store/log-sql';
-import { openStore } from '../../src/store/store';
-import { openPool } from '../helpers/cluster-db';
+import { openStore, type Store } from '../../src/store/store';
+import { openDatabase } from '../../src/store/database';
+import { runKicks } from '../../src/cluster/kick';
+import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
+import { EventRouter } from '../../src/handlers/router';
+import type { Logger } from '../../src/logger';
+import { Pipeline, workKey } from '../../src/pipeline/pipeline';
+import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
 import { createTestDatabase, withClient, workerPostgres } from '../helpers/postgres';
+import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -91,7 +100,165 @@ interface Opened {
   outboxOf(event: ProcessedEvent, now: Date): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
   logSql: LogSql;
+  /** Processing: the event step (core/event-step.ts) as each store's scheduler runs it. */
+  processing: Processing;
   close(): Promise<void>;
+}
+
+/** An event to process, as the ingest (SQLite) or the relay (PostgreSQL) stores it: pending. */
+interface NewEvent {
+  kind: 'event' | 'registry';
+  evento: string | null;
+  nu: number | null;
+  requestId: string | null;
+  registryStatus: string | null;
+  dedupKey: string;
+  receivedAt: string;
+  body: string;
+}
+
+/** What a run of processing reported: metrics, error handlers, log lines. */
+interface RunReport {
+  processed: [string, string][];
+  /** The failures told to onError (the handler-failure metric of each mode). */
+  errors: string[];
+  log: LogLine[];
+}
+
+interface Processing {
+  store(e: NewEvent): Promise<void>;
+  /**
+   * Runs every runnable event as the store's scheduler does, the clock at `now`, until none is left
+   * runnable: SQLite mode's pipeline started on the file (its backlog recovered) until idle, then
+   * stopped; cluster mode's kicks of every key with work, in one transaction (a batch of kicks).
+   */
+  run(now: Date, handlers?: HandlerRouter): Promise<RunReport>;
+}
+
+/** The failure rule the runs share: 3 attempts, 1 s between them (no jitter: random 0.5). */
+const PROCESSING = {
+  maxAttempts: 3,
+  backoff: { baseMs: 1000, maxMs: 1000 },
+  random: () => 0.5,
+  schedule: { graceMs: 60_000, intervalMs: 1000, maxIntervalMs: 2000, maxAgeMs: 3_600_000 },
+  outbox: { destinations: [] as Destination[], feedEnabled: true },
+};
+
+/** SQLite mode's processing on the file at `path`: the pipeline as receiver-mode.ts builds it. */
+function sqliteProcessing(path: string, store: Store): Processing {
+  return {
+    store: async (e) => {
+      store.db
+        .prepare(
+          `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, received_at,
+             body, body_bytes, status)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
+        )
+        .run(
+          e.dedupKey,
+          e.dedupKey,
+          e.kind,
+          e.evento,
+          e.nu,
+          e.requestId,
+          e.registryStatus,
+          e.receivedAt,
+          e.body,
+          e.body.length,
+        );
+    },
+    run: async (now, handlers) => {
+      const report: RunReport = { processed: [], errors: [], log: [] };
+      const logger = memoryLogger();
+      report.log = logger.lines;
+      const db = openDatabase(path, { synchronous: 'NORMAL' });
+      const partnerDb = handlers === undefined ? undefined : openDatabase(path, { synchronous: 'NORMAL' });
+      const router = new EventRouter().onError((err) => void report.errors.push(err.message));
+      const pipeline = new Pipeline(db, router, {
+        ...PROCESSING,
+        clock: { now: () => now, monotonic: () => performance.now() },
+        logger: logger as unknown as Logger,
+        sweepIntervalMs: 3_600_000,
+        stages: PROCESSING,
+        partners:
+          partnerDb === undefined || handlers === undefined
+            ? undefined
+            : { partner: handlers, db: partnerDb },
+        metrics: {
+          processed: (evento, outcome) => void report.processed.push([evento, outcome]),
+          depth: () => {},
+        },
+      });
+      try {
+        pipeline.start();
+        await pipeline.onIdle();
+        await pipeline.stop(5000);
+      } finally {
+        db.close();
+        partnerDb?.close();
+      }
+      return report;
+    },
+  };
+}
+
+/** Cluster mode's processing on `pool`: a batch of kicks of every key with work, as ClusterNode runs it. */
+function postgresProcessing(pool: Pool): Processing {
+  return {
+    store: async (e) => {
+      await pool.query(
+        `INSERT INTO events (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, received_at,
+           body, body_bytes, status)
+         VALUES ($1, $1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending')`,
+        [
+          e.dedupKey,
+          e.kind,
+          e.evento,
+          e.nu === null ? null : String(e.nu),
+          e.requestId,
+          e.registryStatus,
+          e.receivedAt,
+          Buffer.from(e.body),
+          Buffer.byteLength(e.body),
+        ],
+      );
+    },
+    run: async (now, handlers) => {
+      const report: RunReport = { processed: [], errors: [], log: [] };
+      const logger = memoryLogger();
+      report.log = logger.lines;
+      const { rows: work } = await pool.query<{
+        id: string;
+        nu_proposta: string | null;
+        request_id: string | null;
+      }>("SELECT id, nu_proposta, request_id FROM events WHERE status IN ('pending', 'failed')");
+      const keys = [...new Set(work.map((w) => workKey({ ...w, id: Number(w.id) })))];
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await runKicks(
+          sqlOf(client),
+          keys,
+          { logger, schedule: PROCESSING.schedule, schedulePoll: async () => undefined, now: () => now },
+          {
+            ...PROCESSING,
+            kick: async () => undefined,
+            logger,
+            onProcessed: (evento, outcome) => void report.processed.push([evento, outcome]),
+            onError: (err) => void report.errors.push(err.message),
+            handlers,
+          },
+        );
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw err;
+      } finally {
+        client.release();
+      }
+      return report;
+    },
+  };
 }
 
 interface Driver {
@@ -165,6 +332,7 @@ const DRIVERS: Driver[] = [
         outboxOf: async (event, now) =>
           outboxEntries(forwardOutbox(store.db).effectsOf(event), now.toISOString(), [], true),
         logSql: sqliteLogSql(store.db),
+        processing: sqliteProcessing(path, store),
         close: async () => {
           store.close();
           dir.cleanup();
@@ -237,10 +405,13 @@ const DRIVERS: Driver[] = [
         },
         // As cluster/forwarder.ts builds it.
         sender: senderStore(pgLogSql(poolRunners(pool), pool)),
-        // As cluster/kick.ts runs it.
-        outboxOf: (event, now) =>
-          outboxEntriesOf(sqlOf(pool), event, now, { destinations: [], feedEnabled: true }),
+        // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
+        outboxOf: async (event, now) => {
+          const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
+          return outboxEntries(effectsFrom('postgres', event, row!), now.toISOString(), [], true);
+        },
         logSql: admin.sql,
+        processing: postgresProcessing(pool),
         close: () => pool.end(),
       };
     },
@@ -1964,6 +2135,321 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
    * `received_at`), as SQLite mode stores them; PostgreSQL's walk of old rows behind newer ids is
    * test/integration/cluster-retention.test.ts's.
    */
+  /**
+   * Processing (issue 33): the same deliveries through each store give the same transitions,
+   * outbox messages, retries, dead letters and handler calls. The event step is written once
+   * (core/event-step.ts); what runs it is each store's (SQLite mode's pipeline, cluster mode's kicks).
+   */
+  describe('processing', () => {
+    const T = new Date(T0);
+    const after = (ms: number) => new Date(T.getTime() + ms);
+    /** A life-cycle delivery `wh-<n>` of proposal `nu`, received `n` seconds after T0. */
+    const lifecycle = (n: number, evento: string, nu: number, dados: Record<string, unknown> = {}) =>
+      store.processing.store({
+        kind: 'event',
+        evento,
+        nu,
+        requestId: typeof dados.requestId === 'string' ? dados.requestId : null,
+        registryStatus: null,
+        dedupKey: `wh-${n}`,
+        receivedAt: at(n * 1000),
+        body: JSON.stringify(delivery(evento, { nu_proposta: nu, webhook_id: `wh-${n}`, dados })),
+      });
+    const registry = (n: number, requestId: string, status: string) =>
+      store.processing.store({
+        kind: 'registry',
+        evento: null,
+        nu: null,
+        requestId,
+        registryStatus: status,
+        dedupKey: `wh-${n}`,
+        receivedAt: at(n * 1000),
+        body: JSON.stringify({ requestId, status, correlationId: `corr-${requestId}` }),
+      });
+    const transitions = () =>
+      store.all(
+        `SELECT e.dedup_key AS event, t.evento, t.from_status, t.to_status,
+           CASE WHEN t.applied THEN 1 ELSE 0 END AS applied, t.reason
+         FROM proposal_transitions t JOIN events e ON e.id = t.event_id ORDER BY e.dedup_key`,
+      );
+    const events = () =>
+      store.all(
+        'SELECT dedup_key, status, attempts, next_attempt_at, last_error, processed_at FROM events ORDER BY dedup_key',
+      );
+    const messages = () =>
+      store.all(
+        `SELECT e.dedup_key AS event, m.type FROM forward_messages m JOIN events e ON e.id = m.event_id
+         ORDER BY e.dedup_key, m.type`,
+      );
+    const proposals = () =>
+      store.all('SELECT nu_proposta, status, last_evento FROM proposals ORDER BY nu_proposta');
+    /** A partner's table, written through `ctx.sql` (created by the first case on PostgreSQL, emptied by each). */
+    const partnerTable = async () => {
+      await store.exec(
+        'CREATE TABLE IF NOT EXISTS partner_notes (event_id bigint, evento text, seen_status text)',
+      );
+      await store.exec('DELETE FROM partner_notes');
+    };
+    const notes = () => store.all('SELECT evento, seen_status FROM partner_notes ORDER BY event_id');
+
+    behaviour(
+      "a proposal's events: each recorded once, in order, the proposal moved, done, and their messages stored",
+      async () => {
+        await lifecycle(1, 'proposta.criada', 41);
+        await lifecycle(2, 'proposta.pre_aprovada', 41);
+        await lifecycle(3, 'proposta.criada', 42);
+        await lifecycle(4, 'proposta.aprovada', 41);
+        await lifecycle(5, 'proposta.pre_aprovada', 41); // late: after aprovada
+        const report = await store.processing.run(T);
+        expect(report.processed.sort()).toEqual(
+          [
+            ['proposta.aprovada', 'done'],
+            ['proposta.criada', 'done'],
+            ['proposta.criada', 'done'],
+            ['proposta.pre_aprovada', 'done'],
+            ['proposta.pre_aprovada', 'done'],
+          ].sort(),
+        );
+        expect(report.errors).toEqual([]);
+        expect(await transitions()).toEqual([
+          {
+            event: 'wh-1',
+            evento: 'proposta.criada',
+            from_status: null,
+            to_status: 'em_analise',
+            applied: 1,
+            reason: 'created',
+          },
+          {
+            event: 'wh-2',
+            evento: 'proposta.pre_aprovada',
+            from_status: 'em_analise',
+            to_status: 'pre_aprovada',
+            applied: 1,
+            reason: 'forward',
+          },
+          {
+            event: 'wh-3',
+            evento: 'proposta.criada',
+            from_status: null,
+            to_status: 'em_analise',
+            applied: 1,
+            reason: 'created',
+          },
+          {
+            event: 'wh-4',
+            evento: 'proposta.aprovada',
+            from_status: 'pre_aprovada',
+            to_status: 'aprovada',
+            applied: 1,
+            reason: 'forward',
+          },
+          {
+            event: 'wh-5',
+            evento: 'proposta.pre_aprovada',
+            from_status: 'aprovada',
+            to_status: 'pre_aprovada',
+            applied: 0,
+            reason: 'late',
+          },
+        ]);
+        expect(await proposals()).toEqual(
+          [
+            { nu_proposta: 41, status: 'aprovada', last_evento: 'proposta.aprovada' },
+            { nu_proposta: 42, status: 'em_analise', last_evento: 'proposta.criada' },
+          ].map((p) => (driver.name === 'SQLite' ? p : { ...p, nu_proposta: String(p.nu_proposta) })),
+        );
+        expect((await events()).map((e) => [e.dedup_key, e.status, e.attempts, e.processed_at])).toEqual(
+          [1, 2, 3, 4, 5].map((n) => [`wh-${n}`, 'done', 1, T0]),
+        );
+        // The change feed's messages (feed on, no destination): one per event, the late one's too.
+        expect(await messages()).toEqual(
+          [1, 2, 3, 4, 5].map((n) => ({ event: `wh-${n}`, type: 'proposal.changed' })),
+        );
+        // Processed again (a replay): nothing changes, nothing is stored twice.
+        await store.exec("UPDATE events SET status = 'pending', attempts = 0, processed_at = NULL");
+        await store.processing.run(after(1000));
+        expect(await transitions()).toHaveLength(5);
+        expect(await messages()).toHaveLength(5);
+        expect(await proposals()).toHaveLength(2);
+      },
+    );
+
+    behaviour(
+      'a registration: tracked from the event that names it, completed by its registry result',
+      async () => {
+        await lifecycle(1, 'averbacao.solicitada', 43, { requestId: 'req-43' });
+        await registry(2, 'req-43', 'completed');
+        const report = await store.processing.run(T);
+        expect(report.processed.sort()).toEqual([
+          ['averbacao.solicitada', 'done'],
+          ['registry', 'done'],
+        ]);
+        const [averbacao] = await store.all(
+          'SELECT request_id, correlation_id, status, result_source, tracked_via, completed_at FROM averbacoes',
+        );
+        expect(averbacao).toEqual({
+          request_id: 'req-43',
+          correlation_id: 'corr-req-43',
+          status: 'completed',
+          result_source: 'webhook',
+          tracked_via: 'event',
+          completed_at: T0,
+        });
+        expect((await messages()).map((m) => `${m.event} ${m.type}`)).toContain('wh-2 averbacao.result');
+      },
+    );
+
+    behaviour(
+      "a partner's handlers: named before onAny, once per event, after the built-ins and inside the event's transaction",
+      async () => {
+        await partnerTable();
+        const calls: string[] = [];
+        const seen: HandlerEvent[] = [];
+        const handlers = new HandlerRouter()
+          .on('proposta.criada', async (event, ctx) => {
+            calls.push(`named ${event.evento}`);
+            const { rows } = await ctx.sql.query<{ status: string }>(
+              'SELECT status FROM proposals WHERE nu_proposta = $1',
+              [String(event.nuProposta)],
+            );
+            await ctx.sql.query(
+              'INSERT INTO partner_notes (event_id, evento, seen_status) VALUES ($1, $2, $3)',
+              [event.id, event.evento, rows[0]?.status ?? null],
+            );
+          })
+          .onAny(async (event) => {
+            calls.push(`any ${event.evento ?? event.kind}`);
+            seen.push(event);
+          });
+        await lifecycle(1, 'proposta.criada', 44);
+        await lifecycle(2, 'proposta.pre_aprovada', 44);
+        const report = await store.processing.run(T, handlers);
+        expect(report.processed).toEqual([
+          ['proposta.criada', 'done'],
+          ['proposta.pre_aprovada', 'done'],
+        ]);
+        expect(calls).toEqual(['named proposta.criada', 'any proposta.criada', 'any proposta.pre_aprovada']);
+        expect(await notes()).toEqual([{ evento: 'proposta.criada', seen_status: 'em_analise' }]);
+        // The event as each store hands it over: the same shape and values (but its id).
+        expect(seen.map(({ id: _id, ...e }) => e)[0]).toEqual({
+          kind: 'event',
+          evento: 'proposta.criada',
+          nuProposta: 44,
+          requestId: null,
+          registryStatus: null,
+          webhookId: 'wh-1',
+          dedupKey: 'wh-1',
+          tentativa: null,
+          receivedAt: at(1000),
+          attempts: 0,
+          rawBody: expect.stringContaining('"webhook_id":"wh-1"'),
+          payload: expect.objectContaining({ evento: 'proposta.criada' }),
+          dados: expect.objectContaining({ nu_proposta: 44 }),
+        });
+      },
+    );
+
+    behaviour(
+      "a handler that throws: the event's writes roll back, it retries after its backoff, then is dead; its proposal waits, others go on",
+      async () => {
+        await partnerTable();
+        const calls: string[] = [];
+        const told: string[] = [];
+        let failures = 2;
+        const handlers = new HandlerRouter()
+          .on('proposta.pre_aprovada', async (event, ctx) => {
+            calls.push(event.evento ?? '');
+            await ctx.sql.query('INSERT INTO partner_notes (event_id, evento) VALUES ($1, $2)', [
+              event.id,
+              event.evento,
+            ]);
+            if (failures-- > 0) throw new Error(`refused ${failures}`);
+          })
+          .on('proposta.aprovada', async () => {
+            throw new Error('always');
+          })
+          .onError((err) => void told.push(err.message));
+        await lifecycle(1, 'proposta.criada', 45);
+        await lifecycle(2, 'proposta.pre_aprovada', 45);
+        await lifecycle(3, 'proposta.aprovada', 45);
+        await lifecycle(4, 'proposta.criada', 46);
+        await lifecycle(5, 'proposta.aprovada', 47);
+        const first = await store.processing.run(T, handlers);
+        expect(first.processed.sort()).toEqual(
+          [
+            ['proposta.criada', 'done'],
+            ['proposta.criada', 'done'],
+            ['proposta.pre_aprovada', 'retry'],
+            ['proposta.aprovada', 'retry'],
+          ].sort(),
+        );
+        expect(first.errors.sort()).toEqual(['always', 'refused 1']);
+        expect(told.sort()).toEqual(['always', 'refused 1']);
+        expect(
+          first.log.filter((l) => l.level !== 'info').map((l) => [l.level, l.message, l.fields.attempts]),
+        ).toEqual(
+          expect.arrayContaining([
+            ['warn', 'handler failed: will retry', 1],
+            ['warn', 'handler failed: will retry', 1],
+          ]),
+        );
+        // Backoff 1 s, its jitter at random 0.5: 750 ms (domain/backoff.ts).
+        const retryAt = after(750).toISOString();
+        expect(
+          (await events()).map((e) => [e.dedup_key, e.status, e.attempts, e.next_attempt_at, e.last_error]),
+        ).toEqual([
+          ['wh-1', 'done', 1, null, null],
+          ['wh-2', 'failed', 1, retryAt, 'refused 1'],
+          ['wh-3', 'pending', 0, null, null],
+          ['wh-4', 'done', 1, null, null],
+          ['wh-5', 'failed', 1, retryAt, 'always'],
+        ]);
+        // Rolled back with the handler's own write: the event's transition.
+        expect((await transitions()).map((t) => t.event)).toEqual(['wh-1', 'wh-4']);
+        expect(await notes()).toEqual([]);
+
+        // Its retry, due: it throws again; then succeeds, and its proposal moves on.
+        await store.processing.run(after(1000), handlers);
+        expect((await events()).map((e) => [e.dedup_key, e.status, e.attempts])).toEqual([
+          ['wh-1', 'done', 1],
+          ['wh-2', 'failed', 2],
+          ['wh-3', 'pending', 0],
+          ['wh-4', 'done', 1],
+          ['wh-5', 'failed', 2],
+        ]);
+        const last = await store.processing.run(after(3000), handlers);
+        expect(last.processed.sort()).toEqual(
+          [
+            ['proposta.pre_aprovada', 'done'],
+            ['proposta.aprovada', 'retry'],
+            ['proposta.aprovada', 'dead'],
+          ].sort(),
+        );
+        expect(
+          last.log
+            .filter((l) => l.level === 'error')
+            .map((l) => [l.message, l.fields.event_id !== undefined]),
+        ).toEqual([['handler failed for the last time: event is dead (replayable)', true]]);
+        const end = after(3000).toISOString();
+        expect(
+          (await events()).map((e) => [e.dedup_key, e.status, e.attempts, e.next_attempt_at, e.processed_at]),
+        ).toEqual([
+          ['wh-1', 'done', 1, null, T0],
+          ['wh-2', 'done', 3, null, end],
+          ['wh-3', 'failed', 1, after(3750).toISOString(), null],
+          ['wh-4', 'done', 1, null, T0],
+          ['wh-5', 'dead', 3, null, end],
+        ]);
+        expect(calls).toEqual(['proposta.pre_aprovada', 'proposta.pre_aprovada', 'proposta.pre_aprovada']);
+        expect(await notes()).toEqual([{ evento: 'proposta.pre_aprovada', seen_status: null }]);
+        expect((await transitions()).map((t) => t.event)).toEqual(['wh-1', 'wh-2', 'wh-4']);
+        // A dead letter's messages: none (its effects rolled back).
+        expect((await messages()).filter((m) => m.event === 'wh-5')).toEqual([]);
+      },
+    );
+  });
+
   describe('retention', () => {
     const CUTOFF = new Date(T0);
     const NOW = new Date(Date.parse(T0) + 30 * 24 * HOUR);

@@ -1,0 +1,73 @@
+import type { EffectStatement } from '../core/effects';
+import type { SpanRequest, StepOps } from '../core/event-step';
+import type { HandlerEvent } from '../domain/event-router';
+import type { OutboxEntry } from '../domain/forwarding/messages';
+import type { Traces } from '../domain/tracing';
+import type { Db } from './database';
+import { forwardOutbox } from './forward-outbox';
+import { prepareShared, type SharedStatement } from './handler-sql';
+
+/**
+ * How SQLite answers the event step's requests (core/event-step.ts) on one connection, inside the
+ * transaction its caller opened: each statement prepared once, the savepoint as SQLite's own, the
+ * outbox's messages inserted at once (one writer: no lock to wait for), a first poll needing no
+ * step (the poller reads the row's `next_poll_at`, written with it). The partner stage is the
+ * caller's: synchronous handlers for the turn, awaited ones for an event that leaves it.
+ */
+
+export interface SqliteStepDeps {
+  readonly traces: Traces | undefined;
+}
+
+const NO_ROWS: readonly unknown[] = [];
+
+/** The store's part of the ops, the partner stage left to the caller. */
+function common(db: Db, deps: SqliteStepDeps) {
+  const prepared = new Map<EffectStatement, SharedStatement<unknown>>();
+  const outbox = forwardOutbox(db);
+  const savepoint = {
+    set: db.prepare('SAVEPOINT consig_event'),
+    release: db.prepare('RELEASE consig_event'),
+    rollback: db.prepare('ROLLBACK TO consig_event'),
+  };
+  const { traces } = deps;
+  return {
+    rows(s: EffectStatement, params: readonly unknown[]): readonly unknown[] {
+      let p = prepared.get(s);
+      if (p === undefined) prepared.set(s, (p = prepareShared(db, s.text, { raw: s.rowMode === 'array' })));
+      return p.reader ? p.all(params) : (p.run(params), NO_ROWS);
+    },
+    firstPoll: () => undefined,
+    savepoint(kind: 'set' | 'release' | 'rollback'): void {
+      savepoint[kind].run();
+      if (kind === 'rollback') savepoint.release.run();
+    },
+    outbox(entries: readonly OutboxEntry[]): void {
+      // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
+      const traceContext = traces?.current() ?? null;
+      for (const e of entries) outbox.insert(e.message, e.destinations, traceContext);
+    },
+    span<T>(span: SpanRequest, fn: () => T): T {
+      if (traces === undefined) return fn();
+      return 'stage' in span
+        ? traces.stage(span.stage, fn)
+        : traces.processing(span.processing, span.attributes, fn);
+    },
+  };
+}
+
+/** The turn's ops: the partner stage's handlers synchronous (configureRouter's, on `db`). */
+export function sqliteStepOps(
+  db: Db,
+  deps: SqliteStepDeps & { partner(event: HandlerEvent, now: Date): void },
+): StepOps<'sync'> {
+  return { ...common(db, deps), partner: deps.partner };
+}
+
+/** The ops of an event a partner's asynchronous handler handles, on its own connection. */
+export function sqliteAsyncStepOps(
+  db: Db,
+  deps: SqliteStepDeps & { partner(event: HandlerEvent, now: Date): Promise<void> },
+): StepOps<'async'> {
+  return { ...common(db, deps), partner: deps.partner };
+}
