@@ -9,6 +9,7 @@ import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
 import { registerInOrder } from './domain/handler-order';
+import { sqliteDialect } from './domain/sql/dialect';
 import { tracedStage, type Traces } from './domain/tracing';
 import type { TracingSettings } from './tracing';
 import type { PollScheduleOptions } from './domain/registry';
@@ -489,7 +490,7 @@ function sqliteBacklog(forwardGauges: () => DestinationGauges[], pipeline: Pipel
 function sqliteForwardGauges(db: Db, config: Config): () => DestinationGauges[] {
   const names = config.forwarding.destinations.map((d) => d.name);
   if (names.length === 0) return () => [];
-  const { text, params } = destinationGaugesQuery('sqlite', names);
+  const { text, params } = destinationGaugesQuery(sqliteDialect, names);
   const statement = prepareShared<DestinationGauges>(db, text);
   return () => statement.all(params);
 }

@@ -2,6 +2,7 @@ import { type EffectsEnv, type EffectsLogger, proposalKey, stageEffects } from '
 import { handlerFailure } from '../domain/handler-failure';
 import type { ProposalStatus } from '../domain/lifecycle';
 import { stagesFor } from '../domain/handler-order';
+import { postgresDialect } from '../domain/sql/dialect';
 import { processingAttributes, tracedStage, type Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry, ProcessedEvent } from '../domain/forwarding/messages';
@@ -298,7 +299,7 @@ async function fastPass(
   };
   const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
   const pass: Pass = {
-    ctx: { ...ctx, dialect: 'postgres', logger, sql, statuses: await lockProposals(sql, nus) },
+    ctx: { ...ctx, dialect: postgresDialect, logger, sql, statuses: await lockProposals(sql, nus) },
     facts,
     done: [],
     entries: [],
@@ -491,7 +492,7 @@ async function carefulStep(
   try {
     // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
     if (threw?.id === row.id) throw threw.error;
-    const entries = await runEvent(row, event, { ...ctx, dialect: 'postgres', sql, now }, options);
+    const entries = await runEvent(row, event, { ...ctx, dialect: postgresDialect, sql, now }, options);
     await sql.prepared(SQL.done, [row.id, now.toISOString()]);
     await sql.query('RELEASE SAVEPOINT consig_event');
     outbox.push(...entries);

@@ -1,4 +1,5 @@
 import { type ClientBase, type Pool, type PoolClient, types } from 'pg';
+import { postgresDialect } from '../domain/sql/dialect';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { checkOut } from './sql';
 
@@ -33,7 +34,7 @@ export function pgLogSql(runners: {
   writing<T>(fn: (client: PoolClient) => Promise<T>): Promise<T>;
 }): LogSql {
   return {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     read: (fn) => runners.read((client) => fn(pgLogQuery(client))),
     write: (fn) => runners.writing((client) => fn(pgLogQuery(client))),
   };
@@ -49,7 +50,7 @@ export function pgPoolLogSql(pool: Pool): LogSql {
   const on = <T>(begin: string, fn: (q: LogQuery) => Promise<T>) =>
     inPoolTransaction(pool, begin, (client) => fn(pgLogQuery(client)));
   return {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     read: (fn) => on('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn),
     write: (fn) => on('BEGIN', fn),
     lone: pgLogQuery(pool),
@@ -83,7 +84,7 @@ export async function inPoolTransaction<T>(
 /** Statements on one connection (a pool's client inside a transaction, or a command's own client). */
 export function pgLogQuery(client: Pick<ClientBase, 'query'>): LogQuery {
   return {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     rows: async <R>(text: string, params: readonly unknown[] = []) =>
       (await client.query({ text, values: [...params], types: LOG_TYPES })).rows as R[],
     run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,
@@ -97,7 +98,7 @@ export function pgLogQuery(client: Pick<ClientBase, 'query'>): LogQuery {
 export function pgClientLogSql(client: Pick<ClientBase, 'query'>): LogSql {
   const q = pgLogQuery(client);
   return {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     read: (fn) => fn(q),
     write: (fn) => transactionOn(client, () => fn(q)),
   };

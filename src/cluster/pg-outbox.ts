@@ -5,6 +5,7 @@ import {
   type ProcessedEvent,
   serializeMessage,
 } from '../domain/forwarding/messages';
+import { postgresDialect } from '../domain/sql/dialect';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
 import type { Sql, Statement } from './sql';
 
@@ -56,7 +57,7 @@ export async function outboxEntriesOf(
   const [row] = await sql.prepared<EffectsRow>(EFFECTS, effectsParams(event));
   if (row === undefined) return [];
   return outboxEntries(
-    effectsFrom('postgres', event, row),
+    effectsFrom(postgresDialect, event, row),
     now.toISOString(),
     options.destinations,
     options.feedEnabled,

@@ -32,7 +32,7 @@ import {
   serializeMessage,
 } from '../../src/domain/forwarding/messages';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
-import { asInstant, type LogQuery, type LogSql } from '../../src/domain/sql/log-sql';
+import type { LogQuery, LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
 import { logGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
@@ -325,7 +325,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       expect(rows).toEqual([
         {
           id: 7,
-          nu_proposta: store.logSql.dialect === 'sqlite' ? 1234 : '1234',
+          nu_proposta: store.logSql.dialect.storedNu(1234),
           received_at: at(7 * MINUTE),
           duplicates: 2,
         },
@@ -336,7 +336,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await addEvent(store, 2, 2, 'failed');
       const changed = await store.logSql.write((q) =>
         q.run(
-          `UPDATE events SET status = 'pending', next_attempt_at = ${asInstant(q.dialect, '$1')} WHERE status = 'failed'`,
+          `UPDATE events SET status = 'pending', next_attempt_at = ${q.dialect.instant('$1')} WHERE status = 'failed'`,
           [at(HOUR)],
         ),
       );
@@ -634,7 +634,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
             `wh-${id}`,
             evento,
             at(id * MINUTE),
-            store.logSql.dialect === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
+            store.logSql.dialect.name === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
           ],
         );
       beforeEach(async () => {

@@ -29,6 +29,7 @@ import { runOfAnswers } from '../../domain/delivery-alarm';
 import type { DeliveryRow } from '../../domain/delivery';
 import type { EventRow, ReplayResult } from '../../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../../domain/log-rows';
+import { postgresDialect } from '../../domain/sql/dialect';
 import { deliveryAlarmRepo } from '../../store/delivery-alarm';
 import type { Store } from '../../store/store';
 import { type AdminForwards, sqliteAdminLog } from '../admin/admin-log';
@@ -152,7 +153,7 @@ export function pgConsoleLog(admin: PgAdminLog): ConsoleLog {
   // The snapshot's connection beside its statements, for the parts below.
   const on = (client: PoolClient) => ({ ...pgLogQuery(client), client });
   const sql: LogSqlOf<ReturnType<typeof on>> = {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     read: (fn) => read((client) => fn(on(client))),
     write: (fn) => writing((client) => fn(on(client))),
   };
