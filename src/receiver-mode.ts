@@ -5,7 +5,7 @@ import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
 import { consoleFingerprints } from './domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-sessions';
-import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
+import { HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { StageHandlers } from './domain/handler-order';
 import { registerInOrder } from './domain/handler-order';
@@ -59,7 +59,7 @@ import { openStore, type Store } from './store/store';
 
 /** The mode, chosen once; what differs before the local file is open. */
 export interface ReceiverMode {
-  /** configureHandlers' handlers (cluster mode: the deprecated configureClusterRouter's after them). */
+  /** configureHandlers' handlers. */
   partnerHandlers(): HandlerRouter | undefined;
   /** The local SQLite file: the log (SQLite mode), or the spool, locked first (cluster mode). */
   open(): LocalFile;
@@ -138,7 +138,7 @@ export interface ModeParts {
 /** SQLite mode: the file is the log, and processing runs on it while this process holds the lease. */
 export function sqliteMode(config: Config, options: StartOptions): ReceiverMode {
   return {
-    partnerHandlers: () => partnerRouter(options, false),
+    partnerHandlers: () => partnerRouter(options),
     open: () => openSqlite(config, options),
   };
 }
@@ -226,7 +226,8 @@ function buildProcessing(
   const { traces } = shared;
   const router = registerInOrder(new EventRouter(), {
     ...builtInHandlers(config, pipelineDb, schedule, traces),
-    partner: (r) => options.configureRouter?.(r, pipelineDb),
+    // The partner's handlers run on their own path (file.partners).
+    partner: () => undefined,
   });
   const partners = file.partners(
     shared.partner,
@@ -318,16 +319,11 @@ function buildSender(
 
 /**
  * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
- * always; the ClusterNode relays the spool to PostgreSQL and runs processing there. A partner's
- * SQLite-mode handlers (configureRouter) cannot run there: it refuses to start rather than skip them.
+ * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
  */
 export function clusterMode(config: Config, cluster: ClusterConfig, options: StartOptions): ReceiverMode {
-  if (options.configureRouter && !options.configureClusterRouter)
-    throw new Error(
-      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureHandlers, which runs in both modes, or configureClusterRouter (docs/handlers.md)',
-    );
   return {
-    partnerHandlers: () => partnerRouter(options, true),
+    partnerHandlers: () => partnerRouter(options),
     open: () => openCluster(config, cluster, options),
   };
 }
@@ -414,15 +410,10 @@ function composeCluster(
   };
 }
 
-/** The partner's handlers (configureHandlers); with `adoptCluster`, the deprecated configureClusterRouter's after them. */
-function partnerRouter(options: StartOptions, adoptCluster: boolean): HandlerRouter | undefined {
+/** The partner's handlers (configureHandlers). */
+function partnerRouter(options: StartOptions): HandlerRouter | undefined {
   const router = new HandlerRouter();
   options.configureHandlers?.(router);
-  if (adoptCluster && options.configureClusterRouter) {
-    const old = new ClusterEventRouter();
-    options.configureClusterRouter(old);
-    router.adopt(old, fromClusterHandler);
-  }
   return router.empty ? undefined : router;
 }
 

@@ -72,7 +72,7 @@ let pipeline: Pipeline;
 
 /**
  * The processing side as main.ts builds it; `partner` adds handlers before the forwarding one
- * (as `configureRouter` does), `after` adds some after it (main.ts never does: a test's probe).
+ * (the partner stage), `after` adds some after it (main.ts never does: a test's probe).
  */
 function start(partner?: (router: EventRouter) => void, after?: (router: EventRouter) => void): void {
   const dbPath = join(tmp.dir, 'consig.db');

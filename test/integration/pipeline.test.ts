@@ -105,7 +105,10 @@ describe('the life cycle through HTTP', () => {
   it('unknown eventos are ignored and never reach a handler; registry results are processed', async () => {
     const seen: string[] = [];
     r = await startTestReceiver({
-      configureRouter: (router) => router.onAny((e) => seen.push(e.evento ?? e.kind)),
+      configureHandlers: (router) =>
+        router.onAny((e) => {
+          seen.push(e.evento ?? e.kind);
+        }),
     });
     await r.send(delivery('proposta.reativada'));
     await r.send({ requestId: 'req-9', status: 'completed' }, '/webhooks/registry');
@@ -119,7 +122,7 @@ describe('retries and the dead letter', () => {
   it('a handler that fails twice then succeeds: retried with backoff, done, effect applied once', async () => {
     let calls = 0;
     r = await startTestReceiver({
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router.on('proposta.criada', () => {
           calls += 1;
           if (calls <= 2) throw new Error(`flaky #${calls}`);
@@ -161,7 +164,7 @@ describe('retries and the dead letter', () => {
     const errors: string[] = [];
     r = await startTestReceiver({
       env: { HANDLER_MAX_ATTEMPTS: '3', ADMIN_TOKEN: 'admin-token-0123456789' },
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router
           .on('proposta.criada', () => {
             if (broken) throw new Error('downstream is down');
@@ -192,7 +195,7 @@ describe('retries and the dead letter', () => {
   it('a failing event holds back the later events of its proposal, not the others', async () => {
     let failures = 0;
     r = await startTestReceiver({
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router.on('proposta.criada', (e) => {
           if (e.nuProposta === 41 && failures < 3) {
             failures += 1;
@@ -307,19 +310,6 @@ describe('the one handler API in SQLite mode (configureHandlers)', () => {
       expect.objectContaining({ nu_proposta: 62, attempts: 2, next_attempt_at: null, err: 'always' }),
     ]);
   });
-
-  it('configureRouter still works, with one warning at start naming configureHandlers; both together are refused', async () => {
-    r = await startTestReceiver({ configureRouter: (router) => router.onAny(() => undefined) });
-    expect(r.logs.lines.filter((l) => l.option === 'configureRouter')).toEqual([
-      expect.objectContaining({ level: 'warn', use: 'configureHandlers' }),
-    ]);
-    await expect(
-      startTestReceiver({
-        configureRouter: (router) => router.onAny(() => undefined),
-        configureHandlers: (router) => router.onAny(() => undefined),
-      }),
-    ).rejects.toThrow(/configureRouter.*configureHandlers/);
-  });
 });
 
 describe('restart', () => {
@@ -330,7 +320,7 @@ describe('restart', () => {
       const first = await startTestReceiver({
         dir: tmp.dir,
         env: { HANDLER_MAX_ATTEMPTS: '1000' },
-        configureRouter: (router) =>
+        configureHandlers: (router) =>
           router.onAny(() => {
             throw new Error('not now');
           }),

@@ -110,7 +110,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
         FORWARD_SECRET: 'forward-secret',
         FEED_ENABLED: 'true',
       },
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router.on('proposta.cancelada', () => {
           throw new Error('fails, to exercise retries');
         }),
