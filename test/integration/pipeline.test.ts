@@ -5,6 +5,7 @@ import { sqliteLogSql } from '../../src/store/log-sql';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { eventById, eventsByStatus } from '../helpers/events';
 
 let r: TestReceiver | undefined;
 afterEach(async () => {
@@ -130,8 +131,8 @@ describe('retries and the dead letter', () => {
     });
     const res = await r.send(delivery('proposta.criada', { nu_proposta: 31 }));
     const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'event done');
-    expect(r.store.events.get(res.body.event_id)).toMatchObject({
+    await eventually(() => eventById(rec.store.db, res.body.event_id)?.status === 'done', 'event done');
+    expect(eventById(r.store.db, res.body.event_id)).toMatchObject({
       attempts: 3,
       last_error: null,
       next_attempt_at: null,
@@ -174,8 +175,8 @@ describe('retries and the dead letter', () => {
     const res = await r.send(delivery('proposta.criada', { nu_proposta: 32 }));
     const rec = r;
     const id = res.body.event_id as number;
-    await eventually(() => rec.store.events.get(id)?.status === 'dead', 'event dead');
-    expect(r.store.events.get(id)).toMatchObject({ attempts: 3, last_error: 'downstream is down' });
+    await eventually(() => eventById(rec.store.db, id)?.status === 'dead', 'event dead');
+    expect(eventById(r.store.db, id)).toMatchObject({ attempts: 3, last_error: 'downstream is down' });
     expect(errors).toHaveLength(3);
     expect(
       r.logs.lines.some((l) => l.msg === 'handler failed for the last time: event is dead (replayable)'),
@@ -188,7 +189,7 @@ describe('retries and the dead letter', () => {
       headers: { authorization: 'Bearer admin-token-0123456789' },
     });
     expect(replayRes.status).toBe(202);
-    await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');
+    await eventually(() => eventById(rec.store.db, id)?.status === 'done', 'replayed event done');
     expect(r.store.proposals.get(32)?.status).toBe('em_analise');
   });
 
@@ -225,10 +226,10 @@ describe('retries and the dead letter', () => {
     r = await startTestReceiver();
     const res = await r.send(delivery('proposta.aprovada', { nu_proposta: 51 }));
     const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done');
+    await eventually(() => eventById(rec.store.db, res.body.event_id)?.status === 'done', 'done');
     const now = new Date().toISOString();
     await sqliteLogSql(r.store.db).write((q) => replayEvents(q, [res.body.event_id], now));
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'done again');
+    await eventually(() => eventById(rec.store.db, res.body.event_id)?.status === 'done', 'done again');
     expect(
       one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 51').n,
     ).toBe(1);
@@ -299,8 +300,8 @@ describe('the one handler API in SQLite mode (configureHandlers)', () => {
     r.store.db.exec('CREATE TABLE my_seen (nu TEXT)');
     const res = await r.send(delivery('proposta.criada', { nu_proposta: 62 }));
     const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'dead', 'event dead');
-    expect(r.store.events.get(res.body.event_id)).toMatchObject({ attempts: 2, last_error: 'always' });
+    await eventually(() => eventById(rec.store.db, res.body.event_id)?.status === 'dead', 'event dead');
+    expect(eventById(r.store.db, res.body.event_id)).toMatchObject({ attempts: 2, last_error: 'always' });
     expect(errors).toEqual(['always', 'always']);
     expect(one<{ n: number }>(r, 'SELECT count(*) AS n FROM my_seen').n).toBe(0);
     expect(r.store.proposals.get(62)).toBeUndefined();
@@ -329,7 +330,7 @@ describe('restart', () => {
       await first.close();
       r = await startTestReceiver({ dir: tmp.dir });
       const rec = r;
-      await eventually(() => rec.store.events.countByStatus().done === 5, 'backlog processed');
+      await eventually(() => eventsByStatus(rec.store.db).done === 5, 'backlog processed');
       expect(
         one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 61').n,
       ).toBe(5);
