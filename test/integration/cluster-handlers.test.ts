@@ -3,7 +3,7 @@ import type { HandlerEvent, HandlerRouter } from '../../src/domain/event-router'
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { clusterBed } from '../helpers/cluster-bed';
-import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * A partner's own handlers in cluster mode (`configureHandlers`): awaited inside each event's
