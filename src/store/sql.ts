@@ -1,1 +1,0 @@
-export { clampLimit } from '../domain/list-limit';
