@@ -1,20 +1,15 @@
 /**
  * The package's public API, for a partner who embeds the receiver and registers handlers of its
  * own next to the built-in ones (`configureHandlers`, the same in both modes). Everything else is
- * internal. `EventRouter`/`Handler`/`HandlerContext` (`configureRouter`) and the `Cluster*` ones
- * (`configureClusterRouter`) are deprecated.
+ * internal.
  */
 export { loadConfig, type Config } from './config';
-export { EventRouter } from './handlers/router';
-export type { Handler, HandlerContext, HandlerEvent } from './handlers/router';
-export { ClusterEventRouter, HandlerRouter } from './domain/event-router';
+export { HandlerRouter } from './domain/event-router';
 export type {
-  ClusterHandler,
-  ClusterHandlerContext,
-  ClusterHandlerSql,
   ErrorHandler,
   EventHandler,
   EventHandlerContext,
+  HandlerEvent,
   HandlerLogger,
   HandlerSql,
 } from './domain/event-router';

@@ -55,11 +55,9 @@ export interface Receiver {
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
-  refuseMixedHandlers(options);
   // The one place the mode is chosen (contract §10); what differs by mode comes from it, stage by stage.
   const mode =
     config.cluster === null ? sqliteMode(config, options) : clusterMode(config, config.cluster, options);
-  warnDeprecatedHandlers(options);
   const partner = mode.partnerHandlers();
   const file = mode.open();
   const { store } = file;
@@ -246,28 +244,6 @@ function releaser(parts: {
     await parts.running.stop(timeoutMs);
     parts.file.close();
   };
-}
-
-/**
- * A partner's handlers must not be skipped in silence: SQLite-mode ones cannot run beside
- * configureHandlers' (an event of both would need them on two connections), nor in cluster mode
- * (clusterMode refuses them).
- */
-function refuseMixedHandlers(options: StartOptions): void {
-  if (options.configureRouter && options.configureHandlers)
-    throw new Error(
-      'configureRouter (deprecated) and configureHandlers together: register every handler with configureHandlers (docs/handlers.md)',
-    );
-}
-
-/** One warning at start per deprecated option, naming the one that replaces it. */
-function warnDeprecatedHandlers(options: StartOptions): void {
-  for (const name of ['configureRouter', 'configureClusterRouter'] as const)
-    if (options[name])
-      options.logger.warn(
-        { option: name, use: 'configureHandlers' },
-        `${name} is deprecated: register handlers with configureHandlers, which runs them unchanged in both modes (docs/handlers.md)`,
-      );
 }
 
 /** The group-commit writer of deliveries; each stored pending event is queued after its commit. */

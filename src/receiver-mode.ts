@@ -5,7 +5,7 @@ import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
 import { consoleFingerprints } from './domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-sessions';
-import { ClusterEventRouter, fromClusterHandler, HandlerRouter } from './domain/event-router';
+import { HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { Traces } from './domain/tracing';
 import type { TracingSettings } from './tracing';
@@ -29,6 +29,7 @@ import { ClusterNode } from './cluster/node';
 import { OrderClock, type OrderReading } from './cluster/order-clock';
 import { logGauges } from './core/gauges';
 import { destinationGaugesQuery } from './core/sender-store';
+import { sqliteDialect } from './domain/sql/dialect';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './domain/event-status';
@@ -52,7 +53,7 @@ import { openStore, type Store } from './store/store';
 
 /** The mode, chosen once; what differs before the local file is open. */
 export interface ReceiverMode {
-  /** configureHandlers' handlers (cluster mode: the deprecated configureClusterRouter's after them). */
+  /** configureHandlers' handlers. */
   partnerHandlers(): HandlerRouter | undefined;
   /** The local SQLite file: the log (SQLite mode), or the spool, locked first (cluster mode). */
   open(): LocalFile;
@@ -128,7 +129,7 @@ export interface ModeParts {
 /** SQLite mode: the file is the log, and processing runs on it while this process holds the lease. */
 export function sqliteMode(config: Config, options: StartOptions): ReceiverMode {
   return {
-    partnerHandlers: () => partnerRouter(options, false),
+    partnerHandlers: () => partnerRouter(options),
     open: () => openSqlite(config, options),
   };
 }
@@ -219,10 +220,9 @@ function buildProcessing(
   const { store, pipelineDb } = file;
   const { logger } = options;
   const { traces } = shared;
-  // The partner stage's synchronous handlers (the deprecated configureRouter's); the built-in
-  // stages are the event step's (core/event-step.ts).
+  // Every stage is the event step's (core/event-step.ts): the built-ins, the partner's handlers
+  // (configureHandlers, file.partners) and the outbox; the router only reports failures.
   const router = new EventRouter();
-  options.configureRouter?.(router, pipelineDb);
   const partners = file.partners(shared.partner);
   router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
@@ -292,16 +292,11 @@ function buildSender(
 
 /**
  * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
- * always; the ClusterNode relays the spool to PostgreSQL and runs processing there. A partner's
- * SQLite-mode handlers (configureRouter) cannot run there: it refuses to start rather than skip them.
+ * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
  */
 export function clusterMode(config: Config, cluster: ClusterConfig, options: StartOptions): ReceiverMode {
-  if (options.configureRouter && !options.configureClusterRouter)
-    throw new Error(
-      'configureRouter registers handlers for SQLite mode only, and DATABASE_URL is set (cluster mode): register them with configureHandlers, which runs in both modes, or configureClusterRouter (docs/handlers.md)',
-    );
   return {
-    partnerHandlers: () => partnerRouter(options, true),
+    partnerHandlers: () => partnerRouter(options),
     open: () => openCluster(config, cluster, options),
   };
 }
@@ -388,15 +383,10 @@ function composeCluster(
   };
 }
 
-/** The partner's handlers (configureHandlers); with `adoptCluster`, the deprecated configureClusterRouter's after them. */
-function partnerRouter(options: StartOptions, adoptCluster: boolean): HandlerRouter | undefined {
+/** The partner's handlers (configureHandlers). */
+function partnerRouter(options: StartOptions): HandlerRouter | undefined {
   const router = new HandlerRouter();
   options.configureHandlers?.(router);
-  if (adoptCluster && options.configureClusterRouter) {
-    const old = new ClusterEventRouter();
-    options.configureClusterRouter(old);
-    router.adopt(old, fromClusterHandler);
-  }
   return router.empty ? undefined : router;
 }
 
@@ -464,7 +454,7 @@ function sqliteBacklog(forwardGauges: () => DestinationGauges[], pipeline: Pipel
 function sqliteForwardGauges(db: Db, config: Config): () => DestinationGauges[] {
   const names = config.forwarding.destinations.map((d) => d.name);
   if (names.length === 0) return () => [];
-  const { text, params } = destinationGaugesQuery('sqlite', names);
+  const { text, params } = destinationGaugesQuery(sqliteDialect, names);
   const statement = prepareShared<DestinationGauges>(db, text);
   return () => statement.all(params);
 }

@@ -1,10 +1,8 @@
 import type { Clock } from './clock';
 import type { ServiceClient } from './client';
 import type { DeferralPolicy } from './domain/answer-first';
-import type { ClusterEventRouter, HandlerRouter } from './domain/event-router';
-import type { EventRouter } from './handlers/router';
+import type { HandlerRouter } from './domain/event-router';
 import type { Logger } from './logger';
-import type { Db } from './store/database';
 
 /**
  * What startReceiver takes besides the configuration. Its own file so that main.ts and
@@ -22,19 +20,6 @@ export interface StartOptions {
    * @default none
    */
   configureHandlers?: (router: HandlerRouter) => void;
-  /**
-   * SQLite mode's synchronous handlers on the pipeline's connection. A receiver given these and no
-   * `configureClusterRouter` refuses to start in cluster mode rather than skip them, and refuses
-   * them beside `configureHandlers`.
-   * @deprecated use `configureHandlers`, which runs in both modes; a warning says so at start.
-   */
-  configureRouter?: (router: EventRouter, db: Db) => void;
-  /**
-   * Cluster mode's asynchronous handlers, whose `sql.query` answers the rows alone.
-   * @deprecated use `configureHandlers` (the same handlers, `sql.query` answering `{ rows }`), which
-   * runs in both modes; a warning says so at start.
-   */
-  configureClusterRouter?: (router: ClusterEventRouter) => void;
   /** Handler retry backoff (tests shorten it). @default 1 s … 10 min */
   handlerBackoff?: { baseMs: number; maxMs: number };
   /** @default 1000 ms */

@@ -9,6 +9,7 @@ import {
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
+import { postgresDialect } from '../domain/sql/dialect';
 import type { Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
@@ -293,7 +294,7 @@ async function fastPass(
   const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
   const step = stepOptions(options);
   const pass: Pass = {
-    ctx: { ...ctx, dialect: 'postgres', logger, sql, statuses: await lockProposals(sql, nus) },
+    ctx: { ...ctx, dialect: postgresDialect, logger, sql, statuses: await lockProposals(sql, nus) },
     facts,
     done: [],
     entries: [],
@@ -514,7 +515,7 @@ async function carefulStep(
   }
   const event = toFacts(row);
   const entries: OutboxEntry[] = [];
-  const env: EffectsEnv = { ...ctx, dialect: 'postgres', now };
+  const env: EffectsEnv = { ...ctx, dialect: postgresDialect, now };
   // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
   const e = {
     event,

@@ -275,12 +275,6 @@ export class ClusterNode {
     this.relay?.nudge();
   }
 
-  /** Relays everything spooled now (tests and shutdown); throws when PostgreSQL refuses. */
-  async drainSpool(): Promise<void> {
-    if (!this.relay) throw new Error('cluster mode has not connected to PostgreSQL yet');
-    while ((await this.relay.relayOnce()) > 0);
-  }
-
   /**
    * The cluster-wide figures of /metrics, `gauges` (core/gauges.ts, composed by receiver-mode.ts)
    * read from PostgreSQL with this cluster's forwarding gauges; null when it does not answer within

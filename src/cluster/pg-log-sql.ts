@@ -1,4 +1,5 @@
 import { type ClientBase, type Pool, type PoolClient, types } from 'pg';
+import { postgresDialect } from '../domain/sql/dialect';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { checkOut } from './sql';
 
@@ -48,7 +49,7 @@ export function pgLogSql(
   write<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
 } {
   return {
-    dialect: 'postgres',
+    dialect: postgresDialect,
     read: (fn) => runners.read((client) => fn(pgLogQuery(client))),
     write: (fn) => runners.writing((client) => fn(pgLogQuery(client))),
     ...(lone === undefined ? {} : { lone: pgLogQuery(lone) }),
@@ -102,7 +103,7 @@ export async function inPoolTransaction<T>(
 export function pgLogQuery(client: PgClient): PgQuery {
   return {
     client,
-    dialect: 'postgres',
+    dialect: postgresDialect,
     rows: async <R>(text: string, params: readonly unknown[] = []) =>
       (await client.query({ text, values: [...params], types: LOG_TYPES })).rows as R[],
     run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,

@@ -1,5 +1,6 @@
 import { trackEffect } from '../domain/event-effects';
 import { type AverbacaoRow, withLogNuProposta } from '../domain/log-rows';
+import { postgresDialect } from '../domain/sql/dialect';
 import { AVERBACAO } from '../domain/sql/log-reads';
 import { trackEffects } from '../core/effects';
 import { pgLogQuery } from './pg-log-sql';
@@ -43,7 +44,7 @@ export async function trackOnPostgres(
   const created = await run.transaction((tx, schedulePoll) =>
     runEffects(
       tx,
-      trackEffects(trackEffect(t, now.getTime(), { graceMs }), 'postgres', now.toISOString()),
+      trackEffects(trackEffect(t, now.getTime(), { graceMs }), postgresDialect, now.toISOString()),
       schedulePoll,
     ),
   );

@@ -1,7 +1,8 @@
 import type { OverviewFigures, OverviewQuery, ProposalListing } from '../domain/console';
 import type { DestinationSummary } from '../domain/forwarding/admin';
 import type { Destination } from '../domain/forwarding/destinations';
-import type { Dialect, LogQuery } from '../domain/sql/log-sql';
+import type { Dialect } from '../domain/sql/dialect';
+import type { LogQuery } from '../domain/sql/log-sql';
 import { overviewFigures, type StoreFigures, updateRollup } from './console-overview';
 import {
   countEvents,

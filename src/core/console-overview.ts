@@ -16,8 +16,7 @@ import {
 } from '../domain/console';
 import type { DeliveryAlarmState } from '../domain/delivery-alarm';
 import { isLockBusy } from '../domain/errors';
-import type { Dialect, LogQuery, LogSql } from '../domain/sql/log-sql';
-import { bytewise } from './console-sql';
+import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import { oldestUnprocessedAt } from './log-reads';
 import { stuckCounts } from './proposal-lists';
 
@@ -45,13 +44,6 @@ export const ROLLUP_LOCK_KEY = 0x636f6e7369675255n;
 /** The longest an update waits for another replica's on PostgreSQL; then the page shows what is counted. */
 const LOCK_WAIT = '2s';
 
-/** `received_at`'s UTC hour (`2026-11-21T13`): SQLite keeps ISO-8601 text, PostgreSQL a timestamptz. */
-function hourOfReceivedAt(dialect: Dialect): string {
-  return dialect === 'postgres'
-    ? `to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24')`
-    : 'substr(received_at, 1, 13)';
-}
-
 /** Where the watermark is (null before the first update), and the newest delivery's id. */
 async function rollupPosition(q: LogQuery): Promise<RollupPosition> {
   const [row] = await q.rows<{ last: number | null; top: number | null }>(
@@ -63,10 +55,8 @@ async function rollupPosition(q: LogQuery): Promise<RollupPosition> {
 
 /** Counts the deliveries that arrived since the last update (up to ROLLUP_CHUNK_ROWS); how many are left. */
 async function catchUp(q: LogQuery, now: Date): Promise<number> {
-  if (q.dialect === 'postgres') {
-    await q.run(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
-    await q.rows('SELECT pg_advisory_xact_lock($1)', [ROLLUP_LOCK_KEY.toString()]);
-  }
+  // PostgreSQL's advisory lock, held to the commit (SQLite's write transaction is alone already).
+  for (const s of q.dialect.transactionLock(ROLLUP_LOCK_KEY, LOCK_WAIT)) await q.rows(s.text, s.params);
   // Read under the lock: another writer may have moved the watermark while this one waited.
   const at = await rollupPosition(q);
   const window = rollupWindow(now);
@@ -82,7 +72,7 @@ async function catchUp(q: LogQuery, now: Date): Promise<number> {
   const { from, to, behind } = rollupStep(at, first);
   await q.run(
     `INSERT INTO console_delivery_hours (hour, outcome, n)
-     SELECT ${hourOfReceivedAt(q.dialect)}, outcome, count(*) FROM deliveries WHERE id > $1 AND id <= $2 GROUP BY 1, 2
+     SELECT ${q.dialect.utcHour('received_at')}, outcome, count(*) FROM deliveries WHERE id > $1 AND id <= $2 GROUP BY 1, 2
      ON CONFLICT (hour, outcome) DO UPDATE SET n = console_delivery_hours.n + excluded.n`,
     [from, to],
   );
@@ -110,7 +100,7 @@ export async function updateRollup(sql: LogSql, now: Date): Promise<RollupResult
 /** The counts of every hour from `sinceHour` on (`2026-11-21T13`), oldest first. */
 export function rollupHours(q: LogQuery, sinceHour: string): Promise<HourCount[]> {
   return q.rows<HourCount>(
-    `SELECT hour, outcome, n FROM console_delivery_hours WHERE hour >= $1 ORDER BY hour, ${bytewise(q.dialect, 'outcome')}`,
+    `SELECT hour, outcome, n FROM console_delivery_hours WHERE hour >= $1 ORDER BY hour, ${q.dialect.bytewise('outcome')}`,
     [sinceHour],
   );
 }
@@ -177,12 +167,13 @@ export async function overviewFigures(
 
 /**
  * One row per spool that ever relayed, by replica (migrations-pg/0002 `relay_spools`): cluster
- * mode only, where replicas relay their spools to PostgreSQL; null on SQLite, which has no relay.
+ * mode only, where replicas relay their spools to PostgreSQL (the dialect's `relaysSpools`); null
+ * on SQLite, which has no relay.
  */
 async function relaySpools(q: LogQuery): Promise<RelaySpoolRow[] | null> {
-  if (q.dialect === 'sqlite') return null;
+  if (!q.dialect.relaysSpools) return null;
   return q.rows<RelaySpoolRow>(
     `SELECT spool, replica, relayed_through, last_relayed_at, last_received_at FROM relay_spools
-     ORDER BY ${bytewise(q.dialect, 'replica')}, ${bytewise(q.dialect, 'spool')}`,
+     ORDER BY ${q.dialect.bytewise('replica')}, ${q.dialect.bytewise('spool')}`,
   );
 }

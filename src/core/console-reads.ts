@@ -4,7 +4,6 @@ import {
   type ConsoleDeliveryFilter,
   type ConsoleEventFilter,
   hasUnindexedCondition,
-  type JsonLeaf,
   type ListPage,
   pageOf,
   type RegistryEventRow,
@@ -20,8 +19,9 @@ import { decodeUtf8, type DeliveryRow } from '../domain/delivery';
 import type { EventRow } from '../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../domain/log-rows';
 import { AVERBACAO_COLUMNS, averbacoesQuery, EVENT_COLUMNS, PROPOSAL } from '../domain/sql/log-reads';
-import type { Dialect, LogQuery } from '../domain/sql/log-sql';
-import { bytewise, Conditions, logNu, nuParam } from './console-sql';
+import type { Dialect } from '../domain/sql/dialect';
+import type { LogQuery } from '../domain/sql/log-sql';
+import { Conditions, logNu } from './console-sql';
 
 /**
  * The console's reads of the log (contract §9), written once for both stores: listings newest
@@ -39,18 +39,18 @@ import { bytewise, Conditions, logNu, nuParam } from './console-sql';
 const NO_BOUND = Number.MAX_SAFE_INTEGER;
 
 /**
- * The id range a page walks. SQLite has no index on `events.received_at` (the ingest would pay for
- * one at every event): a time range becomes an id range found by a binary search on the primary
- * key (events are stored in arrival order, the rule retention relies on), and the range is always
- * bounded above so that the walk newest first is a range. PostgreSQL's `events_received_at` serves
- * the time range itself.
+ * The id range a page walks. Where ids follow arrival ({@link Dialect.idsFollowArrival}: SQLite,
+ * which has no index on `events.received_at`, the ingest would pay for one at every event), a time
+ * range becomes an id range found by a binary search on the primary key (the rule retention relies
+ * on too), and the range is always bounded above so that the walk newest first is a range.
+ * Elsewhere (PostgreSQL) an index on `received_at` serves the time range itself.
  */
 async function idRange(
   q: LogQuery,
   f: ConsoleEventFilter,
   atLeastId: number | undefined,
 ): Promise<{ from?: number | undefined; below: number }> {
-  if (q.dialect === 'postgres') return { from: atLeastId, below: f.before ?? NO_BOUND };
+  if (!q.dialect.idsFollowArrival) return { from: atLeastId, below: f.before ?? NO_BOUND };
   const fromTime = f.from === undefined ? undefined : await firstIdAtOrAfter(q, f.from);
   const toId = f.to === undefined ? undefined : await firstIdAtOrAfter(q, f.to);
   return {
@@ -79,37 +79,23 @@ async function firstIdAtOrAfter(q: LogQuery, at: string): Promise<number> {
   return low;
 }
 
-/**
- * One leaf of the JSON match on the body. A body that is not JSON text matches no leaf instead of
- * failing the query: SQLite's json_extract would throw on a BLOB kept for a quarantined delivery or
- * on invalid JSON, and json_extract gives null and booleans as SQL values (json_type tells them);
- * PostgreSQL compares jsonb at the path of keys (`console_body_json`, migrations-pg/0004: null for
- * a body that is not UTF-8 JSON).
- */
-function addJsonLeaf(dialect: Dialect, c: Conditions, leaf: JsonLeaf): void {
-  if (dialect === 'postgres') {
-    c.add('console_body_json(e.body) #> ?::text[] = ?::jsonb', [[...leaf.keys], JSON.stringify(leaf.value)]);
-    return;
-  }
-  const json = `CASE WHEN typeof(e.body) = 'text' AND json_valid(e.body) THEN`;
-  if (leaf.value === null || typeof leaf.value === 'boolean')
-    c.add(`${json} json_type(e.body, ?) END = ?`, [leaf.path, String(leaf.value)]);
-  else c.add(`${json} json_extract(e.body, ?) END = ?`, [leaf.path, leaf.value]);
-}
-
 /** WHERE over `events e` for the whole filter, ids from `atLeastId` (a window's low end) when given. */
 async function eventConditions(q: LogQuery, f: ConsoleEventFilter, atLeastId?: number): Promise<Conditions> {
   const ids = await idRange(q, f, atLeastId);
   const c = new Conditions()
     .given('e.status = ?', f.status)
-    .given('e.nu_proposta = ?', f.nuProposta === undefined ? undefined : nuParam(q.dialect, f.nuProposta))
+    .given('e.nu_proposta = ?', f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta))
     .given('e.id >= ?', ids.from)
     .given('e.id < ?', ids.below)
     .given('e.received_at >= ?', f.from)
     .given('e.received_at < ?', f.to)
     .given('e.evento = ?', f.evento)
     .given('e.kind = ?', f.kind);
-  for (const leaf of f.json ?? []) addJsonLeaf(q.dialect, c, leaf);
+  // One leaf of the JSON match on the body each (the dialect's `jsonLeaf`).
+  for (const leaf of f.json ?? []) {
+    const { condition, values } = q.dialect.jsonLeaf(leaf);
+    c.add(condition, values);
+  }
   return c;
 }
 
@@ -173,19 +159,19 @@ const DELIVERY_COLUMNS = `id, received_at, path, outcome, http_status, dedup_key
   secret_index, remote_addr, detail`;
 
 /**
- * One page of deliveries, newest first. With a time range (and always on PostgreSQL, whose ids
- * follow the relays' commits, not the arrivals), newest by `received_at` over its index: ids follow
- * the commit, so an id range taken from the times would miss rows at its ends. SQLite without a
- * range: newest by id (the rowid, or `deliveries_outcome_id`); with one, `+outcome` keeps the
- * received_at index driving rather than a sort of every row of an outcome (PostgreSQL has no `+`
- * on text, and needs no such hint).
+ * One page of deliveries, newest first. With a time range (and always where ids do not follow
+ * arrival, {@link Dialect.idsFollowArrival}: PostgreSQL's follow the relays' commits), newest by
+ * `received_at` over its index: ids follow the commit, so an id range taken from the times would
+ * miss rows at its ends. SQLite without a range: newest by id (the rowid, or
+ * `deliveries_outcome_id`); with one, an unindexed outcome (`+outcome`) keeps the received_at index
+ * driving rather than a sort of every row of an outcome.
  */
 export async function listDeliveries(q: LogQuery, f: ConsoleDeliveryFilter): Promise<ListPage<DeliveryRow>> {
   const limit = f.limit ?? 50;
-  const byTime = f.from !== undefined || f.to !== undefined || q.dialect === 'postgres';
+  const byTime = f.from !== undefined || f.to !== undefined || !q.dialect.idsFollowArrival;
   const c = byTime
     ? new Conditions()
-        .given(`${q.dialect === 'sqlite' ? '+' : ''}outcome = ?`, f.outcome)
+        .given(`${q.dialect.unindexed('outcome')} = ?`, f.outcome)
         .given('received_at >= ?', f.from)
         .given('received_at < ?', f.to)
         .given('(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = ?)', f.before)
@@ -213,7 +199,7 @@ const storyForwards = (dialect: Dialect, condition: string) =>
   `SELECT m.id AS message_id, m.type, m.event_id, m.created_at, d.id AS delivery_id, d.destination, d.status,
   d.attempts, d.last_status, d.last_error, d.delivered_at
 FROM forward_messages m LEFT JOIN forward_deliveries d ON d.message_id = m.id
-WHERE ${condition} ORDER BY m.id, ${bytewise(dialect, 'd.destination')} NULLS FIRST`;
+WHERE ${condition} ORDER BY m.id, ${dialect.bytewise('d.destination')} NULLS FIRST`;
 
 /** The messages one event caused, with their deliveries. */
 export function eventForwards(q: LogQuery, eventId: number): Promise<StoryForwardRow[]> {
@@ -225,14 +211,14 @@ export async function proposalExists(q: LogQuery, nu: number | string): Promise<
   const [row] = await q.rows<{ found: number }>(
     `SELECT (EXISTS (SELECT 1 FROM proposals WHERE nu_proposta = $1)
           OR EXISTS (SELECT 1 FROM events WHERE nu_proposta = $2)) AS found`,
-    [nuParam(q.dialect, nu), nuParam(q.dialect, nu)],
+    [q.dialect.storedNu(nu), q.dialect.storedNu(nu)],
   );
   return row?.found === 1;
 }
 
 /** What the proposal page tells; undefined when nothing names this proposal. */
 export async function proposalStory(q: LogQuery, nu: number | string) {
-  const key = nuParam(q.dialect, nu);
+  const key = q.dialect.storedNu(nu);
   const [found] = await q.rows<ProposalRow>(PROPOSAL, [key]);
   const proposal = found && logNu(q.dialect, found);
   const events = await q.rows<StoryEventRow>(STORY_EVENTS, [key]);
@@ -254,7 +240,7 @@ export async function proposalStory(q: LogQuery, nu: number | string) {
 /** Proposals per status (the funnel), statuses in SQLite's (byte) order. */
 export async function proposalCounts(q: LogQuery): Promise<Record<string, number>> {
   const rows = await q.rows<{ status: string; n: number }>(
-    `SELECT status, count(*) AS n FROM proposals GROUP BY status ORDER BY ${bytewise(q.dialect, 'status')}`,
+    `SELECT status, count(*) AS n FROM proposals GROUP BY status ORDER BY ${q.dialect.bytewise('status')}`,
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
@@ -266,7 +252,8 @@ export type AverbacaoListRow = AverbacaoRow & { rid: number };
 
 /**
  * A page of averbações, newest tracked first; `next` is the `before` of the next page. The keyset
- * is the tracking order: SQLite's rowid (insertion order), PostgreSQL's `seq` (it has no rowid).
+ * is the tracking order ({@link Dialect.trackingOrder}): SQLite's rowid (insertion order),
+ * PostgreSQL's `seq` (it has no rowid).
  * The status and stale filters use the status index, "waiting" the partial index on next_poll_at.
  */
 export async function listAverbacoes(
@@ -274,7 +261,7 @@ export async function listAverbacoes(
   f: ConsoleAverbacaoFilter,
 ): Promise<{ rows: AverbacaoListRow[]; next: number | null }> {
   const limit = f.limit ?? 50;
-  const key = q.dialect === 'postgres' ? 'seq' : 'rowid';
+  const key = q.dialect.trackingOrder;
   const c = new Conditions()
     .given('status = ?', f.status)
     .given('stale = ?', f.stale)

@@ -1,31 +1,9 @@
-import { logNuProposta } from '../domain/log-rows';
-import type { Dialect } from '../domain/sql/log-sql';
+import type { Dialect } from '../domain/sql/dialect';
 
-/**
- * What the console's statements (src/core/console-*.ts) need to know of the dialect, each in one
- * place; every other text is the same in both stores.
- */
-
-/**
- * `column` in SQLite's order of text (by bytes): SQLite's default; PostgreSQL's default collation
- * (the locale's) orders otherwise, and SQLite has no collation named "C".
- */
-export function bytewise(dialect: Dialect, column: string): string {
-  return dialect === 'postgres' ? `${column} COLLATE "C"` : column;
-}
-
-/**
- * `nu_proposta` as the store keeps it: SQLite an integer or text (INTEGER affinity), PostgreSQL
- * text (an integer in its canonical decimal).
- */
-export function nuParam(dialect: Dialect, nu: number | string): number | string {
-  return dialect === 'postgres' ? String(nu) : nu;
-}
-
-/** A row's `nu_proposta` as the SQLite log holds it (PostgreSQL's text read back as SQLite's). */
+/** A row's `nu_proposta` as the SQLite log holds it ({@link Dialect.logNu}). */
 export function logNu<T extends { nu_proposta: number | string | null }>(dialect: Dialect, row: T): T {
-  if (dialect === 'sqlite' || typeof row.nu_proposta !== 'string') return row;
-  return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
+  const nu = dialect.logNu(row.nu_proposta);
+  return nu === row.nu_proposta ? row : { ...row, nu_proposta: nu };
 }
 
 /**

@@ -11,7 +11,7 @@ import type { HandlerLogger } from '../domain/event-router';
 import type { BuiltInStage } from '../domain/handler-order';
 import { type ProposalStatus, transition } from '../domain/lifecycle';
 import type { PollScheduleOptions } from '../domain/registry';
-import type { Dialect } from '../domain/sql/log-sql';
+import { type Dialect, perDialect } from '../domain/sql/dialect';
 
 /**
  * The built-in handlers' effects on the log (the life cycle, registry tracking and results),
@@ -63,11 +63,20 @@ export interface EffectsEnv {
 
 const statement = (name: string, text: string): EffectStatement => ({ name: `consig_effects_${name}`, text });
 
-/** A read that locks its row on PostgreSQL (SQLite's one writer already holds the file). */
-const locking = (name: string, text: string): Record<Dialect, EffectStatement> => ({
-  sqlite: statement(name, text),
-  postgres: statement(name, `${text} FOR UPDATE`),
-});
+/**
+ * The reads that lock their row (PostgreSQL; SQLite's one writer already holds the file), built once
+ * per dialect: a store prepares each statement once, by identity.
+ */
+const LOCKING = perDialect((dialect) => ({
+  proposalStatus: statement(
+    'proposal_status',
+    `SELECT status FROM proposals WHERE nu_proposta = $1${dialect.rowLock('UPDATE')}`,
+  ),
+  averbacaoState: statement(
+    'averbacao_state',
+    `SELECT status, correlation_id, nu_proposta FROM averbacoes WHERE request_id = $1${dialect.rowLock('UPDATE')}`,
+  ),
+}));
 
 /*
  * The proposal's statements share one list of values ({@link transitionValues}): $1 nu_proposta,
@@ -89,15 +98,11 @@ const MOVE = `UPDATE proposals SET uuid = coalesce($9, uuid), nu_cpf = coalesce(
   WHERE nu_proposta = $1`;
 
 const SQL = {
-  proposalStatus: locking('proposal_status', 'SELECT status FROM proposals WHERE nu_proposta = $1'),
-  averbacaoState: locking(
-    'averbacao_state',
-    'SELECT status, correlation_id, nu_proposta FROM averbacoes WHERE request_id = $1',
-  ),
   /**
-   * The transition, then the proposal: on SQLite as statements of their own, the proposal's only if
-   * the transition was not recorded before (a replay). On PostgreSQL one statement each, one round
-   * trip and one new row version (the foreign key to `proposals` is checked at the statement's end).
+   * The transition, then the proposal: as statements of their own, the proposal's only if the
+   * transition was not recorded before (a replay). Where a WITH may write ({@link Dialect.writingWith}:
+   * PostgreSQL) one statement each, one round trip and one new row version (the foreign key to
+   * `proposals` is checked at the statement's end).
    */
   record: statement('record', RECORD),
   create: statement('create', CREATE),
@@ -132,12 +137,9 @@ const SQL = {
 
 const run = (s: EffectStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
 
-/**
- * nu_proposta as each store keeps it: PostgreSQL's column is text; SQLite's has INTEGER affinity
- * and keeps a number as a number (its lists sort integers before text).
- */
+/** nu_proposta as the store keeps it ({@link Dialect.storedNu}). */
 function nuValue(dialect: Dialect, nu: number | string | null): number | string | null {
-  return dialect === 'postgres' && nu !== null ? String(nu) : nu;
+  return nu === null ? null : dialect.storedNu(nu);
 }
 
 /** The proposal an event moves, as {@link EffectsEnv.statuses} keys it, or null for none. */
@@ -156,7 +158,7 @@ export function* stageEffects(stage: BuiltInStage, event: EventFacts, env: Effec
       return yield* registryEffects(trackFromEventEffects(event, nowMs, env.schedule), env);
     case 'registry_results': {
       if (event.requestId === null) return;
-      const [current] = yield run(SQL.averbacaoState[env.dialect], [event.requestId]);
+      const [current] = yield run(LOCKING(env.dialect).averbacaoState, [event.requestId]);
       const state = (current as AverbacaoState | undefined) ?? null;
       return yield* registryEffects(registryResultEffects(event, state, nowMs, env.schedule), env);
     }
@@ -175,14 +177,14 @@ function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram {
   const nu = nuValue(dialect, input.nu);
   const current = statuses?.has(key)
     ? (statuses.get(key) as ProposalStatus | null)
-    : (((yield run(SQL.proposalStatus[dialect], [nu]))[0] as { status: ProposalStatus } | undefined)
+    : (((yield run(LOCKING(dialect).proposalStatus, [nu]))[0] as { status: ProposalStatus } | undefined)
         ?.status ?? null);
   const t = transition(current, input.evento);
   const d = input.data;
   const values = [nu, event.id, t.evento, t.from, t.to, t.applied, t.reason, env.now.toISOString()];
   const all = [...values, d.uuid, d.nu_cpf, d.nu_cnpj_conveniada, d.vl_emprestimo, d.no_conveniada, t.stage];
   let recorded: boolean;
-  if (dialect === 'postgres') {
+  if (dialect.writingWith) {
     recorded = (yield run(t.from === null ? SQL.pgCreate : SQL.pgMove, all)).length > 0;
   } else {
     recorded = (yield run(SQL.record, values)).length > 0;

@@ -117,7 +117,8 @@ const insertDeliveries = (
  * it no longer matches is re-checked and skipped). SQLite has no FOR UPDATE and needs none: its
  * write transaction holds the file's one write lock.
  */
-const locked = (q: LogQuery, of = ''): string => (q.dialect === 'postgres' ? ` FOR UPDATE${of}` : '');
+const locked = (q: LogQuery, clause: 'UPDATE' | 'UPDATE OF d' = 'UPDATE'): string =>
+  q.dialect.rowLock(clause);
 
 /**
  * `nu_proposta` as the SQLite log holds it (an INTEGER column: an integer as a number), from
@@ -261,7 +262,10 @@ function writes(
       for (let afterId = 0; ; await nextTurn()) {
         const w = filterWhere(filter, afterId);
         const sql = `SELECT d.id, d.status ${FROM_JOINED} ${w.text} ORDER BY d.id LIMIT ${CHUNK_ROWS}`;
-        const rows = await requeued((q) => q.rows<Picked>(`${sql}${locked(q, ' OF d')}`, w.params), now);
+        const rows = await requeued(
+          (q) => q.rows<Picked>(`${sql}${locked(q, 'UPDATE OF d')}`, w.params),
+          now,
+        );
         const last = rows[rows.length - 1];
         if (last === undefined) return total;
         addReplayCounts(total, counted(rows));

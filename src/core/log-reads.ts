@@ -14,7 +14,7 @@ import {
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { eventWithBody, listDeliveries } from './console-reads';
-import { bytewise, logNu, nuParam } from './console-sql';
+import { logNu } from './console-sql';
 import { stuckCounts } from './proposal-lists';
 
 /**
@@ -42,7 +42,7 @@ export interface AverbacaoFilter {
 
 /** `events`, newest first (by id). */
 export async function listLogEvents(q: LogQuery, f: EventFilter): Promise<EventRow[]> {
-  const nu = f.nuProposta === undefined ? undefined : nuParam(q.dialect, f.nuProposta);
+  const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
   const query = eventsQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
   return (await q.rows<EventRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
 }
@@ -66,14 +66,14 @@ export async function proposalWithTimeline(
   q: LogQuery,
   nu: number | string,
 ): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
-  const key = nuParam(q.dialect, nu);
+  const key = q.dialect.storedNu(nu);
   const [row] = await q.rows<ProposalRow>(PROPOSAL, [key]);
   return { proposal: row && logNu(q.dialect, row), timeline: await q.rows<TimelineRow>(TIMELINE, [key]) };
 }
 
 /** Tracked registrations, the most recently created first. */
 export async function listLogAverbacoes(q: LogQuery, f: AverbacaoFilter): Promise<AverbacaoRow[]> {
-  const nu = f.nuProposta === undefined ? undefined : nuParam(q.dialect, f.nuProposta);
+  const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
   const query = averbacoesQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
   return (await q.rows<AverbacaoRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
 }
@@ -135,7 +135,7 @@ export interface ReplicaDeliveries {
 /** Rows of `table` per value of `column` (both names from our code), in SQLite's (byte) order of the values. */
 async function countBy(q: LogQuery, table: string, column: string): Promise<Record<string, number>> {
   const rows = await q.rows<{ key: string; n: number }>(
-    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${bytewise(q.dialect, column)}`,
+    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${q.dialect.bytewise(column)}`,
   );
   return Object.fromEntries(rows.map((r) => [r.key, r.n]));
 }

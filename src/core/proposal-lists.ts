@@ -1,7 +1,8 @@
 import type { ProposalKey, ProposalListing } from '../domain/console';
 import { clampLimit } from '../domain/list-limit';
-import { INTEGER_TEXT, type ProposalRow } from '../domain/log-rows';
-import type { Dialect, LogQuery } from '../domain/sql/log-sql';
+import type { ProposalRow } from '../domain/log-rows';
+import type { Dialect } from '../domain/sql/dialect';
+import type { LogQuery } from '../domain/sql/log-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { logNu } from './console-sql';
 
@@ -25,37 +26,21 @@ export type { ProposalKey } from '../domain/console';
 const COLUMNS = 'nu_proposta, nu_cpf, stage, status, last_evento, updated_at';
 
 /**
- * The dialect's one difference here: SQLite's order of `nu_proposta` (integers by value before text
- * by bytes) is the column's own; PostgreSQL keeps text, so it sorts on keys that give the same
- * order (text or not, an integer's length, then the bytes), and a keyset page goes on where
- * SQLite's would.
+ * The dialect's one difference here ({@link Dialect.proposalOrder}): SQLite's order of `nu_proposta`
+ * (integers by value before text by bytes) is the column's own; PostgreSQL keeps text, so it sorts
+ * on keys that give the same order, and a keyset page goes on where SQLite's would.
  */
-function nuKeys(dialect: Dialect): string[] {
-  if (dialect === 'sqlite') return ['nu_proposta'];
-  return [
-    `(nu_proposta !~ '${INTEGER_TEXT}')`,
-    `(CASE WHEN nu_proposta ~ '${INTEGER_TEXT}' THEN length(nu_proposta) ELSE 0 END)`,
-    'nu_proposta COLLATE "C"',
-  ];
-}
 
 /** `updated_at` then the `nu_proposta` keys, each in `direction`. */
 function order(dialect: Dialect, direction: 'ASC' | 'DESC'): string {
-  return ['updated_at', ...nuKeys(dialect)].map((k) => `${k} ${direction}`).join(', ');
+  return ['updated_at', ...dialect.proposalOrder.keys].map((k) => `${k} ${direction}`).join(', ');
 }
 
 /** `(updated_at, nu keys) op key`, its values numbered from `$first`. */
 function pastKey(dialect: Dialect, key: ProposalKey, op: '<' | '>', first: number) {
-  const keys = `(updated_at, ${nuKeys(dialect).join(', ')})`;
-  if (dialect === 'sqlite')
-    return { sql: `${keys} ${op} ($${first}, $${first + 1})`, params: [key.updated_at, key.nu_proposta] };
-  const nu = String(key.nu_proposta);
-  const text = !new RegExp(INTEGER_TEXT).test(nu);
-  const [a, b, c, d] = [first, first + 1, first + 2, first + 3];
-  return {
-    sql: `${keys} ${op} ($${a}::timestamptz, $${b}::boolean, $${c}::int, $${d}::text)`,
-    params: [key.updated_at, text, text ? 0 : nu.length, nu],
-  };
+  const keys = `(updated_at, ${dialect.proposalOrder.keys.join(', ')})`;
+  const bound = dialect.proposalOrder.bound(key, first);
+  return { sql: `${keys} ${op} ${bound.sql}`, params: bound.params };
 }
 
 // SQLite's order on (updated_at, nu_proposta), on rows in the SQLite log's shape: text by bytes

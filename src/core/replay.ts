@@ -5,7 +5,7 @@ import {
   type ReplayHooks,
   type ReplayResult,
 } from '../domain/event-status';
-import { idList, inIds, type LogQuery } from '../domain/sql/log-sql';
+import type { LogQuery } from '../domain/sql/log-sql';
 
 /**
  * The replay rule, written once for both stores (issue 24): the events named become `pending`, due
@@ -26,15 +26,13 @@ export async function replayEvents(
 ): Promise<ReplayResult> {
   const result: ReplayResult = { queued: [], unknown: [], notReplayable: [] };
   if (ids.length === 0) return result;
-  const select = `SELECT id, status, nu_proposta, request_id FROM events WHERE ${inIds(q.dialect, 'id', '$1')} ORDER BY id`;
-  const list = idList(q.dialect, ids);
+  const select = `SELECT id, status, nu_proposta, request_id FROM events WHERE ${q.dialect.inIds('id', '$1')} ORDER BY id`;
+  const list = q.dialect.idList(ids);
   // The keys first (an event's key never changes), held before any row is locked (kick-lock.ts): a
   // kick running now on one of them finishes first, and the status read is the one replaced.
   if (hooks.hold) await hooks.hold(await q.rows<ReplayedEvent>(select, [list]));
-  // SQLite's write transaction holds the whole file already.
-  const rows = await q.rows<ReplayedEvent>(q.dialect === 'postgres' ? `${select} FOR UPDATE` : select, [
-    list,
-  ]);
+  // Locked (SQLite's write transaction holds the whole file already).
+  const rows = await q.rows<ReplayedEvent>(`${select}${q.dialect.rowLock('UPDATE')}`, [list]);
   const byId = new Map(rows.map((r) => [Number(r.id), r]));
   for (const id of ids) {
     const row = byId.get(id);
@@ -44,7 +42,7 @@ export async function replayEvents(
   if (result.unknown.length > 0 || result.notReplayable.length > 0) return result;
   await q.run(
     `UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = $2, processed_at = NULL
-     WHERE ${inIds(q.dialect, 'id', '$1')}`,
+     WHERE ${q.dialect.inIds('id', '$1')}`,
     [list, now],
   );
   await hooks.queued?.(rows);

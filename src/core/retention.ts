@@ -1,12 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import {
-  BODY_PRUNABLE_STATUSES,
-  type PruneSummary,
-  RETENTION_BATCH,
-  removableMessages,
-} from '../domain/retention';
+import { BODY_PRUNABLE_STATUSES, type PruneSummary, removableMessages } from '../domain/retention';
 import { inList } from '../domain/sql/log-reads';
-import { type Dialect, idList, inIds, type LogQuery, type LogSql } from '../domain/sql/log-sql';
+import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 
 /**
  * RETENTION_DAYS and `prune` (contract §10), written once for both stores (issue 24): the rule is
@@ -20,7 +15,14 @@ import { type Dialect, idList, inIds, type LogQuery, type LogSql } from '../doma
  * that stops half-way leaves only whole batches behind; the next pass walks again and finds what
  * is left.
  *
- * What the two stores do differently is named once, in {@link DIALECT}.
+ * What the two stores do differently is in their dialect (domain/sql/dialect.ts):
+ * - `rowLock`: PostgreSQL locks the rows a batch changes without waiting for them (`SKIP LOCKED`: a
+ *   row a relay batch is counting a duplicate on, or a replay is taking, is left for the next
+ *   pass). SQLite needs none: a write transaction holds the file's one write lock.
+ * - `idsFollowArrival`: SQLite stores events in arrival order, so its walk ends at the first one
+ *   received at or after the cutoff. PostgreSQL walks the whole table: `events.id` is the order in
+ *   which relay batches committed, and a spool relayed after an outage (or a SQLite history moved
+ *   to cluster mode) puts old `received_at` behind new ids.
  */
 
 /** One committed batch, for measurements (bench/pg-retention.ts: how long a batch held its locks). */
@@ -32,9 +34,9 @@ export interface BatchReport {
 }
 
 export interface PruneOptions {
-  /** Events looked at per batch. @default RETENTION_BATCH[dialect].bodies */
+  /** Events looked at per batch. @default the dialect's `retentionBatch.bodies` */
   bodyBatch?: number;
-  /** Messages looked at per batch. @default RETENTION_BATCH[dialect].messages */
+  /** Messages looked at per batch. @default the dialect's `retentionBatch.messages` */
   messageBatch?: number;
   /** Asked between batches: true ends the pass there (it throws {@link PassInterrupted}). */
   shouldStop?(): boolean;
@@ -48,33 +50,6 @@ export class PassInterrupted extends Error {
     this.name = 'PassInterrupted';
   }
 }
-
-/**
- * The dialect differences of retention, each in one place.
- * - `rowLock`: PostgreSQL locks the rows a batch changes without waiting for them (`SKIP LOCKED`: a
- *   row a relay batch is counting a duplicate on, or a replay is taking, is left for the next
- *   pass). SQLite needs none: a write transaction holds the file's one write lock.
- * - `walkEndsAtCutoff`: SQLite stores events in arrival order, so its walk ends at the first one
- *   received at or after the cutoff. PostgreSQL walks the whole table: `events.id` is the order in
- *   which relay batches committed, and a spool relayed after an outage (or a SQLite history moved
- *   to cluster mode) puts old `received_at` behind new ids.
- */
-const DIALECT: Record<
-  Dialect,
-  {
-    rowLock(mode: 'UPDATE' | 'NO KEY UPDATE'): string;
-    walkEndsAtCutoff: boolean;
-  }
-> = {
-  postgres: {
-    rowLock: (mode) => ` FOR ${mode} SKIP LOCKED`,
-    walkEndsAtCutoff: false,
-  },
-  sqlite: {
-    rowLock: () => '',
-    walkEndsAtCutoff: true,
-  },
-};
 
 /** One pass: bodies, then messages (the order of domain/retention.ts). */
 export async function prunePass(
@@ -139,10 +114,10 @@ export async function pruneBodies(
   now: Date,
   options: PruneOptions = {},
 ): Promise<{ pruned: number; scanned: number }> {
-  const dialect = DIALECT[log.dialect];
-  const size = options.bodyBatch ?? RETENTION_BATCH[log.dialect].bodies;
+  const { dialect } = log;
+  const size = options.bodyBatch ?? dialect.retentionBatch.bodies;
   const cutoffIso = cutoff.toISOString();
-  const update = pruneBodiesIn(dialect.rowLock('NO KEY UPDATE'));
+  const update = pruneBodiesIn(dialect.rowLock('NO KEY UPDATE SKIP LOCKED'));
   let lastId = 0;
   let scanned = 0;
   const pruned = await walk(options, 'bodies', () =>
@@ -152,7 +127,7 @@ export async function pruneBodies(
         [lastId, size, cutoffIso],
       );
       if (scope === undefined || scope.upto === null) return { rows: 0, done: true };
-      const ends = dialect.walkEndsAtCutoff && scope.first_new !== null;
+      const ends = dialect.idsFollowArrival && scope.first_new !== null;
       const before = ends ? scope.first_new! : scope.upto + 1;
       const rows = await q.run(update, [
         now.toISOString(),
@@ -189,7 +164,7 @@ export async function pruneForwarded(
   cutoff: Date,
   options: PruneOptions = {},
 ): Promise<{ pruned: number }> {
-  const size = options.messageBatch ?? RETENTION_BATCH[log.dialect].messages;
+  const size = options.messageBatch ?? log.dialect.retentionBatch.messages;
   const cutoffIso = cutoff.toISOString();
   const [last] = await log.read((q) =>
     q.rows<{ id: number }>(
@@ -216,20 +191,20 @@ async function pruneMessageBatch(
   cutoffIso: string,
   size: number,
 ): Promise<{ pruned: number; lastId: number | null }> {
-  const { rowLock } = DIALECT[q.dialect];
-  // Lists of ids as one parameter (domain/sql/log-sql.ts `inIds`): one text whatever the batch holds.
-  const among = (column: string) => inIds(q.dialect, column, '$1');
+  const lock = q.dialect.rowLock('UPDATE SKIP LOCKED');
+  // Lists of ids as one parameter (the dialect's `inIds`): one text whatever the batch holds.
+  const among = (column: string) => q.dialect.inIds(column, '$1');
   const candidates = (
     await q.rows<{ id: number }>(
       `SELECT id FROM forward_messages WHERE id > $1 AND id <= $2 AND created_at < $3
-       ORDER BY id LIMIT $4${rowLock('UPDATE')}`,
+       ORDER BY id LIMIT $4${lock}`,
       [afterId, upto, cutoffIso, size],
     )
   ).map((r) => r.id);
   if (candidates.length === 0) return { pruned: 0, lastId: null };
-  const list = idList(q.dialect, candidates);
+  const list = q.dialect.idList(candidates);
   const read = await q.rows<{ message_id: number; status: string }>(
-    `SELECT message_id, status FROM forward_deliveries WHERE ${among('message_id')}${rowLock('UPDATE')}`,
+    `SELECT message_id, status FROM forward_deliveries WHERE ${among('message_id')}${lock}`,
     [list],
   );
   const totals = await q.rows<{ message_id: number; n: number }>(
@@ -242,7 +217,7 @@ async function pruneMessageBatch(
     new Map(totals.map((t) => [t.message_id, t.n])),
   );
   if (gone.length > 0) {
-    const goneList = [idList(q.dialect, gone)];
+    const goneList = [q.dialect.idList(gone)];
     await q.run(
       `DELETE FROM forward_attempts WHERE delivery_id IN
          (SELECT id FROM forward_deliveries WHERE ${among('message_id')})`,

@@ -9,7 +9,8 @@ import {
   type SenderStore,
   storedError,
 } from '../domain/forwarding/sender-store';
-import { type Dialect, idList, inIds, type LogQuery, type LogSql, loneRows } from '../domain/sql/log-sql';
+import { type Dialect, perDialect } from '../domain/sql/dialect';
+import { type LogQuery, type LogSql, loneRows } from '../domain/sql/log-sql';
 
 /**
  * The forwarding sender's outbox (contract §8; migrations/0007, migrations-pg/0003), written once
@@ -21,7 +22,8 @@ import { type Dialect, idList, inIds, type LogQuery, type LogSql, loneRows } fro
  *
  * The sender's reads run for every message sent: each is one statement, run alone
  * ({@link LogSql.lone}: no BEGIN … COMMIT around it on SQLite). What the two stores do differently is
- * named once, in {@link DIALECT}.
+ * in their dialect (domain/sql/dialect.ts): a batch of records as one statement (PostgreSQL's
+ * arrays) or one run per row (SQLite), a list of names as one value, text without NUL.
  */
 
 /**
@@ -30,69 +32,8 @@ import { type Dialect, idList, inIds, type LogQuery, type LogSql, loneRows } fro
  */
 type Column<T> = readonly [name: string, pgType: string, value: (row: T, text: Text) => unknown];
 
-/** Text as the dialect keeps it ({@link DIALECT} `text`). */
+/** Text as the store can keep it (the dialect's `text`). */
 type Text = (value: string | null) => string | null;
-
-/** A batch of rows in a statement written once: each column's value, and where the rows come from. */
-interface Batch {
-  /** Column `name`'s value for the row. */
-  col(name: string): string;
-  /** The rows' table after the values (`FROM …`), or nothing where the statement runs once per row. */
-  from: string;
-}
-
-/**
- * The dialect differences of the sender's store, each in one place.
- * - `batch`, `batchParams`: a batch of records. PostgreSQL takes the whole batch as one array per
- *   column (`unnest`: one statement per batch, however many records, a round trip saved per
- *   record). SQLite runs the same statement once per row, its values bound in order: a prepared
- *   statement run again costs about a microsecond there, and SQLite's `UPDATE … FROM` (its way to
- *   join a batch) about forty.
- * - `names`: a list of names bound as one value, as a table `n(name, ord)` in the order given (an
- *   array on PostgreSQL, JSON text on SQLite, as domain/sql/log-sql.ts `inIds` does for ids).
- * - `text`: PostgreSQL's text holds no NUL; an answer's first KB may (kept without them, as the
- *   answer is kept lossy anyway). SQLite keeps it as it is.
- */
-const DIALECT: Record<
-  Dialect,
-  {
-    batch(columns: readonly Column<never>[]): Batch;
-    batchParams<T>(rows: readonly T[], values: (row: T) => unknown[]): unknown[][];
-    names: { table(placeholder: string): string; param(names: readonly string[]): unknown };
-    text: Text;
-  }
-> = {
-  postgres: {
-    batch: (columns) => ({
-      col: (name) => `u.${name}`,
-      from: `FROM unnest(${columns.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
-        AS u(${columns.map(([name]) => name).join(', ')})`,
-    }),
-    batchParams: (rows, values) => {
-      if (rows.length === 0) return [];
-      const columns: unknown[][] = [];
-      for (const row of rows) values(row).forEach((v, i) => (columns[i] ??= []).push(v));
-      return [columns];
-    },
-    names: {
-      table: (p) => `unnest(${p}::text[]) WITH ORDINALITY AS n(name, ord)`,
-      param: (names) => [...names],
-    },
-    text: (value) => (value === null ? null : value.replaceAll('\u0000', '')),
-  },
-  sqlite: {
-    batch: (columns) => {
-      const at = new Map(columns.map(([name], i) => [name, `$${i + 1}`]));
-      return { col: (name) => at.get(name)!, from: '' };
-    },
-    batchParams: (rows, values) => rows.map(values),
-    names: {
-      table: (p) => `(SELECT value AS name, key AS ord FROM json_each(${p})) AS n`,
-      param: (names) => JSON.stringify(names),
-    },
-    text: (value) => value,
-  },
-};
 
 /** Heads of lines only: a row with an earlier pending row of the same order_key waits for it (contract §8, order). */
 const HEAD_OF_LINE = `NOT EXISTS (SELECT 1 FROM forward_deliveries e
@@ -127,10 +68,9 @@ const CIRCUIT_COLUMNS: readonly Column<CircuitWrite>[] = [
 
 /** Every statement of the sender's store, written once, in the dialect's words. */
 function statements(dialect: Dialect) {
-  const { batch, names } = DIALECT[dialect];
-  const attempt = batch(ATTEMPT_COLUMNS);
-  const delivery = batch(DELIVERY_COLUMNS);
-  const circuit = batch(CIRCUIT_COLUMNS);
+  const attempt = dialect.batch(ATTEMPT_COLUMNS);
+  const delivery = dialect.batch(DELIVERY_COLUMNS);
+  const circuit = dialect.batch(CIRCUIT_COLUMNS);
   const columns = (list: readonly Column<never>[]) => list.map(([name]) => name).join(', ');
   return {
     // The pending rows of a destination in id order, heads of lines only. Ids and keys only: the
@@ -142,7 +82,7 @@ function statements(dialect: Dialect) {
     dueByIds: `SELECT d.id, d.message_id, d.destination, d.order_key, d.attempts, m.webhook_id, m.type, m.body,
         m.created_at AS message_created_at, m.trace_context
       FROM forward_deliveries d JOIN forward_messages m ON m.id = d.message_id
-      WHERE ${inIds(dialect, 'd.id', '$1')} AND d.status = 'pending'
+      WHERE ${dialect.inIds('d.id', '$1')} AND d.status = 'pending'
       ORDER BY d.id`,
     // Heads of lines only, as `due`: a row waiting behind a retry keeps the `next_attempt_at` it was
     // created with (in the past), and counting it would have the sender look again at once, forever.
@@ -178,21 +118,21 @@ function statements(dialect: Dialect) {
         (SELECT created_at FROM forward_deliveries WHERE destination = n.name AND status = 'pending'
           ORDER BY id LIMIT 1) AS oldest_pending_at,
         coalesce((SELECT paused FROM forward_destinations WHERE name = n.name), false) AS paused
-      FROM ${names.table('$1')}
+      FROM ${dialect.names.table('$1')}
       ORDER BY n.ord`,
   };
 }
 
 /** Built once per dialect: each statement is one text, prepared once by the store that runs it. */
-const STATEMENTS = { sqlite: statements('sqlite'), postgres: statements('postgres') };
+const STATEMENTS = perDialect(statements);
 
 /** The sender's store on `log`: its reads alone ({@link LogSql.lone}), its records in one transaction. */
 export function senderStore(log: LogSql): SenderStore {
-  const s = STATEMENTS[log.dialect];
+  const s = STATEMENTS(log.dialect);
   return {
     due: (destination, now, limit) => loneRows<DueHead>(log, s.due, [destination, now, limit]),
     dueDeliveries: async (ids) =>
-      ids.length === 0 ? [] : loneRows<DueDelivery>(log, s.dueByIds, [idList(log.dialect, ids)]),
+      ids.length === 0 ? [] : loneRows<DueDelivery>(log, s.dueByIds, [log.dialect.idList(ids)]),
     nextDueAt: async (destination, after) =>
       (await loneRows<{ at: string | null }>(log, s.nextDue, [destination, after]))[0]?.at ?? null,
     destinations: () => loneRows<DestinationRow>(log, s.destinations),
@@ -209,19 +149,22 @@ async function writeRecords(
   records: readonly AttemptRecord[],
   circuits: readonly CircuitWrite[],
 ): Promise<void> {
-  const { batchParams, text } = DIALECT[q.dialect];
-  const s = STATEMENTS[q.dialect];
+  const { dialect } = q;
+  const s = STATEMENTS(dialect);
+  const text: Text = (value) => dialect.text(value);
   const values =
     <T>(columns: readonly Column<T>[]) =>
     (row: T) =>
       columns.map(([, , value]) => value(row, text));
-  for (const params of batchParams(records, values(ATTEMPT_COLUMNS))) await q.run(s.insertAttempts, params);
-  for (const params of batchParams(records, values(DELIVERY_COLUMNS)))
+  for (const params of dialect.batchParams(records, values(ATTEMPT_COLUMNS)))
+    await q.run(s.insertAttempts, params);
+  for (const params of dialect.batchParams(records, values(DELIVERY_COLUMNS)))
     await q.run(s.updateDeliveries, params);
   // One row per destination, the last: PostgreSQL's ON CONFLICT DO UPDATE refuses to touch a row
   // twice in one statement.
   const last = [...new Map(circuits.map((c) => [c.name, c])).values()];
-  for (const params of batchParams(last, values(CIRCUIT_COLUMNS))) await q.run(s.saveCircuits, params);
+  for (const params of dialect.batchParams(last, values(CIRCUIT_COLUMNS)))
+    await q.run(s.saveCircuits, params);
 }
 
 /**
@@ -233,7 +176,7 @@ export function destinationGaugesQuery(
   dialect: Dialect,
   names: readonly string[],
 ): { text: string; params: unknown[] } {
-  return { text: STATEMENTS[dialect].gauges, params: [DIALECT[dialect].names.param(names)] };
+  return { text: STATEMENTS(dialect).gauges, params: [dialect.names.param(names)] };
 }
 
 /** {@link destinationGaugesQuery}'s rows on `q` (none for no names). */

@@ -5,8 +5,7 @@ import { own, parseJsonOrUndefined } from './json';
  * `onError`: the routing alone, for any kind of handler. A partner's handlers are written once for
  * both modes ({@link HandlerRouter}: `async (event, { sql, now, logger })`, `sql` inside the event's
  * transaction in either store). The built-in handlers of SQLite mode are synchronous on the
- * pipeline's connection (src/handlers/router.ts `EventRouter`, also the deprecated
- * `configureRouter`'s); `ClusterEventRouter` is the deprecated `configureClusterRouter`'s.
+ * pipeline's connection (src/handlers/router.ts `EventRouter`).
  */
 
 export interface HandlerEvent {
@@ -172,41 +171,3 @@ export type EventHandler = (event: HandlerEvent, ctx: EventHandlerContext) => Pr
 
 /** The router `configureHandlers` receives. */
 export class HandlerRouter extends Router<EventHandler> {}
-
-/**
- * Cluster mode's statements, inside the event's savepoint of the kick's transaction: what a
- * handler writes commits with the event's `done` mark, or rolls back with it when a handler throws.
- */
-export interface ClusterHandlerSql {
-  query<R = Record<string, unknown>>(text: string, values?: readonly unknown[]): Promise<R[]>;
-}
-
-export interface ClusterHandlerContext {
-  readonly sql: ClusterHandlerSql;
-  readonly now: Date;
-  readonly logger: HandlerLogger;
-}
-
-/**
- * A partner's handler in cluster mode: awaited inside the event's savepoint, after the life cycle.
- * It must use only `ctx.sql` for its writes (a separate connection would not commit with the event).
- */
-export type ClusterHandler = (event: HandlerEvent, ctx: ClusterHandlerContext) => Promise<void> | void;
-
-/**
- * The router `configureClusterRouter` receives (cluster mode's partner handlers).
- * @deprecated use `configureHandlers` ({@link HandlerRouter}), which runs in both modes.
- */
-export class ClusterEventRouter extends Router<ClusterHandler> {}
-
-/** A deprecated cluster handler as an {@link EventHandler}: its `sql.query` answered rows alone. */
-export function fromClusterHandler(handler: ClusterHandler): EventHandler {
-  return (event, ctx) =>
-    handler(event, {
-      ...ctx,
-      sql: {
-        query: async <R>(text: string, values?: readonly unknown[]) =>
-          (await ctx.sql.query<R>(text, values)).rows,
-      },
-    });
-}

@@ -16,9 +16,10 @@ import type { EventStatus } from './event-status';
  *
  * A pass removes bodies first, then messages (then, in cluster mode, the spool); each store walks
  * its tables in short transactions of the sizes in {@link RETENTION_BATCH} and logs what it removed
- * with {@link retentionLog}. What stays per store is how it walks and locks (core/retention.ts
- * `DIALECT`): SQLite walks in arrival order and stops at the cutoff; PostgreSQL walks the whole
- * table (ids follow relay commits, not arrival) and skips rows another transaction holds.
+ * with {@link retentionLog}. What stays per store is how it walks and locks (its dialect,
+ * domain/sql/dialect.ts: `idsFollowArrival`, `rowLock`): SQLite walks in arrival order and stops
+ * at the cutoff; PostgreSQL walks the whole table (ids follow relay commits, not arrival) and
+ * skips rows another transaction holds.
  */
 
 /** Statuses whose raw body retention removes. */

@@ -58,11 +58,6 @@ export class AttemptPools {
 /** Used when a request names no pools of its own. */
 const sharedPools = new AttemptPools();
 
-/** Closes the sockets of the shared pools (requests made without `pools`). */
-export function closeAgents(): void {
-  sharedPools.close();
-}
-
 export interface AttemptRequest {
   url: string;
   webhookId: string;

@@ -1,6 +1,7 @@
 import { stageEffects } from '../core/effects';
 import type { BuiltInStage } from '../domain/handler-order';
 import type { PollScheduleOptions } from '../domain/registry';
+import { sqliteDialect } from '../domain/sql/dialect';
 import type { Db } from '../store/database';
 import { effectsOn } from '../store/handler-sql';
 import type { Handler } from './router';
@@ -18,7 +19,7 @@ export function effectHandlers(db: Db, schedule: PollScheduleOptions): Record<Bu
   const handler =
     (stage: BuiltInStage): Handler =>
     (event, ctx) =>
-      run(stageEffects(stage, event, { dialect: 'sqlite', now: ctx.now, logger: ctx.logger, schedule }));
+      run(stageEffects(stage, event, { dialect: sqliteDialect, now: ctx.now, logger: ctx.logger, schedule }));
   return {
     lifecycle: handler('lifecycle'),
     registry_tracking: handler('registry_tracking'),

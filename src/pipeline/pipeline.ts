@@ -23,6 +23,7 @@ import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
 import { sqliteAsyncStepOps, sqliteStepOps } from '../store/step-ops';
 import type { Traces } from '../domain/tracing';
+import { sqliteDialect } from '../domain/sql/dialect';
 import type { Reported } from './outcome';
 import { isLockBusy } from '../domain/errors';
 import {
@@ -565,7 +566,7 @@ export class Pipeline {
 
   private env(now: Date): EffectsEnv {
     return {
-      dialect: 'sqlite',
+      dialect: sqliteDialect,
       now,
       logger: this.options.logger,
       schedule: this.options.stages?.schedule ?? NO_SCHEDULE,

@@ -1,12 +1,13 @@
 import { trackEffects } from '../core/effects';
 import type { RegistryStatus } from '../domain/catalogue';
 import type { TrackedVia } from '../domain/event-effects';
+import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow } from '../domain/log-rows';
+import { sqliteDialect } from '../domain/sql/dialect';
 import { AVERBACAO, averbacoesQuery } from '../domain/sql/log-reads';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
 import type { Db } from './database';
 import { effectsOn, prepareShared, sqliteRows } from './handler-sql';
-import { clampLimit } from './sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
@@ -38,7 +39,7 @@ export function averbacoesRepo(db: Db) {
   return {
     /** Starts tracking; returns false when the request was tracked already (then fills missing fields). */
     track: ({ now, ...t }: TrackInput): boolean =>
-      effects(trackEffects({ type: 'track', ...t }, 'sqlite', now)),
+      effects(trackEffects({ type: 'track', ...t }, sqliteDialect, now)),
     get: (requestId: string) => get.get([requestId]),
     due: (now: string, limit: number) => due.all(now, limit),
     /** Records a poll; returns whether the registration is still polled. */

@@ -1,18 +1,11 @@
-import type { EventRow, EventStatus, NewEvent } from '../domain/event-status';
-import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../domain/sql/log-reads';
+import type { EventStatus, NewEvent } from '../domain/event-status';
 import type { Db } from './database';
-import { sqliteRows } from './handler-sql';
-import { clampLimit } from './sql';
 
 /** The `events` table (contract §5): prepared statements, nothing else. */
 
 export type { EventKind, EventStatus } from '../domain/event-status';
 
 export type { NewEvent } from '../domain/event-status';
-
-export type { EventRow } from '../domain/event-status';
-
-export type { EventFilter };
 
 export function eventsRepo(db: Db) {
   const insert = db.prepare<
@@ -41,17 +34,6 @@ export function eventsRepo(db: Db) {
   const bumpDuplicate = db.prepare<[string, string], { id: number; status: EventStatus }>(
     'UPDATE events SET duplicates = duplicates + 1, last_duplicate_at = ? WHERE dedup_key = ? RETURNING id, status',
   );
-  const byId = db.prepare<[number], EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`);
-  const bodyById = db.prepare<[number], { body: string | Buffer | null }>(
-    'SELECT body FROM events WHERE id = ?',
-  );
-  const byDedupKey = db.prepare<[string], EventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM events WHERE dedup_key = ?`,
-  );
-  // The tests' checks; `/metrics` and `stats` count with core/gauges.ts and core/log-reads.ts.
-  const countByStatus = db.prepare<[], { status: EventStatus; n: number }>(
-    'SELECT status, count(*) AS n FROM events GROUP BY status',
-  );
 
   return {
     /** Inserts the event unless its dedup key is known; then counts the duplicate instead. */
@@ -76,22 +58,6 @@ export function eventsRepo(db: Db) {
       const dup = bumpDuplicate.get(e.receivedAt, e.dedupKey);
       if (!dup) throw new Error(`dedup key conflict without a row: ${e.dedupKey}`);
       return { id: dup.id, duplicate: true, status: dup.status };
-    },
-    get(id: number): EventRow | undefined {
-      return byId.get(id);
-    },
-    body(id: number): string | Buffer | null {
-      return bodyById.get(id)?.body ?? null;
-    },
-    getByDedupKey(key: string): EventRow | undefined {
-      return byDedupKey.get(key);
-    },
-    /** Written once for both stores (domain/sql/log-reads.ts). */
-    list(filter: EventFilter = {}): EventRow[] {
-      return sqliteRows<EventRow>(db, eventsQuery({ ...filter, limit: clampLimit(filter.limit) }));
-    },
-    countByStatus(): Record<string, number> {
-      return Object.fromEntries(countByStatus.all().map((r) => [r.status, r.n]));
     },
   };
 }

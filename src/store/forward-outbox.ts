@@ -4,6 +4,7 @@ import {
   type OutgoingMessage,
   type ProcessedEvent,
 } from '../domain/forwarding/messages';
+import { sqliteDialect } from '../domain/sql/dialect';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
 import type { Db } from './database';
 import { prepareShared } from './handler-sql';
@@ -53,7 +54,7 @@ export function forwardOutbox(db: Db) {
   return {
     /** What the processed event left behind in this transaction: its transition, proposal and averbação. */
     effectsOf(processed: ProcessedEvent): EventEffects {
-      return effectsFrom('sqlite', processed, effects.get(effectsParams(processed)) as EffectsRow);
+      return effectsFrom(sqliteDialect, processed, effects.get(effectsParams(processed)) as EffectsRow);
     },
 
     /**

@@ -1,3 +1,4 @@
+import { sqliteDialect } from '../domain/sql/dialect';
 import type { LogQuery, LogSql } from '../domain/sql/log-sql';
 import type { Db } from './database';
 import { prepareShared, type SharedStatement } from './handler-sql';
@@ -30,7 +31,7 @@ export function sqliteLogSql(db: Db): LogSql {
     }
   };
   const q: LogQuery = {
-    dialect: 'sqlite',
+    dialect: sqliteDialect,
     rows: <R>(text: string, params: readonly unknown[] = []) =>
       settle(() => statement(text).all(params) as R[]),
     run: (text, params = []) => settle(() => statement(text).run(params)),
@@ -56,7 +57,7 @@ export function sqliteLogSql(db: Db): LogSql {
     }
   };
   return {
-    dialect: 'sqlite',
+    dialect: sqliteDialect,
     // A deferred transaction: its first read fixes the snapshot (WAL), so another connection's
     // commit (the sender thread's, another process's) cannot land between two of `fn`'s reads.
     read: (fn) => within('BEGIN', fn),

@@ -39,7 +39,7 @@ export function pgBed(options: { prefix: string; ownServer?: boolean }) {
 /** How a replica of a test starts beyond its environment. */
 type ReplicaStart = Pick<
   Parameters<typeof startTestReceiver>[0] & object,
-  'configureClusterRouter' | 'configureHandlers' | 'deferral' | 'clock'
+  'configureHandlers' | 'deferral' | 'clock'
 >;
 
 /**

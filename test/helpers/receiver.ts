@@ -2,12 +2,10 @@ import { join } from 'node:path';
 import type { Clock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import type { DeferralPolicy } from '../../src/domain/answer-first';
-import type { ClusterEventRouter, HandlerRouter } from '../../src/domain/event-router';
-import type { EventRouter } from '../../src/handlers/router';
+import type { HandlerRouter } from '../../src/domain/event-router';
 import { createLogger } from '../../src/logger';
 import { type Receiver, startReceiver } from '../../src/main';
 import type { ServiceClient } from '../../src/client';
-import type { Db } from '../../src/store/database';
 import { LogSink } from './app';
 import { delivery, postRaw, SECRET, signed } from './payloads';
 import { tempDir } from './tmp';
@@ -25,8 +23,6 @@ export async function startTestReceiver(
     env?: Record<string, string>;
     dir?: string;
     configureHandlers?: (router: HandlerRouter) => void;
-    configureRouter?: (router: EventRouter, db: Db) => void;
-    configureClusterRouter?: (router: ClusterEventRouter) => void;
     serviceClient?: ServiceClient | null;
     pollTickMs?: number;
     /** @default 50 ms */
@@ -48,8 +44,6 @@ export async function startTestReceiver(
   const receiver = await startReceiver(config, {
     logger: createLogger('debug', logs as never),
     configureHandlers: options.configureHandlers,
-    configureRouter: options.configureRouter,
-    configureClusterRouter: options.configureClusterRouter,
     handlerBackoff: { baseMs: 10, maxMs: 40 },
     sweepIntervalMs: 10,
     serviceClient: options.serviceClient,

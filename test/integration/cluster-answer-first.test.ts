@@ -33,6 +33,8 @@ async function idle(): Promise<void> {
 
 it('a burst is answered while the relay and the kicks wait; once no answer is being made everything is processed, in order', async () => {
   const r = await bed.replica({}, { deferral: NO_SLICE });
+  // An ingest-only replica (no workers): what it relays is processed by r's workers alone.
+  const ingest = await bed.replica({ REPLICA_ID: 'replica-b', CLUSTER_CONCURRENCY: '0' });
   await burst(r, 931_000, 10, 10);
   await waitFor(async () => (await done()) === 10, '10 events processed');
 
@@ -43,24 +45,25 @@ it('a burst is answered while the relay and the kicks wait; once no answer is be
   expect(spooled(r)).toBe(60);
   expect(await inPostgres()).toBe(10);
 
-  // Moved to PostgreSQL by hand (the relay's own batches, bypassing its loop): the kicks are queued
-  // in pg-boss, and the workers wait at the gate with them.
-  await r.cluster!.drainSpool();
-  expect(spooled(r)).toBe(0);
-  expect(await pending()).toBe(60);
+  // The other replica's burst reaches PostgreSQL through its own relay: its kicks are queued in
+  // pg-boss, and r's workers, the only ones, wait at the gate with them.
+  await burst(ingest, 935_000, 30, 10);
+  await waitFor(async () => (await inPostgres()) === 40, "the other replica's burst relayed");
+  expect(await pending()).toBe(30);
   await idle();
-  expect(await pending()).toBe(60);
+  expect(await pending()).toBe(30);
   expect(await done()).toBe(10);
+  expect(spooled(r)).toBe(60);
 
-  r.answers.end(); // no answer being made: the backlog drains
-  await waitFor(async () => (await done()) === 70, 'the 70 events processed');
+  r.answers.end(); // no answer being made: the spool and the backlog drain
+  await waitFor(async () => (await done()) === 100, 'the 100 events processed');
   // Per proposal, in the order received: each transition's event follows the one before, all applied.
   const lines = await rows<{ event_ids: string[]; applied: boolean[] }>(
     bed.pool,
     `SELECT array_agg(event_id::text ORDER BY id) AS event_ids, array_agg(applied ORDER BY id) AS applied
-     FROM proposal_transitions WHERE nu_proposta LIKE '932%' GROUP BY nu_proposta`,
+     FROM proposal_transitions WHERE nu_proposta LIKE '932%' OR nu_proposta LIKE '935%' GROUP BY nu_proposta`,
   );
-  expect(lines).toHaveLength(20);
+  expect(lines).toHaveLength(30);
   for (const line of lines) {
     const ids = line.event_ids.map(Number);
     expect(ids).toEqual([...ids].sort((a, b) => a - b));

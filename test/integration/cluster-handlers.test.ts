@@ -1,12 +1,12 @@
 import type { Pool } from 'pg';
-import type { ClusterEventRouter, HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
+import type { HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { clusterBed } from '../helpers/cluster-bed';
-import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import type { TestReceiver } from '../helpers/receiver';
 
 /**
- * A partner's own handlers in cluster mode (`configureClusterRouter`): awaited inside each event's
+ * A partner's own handlers in cluster mode (`configureHandlers`): awaited inside each event's
  * savepoint of the kick's transaction, after the life cycle, so what they write with `ctx.sql`
  * commits exactly once with the event, or rolls back with it (and with the life cycle's effects)
  * when one throws. Real replicas on a real PostgreSQL this file starts.
@@ -22,10 +22,10 @@ beforeEach(async () => {
 });
 
 function replica(
-  configureClusterRouter: (router: ClusterEventRouter) => void,
+  configureHandlers: (router: HandlerRouter) => void,
   env: Record<string, string> = {},
 ): Promise<TestReceiver> {
-  return bed.replica({ REPLICA_ID: 'a', ...env }, { configureClusterRouter });
+  return bed.replica({ REPLICA_ID: 'a', ...env }, { configureHandlers });
 }
 
 const finished = (pool: Pool, n: number) =>
@@ -64,10 +64,6 @@ it('a handler writes with ctx.sql once per event, named handlers before onAny, a
     await rows<{ id: string }>(pool, "SELECT id FROM events WHERE evento = 'pagamento.realizado'")
   ).map((e) => Number(e.id));
   expect(order.filter((o) => o.endsWith(`:${paidId}`))).toEqual([`named:${paidId}`, `any:${paidId}`]);
-  // Deprecated, still working: one warning at start, naming the option that replaces it.
-  expect(r.logs.lines.filter((l) => l.option === 'configureClusterRouter')).toEqual([
-    expect.objectContaining({ level: 'warn', use: 'configureHandlers' }),
-  ]);
   expect(seen.find((e) => e.id === paidId)).toMatchObject({
     kind: 'event',
     evento: 'pagamento.realizado',
@@ -77,17 +73,6 @@ it('a handler writes with ctx.sql once per event, named handlers before onAny, a
     attempts: 0,
     dados: expect.objectContaining({ nu_proposta: 4242 }),
   });
-});
-
-it('refuses to start in cluster mode with SQLite-mode handlers and no cluster ones, naming the option', async () => {
-  await expect(
-    startTestReceiver({
-      env: { DATABASE_URL: bed.url, REPLICA_ID: 'a' },
-      configureRouter: (router) => {
-        router.onAny(() => undefined);
-      },
-    }),
-  ).rejects.toThrow(/configureRouter.*configureClusterRouter/);
 });
 
 describe('one handler API (configureHandlers): one definition, run unchanged in both modes', () => {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { pgLogQuery } from '../../src/cluster/pg-log-sql';
 import { consoleAudit } from '../../src/core/console-sessions';
 import { type AuditRow, type NewRefusal, REFUSAL_ROWS_PER_WINDOW } from '../../src/domain/console';
+import { postgresDialect } from '../../src/domain/sql/dialect';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import Database from '../../src/store/sqlite-driver';
 import { clusterBed } from '../helpers/cluster-bed';
@@ -81,7 +82,7 @@ const cluster: Mode = {
   // Its statements on the pool, as the console's store runs them (src/core/console-sessions.ts).
   refuse: (r) => {
     const q = pgLogQuery(bed.pool);
-    return consoleAudit({ dialect: 'postgres', read: (fn) => fn(q), write: (fn) => fn(q) }).refuse(r);
+    return consoleAudit({ dialect: postgresDialect, read: (fn) => fn(q), write: (fn) => fn(q) }).refuse(r);
   },
 };
 

@@ -20,7 +20,7 @@ let failing = true;
 beforeAll(async () => {
   r = await startTestReceiver({
     env: { ADMIN_TOKEN: ADMIN, VIEWER_TOKEN: VIEWER, HANDLER_MAX_ATTEMPTS: '1' },
-    configureRouter: (router) =>
+    configureHandlers: (router) =>
       router.on('proposta.cancelada', () => {
         if (failing) throw new Error('cancellation handler down (on purpose)');
       }),

@@ -17,6 +17,7 @@ import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { delivery, eventually } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
+import { eventById } from '../helpers/events';
 
 /**
  * The outbox (contract §8, migration 0007) written by the real pipeline: a temp SQLite file, the
@@ -72,7 +73,7 @@ let pipeline: Pipeline;
 
 /**
  * The processing side as main.ts builds it; `partner` adds handlers before the forwarding one
- * (as `configureRouter` does), `after` adds some after it (main.ts never does: a test's probe).
+ * (the partner stage), `after` adds some after it (main.ts never does: a test's probe).
  */
 function start(partner?: (router: EventRouter) => void, after?: (router: EventRouter) => void): void {
   const dbPath = join(tmp.dir, 'consig.db');
@@ -178,7 +179,7 @@ function polled(requestId: string, status: string): number {
 
 async function processed(...ids: number[]): Promise<void> {
   await eventually(
-    () => ids.every((id) => store.events.get(id)?.status === 'done'),
+    () => ids.every((id) => eventById(store.db, id)?.status === 'done'),
     `events ${ids.join(', ')} done`,
   );
 }
@@ -305,7 +306,7 @@ describe('the outbox, written by the pipeline', () => {
     const result = { requestId: 'req-7201', status: 'completed', correlationId: 'corr-7201' };
     const completed = await receive(result, 'registry');
     await processed(processing, completed);
-    expect(store.events.get(completed)).toMatchObject({ kind: 'registry', nu_proposta: null });
+    expect(eventById(store.db, completed)).toMatchObject({ kind: 'registry', nu_proposta: null });
 
     // A result that is not final is received, and nothing more; it waits in the line of the
     // proposal its registration is tracked for, so it cannot overtake the final result.
@@ -376,7 +377,7 @@ describe('the outbox, written by the pipeline', () => {
     const now = new Date().toISOString();
     const replayed = await sqliteLogSql(store.db).write((q) => replayEvents(q, all3, now));
     expect(replayed.queued).toEqual(all3);
-    expect(store.events.get(registry)?.status).toBe('pending');
+    expect(eventById(store.db, registry)?.status).toBe('pending');
     pipeline.sweep();
     await processed(...all3);
 
@@ -399,7 +400,10 @@ describe('the outbox, written by the pipeline', () => {
     const other = await receive(delivery('proposta.criada', { nu_proposta: 7402 }));
     await processed(other); // another proposal is not held back
     await eventually(() => failures >= 3, 'three failed attempts');
-    expect(store.events.get(criada)).toMatchObject({ status: 'failed', last_error: 'partner system down' });
+    expect(eventById(store.db, criada)).toMatchObject({
+      status: 'failed',
+      last_error: 'partner system down',
+    });
     // Nothing of the failed event, nor of the event held behind it, was stored.
     expect(messagesOfEvents([criada, preAprovada])).toEqual([]);
     expect(count('SELECT count(*) AS n FROM forward_messages WHERE nu_proposta = 7401')).toBe(0);
@@ -441,7 +445,7 @@ describe('the outbox, written by the pipeline', () => {
     const [id] = (await sendFlow(7403, ['proposta.criada'])) as [number];
     await processed(id);
     expect(seenByProbe).toBe(2);
-    expect(store.events.get(id)?.attempts).toBe(2); // one failed attempt, then the one that succeeded
+    expect(eventById(store.db, id)?.attempts).toBe(2); // one failed attempt, then the one that succeeded
     expect(messagesOfEvents([id]).map((m) => m.type)).toEqual(['event.received', 'proposal.changed']);
     expect(count('SELECT count(*) AS n FROM forward_deliveries')).toBe(2);
   });

@@ -7,7 +7,7 @@ import {
   type PendingDelivery,
 } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
-import { pendingEvent } from '../helpers/events';
+import { deliveriesByOutcome, eventByDedupKey, pendingEvent } from '../helpers/events';
 import { tempDir } from '../helpers/tmp';
 
 let tmp: ReturnType<typeof tempDir>;
@@ -75,7 +75,7 @@ describe('IngestWriter (group commit)', () => {
       'duplicate',
       'duplicate',
     ]);
-    expect(store.events.getByDedupKey('same')?.duplicates).toBe(4);
+    expect(eventByDedupKey(store.db, 'same')?.duplicates).toBe(4);
   });
 
   it('a failed batch rejects every request in it and stores none of them', async () => {
@@ -88,8 +88,8 @@ describe('IngestWriter (group commit)', () => {
     ]);
     expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);
     expect((settled[0] as PromiseRejectedResult).reason).toBeInstanceOf(StorageError);
-    expect(store.events.getByDedupKey('good')).toBeUndefined();
-    expect(store.deliveries.countByOutcome()).toEqual({ storage_unavailable: 2 });
+    expect(eventByDedupKey(store.db, 'good')).toBeUndefined();
+    expect(deliveriesByOutcome(store.db)).toEqual({ storage_unavailable: 2 });
   });
 
   it('refuses work after close', async () => {
@@ -143,7 +143,7 @@ describe('IngestWriter: deliveries rows lost while the disk refuses writes (issu
     await expect(w.ingest(event('c1'), delivery)).resolves.toMatchObject({ outcome: 'accepted' });
     w.close();
     // Every request is either a row or counted as lost: 5 + 2 + 1 = 4 rows + 4 dropped.
-    expect(store.deliveries.countByOutcome()).toEqual({ storage_unavailable: 3, accepted: 1 });
+    expect(deliveriesByOutcome(store.db)).toEqual({ storage_unavailable: 3, accepted: 1 });
     expect(errors).toHaveLength(2);
   });
 

@@ -6,6 +6,13 @@ import { forwardOutbox } from '../../src/store/forward-outbox';
 import { pruneForwarded } from '../../src/core/retention';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { tempDir } from '../helpers/tmp';
+import {
+  deliveriesStored,
+  eventBody,
+  eventByDedupKey,
+  eventsByStatus,
+  eventsListed,
+} from '../helpers/events';
 
 let r: TestReceiver | undefined;
 afterEach(async () => {
@@ -20,12 +27,12 @@ describe('ALLOWED_CIDRS and TRUST_PROXY', () => {
     expect(res.status).toBe(403);
     expect(res.body).toMatchObject({ error: 'forbidden' });
     await new Promise((done) => setImmediate(done));
-    expect(r.store.deliveries.list()[0]).toMatchObject({
+    expect(deliveriesStored(r.store.db)[0]).toMatchObject({
       outcome: 'forbidden',
       http_status: 403,
       remote_addr: '127.0.0.1',
     });
-    expect(r.store.events.list()).toHaveLength(0);
+    expect(eventsListed(r.store.db)).toHaveLength(0);
     expect((await fetch(`${r.url}/healthz`)).status).toBe(200); // other routes are not restricted
   });
 
@@ -54,7 +61,7 @@ describe('retention', () => {
       const old = delivery('proposta.criada', { webhook_id: 'wh_old', nu_proposta: 1 });
       await first.send(old);
       await first.send(delivery('proposta.criada', { webhook_id: 'wh_new', nu_proposta: 2 }));
-      await eventually(() => first.store.events.countByStatus().done === 2, 'processed');
+      await eventually(() => eventsByStatus(first.store.db).done === 2, 'processed');
       // Age the first one by 40 days, as if it had arrived then.
       first.store.db
         .prepare("UPDATE events SET received_at = '2020-01-01T00:00:00.000Z' WHERE dedup_key = 'wh_old'")
@@ -65,11 +72,11 @@ describe('retention', () => {
       const rec = r;
       await eventually(
         () =>
-          rec.store.events.getByDedupKey('wh_old') !== undefined &&
-          rec.store.events.body(rec.store.events.getByDedupKey('wh_old')?.id as number) === null,
+          eventByDedupKey(rec.store.db, 'wh_old') !== undefined &&
+          eventBody(rec.store.db, eventByDedupKey(rec.store.db, 'wh_old')?.id as number) === null,
         'pruned',
       );
-      expect(rec.store.events.body(rec.store.events.getByDedupKey('wh_new')?.id as number)).not.toBeNull();
+      expect(eventBody(rec.store.db, eventByDedupKey(rec.store.db, 'wh_new')?.id as number)).not.toBeNull();
       const again = await r.send(old);
       expect(again.body.status).toBe('duplicate');
       expect(rec.logs.lines.some((l) => l.msg === 'retention: removed bodies of old finished events')).toBe(

@@ -3,6 +3,7 @@ import { replay } from '../../src/domain/lifecycle';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { eventById, eventsByStatus } from '../helpers/events';
 
 let r: TestReceiver | undefined;
 afterEach(async () => {
@@ -103,7 +104,10 @@ describe('the life cycle through HTTP', () => {
   it('unknown eventos are ignored and never reach a handler; registry results are processed', async () => {
     const seen: string[] = [];
     r = await startTestReceiver({
-      configureRouter: (router) => router.onAny((e) => seen.push(e.evento ?? e.kind)),
+      configureHandlers: (router) =>
+        router.onAny((e) => {
+          seen.push(e.evento ?? e.kind);
+        }),
     });
     await r.send(delivery('proposta.reativada'));
     await r.send({ requestId: 'req-9', status: 'completed' }, '/webhooks/registry');
@@ -117,7 +121,7 @@ describe('retries and the dead letter', () => {
   it('a handler that fails twice then succeeds: retried with backoff, done, effect applied once', async () => {
     let calls = 0;
     r = await startTestReceiver({
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router.on('proposta.criada', () => {
           calls += 1;
           if (calls <= 2) throw new Error(`flaky #${calls}`);
@@ -125,8 +129,8 @@ describe('retries and the dead letter', () => {
     });
     const res = await r.send(delivery('proposta.criada', { nu_proposta: 31 }));
     const rec = r;
-    await eventually(() => rec.store.events.get(res.body.event_id)?.status === 'done', 'event done');
-    expect(r.store.events.get(res.body.event_id)).toMatchObject({
+    await eventually(() => eventById(rec.store.db, res.body.event_id)?.status === 'done', 'event done');
+    expect(eventById(r.store.db, res.body.event_id)).toMatchObject({
       attempts: 3,
       last_error: null,
       next_attempt_at: null,
@@ -159,7 +163,7 @@ describe('retries and the dead letter', () => {
     const errors: string[] = [];
     r = await startTestReceiver({
       env: { HANDLER_MAX_ATTEMPTS: '3', ADMIN_TOKEN: 'admin-token-0123456789' },
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router
           .on('proposta.criada', () => {
             if (broken) throw new Error('downstream is down');
@@ -169,8 +173,8 @@ describe('retries and the dead letter', () => {
     const res = await r.send(delivery('proposta.criada', { nu_proposta: 32 }));
     const rec = r;
     const id = res.body.event_id as number;
-    await eventually(() => rec.store.events.get(id)?.status === 'dead', 'event dead');
-    expect(r.store.events.get(id)).toMatchObject({ attempts: 3, last_error: 'downstream is down' });
+    await eventually(() => eventById(rec.store.db, id)?.status === 'dead', 'event dead');
+    expect(eventById(r.store.db, id)).toMatchObject({ attempts: 3, last_error: 'downstream is down' });
     expect(errors).toHaveLength(3);
     expect(
       r.logs.lines.some((l) => l.msg === 'handler failed for the last time: event is dead (replayable)'),
@@ -183,7 +187,7 @@ describe('retries and the dead letter', () => {
       headers: { authorization: 'Bearer admin-token-0123456789' },
     });
     expect(replayRes.status).toBe(202);
-    await eventually(() => rec.store.events.get(id)?.status === 'done', 'replayed event done');
+    await eventually(() => eventById(rec.store.db, id)?.status === 'done', 'replayed event done');
     expect(r.store.proposals.get(32)?.status).toBe('em_analise');
   });
 });
@@ -236,19 +240,6 @@ describe('the one handler API in SQLite mode (configureHandlers)', () => {
       one<{ n: number }>(r, "SELECT count(*) AS n FROM forward_messages WHERE type = 'proposal.changed'").n,
     ).toBe(3);
   });
-
-  it('configureRouter still works, with one warning at start naming configureHandlers; both together are refused', async () => {
-    r = await startTestReceiver({ configureRouter: (router) => router.onAny(() => undefined) });
-    expect(r.logs.lines.filter((l) => l.option === 'configureRouter')).toEqual([
-      expect.objectContaining({ level: 'warn', use: 'configureHandlers' }),
-    ]);
-    await expect(
-      startTestReceiver({
-        configureRouter: (router) => router.onAny(() => undefined),
-        configureHandlers: (router) => router.onAny(() => undefined),
-      }),
-    ).rejects.toThrow(/configureRouter.*configureHandlers/);
-  });
 });
 
 describe('restart', () => {
@@ -259,7 +250,7 @@ describe('restart', () => {
       const first = await startTestReceiver({
         dir: tmp.dir,
         env: { HANDLER_MAX_ATTEMPTS: '1000' },
-        configureRouter: (router) =>
+        configureHandlers: (router) =>
           router.onAny(() => {
             throw new Error('not now');
           }),
@@ -268,7 +259,7 @@ describe('restart', () => {
       await first.close();
       r = await startTestReceiver({ dir: tmp.dir });
       const rec = r;
-      await eventually(() => rec.store.events.countByStatus().done === 5, 'backlog processed');
+      await eventually(() => eventsByStatus(rec.store.db).done === 5, 'backlog processed');
       expect(
         one<{ n: number }>(r, 'SELECT count(*) AS n FROM proposal_transitions WHERE nu_proposta = 61').n,
       ).toBe(5);

@@ -19,6 +19,7 @@ import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
 import { ConsoleClient } from '../helpers/console-client';
+import { eventsByStatus } from '../helpers/events';
 
 /**
  * Every statement the receiver, the pipeline, the poller and the commands prepare — recorded while
@@ -110,7 +111,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
         FORWARD_SECRET: 'forward-secret',
         FEED_ENABLED: 'true',
       },
-      configureRouter: (router) =>
+      configureHandlers: (router) =>
         router.on('proposta.cancelada', () => {
           throw new Error('fails, to exercise retries');
         }),
@@ -131,7 +132,7 @@ it('no statement on the delivery path, the pipeline, the poller or the commands 
     await r.send('not json');
     await eventually(() => r.store.averbacoes.get('req-q')?.status === 'completed', 'polled');
     await eventually(
-      () => (r.store.events.countByStatus().failed ?? 0) + (r.store.events.countByStatus().dead ?? 0) > 0,
+      () => (eventsByStatus(r.store.db).failed ?? 0) + (eventsByStatus(r.store.db).dead ?? 0) > 0,
       'a failure',
     );
     const delivered = r.store.db.prepare(

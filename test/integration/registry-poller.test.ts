@@ -1,6 +1,7 @@
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
+import { eventsListed } from '../helpers/events';
 
 /**
  * The registry poller against a real HTTP fake of the service on loopback, with the real client
@@ -85,7 +86,7 @@ it('the registry webhook never comes: the poller asks /request/:id, sees process
   expect(fake.requestsTo('GET', '/request/req-p1')).toHaveLength(count);
   expect(fake.requestsTo('*', '/result/')).toHaveLength(0);
   // Repeated `processing` answers are one event (poll:<id>:<status>), counted as duplicates.
-  const events = rec.store.events.list({ kind: 'poll' });
+  const events = eventsListed(rec.store.db, { kind: 'poll' });
   expect(
     events
       .filter((e) => e.request_id === 'req-p1')
@@ -223,7 +224,7 @@ it('an answer the file refuses to keep counts as a failed poll: recorded and bac
   expect(Date.parse(String(refused?.next_poll_at))).toBeGreaterThan(
     Date.parse(String(refused?.last_poll_at)),
   );
-  expect(rec.store.events.list({ kind: 'poll' })).toEqual([]);
+  expect(eventsListed(rec.store.db, { kind: 'poll' })).toEqual([]);
   const warned = rec.logs.lines.find((l) => l.msg === 'registry poll failed: will retry');
   expect(warned).toMatchObject({ request_id: 'req-x1', outcome: 'error', attempts: 1 });
 

@@ -1,5 +1,6 @@
 import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
+import { eventsByStatus } from '../helpers/events';
 
 let r: TestReceiver | undefined;
 afterEach(async () => {
@@ -43,7 +44,7 @@ describe('averbação tracking from webhooks (no poller)', () => {
     // Late and contradicting results change nothing.
     await r.send({ requestId: 'req-1', status: 'queued' }, '/webhooks/registry');
     await r.send({ requestId: 'req-1', status: 'completed' }, '/webhooks');
-    await eventually(() => rec.store.events.countByStatus().pending === undefined, 'processed');
+    await eventually(() => eventsByStatus(rec.store.db).pending === undefined, 'processed');
     expect(r.store.averbacoes.get('req-1')).toMatchObject({ status: 'error', result_source: 'webhook' });
   });
 

@@ -9,6 +9,7 @@ import { pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
+import { postgresDialect } from '../../src/domain/sql/dialect';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
 import { sqlOf } from '../../src/cluster/sql';
 import { type Config, loadConfig } from '../../src/config';
@@ -36,7 +37,7 @@ import {
   serializeMessage,
 } from '../../src/domain/forwarding/messages';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
-import { asInstant, type LogQuery, type LogSql } from '../../src/domain/sql/log-sql';
+import type { LogQuery, LogSql } from '../../src/domain/sql/log-sql';
 import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
 import { logGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
@@ -408,7 +409,7 @@ const DRIVERS: Driver[] = [
         // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
         outboxOf: async (event, now) => {
           const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
-          return outboxEntries(effectsFrom('postgres', event, row!), now.toISOString(), [], true);
+          return outboxEntries(effectsFrom(postgresDialect, event, row!), now.toISOString(), [], true);
         },
         logSql: admin.sql,
         processing: postgresProcessing(pool),
@@ -498,7 +499,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       expect(rows).toEqual([
         {
           id: 7,
-          nu_proposta: store.logSql.dialect === 'sqlite' ? 1234 : '1234',
+          nu_proposta: store.logSql.dialect.storedNu(1234),
           received_at: at(7 * MINUTE),
           duplicates: 2,
         },
@@ -509,7 +510,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await addEvent(store, 2, 2, 'failed');
       const changed = await store.logSql.write((q) =>
         q.run(
-          `UPDATE events SET status = 'pending', next_attempt_at = ${asInstant(q.dialect, '$1')} WHERE status = 'failed'`,
+          `UPDATE events SET status = 'pending', next_attempt_at = ${q.dialect.instant('$1')} WHERE status = 'failed'`,
           [at(HOUR)],
         ),
       );
@@ -807,7 +808,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
             `wh-${id}`,
             evento,
             at(id * MINUTE),
-            store.logSql.dialect === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
+            store.logSql.dialect.name === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
           ],
         );
       beforeEach(async () => {

@@ -4,6 +4,13 @@ import request from 'supertest';
 import { sign } from '../../src/domain/signature';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
+import {
+  deliveriesByOutcome,
+  deliveriesStored,
+  eventBody,
+  eventByDedupKey,
+  eventById,
+} from '../helpers/events';
 
 /**
  * The webhook routes in depth, beyond the one request per row of the contract §4 table
@@ -40,7 +47,7 @@ describe('new, valid, signed → 200 accepted, event pending', () => {
     const res = await post(body);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ status: 'accepted', event_id: expect.any(Number) });
-    const row = t.store.events.get(res.body.event_id);
+    const row = eventById(t.store.db, res.body.event_id);
     expect(row).toMatchObject({
       dedup_key: 'wh_new',
       webhook_id: 'wh_new',
@@ -51,8 +58,8 @@ describe('new, valid, signed → 200 accepted, event pending', () => {
       status: 'pending',
       duplicates: 0,
     });
-    expect(t.store.events.body(res.body.event_id)).toBe(body);
-    expect(t.store.deliveries.list()).toEqual([
+    expect(eventBody(t.store.db, res.body.event_id)).toBe(body);
+    expect(deliveriesStored(t.store.db)).toEqual([
       expect.objectContaining({
         path: '/webhooks',
         outcome: 'accepted',
@@ -91,7 +98,7 @@ describe('new, valid, signed → 200 accepted, event pending', () => {
     t = await startTestApp({ WEBHOOK_SECRETS: `new-secret,${SECRET}` });
     const res = await post(delivery());
     expect(res.status).toBe(200);
-    expect(t.store.deliveries.list()[0]?.secret_index).toBe(1);
+    expect(deliveriesStored(t.store.db)[0]?.secret_index).toBe(1);
   });
 });
 
@@ -103,8 +110,8 @@ describe('same dedup key seen before → 200 duplicate', () => {
     expect(second.status).toBe(200);
     expect(second.body).toEqual({ status: 'duplicate', event_id: first.body.event_id });
     expect(count('events')).toBe(1);
-    expect(t.store.events.get(first.body.event_id)).toMatchObject({ duplicates: 1, tentativa: 1 });
-    expect(t.store.deliveries.countByOutcome()).toEqual({ accepted: 1, duplicate: 1 });
+    expect(eventById(t.store.db, first.body.event_id)).toMatchObject({ duplicates: 1, tentativa: 1 });
+    expect(deliveriesByOutcome(t.store.db)).toEqual({ accepted: 1, duplicate: 1 });
   });
 
   it('also when 25 copies arrive at the same moment', async () => {
@@ -114,7 +121,7 @@ describe('same dedup key seen before → 200 duplicate', () => {
     expect(results.filter((r) => r.body.status === 'accepted')).toHaveLength(1);
     expect(results.filter((r) => r.body.status === 'duplicate')).toHaveLength(24);
     expect(count('events')).toBe(1);
-    expect(t.store.events.getByDedupKey('wh_race')?.duplicates).toBe(24);
+    expect(eventByDedupKey(t.store.db, 'wh_race')?.duplicates).toBe(24);
     expect(count('deliveries')).toBe(25);
   });
 
@@ -123,7 +130,7 @@ describe('same dedup key seen before → 200 duplicate', () => {
     const a = await post(body);
     const b = await post(body);
     expect([a.body.status, b.body.status]).toEqual(['accepted', 'duplicate']);
-    expect(t.store.events.get(a.body.event_id)?.dedup_key).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(eventById(t.store.db, a.body.event_id)?.dedup_key).toMatch(/^sha256:[0-9a-f]{64}$/);
   });
 
   it('a registry result without webhook_id deduplicates on registry:<requestId>:<status>', async () => {
@@ -134,7 +141,7 @@ describe('same dedup key seen before → 200 duplicate', () => {
     );
     const c = await post({ requestId: 'req-1', status: 'processing' }, { path: '/webhooks/registry' });
     expect([a.body.status, b.body.status, c.body.status]).toEqual(['accepted', 'duplicate', 'accepted']);
-    expect(t.store.events.get(a.body.event_id)).toMatchObject({
+    expect(eventById(t.store.db, a.body.event_id)).toMatchObject({
       kind: 'registry',
       dedup_key: 'registry:req-1:completed',
       request_id: 'req-1',
@@ -160,13 +167,13 @@ describe('signed but not usable → 200 quarantined, status invalid', () => {
       event_id: expect.any(Number),
       reason: expect.any(String),
     });
-    const row = t.store.events.get(res.body.event_id);
+    const row = eventById(t.store.db, res.body.event_id);
     expect(row).toMatchObject({ status: 'invalid', last_error: res.body.reason });
-    const stored = t.store.events.body(res.body.event_id);
+    const stored = eventBody(t.store.db, res.body.event_id);
     expect(Buffer.isBuffer(stored) ? stored.equals(raw) : Buffer.from(stored as string).equals(raw)).toBe(
       true,
     );
-    expect(t.store.deliveries.list()[0]).toMatchObject({ outcome: 'quarantined', http_status: 200 });
+    expect(deliveriesStored(t.store.db)[0]).toMatchObject({ outcome: 'quarantined', http_status: 200 });
   });
 });
 
@@ -184,7 +191,7 @@ describe('signature missing, malformed or wrong → 401 invalid_signature', () =
     expect(res.body).toMatchObject({ error: 'invalid_signature' });
     expect(count('events')).toBe(0);
     t.writer.flush(); // audit rows go with the writer's next batch
-    const rows = t.store.deliveries.list();
+    const rows = deliveriesStored(t.store.db);
     expect(rows).toEqual([
       expect.objectContaining({
         outcome: 'invalid_signature',
@@ -225,7 +232,7 @@ describe('body over MAX_BODY_BYTES → 413 payload_too_large', () => {
     expect(res.body).toMatchObject({ error: 'payload_too_large' });
     expect(count('events')).toBe(0);
     t.writer.flush(); // audit rows go with the writer's next batch
-    expect(t.store.deliveries.list()[0]).toMatchObject({ outcome: 'payload_too_large', http_status: 413 });
+    expect(deliveriesStored(t.store.db)[0]).toMatchObject({ outcome: 'payload_too_large', http_status: 413 });
   });
 
   it('chunked, without Content-Length, cut off while reading', async () => {
@@ -315,11 +322,11 @@ describe('the write itself failed → 503 storage_unavailable with Retry-After, 
       expect(res.headers['retry-after']).toBe('5');
       expect(res.body).toMatchObject({ error: 'storage_unavailable' });
       other.exec('ROLLBACK');
-      expect(t.store.events.getByDedupKey('wh_locked')).toBeUndefined();
+      expect(eventByDedupKey(t.store.db, 'wh_locked')).toBeUndefined();
       // The service's retry then succeeds, as a new delivery (nothing was half-stored).
       const retry = await post({ ...body, metadata: { webhook_id: 'wh_locked', tentativa: 2 } });
       expect(retry.body.status).toBe('accepted');
-      expect(t.store.deliveries.countByOutcome()).toMatchObject({ storage_unavailable: 1, accepted: 1 });
+      expect(deliveriesByOutcome(t.store.db)).toMatchObject({ storage_unavailable: 1, accepted: 1 });
     } finally {
       if (other.inTransaction) other.exec('ROLLBACK');
       other.close();
@@ -347,7 +354,7 @@ describe('the write itself failed → 503 storage_unavailable with Retry-After, 
     const results = await Promise.all(Array.from({ length: 10 }, () => post(delivery())));
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(503));
     expect(count('events')).toBe(0);
-    expect(t.store.deliveries.countByOutcome()).toEqual({ storage_unavailable: 10 });
+    expect(deliveriesByOutcome(t.store.db)).toEqual({ storage_unavailable: 10 });
     const readyz = await request(t.server).get('/readyz');
     expect(readyz.status).toBe(200);
   });

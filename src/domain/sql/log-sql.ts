@@ -1,3 +1,5 @@
+import type { Dialect } from './dialect';
+
 /**
  * The one shape through which code written once for both stores reaches the log (issue 24; the
  * pattern pg-boss uses for its backends: one SQL path, a one-method adapter per database, a few
@@ -7,11 +9,9 @@
  *
  * Rows come back in the SQLite log's representation in both stores: ids and counts as numbers,
  * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-log-sql.ts LOG_TYPES), so one mapper
- * serves both. Where the dialects differ, the code asks {@link LogQuery.dialect}; keep those
- * differences small and name them (see {@link asInstant}).
+ * serves both. Where the stores differ, the code asks {@link LogQuery.dialect}, one value per store
+ * of the primitives that differ (domain/sql/dialect.ts).
  */
-
-export type Dialect = 'sqlite' | 'postgres';
 
 /** Statements on one connection, inside the snapshot or transaction {@link LogSql} opened. */
 export interface LogQuery {
@@ -47,28 +47,4 @@ export interface LogSql {
 /** The rows of one statement read on its own ({@link LogSql.lone}, else in a snapshot of its own). */
 export function loneRows<R>(log: LogSql, text: string, params: readonly unknown[] = []): Promise<R[]> {
   return log.lone !== undefined ? log.lone.rows<R>(text, params) : log.read((q) => q.rows<R>(text, params));
-}
-
-/**
- * A placeholder (`$3`) read as an instant where the dialect cannot infer it (PostgreSQL outside a
- * comparison with a timestamptz column: arithmetic, a SELECT list, COALESCE); SQLite keeps
- * instants as ISO-8601 text and compares them as text.
- */
-export function asInstant(dialect: Dialect, placeholder: string): string {
-  return dialect === 'postgres' ? `${placeholder}::timestamptz` : placeholder;
-}
-
-/**
- * `column` is one of a list of ids bound as one value ({@link idList}): PostgreSQL's array, SQLite's
- * JSON array (it has no array type); either way one statement whatever the count.
- */
-export function inIds(dialect: Dialect, column: string, placeholder: string): string {
-  return dialect === 'postgres'
-    ? `${column} = ANY(${placeholder}::bigint[])`
-    : `${column} IN (SELECT value FROM json_each(${placeholder}))`;
-}
-
-/** The value {@link inIds} binds for `ids`. */
-export function idList(dialect: Dialect, ids: readonly number[]): unknown {
-  return dialect === 'postgres' ? [...ids] : JSON.stringify(ids);
 }

@@ -5,7 +5,7 @@ import type {
   ProposalSnapshot,
 } from '../forwarding/messages';
 import type { ProposalStatus } from '../lifecycle';
-import type { Dialect } from './log-sql';
+import type { Dialect, RawValues } from './dialect';
 
 /**
  * The outbox's read-back (contract §8), one statement and one mapping for both stores: what a
@@ -18,7 +18,7 @@ import type { Dialect } from './log-sql';
  *
  * Flat columns joined to one row rather than JSON objects: the text is then the same in both
  * dialects (no `json_build_object` against `json_object`), and SQLite builds no JSON to parse again.
- * What differs is only how each driver hands a value over, named once in {@link VALUES}.
+ * What differs is only how each driver hands a value over, named once in the dialect (`raw`).
  */
 
 /** The averbação columns a message shows, in AverbacaoSnapshot's order. */
@@ -93,39 +93,6 @@ export function effectsParams(event: ProcessedEvent): [number, string | null] {
 /** A row of {@link OUTBOX_EFFECTS} as an array, each value as the dialect's driver hands it over. */
 export type EffectsRow = readonly unknown[];
 
-/** How a value comes out of each driver, read into the shapes the messages take (SQLite's own). */
-interface Values {
-  /** `nu_proposta` (not null): an integer when it is one. */
-  nu(value: unknown): number | string;
-  /** An instant (not null): ISO-8601 text. */
-  instant(value: unknown): string;
-  /** A flag: 0/1. */
-  flag(value: unknown): 0 | 1;
-  /** An amount: a number. */
-  amount(value: unknown): number | null;
-}
-
-/**
- * The dialects' differences, each in one place. SQLite hands its stored values over as they are
- * (nu_proposta an integer when numeric, instants ISO text, flags 0/1). node-postgres (its default
- * types: the kick's connection) hands nu_proposta as text, timestamptz as a Date, numeric as
- * text, a boolean as a boolean.
- */
-const VALUES: Record<Dialect, Values> = {
-  sqlite: {
-    nu: (v) => v as number | string,
-    instant: (v) => v as string,
-    flag: (v) => (v === 1 ? 1 : 0),
-    amount: (v) => v as number | null,
-  },
-  postgres: {
-    nu: (v) => canonicalNu(String(v)),
-    instant: (v) => (v instanceof Date ? v : new Date(v as string)).toISOString(),
-    flag: (v) => (v === true || v === 1 ? 1 : 0),
-    amount: (v) => (v === null ? null : Number(v)),
-  },
-};
-
 /** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
 export function canonicalNu(nu: string): number | string {
   return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
@@ -137,7 +104,7 @@ export function canonicalNu(nu: string): number | string {
  * numbers, instants as ISO-8601 text, flags as 0/1.
  */
 export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: EffectsRow): EventEffects {
-  const v = VALUES[dialect];
+  const v = dialect.raw;
   // A registry result rarely names its proposal; the tracked registration does, and puts all of
   // that registration's messages in the proposal's line (their order kept with its changes).
   const tracked = row[RA.nu_proposta];
@@ -166,7 +133,7 @@ export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: Ef
 }
 
 /** The proposal's columns, in ProposalSnapshot's order (its body shows them in this order). */
-function proposalFrom(v: Values, row: EffectsRow): ProposalSnapshot | null {
+function proposalFrom(v: RawValues, row: EffectsRow): ProposalSnapshot | null {
   const nu = row[P.nu_proposta];
   if (nu === null) return null;
   return {
@@ -196,7 +163,7 @@ const FINISHED = COLUMNS.length - 1;
 
 /** An averbação of the row (null when there is none), in AverbacaoSnapshot's order. */
 function averbacaoFrom(
-  v: Values,
+  v: RawValues,
   row: EffectsRow,
   c: Record<(typeof AVERBACAO)[number], number>,
 ): AverbacaoSnapshot | null {

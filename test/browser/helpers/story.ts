@@ -51,7 +51,7 @@ export async function startConsoleStory(options: { deadLetters?: number } = {}):
       FORWARD_URL: `http://127.0.0.1:${lender.port}/hook`,
       FORWARD_SECRET: 'forward-secret-browser',
     },
-    configureRouter: (router) =>
+    configureHandlers: (router) =>
       router.onAny((event) => {
         if (event.nuProposta !== null && failing.has(Number(event.nuProposta)))
           throw new Error(`handler down for proposal ${event.nuProposta} (on purpose)`);

@@ -7,7 +7,7 @@ import {
 } from '../../../src/core/effects';
 import type { EventFacts } from '../../../src/domain/event-effects';
 import type { BuiltInStage } from '../../../src/domain/handler-order';
-import type { Dialect } from '../../../src/domain/sql/log-sql';
+import { type Dialect, postgresDialect, sqliteDialect } from '../../../src/domain/sql/dialect';
 import { eventFacts } from '../../helpers/events';
 
 /**
@@ -46,8 +46,9 @@ function drive<R>(
 
 const NOW = new Date('2026-11-26T12:00:00.000Z');
 const warnings: string[] = [];
-const env = (dialect: Dialect, over: Partial<EffectsEnv> = {}): EffectsEnv => ({
-  dialect,
+const DIALECTS = { sqlite: sqliteDialect, postgres: postgresDialect };
+const env = (dialect: Dialect['name'], over: Partial<EffectsEnv> = {}): EffectsEnv => ({
+  dialect: DIALECTS[dialect],
   now: NOW,
   logger: { info: () => undefined, warn: (_f, m) => void warnings.push(m) },
   schedule: { graceMs: 60_000, intervalMs: 30_000, maxIntervalMs: 600_000, maxAgeMs: 86_400_000 },
@@ -55,7 +56,7 @@ const env = (dialect: Dialect, over: Partial<EffectsEnv> = {}): EffectsEnv => ({
 });
 
 describe('the life cycle', () => {
-  it.each<[string, Dialect, Partial<EffectsEnv>, Record<string, unknown[]>, string[]]>([
+  it.each<[string, Dialect['name'], Partial<EffectsEnv>, Record<string, unknown[]>, string[]]>([
     [
       'SQLite, a new proposal',
       'sqlite',
@@ -128,7 +129,7 @@ describe('registry tracking and results', () => {
   const withRequest = facts({ requestId: 'req-1' });
   const result = facts({ kind: 'registry', evento: null, requestId: 'req-1', registryStatus: 'completed' });
 
-  it.each<[string, BuiltInStage, EventFacts, Dialect, Record<string, unknown[]>, string[]]>([
+  it.each<[string, BuiltInStage, EventFacts, Dialect['name'], Record<string, unknown[]>, string[]]>([
     [
       'a new registration on PostgreSQL: its row, then its first poll queued with it',
       'registry_tracking',
@@ -168,7 +169,7 @@ describe('registry tracking and results', () => {
       via: 'declared' as const,
       nextPollAt: null,
     };
-    expect(drive(trackEffects(effect, 'sqlite', NOW.toISOString()), { track: [{}] }).result).toBe(true);
-    expect(drive(trackEffects(effect, 'sqlite', NOW.toISOString())).result).toBe(false);
+    expect(drive(trackEffects(effect, sqliteDialect, NOW.toISOString()), { track: [{}] }).result).toBe(true);
+    expect(drive(trackEffects(effect, sqliteDialect, NOW.toISOString())).result).toBe(false);
   });
 });

@@ -7,6 +7,7 @@ import {
   type StepOptions,
 } from '../../../src/core/event-step';
 import { handlerEventOf, type HandlerEvent } from '../../../src/domain/event-router';
+import { sqliteDialect } from '../../../src/domain/sql/dialect';
 
 /**
  * The event step (core/event-step.ts), driven here as a store's driver drives it: the requests it
@@ -33,7 +34,7 @@ const eventOf = (over: { evento?: string; attempts?: number; kind?: HandlerEvent
   });
 
 const env: EffectsEnv = {
-  dialect: 'sqlite',
+  dialect: sqliteDialect,
   now: NOW,
   logger: { info: () => undefined, warn: () => undefined },
   schedule: { graceMs: 60_000, intervalMs: 30_000, maxIntervalMs: 600_000, maxAgeMs: 86_400_000 },
