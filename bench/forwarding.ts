@@ -1,7 +1,7 @@
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, writeFileSync } from 'node:fs';
-import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -9,8 +9,8 @@ import { Webhook } from 'standardwebhooks';
 import { EVENTOS } from '../src/domain/catalogue';
 import Database from '../src/store/sqlite-driver';
 import { openStore } from '../src/store/store';
-import { pinToCpus } from './cpus';
-import { percentile } from './protocol';
+import { interleavedDelivery, sendOpenLoop } from './deliveries';
+import { cpuMicros, percentile, pinToCpus } from './harness';
 
 /**
  * Forwarding figures (issue 11), run by run.ts:
@@ -60,8 +60,6 @@ export interface ForwardingHarness {
     /** Another build's receiver (`--baseline`). */
     bin?: string,
   ): Promise<ReceiverRun>;
-  /** user + system CPU of a process in µs (null where /proc is missing). */
-  cpuMicros(pid: number | undefined): number | null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -483,13 +481,13 @@ export async function runForwardingThroughput(
         pinToCpus([receiver.pid], layout.receiver);
         pinToCpus([destination.pid], layout.destination);
       }
-      const cpuReady = h.cpuMicros(receiver.pid);
+      const cpuReady = cpuMicros(receiver.pid);
       const atReady = (await destination.report()).received;
       // Anything slower than 100 messages/s is a failure, not a figure.
       const half = await halfway(destination, atReady + Math.floor(backlog.messages / 2));
-      const cpuHalf = h.cpuMicros(receiver.pid);
+      const cpuHalf = cpuMicros(receiver.pid);
       report = await destination.awaitUnique(backlog.messages, Math.max(30_000, backlog.messages * 10));
-      const cpuDone = h.cpuMicros(receiver.pid);
+      const cpuDone = cpuMicros(receiver.pid);
       if (cpuReady !== null && cpuDone !== null && report.received > atReady)
         cpuUsPerMessage = (cpuDone - cpuReady) / (report.received - atReady);
       if (half !== null && cpuHalf !== null && cpuDone !== null && report.received > half)
@@ -584,7 +582,7 @@ export async function runForwardingLatency(
     });
     dbPath = receiver.dbPath;
     try {
-      const cpuBefore = h.cpuMicros(receiver.pid);
+      const cpuBefore = cpuMicros(receiver.pid);
       samples = await destination.latency({
         ...spec,
         port: receiver.port,
@@ -593,7 +591,7 @@ export async function runForwardingLatency(
         settleMs: 15_000,
       });
       if (!receiver.alive()) throw new Error('forwarding latency: the receiver died during the run');
-      const cpuAfter = h.cpuMicros(receiver.pid);
+      const cpuAfter = cpuMicros(receiver.pid);
       const all = Math.round((spec.rate * (spec.warmupMs + spec.durationMs)) / 1000);
       if (cpuBefore !== null && cpuAfter !== null) cpuUsPerDelivery = (cpuAfter - cpuBefore) / all;
     } finally {
@@ -726,94 +724,14 @@ class Destination {
 }
 
 /** The latency figure's deliveries: 4 steps per proposal, 50 proposals at a time interleaved. */
-const LATENCY_FLOW = FLOW.slice(0, 4);
-const LATENCY_PROPOSALS_AT_ONCE = 50;
-
-function latencyDelivery(spec: LatencySpec, i: number): { id: string; body: Buffer; signature: string } {
-  const group = LATENCY_FLOW.length * LATENCY_PROPOSALS_AT_ONCE;
-  const nu = 3_000_000 + Math.floor(i / group) * LATENCY_PROPOSALS_AT_ONCE + (i % LATENCY_PROPOSALS_AT_ONCE);
-  const evento = LATENCY_FLOW[Math.floor((i % group) / LATENCY_PROPOSALS_AT_ONCE)] as string;
-  const id = `wh_lat_${spec.runId}_${String(i).padStart(6, '0')}`;
-  const body = Buffer.from(
-    JSON.stringify({
-      evento,
-      timestamp: '2026-11-21T10:00:00-03:00',
-      dados: {
-        nu_proposta: nu,
-        nu_cpf: '52998224725',
-        st_proposta: evento.split('.')[1],
-        vl_emprestimo: 15000.5,
-        no_conveniada: 'Empresa Exemplo Ltda',
-      },
-      metadata: { tentativa: 1, webhook_id: id },
-    }),
-  );
-  // Signed here, independently of the code under test (as load.ts does).
-  const signature = `sha256=${createHmac('sha256', spec.webhookSecret).update(body).digest('hex')}`;
-  return { id, body, signature };
-}
-
-/**
- * Open loop: request i leaves at t0 + i/rate whatever the earlier ones are doing (a closed loop
- * would slow down with the receiver and hide its queueing). Returns when every request answered.
- */
-async function sendOpenLoop(
-  spec: LatencySpec,
-  items: readonly { body: Buffer; signature: string }[],
-  onAnswer: (i: number, status: number, sentAt: number, answeredAt: number) => void,
-): Promise<number> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
-  const period = 1000 / spec.rate;
-  const t0 = performance.now() + 20;
-  let next = 0;
-  let open = 0;
-  let maxLagMs = 0;
-  let allAnswered: () => void = () => undefined;
-  const answered = new Promise<void>((done) => (allAnswered = done));
-  const send = (i: number) => {
-    const item = items[i] as { body: Buffer; signature: string };
-    const sentAt = performance.now();
-    maxLagMs = Math.max(maxLagMs, sentAt - (t0 + i * period));
-    open += 1;
-    const finish = (status: number) => {
-      onAnswer(i, status, sentAt, performance.now());
-      open -= 1;
-      if (open === 0 && next >= items.length) allAnswered();
-    };
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: spec.port,
-        path: '/webhooks',
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': String(item.body.length),
-          'x-service-signature': item.signature,
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => finish(res.statusCode ?? 0));
-        res.on('error', () => finish(0));
-      },
-    );
-    req.on('error', () => finish(0));
-    req.end(item.body);
-  };
-  await new Promise<void>((done) => {
-    const tick = () => {
-      while (next < items.length && t0 + next * period <= performance.now()) send(next++);
-      if (next >= items.length) return done();
-      setTimeout(tick, Math.max(0, t0 + next * period - performance.now()));
-    };
-    tick();
+const latencyDelivery = (spec: LatencySpec, i: number) =>
+  interleavedDelivery(i, {
+    flow: FLOW.slice(0, 4),
+    atOnce: 50,
+    nuBase: 3_000_000,
+    idPrefix: `wh_lat_${spec.runId}_`,
+    secret: spec.webhookSecret,
   });
-  if (open > 0) await answered;
-  agent.destroy();
-  return maxLagMs;
-}
 
 async function runLatency(spec: LatencySpec, destination: Destination): Promise<LatencySamples> {
   const warm = Math.round((spec.rate * spec.warmupMs) / 1000);
@@ -824,7 +742,7 @@ async function runLatency(spec: LatencySpec, destination: Destination): Promise<
   let socketErrors = 0;
   const answerMs: number[] = [];
   let all200 = 0;
-  const maxLagMs = await sendOpenLoop(spec, items, (i, status, sentAt, answeredAt) => {
+  const maxLagMs = await sendOpenLoop({ ports: [spec.port], rate: spec.rate }, items, (i, status, sentAt, answeredAt) => {
     if (status === 200) all200 += 1;
     if (i < warm) return;
     if (status === 200) {

@@ -9,18 +9,29 @@ import {
 } from './forwarding';
 import { otlpSink, tracedEnv, tracingLines } from './tracing';
 import { RECEIVER_NODE_FLAGS } from './receiver-node';
-import { peakRss } from './cpus';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import {
   type ClusterBenchOptions,
   type ClusterFigures,
   type ClusterHarness,
-  clusterReport,
   drainBuilds,
   runClusterFigures,
 } from './cluster';
-import { pinToCpus } from './cpus';
+import { clusterReport } from './cluster-report';
+import {
+  cpuMicros,
+  exitedWithin,
+  freePort,
+  HOST,
+  httpGet,
+  isAlive,
+  median,
+  medianBy,
+  metric,
+  peakRss,
+  pinToCpus,
+} from './harness';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
@@ -37,8 +48,6 @@ import {
   rmSync,
   symlinkSync,
 } from 'node:fs';
-import { get } from 'node:http';
-import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -52,7 +61,6 @@ import type { LoadMessage, LoadResult, LoadSpec } from './protocol';
  * them, checks the receiver's database against its 200s, and prints the table.
  */
 
-const HOST = '127.0.0.1';
 const PATH = '/webhooks';
 const DIST = resolve(__dirname, '..');
 const RECEIVER_BIN = join(DIST, 'src', 'cli', 'bin.js');
@@ -516,8 +524,7 @@ let tempRoot: string | null = null;
 let keepTempRoot = false;
 
 function cleanUp(): void {
-  for (const child of children)
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children) if (isAlive(child)) child.kill('SIGKILL');
   children.clear();
   if (tempRoot !== null && keepTempRoot) {
     console.error(`kept: ${tempRoot}`);
@@ -547,52 +554,14 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
-function exited(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((done) => {
-    const timer = setTimeout(() => done(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      done(true);
-    });
-  });
-}
-
 async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+  if (!isAlive(child)) return;
   child.kill('SIGTERM');
   // The receiver drains and closes SQLite on SIGTERM (and writes its CPU profile, if asked).
-  if (!(await exited(child, 15_000))) {
+  if (!(await exitedWithin(child, 15_000))) {
     child.kill('SIGKILL');
-    await exited(child, 5_000);
+    await exitedWithin(child, 5_000);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const probe = createServer();
-    probe.once('error', fail);
-    probe.listen(0, HOST, () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      probe.close(() => done(port));
-    });
-  });
-}
-
-function httpGet(port: number, path: string, timeoutMs = 2000): Promise<{ status: number; body: string }> {
-  return new Promise((done, fail) => {
-    const req = get({ host: HOST, port, path, agent: false, timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        done({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
-      );
-      res.on('error', fail);
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET ${path} timed out`)));
-    req.on('error', fail);
-  });
 }
 
 function tail(file: string, lines = 15): string {
@@ -687,7 +656,6 @@ async function spawnServer(
   const child = track(spawn(process.execPath, args, { env, stdio: ['ignore', log, log] }));
   closeSync(log);
 
-  // Ready: the receiver's /readyz answers 200 (it probes a write); the others answer anything.
   const deadline = Date.now() + 20_000;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -697,12 +665,9 @@ async function spawnServer(
         `${target.name} exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${why}`,
       );
     }
-    try {
-      const r = await httpGet(port, '/readyz', 1000);
-      if (target.kind !== 'receiver' || r.status === 200) break;
-    } catch {
-      // not listening yet
-    }
+    const r = await httpGet(port, '/readyz', 1000);
+    // The receiver's /readyz answers 200 once it can write; the others answer anything.
+    if (r !== null && (target.kind !== 'receiver' || r.status === 200)) break;
     if (Date.now() > deadline) {
       await stop(child);
       throw new BenchError(`${target.name} not ready after 20 s:\n${tail(logPath)}`);
@@ -725,7 +690,6 @@ function forwardingHarness(secret: string, options: Options): ForwardingHarness 
     ...childHarness,
     dir: tempRoot,
     webhookSecret: secret,
-    cpuMicros,
     startReceiver: async (name, env, databasePath, bin) => {
       const target: Target = {
         name,
@@ -742,7 +706,7 @@ function forwardingHarness(secret: string, options: Options): ForwardingHarness 
         pid: child.pid,
         dbPath: server.dbPath as string,
         logPath: server.logPath,
-        alive: () => child.exitCode === null && child.signalCode === null,
+        alive: () => isAlive(child),
         stop: () => stop(child),
       };
     },
@@ -796,24 +760,6 @@ function prefilledDatabase(events: number): string {
   return path;
 }
 
-/** user + system CPU of a process, in µs, from /proc (null elsewhere). */
-function cpuMicros(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of proc_pid_stat(5), in clock ticks (USER_HZ, 100 on Linux).
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return null;
-  }
-}
-
-function metric(text: string, name: string): number | null {
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-  return m?.[1] === undefined ? null : Number(m[1]);
-}
-
 function ratio(a: number | null, b: number | null): number | null {
   return a === null || b === null || b === 0 ? null : a / b;
 }
@@ -851,11 +797,11 @@ async function runOne(
     peakRssMb = peakRss(server.child.pid);
     if (cpuBefore !== null && cpuAfter !== null && load.ok200Total > 0)
       cpuUsPerReq = (cpuAfter - cpuBefore) / load.ok200Total;
-    if (server.child.exitCode !== null || server.child.signalCode !== null)
+    if (!isAlive(server.child))
       throw new BenchError(`${label}: the server died during the run:\n${tail(server.logPath)}`);
     if (target.kind === 'receiver') {
       const m = await httpGet(server.port, '/metrics');
-      if (m.status !== 200) throw new BenchError(`${label}: GET /metrics answered ${m.status}`);
+      if (m?.status !== 200) throw new BenchError(`${label}: GET /metrics answered ${m?.status ?? 'nothing'}`);
       const sum = metric(m.body, 'consig_commit_batch_size_sum');
       const count = metric(m.body, 'consig_commit_batch_size_count');
       batchAvg = ratio(sum, count);
@@ -963,13 +909,14 @@ function summarize(results: RunResult[]): Summary {
 /** One row per (target, concurrency): the round with the median req/s (the lower one of an even count). */
 function medianRounds(runs: RunResult[]): RunResult[] {
   const rows: RunResult[] = [];
-  for (const r of runs) {
-    if (rows.some((x) => x.target === r.target && x.concurrency === r.concurrency)) continue;
-    const same = runs
-      .filter((x) => x.target === r.target && x.concurrency === r.concurrency)
-      .sort((a, b) => a.rps - b.rps);
-    rows.push(same[Math.floor((same.length - 1) / 2)] as RunResult);
-  }
+  for (const r of runs)
+    if (!rows.some((x) => x.target === r.target && x.concurrency === r.concurrency))
+      rows.push(
+        medianBy(
+          runs.filter((x) => x.target === r.target && x.concurrency === r.concurrency),
+          (x) => x.rps,
+        ) as RunResult,
+      );
   return rows;
 }
 
@@ -1167,7 +1114,7 @@ async function main(): Promise<number> {
   const cluster = options.cluster ? await runClusterSection(secret, options, errors) : null;
   const clusterAb =
     options.cluster && baselineBin !== undefined
-      ? await clusterDrainAgainst(baselineBin, options, errors)
+      ? await clusterDrainAgainst(secret, baselineBin, options, errors)
       : null;
   if (options.json) {
     const config = {
@@ -1229,11 +1176,6 @@ interface AbFigure {
   runs: { build: number[]; baseline: number[] };
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? Number.NaN : (s[Math.floor((s.length - 1) / 2)] as number);
-};
-
 function abReport(f: AbFigure, rev: string): string {
   const list = (xs: number[]) => xs.map((x) => Math.round(x)).join(' / ');
   const ratio = median(f.runs.build) / median(f.runs.baseline);
@@ -1273,23 +1215,22 @@ function pipelineAgainst(baselineBin: string, events: number, rounds: number, er
 
 /** Cluster mode's processing (row 3, bench/cluster.ts `drainBuilds`) of each build, ABBA. */
 async function clusterDrainAgainst(
+  secret: string,
   baselineBin: string,
   options: Options,
   errors: string[],
 ): Promise<AbFigure> {
   const concurrency = options.clusterConcurrencies[0] ?? 4;
   const results = await drainBuilds(
+    clusterHarness(secret, options),
     {
       builds: [
         { label: 'build', bin: join(__dirname, '..', 'src', 'cli', 'bin.js') },
         { label: 'baseline', bin: baselineBin },
       ],
-      env: {},
       events: options.clusterEvents,
       concurrency,
       runs: Math.max(2, options.clusterRounds),
-      steps: 9,
-      statements: false,
     },
     (line) => process.stderr.write(`bench: cluster processing ${line}\n`),
   );
@@ -1430,10 +1371,9 @@ async function runForwardingFigures(
 
 /** The round whose CPU per message is the median (the first round off Linux). */
 function medianByCpu(results: ForwardThroughputResult[]): ForwardThroughputResult {
-  const sorted = [...results].sort((a, b) => (a.cpuUsPerMessage ?? 0) - (b.cpuUsPerMessage ?? 0));
-  const median = sorted[Math.floor((sorted.length - 1) / 2)];
-  if (median === undefined) throw new Error('forwarding throughput: no round ran');
-  return median;
+  const m = medianBy(results, (r) => r.cpuUsPerMessage ?? 0);
+  if (m === undefined) throw new Error('forwarding throughput: no round ran');
+  return m;
 }
 
 /** Each build's CPU per message, round by round, as printed: `162 / 171 / 158`. */

@@ -3,10 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
-import { startStarvedPostgres } from './cluster';
-import { peakRss, pinToCpus } from './cpus';
+import { startStarvedPostgres } from './cluster-pg';
+import { cpuMicros, peakRss, percentile, pinToCpus } from './harness';
 import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
-import { percentile } from './protocol';
 
 /**
  * The starved row (issue 23: the answer comes first). The receiver is pinned to core 0 beside
@@ -146,7 +145,7 @@ async function row(
             sampling = false;
           });
       }, 100);
-      const cpuBefore = h.cpuMicros(receiver.pid);
+      const cpuBefore = cpuMicros(receiver.pid);
       const samples = await first.latency({
         rate: spec.rate,
         warmupMs: spec.warmupMs,
@@ -168,7 +167,7 @@ async function row(
         await new Promise((r) => setTimeout(r, 100));
       }
       clearInterval(sampler);
-      const cpuAfter = h.cpuMicros(receiver.pid);
+      const cpuAfter = cpuMicros(receiver.pid);
       const all = Math.round((spec.rate * (spec.warmupMs + spec.durationMs)) / 1000);
       const answers = Float64Array.from(samples.answerMs).sort();
       return {
