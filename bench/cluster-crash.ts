@@ -1,7 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createHmac } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -9,9 +7,32 @@ import { Client } from 'pg';
 import Database from '../src/store/sqlite-driver';
 import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 import type { Evento } from '../src/domain/catalogue';
-import { EVENT_EFFECTS, HAPPY_PATH, replay } from '../src/domain/lifecycle';
+import { replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';
-import { canListen, defaultBin } from './crash-load';
+import {
+  CPFS,
+  lifeCycleBody,
+  PATHS,
+  postWebhook,
+  type ProposalData,
+  seededProposal,
+  signatureOf,
+  WRONG_SECRET,
+} from './deliveries';
+import {
+  defaultBin,
+  HOST,
+  httpGet,
+  killProcess,
+  logTail,
+  metric,
+  type Proc,
+  sleep,
+  spawnServe,
+  stablePort,
+  startOnPort,
+  stopProcess,
+} from './harness';
 import {
   checkForwarding,
   FORWARD_DESTINATION,
@@ -236,24 +257,10 @@ export interface ClusterCrashResult {
   failures: string[];
 }
 
-const HOST = '127.0.0.1';
 const SECRET = 'cluster-crash-secret-0123456789';
-const WRONG_SECRET = 'not-the-configured-secret-987';
 const REPLICAS = ['r1', 'r2', 'r3'] as const;
 /** The service gives up on an answer after 5 s (interface §6.1). */
 export const ANSWER_DEADLINE_MS = 5000;
-
-/**
- * Five-event windows of the life cycle (contract §6): the happy start, a denied averbação, a
- * proposal first seen mid-way, one that reaches payment, a payment that failed and was retried.
- */
-const PATHS: readonly { weight: number; eventos: readonly Evento[] }[] = [
-  { weight: 50, eventos: HAPPY_PATH.slice(0, 5) },
-  { weight: 15, eventos: [...HAPPY_PATH.slice(0, 4), 'averbacao.negada'] },
-  { weight: 15, eventos: HAPPY_PATH.slice(2, 7) },
-  { weight: 10, eventos: HAPPY_PATH.slice(4, 9) },
-  { weight: 10, eventos: [...HAPPY_PATH.slice(5, 8), 'pagamento.falha', 'pagamento.realizado'] },
-];
 
 /**
  * Relays of different replicas commit in any order, so PostgreSQL may number a proposal's events
@@ -279,18 +286,7 @@ function orderDependentPaths(): number {
   return bad;
 }
 
-const CONVENIADAS = ['Empresa Exemplo Ltda', 'Metalúrgica São João S.A.', 'Comércio Açaí & Cia ME'];
-// Valid CPFs (check digits), test values only.
-const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-interface Proposal {
-  nu: number;
-  uuid: string;
-  cpf: string;
-  amount: number;
-  conveniada: string;
+interface Proposal extends ProposalData {
   eventos: readonly Evento[];
   /** The next event to hand out. */
   next: number;
@@ -300,30 +296,13 @@ interface Proposal {
 
 /** Proposals whose events add up to exactly `events` first sends (the last one cut short). */
 function buildProposals(events: number, seed: number, rng: () => number): Proposal[] {
-  const pick = <T>(list: readonly T[]): T => list[Math.floor(rng() * list.length)] as T;
-  const total = PATHS.reduce((s, p) => s + p.weight, 0);
-  const hex = () =>
-    Math.floor(rng() * 0x100000000)
-      .toString(16)
-      .padStart(8, '0');
   const out: Proposal[] = [];
   const nuBase = 20_000_000 + (seed % 1000) * 100_000;
   for (let left = events; left > 0;) {
-    let w = rng() * total;
-    const path = PATHS.find((p) => (w -= p.weight) < 0) ?? (PATHS[0] as (typeof PATHS)[number]);
-    const eventos = path.eventos.slice(0, left);
+    const p = seededProposal(nuBase + out.length + 1, rng);
+    const eventos = p.eventos.slice(0, left);
     left -= eventos.length;
-    const u = `${hex()}${hex()}${hex()}${hex()}`;
-    out.push({
-      nu: nuBase + out.length + 1,
-      uuid: `${u.slice(0, 8)}-${u.slice(8, 12)}-4${u.slice(13, 16)}-a${u.slice(17, 20)}-${u.slice(20, 32)}`,
-      cpf: pick(CPFS),
-      amount: Math.round((1000 + rng() * 99_000) * 100) / 100,
-      conveniada: pick(CONVENIADAS),
-      eventos,
-      next: 0,
-      busy: false,
-    });
+    out.push({ ...p, eventos, next: 0, busy: false });
   }
   return out;
 }
@@ -343,37 +322,14 @@ interface KeyRecord {
   unanswered: number;
 }
 
-function bodyOf(rec: KeyRecord, tentativa: number): Buffer {
-  const p = rec.proposal;
-  const evento = p.eventos[rec.step] as Evento;
-  const at = new Date(Date.UTC(2026, 10, 21, 13, 0, 0) + (p.nu % 100_000) * 1000 + rec.step * 3_600_000);
-  return Buffer.from(
-    JSON.stringify({
-      evento,
-      timestamp: at.toISOString().replace('Z', '-00:00'),
-      dados: {
-        nu_proposta: p.nu,
-        uuid: p.uuid,
-        nu_cpf: p.cpf,
-        st_proposta: EVENT_EFFECTS[evento].status,
-        vl_emprestimo: p.amount,
-        no_conveniada: p.conveniada,
-      },
-      metadata: { tentativa, webhook_id: rec.key },
-    }),
-  );
-}
-
-const signatureOf = (secret: string, body: Buffer): string =>
-  `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+const bodyOf = (rec: KeyRecord, tentativa: number): Buffer =>
+  lifeCycleBody(rec.proposal, rec.proposal.eventos[rec.step] as Evento, rec.step, rec.key, tentativa);
 
 // ---------------------------------------------------------------------------------------------
 // Replica processes
 // ---------------------------------------------------------------------------------------------
 
-interface ReplicaProcess {
-  child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+interface ReplicaProcess extends Proc {
   /** Set before the runner kills or stops it, so its exit is not taken for a crash. */
   expected: boolean;
 }
@@ -402,80 +358,40 @@ interface Fleet {
   log: (line: string) => void;
 }
 
-/** A free port below Linux's ephemeral range, so no outgoing connection takes it while its replica is down. */
-async function freePort(taken: readonly number[]): Promise<number> {
-  for (let i = 0; i < 40; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (!taken.includes(port) && (await canListen(port)) !== null) return port;
-  }
-  throw new Error('no free port on 127.0.0.1 between 20000 and 32000');
-}
-
-function tail(path: string, chars = 3000): string {
-  try {
-    return readFileSync(path, 'utf8').slice(-chars);
-  } catch {
-    return '';
-  }
-}
-
 function spawnReplica(fleet: Fleet, r: Replica): ReplicaProcess {
-  const fd = openSync(r.logPath, 'a');
-  const child = spawn(process.execPath, [fleet.bin, 'serve'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOST,
-      PORT: String(r.port),
-      DATABASE_PATH: r.spool,
-      WEBHOOK_SECRETS: SECRET,
-      LOG_LEVEL: fleet.logLevel,
-      REPLICA_ID: r.id,
-      // The replica SIGKILLed is back within this (5 s by default, and its restart took 5.3 s on a
-      // loaded machine): it is waited for, not dropped, so its spool's deliveries are processed in
-      // order with the others' (docs/cluster.md §10).
-      CLUSTER_HOLDBACK_MAX_MS: '30000',
-      ...(fleet.databaseUrl === null ? {} : { DATABASE_URL: fleet.databaseUrl }),
-      ...(fleet.destinationsFile === null ? {} : { DESTINATIONS_FILE: fleet.destinationsFile }),
-    },
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  const proc: ReplicaProcess = {
-    child,
-    expected: false,
-    exited: new Promise((done) => child.once('exit', (code, signal) => done({ code, signal }))),
+  const env = {
+    HOST,
+    PORT: String(r.port),
+    DATABASE_PATH: r.spool,
+    WEBHOOK_SECRETS: SECRET,
+    LOG_LEVEL: fleet.logLevel,
+    REPLICA_ID: r.id,
+    // The replica SIGKILLed is back within this (5 s by default, and its restart took 5.3 s on a
+    // loaded machine): it is waited for, not dropped, so its spool's deliveries are processed in
+    // order with the others' (docs/cluster.md §10).
+    CLUSTER_HOLDBACK_MAX_MS: '30000',
+    ...(fleet.databaseUrl === null ? {} : { DATABASE_URL: fleet.databaseUrl }),
+    ...(fleet.destinationsFile === null ? {} : { DESTINATIONS_FILE: fleet.destinationsFile }),
   };
+  const proc: ReplicaProcess = { ...spawnServe(fleet.bin, env, r.logPath), expected: false };
+  r.proc = proc;
   void proc.exited.then(({ code, signal }) => {
     if (r.proc === proc) r.up = false;
     if (proc.expected || fleet.stopping) return;
     fleet.unexpectedExits.push(`${r.id} exited (${code ?? signal}) on its own`);
-    fleet.log(`${r.id} exited (${code ?? signal}) on its own; restarting it:\n${tail(r.logPath, 1500)}`);
+    fleet.log(`${r.id} exited (${code ?? signal}) on its own; restarting it:\n${logTail(r.logPath, 1500)}`);
     if (r.proc === proc) void startReplica(fleet, r).catch((e: unknown) => fleet.log(String(e)));
   });
   return proc;
 }
 
-/** Starts the replica and resolves once /readyz answers 200. */
+/** Starts the replica on its port and resolves once /readyz answers 200. */
 async function startReplica(fleet: Fleet, r: Replica): Promise<void> {
-  const until = Math.min(fleet.deadline, Date.now() + 60_000);
-  for (let tries = 1; ; tries++) {
-    const proc = spawnReplica(fleet, r);
-    r.proc = proc;
-    let exited = false;
-    void proc.exited.then(() => (exited = true));
-    while (!exited && (await httpGet(r.port, '/readyz', 2000))?.status !== 200) {
-      if (Date.now() > until) throw new Error(`${r.id} not ready within 60 s:\n${tail(r.logPath)}`);
-      await sleep(25);
-    }
-    if (!exited) {
-      r.up = true;
-      return;
-    }
-    // The port taken for a moment by someone else: try again on the same port.
-    if (!/EADDRINUSE/.test(tail(r.logPath, 500)) || tries >= 5)
-      throw new Error(`${r.id} exited before it was ready:\n${tail(r.logPath)}`);
-    await sleep(200);
-  }
+  const timeoutMs = Math.max(1000, Math.min(fleet.deadline - Date.now(), 60_000));
+  await startOnPort(() => spawnReplica(fleet, r), r.port, r.logPath, timeoutMs).catch((e: unknown) => {
+    throw new Error(`${r.id}: ${(e as Error).message}`);
+  });
+  r.up = true;
 }
 
 async function killReplica(r: Replica): Promise<void> {
@@ -483,9 +399,7 @@ async function killReplica(r: Replica): Promise<void> {
   if (proc === null) throw new Error(`${r.id} is not running`);
   proc.expected = true;
   r.up = false;
-  proc.child.kill('SIGKILL');
-  const { signal } = await proc.exited;
-  if (signal !== 'SIGKILL') throw new Error(`${r.id} ended with ${signal ?? 'an exit'}, not SIGKILL`);
+  await killProcess(proc, r.id);
 }
 
 /** SIGTERM, then SIGKILL after 30 s; the exit code (null when it had to be killed). */
@@ -493,43 +407,17 @@ async function stopReplica(r: Replica): Promise<number | null> {
   const proc = r.proc;
   if (proc === null || proc.child.exitCode !== null || proc.child.signalCode !== null) return null;
   proc.expected = true;
-  proc.child.kill('SIGTERM');
-  const timer = setTimeout(() => proc.child.kill('SIGKILL'), 30_000);
-  const { code } = await proc.exited;
-  clearTimeout(timer);
+  const code = await stopProcess(proc.child);
   r.up = false;
   return code;
-}
-
-function httpGet(
-  port: number,
-  path: string,
-  timeoutMs: number,
-): Promise<{ status: number; body: string } | null> {
-  return new Promise((done) => {
-    const req = request({ host: HOST, port, path, agent: false, timeout: timeoutMs }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => done({ status: res.statusCode ?? 0, body }));
-      res.on('error', () => done(null));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => done(null));
-    req.end();
-  });
 }
 
 /** `consig_relay_backlog` and `consig_relay_lag_seconds` of one replica; null when it does not answer or lacks them. */
 async function relayGauges(r: Replica): Promise<{ backlog: number; lag: number } | null> {
   const res = await httpGet(r.port, '/metrics', 3000);
   if (res === null || res.status !== 200) return null;
-  const gauge = (name: string): number | null => {
-    const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(res.body);
-    return m ? Number(m[1]) : null;
-  };
-  const backlog = gauge('consig_relay_backlog');
-  const lag = gauge('consig_relay_lag_seconds');
+  const backlog = metric(res.body, 'consig_relay_backlog');
+  const lag = metric(res.body, 'consig_relay_lag_seconds');
   return backlog === null || lag === null ? null : { backlog, lag };
 }
 
@@ -619,49 +507,6 @@ function newLoadState(): LoadState {
     paused: null,
     holdAt: null,
   };
-}
-
-function post(
-  agent: Agent,
-  port: number,
-  body: Buffer,
-  signature: string,
-): Promise<{ status: number; outcome: string } | null> {
-  return new Promise((done) => {
-    const headers = {
-      'content-type': 'application/json',
-      'content-length': String(body.length),
-      'x-service-signature': signature,
-    };
-    let settled = false;
-    const finish = (a: { status: number; outcome: string } | null) => {
-      if (settled) return;
-      settled = true;
-      done(a);
-    };
-    const req = request(
-      { host: HOST, port, path: '/webhooks', method: 'POST', agent, headers, timeout: 15_000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          let outcome = '(not JSON)';
-          try {
-            const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-            outcome = String(parsed.status ?? parsed.error ?? '');
-          } catch {
-            // keep '(not JSON)'
-          }
-          finish({ status: res.statusCode ?? 0, outcome });
-        });
-        res.on('error', () => finish(null));
-        res.on('aborted', () => finish(null));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('request timeout')));
-    req.on('error', () => finish(null));
-    req.end(body);
-  });
 }
 
 /**
@@ -812,7 +657,7 @@ async function deliver(plan: LoadPlan, state: LoadState, agents: Agent[], job: J
     rec.sentTo.add(replica);
     state.inFlightByReplica[replica] = (state.inFlightByReplica[replica] ?? 0) + 1;
     const start = Date.now();
-    const a = await post(
+    const a = await postWebhook(
       agents[replica] as Agent,
       r.port,
       body,
@@ -1548,7 +1393,7 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
     }
     const ports: number[] = [];
     for (const id of REPLICAS) {
-      ports.push(await freePort(ports));
+      ports.push(await stablePort(ports));
       mkdirSync(join(dir, id));
       const spool = join(dir, id, 'spool.db');
       fleet.replicas.push({

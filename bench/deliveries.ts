@@ -29,7 +29,7 @@ export const PATHS: readonly { weight: number; eventos: readonly Evento[] }[] = 
 
 const CONVENIADAS = ['Empresa Exemplo Ltda', 'Metalúrgica São João S.A.', 'Comércio Açaí & Cia ME'];
 // Valid CPFs (check digits), test values only.
-const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
+export const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
 
 /** What a proposal's deliveries carry besides the event. */
 export interface ProposalData {
@@ -177,4 +177,57 @@ export async function sendOpenLoop(
   if (open > 0) await answered;
   agent.destroy();
   return maxLagMs;
+}
+
+/** A webhook's answer: its status, its body's `status` (or `error`), and its `event_id`. */
+export interface WebhookAnswer {
+  status: number;
+  outcome: string;
+  eventId: number | null;
+}
+
+/** POST /webhooks on loopback; null when there was no HTTP answer (refused, reset, or 15 s). */
+export function postWebhook(
+  agent: Agent,
+  port: number,
+  body: Buffer,
+  signature: string | null,
+): Promise<WebhookAnswer | null> {
+  return new Promise((done) => {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(body.length),
+    };
+    if (signature !== null) headers['x-service-signature'] = signature;
+    let settled = false;
+    const finish = (a: WebhookAnswer | null) => {
+      if (settled) return;
+      settled = true;
+      done(a);
+    };
+    const req = request(
+      { host: HOST, port, path: '/webhooks', method: 'POST', agent, headers, timeout: 15_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let outcome = '(not JSON)';
+          let eventId: number | null = null;
+          try {
+            const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+            outcome = String(parsed.status ?? parsed.error ?? '');
+            eventId = typeof parsed.event_id === 'number' ? parsed.event_id : null;
+          } catch {
+            // keep '(not JSON)'
+          }
+          finish({ status: res.statusCode ?? 0, outcome, eventId });
+        });
+        res.on('error', () => finish(null));
+        res.on('aborted', () => finish(null));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('request timeout')));
+    req.on('error', () => finish(null));
+    req.end(body);
+  });
 }

@@ -180,6 +180,20 @@ export async function waitReady(proc: Proc, port: number, logPath: string, timeo
   return !gone;
 }
 
+/**
+ * Starts a process with `start` until GET /readyz on its fixed `port` answers 200; tried again (5
+ * tries) when it exited because the port was taken for a moment by someone else.
+ */
+export async function startOnPort(start: () => Proc, port: number, logPath: string, timeoutMs = 60_000): Promise<Proc> {
+  for (let tries = 1; ; tries++) {
+    const proc = start();
+    if (await waitReady(proc, port, logPath, timeoutMs)) return proc;
+    if (!/EADDRINUSE/.test(logTail(logPath, 500)) || tries >= 5)
+      throw new Error(`exited before it was ready:\n${logTail(logPath)}`);
+    await sleep(200);
+  }
+}
+
 /** Whether the child exited within `ms`. */
 export function exitedWithin(child: ChildProcess, ms: number): Promise<boolean> {
   if (!isAlive(child)) return Promise.resolve(true);
