@@ -33,7 +33,7 @@ import {
 } from './cluster-pg';
 import { type RateRun, rateRun } from './cluster-rate';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
-import { cpuMicros, pinToCpus } from './harness';
+import { cpuMicros, fixed, pinToCpus } from './harness';
 import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import type { LoadResult } from './protocol';
@@ -642,7 +642,7 @@ export async function drainBuilds(
         const ok = drainOk(d, o.events);
         write(
           `round ${round} ${build.label}: ${Math.round(d.eventsPerSecond)} events/s (${d.seconds.toFixed(2)} s); ` +
-            `CPU per event: replica ${fixed(d.cpu.replicaUs)} µs, PostgreSQL ${fixed(d.cpu.postgresUs)} µs; ` +
+            `CPU per event: replica ${fixed(d.cpu.replicaUs, 0)} µs, PostgreSQL ${fixed(d.cpu.postgresUs, 0)} µs; ` +
             `${ok ? 'ok' : `MISMATCH (${d.done} done, ${d.transitions} transitions, ${d.orderViolations} out of order)`}`,
         );
         const r = results.get(build.label);
@@ -655,6 +655,3 @@ export async function drainBuilds(
   }
   return results;
 }
-
-const fixed = (v: number | null) => (v === null ? '-' : v.toFixed(0));
-

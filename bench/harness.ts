@@ -104,6 +104,11 @@ export function medianBy<T>(items: readonly T[], by: (t: T) => number): T | unde
   return [...items].sort((a, b) => by(a) - by(b))[Math.floor((items.length - 1) / 2)];
 }
 
+/** `n` with `digits` decimals; '-' for null or NaN. */
+export function fixed(n: number | null, digits: number): string {
+  return n === null || Number.isNaN(n) ? '-' : n.toFixed(digits);
+}
+
 /** The median of `xs` (the lower middle one of an even count); NaN when empty. */
 export function median(xs: readonly number[]): number {
   return medianBy(xs, (x) => x) ?? Number.NaN;
@@ -169,7 +174,12 @@ export function exitOf(child: ChildProcess): Promise<Exit> {
  * Resolves true once GET /readyz on `port` answers 200, false when the process exited first;
  * throws after `timeoutMs` with the log's tail.
  */
-export async function waitReady(proc: Proc, port: number, logPath: string, timeoutMs = 60_000): Promise<boolean> {
+export async function waitReady(
+  proc: Proc,
+  port: number,
+  logPath: string,
+  timeoutMs = 60_000,
+): Promise<boolean> {
   let gone = !isAlive(proc.child);
   void proc.exited.then(() => (gone = true));
   const until = Date.now() + timeoutMs;
@@ -184,7 +194,12 @@ export async function waitReady(proc: Proc, port: number, logPath: string, timeo
  * Starts a process with `start` until GET /readyz on its fixed `port` answers 200; tried again (5
  * tries) when it exited because the port was taken for a moment by someone else.
  */
-export async function startOnPort(start: () => Proc, port: number, logPath: string, timeoutMs = 60_000): Promise<Proc> {
+export async function startOnPort(
+  start: () => Proc,
+  port: number,
+  logPath: string,
+  timeoutMs = 60_000,
+): Promise<Proc> {
   for (let tries = 1; ; tries++) {
     const proc = start();
     if (await waitReady(proc, port, logPath, timeoutMs)) return proc;
