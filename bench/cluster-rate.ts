@@ -122,7 +122,8 @@ export async function rateRun(
       for (const r of replicas) await caughtUp(db, r, 120_000);
       cpu = cpuUse(before, cpuSnapshot(replicas, pg), paced.ids.length);
       metricsText = await metricsOf((replicas[0] as ReceiverRun).port);
-      for (const r of replicas) relayedLate += metric(await metricsOf(r.port), 'consig_relay_late_total') ?? 0;
+      for (const r of replicas)
+        relayedLate += metric(await metricsOf(r.port), 'consig_relay_late_total') ?? 0;
     } finally {
       for (const r of replicas) await r.stop();
     }

@@ -16,7 +16,17 @@ import {
   WRONG_SECRET,
   type WebhookAnswer,
 } from './deliveries';
-import { defaultBin, HOST, isAlive, type Proc, sleep, spawnServe, stablePort, startOnPort, stopProcess } from './harness';
+import {
+  defaultBin,
+  HOST,
+  isAlive,
+  type Proc,
+  sleep,
+  spawnServe,
+  stablePort,
+  startOnPort,
+  stopProcess,
+} from './harness';
 
 /**
  * Crash and load together (`npm run test:crash`, issue 6 item 3). The built receiver runs as a real
@@ -124,7 +134,6 @@ const SECRET = 'crash-load-secret-0123456789';
 
 /** A seeded generator, so a seed gives the same workload. */
 const prng = seededRandom;
-
 
 type BadVariant = 'wrong_secret' | 'tampered' | 'trailing_newline' | 'malformed' | 'missing';
 const BAD_VARIANTS: readonly BadVariant[] = [

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import type { Evento } from '../src/domain/catalogue';
+import { EVENTOS, type Evento } from '../src/domain/catalogue';
 import { EVENT_EFFECTS, HAPPY_PATH } from '../src/domain/lifecycle';
 import { HOST } from './harness';
 
@@ -11,6 +11,11 @@ import { HOST } from './harness';
 
 export const signatureOf = (secret: string, body: Buffer): string =>
   `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+
+/** The proposal flow without its refusals: every event moves its proposal (a transition each). */
+export const FLOW = EVENTOS.filter(
+  (e) => !e.endsWith('negada') && e !== 'proposta.cancelada' && e !== 'pagamento.falha',
+);
 
 /** A secret no receiver of the bench is configured with (the bad-signature deliveries). */
 export const WRONG_SECRET = 'not-the-configured-secret-987';

@@ -1,4 +1,5 @@
-import { DestinationChild, type ForwardingHarness } from './forwarding';
+import { DestinationChild } from './destination';
+import type { ForwardingHarness } from './forwarding';
 import { otlpSink, tracedEnv, tracingLines } from './tracing';
 import { RECEIVER_NODE_FLAGS } from './receiver-node';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { startStarvedPostgres } from './cluster-pg';
 import { cpuMicros, peakRss, percentile, pinToCpus } from './harness';
-import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
+import { DestinationChild } from './destination';
+import type { ForwardingHarness, ReceiverRun } from './forwarding';
 
 /**
  * The starved row (issue 23: the answer comes first). The receiver is pinned to core 0 beside
@@ -16,7 +17,7 @@ import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './fo
  * backlog's peak (events pending + deliveries pending) and how long after the last answer it
  * drained, and the receiver's CPU per delivery.
  *
- * The load generator is the forwarding latency figure's open-loop sender (forwarding.ts), run in
+ * The load generator is the forwarding latency figure's open-loop sender (destination.ts), run in
  * the first destination's child; with forwarding off that child only sends.
  */
 
