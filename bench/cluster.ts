@@ -69,10 +69,9 @@ import type { LoadResult } from './protocol';
  * checked: each 200 is one event in PostgreSQL (and in the spool), and every event is done at the
  * end, with one transition each.
  *
- * Row 3 also runs alone, as an A/B of builds (`node dist/bench/cluster.js drain --help`, at the end
- * of this file): alternating rounds, CPU per event of the replica and of PostgreSQL (steadier than
- * events/s on a shared machine), and with `--statements` pg_stat_statements' count and time of each
- * statement per event.
+ * Row 3 also runs alone, as an A/B of builds (`npm run bench -- --baseline <rev>`: drainBuilds, at
+ * the end of this file): alternating rounds, with the CPU per event of the replica and of PostgreSQL
+ * (steadier than events/s on a shared machine).
  */
 
 // ---------------------------------------------------------------------------------------------
