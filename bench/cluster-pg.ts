@@ -7,7 +7,7 @@ import { EVENTS_QUEUE } from '../src/cluster/engine';
 import Database from '../src/store/sqlite-driver';
 import type { ClusterBenchOptions, ClusterHarness } from './cluster';
 import type { ReceiverRun } from './forwarding';
-import { cpuMicros, httpGet, metric, percentile, pinToCpus } from './harness';
+import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from './harness';
 import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 
 /**
@@ -61,21 +61,6 @@ export function machineLoad(): MachineLoad {
 export async function metricsOf(port: number): Promise<string> {
   const r = await httpGet(port, '/metrics', 10_000);
   return r?.status === 200 ? r.body : '';
-}
-
-export async function until(
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs: number,
-  alive: () => boolean,
-  everyMs = 100,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (!alive()) throw new Error(`${what}: the replica died`);
-    if (Date.now() > deadline) throw new Error(`${what}: not done in ${timeoutMs / 1000} s`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }
 
 export function spread(values: number[]): Spread {

@@ -29,11 +29,10 @@ import {
   sqliteEvents,
   startReplica,
   transactions,
-  until,
 } from './cluster-pg';
 import { type RateRun, rateRun } from './cluster-rate';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
-import { cpuMicros, fixed, pinToCpus } from './harness';
+import { cpuMicros, fixed, pinToCpus, until } from './harness';
 import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import type { LoadResult } from './protocol';

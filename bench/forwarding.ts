@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { openStore } from '../src/store/store';
 import { FLOW } from './deliveries';
-import { cpuMicros, percentile, pinToCpus } from './harness';
+import { cpuMicros, percentile, pinToCpus, until } from './harness';
 import {
   DestinationChild,
   type DestinationReport,
@@ -141,15 +141,6 @@ function count(path: string, sql: string): number {
     return (db.prepare(sql).get() as { n: number }).n;
   } finally {
     db.close();
-  }
-}
-
-async function until(what: string, check: () => boolean, timeoutMs: number, alive: () => boolean) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (!alive()) throw new Error(`${what}: the receiver died`);
-    if (Date.now() > deadline) throw new Error(`${what}: not done in ${timeoutMs / 1000} s`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

@@ -209,6 +209,22 @@ export async function startOnPort(
   }
 }
 
+/** Polls `check` every `everyMs` until it holds; throws when `alive` turns false or after `timeoutMs`. */
+export async function until(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  alive: () => boolean,
+  everyMs = 50,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (!alive()) throw new Error(`${what}: the process died`);
+    if (Date.now() > deadline) throw new Error(`${what}: not done in ${timeoutMs / 1000} s`);
+    await sleep(everyMs);
+  }
+}
+
 /** Whether the child exited within `ms`. */
 export function exitedWithin(child: ChildProcess, ms: number): Promise<boolean> {
   if (!isAlive(child)) return Promise.resolve(true);

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
-import { startStarvedPostgres } from './cluster-pg';
-import { cpuMicros, peakRss, percentile, pinToCpus } from './harness';
+import { metricsOf, startStarvedPostgres } from './cluster-pg';
+import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from './harness';
 import { DestinationChild } from './destination';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
 
@@ -249,18 +249,14 @@ export async function runClusterStarvedRows(h: ForwardingHarness, spec: StarvedS
 }
 
 /** Until the replica says it is connected to PostgreSQL (its /metrics), at most 60 s. */
-async function connected(receiver: ReceiverRun): Promise<void> {
-  const deadline = performance.now() + 60_000;
-  while (performance.now() < deadline) {
-    const text = await fetch(`http://127.0.0.1:${receiver.port}/metrics`)
-      .then((r) => r.text())
-      .catch(() => '');
-    if (/^consig_cluster_connected 1$/m.test(text)) return;
-    if (!receiver.alive()) break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('starved: the replica did not connect to PostgreSQL within 60 s');
-}
+const connected = (receiver: ReceiverRun): Promise<void> =>
+  until(
+    'starved: the replica connected to PostgreSQL',
+    async () => metric(await metricsOf(receiver.port), 'consig_cluster_connected') === 1,
+    60_000,
+    receiver.alive,
+    200,
+  );
 
 export function starvedReport(spec: StarvedSpec, rows: readonly StarvedRow[]): string {
   const f = (n: number | null, d = 1) => (n === null || Number.isNaN(n) ? 'n/a' : n.toFixed(d));
