@@ -32,7 +32,6 @@ import { withClient } from './postgres';
  * name or a virtual IP would. Plus the built receiver's replicas as child processes.
  */
 
-
 /** A TCP proxy whose target can change: new connections go to the current one; a switch cuts the open ones. */
 export interface SwitchProxy {
   readonly port: number;
@@ -253,7 +252,8 @@ export async function startReplica(
     { HOST, PORT: String(port), DATABASE_PATH: spool, REPLICA_ID: id, ...env },
     logPath,
   );
-  if (!(await waitReady(proc, port, logPath))) throw new Error(`${id} exited before it was ready:\n${logTail(logPath)}`);
+  if (!(await waitReady(proc, port, logPath)))
+    throw new Error(`${id} exited before it was ready:\n${logTail(logPath)}`);
   return { id, port, spool, logPath, ...proc };
 }
 
