@@ -293,7 +293,6 @@ export function failuresOf(r: ClusterCrashResult): string[] {
   if (r.duplicatesSent > 0 && r.crossReplicaDuplicates === 0) f.push('crossReplicaDuplicates');
   if (r.spoolGaps.length > 0) f.push('spoolGaps');
   const pg = r.pg;
-  if (pg === null) return f;
   if (r.catchUpTimedOut) f.push('catchUpTimedOut');
   zero(pg, [
     'lost',
@@ -354,7 +353,7 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
   const ms = (v: number | null) => (v === null ? null : `${(v / 1000).toFixed(1)} s`);
   const byReplica = (m: Record<string, number>) => REPLICAS.map((id) => `${id} ${m[id] ?? 0}`).join(', ');
   const lines = [
-    `cluster-crash: seed ${r.seed}, 3 replicas (${r.mode}), ${(r.durationMs / 1000).toFixed(1)} s`,
+    `cluster-crash: seed ${r.seed}, 3 replicas, ${(r.durationMs / 1000).toFixed(1)} s`,
     row(
       'deliveries sent',
       r.sent,
@@ -411,9 +410,8 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
     row('graceful stops, exit codes', r.gracefulExitCodes.join(',')),
     row('order-dependent workload paths', r.orderDependentPaths, must(r.orderDependentPaths)),
     row('spools against answers', r.spoolGaps.length === 0 ? 'ok' : 'FAIL', r.spoolGaps.join('; ')),
-    ...(r.pg === null
-      ? ['(SQLite mode: nothing checked in PostgreSQL, no forwarding)']
-      : [...pgLines(r.pg, row, must), ...forwardLines(r, r.pg, row, must)]),
+    ...pgLines(r.pg, row, must),
+    ...forwardLines(r, r.pg, row, must),
     r.failures.length === 0 ? 'PASS' : `FAIL: ${r.failures.join(', ')} (spools and replica logs in ${r.dir})`,
   ];
   return lines.join('\n');

@@ -125,7 +125,7 @@ export interface Fleet {
   bin: string;
   logLevel: string;
   databaseUrl: string | null;
-  /** DESTINATIONS_FILE of every replica (cluster mode), or null. */
+  /** DESTINATIONS_FILE of every replica (set once the destination runs). */
   destinationsFile: string | null;
   deadline: number;
   /** Exits nobody asked for, and whether the runner is shutting them down. */
@@ -501,7 +501,7 @@ export interface Disruptions {
   pgWindow: { from: number; to: number } | null;
 }
 
-/** In cluster mode, what the SIGKILL aims at: the replica sending the destination, with requests in flight. */
+/** What the SIGKILL aims at: the replica sending the destination, with requests in flight. */
 export interface KillTarget {
   /** The replica holding the destination's lock now (null: none, or PostgreSQL did not answer). */
   holder(): Promise<string | null>;
@@ -513,10 +513,10 @@ export interface KillTarget {
 
 /**
  * One replica SIGKILLed and restarted at a seeded point of the load, then — once it is back and
- * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point. With a `target`
- * (cluster mode) the replica killed is the destination's sender, once the destination holds at
- * least one of its requests unanswered (after a fifth of the load more, the load pauses until it does, at most 30 s), so that the kill
- * cuts messages in flight; else a seeded one. The load past the PostgreSQL restart's point (at least
+ * fresh 200s came in — PostgreSQL restarted with `-m immediate` at a later point. The replica
+ * killed is the destination's sender (`target`), once the destination holds at least one of its
+ * requests unanswered (after a fifth of the load more, the load pauses until it does, at most 30 s),
+ * so that the kill cuts messages in flight; a seeded one when no replica holds the destination. The load past the PostgreSQL restart's point (at least
  * 30 %) is held until the restart begins, so that requests overlap it however fast the load runs.
  */
 export async function disrupt(
@@ -526,7 +526,7 @@ export async function disrupt(
   pg: LocalPostgres,
   isLoadDone: () => boolean,
   live: { pgWindow: { from: number; to: number | null } | null },
-  target: KillTarget | null,
+  target: KillTarget,
 ): Promise<Disruptions> {
   const { rng, n } = plan;
   const killAt = Math.floor(n * (0.2 + rng() * 0.15));
@@ -545,7 +545,7 @@ export async function disrupt(
   // always cuts messages in flight, whatever the machine's speed, and still before the PostgreSQL
   // restart (pgAt ≥ 0.55 n).
   const killBy = killAt + Math.floor(n * 0.2);
-  const holding = () => target === null || target.held() > 0 || isLoadDone() || plan.isAborted();
+  const holding = () => target.held() > 0 || isLoadDone() || plan.isAborted();
   while (!holding() && state.handedOut < killBy) await sleep(2);
   if (!holding()) {
     let resume = () => {};
@@ -558,7 +558,7 @@ export async function disrupt(
     state.paused = null;
     resume();
   }
-  const holder = target === null ? null : await target.holder().catch(() => null);
+  const holder = await target.holder().catch(() => null);
   const victim = fleet.replicas.find((r) => r.id === holder) ?? drawn;
   const inFlightAtKill = state.inFlightByReplica[fleet.replicas.indexOf(victim)] ?? 0;
   // The rest of the load (at least 30 %) waits for the PostgreSQL restart to begin, so that requests
@@ -567,7 +567,7 @@ export async function disrupt(
   state.holdAt = { handedOut: pgAt, fresh: minFresh };
   const killedAt = Date.now();
   await killReplica(victim);
-  const heldAtKill = target?.release() ?? [];
+  const heldAtKill = target.release();
   fleet.log(
     `SIGKILL ${victim.id}${holder === victim.id ? ' (the destination’s sender)' : ''} at ${state.handedOut} handed out (${inFlightAtKill} in flight to it); restarting`,
   );

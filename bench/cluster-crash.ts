@@ -92,11 +92,6 @@ export interface ClusterCrashOptions {
    * own database on it. Default: one started for the run and stopped after it.
    */
   postgres?: LocalPostgres;
-  /**
-   * false runs the replicas without DATABASE_URL (three independent SQLite receivers): a check of
-   * the harness itself; PostgreSQL is still restarted, but nothing is checked in it. Default true.
-   */
-  cluster?: boolean;
   /** Keep the run directory (spools, replica logs) and PostgreSQL's directory even when the run passed. */
   keep?: boolean;
   /** LOG_LEVEL of the replicas (their logs are in the run directory). Default 'warn'. */
@@ -105,7 +100,7 @@ export interface ClusterCrashOptions {
   log?: (line: string) => void;
 }
 
-/** What PostgreSQL holds after the run, checked against the answers (cluster mode only). */
+/** What PostgreSQL holds after the run, checked against the answers. */
 export interface ClusterChecks extends ForwardChecks {
   /** Distinct webhook_ids acknowledged with a 200 by any replica. */
   acknowledgedKeys: number;
@@ -165,7 +160,6 @@ export interface ClusterChecks extends ForwardChecks {
 
 export interface ClusterCrashResult {
   seed: number;
-  mode: 'cluster' | 'sqlite';
   sent: number;
   firstSends: number;
   duplicatesSent: number;
@@ -196,7 +190,7 @@ export interface ClusterCrashResult {
   /** The SIGKILL and the PostgreSQL restart, in ms from the load's start. */
   killAtMs: number;
   pgRestartAtMs: number | null;
-  /** The replica SIGKILLed held the destination's lock then (cluster mode: must be true). */
+  /** The replica SIGKILLed held the destination's lock then (must be true). */
   forwardHolderKilled: boolean;
   /** Who held the destination's lock, each change with its time from the load's start (null: nobody). */
   forwardHolders: HolderChange[];
@@ -244,10 +238,10 @@ export interface ClusterCrashResult {
   /**
    * Each replica's own spool (SQLite) against its answers: webhook_ids it answered 200 that its
    * `events` lacks, and 200-answered `deliveries` rows outside [its 200s, + its unanswered requests]
-   * (must be none). Checks the spool and the harness's own bookkeeping, in both modes.
+   * (must be none). Checks the spool and the harness's own bookkeeping.
    */
   spoolGaps: string[];
-  pg: ClusterChecks | null;
+  pg: ClusterChecks;
   durationMs: number;
   dir: string;
   databaseUrl: string;
@@ -289,7 +283,6 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
   const n = options.deliveries ?? 20_000;
   const concurrency = options.concurrency ?? 24;
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
-  const cluster = options.cluster ?? true;
   const bin = options.bin ?? defaultBin();
   const log = options.log ?? (() => undefined);
   const deadline = startedAt + (options.timeoutMs ?? 600_000);
@@ -321,13 +314,11 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
   let destination: ForwardDestination | null = null;
   try {
     const databaseUrl = await createDatabase(pg, seed);
-    fleet.databaseUrl = cluster ? databaseUrl : null;
+    fleet.databaseUrl = databaseUrl;
     log(`PostgreSQL: ${databaseUrl} (log: ${pg.logFile})`);
-    if (cluster) {
-      destination = await startDestination();
-      fleet.destinationsFile = writeDestinationsFile(dir, destination.url);
-      log(`forwarding to ${destination.url}`);
-    }
+    destination = await startDestination();
+    fleet.destinationsFile = writeDestinationsFile(dir, destination.url);
+    log(`forwarding to ${destination.url}`);
     const ports: number[] = [];
     for (const id of REPLICAS) {
       ports.push(await stablePort(ports));
@@ -343,16 +334,14 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
       });
     }
     await Promise.all(fleet.replicas.map((r) => startReplica(fleet, r)));
-    log(`replicas up on ports ${ports.join(', ')}${cluster ? '' : ' (SQLite mode: no DATABASE_URL)'}`);
-    if (cluster) {
-      // Ready answers before PostgreSQL is reached; the load starts once the cluster runs (a replica
-      // holds the destination), so that forwarding is under way when the SIGKILL comes.
-      const holder = await waitForHolder(databaseUrl, Math.min(deadline, Date.now() + 60_000));
-      log(`${holder} sends to the destination`);
-      // Order across replicas holds from each relay's first heartbeat on (docs/cluster-mode.md, "a
-      // connected relay before traffic"): a replica PostgreSQL has not heard of yet holds nothing back.
-      await waitForHeartbeats(databaseUrl, fleet.replicas.length, Math.min(deadline, Date.now() + 60_000));
-    }
+    log(`replicas up on ports ${ports.join(', ')}`);
+    // Ready answers before PostgreSQL is reached; the load starts once the cluster runs (a replica
+    // holds the destination), so that forwarding is under way when the SIGKILL comes.
+    const holder = await waitForHolder(databaseUrl, Math.min(deadline, Date.now() + 60_000));
+    log(`${holder} sends to the destination`);
+    // Order across replicas holds from each relay's first heartbeat on (docs/cluster-mode.md, "a
+    // connected relay before traffic"): a replica PostgreSQL has not heard of yet holds nothing back.
+    await waitForHeartbeats(databaseUrl, fleet.replicas.length, Math.min(deadline, Date.now() + 60_000));
     result = await runPhases({
       options,
       n,
@@ -366,7 +355,6 @@ export async function runClusterCrash(options: ClusterCrashOptions = {}): Promis
       pg,
       databaseUrl,
       deadline,
-      cluster,
       destination,
     });
     result.durationMs = Date.now() - startedAt;
@@ -406,9 +394,8 @@ interface PhaseInput {
   pg: LocalPostgres;
   databaseUrl: string;
   deadline: number;
-  cluster: boolean;
-  /** The forwarding destination (cluster mode), or null. */
-  destination: ForwardDestination | null;
+  /** The forwarding destination. */
+  destination: ForwardDestination;
 }
 
 /** The load, with one replica SIGKILLed and PostgreSQL restarted meanwhile, and the relay sampled throughout. */
@@ -429,21 +416,17 @@ async function loadWithDisruptions(p: PhaseInput, state: LoadState) {
   };
   const live: { pgWindow: { from: number; to: number | null } | null } = { pgWindow: null };
   const sampler = sampleRelay(p.fleet, () => live.pgWindow);
-  const holders =
-    p.destination === null ? null : watchHolder(() => connect(p.databaseUrl, Date.now() + 2000));
+  const holders = watchHolder(() => connect(p.databaseUrl, Date.now() + 2000));
   const stopSampling = async () => {
     await sampler.stop();
-    await holders?.stop();
+    await holders.stop();
   };
   const destination = p.destination;
-  const target: KillTarget | null =
-    destination === null
-      ? null
-      : {
-          holder: () => askPostgres(p.databaseUrl, forwardHolder),
-          held: () => destination.held(),
-          release: () => destination.release(),
-        };
+  const target: KillTarget = {
+    holder: () => askPostgres(p.databaseUrl, forwardHolder),
+    held: () => destination.held(),
+    release: () => destination.release(),
+  };
   const loadStart = Date.now();
   const loading = runLoad(plan, state).finally(() => (loadDone = true));
   const disrupting = disrupt(plan, state, p.fleet, p.pg, () => loadDone, live, target).catch((e: unknown) => {
@@ -477,9 +460,11 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
   const pgBack = disruptions.pgWindow?.to ?? loadEnd;
   const from = Math.max(loadEnd, pgBack);
   const catchUpTimeoutMs = p.options.catchUpTimeoutMs ?? 120_000;
-  const caught: CatchUp = p.cluster
-    ? await waitCaughtUp(fleet, p.databaseUrl, Math.min(p.deadline, Date.now() + catchUpTimeoutMs))
-    : { relayAt: null, doneAt: null, timedOut: false };
+  const caught = await waitCaughtUp(
+    fleet,
+    p.databaseUrl,
+    Math.min(p.deadline, Date.now() + catchUpTimeoutMs),
+  );
   if (caught.timedOut) fleet.log('catch-up timed out');
   else if (caught.doneAt !== null)
     fleet.log(`caught up ${caught.doneAt - from} ms after max(load end, PostgreSQL back)`);
@@ -491,16 +476,15 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
   const since = (t: number) => (caught.doneAt === null ? null : caught.doneAt - t);
   return {
     seed: p.seed,
-    mode: p.cluster ? 'cluster' : 'sqlite',
     ...loadFigures(state),
     replicaKilled: disruptions.replicaKilled,
     inFlightAtKill: disruptions.inFlightAtKill,
     replicaDownMs: disruptions.replicaDownMs,
     killAtMs: disruptions.killedAt - loadStart,
     pgRestartAtMs: disruptions.pgWindow === null ? null : disruptions.pgWindow.from - loadStart,
-    ...forwardFigures(p.destination, disruptions, holders?.changes ?? [], loadStart),
+    ...forwardFigures(p.destination, disruptions, holders.changes, loadStart),
     forwardCatchUpMs: forwardedAt === null || caught.doneAt === null ? null : forwardedAt - caught.doneAt,
-    forwardTimedOut: p.destination !== null && forwardedAt === null,
+    forwardTimedOut: forwardedAt === null,
     pgRestartMs: disruptions.pgWindow === null ? 0 : disruptions.pgWindow.to - disruptions.pgWindow.from,
     ...answersDuring(state, disruptions.pgWindow),
     maxBacklog: sampler.seen.maxBacklog,
@@ -517,8 +501,7 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
     gracefulExitCodes,
     orderDependentPaths: orderDependentPaths(),
     spoolGaps: checkSpools(fleet.replicas, state),
-    // A destination exactly in cluster mode.
-    pg: p.destination === null ? null : await checkPostgres(p.databaseUrl, state, p.destination),
+    pg: await checkPostgres(p.databaseUrl, state, p.destination),
     durationMs: 0,
     dir: '',
     databaseUrl: p.databaseUrl,
@@ -526,9 +509,9 @@ async function runPhases(p: PhaseInput): Promise<ClusterCrashResult> {
   };
 }
 
-/** Once processing is done, waits for no delivery pending (cluster mode); when, or null (timed out, or not waited). */
+/** Once processing is done, waits for no delivery pending; when, or null (timed out, or not waited). */
 async function forwardCatchUp(p: PhaseInput, caught: CatchUp, timeoutMs: number): Promise<number | null> {
-  if (p.destination === null || caught.doneAt === null) return null;
+  if (caught.doneAt === null) return null;
   const at = await waitForwarded(p.databaseUrl, Math.min(p.deadline, Date.now() + timeoutMs));
   p.fleet.log(
     at === null
@@ -540,12 +523,12 @@ async function forwardCatchUp(p: PhaseInput, caught: CatchUp, timeoutMs: number)
 
 /** The SIGKILL as the destination saw it (see ClusterCrashResult); times from the load's start. */
 function forwardFigures(
-  destination: ForwardDestination | null,
+  destination: ForwardDestination,
   d: Disruptions,
   changes: readonly HolderChange[],
   loadStart: number,
 ) {
-  const arrivals = destination?.arrivals ?? [];
+  const arrivals = destination.arrivals;
   return {
     forwardHolderKilled: d.killedHolder,
     forwardHolders: changes.map((c) => ({ at: c.at - loadStart, holder: c.holder })),
@@ -589,7 +572,6 @@ async function main(): Promise<void> {
       deliveries: { type: 'string' },
       concurrency: { type: 'string' },
       seed: { type: 'string' },
-      sqlite: { type: 'boolean' },
       'log-level': { type: 'string' },
       keep: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -597,8 +579,7 @@ async function main(): Promise<void> {
   });
   if (values.help) {
     process.stdout.write(
-      'usage: node dist/bench/cluster-crash.js [--deliveries 20000] [--concurrency 24] [--seed N] [--keep] [--sqlite] [--log-level info]\n' +
-        '  --sqlite: replicas without DATABASE_URL (checks the harness; nothing checked in PostgreSQL)\n',
+      'usage: node dist/bench/cluster-crash.js [--deliveries 20000] [--concurrency 24] [--seed N] [--keep] [--log-level info]\n',
     );
     return;
   }
@@ -611,7 +592,6 @@ async function main(): Promise<void> {
     deliveries: int('deliveries', values.deliveries),
     concurrency: int('concurrency', values.concurrency),
     seed: int('seed', values.seed),
-    cluster: values.sqlite !== true,
     replicaLogLevel: values['log-level'],
     keep: values.keep === true,
     log: (line) => process.stderr.write(`cluster-crash: ${line}\n`),
