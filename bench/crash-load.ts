@@ -20,6 +20,7 @@ import {
   defaultBin,
   HOST,
   isAlive,
+  killProcess,
   type Proc,
   sleep,
   spawnServe,
@@ -396,9 +397,7 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
       const rec = live.receiver;
       if (rec === null) throw new Error('no receiver to kill');
       inFlightAtKills.push(inFlight);
-      rec.child.kill('SIGKILL');
-      const { signal } = await rec.exited;
-      if (signal !== 'SIGKILL') throw new Error(`receiver ended with ${signal ?? 'an exit'}, not SIGKILL`);
+      await killProcess(rec, 'the receiver');
       log(`kill ${k + 1}/${kills}: ${nextIndex} handed out, ${inFlightAtKills[k]} in flight; restarting`);
       await startReceiver();
       ok200Since = 0;

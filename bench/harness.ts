@@ -145,18 +145,10 @@ export interface Proc {
 
 export const isAlive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
 
-/**
- * `node [nodeArgs] <bin> serve` with only PATH of this process's environment and `env`, its output
- * appended to `logPath`.
- */
-export function spawnServe(
-  bin: string,
-  env: NodeJS.ProcessEnv,
-  logPath: string,
-  nodeArgs: readonly string[] = [],
-): Proc {
+/** `node <bin> serve` with only PATH of this process's environment and `env`, its output appended to `logPath`. */
+export function spawnServe(bin: string, env: NodeJS.ProcessEnv, logPath: string): Proc {
   const fd = openSync(logPath, 'a');
-  const child = spawn(process.execPath, [...nodeArgs, bin, 'serve'], {
+  const child = spawn(process.execPath, [bin, 'serve'], {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', fd, fd],
   });
@@ -223,18 +215,6 @@ export async function until(
     if (Date.now() > deadline) throw new Error(`${what}: not done in ${timeoutMs / 1000} s`);
     await sleep(everyMs);
   }
-}
-
-/** Whether the child exited within `ms`. */
-export function exitedWithin(child: ChildProcess, ms: number): Promise<boolean> {
-  if (!isAlive(child)) return Promise.resolve(true);
-  return new Promise((done) => {
-    const timer = setTimeout(() => done(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      done(true);
-    });
-  });
 }
 
 /** SIGTERM (the receiver drains and closes its store), SIGKILL after `graceMs`; the exit code (null when killed). */

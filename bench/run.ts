@@ -8,7 +8,6 @@ import type { ClusterHarness } from './cluster';
 import { clusterReport } from './cluster-report';
 import {
   cpuMicros,
-  exitedWithin,
   freePort,
   HOST,
   httpGet,
@@ -18,6 +17,7 @@ import {
   metric,
   peakRss,
   pinToCpus,
+  stopProcess,
 } from './harness';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
@@ -119,14 +119,9 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
+/** SIGTERM: the receiver drains and closes SQLite (and writes its CPU profile, if asked); SIGKILL after 15 s. */
 async function stop(child: ChildProcess): Promise<void> {
-  if (!isAlive(child)) return;
-  child.kill('SIGTERM');
-  // The receiver drains and closes SQLite on SIGTERM (and writes its CPU profile, if asked).
-  if (!(await exitedWithin(child, 15_000))) {
-    child.kill('SIGKILL');
-    await exitedWithin(child, 5_000);
-  }
+  await stopProcess(child, 15_000);
 }
 
 function tail(file: string, lines = 15): string {
