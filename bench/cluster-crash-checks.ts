@@ -19,7 +19,7 @@ import {
 // Checks in PostgreSQL
 // ---------------------------------------------------------------------------------------------
 
-export interface PgState {
+interface PgState {
   events: {
     id: number;
     dedup_key: string;
@@ -47,7 +47,7 @@ export interface PgState {
   okRowsByReplica: Map<string, number>;
 }
 
-export async function loadPgState(url: string): Promise<PgState> {
+async function loadPgState(url: string): Promise<PgState> {
   const client = await connect(url, Date.now() + 30_000);
   try {
     const q = async <T>(sql: string): Promise<T[]> => (await client.query(sql)).rows as T[];
@@ -89,7 +89,7 @@ export async function loadPgState(url: string): Promise<PgState> {
 }
 
 /** Every 200 is one event; nothing else stored; each event is what was sent under its webhook_id. */
-export function checkEvents(s: PgState, load: LoadState) {
+function checkEvents(s: PgState, load: LoadState) {
   const byKey = new Map(s.events.map((e) => [e.dedup_key, e]));
   let acknowledgedKeys = 0;
   let storedAcknowledged = 0;
@@ -130,7 +130,7 @@ export function checkEvents(s: PgState, load: LoadState) {
  * have been. So sum(duplicates) lies between the 200s beyond the first and that plus the unanswered
  * requests; per event it must equal its 200-answered `deliveries` rows − 1 (every stored copy has one).
  */
-export function checkDuplicates(s: PgState, load: LoadState) {
+function checkDuplicates(s: PgState, load: LoadState) {
   let duplicatesSum = 0;
   let duplicateRowMismatches = 0;
   for (const e of s.events) {
@@ -148,7 +148,7 @@ export function checkDuplicates(s: PgState, load: LoadState) {
 }
 
 /** Every life-cycle event done, with exactly one transition row; none applied twice. */
-export function checkProcessing(s: PgState) {
+function checkProcessing(s: PgState) {
   const rowsPerEvent = new Map<number, number>();
   for (const t of s.transitions) rowsPerEvent.set(t.event_id, (rowsPerEvent.get(t.event_id) ?? 0) + 1);
   const lifecycle = s.events.filter((e) => e.evento !== null && e.nu_proposta !== null);
@@ -221,7 +221,7 @@ export function checkProposals(s: PgState, load: LoadState) {
 }
 
 /** Each replica's 200s are all in PostgreSQL's `deliveries` (and no more than its 200s plus its unanswered requests). */
-export function checkDeliveries(s: PgState, load: LoadState) {
+function checkDeliveries(s: PgState, load: LoadState) {
   const relayGaps: string[] = [];
   REPLICAS.forEach((id, i) => {
     const rows = s.okRowsByReplica.get(id) ?? 0;
@@ -417,7 +417,7 @@ export function formatClusterCrash(r: ClusterCrashResult): string {
   return lines.join('\n');
 }
 
-export function pgLines(
+function pgLines(
   pg: ClusterChecks,
   row: (label: string, value: string | number | null, note?: string) => string,
   must: (v: number, what?: string) => string,
@@ -460,7 +460,7 @@ export function pgLines(
   ];
 }
 
-export function forwardLines(
+function forwardLines(
   r: ClusterCrashResult,
   pg: ClusterChecks,
   row: (label: string, value: string | number | null, note?: string) => string,

@@ -105,7 +105,7 @@ export const bodyOf = (rec: KeyRecord, tentativa: number): Buffer =>
 // Replica processes
 // ---------------------------------------------------------------------------------------------
 
-export interface ReplicaProcess extends Proc {
+interface ReplicaProcess extends Proc {
   /** Set before the runner kills or stops it, so its exit is not taken for a crash. */
   expected: boolean;
 }
@@ -134,7 +134,7 @@ export interface Fleet {
   log: (line: string) => void;
 }
 
-export function spawnReplica(fleet: Fleet, r: Replica): ReplicaProcess {
+function spawnReplica(fleet: Fleet, r: Replica): ReplicaProcess {
   const env = {
     HOST,
     PORT: String(r.port),
@@ -170,7 +170,7 @@ export async function startReplica(fleet: Fleet, r: Replica): Promise<void> {
   r.up = true;
 }
 
-export async function killReplica(r: Replica): Promise<void> {
+async function killReplica(r: Replica): Promise<void> {
   const proc = r.proc;
   if (proc === null) throw new Error(`${r.id} is not running`);
   proc.expected = true;
@@ -189,7 +189,7 @@ export async function stopReplica(r: Replica): Promise<number | null> {
 }
 
 /** `consig_relay_backlog` and `consig_relay_lag_seconds` of one replica; null when it does not answer or lacks them. */
-export async function relayGauges(r: Replica): Promise<{ backlog: number; lag: number } | null> {
+async function relayGauges(r: Replica): Promise<{ backlog: number; lag: number } | null> {
   const res = await httpGet(r.port, '/metrics', 3000);
   if (res === null || res.status !== 200) return null;
   const backlog = metric(res.body, 'consig_relay_backlog');
@@ -202,7 +202,7 @@ export async function relayGauges(r: Replica): Promise<{ backlog: number; lag: n
 // ---------------------------------------------------------------------------------------------
 
 /** One HTTP request and its answer (status 0: none: refused, reset or timed out). */
-export interface AnswerRecord {
+interface AnswerRecord {
   replica: number;
   signed: boolean;
   start: number;
@@ -307,7 +307,7 @@ export async function runLoad(plan: LoadPlan, state: LoadState): Promise<void> {
 }
 
 /** Hands out jobs in a seeded mix of kinds; waits when every open proposal has an event in flight. */
-export function jobSource(plan: LoadPlan, state: LoadState) {
+function jobSource(plan: LoadPlan, state: LoadState) {
   const { rng } = plan;
   let firstsLeft = plan.proposals.reduce((s, p) => s + p.eventos.length, 0);
   let dupLeft = plan.duplicates;
@@ -458,7 +458,7 @@ export async function deliver(plan: LoadPlan, state: LoadState, agents: Agent[],
   state.counts.unanswered += 1;
 }
 
-export function classify(
+function classify(
   state: LoadState,
   job: Job,
   replica: number,
@@ -672,7 +672,7 @@ export async function waitCaughtUp(fleet: Fleet, databaseUrl: string, until: num
  * At a catch-up timeout: the first events still open and every pg-boss kick of their keys (state,
  * retries, when it started and ended), so that a failure says whether a key had no kick left.
  */
-export async function openKeys(client: Client): Promise<string[]> {
+async function openKeys(client: Client): Promise<string[]> {
   const open = await client.query<{ id: string; key: string; status: string; attempts: number }>(
     `SELECT id, CASE WHEN nu_proposta IS NOT NULL THEN 'p:' || nu_proposta WHEN request_id IS NOT NULL
        THEN 'r:' || request_id ELSE 'e:' || id END AS key, status, attempts

@@ -83,7 +83,7 @@ export function sqliteEvents(path: string): number {
 }
 
 /** Deliveries in a replica's spool that its relay has not moved yet. */
-export function spoolBacklog(path: string): number {
+function spoolBacklog(path: string): number {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
     const last = (db.prepare('SELECT max(id) AS n FROM deliveries').get() as { n: number | null }).n ?? 0;
@@ -242,7 +242,7 @@ export class RunDatabase {
 }
 
 /** A throwaway PostgreSQL for the starved rows in cluster mode (starved.ts), pinned to `cpus`. */
-export interface StarvedPostgres {
+interface StarvedPostgres {
   /** A fresh database for one row: its URL, its backlog (spool + PostgreSQL), and its removal. */
   database(name: string): Promise<{
     url: string;
@@ -367,7 +367,7 @@ export async function relayLag(db: RunDatabase, metricsText: string | null): Pro
 }
 
 /** The bucket bounds holding p50 and p99 of `consig_relay_delay_seconds`, and its mean. */
-export function delayHistogram(text: string): RelayLag['histogram'] {
+function delayHistogram(text: string): RelayLag['histogram'] {
   const buckets = [...text.matchAll(/^consig_relay_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)].map(
     (m) => ({ le: m[1] as string, n: Number(m[2]) }),
   );
