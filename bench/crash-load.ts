@@ -1,15 +1,33 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createHmac } from 'node:crypto';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { Agent, get, request } from 'node:http';
-import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from '../src/store/sqlite-driver';
 import type { Evento } from '../src/domain/catalogue';
 import { type ProposalStatus, replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';
+import {
+  lifeCycleBody,
+  postWebhook,
+  type ProposalData,
+  seededProposal,
+  signatureOf,
+  WRONG_SECRET,
+  type WebhookAnswer,
+} from './deliveries';
+import {
+  defaultBin,
+  HOST,
+  isAlive,
+  killProcess,
+  type Proc,
+  sleep,
+  spawnServe,
+  stablePort,
+  startOnPort,
+  stopProcess,
+} from './harness';
 
 /**
  * Crash and load together (`npm run test:crash`, issue 6 item 3). The built receiver runs as a real
@@ -113,93 +131,10 @@ export interface CrashLoadResult {
   failures: string[];
 }
 
-const HOST = '127.0.0.1';
 const SECRET = 'crash-load-secret-0123456789';
-const WRONG_SECRET = 'not-the-configured-secret-987';
-
-/**
- * Five-event windows of the life cycle (contract §6): the happy start, a denied averbação, a proposal
- * first seen mid-way, one that reaches payment, and a payment that failed and was retried.
- */
-const PATHS: readonly { weight: number; eventos: readonly Evento[] }[] = [
-  {
-    weight: 50,
-    eventos: [
-      'proposta.criada',
-      'proposta.pre_aprovada',
-      'proposta.aprovada',
-      'averbacao.solicitada',
-      'averbacao.aprovada',
-    ],
-  },
-  {
-    weight: 15,
-    eventos: [
-      'proposta.criada',
-      'proposta.pre_aprovada',
-      'proposta.aprovada',
-      'averbacao.solicitada',
-      'averbacao.negada',
-    ],
-  },
-  {
-    weight: 15,
-    eventos: [
-      'proposta.aprovada',
-      'averbacao.solicitada',
-      'averbacao.aprovada',
-      'formalizacao.iniciada',
-      'formalizacao.concluida',
-    ],
-  },
-  {
-    weight: 10,
-    eventos: [
-      'averbacao.aprovada',
-      'formalizacao.iniciada',
-      'formalizacao.concluida',
-      'efetivacao.concluida',
-      'pagamento.realizado',
-    ],
-  },
-  {
-    weight: 10,
-    eventos: [
-      'formalizacao.iniciada',
-      'formalizacao.concluida',
-      'efetivacao.concluida',
-      'pagamento.falha',
-      'pagamento.realizado',
-    ],
-  },
-];
-
-const ST_PROPOSTA: Readonly<Record<string, string>> = {
-  'proposta.criada': 'em_analise',
-  'proposta.pre_aprovada': 'pre_aprovada',
-  'proposta.aprovada': 'aprovada',
-  'averbacao.solicitada': 'averbacao_solicitada',
-  'averbacao.aprovada': 'averbada',
-  'averbacao.negada': 'averbacao_negada',
-  'formalizacao.iniciada': 'formalizacao_iniciada',
-  'formalizacao.concluida': 'formalizada',
-  'efetivacao.concluida': 'efetivada',
-  'pagamento.falha': 'pagamento_falhou',
-  'pagamento.realizado': 'paga',
-};
-
-const CONVENIADAS = ['Empresa Exemplo Ltda', 'Metalúrgica São João S.A.', 'Comércio Açaí & Cia ME'];
-// Valid CPFs (check digits), test values only.
-const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
 
 /** A seeded generator, so a seed gives the same workload. */
 const prng = seededRandom;
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function signatureOf(secret: string, body: Buffer): string {
-  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
-}
 
 type BadVariant = 'wrong_secret' | 'tampered' | 'trailing_newline' | 'malformed' | 'missing';
 const BAD_VARIANTS: readonly BadVariant[] = [
@@ -210,12 +145,7 @@ const BAD_VARIANTS: readonly BadVariant[] = [
   'missing',
 ];
 
-interface Proposal {
-  nu: number;
-  uuid: string;
-  cpf: string;
-  amount: number;
-  conveniada: string;
+interface Proposal extends ProposalData {
   eventos: readonly Evento[];
   next: number;
 }
@@ -232,13 +162,6 @@ interface Delivery {
   key: string;
   event: EventSpec;
   badVariant?: BadVariant;
-}
-
-interface Answer {
-  status: number;
-  /** `status` field of a 200 body, `error` of another. */
-  outcome: string;
-  eventId: number | null;
 }
 
 /** What a key's deliveries got: the event ids its 200s carried. */
@@ -261,35 +184,9 @@ function buildWorkload(
   let dupLeft = nDup;
   let badLeft = nBad;
   const pick = <T>(list: readonly T[]): T => list[Math.floor(rng() * list.length)] as T;
-  const totalWeight = PATHS.reduce((s, p) => s + p.weight, 0);
   let proposalSeq = 0;
   const nuBase = 10_000_000 + (seed % 1000) * 100_000;
-  const newProposal = (): Proposal => {
-    let w = rng() * totalWeight;
-    let path = PATHS[0] as (typeof PATHS)[number];
-    for (const p of PATHS) {
-      if (w < p.weight) {
-        path = p;
-        break;
-      }
-      w -= p.weight;
-    }
-    proposalSeq += 1;
-    const hex = () =>
-      Math.floor(rng() * 0x100000000)
-        .toString(16)
-        .padStart(8, '0');
-    const u = `${hex()}${hex()}${hex()}${hex()}`;
-    return {
-      nu: nuBase + proposalSeq,
-      uuid: `${u.slice(0, 8)}-${u.slice(8, 12)}-4${u.slice(13, 16)}-a${u.slice(17, 20)}-${u.slice(20, 32)}`,
-      cpf: pick(CPFS),
-      amount: Math.round((1000 + rng() * 99_000) * 100) / 100,
-      conveniada: pick(CONVENIADAS),
-      eventos: path.eventos,
-      next: 0,
-    };
-  };
+  const newProposal = (): Proposal => ({ ...seededProposal(nuBase + ++proposalSeq, rng), next: 0 });
   // Proposals are interleaved: each good delivery is the next event of one of `window` open proposals.
   const window: Proposal[] = Array.from({ length: Math.max(8, concurrency * 2) }, newProposal);
   const firsts: Delivery[] = [];
@@ -339,32 +236,12 @@ function buildWorkload(
   return out;
 }
 
-function eventBody(e: EventSpec, key: string, tentativa: number): Buffer {
-  const p = e.proposal;
-  const at = new Date(Date.UTC(2026, 10, 21, 13, 0, 0) + (p.nu % 100_000) * 1000 + e.step * 3_600_000);
-  return Buffer.from(
-    JSON.stringify({
-      evento: e.evento,
-      timestamp: at.toISOString().replace('Z', '-00:00'),
-      dados: {
-        nu_proposta: p.nu,
-        uuid: p.uuid,
-        nu_cpf: p.cpf,
-        st_proposta: ST_PROPOSTA[e.evento] ?? null,
-        vl_emprestimo: p.amount,
-        no_conveniada: p.conveniada,
-      },
-      metadata: { tentativa, webhook_id: key },
-    }),
-  );
-}
-
 /**
  * The bytes and signature header of one attempt (`tentativa` counts the service's attempts). Bodies
  * are deterministic, so a re-send's first attempt is byte for byte the first send of its original.
  */
 function attemptOf(d: Delivery, tentativa: number): { body: Buffer; signature: string | null } {
-  const body = eventBody(d.event, d.key, tentativa);
+  const body = lifeCycleBody(d.event.proposal, d.event.evento, d.event.step, d.key, tentativa);
   if (d.kind !== 'bad') return { body, signature: signatureOf(SECRET, body) };
   switch (d.badVariant) {
     case 'wrong_secret':
@@ -384,49 +261,6 @@ function attemptOf(d: Delivery, tentativa: number): { body: Buffer; signature: s
     default:
       return { body, signature: null };
   }
-}
-
-/** The port if 127.0.0.1:`port` can be listened on now (0: any free port), else null. */
-export function canListen(port: number): Promise<number | null> {
-  return new Promise((resolvePort) => {
-    const srv = createServer();
-    srv.once('error', () => resolvePort(null));
-    srv.listen(port, HOST, () => {
-      const address = srv.address();
-      const got = typeof address === 'object' && address !== null ? address.port : null;
-      srv.close(() => resolvePort(got));
-    });
-  });
-}
-
-/**
- * A free port for the whole run (restarts keep the URL). Taken below Linux's ephemeral range
- * (32768–60999) when possible, so that no outgoing connection made while the receiver is down
- * (ours or another process's) can be given it as its local port.
- */
-async function freePort(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const port = await canListen(20_000 + Math.floor(Math.random() * 12_000));
-    if (port !== null) return port;
-  }
-  const any = await canListen(0);
-  if (any === null) throw new Error('no free port on 127.0.0.1');
-  return any;
-}
-
-/** The built receiver's CLI, from dist/bench (built) or bench/ (ts-jest). */
-export function defaultBin(): string {
-  // dist/bench/crash-load.js → dist/src/cli/bin.js; bench/crash-load.ts (ts-jest) → dist/src/cli/bin.js.
-  const candidates = [
-    resolve(__dirname, '..', 'src', 'cli', 'bin.js'),
-    resolve(__dirname, '..', 'dist', 'src', 'cli', 'bin.js'),
-  ];
-  return candidates.find((c) => existsSync(c)) ?? (candidates[1] as string);
-}
-
-interface Receiver {
-  child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /** The whole run; resolves with the counts (check `failures`), rejects when it could not run. */
@@ -461,11 +295,9 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
   const dir = mkdtempSync(join(tmpdir(), 'consig-crash-load-'));
   const dbPath = join(dir, 'consig.db');
   const logPath = join(dir, 'receiver.log');
-  const logFd = openSync(logPath, 'a');
-  const port = await freePort();
-  const base = `http://${HOST}:${port}`;
+  const port = await stablePort();
   /** The receiver running now (null once the run stopped it). */
-  const live: { receiver: Receiver | null } = { receiver: null };
+  const live: { receiver: Proc | null } = { receiver: null };
   let aborted = false;
   const checkDeadline = () => {
     if (Date.now() > deadline) {
@@ -473,71 +305,16 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
       throw new Error(`crash-load: did not finish within ${timeoutMs} ms (receiver log: ${logPath})`);
     }
   };
-  const logTail = () => {
-    try {
-      return readFileSync(logPath, 'utf8').slice(-3000);
-    } catch {
-      return '';
-    }
-  };
-
-  const spawnReceiver = (): Receiver => {
-    const child = spawn(process.execPath, [bin, 'serve'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOST,
-        PORT: String(port),
-        DATABASE_PATH: dbPath,
-        WEBHOOK_SECRETS: SECRET,
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', logFd, logFd],
-    });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
-      child.once('exit', (code, signal) => r({ code, signal })),
+  const env = { HOST, PORT: String(port), DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET, LOG_LEVEL: 'warn' };
+  const startReceiver = (): Promise<Proc> =>
+    startOnPort(
+      () => (live.receiver = spawnServe(bin, env, logPath)),
+      port,
+      logPath,
+      Math.max(1000, Math.min(30_000, deadline - Date.now())),
     );
-    return { child, exited };
-  };
-
-  const readyz = () =>
-    new Promise<number>((r) => {
-      const req = get(`${base}/readyz`, { agent: false, timeout: 2000 }, (res) => {
-        res.resume();
-        res.on('end', () => r(res.statusCode ?? 0));
-        res.on('error', () => r(0));
-      });
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', () => r(0));
-    });
-
-  const startReceiver = async (): Promise<Receiver> => {
-    const until = Math.min(deadline, Date.now() + 30_000);
-    for (let tries = 1; ; tries++) {
-      const rec = spawnReceiver();
-      live.receiver = rec;
-      let exited = false;
-      void rec.exited.then(() => (exited = true));
-      while (!exited && (await readyz()) !== 200) {
-        if (Date.now() > until) throw new Error(`receiver not ready within 30 s:\n${logTail()}`);
-        await sleep(20);
-      }
-      if (!exited) return rec;
-      // The port taken for a moment by someone else: try again, a few times, on the same port.
-      if (!/EADDRINUSE/.test(logTail()) || tries >= 5)
-        throw new Error(`receiver exited before it was ready:\n${logTail()}`);
-      await sleep(200);
-    }
-  };
-
-  const startedOrRunning = async (): Promise<Receiver> => live.receiver ?? startReceiver();
-
-  const stopGracefully = async (rec: Receiver): Promise<number | null> => {
-    rec.child.kill('SIGTERM');
-    const timer = setTimeout(() => rec.child.kill('SIGKILL'), 30_000);
-    const { code } = await rec.exited;
-    clearTimeout(timer);
-    return code;
-  };
+  const startedOrRunning = async (): Promise<Proc> => live.receiver ?? startReceiver();
+  const stopGracefully = (rec: Proc): Promise<number | null> => stopProcess(rec.child);
 
   // Load state.
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
@@ -554,53 +331,14 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
   const answers = { accepted: 0, duplicate: 0, r401: 0, unanswered: 0, wrong: 0 };
   const wrongSamples: string[] = [];
 
-  const post = (body: Buffer, signature: string | null): Promise<Answer | null> =>
-    new Promise((resolveAnswer) => {
-      const headers: Record<string, string> = {
-        'content-type': 'application/json',
-        'content-length': String(body.length),
-      };
-      if (signature !== null) headers['x-service-signature'] = signature;
-      requests += 1;
-      inFlight += 1;
-      let settled = false;
-      const done = (a: Answer | null) => {
-        if (settled) return;
-        settled = true;
-        inFlight -= 1;
-        resolveAnswer(a);
-      };
-      const req = request(
-        { host: HOST, port, path: '/webhooks', method: 'POST', agent, headers, timeout: 15_000 },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            let outcome = '';
-            let eventId: number | null = null;
-            try {
-              const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-              outcome = String(parsed.status ?? parsed.error ?? '');
-              eventId = typeof parsed.event_id === 'number' ? parsed.event_id : null;
-            } catch {
-              outcome = '(not JSON)';
-            }
-            done({ status: res.statusCode ?? 0, outcome, eventId });
-          });
-          res.on('error', () => done(null));
-          res.on('aborted', () => done(null));
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error('request timeout')));
-      req.on('error', () => done(null));
-      req.end(body);
-    });
-
   const deliver = async (d: Delivery): Promise<void> => {
     const rec = keys.get(d.key) as KeyRecord;
     for (let attempt = 1; attempt <= maxAttempts && !aborted; attempt++) {
       const { body, signature } = attemptOf(d, attempt);
-      const a = await post(body, signature);
+      requests += 1;
+      inFlight += 1;
+      const a: WebhookAnswer | null = await postWebhook(agent, port, body, signature);
+      inFlight -= 1;
       if (a === null || a.status >= 500) {
         if (a === null) networkErrors += 1;
         else serverErrors += 1;
@@ -659,9 +397,7 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
       const rec = live.receiver;
       if (rec === null) throw new Error('no receiver to kill');
       inFlightAtKills.push(inFlight);
-      rec.child.kill('SIGKILL');
-      const { signal } = await rec.exited;
-      if (signal !== 'SIGKILL') throw new Error(`receiver ended with ${signal ?? 'an exit'}, not SIGKILL`);
+      await killProcess(rec, 'the receiver');
       log(`kill ${k + 1}/${kills}: ${nextIndex} handed out, ${inFlightAtKills[k]} in flight; restarting`);
       await startReceiver();
       ok200Since = 0;
@@ -733,11 +469,10 @@ export async function runCrashLoad(options: CrashLoadOptions = {}): Promise<Cras
     aborted = true;
     agent.destroy();
     const rec = live.receiver;
-    if (rec !== null && rec.child.exitCode === null && rec.child.signalCode === null) {
+    if (rec !== null && isAlive(rec.child)) {
       rec.child.kill('SIGKILL');
       await rec.exited;
     }
-    closeSync(logFd);
     if (result !== undefined && result.failures.length === 0 && options.keep !== true)
       rmSync(dir, { recursive: true, force: true });
   }

@@ -1,16 +1,18 @@
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
-import { createHmac, randomBytes } from 'node:crypto';
+import { type ChildProcess, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, writeFileSync } from 'node:fs';
-import { Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { Webhook } from 'standardwebhooks';
-import { EVENTOS } from '../src/domain/catalogue';
 import Database from '../src/store/sqlite-driver';
 import { openStore } from '../src/store/store';
-import { pinToCpus } from './cpus';
-import { percentile } from './protocol';
+import { FLOW } from './deliveries';
+import { cpuMicros, percentile, pinToCpus, until } from './harness';
+import {
+  DestinationChild,
+  type DestinationReport,
+  type LatencySamples,
+  newForwardSecret,
+} from './destination';
 
 /**
  * Forwarding figures (issue 11), run by run.ts:
@@ -23,10 +25,8 @@ import { percentile } from './protocol';
  *   forwards them; for each one, the time from its 200 to the destination's receipt of its
  *   `event.received` (targets p50 ≤ 20 ms, p99 ≤ 200 ms). The sender and the destination run in
  *   one child process, so one monotonic clock (`performance.now()`) measures both ends;
- * - the destination child of the ingest row (receiver with forwarding on / off, in run.ts).
  *
- * The destination is this file run as a child (`fork(forwarding.js)`), so it has a core of its own
- * and none of the directing process's work in its event loop.
+ * The destination and the latency figure's sender run in a child of their own (destination.ts).
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -60,176 +60,6 @@ export interface ForwardingHarness {
     /** Another build's receiver (`--baseline`). */
     bin?: string,
   ): Promise<ReceiverRun>;
-  /** user + system CPU of a process in µs (null where /proc is missing). */
-  cpuMicros(pid: number | undefined): number | null;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parent ↔ destination child
-
-export interface DestinationOptions {
-  /** Verifies one message in `verifyEvery` with the `standardwebhooks` library (0: none). */
-  verifyEvery: number;
-  /** Keep every `webhook-id` in arrival order (for the order check). */
-  keepArrivals: boolean;
-  /** Parse each body and note when each `event.received` of a delivery arrived (latency). */
-  trackEventReceived: boolean;
-}
-
-export interface DestinationReport {
-  /** Requests answered. */
-  received: number;
-  /** Distinct `webhook-id`s among them. */
-  unique: number;
-  /** Requests without the Standard Webhooks headers. */
-  missingHeaders: number;
-  /** Signatures checked with the `standardwebhooks` library, and how many of them failed. */
-  verified: number;
-  badSignatures: number;
-  errorSamples: string[];
-  /** `performance.now()` of the first and last receipt (ms); null before any. */
-  firstAtMs: number | null;
-  lastAtMs: number | null;
-  /** Body `type` → count (latency mode only). */
-  types: Record<string, number>;
-  /** Every `webhook-id` in arrival order, when kept. */
-  arrivals: string[];
-}
-
-/** The open-loop sender of the latency figure, run inside the destination child. */
-export interface LatencySpec {
-  port: number;
-  webhookSecret: string;
-  /** Deliveries per second. */
-  rate: number;
-  warmupMs: number;
-  durationMs: number;
-  /** Makes webhook ids and proposal numbers unique to this run. */
-  runId: string;
-  /** How long to wait for the last `event.received` after the last 200. */
-  settleMs: number;
-}
-
-interface LatencySamples {
-  /** Measured deliveries (after the warm-up): sent / answered 200 / their event.received arrived. */
-  sent: number;
-  ok200: number;
-  non200: Record<string, number>;
-  socketErrors: number;
-  /** 200 → receipt of the delivery's `event.received`, ms, ascending. */
-  latencyMs: number[];
-  /** Send → 200, ms, ascending (the webhook's own answer time, for context). */
-  answerMs: number[];
-  /** How late the open-loop schedule sent its worst request (ms): the sender kept its rate if small. */
-  maxLagMs: number;
-  /** Messages the 200s of the whole run (warm-up included) cause. */
-  messagesExpected: number;
-  destination: DestinationReport;
-}
-
-type ChildCommand =
-  | { type: 'start'; secret: string; options: DestinationOptions }
-  | { type: 'report'; arrivals: boolean }
-  | { type: 'await'; unique: number; timeoutMs: number }
-  | { type: 'latency'; spec: LatencySpec };
-
-type ChildMessage =
-  | { type: 'listening'; port: number }
-  | { type: 'report'; report: DestinationReport }
-  | { type: 'latency'; samples: LatencySamples }
-  | { type: 'error'; message: string };
-
-/** `whsec_` + 24 random bytes: the Standard Webhooks secret form, so the library verifies as is. */
-function newForwardSecret(): string {
-  return `whsec_${randomBytes(24).toString('base64')}`;
-}
-
-/** The destination child as the parent sees it. */
-export class DestinationChild {
-  private constructor(
-    private readonly child: ChildProcess,
-    private readonly stopChild: (child: ChildProcess) => Promise<void>,
-    /** `FORWARD_URL` for the receiver. */
-    readonly url: string,
-    /** `FORWARD_SECRET` for the receiver. */
-    readonly secret: string,
-  ) {}
-
-  /** Its process id, to pin it (taskset). */
-  get pid(): number | undefined {
-    return this.child.pid;
-  }
-
-  static async start(
-    h: Pick<ForwardingHarness, 'track' | 'stopChild'>,
-    options: DestinationOptions,
-  ): Promise<DestinationChild> {
-    const child = h.track(
-      fork(join(__dirname, 'forwarding.js'), ['destination'], {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      }),
-    );
-    const secret = newForwardSecret();
-    try {
-      const m = await ask(child, { type: 'start', secret, options }, 'listening', 10_000);
-      return new DestinationChild(child, h.stopChild, `http://127.0.0.1:${m.port}/hooks`, secret);
-    } catch (err) {
-      await h.stopChild(child);
-      throw err;
-    }
-  }
-
-  /** What arrived so far. */
-  async report(arrivals = false): Promise<DestinationReport> {
-    return (await ask(this.child, { type: 'report', arrivals }, 'report', 30_000)).report;
-  }
-
-  /** Waits until `unique` distinct messages arrived (or `timeoutMs` passed), then reports (with arrivals). */
-  async awaitUnique(unique: number, timeoutMs: number): Promise<DestinationReport> {
-    const m = await ask(this.child, { type: 'await', unique, timeoutMs }, 'report', timeoutMs + 30_000);
-    return m.report;
-  }
-
-  /** Runs the open-loop sender against the receiver on `spec.port`. */
-  async latency(spec: LatencySpec): Promise<LatencySamples> {
-    const limit = spec.warmupMs + spec.durationMs + spec.settleMs + 60_000;
-    return (await ask(this.child, { type: 'latency', spec }, 'latency', limit)).samples;
-  }
-
-  stop(): Promise<void> {
-    return this.stopChild(this.child);
-  }
-}
-
-/** Sends one command and waits for the answer of type `want` (the child answers one at a time). */
-function ask<T extends ChildMessage['type']>(
-  child: ChildProcess,
-  command: ChildCommand,
-  want: T,
-  timeoutMs: number,
-): Promise<Extract<ChildMessage, { type: T }>> {
-  return new Promise((done, fail) => {
-    const finish = (err: Error | null, m?: Extract<ChildMessage, { type: T }>) => {
-      clearTimeout(timer);
-      child.off('message', onMessage);
-      child.off('exit', onExit);
-      if (err !== null) fail(err);
-      else done(m as Extract<ChildMessage, { type: T }>);
-    };
-    const onMessage = (m: ChildMessage) => {
-      if (m.type === want) finish(null, m as Extract<ChildMessage, { type: T }>);
-      else if (m.type === 'error') finish(new Error(`forwarding destination: ${m.message}`));
-    };
-    const onExit = (code: number | null) =>
-      finish(new Error(`forwarding destination exited (${code}) before answering ${command.type}`));
-    const timer = setTimeout(
-      () => finish(new Error(`forwarding destination: no answer to ${command.type} in ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    child.on('message', onMessage);
-    child.once('exit', onExit);
-    child.send(command);
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -265,11 +95,6 @@ export interface ForwardThroughputResult {
   dead: number;
   attempts: number;
 }
-
-/** The proposal flow without its refusals: every event moves its proposal (a transition each). */
-const FLOW = EVENTOS.filter(
-  (e) => !e.endsWith('negada') && e !== 'proposta.cancelada' && e !== 'pagamento.falha',
-);
 
 /**
  * Stores `events` pending events as the webhook route would: proposals interleaved (event i
@@ -316,15 +141,6 @@ function count(path: string, sql: string): number {
     return (db.prepare(sql).get() as { n: number }).n;
   } finally {
     db.close();
-  }
-}
-
-async function until(what: string, check: () => boolean, timeoutMs: number, alive: () => boolean) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (!alive()) throw new Error(`${what}: the receiver died`);
-    if (Date.now() > deadline) throw new Error(`${what}: not done in ${timeoutMs / 1000} s`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -483,13 +299,13 @@ export async function runForwardingThroughput(
         pinToCpus([receiver.pid], layout.receiver);
         pinToCpus([destination.pid], layout.destination);
       }
-      const cpuReady = h.cpuMicros(receiver.pid);
+      const cpuReady = cpuMicros(receiver.pid);
       const atReady = (await destination.report()).received;
       // Anything slower than 100 messages/s is a failure, not a figure.
       const half = await halfway(destination, atReady + Math.floor(backlog.messages / 2));
-      const cpuHalf = h.cpuMicros(receiver.pid);
+      const cpuHalf = cpuMicros(receiver.pid);
       report = await destination.awaitUnique(backlog.messages, Math.max(30_000, backlog.messages * 10));
-      const cpuDone = h.cpuMicros(receiver.pid);
+      const cpuDone = cpuMicros(receiver.pid);
       if (cpuReady !== null && cpuDone !== null && report.received > atReady)
         cpuUsPerMessage = (cpuDone - cpuReady) / (report.received - atReady);
       if (half !== null && cpuHalf !== null && cpuDone !== null && report.received > half)
@@ -584,7 +400,7 @@ export async function runForwardingLatency(
     });
     dbPath = receiver.dbPath;
     try {
-      const cpuBefore = h.cpuMicros(receiver.pid);
+      const cpuBefore = cpuMicros(receiver.pid);
       samples = await destination.latency({
         ...spec,
         port: receiver.port,
@@ -593,7 +409,7 @@ export async function runForwardingLatency(
         settleMs: 15_000,
       });
       if (!receiver.alive()) throw new Error('forwarding latency: the receiver died during the run');
-      const cpuAfter = h.cpuMicros(receiver.pid);
+      const cpuAfter = cpuMicros(receiver.pid);
       const all = Math.round((spec.rate * (spec.warmupMs + spec.durationMs)) / 1000);
       if (cpuBefore !== null && cpuAfter !== null) cpuUsPerDelivery = (cpuAfter - cpuBefore) / all;
     } finally {
@@ -627,268 +443,3 @@ export async function runForwardingLatency(
     deliveries: count(dbPath, 'SELECT count(*) AS n FROM forward_deliveries'),
   };
 }
-
-// ---------------------------------------------------------------------------------------------
-// The child: destination server, and the latency figure's sender
-
-class Destination {
-  readonly report: DestinationReport = {
-    received: 0,
-    unique: 0,
-    missingHeaders: 0,
-    verified: 0,
-    badSignatures: 0,
-    errorSamples: [],
-    firstAtMs: null,
-    lastAtMs: null,
-    types: {},
-    arrivals: [],
-  };
-  private readonly seen = new Set<string>();
-  private readonly verifier: Webhook;
-  /** Delivery `metadata.webhook_id` → when its `event.received` arrived (latency mode). */
-  readonly eventReceivedAt = new Map<string, number>();
-  private waiter: { unique: number; done: () => void } | null = null;
-
-  constructor(
-    secret: string,
-    private readonly options: DestinationOptions,
-  ) {
-    this.verifier = new Webhook(secret);
-  }
-
-  /** Resolves when `unique` distinct messages arrived (at once if they did already). */
-  waitUnique(unique: number): Promise<void> {
-    if (this.report.unique >= unique) return Promise.resolve();
-    return new Promise((done) => {
-      this.waiter = { unique, done };
-    });
-  }
-
-  handle(req: IncomingMessage, res: ServerResponse): void {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const at = performance.now();
-      res.writeHead(200, { 'content-length': '0' }).end();
-      this.received(req, Buffer.concat(chunks).toString('utf8'), at);
-    });
-  }
-
-  private received(req: IncomingMessage, body: string, at: number): void {
-    const r = this.report;
-    r.received += 1;
-    r.firstAtMs ??= at;
-    r.lastAtMs = at;
-    const id = req.headers['webhook-id'];
-    if (typeof id !== 'string' || req.headers['webhook-signature'] === undefined) {
-      r.missingHeaders += 1;
-      return;
-    }
-    if (!this.seen.has(id)) {
-      this.seen.add(id);
-      r.unique += 1;
-    }
-    if (this.options.keepArrivals) r.arrivals.push(id);
-    if (this.options.verifyEvery > 0 && r.received % this.options.verifyEvery === 0) this.verify(req, body);
-    if (this.options.trackEventReceived) this.noteType(body, at);
-    if (this.waiter !== null && r.unique >= this.waiter.unique) {
-      this.waiter.done();
-      this.waiter = null;
-    }
-  }
-
-  private verify(req: IncomingMessage, body: string): void {
-    try {
-      this.verifier.verify(body, req.headers as Record<string, string>);
-      this.report.verified += 1;
-    } catch (err) {
-      this.report.verified += 1;
-      this.report.badSignatures += 1;
-      if (this.report.errorSamples.length < 5) this.report.errorSamples.push((err as Error).message);
-    }
-  }
-
-  private noteType(body: string, at: number): void {
-    const message = JSON.parse(body) as {
-      type: string;
-      data: { payload?: { metadata?: { webhook_id?: string } } };
-    };
-    this.report.types[message.type] = (this.report.types[message.type] ?? 0) + 1;
-    const deliveryId = message.data.payload?.metadata?.webhook_id;
-    if (
-      message.type === 'event.received' &&
-      deliveryId !== undefined &&
-      !this.eventReceivedAt.has(deliveryId)
-    )
-      this.eventReceivedAt.set(deliveryId, at);
-  }
-}
-
-/** The latency figure's deliveries: 4 steps per proposal, 50 proposals at a time interleaved. */
-const LATENCY_FLOW = FLOW.slice(0, 4);
-const LATENCY_PROPOSALS_AT_ONCE = 50;
-
-function latencyDelivery(spec: LatencySpec, i: number): { id: string; body: Buffer; signature: string } {
-  const group = LATENCY_FLOW.length * LATENCY_PROPOSALS_AT_ONCE;
-  const nu = 3_000_000 + Math.floor(i / group) * LATENCY_PROPOSALS_AT_ONCE + (i % LATENCY_PROPOSALS_AT_ONCE);
-  const evento = LATENCY_FLOW[Math.floor((i % group) / LATENCY_PROPOSALS_AT_ONCE)] as string;
-  const id = `wh_lat_${spec.runId}_${String(i).padStart(6, '0')}`;
-  const body = Buffer.from(
-    JSON.stringify({
-      evento,
-      timestamp: '2026-11-21T10:00:00-03:00',
-      dados: {
-        nu_proposta: nu,
-        nu_cpf: '52998224725',
-        st_proposta: evento.split('.')[1],
-        vl_emprestimo: 15000.5,
-        no_conveniada: 'Empresa Exemplo Ltda',
-      },
-      metadata: { tentativa: 1, webhook_id: id },
-    }),
-  );
-  // Signed here, independently of the code under test (as load.ts does).
-  const signature = `sha256=${createHmac('sha256', spec.webhookSecret).update(body).digest('hex')}`;
-  return { id, body, signature };
-}
-
-/**
- * Open loop: request i leaves at t0 + i/rate whatever the earlier ones are doing (a closed loop
- * would slow down with the receiver and hide its queueing). Returns when every request answered.
- */
-async function sendOpenLoop(
-  spec: LatencySpec,
-  items: readonly { body: Buffer; signature: string }[],
-  onAnswer: (i: number, status: number, sentAt: number, answeredAt: number) => void,
-): Promise<number> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
-  const period = 1000 / spec.rate;
-  const t0 = performance.now() + 20;
-  let next = 0;
-  let open = 0;
-  let maxLagMs = 0;
-  let allAnswered: () => void = () => undefined;
-  const answered = new Promise<void>((done) => (allAnswered = done));
-  const send = (i: number) => {
-    const item = items[i] as { body: Buffer; signature: string };
-    const sentAt = performance.now();
-    maxLagMs = Math.max(maxLagMs, sentAt - (t0 + i * period));
-    open += 1;
-    const finish = (status: number) => {
-      onAnswer(i, status, sentAt, performance.now());
-      open -= 1;
-      if (open === 0 && next >= items.length) allAnswered();
-    };
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: spec.port,
-        path: '/webhooks',
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': String(item.body.length),
-          'x-service-signature': item.signature,
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => finish(res.statusCode ?? 0));
-        res.on('error', () => finish(0));
-      },
-    );
-    req.on('error', () => finish(0));
-    req.end(item.body);
-  };
-  await new Promise<void>((done) => {
-    const tick = () => {
-      while (next < items.length && t0 + next * period <= performance.now()) send(next++);
-      if (next >= items.length) return done();
-      setTimeout(tick, Math.max(0, t0 + next * period - performance.now()));
-    };
-    tick();
-  });
-  if (open > 0) await answered;
-  agent.destroy();
-  return maxLagMs;
-}
-
-async function runLatency(spec: LatencySpec, destination: Destination): Promise<LatencySamples> {
-  const warm = Math.round((spec.rate * spec.warmupMs) / 1000);
-  const total = warm + Math.round((spec.rate * spec.durationMs) / 1000);
-  const items = Array.from({ length: total }, (_, i) => latencyDelivery(spec, i));
-  const okAt = new Float64Array(total).fill(Number.NaN);
-  const non200: Record<string, number> = {};
-  let socketErrors = 0;
-  const answerMs: number[] = [];
-  let all200 = 0;
-  const maxLagMs = await sendOpenLoop(spec, items, (i, status, sentAt, answeredAt) => {
-    if (status === 200) all200 += 1;
-    if (i < warm) return;
-    if (status === 200) {
-      okAt[i] = answeredAt;
-      answerMs.push(answeredAt - sentAt);
-    } else if (status === 0) socketErrors += 1;
-    else non200[status] = (non200[status] ?? 0) + 1;
-  });
-  // Wait (bounded) for the stragglers: every message of every 200, warm-up included (each delivery
-  // of the flow causes event.received and proposal.changed), so the receiver's records can be
-  // compared with what arrived.
-  const deadline = performance.now() + spec.settleMs;
-  const arrivedAll = () =>
-    destination.report.unique >= 2 * all200 &&
-    items.every((it, i) => Number.isNaN(okAt[i] as number) || destination.eventReceivedAt.has(it.id));
-  while (!arrivedAll() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const latencyMs: number[] = [];
-  for (let i = warm; i < total; i++) {
-    const at = destination.eventReceivedAt.get((items[i] as { id: string }).id);
-    if (!Number.isNaN(okAt[i] as number) && at !== undefined) latencyMs.push(at - (okAt[i] as number));
-  }
-  return {
-    sent: total - warm,
-    ok200: answerMs.length,
-    non200,
-    socketErrors,
-    latencyMs: latencyMs.sort((a, b) => a - b),
-    answerMs: answerMs.sort((a, b) => a - b),
-    maxLagMs,
-    messagesExpected: 2 * all200,
-    destination: { ...destination.report, arrivals: [] },
-  };
-}
-
-function childMain(): void {
-  let destination: Destination | null = null;
-  const reply = (m: ChildMessage) => process.send?.(m);
-  const fail = (err: unknown) =>
-    reply({ type: 'error', message: err instanceof Error ? err.message : String(err) });
-  process.on('message', (command: ChildCommand) => {
-    if (command.type === 'start') {
-      const d = new Destination(command.secret, command.options);
-      destination = d;
-      const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => d.handle(req, res));
-      server.listen(0, '127.0.0.1', () =>
-        reply({ type: 'listening', port: (server.address() as AddressInfo).port }),
-      );
-      return;
-    }
-    const d = destination;
-    if (d === null) return fail(`${command.type} before start`);
-    if (command.type === 'report') {
-      reply({ type: 'report', report: { ...d.report, arrivals: command.arrivals ? d.report.arrivals : [] } });
-    } else if (command.type === 'await') {
-      const timer = new Promise<void>((r) => setTimeout(r, command.timeoutMs).unref());
-      void Promise.race([d.waitUnique(command.unique), timer]).then(() =>
-        reply({ type: 'report', report: d.report }),
-      );
-    } else {
-      runLatency(command.spec, d).then((samples) => reply({ type: 'latency', samples }), fail);
-    }
-  });
-  // The directing process went away: nothing left to do.
-  process.on('disconnect', () => process.exit(0));
-}
-
-if (require.main === module && process.argv[2] === 'destination') childMain();

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { type LoadMessage, type LoadResult, type LoadSpec, percentile } from './protocol';
+import { percentile } from './harness';
+import type { LoadMessage, LoadResult, LoadSpec } from './protocol';
 
 /**
  * The load generator, run by run.ts in its own process (so it has a core of its own): `concurrency`

@@ -14,11 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { ConsigError } from '../src/domain/errors';
-
-import { freePort } from './free-port';
-
-// One freePort for the bench and the tests; its own module, so a test needing a port needs no PostgreSQL.
-export { freePort };
+import { freePort } from './harness';
 
 /**
  * A throwaway PostgreSQL server on the machine's own binaries, for the tests, the benchmark and the

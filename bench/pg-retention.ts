@@ -7,7 +7,7 @@ import { clientRunners, pgLogSql } from '../src/cluster/pg-log-sql';
 import { type BatchReport, prunePass } from '../src/core/retention';
 import { RELAY_LOCK_KEY } from '../src/cluster/relay';
 import { retentionCutoff } from '../src/domain/retention';
-import { percentile } from './protocol';
+import { percentile } from './harness';
 
 /**
  * RETENTION_DAYS on PostgreSQL (src/core/retention.ts): how long each batch's transaction

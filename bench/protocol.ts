@@ -1,6 +1,6 @@
 /**
  * What the bench orchestrator (run.ts) and its load generator (load.ts) say to each other over the
- * child-process IPC channel, and the small helpers both need.
+ * child-process IPC channel.
  */
 
 export interface LoadSpec {
@@ -38,10 +38,3 @@ export interface LoadResult {
 }
 
 export type LoadMessage = { type: 'result'; result: LoadResult } | { type: 'error'; message: string };
-
-/** Nearest-rank percentile of ascending `sorted` samples; NaN when there are none. */
-export function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const rank = Math.ceil(p * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] as number;
-}

@@ -3,10 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
-import { startStarvedPostgres } from './cluster';
-import { peakRss, pinToCpus } from './cpus';
-import { DestinationChild, type ForwardingHarness, type ReceiverRun } from './forwarding';
-import { percentile } from './protocol';
+import { metricsOf, startStarvedPostgres } from './cluster-pg';
+import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from './harness';
+import { DestinationChild } from './destination';
+import type { ForwardingHarness, ReceiverRun } from './forwarding';
 
 /**
  * The starved row (issue 23: the answer comes first). The receiver is pinned to core 0 beside
@@ -17,7 +17,7 @@ import { percentile } from './protocol';
  * backlog's peak (events pending + deliveries pending) and how long after the last answer it
  * drained, and the receiver's CPU per delivery.
  *
- * The load generator is the forwarding latency figure's open-loop sender (forwarding.ts), run in
+ * The load generator is the forwarding latency figure's open-loop sender (destination.ts), run in
  * the first destination's child; with forwarding off that child only sends.
  */
 
@@ -146,7 +146,7 @@ async function row(
             sampling = false;
           });
       }, 100);
-      const cpuBefore = h.cpuMicros(receiver.pid);
+      const cpuBefore = cpuMicros(receiver.pid);
       const samples = await first.latency({
         rate: spec.rate,
         warmupMs: spec.warmupMs,
@@ -168,7 +168,7 @@ async function row(
         await new Promise((r) => setTimeout(r, 100));
       }
       clearInterval(sampler);
-      const cpuAfter = h.cpuMicros(receiver.pid);
+      const cpuAfter = cpuMicros(receiver.pid);
       const all = Math.round((spec.rate * (spec.warmupMs + spec.durationMs)) / 1000);
       const answers = Float64Array.from(samples.answerMs).sort();
       return {
@@ -249,18 +249,14 @@ export async function runClusterStarvedRows(h: ForwardingHarness, spec: StarvedS
 }
 
 /** Until the replica says it is connected to PostgreSQL (its /metrics), at most 60 s. */
-async function connected(receiver: ReceiverRun): Promise<void> {
-  const deadline = performance.now() + 60_000;
-  while (performance.now() < deadline) {
-    const text = await fetch(`http://127.0.0.1:${receiver.port}/metrics`)
-      .then((r) => r.text())
-      .catch(() => '');
-    if (/^consig_cluster_connected 1$/m.test(text)) return;
-    if (!receiver.alive()) break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('starved: the replica did not connect to PostgreSQL within 60 s');
-}
+const connected = (receiver: ReceiverRun): Promise<void> =>
+  until(
+    'starved: the replica connected to PostgreSQL',
+    async () => metric(await metricsOf(receiver.port), 'consig_cluster_connected') === 1,
+    60_000,
+    receiver.alive,
+    200,
+  );
 
 export function starvedReport(spec: StarvedSpec, rows: readonly StarvedRow[]): string {
   const f = (n: number | null, d = 1) => (n === null || Number.isNaN(n) ? 'n/a' : n.toFixed(d));

@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { basename, dirname, join, posix } from 'node:path';
 
 /**
@@ -410,18 +409,7 @@ export async function run(
 
 // ---- network -------------------------------------------------------------------------------------
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../bench/harness';
 
 export interface HttpResult {
   status: number;

@@ -1,5 +1,5 @@
-import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../../bench/harness';
 import Database from '../../src/store/sqlite-driver';
 import { createServiceClient } from '../../src/client';
 import { EVENTOS } from '../../src/domain/catalogue';
@@ -30,15 +30,6 @@ afterEach(async () => {
   sim = undefined;
   tmp.cleanup();
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function serve(extra: Record<string, string> = {}): Promise<ServerProcess> {
   const s = await startServe({ DATABASE_PATH: dbPath, WEBHOOK_SECRETS: SECRET, ...extra });

@@ -1,12 +1,21 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { chownSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  findPostgresBinaries,
   freePort,
+  HOST,
+  httpGet,
+  logTail,
+  metricTotal,
+  type Proc,
+  sleep,
+  spawnServe,
+  stopProcess,
+  waitReady,
+} from '../../bench/harness';
+import {
+  findPostgresBinaries,
   type LocalPostgres,
   makeRunner,
   startLocalPostgres,
@@ -22,9 +31,6 @@ import { withClient } from './postgres';
  * {@link SwitchProxy} that the test re-points from the primary to the promoted standby as a DNS
  * name or a virtual IP would. Plus the built receiver's replicas as child processes.
  */
-
-const HOST = '127.0.0.1';
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** A TCP proxy whose target can change: new connections go to the current one; a switch cuts the open ones. */
 export interface SwitchProxy {
@@ -223,13 +229,11 @@ async function waitCaughtUp(primaryUrl: string, standbyUrl: string, timeoutMs: n
 // The replicas: the built receiver, `serve` in cluster mode
 // ---------------------------------------------------------------------------------------------
 
-export interface FailoverReplica {
+export interface FailoverReplica extends Proc {
   readonly id: string;
   readonly port: number;
   readonly spool: string;
   readonly logPath: string;
-  child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /** Starts `node <bin> serve` with `env` on a free port, its output to `<dir>/<id>.log`; resolves once /readyz answers 200. */
@@ -243,78 +247,21 @@ export async function startReplica(
   const port = await freePort();
   const logPath = join(dir, `${id}.log`);
   const spool = join(dir, `${id}.db`);
-  const fd = openSync(logPath, 'a');
-  const child = spawn(process.execPath, [bin, 'serve'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOST,
-      PORT: String(port),
-      DATABASE_PATH: spool,
-      REPLICA_ID: id,
-      ...env,
-    },
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-    child.once('exit', (code, signal) => done({ code, signal })),
+  const proc = spawnServe(
+    bin,
+    { HOST, PORT: String(port), DATABASE_PATH: spool, REPLICA_ID: id, ...env },
+    logPath,
   );
-  let gone = false;
-  void exited.then(() => (gone = true));
-  const until = Date.now() + 60_000;
-  while ((await httpGet(port, '/readyz', 2000))?.status !== 200) {
-    if (gone || Date.now() > until)
-      throw new Error(`${id} not ready (${gone ? 'exited' : 'timeout'}):\n${logTail(logPath)}`);
-    await sleep(50);
-  }
-  return { id, port, spool, logPath, child, exited };
+  if (!(await waitReady(proc, port, logPath)))
+    throw new Error(`${id} exited before it was ready:\n${logTail(logPath)}`);
+  return { id, port, spool, logPath, ...proc };
 }
 
 /** SIGTERM, SIGKILL after 30 s; the exit code (null when killed). */
-export async function stopReplica(r: FailoverReplica): Promise<number | null> {
-  if (r.child.exitCode !== null || r.child.signalCode !== null) return r.child.exitCode;
-  r.child.kill('SIGTERM');
-  const timer = setTimeout(() => r.child.kill('SIGKILL'), 30_000);
-  const { code } = await r.exited;
-  clearTimeout(timer);
-  return code;
-}
-
-export function logTail(path: string, chars = 3000): string {
-  try {
-    return readFileSync(path, 'utf8').slice(-chars);
-  } catch {
-    return '(no log)';
-  }
-}
-
-/** A GET on loopback: status and body, or null when there was no answer in time. */
-export function httpGet(
-  port: number,
-  path: string,
-  timeoutMs: number,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; body: string } | null> {
-  return new Promise((done) => {
-    const req = request({ host: HOST, port, path, headers, agent: false, timeout: timeoutMs }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => done({ status: res.statusCode ?? 0, body }));
-      res.on('error', () => done(null));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => done(null));
-    req.end();
-  });
-}
+export const stopReplica = (r: FailoverReplica): Promise<number | null> => stopProcess(r.child);
 
 /** The value of a counter or gauge (summed over its label sets) in a replica's /metrics; null when absent. */
 export async function metricSum(port: number, name: string): Promise<number | null> {
   const res = await httpGet(port, '/metrics', 3000);
-  if (res === null || res.status !== 200) return null;
-  const values = [...res.body.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].map((m) =>
-    Number(m[1]),
-  );
-  return values.length === 0 ? null : values.reduce((s, v) => s + v, 0);
+  return res === null || res.status !== 200 ? null : metricTotal(res.body, name);
 }

@@ -1,7 +1,9 @@
 import { Agent, request } from 'node:http';
 import type { Evento } from '../../src/domain/catalogue';
-import { EVENT_EFFECTS, HAPPY_PATH } from '../../src/domain/lifecycle';
+import { EVENT_EFFECTS } from '../../src/domain/lifecycle';
 import { seededRandom } from '../../src/domain/random';
+import { CPFS, PATHS } from '../../bench/deliveries';
+import { HOST, sleep } from '../../bench/harness';
 import { signed } from './payloads';
 
 /**
@@ -12,18 +14,8 @@ import { signed } from './payloads';
  * `/admin/feed` from its cursor, as a lender's puller does, through whatever happens to PostgreSQL.
  */
 
-const HOST = '127.0.0.1';
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Five-event windows of the life cycle, as bench/cluster-crash.ts sends (no evento twice in one proposal). */
-const PATHS: readonly Evento[][] = [
-  HAPPY_PATH.slice(0, 5),
-  [...HAPPY_PATH.slice(0, 4), 'averbacao.negada'],
-  HAPPY_PATH.slice(2, 7),
-  HAPPY_PATH.slice(4, 9),
-  [...HAPPY_PATH.slice(5, 8), 'pagamento.falha', 'pagamento.realizado'],
-];
-const CPFS = ['12345678909', '11144477735', '52998224725', '01234567890'];
+/** The life-cycle windows bench/cluster-crash.ts sends (no evento twice in one proposal), chosen here uniformly. */
+const WINDOWS: readonly (readonly Evento[])[] = PATHS.map((p) => p.eventos);
 
 export interface LoadProposal {
   nu: number;
@@ -131,7 +123,7 @@ function pickProposal(open: LoadProposal[], all: LoadProposal[], rng: () => numb
     nu: 30_000_000 + (seed % 1000) * 10_000 + all.length + 1,
     uuid: `${u.slice(0, 8)}-${u.slice(8, 12)}-4${u.slice(13, 16)}-a${u.slice(17, 20)}-${u.slice(20, 32)}`,
     cpf: CPFS[Math.floor(rng() * CPFS.length)] as string,
-    eventos: PATHS[Math.floor(rng() * PATHS.length)] as Evento[],
+    eventos: WINDOWS[Math.floor(rng() * WINDOWS.length)] as Evento[],
     keys: [],
     next: 0,
     busy: false,

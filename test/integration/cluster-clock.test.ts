@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { percentile } from '../../bench/harness';
 import type { Clock } from '../../src/clock';
 import type { Evento } from '../../src/domain/catalogue';
 import { HAPPY_PATH, replay } from '../../src/domain/lifecycle';
@@ -139,9 +140,6 @@ afterAll(() => {
   console.info(lines.join('\n'));
 });
 
-const percentile = (sorted: readonly number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
-
 /**
  * Three replicas, the third one's wall clock `shift()` ms off; every proposal sent round-robin
  * (`during` runs alongside); waits until all is processed and returns the row, with what a test
@@ -253,11 +251,11 @@ async function tally(clock: string, proposals: readonly Sent[]): Promise<{ row: 
   const latencies = transitions
     .map((t) => Number(t.recorded) - (answered.get(t.dedup_key) as number))
     .sort((a, b) => a - b);
-  row.p99Ms = percentile(latencies, 99);
-  row.p50Ms = percentile(latencies, 50);
+  row.p99Ms = percentile(latencies, 0.99);
+  row.p50Ms = percentile(latencies, 0.5);
   row.relayP99Ms = percentile(
     transitions.map((t) => Number(t.relayed) - (answered.get(t.dedup_key) as number)).sort((a, b) => a - b),
-    99,
+    0.99,
   );
   const [seen] = await rows<{ ms: number }>(
     bed.pool,
