@@ -7,8 +7,8 @@ import { EVENTS_QUEUE } from '../src/cluster/engine';
 import Database from '../src/store/sqlite-driver';
 import type { ClusterBenchOptions, ClusterHarness } from './cluster';
 import type { ReceiverRun } from './forwarding';
-import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from './harness';
-import { type LocalPostgres, startLocalPostgres } from './local-postgres';
+import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from '../rigs/harness';
+import { type LocalPostgres, startLocalPostgres } from '../rigs/local-postgres';
 
 /**
  * What the cluster rows (cluster.ts, cluster-rate.ts) and the starved rows' cluster mode share: one

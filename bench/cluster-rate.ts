@@ -20,10 +20,10 @@ import {
   startReplica,
   transactions,
 } from './cluster-pg';
-import { interleavedDelivery, sendOpenLoop } from './deliveries';
+import { interleavedDelivery, sendOpenLoop } from '../rigs/deliveries';
 import type { ReceiverRun } from './forwarding';
-import { metric } from './harness';
-import type { LocalPostgres } from './local-postgres';
+import { metric } from '../rigs/harness';
+import type { LocalPostgres } from '../rigs/local-postgres';
 
 /**
  * Rows 2, 4 and 5 of the cluster figures (cluster.ts): a fixed rate, open loop, against one replica

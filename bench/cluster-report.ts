@@ -11,7 +11,7 @@ import {
 } from './cluster';
 import { type CpuUse, type MachineLoad, PG_SETTINGS, type RelayLag, type Spread } from './cluster-pg';
 import { type RateRun, rateOk } from './cluster-rate';
-import { medianBy } from './harness';
+import { medianBy } from '../rigs/harness';
 
 /** The cluster figures' printed report (run.ts). */
 

@@ -32,8 +32,8 @@ import {
 } from './cluster-pg';
 import { type RateRun, rateRun } from './cluster-rate';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
-import { cpuMicros, fixed, pinToCpus, until } from './harness';
-import { type LocalPostgres, startLocalPostgres } from './local-postgres';
+import { cpuMicros, fixed, pinToCpus, until } from '../rigs/harness';
+import { type LocalPostgres, startLocalPostgres } from '../rigs/local-postgres';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
 import type { LoadResult } from './protocol';
 
@@ -62,7 +62,7 @@ import type { LoadResult } from './protocol';
  *    balancer): what the hold-back window adds (docs/cluster.md §10), with the transitions recorded
  *    out of order counted (must be 0).
  *
- * PostgreSQL is a throwaway server on the machine's binaries (bench/local-postgres.ts) with
+ * PostgreSQL is a throwaway server on the machine's binaries (rigs/local-postgres.ts) with
  * its durable defaults (fsync, synchronous_commit and full_page_writes on: not `fast`), plus
  * `track_commit_timestamp`, which rows 2–4 read; each run gets a fresh database. Every run is
  * checked: each 200 is one event in PostgreSQL (and in the spool), and every event is done at the

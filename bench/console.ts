@@ -2,7 +2,7 @@ import { copyFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
-import { percentile } from './harness';
+import { percentile } from '../rigs/harness';
 
 /**
  * The console figure (issue 12), run by run.ts: the real receiver (`serve`) on a copy of the

@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { FLOW, interleavedDelivery, sendOpenLoop } from './deliveries';
+import { FLOW, interleavedDelivery, sendOpenLoop } from '../rigs/deliveries';
 import type { ForwardingHarness } from './forwarding';
 
 /**

@@ -5,8 +5,8 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { openStore } from '../src/store/store';
-import { FLOW } from './deliveries';
-import { cpuMicros, percentile, pinToCpus, until } from './harness';
+import { FLOW } from '../rigs/deliveries';
+import { cpuMicros, percentile, pinToCpus, until } from '../rigs/harness';
 import {
   DestinationChild,
   type DestinationReport,

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { percentile } from './harness';
+import { percentile } from '../rigs/harness';
 import type { LoadMessage, LoadResult, LoadSpec } from './protocol';
 
 /**

@@ -1,13 +1,13 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
-import { startLocalPostgres } from './local-postgres';
+import { startLocalPostgres } from '../rigs/local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import { clientRunners, pgLogSql } from '../src/cluster/pg-log-sql';
 import { type BatchReport, prunePass } from '../src/core/retention';
 import { RELAY_LOCK_KEY } from '../src/cluster/relay';
 import { retentionCutoff } from '../src/domain/retention';
-import { percentile } from './harness';
+import { percentile } from '../rigs/harness';
 
 /**
  * RETENTION_DAYS on PostgreSQL (src/core/retention.ts): how long each batch's transaction

@@ -13,7 +13,7 @@ import {
   drainBuilds,
   runClusterFigures,
 } from './cluster';
-import { fixed, median, medianBy } from './harness';
+import { fixed, median, medianBy } from '../rigs/harness';
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';

@@ -18,7 +18,7 @@ import {
   peakRss,
   pinToCpus,
   stopProcess,
-} from './harness';
+} from '../rigs/harness';
 import { consoleReport, runConsoleFigures } from './console';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { metricsOf, startStarvedPostgres } from './cluster-pg';
-import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from './harness';
+import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from '../rigs/harness';
 import { DestinationChild } from './destination';
 import type { ForwardingHarness, ReceiverRun } from './forwarding';
 

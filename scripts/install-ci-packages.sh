@@ -4,7 +4,7 @@
 # installs may set PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 all the same), `prometheus` (its `promtool`
 # tests deploy/prometheus/alerts.yml) and `postgresql` (the server binaries initdb, pg_ctl and
 # postgres: the cluster-mode tests start their own throwaway server with them, see
-# bench/local-postgres.ts; on Debian 12 the package brings postgresql-15). Idempotent: a
+# rigs/local-postgres.ts; on Debian 12 the package brings postgresql-15). Idempotent: a
 # package already there is left alone, and `apt-get update` runs only when something is missing.
 # Runs as root, or through sudo when it can.
 set -euo pipefail
@@ -15,7 +15,7 @@ declare -A PROVIDES=(
   [prometheus]=/usr/bin/promtool
 )
 
-# The PostgreSQL server, looked for where bench/local-postgres.ts looks: PG_BIN, then
+# The PostgreSQL server, looked for where rigs/local-postgres.ts looks: PG_BIN, then
 # `pg_config --bindir` (which libpq-dev alone also ships, without a server, hence the initdb check),
 # then Debian's /usr/lib/postgresql/<version>/bin. (A PG_BIN naming the wrong directory is not
 # fixed by installing anything; the tests' error names it.)

@@ -1,5 +1,5 @@
 import type { Browser, BrowserContext } from 'playwright-core';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { openPool, waitFor } from '../helpers/cluster-db';
 import { play, scenario } from '../helpers/cluster-scenario';
 import { createTestDatabase, workerPostgres } from '../helpers/postgres';

@@ -1,5 +1,5 @@
 import type { Browser } from 'playwright-core';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import { clusterBed } from '../helpers/cluster-bed';
 import { oidcEnv, type TestProvider, testProvider } from '../helpers/oidc-provider';
 import { launchBrowser } from './helpers/browser';

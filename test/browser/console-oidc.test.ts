@@ -1,5 +1,5 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import { delivery } from '../helpers/payloads';
 import { oidcEnv, type TestProvider, testProvider } from '../helpers/oidc-provider';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';

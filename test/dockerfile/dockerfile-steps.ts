@@ -409,7 +409,7 @@ export async function run(
 
 // ---- network -------------------------------------------------------------------------------------
 
-export { freePort } from '../../bench/harness';
+export { freePort } from '../../rigs/harness';
 
 export interface HttpResult {
   status: number;

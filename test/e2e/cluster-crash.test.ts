@@ -4,13 +4,13 @@ import {
   type ClusterCrashResult,
   formatClusterCrash,
   runClusterCrash,
-} from '../../bench/cluster-crash';
-import type { LocalPostgres } from '../../bench/local-postgres';
+} from '../../rigs/cluster-crash';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { startTestPostgres, withClient } from '../helpers/postgres';
 import { BIN } from '../helpers/process';
 
 /**
- * The short CI version of `node dist/bench/cluster-crash.js` (issue 13): three replicas of the built
+ * The short CI version of `node dist/rigs/cluster-crash.js` (issue 13): three replicas of the built
  * receiver on one real PostgreSQL (durable settings), signed load with 10 % re-sends to a different
  * replica, one replica SIGKILLed and restarted on its spool, PostgreSQL restarted with
  * `-m immediate`; then the relay's catch-up and the checks in PostgreSQL. The replicas forward

@@ -1,4 +1,4 @@
-import { formatCrashLoad, runCrashLoad } from '../../bench/crash-load';
+import { formatCrashLoad, runCrashLoad } from '../../rigs/crash-load';
 
 /**
  * The short CI version of `npm run test:crash` (issue 6, item 3), through the same runner: the built

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import Database from '../../src/store/sqlite-driver';
 import { createServiceClient } from '../../src/client';
 import { EVENTOS } from '../../src/domain/catalogue';

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { openPool, waitFor } from './cluster-db';
 import { createTestDatabase, startTestPostgres, workerPostgres } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';

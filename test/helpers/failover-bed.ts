@@ -13,14 +13,14 @@ import {
   spawnServe,
   stopProcess,
   waitReady,
-} from '../../bench/harness';
+} from '../../rigs/harness';
 import {
   findPostgresBinaries,
   type LocalPostgres,
   makeRunner,
   startLocalPostgres,
   stopLocalPostgresIn,
-} from '../../bench/local-postgres';
+} from '../../rigs/local-postgres';
 import { type LatencyProxy, startLatencyProxy } from './latency-proxy';
 import { withClient } from './postgres';
 

@@ -2,8 +2,8 @@ import { Agent, request } from 'node:http';
 import type { Evento } from '../../src/domain/catalogue';
 import { EVENT_EFFECTS } from '../../src/domain/lifecycle';
 import { seededRandom } from '../../src/domain/random';
-import { CPFS, PATHS } from '../../bench/deliveries';
-import { HOST, sleep } from '../../bench/harness';
+import { CPFS, PATHS } from '../../rigs/deliveries';
+import { HOST, sleep } from '../../rigs/harness';
 import { signed } from './payloads';
 
 /**
@@ -14,7 +14,7 @@ import { signed } from './payloads';
  * `/admin/feed` from its cursor, as a lender's puller does, through whatever happens to PostgreSQL.
  */
 
-/** The life-cycle windows bench/cluster-crash.ts sends (no evento twice in one proposal), chosen here uniformly. */
+/** The life-cycle windows rigs/cluster-crash.ts sends (no evento twice in one proposal), chosen here uniformly. */
 const WINDOWS: readonly (readonly Evento[])[] = PATHS.map((p) => p.eventos);
 
 export interface LoadProposal {

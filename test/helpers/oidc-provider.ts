@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 
 /**
  * A real OpenID Provider on loopback (test/helpers/oidc-provider-server.mjs: `oidc-provider` in a child

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { stopLocalPostgresIn } from '../../bench/local-postgres';
+import { stopLocalPostgresIn } from '../../rigs/local-postgres';
 import { RUN_DIR_ENV } from './postgres';
 
 /** jest's globalTeardown for the tiers on PostgreSQL: stops every worker's server, once the run is over. */

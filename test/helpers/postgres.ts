@@ -4,11 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { Client } from 'pg';
 import ts from 'typescript';
-import {
-  type LocalPostgres,
-  type LocalPostgresOptions,
-  startLocalPostgres,
-} from '../../bench/local-postgres';
+import { type LocalPostgres, type LocalPostgresOptions, startLocalPostgres } from '../../rigs/local-postgres';
 
 /**
  * PostgreSQL for the tests (startLocalPostgres; never skipped — without the binaries it fails with

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { percentile } from '../../bench/harness';
+import { percentile } from '../../rigs/harness';
 import type { Clock } from '../../src/clock';
 import type { Evento } from '../../src/domain/catalogue';
 import { HAPPY_PATH, replay } from '../../src/domain/lifecycle';

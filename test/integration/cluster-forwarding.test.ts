@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { pgLogQuery, pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { destinationGauges, senderStore } from '../../src/core/sender-store';
 import { migratePostgres } from '../../src/cluster/pg-migrate';

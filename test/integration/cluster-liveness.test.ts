@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';

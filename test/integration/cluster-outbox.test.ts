@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { OUTBOX_LOCK_KEY, storeOutbox } from '../../src/cluster/pg-outbox';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut, sqlOf } from '../../src/cluster/sql';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
 import { runKick } from '../../src/cluster/kick';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/sql';
 import { startTestApp, type TestApp } from '../helpers/app';

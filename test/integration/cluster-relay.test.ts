@@ -4,7 +4,7 @@ import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src
 import { Relay } from '../../src/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/store/spool';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/sql';

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import { CookieJar, step } from '../helpers/oidc-http';
 import { ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, VIEWER_GROUP } from '../helpers/oidc-provider';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';

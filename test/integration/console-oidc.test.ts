@@ -1,4 +1,4 @@
-import { freePort } from '../../bench/harness';
+import { freePort } from '../../rigs/harness';
 import { CookieJar, step, toCallback } from '../helpers/oidc-http';
 import { oidcEnv, type TestProvider, testProvider } from '../helpers/oidc-provider';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';

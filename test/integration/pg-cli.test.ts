@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { createTestDatabase, workerPostgres, withClient } from '../helpers/postgres';

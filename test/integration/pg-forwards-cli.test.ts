@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { clientRunners, pgLogSql } from '../../src/cluster/pg-log-sql';
 import { forwardAdmin } from '../../src/core/forward-admin';
 import { migratePostgres } from '../../src/cluster/pg-migrate';

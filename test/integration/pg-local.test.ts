@@ -6,7 +6,7 @@ import {
   type LocalPostgres,
   LocalPostgresError,
   startLocalPostgres,
-} from '../../bench/local-postgres';
+} from '../../rigs/local-postgres';
 import { tempDir } from '../helpers/tmp';
 
 /**

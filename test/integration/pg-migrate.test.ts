@@ -2,7 +2,7 @@ import { appendFileSync, copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { Pool } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { defaultPgMigrationsDir, loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
 import { MigrationError } from '../../src/domain/errors';
 import { migrate } from '../../src/store/migrate';

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import type { LocalPostgres } from '../../bench/local-postgres';
+import type { LocalPostgres } from '../../rigs/local-postgres';
 import { type CommandSession, withCommandStore } from '../../src/open-store';
 import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
 import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';

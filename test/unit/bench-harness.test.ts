@@ -1,7 +1,7 @@
-import { fixed, median, medianBy, metric, metricTotal, percentile } from '../../bench/harness';
+import { fixed, median, medianBy, metric, metricTotal, percentile } from '../../rigs/harness';
 
 /**
- * The statistics and /metrics readers the bench and the tests share (bench/harness.ts): every
+ * The statistics and /metrics readers the bench and the tests share (rigs/harness.ts): every
  * figure of docs/benchmark.md goes through them.
  */
 

@@ -6,7 +6,7 @@ import { dirname, join, relative, resolve } from 'node:path';
  * nothing beyond Node, so no file there may reach PostgreSQL, Chromium or promtool; each file is in
  * exactly one tier, and the others' files need what their tier is named after. What a file needs
  * is read from what it imports, following test/'s own modules: test/helpers/postgres.ts or
- * bench/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), and a run of
+ * rigs/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), and a run of
  * promtool.
  */
 
@@ -35,7 +35,7 @@ function tiersOf(file: string): string[] {
     .map((p) => p.displayName);
 }
 
-const POSTGRES_MODULES = [join(root, 'test/helpers/postgres.ts'), join(root, 'bench/local-postgres.ts')];
+const POSTGRES_MODULES = [join(root, 'test/helpers/postgres.ts'), join(root, 'rigs/local-postgres.ts')];
 
 /** What `file` needs, through its imports of test/'s modules. */
 function needsOf(file: string, seen = new Set<string>()): Set<Need> {

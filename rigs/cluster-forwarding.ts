@@ -7,7 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { verifyStandardWebhook } from '../src/domain/forwarding/standard-webhooks';
 
 /**
- * The lender's side of bench/cluster-crash.ts: a destination on loopback that the three replicas
+ * The lender's side of rigs/cluster-crash.ts: a destination on loopback that the three replicas
  * forward `proposal.changed` to (docs/forwarding.md, in cluster mode),
  * and the checks of what it received against PostgreSQL's outbox. It records every request as it
  * arrives (its `webhook-id`, arrival order, raw body, signature verdict) and answers 200 at once, so

@@ -719,7 +719,7 @@ async function main(): Promise<void> {
   });
   if (values.help) {
     process.stdout.write(
-      'usage: node dist/bench/crash-load.js [--kills 5] [--deliveries 100000] [--concurrency 32] [--seed N] [--keep]\n',
+      'usage: node dist/rigs/crash-load.js [--kills 5] [--deliveries 100000] [--concurrency 32] [--seed N] [--keep]\n',
     );
     return;
   }

@@ -47,7 +47,7 @@ export { ANSWER_DEADLINE_MS } from './cluster-crash-fleet';
 export { formatClusterCrash };
 
 /**
- * The cluster test of issue 13 with real processes (`node dist/bench/cluster-crash.js`): a real
+ * The cluster test of issue 13 with real processes (`node dist/rigs/cluster-crash.js`): a real
  * PostgreSQL (durable settings, not `fast`), three replicas of the built receiver (`serve` with
  * DATABASE_URL, each its own SQLite spool and port), and an in-process load generator sending signed
  * life-cycle deliveries over the three, about 10 % of them re-sends of an already acknowledged
@@ -57,13 +57,13 @@ export { formatClusterCrash };
  * and for processing to finish, stops the replicas gracefully and checks PostgreSQL against what
  * the replicas answered (see {@link ClusterChecks}).
  *
- * The replicas also forward `proposal.changed` to a destination on loopback (bench/cluster-forwarding.ts).
+ * The replicas also forward `proposal.changed` to a destination on loopback (rigs/cluster-forwarding.ts).
  * The replica SIGKILLed is the one holding that destination's lock at the time, and the destination
  * holds its answers until then, so the crash cuts requests it received and the sender never recorded.
  * After the catch-up the runner waits for no delivery pending, then checks the outbox and what the
  * destination received: every message once in the outbox, none lost, order per proposal, signatures.
  *
- * Like bench/crash-load.ts (the single-process version) it signs bodies itself and imports from src
+ * Like rigs/crash-load.ts (the single-process version) it signs bodies itself and imports from src
  * only the pure life-cycle machine, to predict what processing must have recorded, and the local
  * PostgreSQL launcher.
  */
@@ -579,7 +579,7 @@ async function main(): Promise<void> {
   });
   if (values.help) {
     process.stdout.write(
-      'usage: node dist/bench/cluster-crash.js [--deliveries 20000] [--concurrency 24] [--seed N] [--keep] [--log-level info]\n',
+      'usage: node dist/rigs/cluster-crash.js [--deliveries 20000] [--concurrency 24] [--seed N] [--keep] [--log-level info]\n',
     );
     return;
   }
