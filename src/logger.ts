@@ -1,6 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { maskCpf } from './domain/privacy';
-import { activeSpanIds } from './tracing/log-ids';
+import { activeSpanIds, mergeSpanIds } from './tracing/log-ids';
 
 export type { Logger };
 
@@ -35,7 +35,7 @@ export function createLogger(
   return pino(
     {
       level,
-      ...(options.traceIds === true ? { mixin: activeSpanIds } : {}),
+      ...(options.traceIds === true ? { mixin: activeSpanIds, mixinMergeStrategy: mergeSpanIds } : {}),
       base: { service: 'consig-receiver' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

@@ -16,8 +16,11 @@ export type TraceAttributes = Readonly<Record<string, string | number | boolean 
 export interface RequestTrace {
   /** The request's context as stored with its event (null when it is not sampled). */
   readonly stored: string | null;
-  /** Runs `fn` with the request's span active: log lines written in it carry its ids. */
-  run<T>(fn: () => T): T;
+  /**
+   * The span's ids, for the request's log line to carry (`trace_id`, `span_id`): the line is
+   * written after the answer, outside the span, with these among its fields.
+   */
+  readonly logIds: Readonly<{ trace_id: string; span_id: string }>;
   /** Ends the span with the answer's outcome and status, and what the delivery was. */
   end(outcome: string, httpStatus: number, attributes?: TraceAttributes): void;
 }

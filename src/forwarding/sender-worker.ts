@@ -11,7 +11,7 @@ import type { Destination } from '../domain/forwarding/destinations';
 import { type Db, openDatabase } from '../store/database';
 import { isLockBusy } from '../domain/errors';
 import { sqliteLogSql } from '../store/log-sql';
-import { activeSpanIds } from '../tracing/log-ids';
+import { activeSpanIds, mergeSpanIds } from '../tracing/log-ids';
 import { startTracing } from '../tracing';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
 import type { SenderControl } from './sender-thread';
@@ -52,7 +52,7 @@ const logger = pino(
     base: null,
     timestamp: false,
     // Tracing: a line written in an attempt's span carries its ids (src/tracing/log-ids.ts).
-    ...(data.tracing ? { mixin: activeSpanIds } : {}),
+    ...(data.tracing ? { mixin: activeSpanIds, mixinMergeStrategy: mergeSpanIds } : {}),
   },
   { write: (line: string) => post({ type: 'log', line }) },
 );

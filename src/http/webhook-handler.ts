@@ -171,18 +171,17 @@ function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r
     remoteAddr: request.remote,
     detail: r.reason,
   });
-  logIn(request, () =>
-    deps.logger.warn(
-      {
-        route: request.path,
-        outcome: r.outcome,
-        reason: r.reason,
-        http_status: r.status,
-        ms,
-        remote: request.remote,
-      },
-      'delivery rejected',
-    ),
+  deps.logger.warn(
+    {
+      route: request.path,
+      outcome: r.outcome,
+      reason: r.reason,
+      http_status: r.status,
+      ms,
+      remote: request.remote,
+      ...request.trace?.logIds,
+    },
+    'delivery rejected',
   );
 }
 
@@ -267,21 +266,12 @@ function answerStored(
     request_id: c.requestId,
     webhook_id: c.webhookId,
     tentativa: c.tentativa,
+    // Tracing on: the request's span ids. The line is written outside the span, so that the
+    // request's callbacks (the group commit, the processing it schedules) inherit no context.
+    ...request.trace?.logIds,
   };
-  logIn(request, () => {
-    if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
-    else deps.logger.info(line, 'delivery');
-  });
-}
-
-/**
- * Writes a request's log line inside its span (tracing on), so that the line carries the span's
- * trace_id and span_id. Only the line: the request's callbacks run outside it, so that the group
- * commit and the work it schedules (processing) inherit no request's context.
- */
-function logIn(request: RequestFacts, write: () => void): void {
-  if (request.trace === undefined) write();
-  else request.trace.run(write);
+  if (quarantined) deps.logger.warn({ ...line, reason: c.invalidReason }, 'delivery quarantined');
+  else deps.logger.info(line, 'delivery');
 }
 
 /**
@@ -302,18 +292,17 @@ function answerNotStored(
     { 'retry-after': String(RETRY_AFTER_SECONDS) },
   );
   const ms = measure(deps, request, 'storage_unavailable', 503);
-  logIn(request, () =>
-    deps.logger.error(
-      {
-        route: request.path,
-        outcome: 'storage_unavailable',
-        http_status: 503,
-        ms,
-        webhook_id: c.webhookId,
-        err: err instanceof StorageError ? err.message : 'unexpected error while storing',
-      },
-      'delivery not stored',
-    ),
+  deps.logger.error(
+    {
+      route: request.path,
+      outcome: 'storage_unavailable',
+      http_status: 503,
+      ms,
+      webhook_id: c.webhookId,
+      err: err instanceof StorageError ? err.message : 'unexpected error while storing',
+      ...request.trace?.logIds,
+    },
+    'delivery not stored',
   );
 }
 

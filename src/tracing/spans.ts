@@ -7,6 +7,7 @@ import {
   ROOT_CONTEXT,
   type Span,
   SpanKind,
+  type SpanOptions,
   SpanStatusCode,
   trace,
   type Tracer,
@@ -31,7 +32,7 @@ export function spanTraces(tracer: Tracer): Traces {
         { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': route } },
         parent,
       );
-      return requestTrace(span, trace.setSpan(parent, span));
+      return requestTrace(span);
     },
     processing(stored, attributes, fn) {
       const parent = stored === null ? ROOT_CONTEXT : parse(stored);
@@ -41,7 +42,7 @@ export function spanTraces(tracer: Tracer): Traces {
     },
     stage(stage, fn) {
       const parent = context.active();
-      const span = tracer.startSpan(`stage ${stage}`, { attributes: { 'consig.stage': stage } }, parent);
+      const span = tracer.startSpan(`stage ${stage}`, stageOptions(stage), parent);
       return within(span, trace.setSpan(parent, span), fn);
     },
     outgoing(name, attributes, parent) {
@@ -56,13 +57,19 @@ export function spanTraces(tracer: Tracer): Traces {
   };
 }
 
-function requestTrace(span: Span, ctx: Context): RequestTrace {
+/**
+ * The request's span, ended with its answer. Its log line carries the span's ids in its own fields
+ * (`logIds`) rather than being written inside the span: no context to build and enter per request.
+ */
+function requestTrace(span: Span): RequestTrace {
+  const c = span.spanContext();
   return {
     stored: stored(span),
-    run: (fn) => context.with(ctx, fn),
+    logIds: { trace_id: c.traceId, span_id: c.spanId },
     end(outcome, httpStatus, attributes) {
-      if (attributes !== undefined) span.setAttributes(clean(attributes));
-      span.setAttributes({ 'consig.outcome': outcome, 'http.response.status_code': httpStatus });
+      if (attributes !== undefined) setDefined(span, attributes);
+      span.setAttribute('consig.outcome', outcome);
+      span.setAttribute('http.response.status_code', httpStatus);
       // A refusal of the sender's (4xx) is the answer asked for; only the server's failures are errors.
       if (httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
@@ -77,7 +84,7 @@ function outgoingTrace(span: Span, ctx: Context): OutgoingTrace {
     headers,
     run: (fn) => context.with(ctx, fn),
     end(outcome, httpStatus, failed, attributes) {
-      if (attributes !== undefined) span.setAttributes(clean(attributes));
+      if (attributes !== undefined) setDefined(span, attributes);
       span.setAttribute('consig.outcome', outcome);
       if (httpStatus !== null) span.setAttribute('http.response.status_code', httpStatus);
       if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
@@ -91,25 +98,29 @@ function outgoingTrace(span: Span, ctx: Context): OutgoingTrace {
  * the span with its class only (`error.type`): a handler's message may quote the payload.
  */
 function within<T>(span: Span, ctx: Context, fn: () => T): T {
-  const failed = (err: unknown): never => {
-    span.setAttribute('error.type', err instanceof Error ? err.name : 'unknown');
-    span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
-    throw err;
-  };
   let result: T;
   try {
     result = context.with(ctx, fn);
   } catch (err) {
-    return failed(err);
+    return failed(span, err);
   }
   if (result instanceof Promise)
-    return result.then((value: unknown) => {
-      span.end();
-      return value;
-    }, failed) as T;
+    return result.then(
+      (value: unknown) => {
+        span.end();
+        return value;
+      },
+      (err: unknown) => failed(span, err),
+    ) as T;
   span.end();
   return result;
+}
+
+function failed(span: Span, err: unknown): never {
+  span.setAttribute('error.type', err instanceof Error ? err.name : 'unknown');
+  span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
+  throw err;
 }
 
 /** A span's context as the database keeps it: `traceparent`, then a space and `tracestate`. */
@@ -135,7 +146,29 @@ function extract(traceparent: string, tracestate: string | undefined): Context {
 /** The attributes with a value (OpenTelemetry refuses null). */
 function clean(attributes: TraceAttributes): Attributes {
   const out: Attributes = {};
-  for (const [key, value] of Object.entries(attributes))
+  for (const key in attributes) {
+    const value = attributes[key];
     if (value !== null && value !== undefined) out[key] = value;
+  }
   return out;
+}
+
+/** Sets on `span` the attributes with a value, one by one (no object in between). */
+function setDefined(span: Span, attributes: TraceAttributes): void {
+  for (const key in attributes) {
+    const value = attributes[key];
+    if (value !== null && value !== undefined) span.setAttribute(key, value);
+  }
+}
+
+/** A stage span's options, one object per stage (a handful, named by the code, never by input). */
+const stages = new Map<string, SpanOptions>();
+
+function stageOptions(stage: string): SpanOptions {
+  let options = stages.get(stage);
+  if (options === undefined) {
+    options = { attributes: { 'consig.stage': stage } };
+    stages.set(stage, options);
+  }
+  return options;
 }

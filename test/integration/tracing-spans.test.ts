@@ -2,6 +2,7 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { processingAttributes, tracedStage } from '../../src/domain/tracing';
+import { createLogger } from '../../src/logger';
 import { spanTraces } from '../../src/tracing/spans';
 
 /**
@@ -37,6 +38,39 @@ it('a request continues the service’s traceparent; its stored context is its o
     'consig.outcome': 'accepted',
     'http.response.status_code': 200,
   });
+});
+
+it('a request’s log ids name its span', () => {
+  const request = traces.request('/webhooks', TRACEPARENT, undefined);
+  request.end('accepted', 200);
+  const [span] = exporter.getFinishedSpans();
+  expect(request.logIds).toEqual({
+    trace_id: '0af7651916cd43dd8448eb211c80319c',
+    span_id: span?.spanContext().spanId,
+  });
+});
+
+it('a log line written in a span carries its ids (its own fields first); outside, it is as written', () => {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) } as never, {
+    traceIds: true,
+  });
+  const line = { evento: 'proposta.aprovada' };
+  logger.info(line, 'outside');
+  traces.processing(TRACEPARENT, {}, () => {
+    logger.info(line, 'inside');
+    logger.info({ trace_id: 'its own' }, 'its own ids');
+  });
+  logger.info(line, 'outside again');
+  const [processing] = exporter.getFinishedSpans();
+  const ids = { trace_id: '0af7651916cd43dd8448eb211c80319c', span_id: processing?.spanContext().spanId };
+  expect(lines.map((l) => [l.msg, l.trace_id, l.span_id])).toEqual([
+    ['outside', undefined, undefined],
+    ['inside', ids.trace_id, ids.span_id],
+    ['its own ids', 'its own', ids.span_id],
+    ['outside again', undefined, undefined],
+  ]);
+  expect(line).toEqual({ evento: 'proposta.aprovada' }); // the caller's object is left alone
 });
 
 it('a request without traceparent, or with an unreadable one, starts a trace of its own', () => {
