@@ -49,7 +49,7 @@ const layers = [
   {
     files: ['src/http/**/*.ts'],
     rules: restrict(
-      ['(^|/)handlers(/|$)', 'http/ never runs handlers: the answer depends only on verify + store'],
+      ['(^|/)pipeline(/|$)|/core/event-step$', 'http/ never processes an event: the answer depends only on verify + store'],
       NOT_COMPOSITION,
       STORE_THROUGH_PORT,
     ),
@@ -65,7 +65,6 @@ const layers = [
   {
     files: [
       'src/pipeline/**/*.ts',
-      'src/handlers/**/*.ts',
       'src/registry/**/*.ts',
       'src/client/**/*.ts',
       'src/forwarding/**/*.ts',

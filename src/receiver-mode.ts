@@ -12,7 +12,6 @@ import type { TracingSettings } from './tracing';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
-import { EventRouter } from './handlers/router';
 import type { AppDeps } from './http/app-deps';
 import type { FeedWaiters } from './http/admin/feed-waiters';
 import type { DeliveryWatchOptions } from './http/delivery-watch';
@@ -71,11 +70,10 @@ export interface LocalFile {
 }
 
 /**
- * SQLite mode's processing, on the file: the router of handlers, the pipeline, the registry poller
- * and the forwarding sender, run while this process holds the processing lease.
+ * SQLite mode's processing, on the file: the pipeline, the registry poller and the forwarding
+ * sender, run while this process holds the processing lease.
  */
 export interface SqliteProcessing {
-  readonly router: EventRouter;
   readonly pipeline: Pipeline;
   readonly poller: RegistryPoller | null;
   /** Sends the outbox's messages to the configured destinations (contract §8), in a thread. */
@@ -221,17 +219,16 @@ function buildProcessing(
   const { logger } = options;
   const { traces } = shared;
   // Every stage is the event step's (core/event-step.ts): the built-ins, the partner's handlers
-  // (configureHandlers, file.partners) and the outbox; the router only reports failures.
-  const router = new EventRouter();
+  // (configureHandlers, file.partners) and the outbox.
   const partners = file.partners(shared.partner);
-  router.onError((_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }));
   const lease = processingLease(pipelineDb);
   const sender = buildSender(config, options, {
     answers,
     metrics: shared.senderMetrics,
     tracing: shared.tracing,
   });
-  const pipeline = new Pipeline(pipelineDb, router, {
+  const pipeline = new Pipeline(pipelineDb, {
+    onError: (_err, event) => metrics.handlerFailures.inc({ evento: event.evento ?? event.kind }),
     onCommitted: () => {
       sender.nudge();
       // Long-polls of the change feed, woken after every pipeline commit.
@@ -266,7 +263,7 @@ function buildProcessing(
             pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
         });
   answers.backlogFrom(() => sqliteBacklog(file.forwardGauges, pipeline));
-  return { router, pipeline, poller, sender };
+  return { pipeline, poller, sender };
 }
 
 /**

@@ -414,7 +414,6 @@ function stepOptions(options: KickOptions): StepOptions {
     maxAttempts: options.maxAttempts,
     backoff: options.backoff,
     random: options.random ?? Math.random,
-    builtIns: true,
     outbox: outboxOn(options.outbox) ? options.outbox : null,
     traced: options.traces !== undefined,
     partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,

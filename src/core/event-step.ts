@@ -50,8 +50,6 @@ export interface StepOptions {
   readonly maxAttempts: number;
   readonly backoff: { readonly baseMs: number; readonly maxMs: number };
   readonly random: () => number;
-  /** The built-in stages (effects.ts) and the outbox; false: only the partner stage runs (a bare pipeline). */
-  readonly builtIns: boolean;
   /** Forwarding and the change feed; null: nothing is read back or stored. */
   readonly outbox: { readonly destinations: readonly Destination[]; readonly feedEnabled: boolean } | null;
   /** Whether the partner stage has handlers for `event` (no span for a stage with nothing to run). */
@@ -123,7 +121,7 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
 /** Every stage of domain/handler-order.ts that handles the event, then its `done` mark. */
 function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
   for (const stage of stagesOf(event)) {
-    if (stage === 'partner' ? !options.partnerFor(event) : !options.builtIns) continue;
+    if (stage === 'partner' && !options.partnerFor(event)) continue;
     if (stage === 'partner' && !options.traced) yield { partner: event, now: env.now };
     else {
       const work: StepProgram<void> =

@@ -4,8 +4,7 @@ import { own, parseJsonOrUndefined } from './json';
  * Handlers by event name, in the spirit of octokit's `on("issues.opened", fn)` / `onAny` /
  * `onError`: the routing alone, for any kind of handler. A partner's handlers are written once for
  * both modes ({@link HandlerRouter}: `async (event, { sql, now, logger })`, `sql` inside the event's
- * transaction in either store). The built-in handlers of SQLite mode are synchronous on the
- * pipeline's connection (src/handlers/router.ts `EventRouter`).
+ * transaction in either store). The built-in stages are the event step's (core/event-step.ts).
  */
 
 export interface HandlerEvent {
@@ -113,17 +112,6 @@ export class Router<H> {
   /** Whether any handler is registered at all. */
   get empty(): boolean {
     return this.byName.size === 0 && this.any.length === 0;
-  }
-
-  /**
-   * Registers `other`'s handlers here (named, onAny and onError), each through `adapt`: one router
-   * made of several, the named handlers of each still before every onAny one.
-   */
-  adopt<G>(other: Router<G>, adapt: (handler: G) => H): this {
-    for (const [name, list] of other.byName) for (const h of list) this.on(name, adapt(h));
-    for (const h of other.any) this.onAny(adapt(h));
-    for (const h of other.errorHandlers) this.onError(h);
-    return this;
   }
 
   emitError(error: Error, event: HandlerEvent): void {

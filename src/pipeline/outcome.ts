@@ -1,5 +1,5 @@
 import type { HandlerFailure } from '../domain/handler-failure';
-import type { HandlerEvent } from '../handlers/router';
+import type { HandlerEvent } from '../domain/event-router';
 import type { EventForWork } from '../store/pipeline-queries';
 
 /**

@@ -17,7 +17,7 @@ import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
 import type { Destination } from '../domain/forwarding/destinations';
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
-import type { EventRouter, HandlerEvent } from '../handlers/router';
+import type { HandlerEvent } from '../domain/event-router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
@@ -104,14 +104,15 @@ export interface PipelineOptions {
    */
   partners?: PartnerHandlers;
   /**
-   * The built-in stages (the life cycle, registry tracking and results: core/effects.ts) and the
-   * outbox, run before and after the router's handlers (domain/handler-order.ts).
-   * @default none (the router's handlers alone: a bare pipeline, as some tests and the bench build)
+   * The built-in stages' registry schedule (core/effects.ts) and the outbox (forwarding and the
+   * change feed; null: no message is made), around the partner's handlers (domain/handler-order.ts).
    */
-  stages?: {
+  stages: {
     schedule: PollScheduleOptions;
     outbox: { destinations: readonly Destination[]; feedEnabled: boolean } | null;
   };
+  /** Told of every handler failure, after the failure is recorded (the metric's hook). @default none */
+  onError?: ((error: Error, event: HandlerEvent) => void) | undefined;
   /**
    * Tracing (issue 35): each event runs inside a span continuing its delivery's trace.
    * @default undefined (off)
@@ -147,9 +148,6 @@ export interface PartnerHandlers {
   readonly partner: HandlerRouter;
   readonly db: Db;
 }
-
-/** A bare pipeline's schedule: never read, as it runs no built-in stage. */
-const NO_SCHEDULE: PollScheduleOptions = { graceMs: 0, intervalMs: 0, maxIntervalMs: 0, maxAgeMs: 0 };
 
 /** How long a proposal waits after the database refused its event, before trying again. */
 const UNAVAILABLE_RETRY_MS = 1000;
@@ -198,7 +196,6 @@ export class Pipeline {
 
   constructor(
     private readonly db: Db,
-    private readonly router: EventRouter,
     private readonly options: PipelineOptions,
   ) {
     // One turn at a time: a turn is one synchronous transaction on this connection, so a second
@@ -206,22 +203,16 @@ export class Pipeline {
     this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
     this.random = options.random ?? Math.random;
-    const { traces, stages, logger } = options;
+    const { traces, stages } = options;
     this.step = {
       maxAttempts: options.maxAttempts,
       backoff: options.backoff ?? DEFAULT_BACKOFF,
       random: this.random,
-      builtIns: stages !== undefined,
-      outbox: stages?.outbox ?? null,
+      outbox: stages.outbox,
       traced: traces !== undefined,
       partnerFor: (event) => this.partnerFor(event),
     };
-    this.ops = sqliteStepOps(db, {
-      traces,
-      partner: (event, now) => {
-        for (const handler of this.router.handlersFor(event)) handler(event, { db, now, logger });
-      },
-    });
+    this.ops = sqliteStepOps(db, { traces });
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
@@ -569,7 +560,7 @@ export class Pipeline {
       dialect: sqliteDialect,
       now,
       logger: this.options.logger,
-      schedule: this.options.stages?.schedule ?? NO_SCHEDULE,
+      schedule: this.options.stages.schedule,
     };
   }
 
@@ -577,10 +568,9 @@ export class Pipeline {
     return { event, traceContext: row.trace_context };
   }
 
-  /** Whether the partner stage has handlers for `event`: configureRouter's, or configureHandlers'. */
+  /** Whether the partner stage has handlers for `event` (configureHandlers'). */
   private readonly partnerFor = (event: HandlerEvent): boolean =>
-    this.router.handlersFor(event).length > 0 ||
-    (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0);
+    this.partners !== null && this.partners.handlers.handlersFor(event).length > 0;
 
   private report(r: Reported): void {
     if (r.outcome === 'skipped' || r.outcome === 'partner') return;
@@ -596,7 +586,7 @@ export class Pipeline {
     if (r.outcome === 'done') return;
     tellFailure(r.failure as HandlerFailure, r.event as HandlerEvent, {
       emitError: (error, event) => {
-        this.router.emitError(error, event);
+        this.options.onError?.(error, event);
         this.partners?.handlers.emitError(error, event);
       },
       logger: this.options.logger,

@@ -1,26 +1,15 @@
-import {
-  serializeMessage,
-  type EventEffects,
-  type OutgoingMessage,
-  type ProcessedEvent,
-} from '../domain/forwarding/messages';
-import { sqliteDialect } from '../domain/sql/dialect';
-import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
+import { serializeMessage, type OutgoingMessage } from '../domain/forwarding/messages';
 import type { Db } from './database';
-import { prepareShared } from './handler-sql';
 
 /**
- * The outbox's writes (contract §8, migration 0007), run by the pipeline inside the transaction
- * that processes the event: what the event left behind is read back, and its messages are stored
- * with one delivery row per destination that wants them. A message is stored once per event and
+ * The outbox's writes (contract §8, migration 0007), run by the event step inside the transaction
+ * that processes the event (store/step-ops.ts): its messages are stored with one delivery row per
+ * destination that wants them (what the event left behind is read back by the step itself). A message is stored once per event and
  * type (UNIQUE (event_id, type)), so processing an event again (a replay, a retry after a crash)
  * adds nothing.
  */
 
 export function forwardOutbox(db: Db) {
-  // The read-back, written once for both stores (domain/sql/outbox-effects.ts): one statement, run
-  // synchronously inside the pipeline's transaction.
-  const effects = prepareShared<EffectsRow>(db, OUTBOX_EFFECTS, { raw: true });
   // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
   // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
@@ -52,11 +41,6 @@ export function forwardOutbox(db: Db) {
   );
 
   return {
-    /** What the processed event left behind in this transaction: its transition, proposal and averbação. */
-    effectsOf(processed: ProcessedEvent): EventEffects {
-      return effectsFrom(sqliteDialect, processed, effects.get(effectsParams(processed)) as EffectsRow);
-    },
-
     /**
      * Stores a message and its delivery rows (due at once). Returns the message's row id, or null
      * when the event already has a message of this type (nothing is written then).

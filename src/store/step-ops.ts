@@ -56,12 +56,12 @@ function common(db: Db, deps: SqliteStepDeps) {
   };
 }
 
-/** The turn's ops: the partner stage's handlers synchronous (configureRouter's, on `db`). */
-export function sqliteStepOps(
-  db: Db,
-  deps: SqliteStepDeps & { partner(event: HandlerEvent, now: Date): void },
-): StepOps<'sync'> {
-  return { ...common(db, deps), partner: deps.partner };
+/**
+ * The turn's ops. The partner's handlers are asynchronous: an event any of them handles leaves the
+ * turn (pipeline/pipeline.ts) and runs on {@link sqliteAsyncStepOps}, so the turn has none to run.
+ */
+export function sqliteStepOps(db: Db, deps: SqliteStepDeps): StepOps<'sync'> {
+  return { ...common(db, deps), partner: () => undefined };
 }
 
 /** The ops of an event a partner's asynchronous handler handles, on its own connection. */

@@ -2,12 +2,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
-import { EVENTOS, type Evento } from '../../src/domain/catalogue';
+import type { Evento } from '../../src/domain/catalogue';
 import { classifyDelivery, type Route } from '../../src/domain/delivery';
 import { bodyFor, type MessageBody } from '../../src/domain/forwarding/messages';
-import { forwardingHandler } from '../../src/handlers/forwarding';
-import { effectHandlers } from '../../src/handlers/built-ins';
-import { EventRouter } from '../../src/handlers/router';
+import { HandlerRouter } from '../../src/domain/event-router';
+import { type Db, openDatabase } from '../../src/store/database';
 import { createLogger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
 import type { NewEvent } from '../../src/domain/event-status';
@@ -70,32 +69,33 @@ let tmp: ReturnType<typeof tempDir>;
 let store: Store;
 let writer: IngestWriter;
 let pipeline: Pipeline;
+let partnerDb: Db | null = null;
 
 /**
- * The processing side as main.ts builds it; `partner` adds handlers before the forwarding one
- * (the partner stage), `after` adds some after it (main.ts never does: a test's probe).
+ * The processing side as receiver-mode.ts builds it; `partner` registers the partner's handlers
+ * (configureHandlers: the partner stage, before the outbox's), run on a connection of their own.
  */
-function start(partner?: (router: EventRouter) => void, after?: (router: EventRouter) => void): void {
+function start(partner?: (router: HandlerRouter) => void): void {
   const dbPath = join(tmp.dir, 'consig.db');
   const destinationsPath = join(tmp.dir, 'destinations.json');
   writeFileSync(destinationsPath, JSON.stringify(DESTINATIONS_FILE));
   const config = loadConfig({ DATABASE_PATH: dbPath, DESTINATIONS_FILE: destinationsPath });
   store = openStore(dbPath, { migrate: true });
-  const builtIns = effectHandlers(store.db, {
-    graceMs: config.registry.webhookGraceMs,
-    intervalMs: config.registry.pollIntervalMs,
-    maxIntervalMs: config.registry.pollMaxIntervalMs,
-    maxAgeMs: config.registry.pollMaxAgeMs,
-  });
-  const router = new EventRouter()
-    .on(EVENTOS, builtIns.lifecycle)
-    .on(EVENTOS, builtIns.registry_tracking)
-    .on('registry', builtIns.registry_results);
+  const router = new HandlerRouter();
   partner?.(router);
-  // The feed on: messages no destination wants are stored too (for it).
-  router.onAny(forwardingHandler(store.db, config.forwarding.destinations, { feedEnabled: true }));
-  after?.(router);
-  pipeline = new Pipeline(store.db, router, {
+  partnerDb = partner === undefined ? null : openDatabase(dbPath, { synchronous: 'NORMAL' });
+  pipeline = new Pipeline(store.db, {
+    stages: {
+      schedule: {
+        graceMs: config.registry.webhookGraceMs,
+        intervalMs: config.registry.pollIntervalMs,
+        maxIntervalMs: config.registry.pollMaxIntervalMs,
+        maxAgeMs: config.registry.pollMaxAgeMs,
+      },
+      // The feed on: messages no destination wants are stored too (for it).
+      outbox: { destinations: config.forwarding.destinations, feedEnabled: true },
+    },
+    ...(partnerDb === null ? {} : { partners: { partner: router, db: partnerDb } }),
     maxAttempts: 50,
     clock: systemClock,
     logger: createLogger('silent'),
@@ -119,6 +119,7 @@ beforeEach(() => {
 afterEach(async () => {
   await pipeline.stop(5000);
   writer.close();
+  partnerDb?.close();
   store.close();
   tmp.cleanup();
 });
@@ -389,7 +390,7 @@ describe('the outbox, written by the pipeline', () => {
     let failures = 0;
     let broken = true;
     start((router) =>
-      router.on('proposta.criada', (event) => {
+      router.on('proposta.criada', async (event) => {
         if (event.nuProposta === 7401 && broken) {
           failures += 1;
           throw new Error('partner system down');
@@ -423,31 +424,6 @@ describe('the outbox, written by the pipeline', () => {
         `SELECT count(*) AS n FROM forward_deliveries WHERE message_id IN (${messages.map((m) => m.id).join(',')})`,
       ),
     ).toBe(4); // `everything` only: neither is an averbacao.* change
-  });
-
-  it('a failure after the outbox handler wrote: the event’s savepoint takes its messages with it', async () => {
-    let broken = true;
-    let seenByProbe = 0;
-    start(undefined, (router) =>
-      router.onAny((event, ctx) => {
-        if (event.nuProposta !== 7403 || !broken) return;
-        // The forwarding handler has written this event's messages in the same transaction...
-        seenByProbe = (
-          ctx.db.prepare('SELECT count(*) AS n FROM forward_messages WHERE event_id = ?').get(event.id) as {
-            n: number;
-          }
-        ).n;
-        broken = false;
-        // ... and this failure rolls them back with the rest of the event's work.
-        throw new Error('fails after the outbox');
-      }),
-    );
-    const [id] = (await sendFlow(7403, ['proposta.criada'])) as [number];
-    await processed(id);
-    expect(seenByProbe).toBe(2);
-    expect(eventById(store.db, id)?.attempts).toBe(2); // one failed attempt, then the one that succeeded
-    expect(messagesOfEvents([id]).map((m) => m.type)).toEqual(['event.received', 'proposal.changed']);
-    expect(count('SELECT count(*) AS n FROM forward_deliveries')).toBe(2);
   });
 
   it('the stored body holds the CPF in full; bodyFor(…, false) masks it', async () => {

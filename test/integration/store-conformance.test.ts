@@ -9,7 +9,8 @@ import { pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
-import { postgresDialect } from '../../src/domain/sql/dialect';
+import { postgresDialect, sqliteDialect } from '../../src/domain/sql/dialect';
+import { prepareShared } from '../../src/store/handler-sql';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
 import { sqlOf } from '../../src/cluster/sql';
 import { type Config, loadConfig } from '../../src/config';
@@ -43,13 +44,11 @@ import { logGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
 import { averbacoesRepo } from '../../src/store/averbacoes';
-import { forwardOutbox } from '../../src/store/forward-outbox';
 import { sqliteLogSql } from '../../src/store/log-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
-import { EventRouter } from '../../src/handlers/router';
 import type { Logger } from '../../src/logger';
 import { Pipeline, workKey } from '../../src/pipeline/pipeline';
 import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
@@ -174,8 +173,8 @@ function sqliteProcessing(path: string, store: Store): Processing {
       report.log = logger.lines;
       const db = openDatabase(path, { synchronous: 'NORMAL' });
       const partnerDb = handlers === undefined ? undefined : openDatabase(path, { synchronous: 'NORMAL' });
-      const router = new EventRouter().onError((err) => void report.errors.push(err.message));
-      const pipeline = new Pipeline(db, router, {
+      const pipeline = new Pipeline(db, {
+        onError: (err) => void report.errors.push(err.message),
         ...PROCESSING,
         clock: { now: () => now, monotonic: () => performance.now() },
         logger: logger as unknown as Logger,
@@ -329,9 +328,13 @@ const DRIVERS: Driver[] = [
         },
         // As the sender thread builds it (forwarding/sender-worker.ts).
         sender: senderStore(sqliteLogSql(store.db)),
-        // As handlers/forwarding.ts runs it.
-        outboxOf: async (event, now) =>
-          outboxEntries(forwardOutbox(store.db).effectsOf(event), now.toISOString(), [], true),
+        // As the event step runs it in the pipeline's turn (core/event-step.ts).
+        outboxOf: async (event, now) => {
+          const row = prepareShared<EffectsRow>(store.db, STEP_SQL.outbox.text, { raw: true }).get(
+            effectsParams(event),
+          );
+          return outboxEntries(effectsFrom(sqliteDialect, event, row!), now.toISOString(), [], true);
+        },
         logSql: sqliteLogSql(store.db),
         processing: sqliteProcessing(path, store),
         close: async () => {

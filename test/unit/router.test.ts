@@ -1,5 +1,6 @@
-import { EventRouter, type HandlerEvent, routeName } from '../../src/handlers/router';
-import { Router } from '../../src/domain/event-router';
+import { type HandlerEvent, Router, routeName } from '../../src/domain/event-router';
+
+type Handler = (event: HandlerEvent) => unknown;
 
 const ev = (over: Partial<HandlerEvent>): HandlerEvent => ({
   id: 1,
@@ -19,15 +20,15 @@ const ev = (over: Partial<HandlerEvent>): HandlerEvent => ({
   ...over,
 });
 
-describe('EventRouter', () => {
+describe('Router', () => {
   it('routes by name, then onAny, in registration order', () => {
     const calls: string[] = [];
-    const router = new EventRouter()
+    const router = new Router<Handler>()
       .onAny(() => calls.push('any'))
       .on('proposta.aprovada', () => calls.push('a1'))
       .on(['proposta.aprovada', 'proposta.negada'], () => calls.push('a2'))
       .on('registry', () => calls.push('registry'));
-    for (const h of router.handlersFor(ev({}))) h(ev({}), {} as never);
+    for (const h of router.handlersFor(ev({}))) h(ev({}));
     expect(calls).toEqual(['a1', 'a2', 'any']);
     expect(router.handlersFor(ev({ kind: 'registry', evento: null }))).toHaveLength(2);
     expect(router.handlersFor(ev({ evento: 'proposta.negada' }))).toHaveLength(2);
@@ -36,7 +37,7 @@ describe('EventRouter', () => {
 
   it('onError handlers that throw do not propagate', () => {
     const seen: string[] = [];
-    const router = new EventRouter()
+    const router = new Router<Handler>()
       .onError(() => {
         throw new Error('bad error handler');
       })
@@ -49,20 +50,5 @@ describe('EventRouter', () => {
     expect(routeName({ kind: 'registry', evento: null })).toBe('registry');
     expect(routeName({ kind: 'poll', evento: null })).toBe('registry');
     expect(routeName({ kind: 'event', evento: 'x' })).toBe('x');
-  });
-});
-
-describe('Router.adopt: one router made of several (configureHandlers beside the deprecated ones)', () => {
-  it("takes the other's named, onAny and onError handlers through `adapt`, named still before any", () => {
-    const own = new Router<string>().on('proposta.aprovada', 'own-named').onAny('own-any');
-    const errors: string[] = [];
-    const other = new Router<number>()
-      .on('proposta.aprovada', 1)
-      .onAny(2)
-      .onError((err) => errors.push(err.message));
-    own.adopt(other, (n) => `other-${n}`);
-    expect(own.handlersFor(ev({}))).toEqual(['own-named', 'other-1', 'own-any', 'other-2']);
-    own.emitError(new Error('told'), ev({}));
-    expect(errors).toEqual(['told']);
   });
 });

@@ -44,7 +44,6 @@ const options = (over: Partial<StepOptions> = {}): StepOptions => ({
   maxAttempts: 3,
   backoff: { baseMs: 1000, maxMs: 1000 },
   random: () => 0.5,
-  builtIns: true,
   outbox: { destinations: [], feedEnabled: true },
   partnerFor: () => false,
   traced: false,
@@ -110,13 +109,6 @@ describe('the event step', () => {
       'done',
       'savepoint release',
     ]);
-  });
-
-  it('a bare pipeline (no built-ins): the partner stage and the done mark only', () => {
-    const r = recording();
-    const o = options({ builtIns: false, partnerFor: () => true });
-    driveSync(eventStep({ event: eventOf(), traceContext: null }, env, o), r.ops);
-    expect(r.log).toEqual(['savepoint set', 'partner proposta.criada', 'done', 'savepoint release']);
   });
 
   it.each([
