@@ -122,6 +122,8 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
 function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
   for (const stage of stagesOf(event)) {
     if (stage === 'partner' && !options.partnerFor(event)) continue;
+    // No forwarding stage (and no span for it) when no message is made: no destination, no feed.
+    if (stage === 'forwarding' && !makesMessages(options.outbox)) continue;
     if (stage === 'partner' && !options.traced) yield { partner: event, now: env.now };
     else {
       const work: StepProgram<void> =
@@ -154,10 +156,15 @@ function stagesOf(event: HandlerEvent): readonly HandlerStage[] {
   return stages;
 }
 
+/** Whether the outbox makes messages at all: a destination, or the change feed. */
+function makesMessages(outbox: StepOptions['outbox']): boolean {
+  return outbox !== null && (outbox.destinations.length > 0 || outbox.feedEnabled);
+}
+
 /** The outbox (contract §8): what the event left behind, read back, and the messages it causes. */
 function* forwardingWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
   const { outbox } = options;
-  if (outbox === null || (outbox.destinations.length === 0 && !outbox.feedEnabled)) return;
+  if (outbox === null) return;
   const processed = processedOf(event);
   const [row] = (yield { statement: STEP_SQL.outbox, params: effectsParams(processed) }) as EffectsRow[];
   if (row === undefined) return;

@@ -96,6 +96,23 @@ describe('the event step', () => {
     expect(r.params.get('done')).toEqual([NOW.toISOString(), 7]);
   });
 
+  it.each([
+    ['no outbox', null],
+    ['no destination and no feed', { destinations: [], feedEnabled: false }],
+  ])('traced, with %s: no forwarding stage and no span for it', (_name, outbox) => {
+    const r = recording();
+    driveSync(
+      eventStep({ event: eventOf(), traceContext: null }, env, options({ outbox, traced: true })),
+      r.ops,
+    );
+    expect(r.log.filter((l) => /^<[^/]/.test(l))).toEqual([
+      '<processing>',
+      '<lifecycle>',
+      '<registry_tracking>',
+    ]);
+    expect(r.log).not.toContain('consig_outbox_effects');
+  });
+
   it("asks for the partner's handlers after the built-ins and before the outbox, when it has any", () => {
     const r = recording();
     const o = options({ partnerFor: () => true, outbox: null });
