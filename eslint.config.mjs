@@ -49,7 +49,10 @@ const layers = [
   {
     files: ['src/http/**/*.ts'],
     rules: restrict(
-      ['(^|/)pipeline(/|$)|/core/event-step$', 'http/ never processes an event: the answer depends only on verify + store'],
+      [
+        '(^|/)pipeline(/|$)|/core/event-step$',
+        'http/ never processes an event: the answer depends only on verify + store',
+      ],
       NOT_COMPOSITION,
       STORE_THROUGH_PORT,
     ),
@@ -63,12 +66,7 @@ const layers = [
     rules: restrict(STORE_THROUGH_PORT),
   },
   {
-    files: [
-      'src/pipeline/**/*.ts',
-      'src/registry/**/*.ts',
-      'src/client/**/*.ts',
-      'src/forwarding/**/*.ts',
-    ],
+    files: ['src/pipeline/**/*.ts', 'src/registry/**/*.ts', 'src/client/**/*.ts', 'src/forwarding/**/*.ts'],
     rules: restrict(['(^|/)http(/|$)', 'only main wires HTTP to the processing side'], NOT_COMPOSITION),
   },
   {
@@ -103,12 +101,12 @@ const layers = [
     ),
   },
   {
-    // Code written once for both stores (issue 24): it reaches the log only through LogSql
-    // (domain/sql/log-sql.ts), whose adapters are store/log-sql.ts and cluster/pg-log-sql.ts.
+    // Code written once for both stores (issue 24): it reaches the log only through StoreSql
+    // (domain/sql/store-sql.ts), whose adapters are store/sqlite-store-sql.ts and cluster/pg-store-sql.ts.
     files: ['src/core/**/*.ts'],
     rules: restrict(
-      ['^\\.\\./(?!domain/)', 'core/ imports only domain/ and its own files: the stores come in as LogSql'],
-      ['^(?!\\.|node:)', 'core/ imports only domain/ and its own files: the stores come in as LogSql'],
+      ['^\\.\\./(?!domain/)', 'core/ imports only domain/ and its own files: the stores come in as StoreSql'],
+      ['^(?!\\.|node:)', 'core/ imports only domain/ and its own files: the stores come in as StoreSql'],
     ),
   },
   {

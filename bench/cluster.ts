@@ -3,7 +3,7 @@ import { Client } from 'pg';
 import { startEngine } from '../src/cluster/engine';
 import { migratePostgres } from '../src/cluster/pg-migrate';
 import { workKeyOf } from '../src/cluster/relay';
-import { sqlOf } from '../src/cluster/sql';
+import { sqlOf } from '../src/cluster/pg-sql';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
 import {
   busyCores,

@@ -3,14 +3,14 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
 import { startLocalPostgres } from '../rigs/local-postgres';
 import { migratePostgres } from '../src/cluster/pg-migrate';
-import { clientRunners, pgLogSql } from '../src/cluster/pg-log-sql';
-import { type BatchReport, prunePass } from '../src/core/retention';
+import { clientRunners, pgStoreSql } from '../src/cluster/pg-store-sql';
+import { type BatchReport, prunePass } from '../src/core/prune-pass';
 import { RELAY_LOCK_KEY } from '../src/cluster/relay';
 import { retentionCutoff } from '../src/domain/retention';
 import { percentile } from '../rigs/harness';
 
 /**
- * RETENTION_DAYS on PostgreSQL (src/core/retention.ts): how long each batch's transaction
+ * RETENTION_DAYS on PostgreSQL (src/core/prune-pass.ts): how long each batch's transaction
  * holds its row locks, how fast a pass goes, and what a relay-shaped writer contending for the same
  * rows waits meanwhile.
  *
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
     const baseline = await baselineRun;
 
     const client = await pool.connect();
-    const log = pgLogSql(clientRunners(client));
+    const log = pgStoreSql(clientRunners(client));
     const batches: BatchReport[] = [];
     let passDone = false;
     const during = relayLoop(pool, () => passDone);

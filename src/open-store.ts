@@ -6,11 +6,11 @@ import { type CommandStore, commandStore } from './core/store-port';
 import { StorageError, UsageError } from './domain/errors';
 import type { SpoolVerdict } from './domain/relay-gap';
 import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
-import { deliveryAlarmRepo } from './store/delivery-alarm';
+import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
 import { loadMigrations, migrate } from './store/migrate';
 import { openSpool } from './store/spool';
 import { openStore, type Store } from './store/store';
-import { sqliteStorePort } from './store/store-port';
+import { sqliteStorePort } from './store/sqlite-port';
 
 /**
  * The one place the commands open a store (issue 33): PostgreSQL when DATABASE_URL is set (cluster

@@ -4,7 +4,7 @@ import type { ServiceClient } from './client';
 import type { Clock } from './clock';
 import type { ClusterConfig, Config } from './config';
 import { consoleFingerprints } from './domain/console';
-import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-sessions';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-session-statements';
 import { HandlerRouter } from './domain/event-router';
 import type { DestinationGauges } from './domain/forwarding/sender-store';
 import type { Traces } from './domain/tracing';
@@ -21,20 +21,20 @@ import type { Metrics, MetricsOptions } from './metrics';
 import type { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
 import { type PartnerHandlers, Pipeline, workKey } from './pipeline/pipeline';
-import { logPass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
+import { storePass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
 import { ClusterNode } from './cluster/node';
 import { OrderClock, type OrderReading } from './cluster/order-clock';
-import { logGauges } from './core/gauges';
-import { destinationGaugesQuery } from './core/sender-store';
+import { storeGauges } from './core/gauges';
+import { destinationGaugesQuery } from './core/sender-queries';
 import { sqliteDialect } from './domain/sql/dialect';
 import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
 import { prepareShared } from './store/handler-sql';
 import type { NewEvent } from './domain/event-status';
 import { processingLease } from './store/processing-lease';
-import { sqliteLogSql } from './store/log-sql';
-import { sqliteStorePort } from './store/store-port';
+import { sqliteStoreSql } from './store/sqlite-store-sql';
+import { sqliteStorePort } from './store/sqlite-port';
 import { openSpool, type Spool } from './store/spool';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
 import { openStore, type Store } from './store/store';
@@ -362,7 +362,7 @@ function composeCluster(
         metrics.clusterConnected.set(node.connected ? 1 : 0);
         metrics.processingHolder.set(node.processing ? 1 : 0);
         return node
-          .sharedGauges((q) => logGauges(q, cutoffs))
+          .sharedGauges((q) => storeGauges(q, cutoffs))
           .then((figures) => {
             if (figures?.forwarding) forwarding.gauges = figures.forwarding;
             return figures;
@@ -426,12 +426,12 @@ function openPipelineDb(config: Config): Db {
 /**
  * SQLite mode's console sessions are in its file (cluster mode's: ClusterNode, on PostgreSQL).
  * Those opened by a token that is no longer configured for their role (rotated or removed) end at
- * start, before anything listens: their next request signs them out anyway (http/console/auth.ts),
+ * start, before anything listens: their next request signs them out anyway (http/console/console-auth.ts),
  * this removes them from the log at once.
  */
 function endRotatedSessions(config: Config, store: Store, logger: Logger): void {
   const fps = consoleFingerprints(config);
-  // Synchronous, as the store is opened: the console's own statement (domain/sql/console-sessions.ts).
+  // Synchronous, as the store is opened: the console's own statement (domain/sql/console-session-statements.ts).
   const ended = prepareShared(store.db, END_OTHER_SESSIONS).run(endOtherSessionsParams(fps));
   if (ended > 0) logger.info({ ended }, 'console: sessions of rotated or removed tokens ended');
 }
@@ -446,7 +446,7 @@ function sqliteBacklog(forwardGauges: () => DestinationGauges[], pipeline: Pipel
 
 /**
  * The configured destinations' gauges on `db`, read synchronously (`/metrics`, the overload line):
- * the statement written once for both stores (core/sender-store.ts), prepared here once.
+ * the statement written once for both stores (core/sender-queries.ts), prepared here once.
  */
 function sqliteForwardGauges(db: Db, config: Config): () => DestinationGauges[] {
   const names = config.forwarding.destinations.map((d) => d.name);
@@ -496,7 +496,7 @@ function buildLeadership(
       processing.poller?.start();
       processing.sender.start();
       if (config.retentionDays !== undefined)
-        retention = scheduleRetention(logPass(sqliteLogSql(store.db)), {
+        retention = scheduleRetention(storePass(sqliteStoreSql(store.db)), {
           days: config.retentionDays,
           clock,
           logger,

@@ -1,4 +1,4 @@
-import { FEED_DISABLED } from '../http/admin/feed';
+import { FEED_DISABLED } from '../http/admin/feed-routes';
 import type { FeedReader } from '../core/store-port';
 import type { Command } from 'commander';
 import type { Config } from '../config';
@@ -20,7 +20,7 @@ import {
   shownForward,
   shownForwardRow,
 } from '../domain/forwarding/admin';
-import { decodeFeedCursor, encodeFeedCursor } from '../core/feed';
+import { decodeFeedCursor, encodeFeedCursor } from '../core/feed-reader';
 import { parseNuProposta } from '../domain/log-rows';
 import { type CommandSession, withCommandStore } from '../open-store';
 import type { Output } from './log-commands';

@@ -8,7 +8,7 @@ import { formatLimit, limitOf, stuckCutoffs, stuckSince } from '../domain/stuck'
 import type { AverbacaoRow } from '../domain/log-rows';
 import type { ProposalListRow } from '../core/proposal-lists';
 import { parseNuProposta, type ProposalRow, type TimelineRow } from '../domain/log-rows';
-import type { LogFigures } from '../core/store-port';
+import type { StoreFigures } from '../core/store-port';
 import { type CommandSession, withCommandStore } from '../open-store';
 import { renderTable } from './table';
 
@@ -127,7 +127,7 @@ interface LogStats {
   /** Absent only in cluster mode on a database whose schema has no forwarding tables yet. */
   forwarding?: ForwardingFigures[];
   /** Cluster mode only: the deliveries each replica answered. */
-  replicas?: LogFigures['replicas'];
+  replicas?: StoreFigures['replicas'];
 }
 
 /** Said under the table when the PostgreSQL schema predates the forwarding tables (migrations-pg/0003). */
@@ -148,7 +148,7 @@ export async function statsCommand(config: Config, opts: { json?: boolean }, io:
   showStats(stats, opts, io);
 }
 
-function logStats(config: Config, database: string, s: LogFigures): LogStats {
+function logStats(config: Config, database: string, s: StoreFigures): LogStats {
   return {
     database,
     database_bytes: s.databaseBytes,

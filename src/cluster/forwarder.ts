@@ -3,8 +3,8 @@ import type { ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
-import { senderStore } from '../core/sender-store';
-import { pgLogSql, poolRunners } from './pg-log-sql';
+import { senderStore } from '../core/sender-queries';
+import { pgStoreSql, poolRunners } from './pg-store-sql';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -18,7 +18,7 @@ import { pgLogSql, poolRunners } from './pg-log-sql';
  *   messages, and each notification nudges the senders.
  * - Every `lockRetryMs` the replica tries the locks it does not hold (`pg_try_advisory_lock`, never
  *   waiting); for each lock taken it starts a sender for that one destination (the same
- *   forwarding/sender.ts as SQLite mode, on the same store, core/sender-store.ts). When every
+ *   forwarding/sender.ts as SQLite mode, on the same store, core/sender-queries.ts). When every
  *   lock is held the same query is a heartbeat.
  * - The whole forwarder runs in the forwarding thread (forwarding/sender-worker.ts), as SQLite
  *   mode's sender does: on the main thread its senders' turns and their garbage held webhook answers
@@ -148,7 +148,7 @@ export class ClusterForwarder {
   private failures = 0;
 
   constructor(private readonly options: ClusterForwarderOptions) {
-    this.store = senderStore(pgLogSql(poolRunners(options.pool), options.pool));
+    this.store = senderStore(pgStoreSql(poolRunners(options.pool), options.pool));
     this.byName = new Map(options.destinations.map((d) => [d.name, d]));
     // A connection of the pool dropped while idle (a restart) must not be an uncaught 'error'.
     options.pool.on('error', () => undefined);

@@ -16,8 +16,8 @@ import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
 import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, handlerSqlOf, type Sql } from './sql';
-import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './watermark';
+import { canonicalNu, handlerSqlOf, type Sql } from './pg-sql';
+import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
  * A kick: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
@@ -96,7 +96,7 @@ const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_statu
 const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${KICK_BATCH}`;
 
 /*
- * The statements an event runs are prepared (sql.ts `prepared`): the event step's
+ * The statements an event runs are prepared (pg-sql.ts `prepared`): the event step's
  * (core/event-step.ts) and the effects'. Those a batch runs once are sent as plain text, planned at
  * each run: a generic plan made while a table is still small (a new database) is kept by the
  * connection until the table is next analysed, and for an `= ANY` or an `unnest` join it is a

@@ -4,19 +4,19 @@ import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
 import type { Traces } from '../domain/tracing';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { runKicks } from './kick';
-import { destinationGauges } from '../core/sender-store';
+import { destinationGauges } from '../core/sender-queries';
 import type { OutboxOptions } from './pg-outbox';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StorePort } from '../core/store-port';
-import type { PgQuery } from './pg-log-sql';
+import type { PgQuery } from './pg-store-sql';
 import { pgPoolStorePort } from './pg-store-port';
 import { describePgTarget, pgTarget } from './pg-reads';
 import type { TokenFingerprints } from '../domain/console';
-import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-sessions';
-import { inPoolTransaction, pgLogQuery, pgLogSql } from './pg-log-sql';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
+import { inPoolTransaction, pgStoreQuery, pgStoreSql } from './pg-store-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
@@ -33,10 +33,10 @@ import {
   redactedMessage,
 } from './connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './sql';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
-import { DEFAULT_HOLDBACK_MAX_MS } from './watermark';
+import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 
 /**
  * One replica's part of cluster mode (contract §10): once PostgreSQL answers, migrate it (replicas
@@ -118,7 +118,7 @@ export interface ClusterNodeOptions {
    */
   limits?: ConnectionLimits;
   /**
-   * RETENTION_DAYS (pg-retention.ts, core/retention.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
+   * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
    * throttled job).
    * @default undefined (everything is kept)
    */
@@ -281,10 +281,10 @@ export class ClusterNode {
    * 2 s (the scrape then keeps the last values, and consig_cluster_connected says why).
    */
   sharedGauges<T extends object>(
-    gauges: (q: LogQuery) => Promise<T>,
+    gauges: (q: StoreQuery) => Promise<T>,
   ): Promise<(T & { forwarding?: DestinationGauges[] }) | null> {
     return this.readShort(async (_sql, client) => {
-      const q = pgLogQuery(client);
+      const q = pgStoreQuery(client);
       const figures: T & { forwarding?: DestinationGauges[] } = await gauges(q);
       const names = this.options.outbox?.destinations.map((d) => d.name) ?? [];
       if (names.length > 0) figures.forwarding = await destinationGauges(q, names);
@@ -465,7 +465,7 @@ export class ClusterNode {
     return startClusterRetention(engine.boss, {
       days: retention.days,
       replicaId: options.replicaId,
-      log: pgLogSql({ read: inTransaction, writing: inTransaction }),
+      log: pgStoreSql({ read: inTransaction, writing: inTransaction }),
       logger: options.logger,
       now: options.now,
       stopping: () => this.stopping,
@@ -619,7 +619,7 @@ export class ClusterNode {
     return this.onClient((client) => fn(sqlOf(client)));
   }
 
-  /** `fn` in one transaction on a connection of the pool (pg-log-sql.ts `inPoolTransaction`). */
+  /** `fn` in one transaction on a connection of the pool (pg-store-sql.ts `inPoolTransaction`). */
   private async onClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
     try {
       return await inPoolTransaction(this.pool, 'BEGIN', fn);

@@ -8,7 +8,7 @@ import {
   type TimedAnswer,
 } from '../domain/delivery-alarm';
 import { NON_FINAL_STATUSES } from '../domain/lifecycle';
-import type { Sql } from './sql';
+import type { Sql } from './pg-sql';
 
 /** A value this version does not know (written by a newer one) is left out of the run. */
 const KNOWN_ANSWERS = new Set<string>([...ACCEPTED_ANSWERS, ...Object.keys(FAILED_ANSWERS)]);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Client, type Pool, type PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
-import { checkOut } from './sql';
+import { checkOut } from './pg-sql';
 import { migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**

@@ -1,6 +1,6 @@
 import type { Destination } from '../domain/forwarding/destinations';
 import { type OutboxEntry, serializeMessage } from '../domain/forwarding/messages';
-import type { Sql } from './sql';
+import type { Sql } from './pg-sql';
 
 /**
  * The outbox in cluster mode (contract §8, migrations-pg/0003_forwarding.sql): the same messages as

@@ -1,13 +1,13 @@
 import { Client, type ClientBase, DatabaseError } from 'pg';
 import { ConsigError, StorageError } from '../domain/errors';
-import { forwardingFigures } from '../core/sender-store';
+import { forwardingFigures } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
-import { LOG_TYPES, pgLogQuery } from './pg-log-sql';
+import { STORE_TYPES, pgStoreQuery } from './pg-store-sql';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection and its one
  * snapshot, the errors said in one line without the password, and the SQLite log's shapes the
- * driver gives every row read through LogSql (pg-log-sql.ts {@link LOG_TYPES}): timestamps as the ISO-8601 text
+ * driver gives every row read through StoreSql (pg-store-sql.ts {@link STORE_TYPES}): timestamps as the ISO-8601 text
  * SQLite stores (`2026-11-21T13:00:00.000Z`), booleans as 0/1, bigint ids, counts and the `numeric`
  * amount as numbers. The reads themselves are written once for both stores (src/core/); here only
  * `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}).
@@ -45,9 +45,9 @@ export function describePgTarget(t: PgTarget): string {
 /** A read that waits longer than this for a connection is an unreachable server, said in one line. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
-/** The rows of one query, in the SQLite log's representation (LOG_TYPES). */
+/** The rows of one query, in the SQLite log's representation (STORE_TYPES). */
 async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
-  return (await db.query({ text: sql, values: [...params], types: LOG_TYPES })).rows as T[];
+  return (await db.query({ text: sql, values: [...params], types: STORE_TYPES })).rows as T[];
 }
 
 /**
@@ -165,7 +165,7 @@ export interface ReplicaDeliveries {
  * `stats`' figures PostgreSQL keeps its own way, read in the caller's one snapshot: the database's
  * size, who answered the deliveries, the forwarding gauges (null when the database has no
  * forwarding tables yet: migrated by replicas older than migrations-pg/0003). The rest of `stats`
- * is core/log-reads.ts `logFigures`, the same in both stores.
+ * is core/store-reads.ts `storeFigures`, the same in both stores.
  */
 export async function readStoreFigures(db: PgReader, destinations: readonly string[] = []) {
   const [size] = await rows<{ bytes: number }>(db, 'SELECT pg_database_size(current_database()) AS bytes');
@@ -182,11 +182,11 @@ async function forwardingGauges(
   db: PgReader,
   configured: readonly string[],
 ): Promise<DestinationGauges[] | null> {
-  // A boolean, read as 0/1 (LOG_TYPES).
+  // A boolean, read as 0/1 (STORE_TYPES).
   const [schema] = await rows<{ present: number }>(
     db,
     "SELECT to_regclass('forward_destinations') IS NOT NULL AS present",
   );
   if (schema?.present !== 1) return null;
-  return forwardingFigures(pgLogQuery(db), configured);
+  return forwardingFigures(pgStoreQuery(db), configured);
 }

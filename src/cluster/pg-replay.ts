@@ -3,7 +3,7 @@ import type { ReplayHooks } from '../domain/event-status';
 import { type Engine, startEngine } from './engine';
 import { holdKeys } from './kick-lock';
 import { workKeyOf } from './relay';
-import type { Sql } from './sql';
+import type { Sql } from './pg-sql';
 
 /**
  * What a replay (core/replay.ts, the one rule) needs in cluster mode, in the replay's transaction

@@ -1,11 +1,11 @@
 import type { PgBoss } from 'pg-boss';
-import { prunePass } from '../core/retention';
+import { prunePass } from '../core/prune-pass';
 import { type PruneSummary, retentionCutoff, retentionLog } from '../domain/retention';
-import type { LogSql } from '../domain/sql/log-sql';
+import type { StoreSql } from '../domain/sql/store-sql';
 
 /**
  * RETENTION_DAYS in cluster mode (contract §10): when PostgreSQL's pass runs. The pass itself is
- * core/retention.ts's, the same statements as SQLite mode's, in batches of one short transaction
+ * core/prune-pass.ts's, the same statements as SQLite mode's, in batches of one short transaction
  * each (row locks that skip what another transaction holds), so that the relay and the kicks never
  * wait on it for long. A pass that stops half-way (a replica dies, shuts down, loses PostgreSQL)
  * leaves only whole batches behind; the next pass walks the table again and finds what is left.
@@ -35,7 +35,7 @@ export interface ClusterRetentionOptions {
   days: number;
   replicaId: string;
   /** The replica's pool, each write one transaction on a connection of it. */
-  log: LogSql;
+  log: StoreSql;
   logger: RetentionLogger;
   now(): Date;
   /** True once the replica is shutting down: a running pass ends after its batch. */

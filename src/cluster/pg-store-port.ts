@@ -1,7 +1,7 @@
 import type { Client, Pool, PoolClient } from 'pg';
 import { StorageError } from '../domain/errors';
 import type { PruneOutcome, StorePort } from '../core/store-port';
-import { prunePass } from '../core/retention';
+import { prunePass } from '../core/prune-pass';
 import type { SenderWake } from '../core/forward-admin';
 import type { SpoolPruneSummary } from '../domain/retention';
 
@@ -18,16 +18,16 @@ import {
 } from './pg-reads';
 import { inEngineTransaction, pgReplayHooks } from './pg-replay';
 import { type SchedulePoll, trackOnPostgres, type TrackRunners } from './pg-track';
-import { clientRunners, inPoolTransaction, pgLogQuery, pgLogSql, type PgQuery } from './pg-log-sql';
-import { type Sql, sqlOf } from './sql';
+import { clientRunners, inPoolTransaction, pgStoreQuery, pgStoreSql, type PgQuery } from './pg-store-sql';
+import { type Sql, sqlOf } from './pg-sql';
 import type { Engine } from './engine';
 
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
  * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
  * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}).
- * Rows come in the SQLite store's representation (pg-log-sql.ts LOG_TYPES). Each statement handle
- * carries its connection (pg-log-sql.ts `PgQuery`), so that PostgreSQL's own figures read in the same
+ * Rows come in the SQLite store's representation (pg-store-sql.ts STORE_TYPES). Each statement handle
+ * carries its connection (pg-store-sql.ts `PgQuery`), so that PostgreSQL's own figures read in the same
  * snapshot as the core's statements.
  *
  * Through the pool, every call rejects with a StorageError while the replica is not connected to
@@ -74,12 +74,12 @@ const READ_TIMEOUT = '10s';
 /** The port on a replica's pool (see the module's comment). */
 export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery> {
   const { read, transaction, writing } = runners(options);
-  const sql = pgLogSql({ read, writing });
+  const sql = pgStoreSql({ read, writing });
   return {
     name: options.name,
     sql,
     replaying: (fn) =>
-      writing((client) => fn(pgLogQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
+      writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
     track: (t, now, graceMs) =>
       trackOnPostgres(
         { transaction: (fn) => transaction((tx) => fn(tx, options.schedulePoll)), read },
@@ -128,8 +128,8 @@ function pgCommandStorePort(
   spool: () => LocalSpool,
 ): StorePort<PgQuery> {
   const sql = sqlOf(client);
-  const q = pgLogQuery(client);
-  const commandSql = pgLogSql(clientRunners(client));
+  const q = pgStoreQuery(client);
+  const commandSql = pgStoreSql(clientRunners(client));
   const inEngine = <R>(fn: (engine: Engine) => Promise<{ result: R; commit: boolean }>) =>
     inEngineTransaction(client, databaseUrl, fn);
   const runners: TrackRunners = {
@@ -177,7 +177,7 @@ export interface PgRunners {
   guarded: Guarded;
   read: Read;
   transaction: Transaction;
-  /** A transaction as {@link Transaction}, on the client itself (pg-log-sql.ts). */
+  /** A transaction as {@link Transaction}, on the client itself (pg-store-sql.ts). */
   writing: Writing;
 }
 

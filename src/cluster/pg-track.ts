@@ -1,11 +1,11 @@
 import { trackEffect } from '../domain/event-effects';
 import { type AverbacaoRow, withLogNuProposta } from '../domain/log-rows';
 import { postgresDialect } from '../domain/sql/dialect';
-import { AVERBACAO } from '../domain/sql/log-reads';
+import { AVERBACAO } from '../domain/sql/read-statements';
 import { trackEffects } from '../core/effects';
-import { pgLogQuery } from './pg-log-sql';
+import { pgStoreQuery } from './pg-store-sql';
 import type { PgReader } from './pg-reads';
-import { runEffects, type Sql } from './sql';
+import { runEffects, type Sql } from './pg-sql';
 
 /** A registration to track, as the admin routes or the `track` command declare or start it. */
 export interface TrackRequest {
@@ -48,9 +48,9 @@ export async function trackOnPostgres(
       schedulePoll,
     ),
   );
-  // As core/log-reads.ts `averbacaoRow` reads it (cluster/ cannot import core/).
+  // As core/store-reads.ts `averbacaoRow` reads it (cluster/ cannot import core/).
   const [row] = await run.read((db) =>
-    pgLogQuery(db).rows<AverbacaoRow & { nu_proposta: string | null }>(AVERBACAO, [t.requestId]),
+    pgStoreQuery(db).rows<AverbacaoRow & { nu_proposta: string | null }>(AVERBACAO, [t.requestId]),
   );
   return { created, averbacao: row && withLogNuProposta(row) };
 }

@@ -9,9 +9,9 @@ import {
   type PollTarget,
   refusedAnswer,
 } from '../domain/registry-poll';
-import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
+import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import { holdKeys } from './kick-lock';
-import type { Sql } from './sql';
+import type { Sql } from './pg-sql';
 
 /**
  * A registry poll as a scheduled pg-boss job (cluster mode; the SQLite poller is
@@ -22,7 +22,7 @@ import type { Sql } from './sql';
  * key, records the poll, and schedules the next one unless the answer is final or the registration
  * went stale. A replica that dies mid-poll: the job runs again elsewhere; the repeated GET is
  * harmless and its answer deduplicates. Every decision is domain/registry-poll.ts's, as in SQLite
- * mode; the row's updates are the statements both stores share (domain/sql/registry-poll.ts).
+ * mode; the row's updates are the statements both stores share (domain/sql/registry-poll-statements.ts).
  */
 
 export interface StatusClient {

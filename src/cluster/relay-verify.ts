@@ -1,4 +1,4 @@
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap';
 
 /**
@@ -9,7 +9,7 @@ import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap'
 
 const CHUNK = 10_000;
 
-export async function verifySpool(q: LogQuery, spool: SpoolFacts): Promise<SpoolVerdict> {
+export async function verifySpool(q: StoreQuery, spool: SpoolFacts): Promise<SpoolVerdict> {
   const [record] = await q.rows<{ relayed_through: string }>(
     'SELECT relayed_through FROM relay_spools WHERE spool = $1',
     [spool.id],
@@ -35,7 +35,7 @@ export async function verifySpool(q: LogQuery, spool: SpoolFacts): Promise<Spool
 
 /** Every spool PostgreSQL knows, with its replica: the others are checked beside their replicas. */
 export async function knownSpools(
-  q: LogQuery,
+  q: StoreQuery,
 ): Promise<{ spool: string; replica: string; relayed_through: number }[]> {
   const rows = await q.rows<{ spool: string; replica: string; relayed_through: string }>(
     'SELECT spool, replica, relayed_through FROM relay_spools ORDER BY replica, spool',

@@ -12,7 +12,7 @@ import {
 } from '../domain/watermark';
 import { holdKeys } from './kick-lock';
 import type { OrderClock, OrderReading } from './order-clock';
-import { checkOut, type Sql, sqlOf } from './sql';
+import { checkOut, type Sql, sqlOf } from './pg-sql';
 import {
   type Beats,
   DEFAULT_HOLDBACK_MAX_MS,
@@ -21,7 +21,7 @@ import {
   publishBeat,
   readBeats,
   release,
-} from './watermark';
+} from './pg-watermark';
 
 /**
  * The relay (contract §10, docs/cluster.md §6): moves what this replica acknowledged from its local

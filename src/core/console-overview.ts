@@ -16,8 +16,8 @@ import {
 } from '../domain/console';
 import type { DeliveryAlarmState } from '../domain/delivery-alarm';
 import { isLockBusy } from '../domain/errors';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
-import { oldestUnprocessedAt } from './log-reads';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
+import { oldestUnprocessedAt } from './store-reads';
 import { stuckCounts } from './proposal-lists';
 
 /**
@@ -45,7 +45,7 @@ export const ROLLUP_LOCK_KEY = 0x636f6e7369675255n;
 const LOCK_WAIT = '2s';
 
 /** Where the watermark is (null before the first update), and the newest delivery's id. */
-async function rollupPosition(q: LogQuery): Promise<RollupPosition> {
+async function rollupPosition(q: StoreQuery): Promise<RollupPosition> {
   const [row] = await q.rows<{ last: number | null; top: number | null }>(
     `SELECT (SELECT last_id FROM console_rollup_state WHERE name = $1) AS last, (SELECT max(id) FROM deliveries) AS top`,
     [ROLLUP_STATE],
@@ -54,7 +54,7 @@ async function rollupPosition(q: LogQuery): Promise<RollupPosition> {
 }
 
 /** Counts the deliveries that arrived since the last update (up to ROLLUP_CHUNK_ROWS); how many are left. */
-async function catchUp(q: LogQuery, now: Date): Promise<number> {
+async function catchUp(q: StoreQuery, now: Date): Promise<number> {
   // PostgreSQL's advisory lock, held to the commit (SQLite's write transaction is alone already).
   for (const s of q.dialect.transactionLock(ROLLUP_LOCK_KEY, LOCK_WAIT)) await q.rows(s.text, s.params);
   // Read under the lock: another writer may have moved the watermark while this one waited.
@@ -86,7 +86,7 @@ async function catchUp(q: LogQuery, now: Date): Promise<number> {
 }
 
 /** One rollup update when there is something to count; another writer's held too long: shown as is. */
-export async function updateRollup(sql: LogSql, now: Date): Promise<RollupResult> {
+export async function updateRollup(sql: StoreSql, now: Date): Promise<RollupResult> {
   const at = await sql.read(rollupPosition);
   if (rollupCaughtUp(at)) return { behind: 0, locked: false };
   try {
@@ -98,7 +98,7 @@ export async function updateRollup(sql: LogSql, now: Date): Promise<RollupResult
 }
 
 /** The counts of every hour from `sinceHour` on (`2026-11-21T13`), oldest first. */
-export function rollupHours(q: LogQuery, sinceHour: string): Promise<HourCount[]> {
+export function rollupHours(q: StoreQuery, sinceHour: string): Promise<HourCount[]> {
   return q.rows<HourCount>(
     `SELECT hour, outcome, n FROM console_delivery_hours WHERE hour >= $1 ORDER BY hour, ${q.dialect.bytewise('outcome')}`,
     [sinceHour],
@@ -106,7 +106,7 @@ export function rollupHours(q: LogQuery, sinceHour: string): Promise<HourCount[]
 }
 
 /** The `n` of a count. */
-async function count(q: LogQuery, text: string, params: readonly unknown[] = []): Promise<number> {
+async function count(q: StoreQuery, text: string, params: readonly unknown[] = []): Promise<number> {
   const [row] = await q.rows<{ n: number }>(text, params);
   return row?.n ?? 0;
 }
@@ -119,7 +119,7 @@ const EVENTS_AT = `SELECT count(*) AS n FROM (SELECT 1 FROM events WHERE status 
  * deactivation alarm's run and the silence (SQLite: the stored run, delivery_alarm; cluster mode:
  * every replica's answers).
  */
-export interface StoreFigures {
+export interface AlarmFigures {
   run: DeliveryAlarmState;
   /** Epoch ms of the latest request to a webhook route, or null. */
   lastDeliveryAt: number | null;
@@ -131,10 +131,10 @@ export interface StoreFigures {
  * snapshot): the console's own, then `store`'s (read in the same snapshot).
  */
 export async function overviewFigures(
-  q: LogQuery,
+  q: StoreQuery,
   now: Date,
   query: OverviewQuery,
-  store: () => Promise<StoreFigures>,
+  store: () => Promise<AlarmFigures>,
 ): Promise<Omit<OverviewFigures, 'rollup' | 'destinations'>> {
   const hours = await rollupHours(q, overviewSinceHour(now));
   const events = {
@@ -157,7 +157,7 @@ export async function overviewFigures(
     hours,
     ...silenceFigures(now, s.lastDeliveryAt, query, typeof inFlight === 'number' ? () => inFlight : inFlight),
     run: s.run,
-    // The gauges `/metrics` and `stats` read too (log-reads.ts, proposal-lists.ts).
+    // The gauges `/metrics` and `stats` read too (store-reads.ts, proposal-lists.ts).
     stuckByStatus: await stuckCounts(q, query.stuckCutoffs),
     events: { ...events, oldestUnprocessedAt: await oldestUnprocessedAt(q) },
     averbacoes,
@@ -170,7 +170,7 @@ export async function overviewFigures(
  * mode only, where replicas relay their spools to PostgreSQL (the dialect's `relaysSpools`); null
  * on SQLite, which has no relay.
  */
-async function relaySpools(q: LogQuery): Promise<RelaySpoolRow[] | null> {
+async function relaySpools(q: StoreQuery): Promise<RelaySpoolRow[] | null> {
   if (!q.dialect.relaysSpools) return null;
   return q.rows<RelaySpoolRow>(
     `SELECT spool, replica, relayed_through, last_relayed_at, last_received_at FROM relay_spools

@@ -18,9 +18,9 @@ import {
 import { decodeUtf8, type DeliveryRow } from '../domain/delivery';
 import type { EventRow } from '../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../domain/log-rows';
-import { AVERBACAO_COLUMNS, averbacoesQuery, EVENT_COLUMNS, PROPOSAL } from '../domain/sql/log-reads';
+import { AVERBACAO_COLUMNS, averbacoesQuery, EVENT_COLUMNS, PROPOSAL } from '../domain/sql/read-statements';
 import type { Dialect } from '../domain/sql/dialect';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import { Conditions, logNu } from './console-sql';
 
 /**
@@ -46,7 +46,7 @@ const NO_BOUND = Number.MAX_SAFE_INTEGER;
  * Elsewhere (PostgreSQL) an index on `received_at` serves the time range itself.
  */
 async function idRange(
-  q: LogQuery,
+  q: StoreQuery,
   f: ConsoleEventFilter,
   atLeastId: number | undefined,
 ): Promise<{ from?: number | undefined; below: number }> {
@@ -60,7 +60,7 @@ async function idRange(
 }
 
 /** The first event id with `received_at >= at` (SQLite: see {@link idRange}), or max+1. */
-async function firstIdAtOrAfter(q: LogQuery, at: string): Promise<number> {
+async function firstIdAtOrAfter(q: StoreQuery, at: string): Promise<number> {
   // Two statements: SQLite answers min() or max() alone with one seek, both together with a scan.
   const [lowest] = await q.rows<{ id: number | null }>('SELECT min(id) AS id FROM events');
   const [highest] = await q.rows<{ id: number | null }>('SELECT max(id) AS id FROM events');
@@ -80,7 +80,11 @@ async function firstIdAtOrAfter(q: LogQuery, at: string): Promise<number> {
 }
 
 /** WHERE over `events e` for the whole filter, ids from `atLeastId` (a window's low end) when given. */
-async function eventConditions(q: LogQuery, f: ConsoleEventFilter, atLeastId?: number): Promise<Conditions> {
+async function eventConditions(
+  q: StoreQuery,
+  f: ConsoleEventFilter,
+  atLeastId?: number,
+): Promise<Conditions> {
   const ids = await idRange(q, f, atLeastId);
   const c = new Conditions()
     .given('e.status = ?', f.status)
@@ -99,7 +103,7 @@ async function eventConditions(q: LogQuery, f: ConsoleEventFilter, atLeastId?: n
   return c;
 }
 
-async function selectEvents(q: LogQuery, f: ConsoleEventFilter, limit: number, atLeastId?: number) {
+async function selectEvents(q: StoreQuery, f: ConsoleEventFilter, limit: number, atLeastId?: number) {
   const c = await eventConditions(q, f, atLeastId);
   const rows = await q.rows<EventRow>(
     `SELECT ${EVENT_COLUMNS} FROM events e ${c.where} ORDER BY e.id DESC LIMIT ${c.next()}`,
@@ -109,7 +113,7 @@ async function selectEvents(q: LogQuery, f: ConsoleEventFilter, limit: number, a
 }
 
 /** One page of events, newest first (see the module's comment for the bounds). */
-export async function listEvents(q: LogQuery, f: ConsoleEventFilter): Promise<ListPage<EventRow>> {
+export async function listEvents(q: StoreQuery, f: ConsoleEventFilter): Promise<ListPage<EventRow>> {
   const limit = f.limit ?? 50;
   if (!hasUnindexedCondition(f) || f.nuProposta !== undefined)
     return pageOf(await selectEvents(q, f, limit + 1), limit, null);
@@ -127,14 +131,14 @@ export async function listEvents(q: LogQuery, f: ConsoleEventFilter): Promise<Li
 }
 
 /** How many events the whole filter matches (no paging, no window): a bulk replay's count. */
-export async function countEvents(q: LogQuery, f: ConsoleEventFilter): Promise<number> {
+export async function countEvents(q: StoreQuery, f: ConsoleEventFilter): Promise<number> {
   const c = await eventConditions(q, f);
   const [row] = await q.rows<{ n: number }>(`SELECT count(*) AS n FROM events e ${c.where}`, c.params);
   return row?.n ?? 0;
 }
 
 /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
-export async function eventIds(q: LogQuery, f: ConsoleEventFilter, before: number, limit: number) {
+export async function eventIds(q: StoreQuery, f: ConsoleEventFilter, before: number, limit: number) {
   const c = await eventConditions(q, { ...f, before });
   const rows = await q.rows<{ id: number }>(
     `SELECT e.id FROM events e ${c.where} ORDER BY e.id DESC LIMIT ${c.next()}`,
@@ -144,7 +148,7 @@ export async function eventIds(q: LogQuery, f: ConsoleEventFilter, before: numbe
 }
 
 /** One event and its raw body: text when it is valid UTF-8 (as SQLite stores it), else the bytes. */
-export async function eventWithBody(q: LogQuery, id: number) {
+export async function eventWithBody(q: StoreQuery, id: number) {
   const [found] = await q.rows<EventRow & { body: string | Buffer | null }>(
     `SELECT ${EVENT_COLUMNS}, body FROM events WHERE id = $1`,
     [id],
@@ -166,7 +170,10 @@ const DELIVERY_COLUMNS = `id, received_at, path, outcome, http_status, dedup_key
  * `deliveries_outcome_id`); with one, an unindexed outcome (`+outcome`) keeps the received_at index
  * driving rather than a sort of every row of an outcome.
  */
-export async function listDeliveries(q: LogQuery, f: ConsoleDeliveryFilter): Promise<ListPage<DeliveryRow>> {
+export async function listDeliveries(
+  q: StoreQuery,
+  f: ConsoleDeliveryFilter,
+): Promise<ListPage<DeliveryRow>> {
   const limit = f.limit ?? 50;
   const byTime = f.from !== undefined || f.to !== undefined || !q.dialect.idsFollowArrival;
   const c = byTime
@@ -202,12 +209,12 @@ FROM forward_messages m LEFT JOIN forward_deliveries d ON d.message_id = m.id
 WHERE ${condition} ORDER BY m.id, ${dialect.bytewise('d.destination')} NULLS FIRST`;
 
 /** The messages one event caused, with their deliveries. */
-export function eventForwards(q: LogQuery, eventId: number): Promise<StoryForwardRow[]> {
+export function eventForwards(q: StoreQuery, eventId: number): Promise<StoryForwardRow[]> {
   return q.rows<StoryForwardRow>(storyForwards(q.dialect, 'm.event_id = $1'), [eventId]);
 }
 
 /** Whether a proposal row or an event names `nu`. */
-export async function proposalExists(q: LogQuery, nu: number | string): Promise<boolean> {
+export async function proposalExists(q: StoreQuery, nu: number | string): Promise<boolean> {
   const [row] = await q.rows<{ found: number }>(
     `SELECT (EXISTS (SELECT 1 FROM proposals WHERE nu_proposta = $1)
           OR EXISTS (SELECT 1 FROM events WHERE nu_proposta = $2)) AS found`,
@@ -217,7 +224,7 @@ export async function proposalExists(q: LogQuery, nu: number | string): Promise<
 }
 
 /** What the proposal page tells; undefined when nothing names this proposal. */
-export async function proposalStory(q: LogQuery, nu: number | string) {
+export async function proposalStory(q: StoreQuery, nu: number | string) {
   const key = q.dialect.storedNu(nu);
   const [found] = await q.rows<ProposalRow>(PROPOSAL, [key]);
   const proposal = found && logNu(q.dialect, found);
@@ -238,7 +245,7 @@ export async function proposalStory(q: LogQuery, nu: number | string) {
 }
 
 /** Proposals per status (the funnel), statuses in SQLite's (byte) order. */
-export async function proposalCounts(q: LogQuery): Promise<Record<string, number>> {
+export async function proposalCounts(q: StoreQuery): Promise<Record<string, number>> {
   const rows = await q.rows<{ status: string; n: number }>(
     `SELECT status, count(*) AS n FROM proposals GROUP BY status ORDER BY ${q.dialect.bytewise('status')}`,
   );
@@ -257,7 +264,7 @@ export type AverbacaoListRow = AverbacaoRow & { rid: number };
  * The status and stale filters use the status index, "waiting" the partial index on next_poll_at.
  */
 export async function listAverbacoes(
-  q: LogQuery,
+  q: StoreQuery,
   f: ConsoleAverbacaoFilter,
 ): Promise<{ rows: AverbacaoListRow[]; next: number | null }> {
   const limit = f.limit ?? 50;

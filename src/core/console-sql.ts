@@ -8,7 +8,7 @@ export function logNu<T extends { nu_proposta: number | string | null }>(dialect
 
 /**
  * A WHERE clause built condition by condition, `?` in each standing for its values in order,
- * numbered from `$1` (domain/sql/log-reads.ts `whereGiven`, for conditions of several values).
+ * numbered from `$1` (domain/sql/read-statements.ts `whereGiven`, for conditions of several values).
  */
 export class Conditions {
   readonly parts: string[] = [];

@@ -19,7 +19,7 @@ import { type Dialect, perDialect } from '../domain/sql/dialect';
  * decisions of domain/event-effects.ts and domain/lifecycle.ts. Each effect is a program, a
  * generator that yields its statements and is given back each one's rows; a store only runs them:
  * SQLite's pipeline synchronously inside the event's transaction (store/handler-sql.ts
- * `effectsOn`), cluster mode's kick awaited inside the event's savepoint (cluster/sql.ts
+ * `effectsOn`), cluster mode's kick awaited inside the event's savepoint (cluster/pg-sql.ts
  * `runEffects`). Idempotent: a transition already recorded for the event (UNIQUE event_id) changes
  * nothing, a registration already tracked is only filled in.
  */

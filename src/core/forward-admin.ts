@@ -20,15 +20,15 @@ import {
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
 import { destinationWants, type MessageBody } from '../domain/forwarding/messages';
 import { parseJsonOrUndefined } from '../domain/json';
-import { inList, whereGiven } from '../domain/sql/log-reads';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+import { inList, whereGiven } from '../domain/sql/read-statements';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /**
  * The operators' statements on the forwarding tables (contract §8), written once for both stores
  * (issue 24): list and show deliveries with their attempts, replay them by id or by filter,
  * backfill a destination with stored history, pause and resume destinations and summarise them.
  * The `forwards` commands, the `/admin/forwards*` and `/admin/destinations*` routes and the
- * console's forwarding actions all come here, on the SQLite file or on PostgreSQL ({@link LogSql});
+ * console's forwarding actions all come here, on the SQLite file or on PostgreSQL ({@link StoreSql});
  * the shapes and rules are domain/forwarding/admin.ts's.
  *
  * Writes over many rows commit at most {@link CHUNK_ROWS} rows per transaction, and the event loop
@@ -73,7 +73,7 @@ export interface ForwardAdmin {
  * nothing.
  */
 export interface SenderWake {
-  inWrite?(q: LogQuery): Promise<unknown>;
+  inWrite?(q: StoreQuery): Promise<unknown>;
   afterWrite?(): void;
 }
 
@@ -117,12 +117,12 @@ const insertDeliveries = (
  * it no longer matches is re-checked and skipped). SQLite has no FOR UPDATE and needs none: its
  * write transaction holds the file's one write lock.
  */
-const locked = (q: LogQuery, clause: 'UPDATE' | 'UPDATE OF d' = 'UPDATE'): string =>
+const locked = (q: StoreQuery, clause: 'UPDATE' | 'UPDATE OF d' = 'UPDATE'): string =>
   q.dialect.rowLock(clause);
 
 /**
  * `nu_proposta` as the SQLite log holds it (an INTEGER column: an integer as a number), from
- * PostgreSQL's text: the relay writes an integer as its decimal (cluster/sql.ts canonicalNu).
+ * PostgreSQL's text: the relay writes an integer as its decimal (cluster/pg-sql.ts canonicalNu).
  */
 function logNu(nu: number | string | null): number | string | null {
   return typeof nu === 'string' && /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
@@ -162,11 +162,11 @@ function chunksOf<T>(items: readonly T[]): T[][] {
 type Picked = { id: number; status: string };
 
 /** The operators' statements on `log`; `wake` tells the sender about new work (see {@link SenderWake}). */
-export function forwardAdmin(log: LogSql, wake: SenderWake = {}): ForwardAdmin {
+export function forwardAdmin(log: StoreSql, wake: SenderWake = {}): ForwardAdmin {
   return { ...reads(log), ...writes(log, wake) };
 }
 
-function reads(log: LogSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'backfill' | 'setPaused'> {
+function reads(log: StoreSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'backfill' | 'setPaused'> {
   return {
     list: (filter) => {
       const w = filterWhere(filter);
@@ -219,11 +219,11 @@ function reads(log: LogSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'back
 }
 
 function writes(
-  log: LogSql,
+  log: StoreSql,
   wake: SenderWake,
 ): Pick<ForwardAdmin, 'replay' | 'replayWhere' | 'backfill' | 'setPaused'> {
   /** `fn` in one transaction; when it says it gave the sender work, the sender is woken. */
-  const written = async <T>(fn: (q: LogQuery) => Promise<{ value: T; work: boolean }>): Promise<T> => {
+  const written = async <T>(fn: (q: StoreQuery) => Promise<{ value: T; work: boolean }>): Promise<T> => {
     const { value, work } = await log.write(async (q) => {
       const result = await fn(q);
       if (result.work) await wake.inWrite?.(q);
@@ -233,7 +233,7 @@ function writes(
     return value;
   };
   /** One transaction: the rows `pick` reads, requeued at `now`. */
-  const requeued = (pick: (q: LogQuery) => Promise<Picked[]>, now: string) =>
+  const requeued = (pick: (q: StoreQuery) => Promise<Picked[]>, now: string) =>
     written(async (q) => {
       const rows = await pick(q);
       if (rows.length > 0) await q.run(requeue(rows.length), [now, ...rows.map((r) => r.id)]);
@@ -304,7 +304,7 @@ interface StoredMessage {
 
 /** One chunk of messages after `afterId`, those `destination` wants given a delivery. */
 async function backfillChunk(
-  q: LogQuery,
+  q: StoreQuery,
   destination: Destination,
   range: BackfillRange,
   afterId: number,

@@ -1,6 +1,6 @@
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { oldestUnprocessedAt } from './log-reads';
+import { oldestUnprocessedAt } from './store-reads';
 import { stuckCounts } from './proposal-lists';
 
 /**
@@ -10,7 +10,7 @@ import { stuckCounts } from './proposal-lists';
  * mode every replica reports the same cluster-wide values, so alert rules aggregate them with
  * max(), never sum().
  */
-export interface LogGauges {
+export interface StoreGauges {
   eventsByStatus: Record<string, number>;
   averbacoesByStatus: Record<string, number>;
   averbacoesStale: number;
@@ -20,7 +20,7 @@ export interface LogGauges {
   stuckByStatus: Record<string, number>;
 }
 
-export async function logGauges(q: LogQuery, cutoffs: readonly StuckCutoff[]): Promise<LogGauges> {
+export async function storeGauges(q: StoreQuery, cutoffs: readonly StuckCutoff[]): Promise<StoreGauges> {
   const events = await q.rows<{ status: string; n: number }>(
     'SELECT status, count(*) AS n FROM events GROUP BY status',
   );

@@ -2,7 +2,7 @@ import type { ProposalKey, ProposalListing } from '../domain/console';
 import { clampLimit } from '../domain/list-limit';
 import type { ProposalRow } from '../domain/log-rows';
 import type { Dialect } from '../domain/sql/dialect';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { logNu } from './console-sql';
 
@@ -60,7 +60,7 @@ function compareKeys(a: ProposalKey, b: ProposalKey): number {
  * round trip to PostgreSQL however many statuses are watched.
  */
 export async function stuckCounts(
-  q: LogQuery,
+  q: StoreQuery,
   cutoffs: readonly StuckCutoff[],
 ): Promise<Record<string, number>> {
   if (cutoffs.length === 0) return {};
@@ -77,7 +77,7 @@ export async function stuckCounts(
 
 /** Stuck proposals, the longest unchanged first; `after` = the last row of the previous page. */
 export async function stuckProposals(
-  q: LogQuery,
+  q: StoreQuery,
   cutoffs: readonly StuckCutoff[],
   page: { after?: ProposalKey | undefined; limit?: number | undefined } = {},
 ): Promise<ProposalListRow[]> {
@@ -97,7 +97,7 @@ export async function stuckProposals(
 
 /** Proposals at `statuses`, the most recently changed first; `before` = the last row of the previous page. */
 export async function latestProposals(
-  q: LogQuery,
+  q: StoreQuery,
   statuses: readonly string[],
   page: { before?: ProposalKey | undefined; limit?: number | undefined } = {},
 ): Promise<ProposalListRow[]> {
@@ -116,7 +116,7 @@ export async function latestProposals(
 }
 
 /** One page of the console's proposals list (domain/console.ts {@link ProposalListing}). */
-export function proposalPage(q: LogQuery, listing: ProposalListing): Promise<ProposalListRow[]> {
+export function proposalPage(q: StoreQuery, listing: ProposalListing): Promise<ProposalListRow[]> {
   return listing.kind === 'stuck'
     ? stuckProposals(q, listing.cutoffs, { after: listing.after, limit: listing.limit })
     : latestProposals(q, listing.statuses, { before: listing.before, limit: listing.limit });

@@ -5,13 +5,13 @@ import {
   type ReplayHooks,
   type ReplayResult,
 } from '../domain/event-status';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 
 /**
  * The replay rule, written once for both stores (issue 24): the events named become `pending`, due
  * `now`, with a fresh attempt count and no `processed_at`. All or nothing: when any id is unknown or
  * not replayable (`ignored`, `invalid`), nothing changes and the result says which. Runs in the
- * caller's transaction (`LogSql.write`, or a command's own on PostgreSQL).
+ * caller's transaction (`StoreSql.write`, or a command's own on PostgreSQL).
  *
  * What processing needs to see a replay is each store's: SQLite's in-process pipeline is swept
  * after the commit; PostgreSQL holds the events' work keys before their rows are locked and queues
@@ -19,7 +19,7 @@ import type { LogQuery } from '../domain/sql/log-sql';
  */
 
 export async function replayEvents(
-  q: LogQuery,
+  q: StoreQuery,
   ids: readonly number[],
   now: string,
   hooks: ReplayHooks = {},
@@ -52,7 +52,7 @@ export async function replayEvents(
 
 /** The events named, or every one with `status` (oldest first), replayed as {@link replayEvents}. */
 export async function replayWanted(
-  q: LogQuery,
+  q: StoreQuery,
   wanted: { ids: readonly number[] } | { status: EventStatus },
   now: string,
   hooks?: ReplayHooks,

@@ -23,49 +23,49 @@ import type { FeedPage } from '../domain/forwarding/messages';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { consoleLog, type LogSqlOf } from './console-log';
+import { consoleQueries, type StoreSqlOf } from './console-queries';
 import type { AverbacaoListRow } from './console-reads';
-import { endSessionsAudited } from './console-sessions';
-import type { StoreFigures } from './console-overview';
-import { feedReader } from './feed';
+import { endSessionsAudited } from './console-session-queries';
+import type { AlarmFigures } from './console-overview';
+import { feedReader } from './feed-reader';
 import { type ForwardAdmin, forwardAdmin, type SenderWake } from './forward-admin';
 import {
   type AverbacaoFilter,
   type DeliveryFilter,
   type EventFilter,
-  type LogFigures,
-  logFigures,
-  logReads,
-} from './log-reads';
+  type StoreFigures,
+  storeFigures,
+  storeReads,
+} from './store-reads';
 import { latestProposals, type ProposalListRow, stuckProposals } from './proposal-lists';
 import { replayEvents, replayWanted } from './replay';
 
 /**
  * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
  * the commands — need of a store, narrowed to what differs between SQLite and PostgreSQL. Each
- * store has one adapter per way it is reached (store/store-port.ts: the SQLite file; cluster/
+ * store has one adapter per way it is reached (store/sqlite-port.ts: the SQLite file; cluster/
  * pg-store-port.ts: a replica's pool, a command's own connection), opened in one place
  * (src/open-store.ts for the commands, src/receiver-mode.ts for the server). Everything the
  * consumers see is built from it once, below ({@link adminStore}, {@link consoleStore},
  * {@link commandStore}), with the code written once for both stores (src/core/): the stores differ
- * only in the members of this interface and in their {@link LogQuery.dialect}.
+ * only in the members of this interface and in their {@link StoreQuery.dialect}.
  *
  * `Q`: what the adapter's statements are run on; PostgreSQL's carries its connection beside them,
  * so that its own figures read in the same snapshot as the core's statements.
  */
-export interface StorePort<Q extends LogQuery = LogQuery> {
+export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
   readonly name: string;
-  /** Snapshots and transactions (domain/sql/log-sql.ts). */
-  readonly sql: LogSqlOf<Q>;
+  /** Snapshots and transactions (domain/sql/store-sql.ts). */
+  readonly sql: StoreSqlOf<Q>;
   /**
    * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
    * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
    * a kick of each work key, in the transaction).
    */
-  replaying(fn: (q: LogQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
+  replaying(fn: (q: StoreQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
   /**
    * Tracks a registration declared here or started through the service's client (`queued`, first
    * poll after `graceMs`); one already tracked only gets its missing fields. `created`: it was new.
@@ -74,13 +74,13 @@ export interface StorePort<Q extends LogQuery = LogQuery> {
   /** How a write to the forwarding tables wakes the sender (core/forward-admin.ts). */
   readonly senderWake: SenderWake;
   /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
-  consoleFigures(q: Q): Promise<StoreFigures>;
+  consoleFigures(q: Q): Promise<AlarmFigures>;
   /** `stats`' figures each store keeps its own way (size on disk, forwarding), read with `q`. */
   statsFigures(q: Q, destinations: readonly string[]): Promise<StoreStats>;
   /** Calls `onChange` when the outbox may have more (PostgreSQL's NOTIFY; never on SQLite). */
   listen(onChange: () => void): Promise<void>;
   /**
-   * What RETENTION_DAYS does (domain/retention.ts, core/retention.ts): old bodies and forwarded
+   * What RETENTION_DAYS does (domain/retention.ts, core/prune-pass.ts): old bodies and forwarded
    * messages out of the store; in cluster mode then the relayed rows of the local spool.
    */
   prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
@@ -99,8 +99,8 @@ export interface Tracked {
   averbacao: AverbacaoRow | undefined;
 }
 
-/** What {@link StorePort.statsFigures} adds to {@link LogFigures}. */
-export type StoreStats = Pick<LogFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
+/** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
+export type StoreStats = Pick<StoreFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
 
 /**
  * What `prune` removed from the store; in cluster mode also from the spool at `path` (`removed`
@@ -139,9 +139,9 @@ export interface AdminStore {
   feed: FeedReader;
 }
 
-export function adminStore(port: StorePort<LogQuery>): AdminStore {
+export function adminStore(port: StorePort<StoreQuery>): AdminStore {
   return {
-    ...logReads(port.sql),
+    ...storeReads(port.sql),
     replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
     track: (t, now, graceMs) => port.track(t, now, graceMs),
     forwards: forwardAdmin(port.sql, port.senderWake),
@@ -150,7 +150,7 @@ export function adminStore(port: StorePort<LogQuery>): AdminStore {
 }
 
 /**
- * Everything the console's pages and actions read and write (core/console-log.ts, in the SQLite
+ * Everything the console's pages and actions read and write (core/console-queries.ts, in the SQLite
  * store's shapes, so that one set of pages renders either). Each call of PostgreSQL's rejects with
  * a StorageError while PostgreSQL cannot answer this replica; the console answers that with a 503.
  */
@@ -225,10 +225,10 @@ export interface ProposalStoryRows {
   forwards: StoryForwardRow[];
 }
 
-export function consoleStore<Q extends LogQuery>(port: StorePort<Q>): ConsoleStore {
+export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>): ConsoleStore {
   const forwards = forwardAdmin(port.sql, port.senderWake);
   return {
-    ...consoleLog(port.sql, {
+    ...consoleQueries(port.sql, {
       figures: (q) => port.consoleFigures(q),
       destinationSummaries: (configured) => forwards.destinationSummaries(configured),
     }),
@@ -245,7 +245,7 @@ export interface CommandStore extends Pick<
   /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
   readonly name: string;
   /** Everything `stats` shows, read at once. */
-  stats(cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<LogFigures>;
+  stats(cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<StoreFigures>;
   latestProposals(statuses: readonly ProposalStatus[], limit: number): Promise<readonly ProposalListRow[]>;
   stuckProposals(cutoffs: readonly StuckCutoff[], limit: number): Promise<readonly ProposalListRow[]>;
   /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
@@ -258,7 +258,7 @@ export interface CommandStore extends Pick<
   prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
 }
 
-export function commandStore<Q extends LogQuery>(port: StorePort<Q>): CommandStore {
+export function commandStore<Q extends StoreQuery>(port: StorePort<Q>): CommandStore {
   const { sql } = port;
   const { events, deliveries, proposal, averbacoes, track, forwards, feed } = adminStore(port);
   return {
@@ -274,7 +274,7 @@ export function commandStore<Q extends LogQuery>(port: StorePort<Q>): CommandSto
     stuckProposals: (cutoffs, limit) => sql.read((q) => stuckProposals(q, cutoffs, { limit })),
     stats: (cutoffs, destinations) =>
       sql.read(async (q) => ({
-        ...(await logFigures(q, cutoffs)),
+        ...(await storeFigures(q, cutoffs)),
         ...(await port.statsFigures(q, destinations)),
       })),
     replay: (wanted, now) => port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
@@ -284,7 +284,7 @@ export function commandStore<Q extends LogQuery>(port: StorePort<Q>): CommandSto
   };
 }
 
-export type { AverbacaoFilter, DeliveryFilter, EventFilter, LogFigures } from './log-reads';
+export type { AverbacaoFilter, DeliveryFilter, EventFilter, StoreFigures } from './store-reads';
 export type { ForwardAdmin } from './forward-admin';
 export type { AverbacaoListRow } from './console-reads';
 export type { ProposalListRow } from './proposal-lists';

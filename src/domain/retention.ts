@@ -2,7 +2,7 @@ import type { EventStatus } from './event-status';
 
 /**
  * Retention (RETENTION_DAYS, the `prune` command): what is removed, in one place for both stores.
- * core/retention.ts (the statements, once for SQLite and PostgreSQL) passes these values to them
+ * core/prune-pass.ts (the statements, once for SQLite and PostgreSQL) passes these values to them
  * as parameters and filters with these functions; it does not spell the rule out itself.
  *
  * - The raw body of an event whose status is final and whose handlers ran or will never run

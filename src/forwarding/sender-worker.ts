@@ -4,13 +4,13 @@ import pino from 'pino';
 import { systemClock } from '../clock';
 import { connectionSettings } from '../cluster/connection';
 import { ClusterForwarder } from '../cluster/forwarder';
-import { senderStore } from '../core/sender-store';
+import { senderStore } from '../core/sender-queries';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type Db, openDatabase } from '../store/database';
 import { isLockBusy } from '../domain/errors';
-import { sqliteLogSql } from '../store/log-sql';
+import { sqliteStoreSql } from '../store/sqlite-store-sql';
 import { activeSpanIds, mergeSpanIds } from '../tracing/log-ids';
 import { startTracing } from '../tracing';
 import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
@@ -107,7 +107,7 @@ function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): S
     cacheKib: WORKER_CACHE_KIB,
   });
   // One set of statements, prepared once, for the reads and the records.
-  const outbox = senderStore(sqliteLogSql(db));
+  const outbox = senderStore(sqliteStoreSql(db));
   /**
    * Writes records once no webhook answer is being made (answers first): the write takes the
    * file's lock, which the ingest writer may want. Then reports, so that the metrics move with the
@@ -190,7 +190,7 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
  * busy error (the sender keeps the records and tries again). SQLite's own busy handler sleeps 1, 2,
  * 5, 10, … ms between looks: a record that met the pipeline's commit (a millisecond or two with its
  * fsync) waited 3 or 8 ms, and held its proposal's next message that long. This thread answers no
- * webhook, so blocking it is free. `write` runs on the SQLite LogSql, synchronously underneath: a
+ * webhook, so blocking it is free. `write` runs on the SQLite StoreSql, synchronously underneath: a
  * locked file rejects at its BEGIN IMMEDIATE, before any of its statements ran, and the event loop
  * does not turn before the write settles.
  */

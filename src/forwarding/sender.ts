@@ -37,7 +37,7 @@ import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
  * Runs only where one process sends each destination: in SQLite mode the process holding the
  * processing lease, like the pipeline (on a worker thread, sender-thread.ts); in cluster mode the
  * replica holding the destination's PostgreSQL lock (cluster/forwarder.ts). The outbox is a
- * {@link SenderStore}: core/sender-store.ts, on SQLite or on PostgreSQL.
+ * {@link SenderStore}: core/sender-queries.ts, on SQLite or on PostgreSQL.
  *
  * - Per destination, up to `concurrency` requests in flight, never two of one order key (proposal):
  *   a message waits until every earlier message of its proposal for that destination is delivered

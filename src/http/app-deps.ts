@@ -6,7 +6,7 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { StorePort } from '../core/store-port';
-import type { LogQuery } from '../domain/sql/log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
 import type { DeliveryWatch } from './delivery-watch';
@@ -37,7 +37,7 @@ export interface AppDeps {
    * SQLite file, or PostgreSQL in cluster mode (the ClusterNode's, rejecting with a StorageError
    * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page).
    */
-  storePort: StorePort<LogQuery>;
+  storePort: StorePort<StoreQuery>;
   writer: DeliveryWriter;
   metrics: Metrics;
   logger: Logger;

@@ -5,13 +5,13 @@ import { EVENT_STATUSES } from '../domain/event-status';
 import { REGISTRY_STATUSES } from '../domain/catalogue';
 import { DEFAULT_STUCK_AFTER, type StuckCutoff, stuckCutoffs } from '../domain/stuck';
 import type { Metrics } from '../metrics';
-import { type LogGauges, logGauges } from '../core/gauges';
-import type { LogSql } from '../domain/sql/log-sql';
+import { type StoreGauges, storeGauges } from '../core/gauges';
+import type { StoreSql } from '../domain/sql/store-sql';
 
 /** `/metrics`: Prometheus text; the gauges read from the database are refreshed per scrape. */
 export interface MetricsRouteDeps {
   /** The store's statements (core/store-port.ts `StorePort.sql`). */
-  sql: LogSql;
+  sql: StoreSql;
   metrics: Metrics;
   clock: Clock;
   /** STUCK_AFTER. @default DEFAULT_STUCK_AFTER */
@@ -40,10 +40,10 @@ export function metricsRoute(deps: MetricsRouteDeps): Router {
 }
 
 /** The log's figures, wherever the log is (SQLite here, PostgreSQL in cluster mode): core/gauges.ts. */
-export type SharedFigures = LogGauges;
+export type SharedFigures = StoreGauges;
 
-function localFigures(log: LogSql, cutoffs: readonly StuckCutoff[]): Promise<SharedFigures> {
-  return log.read((q) => logGauges(q, cutoffs));
+function localFigures(log: StoreSql, cutoffs: readonly StuckCutoff[]): Promise<SharedFigures> {
+  return log.read((q) => storeGauges(q, cutoffs));
 }
 
 function setFigures(metrics: Metrics, f: SharedFigures, now: Date): void {

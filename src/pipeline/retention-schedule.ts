@@ -1,8 +1,8 @@
 import type { Clock } from '../clock';
 import type { Logger } from '../logger';
-import { PassInterrupted, prunePass } from '../core/retention';
+import { PassInterrupted, prunePass } from '../core/prune-pass';
 import { retentionCutoff, retentionLog, type SpoolPruneSummary } from '../domain/retention';
-import type { LogSql } from '../domain/sql/log-sql';
+import type { StoreSql } from '../domain/sql/store-sql';
 import { isLockBusy } from '../domain/errors';
 import { pruneSpoolPaced, type Spool } from '../store/spool';
 
@@ -97,8 +97,8 @@ export function scheduleRetention(pass: RetentionPass, options: RetentionSchedul
   };
 }
 
-/** SQLite mode's log: old bodies, then old messages delivered everywhere (core/retention.ts). */
-export function logPass(log: LogSql): RetentionPass {
+/** SQLite mode's log: old bodies, then old messages delivered everywhere (core/prune-pass.ts). */
+export function storePass(log: StoreSql): RetentionPass {
   return ({ cutoff, now, shouldStop, removed }) =>
     prunePass(log, cutoff, now, {
       shouldStop,

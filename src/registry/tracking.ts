@@ -1,5 +1,5 @@
 import { trackEffect } from '../domain/event-effects';
-import type { AverbacoesRepo } from '../store/averbacoes';
+import type { AverbacoesRepo } from '../store/averbacoes-repo';
 
 /**
  * Starts tracking a registration declared here (named by an operator) or started through the

@@ -2,7 +2,7 @@ import { isObject, own } from '../domain/json';
 import type { SimulatorCore } from './core';
 import { errorReply, type Reply, reply } from './http-util';
 import type { ChaosOptions, RegistryOptions } from './options';
-import { type Context, type Route, route } from './router';
+import { type Context, type Route, route } from './simulator-router';
 import { EVENTOS, isEvento } from './service-flow';
 
 /**

@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
-import { AverbacaoBook, type SimAverbacao } from './averbacoes';
+import { AverbacaoBook, type SimAverbacao } from './service-averbacoes';
 import { type AttemptRecord, Deliverer, type DeliveryRecord, type Registration } from './deliverer';
 import type { ResolvedChaos, ResolvedOptions } from './options';
-import { ProposalBook, type SimProposal } from './proposals';
+import { ProposalBook, type SimProposal } from './service-proposals';
 import { type AdvancePlan, type Evento, planAdvance, type RegistryStatus } from './service-flow';
 import { type RegistrySettings, Settings } from './settings';
 import { Timers } from './timers';

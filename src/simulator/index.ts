@@ -13,8 +13,8 @@ export {
   type SimulatorOptions,
 } from './options';
 export type { AttemptRecord, DeliveryRecord, Registration } from './deliverer';
-export type { SentEvent, SimProposal } from './proposals';
-export type { SimAverbacao } from './averbacoes';
+export type { SentEvent, SimProposal } from './service-proposals';
+export type { SimAverbacao } from './service-averbacoes';
 export { EVENTOS, type Evento, HAPPY_PATH, isEvento } from './service-flow';
 export { isoBrasilia } from './brasilia-time';
 export { eventDados, eventPayload, EXAMPLE_PROPOSAL, registryResult } from './event-examples';

@@ -1,7 +1,7 @@
 import { isObject, own } from '../domain/json';
 import { OFFERS, paginate, REPORTS } from './fixtures';
 import { errorReply, type Reply, reply } from './http-util';
-import { type Context, type Route, route } from './router';
+import { type Context, type Route, route } from './simulator-router';
 
 /**
  * The synchronous pages: the four portfolio reports (interface §4.6) and the public offer search

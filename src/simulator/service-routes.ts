@@ -2,7 +2,7 @@ import { isObject, own } from '../domain/json';
 import type { SimulatorCore } from './core';
 import { errorReply, type Reply, reply } from './http-util';
 import { validateProposal } from './proposal-rules';
-import { type AnsweredRoute, type Context, heldRoute, type Route, route } from './router';
+import { type AnsweredRoute, type Context, heldRoute, type Route, route } from './simulator-router';
 import { type Evento, isEvento } from './service-flow';
 import { sameCredential } from './signing';
 import { tokenEndpoint } from './tokens';

@@ -10,7 +10,7 @@ import {
   type SimulatorOptions,
 } from './options';
 import { reportRoutes } from './report-routes';
-import { requestListener } from './router';
+import { requestListener } from './simulator-router';
 import { serviceRoutes } from './service-routes';
 import type { AdvancePlan, Evento } from './service-flow';
 import type { RegistrySettings } from './settings';

@@ -3,8 +3,8 @@ import { StorageError } from '../domain/errors';
 import type { Db } from './database';
 import { isLockBusy } from './database-errors';
 import type { IngestOutcome, IngestResult, NewDelivery, PendingDelivery } from '../domain/delivery';
-import type { DeliveriesRepo } from './deliveries';
-import type { EventsRepo, NewEvent } from './events';
+import type { DeliveriesRepo } from './deliveries-repo';
+import type { EventsRepo, NewEvent } from './events-repo';
 
 /**
  * Group commit. Every webhook request must be on disk before its 200 leaves, and with

@@ -8,7 +8,7 @@ import {
 import { StorageError } from '../domain/errors';
 import type { SpoolFacts } from '../domain/relay-gap';
 import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
-import { walk } from '../core/retention';
+import { walk } from '../core/prune-pass';
 import type { Db } from './database';
 
 /**
@@ -155,7 +155,7 @@ export function openSpool(db: Db): Spool {
  * PostgreSQL commit is recorded) and received before the cutoff, and the events those deliveries
  * stored (`accepted`, `quarantined`). A row not relayed yet is never touched, and neither is an
  * event no relayed delivery stored (a spool that ran in SQLite mode may hold poll results, which the
- * relay never reads). One transaction per batch, oldest first; like core/retention.ts on SQLite, the walk
+ * relay never reads). One transaction per batch, oldest first; like core/prune-pass.ts on SQLite, the walk
  * ends at the first delivery newer than the cutoff (ids follow arrival). `batch(cutoff, afterId,
  * size)` runs one; the replica runs them one event-loop turn apart (its answers share this
  * connection and this thread), {@link pruneSpool} back to back.
@@ -226,7 +226,7 @@ export function pruneSpool(
 
 /**
  * A running replica's pass (RETENTION_DAYS, on pipeline/retention-schedule.ts's timer): the batches
- * of {@link spoolPruner} a turn of the event loop apart (core/retention.ts `walk`), because the
+ * of {@link spoolPruner} a turn of the event loop apart (core/prune-pass.ts `walk`), because the
  * answers to the service run on this thread and this connection and wait for a batch (500 rows:
  * 6 ms on average, under 30 ms at most, measured on a spool of 100 000). What each batch removed is
  * added to `removed` once it committed; `shouldStop` ends the walk after its batch (PassInterrupted).

@@ -1,9 +1,9 @@
 import { MigrationError, StorageError } from '../domain/errors';
 import { type Db, type OpenOptions, openDatabase } from './database';
-import { type AverbacoesRepo, averbacoesRepo } from './averbacoes';
-import { type DeliveriesRepo, deliveriesRepo } from './deliveries';
-import { type EventsRepo, eventsRepo } from './events';
-import { type ProposalsRepo, proposalsRepo } from './proposals';
+import { type AverbacoesRepo, averbacoesRepo } from './averbacoes-repo';
+import { type DeliveriesRepo, deliveriesRepo } from './deliveries-repo';
+import { type EventsRepo, eventsRepo } from './events-repo';
+import { type ProposalsRepo, proposalsRepo } from './proposals-repo';
 import { assertKnown, loadMigrations, type Migration, migrate } from './migrate';
 
 /** The SQLite log: one file, its repositories, and the checks /readyz needs. */

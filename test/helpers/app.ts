@@ -12,7 +12,7 @@ import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
-import { sqliteStorePort } from '../../src/store/store-port';
+import { sqliteStorePort } from '../../src/store/sqlite-port';
 import { SECRET } from './payloads';
 import { tempDir } from './tmp';
 

@@ -1,7 +1,7 @@
 import { Client, Pool } from 'pg';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { Relay } from '../../src/cluster/relay';
-import type { Sql } from '../../src/cluster/sql';
+import type { Sql } from '../../src/cluster/pg-sql';
 import type { Db } from '../../src/store/database';
 import { openSpool, type Spool } from '../../src/store/spool';
 import { postRaw, type PostResult, SECRET, signed } from './payloads';

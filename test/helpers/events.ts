@@ -2,7 +2,7 @@ import type { EventFacts } from '../../src/domain/event-effects';
 import type { DeliveryRow } from '../../src/domain/delivery';
 import type { EventRow } from '../../src/domain/event-status';
 import { clampLimit } from '../../src/domain/list-limit';
-import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../../src/domain/sql/log-reads';
+import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../../src/domain/sql/read-statements';
 import type { Db } from '../../src/store/database';
 import type { NewEvent } from '../../src/domain/event-status';
 import { sqliteRows } from '../../src/store/handler-sql';
@@ -42,7 +42,7 @@ export function eventFacts(over: Partial<EventFacts> = {}): EventFacts {
   };
 }
 
-/** Events per status in a SQLite log (the statement of `stats`' counts, core/log-reads.ts `logFigures`). */
+/** Events per status in a SQLite log (the statement of `stats`' counts, core/store-reads.ts `storeFigures`). */
 export function eventsByStatus(db: Db): Record<string, number> {
   const rows = db.prepare('SELECT status AS key, count(*) AS n FROM events GROUP BY status').all();
   return Object.fromEntries((rows as { key: string; n: number }[]).map((r) => [r.key, r.n]));

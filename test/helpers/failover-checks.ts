@@ -1,5 +1,5 @@
 import type { Client } from 'pg';
-import { decodeFeedCursor } from '../../src/core/feed';
+import { decodeFeedCursor } from '../../src/core/feed-reader';
 import { replay } from '../../src/domain/lifecycle';
 import { bodyOf, FakeDestination } from './destination';
 import type { FeedReader, Load } from './failover-load';

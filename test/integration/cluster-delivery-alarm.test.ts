@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
 import { readSharedAnswers } from '../../src/cluster/pg-delivery-alarm';
-import { checkOut, sqlOf } from '../../src/cluster/sql';
+import { checkOut, sqlOf } from '../../src/cluster/pg-sql';
 import { DeliveryWatch } from '../../src/http/delivery-watch';
 import { createLogger } from '../../src/logger';
 import { createMetrics, type Metrics } from '../../src/metrics';

@@ -1,10 +1,10 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { pgLogQuery, pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
-import { destinationGauges, senderStore } from '../../src/core/sender-store';
+import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
+import { destinationGauges, senderStore } from '../../src/core/sender-queries';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { checkOut } from '../../src/cluster/sql';
+import { checkOut } from '../../src/cluster/pg-sql';
 import { systemClock } from '../../src/clock';
 import type { BackgroundGate } from '../../src/domain/answer-first';
 import { AnswerFirst } from '../../src/pipeline/answer-first';
@@ -711,14 +711,14 @@ describe('PostgreSQL restarted', () => {
   });
 });
 
-describe('the sender store on PostgreSQL (core/sender-store.ts)', () => {
+describe('the sender store on PostgreSQL (core/sender-queries.ts)', () => {
   it('returns SQLite shapes: numeric ids, ISO times, paused 0/1; gauges per destination in the order asked', async () => {
     const db = await database();
     const messages = await store(db.pool, lifecycles(8000, 2, 1), ['x', 'y']);
     await db.pool.query(
       "INSERT INTO forward_destinations (name, paused, updated_at) VALUES ('y', true, now())",
     );
-    const s = senderStore(pgLogSql(poolRunners(db.pool), db.pool));
+    const s = senderStore(pgStoreSql(poolRunners(db.pool), db.pool));
     const now = new Date(Date.now() + 1000).toISOString();
 
     const heads = await s.due('x', now, 10);
@@ -779,7 +779,7 @@ describe('the sender store on PostgreSQL (core/sender-store.ts)', () => {
       ],
       [],
     );
-    const gauges = await destinationGauges(pgLogQuery(db.pool), ['y', 'x', 'none']);
+    const gauges = await destinationGauges(pgStoreQuery(db.pool), ['y', 'x', 'none']);
     expect(gauges.map((g) => [g.destination, g.pending, g.dead, g.paused])).toEqual([
       ['y', messages.length, 0, 1],
       ['x', messages.length - 1, 1, 0],

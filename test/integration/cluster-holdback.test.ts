@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';
-import { sqlOf } from '../../src/cluster/sql';
+import { sqlOf } from '../../src/cluster/pg-sql';
 import { openSpool } from '../../src/store/spool';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { count, memoryLogger, recordingKick, rows, sendSigned, waitFor } from '../helpers/cluster-db';

@@ -5,7 +5,7 @@ import { runKicks } from '../../src/cluster/kick';
 import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/sql';
+import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/pg-sql';
 import {
   count,
   failEvent,
@@ -366,7 +366,7 @@ it('a replayed event in a batch changes nothing, and the next event moves on fro
   expect(proposal).toEqual({ status: 'aprovada', last_event_id: x3!.id });
 });
 
-it("pg-boss's transaction runs the kick's named prepared statements (sql.ts sqlOfBossDb)", async () => {
+it("pg-boss's transaction runs the kick's named prepared statements (pg-sql.ts sqlOfBossDb)", async () => {
   const silent = { error: () => undefined, warn: () => undefined };
   const engine = await startEngine(url, { max: 3, logger: silent });
   try {

@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { OUTBOX_LOCK_KEY, storeOutbox } from '../../src/cluster/pg-outbox';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { checkOut, sqlOf } from '../../src/cluster/sql';
+import { checkOut, sqlOf } from '../../src/cluster/pg-sql';
 import type { OutboxEntry } from '../../src/domain/forwarding/messages';
 import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';

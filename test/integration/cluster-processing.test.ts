@@ -5,7 +5,7 @@ import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
 import { runKick } from '../../src/cluster/kick';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { sqlOf } from '../../src/cluster/sql';
+import { sqlOf } from '../../src/cluster/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,

@@ -7,7 +7,7 @@ import { openSpool } from '../../src/store/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { sqlOf } from '../../src/cluster/sql';
+import { sqlOf } from '../../src/cluster/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { runCliAsync } from '../helpers/process';
 import {

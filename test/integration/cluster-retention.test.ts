@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import { ClusterNode } from '../../src/cluster/node';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { pgLogSql, transactionOn } from '../../src/cluster/pg-log-sql';
+import { pgStoreSql, transactionOn } from '../../src/cluster/pg-store-sql';
 import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
-import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
+import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
 import { EVENT_STATUSES } from '../../src/domain/event-status';
 import { retentionCutoff } from '../../src/domain/retention';
 import type { Db } from '../../src/store/database';
-import type { LogSql } from '../../src/domain/sql/log-sql';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import type { StoreSql } from '../../src/domain/sql/store-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openSpool } from '../../src/store/spool';
 import { openStore, type Store } from '../../src/store/store';
 import { startTestApp, type TestApp } from '../helpers/app';
@@ -60,7 +60,7 @@ const ago = (days: number) => new Date(Date.now() - days * DAY_MS).toISOString()
 const cutoff = () => retentionCutoff(new Date(), DAYS);
 
 /** The log on `pool`, each statement group one transaction on a connection of it, as ClusterNode's. */
-function poolLog(p: Pool): LogSql {
+function poolLog(p: Pool): StoreSql {
   const inTransaction = async <T>(fn: (client: PoolClient) => Promise<T>): Promise<T> => {
     const client = await p.connect();
     try {
@@ -69,7 +69,7 @@ function poolLog(p: Pool): LogSql {
       client.release();
     }
   };
-  return pgLogSql({ read: inTransaction, writing: inTransaction });
+  return pgStoreSql({ read: inTransaction, writing: inTransaction });
 }
 
 /** A migrated SQLite log in this test's directory (closed after the test). */
@@ -146,7 +146,7 @@ describe('the rule, on both stores', () => {
           receivedAt: ago(c.days),
         });
       const now = new Date();
-      const sqlite = await pruneBodies(sqliteLogSql(log.db), cutoff(), now, { bodyBatch: batch });
+      const sqlite = await pruneBodies(sqliteStoreSql(log.db), cutoff(), now, { bodyBatch: batch });
       const postgres = await pruneBodies(poolLog(pool), cutoff(), now, { bodyBatch: batch });
 
       expect(sqliteBodiesGone(log.db)).toEqual(EXPECTED);
@@ -215,7 +215,7 @@ describe('the rule, on both stores', () => {
     async (batch) => {
       const log = sqliteLog('messages');
       await seedMessages(log.db);
-      const sqlite = await pruneForwarded(sqliteLogSql(log.db), cutoff(), { messageBatch: batch });
+      const sqlite = await pruneForwarded(sqliteStoreSql(log.db), cutoff(), { messageBatch: batch });
       const postgres = await pruneForwarded(poolLog(pool), cutoff(), { messageBatch: batch });
       const sqliteLeft = (
         log.db.prepare('SELECT webhook_id FROM forward_messages ORDER BY id').all() as {

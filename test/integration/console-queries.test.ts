@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { rollupHours, updateRollup } from '../../src/core/console-overview';
 import { type ConsoleStore, consoleStore } from '../../src/core/store-port';
-import { sqliteStorePort } from '../../src/store/store-port';
+import { sqliteStorePort } from '../../src/store/sqlite-port';
 import type { NewEvent } from '../../src/domain/event-status';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { tempDir } from '../helpers/tmp';
 
@@ -31,7 +31,7 @@ const at = (minutes: number) => new Date(T0 + minutes * 60_000).toISOString();
 
 /** The hourly rollup's update and its hours from `sinceHour` on. */
 function deliveryRollup() {
-  const sql = sqliteLogSql(store.db);
+  const sql = sqliteStoreSql(store.db);
   return {
     update: (now: Date) => updateRollup(sql, now),
     since: (sinceHour: string) => sql.read((q) => rollupHours(q, sinceHour)),

@@ -1,10 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pgLogQuery } from '../../src/cluster/pg-log-sql';
-import { consoleAudit } from '../../src/core/console-sessions';
+import { pgStoreQuery } from '../../src/cluster/pg-store-sql';
+import { consoleAudit } from '../../src/core/console-session-queries';
 import { type AuditRow, type NewRefusal, REFUSAL_ROWS_PER_WINDOW } from '../../src/domain/console';
 import { postgresDialect } from '../../src/domain/sql/dialect';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import Database from '../../src/store/sqlite-driver';
 import { clusterBed } from '../helpers/cluster-bed';
 import { rows, waitFor } from '../helpers/cluster-db';
@@ -67,7 +67,7 @@ const sqlite: Mode = {
   refuse: async (r) => {
     const db = new Database(join(bed.dir.dir, 'consig.db'));
     try {
-      await consoleAudit(sqliteLogSql(db)).refuse(r);
+      await consoleAudit(sqliteStoreSql(db)).refuse(r);
     } finally {
       db.close();
     }
@@ -79,9 +79,9 @@ const cluster: Mode = {
   stop: (r) => bed.stop(r),
   query: <R>(sql: string) => rows<R>(bed.pool, sql),
   cliEnv: () => ({ DATABASE_URL: bed.url }),
-  // Its statements on the pool, as the console's store runs them (src/core/console-sessions.ts).
+  // Its statements on the pool, as the console's store runs them (src/core/console-session-queries.ts).
   refuse: (r) => {
-    const q = pgLogQuery(bed.pool);
+    const q = pgStoreQuery(bed.pool);
     return consoleAudit({ dialect: postgresDialect, read: (fn) => fn(q), write: (fn) => fn(q) }).refuse(r);
   },
 };

@@ -14,19 +14,19 @@ import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
 import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
-import { senderStore } from '../../src/core/sender-store';
+import { senderStore } from '../../src/core/sender-queries';
 import { forwardOutbox } from '../../src/store/forward-outbox';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { openStore, type Store } from '../../src/store/store';
-import { sqliteStorePort } from '../../src/store/store-port';
+import { sqliteStorePort } from '../../src/store/sqlite-port';
 import { SECRET } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 
 /**
  * `/admin/forwards*` and `/admin/destinations*` over real HTTP, on a real SQLite file whose outbox
  * is written by the pipeline's own statements (forwardOutbox) and whose attempts by the sender's
- * (core/sender-store.ts).
+ * (core/sender-queries.ts).
  */
 
 const TOKEN = 'admin-token-forwards';
@@ -167,7 +167,7 @@ async function attempt(
       : outcome === 'permanent'
         ? { status: 'dead' as const }
         : { status: 'pending' as const, nextAttemptAt: '2999-01-01T00:00:00.000Z' };
-  await senderStore(sqliteLogSql(store.db)).record(
+  await senderStore(sqliteStoreSql(store.db)).record(
     [
       {
         deliveryId,
@@ -188,7 +188,7 @@ async function attempt(
 
 /** A circuit as the sender keeps it, with the sender's own statement. */
 async function saveCircuit(name: string, circuit: string) {
-  await senderStore(sqliteLogSql(store.db)).record([], [{ name, circuit, at: new Date().toISOString() }]);
+  await senderStore(sqliteStoreSql(store.db)).record([], [{ name, circuit, at: new Date().toISOString() }]);
 }
 
 /**

@@ -12,7 +12,7 @@ import { Pipeline, workKey } from '../../src/pipeline/pipeline';
 import type { NewEvent } from '../../src/domain/event-status';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { replayEvents } from '../../src/core/replay';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { delivery, eventually } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -376,7 +376,7 @@ describe('the outbox, written by the pipeline', () => {
 
     const all3 = [...ids, registry, poll];
     const now = new Date().toISOString();
-    const replayed = await sqliteLogSql(store.db).write((q) => replayEvents(q, all3, now));
+    const replayed = await sqliteStoreSql(store.db).write((q) => replayEvents(q, all3, now));
     expect(replayed.queued).toEqual(all3);
     expect(eventById(store.db, registry)?.status).toBe('pending');
     pipeline.sweep();

@@ -10,8 +10,8 @@ import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/store/sqlite-driver';
-import { senderStore } from '../../src/core/sender-store';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { senderStore } from '../../src/core/sender-queries';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { forwardOutbox } from '../../src/store/forward-outbox';
 import { openStore, type Store } from '../../src/store/store';
 import { LogSink } from '../helpers/app';
@@ -835,7 +835,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const seen: CircuitState[] = [];
     const gauges: string[] = [];
     let sender: ForwardSender | null = null;
-    sender = new ForwardSender(senderStore(sqliteLogSql(store.db)), [dest], {
+    sender = new ForwardSender(senderStore(sqliteStoreSql(store.db)), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 20,
@@ -900,7 +900,7 @@ describe('ForwardSender over a real file (short circuit timings)', () => {
     const add = outboxOf(store, 'patient');
     add(1);
     add(1); // waits behind the first, due at once
-    const sender = new ForwardSender(senderStore(sqliteLogSql(store.db)), [dest], {
+    const sender = new ForwardSender(senderStore(sqliteStoreSql(store.db)), [dest], {
       clock: systemClock,
       logger: createLogger('silent', new LogSink() as never),
       pollIntervalMs: 200,

@@ -3,8 +3,8 @@ import { eventually, startTestReceiver, type TestReceiver } from '../helpers/rec
 import { join } from 'node:path';
 import { openStore } from '../../src/store/store';
 import { forwardOutbox } from '../../src/store/forward-outbox';
-import { pruneForwarded } from '../../src/core/retention';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { pruneForwarded } from '../../src/core/prune-pass';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { tempDir } from '../helpers/tmp';
 import {
   deliveriesStored,
@@ -122,9 +122,13 @@ describe('retention', () => {
            SELECT id, 1, ?, 1, 'delivered' FROM forward_deliveries`,
         )
         .run(old);
-      const { pruned } = await pruneForwarded(sqliteLogSql(store.db), new Date('2026-01-01T00:00:00.000Z'), {
-        messageBatch: 1,
-      });
+      const { pruned } = await pruneForwarded(
+        sqliteStoreSql(store.db),
+        new Date('2026-01-01T00:00:00.000Z'),
+        {
+          messageBatch: 1,
+        },
+      );
       expect(pruned).toBe(1);
       const left = store.db.prepare('SELECT id FROM forward_messages ORDER BY id').all() as { id: number }[];
       expect(left.map((m) => m.id)).toEqual([ids[1], ids[2], recent]);

@@ -3,11 +3,11 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { clientRunners, pgLogSql } from '../../src/cluster/pg-log-sql';
+import { clientRunners, pgStoreSql } from '../../src/cluster/pg-store-sql';
 import { forwardAdmin } from '../../src/core/forward-admin';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { storeOutbox } from '../../src/cluster/pg-outbox';
-import { sqlOf } from '../../src/cluster/sql';
+import { sqlOf } from '../../src/cluster/pg-sql';
 import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
 import { parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import { destinationWants, type OutgoingMessage } from '../../src/domain/forwarding/messages';
@@ -291,7 +291,7 @@ describe('forwards list', () => {
 
   it('pages backwards by delivery id (keyset), as the admin API does', async () => {
     const page = await withClient(url, async (c) => {
-      const admin = forwardAdmin(pgLogSql(clientRunners(c)));
+      const admin = forwardAdmin(pgStoreSql(clientRunners(c)));
       const first = await admin.list({ limit: 4 });
       const next = await admin.list({ limit: 4, beforeId: first[first.length - 1]?.id });
       const last = await admin.list({ limit: 4, beforeId: 2 });

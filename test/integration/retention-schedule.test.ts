@@ -2,14 +2,14 @@ import type { DestinationStream } from 'pino';
 import { systemClock } from '../../src/clock';
 import { createLogger } from '../../src/logger';
 import {
-  logPass,
+  storePass,
   RETENTION_FAILED,
   scheduleRetention,
   type RetentionScheduleOptions,
   spoolPass,
 } from '../../src/pipeline/retention-schedule';
 import { openDatabase } from '../../src/store/database';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openSpool, type Spool } from '../../src/store/spool';
 import { LogSink, startTestApp, type TestApp } from '../helpers/app';
 import { delivery, postRaw, signed } from '../helpers/payloads';
@@ -159,7 +159,7 @@ describe("SQLite mode's log", () => {
   it('the first pass right after start removes the bodies of old finished events and logs how many', async () => {
     await oldSpool(3, 0);
     app.store.db.prepare("UPDATE events SET status = 'done' WHERE id <= 2").run();
-    const log = logPass(sqliteLogSql(app.store.db));
+    const log = storePass(sqliteStoreSql(app.store.db));
     schedules.push(scheduleRetention(log, options({ fields: undefined, failure: RETENTION_FAILED.log })));
     const line = 'retention: removed bodies of old finished events';
     await eventually(() => lines(line).length > 0, 'the first pass');

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openStore } from '../../src/store/store';
 import { tempDir } from '../helpers/tmp';
 
 /**
- * SQLite's LogSql adapter holds the file's one connection in a write: a write that awaits anything
+ * SQLite's StoreSql adapter holds the file's one connection in a write: a write that awaits anything
  * but its statements would let other code (the ingest writer) run inside its transaction. The
  * adapter refuses it, rolled back, instead of committing whatever ran in between.
  */
@@ -12,7 +12,7 @@ it('refuses, rolled back, a write during which the event loop moved on', async (
   const dir = tempDir('consig-logsql-');
   const store = openStore(join(dir.dir, 'consig.db'), { migrate: true });
   try {
-    const sql = sqliteLogSql(store.db);
+    const sql = sqliteStoreSql(store.db);
     await expect(
       sql.write(async (q) => {
         await q.run(`INSERT INTO console_audit (at, role, action, target) VALUES ($1, 'admin', 'x', 'y')`, [
@@ -44,7 +44,7 @@ it('reads in one snapshot: a commit of another connection between two reads is n
   try {
     const count = `SELECT count(*) AS n FROM console_audit`;
     const insert = `INSERT INTO console_audit (at, role, action, target) VALUES ('2026-11-26T00:00:00.000Z', 'admin', 'x', 'y')`;
-    const seen = await sqliteLogSql(store.db).read(async (q) => {
+    const seen = await sqliteStoreSql(store.db).read(async (q) => {
       const before = await q.rows<{ n: number }>(count);
       other.db.prepare(insert).run();
       const after = await q.rows<{ n: number }>(count);

@@ -4,17 +4,17 @@ import type { LocalPostgres } from '../../rigs/local-postgres';
 import { type CommandSession, withCommandStore } from '../../src/open-store';
 import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
 import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
-import { sqliteStorePort } from '../../src/store/store-port';
-import { pgLogSql, poolRunners } from '../../src/cluster/pg-log-sql';
+import { sqliteStorePort } from '../../src/store/sqlite-port';
+import { pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
 import { postgresDialect, sqliteDialect } from '../../src/domain/sql/dialect';
 import { prepareShared } from '../../src/store/handler-sql';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
-import { sqlOf } from '../../src/cluster/sql';
+import { sqlOf } from '../../src/cluster/pg-sql';
 import { type Config, loadConfig } from '../../src/config';
-import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/retention';
+import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
 import {
   type ConsoleRole,
   type NewAuditEntry,
@@ -38,13 +38,13 @@ import {
   serializeMessage,
 } from '../../src/domain/forwarding/messages';
 import type { AttemptRecord, SenderStore } from '../../src/domain/forwarding/sender-store';
-import type { LogQuery, LogSql } from '../../src/domain/sql/log-sql';
-import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll';
-import { logGauges } from '../../src/core/gauges';
-import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-store';
+import type { StoreQuery, StoreSql } from '../../src/domain/sql/store-sql';
+import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll-statements';
+import { storeGauges } from '../../src/core/gauges';
+import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-queries';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { averbacoesRepo } from '../../src/store/averbacoes';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { averbacoesRepo } from '../../src/store/averbacoes-repo';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openStore, type Store } from '../../src/store/store';
 import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
@@ -60,7 +60,7 @@ import { tempDir } from '../helpers/tmp';
  * The stores' conformance suite (Hookdeck Outpost's `drivertest`): every behaviour of a store port
  * is written once, below, and runs against each driver — the SQLite file and PostgreSQL — each case
  * on an empty, migrated store (a new SQLite file; PostgreSQL's tables emptied). The ports: the console's store (`ConsoleStore`), the log commands'
- * (`CommandStore`), the registry poll's shared statements (domain/sql/registry-poll.ts) and the
+ * (`CommandStore`), the registry poll's shared statements (domain/sql/registry-poll-statements.ts) and the
  * forwarding sender's outbox (`SenderStore`). A driver is described once, in {@link DRIVERS}: how it
  * opens a fresh store, builds each port's adapter as the receiver does, and writes or reads rows
  * the ports have no method for (`exec`/`all`, one SQL text with `?` placeholders for both).
@@ -79,7 +79,7 @@ interface Opened {
   all(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
   /** A delivery as the ingest (SQLite) or the relay (PostgreSQL) writes it. */
   addDelivery(receivedAt: string, outcome: string, durationMs?: number): Promise<void>;
-  consoleLog: ConsoleStore;
+  consoleQueries: ConsoleStore;
   /** What `withCommandStore` opens (DATABASE_PATH or DATABASE_URL), and the name the messages give it. */
   commands: { config: Config; name: string };
   /** Sends the outbox's notification (PostgreSQL); null where the store has none. */
@@ -99,7 +99,7 @@ interface Opened {
    */
   outboxOf(event: ProcessedEvent, now: Date): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
-  logSql: LogSql;
+  storeSql: StoreSql;
   /** Processing: the event step (core/event-step.ts) as each store's scheduler runs it. */
   processing: Processing;
   close(): Promise<void>;
@@ -317,7 +317,7 @@ const DRIVERS: Driver[] = [
             .run(receivedAt, outcome, durationMs);
         },
         // As main.ts builds it.
-        consoleLog: consoleStore(sqliteStorePort(store)),
+        consoleQueries: consoleStore(sqliteStorePort(store)),
         commands: { config: loadConfig({ DATABASE_PATH: path }), name: path },
         notify: null,
         poll: {
@@ -327,7 +327,7 @@ const DRIVERS: Driver[] = [
           },
         },
         // As the sender thread builds it (forwarding/sender-worker.ts).
-        sender: senderStore(sqliteLogSql(store.db)),
+        sender: senderStore(sqliteStoreSql(store.db)),
         // As the event step runs it in the pipeline's turn (core/event-step.ts).
         outboxOf: async (event, now) => {
           const row = prepareShared<EffectsRow>(store.db, STEP_SQL.outbox.text, { raw: true }).get(
@@ -335,7 +335,7 @@ const DRIVERS: Driver[] = [
           );
           return outboxEntries(effectsFrom(sqliteDialect, event, row!), now.toISOString(), [], true);
         },
-        logSql: sqliteLogSql(store.db),
+        storeSql: sqliteStoreSql(store.db),
         processing: sqliteProcessing(path, store),
         close: async () => {
           store.close();
@@ -383,7 +383,7 @@ const DRIVERS: Driver[] = [
           );
         },
         // As a replica builds it on its pool.
-        consoleLog: consoleStore(admin),
+        consoleQueries: consoleStore(admin),
         commands: {
           config: loadConfig({ DATABASE_URL: url }),
           name: `postgres://${where.hostname}:${where.port || 5432}${where.pathname}`,
@@ -408,13 +408,13 @@ const DRIVERS: Driver[] = [
           },
         },
         // As cluster/forwarder.ts builds it.
-        sender: senderStore(pgLogSql(poolRunners(pool), pool)),
+        sender: senderStore(pgStoreSql(poolRunners(pool), pool)),
         // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
         outboxOf: async (event, now) => {
           const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
           return outboxEntries(effectsFrom(postgresDialect, event, row!), now.toISOString(), [], true);
         },
-        logSql: admin.sql,
+        storeSql: admin.sql,
         processing: postgresProcessing(pool),
         close: () => pool.end(),
       };
@@ -489,11 +489,11 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     await store.close();
   });
 
-  /** The one path of the code written once for both stores (domain/sql/log-sql.ts `LogSql`). */
-  describe('LogSql', () => {
+  /** The one path of the code written once for both stores (domain/sql/store-sql.ts `StoreSql`). */
+  describe('StoreSql', () => {
     behaviour('runs $n statements, placeholders in any order, rows in the SQLite log shape', async () => {
       await addEvent(store, 7, 1234, 'done', 2);
-      const rows = await store.logSql.read((q) =>
+      const rows = await store.storeSql.read((q) =>
         q.rows(
           `SELECT id, nu_proposta, received_at, duplicates FROM events WHERE duplicates = $2 AND id = $1`,
           [7, 2],
@@ -502,7 +502,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       expect(rows).toEqual([
         {
           id: 7,
-          nu_proposta: store.logSql.dialect.storedNu(1234),
+          nu_proposta: store.storeSql.dialect.storedNu(1234),
           received_at: at(7 * MINUTE),
           duplicates: 2,
         },
@@ -511,7 +511,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     behaviour('answers how many rows a write changed, and commits it', async () => {
       await addEvent(store, 1, 1, 'failed');
       await addEvent(store, 2, 2, 'failed');
-      const changed = await store.logSql.write((q) =>
+      const changed = await store.storeSql.write((q) =>
         q.run(
           `UPDATE events SET status = 'pending', next_attempt_at = ${q.dialect.instant('$1')} WHERE status = 'failed'`,
           [at(HOUR)],
@@ -526,7 +526,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     behaviour('rolls a rejected write back whole', async () => {
       await addEvent(store, 1, 1, 'failed');
       await expect(
-        store.logSql.write(async (q) => {
+        store.storeSql.write(async (q) => {
           await q.run(`UPDATE events SET status = 'pending' WHERE id = $1`, [1]);
           throw new Error('the handler changed its mind');
         }),
@@ -537,14 +537,14 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The console's store (core/store-port.ts `ConsoleStore`), built from the port as the
-   * server builds it: on the SQLite file, and on a replica's pool (both core/console-log.ts).
+   * server builds it: on the SQLite file, and on a replica's pool (both core/console-queries.ts).
    */
   describe('the console log', () => {
     let log: ConsoleStore;
     beforeEach(() => {
-      log = store.consoleLog;
+      log = store.consoleQueries;
     });
-    /** An averbação as tracking writes it (store/averbacoes.ts, pg-track.ts). */
+    /** An averbação as tracking writes it (store/averbacoes-repo.ts, pg-track.ts). */
     const addAverbacao = (a: NewAverbacao) =>
       store.exec(
         `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)
@@ -811,7 +811,9 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
             `wh-${id}`,
             evento,
             at(id * MINUTE),
-            store.logSql.dialect.name === 'sqlite' ? JSON.stringify(body) : Buffer.from(JSON.stringify(body)),
+            store.storeSql.dialect.name === 'sqlite'
+              ? JSON.stringify(body)
+              : Buffer.from(JSON.stringify(body)),
           ],
         );
       beforeEach(async () => {
@@ -1075,7 +1077,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         const stuck: (number | string)[] = [];
         let after: ProposalKey | undefined;
         for (;;) {
-          const rows = await store.logSql.read((q) => stuckProposals(q, cutoffs, { after, limit: 2 }));
+          const rows = await store.storeSql.read((q) => stuckProposals(q, cutoffs, { after, limit: 2 }));
           if (rows.length === 0) break;
           stuck.push(...rows.map((r) => r.nu_proposta));
           after = rows[rows.length - 1];
@@ -1084,7 +1086,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         const latest: (number | string)[] = [];
         let before: ProposalKey | undefined;
         for (;;) {
-          const rows = await store.logSql.read((q) => latestProposals(q, statuses, { before, limit: 2 }));
+          const rows = await store.storeSql.read((q) => latestProposals(q, statuses, { before, limit: 2 }));
           if (rows.length === 0) break;
           latest.push(...rows.map((r) => r.nu_proposta));
           before = rows[rows.length - 1];
@@ -1112,7 +1114,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         { status: 'em_analise' as const, before: at(MINUTE) },
         { status: 'aprovada' as const, before: at(MINUTE) },
       ];
-      expect(await store.logSql.read((q) => logGauges(q, cutoffs))).toEqual({
+      expect(await store.storeSql.read((q) => storeGauges(q, cutoffs))).toEqual({
         eventsByStatus: { done: 1, failed: 1, pending: 1, dead: 1 },
         averbacoesByStatus: { queued: 2, completed: 1 },
         averbacoesStale: 1,
@@ -1279,7 +1281,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * The registry poll's row updates, one text for both stores (domain/sql/registry-poll.ts): the
+   * The registry poll's row updates, one text for both stores (domain/sql/registry-poll-statements.ts): the
    * poller runs them on SQLite through its repository, the poll job on PostgreSQL as they are.
    */
   describe("the registry poll's statements", () => {
@@ -1475,7 +1477,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The forwarding sender's outbox (domain/forwarding/sender-store.ts `SenderStore`):
-   * core/sender-store.ts on each store's LogSql, as the sender thread and cluster/forwarder.ts
+   * core/sender-queries.ts on each store's StoreSql, as the sender thread and cluster/forwarder.ts
    * build it, on the same outbox rows ({@link OUTBOX}).
    */
   describe("the forwarding sender's outbox", () => {
@@ -1560,7 +1562,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     behaviour(
       "gives each destination's gauges in the order named, and stats' figures: the configured, then the touched by name",
       async () => {
-        const read = <T>(fn: (q: LogQuery) => Promise<T>) => store.logSql.read(fn);
+        const read = <T>(fn: (q: StoreQuery) => Promise<T>) => store.storeSql.read(fn);
         expect(await read((q) => destinationGauges(q, ['erp', 'none', 'crm']))).toEqual([
           { destination: 'erp', pending: 1, dead: 0, oldest_pending_at: at(-54 * MINUTE), paused: 1 },
           { destination: 'none', pending: 0, dead: 0, oldest_pending_at: null, paused: 0 },
@@ -1843,12 +1845,12 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The operators' statements on the forwarding tables and the change feed (contract §8), written
-   * once for both stores (core/forward-admin.ts, core/feed.ts): as the admin API and the console
+   * once for both stores (core/forward-admin.ts, core/feed-reader.ts): as the admin API and the console
    * reach them (the console log's `forwards`: the replica's pool in cluster mode) and as the
    * commands do (their own connection), on the sender's outbox rows ({@link OUTBOX}).
    */
   describe('the forwarding admin and the change feed', () => {
-    const admin = () => store.consoleLog.forwards;
+    const admin = () => store.consoleQueries.forwards;
     const withLog = <T>(session: CommandSession, use: (log: CommandStore) => Promise<T>): Promise<T> =>
       withCommandStore(store.commands.config, session, use);
     const NOW = at(HOUR);
@@ -2134,7 +2136,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   });
 
   /**
-   * RETENTION_DAYS and `prune` (core/retention.ts, written once for both stores): what a pass removes
+   * RETENTION_DAYS and `prune` (core/prune-pass.ts, written once for both stores): what a pass removes
    * and keeps, its batches, and the command. Events are stored in arrival order here (ids follow
    * `received_at`), as SQLite mode stores them; PostgreSQL's walk of old rows behind newer ids is
    * test/integration/cluster-retention.test.ts's.
@@ -2494,7 +2496,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       'removes the bodies of finished events received before the cutoff, keeping rows and every other body',
       async () => {
         await seedEvents();
-        const removed = await pruneBodies(store.logSql, CUTOFF, NOW);
+        const removed = await pruneBodies(store.storeSql, CUTOFF, NOW);
         expect(removed.pruned).toBe(PRUNED.length);
         expect(await bodiesGone()).toEqual(prunedAtNow(PRUNED));
         // Rows and dedup keys stay; the bodies kept are whole.
@@ -2508,14 +2510,14 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
             .sort(),
         );
         // The next pass finds nothing.
-        expect((await pruneBodies(store.logSql, CUTOFF, NOW)).pruned).toBe(0);
+        expect((await pruneBodies(store.storeSql, CUTOFF, NOW)).pruned).toBe(0);
       },
     );
 
     behaviour('removes the same in batches of any size, one report per batch', async () => {
       await seedEvents();
       const reports: BatchReport[] = [];
-      const removed = await pruneBodies(store.logSql, CUTOFF, NOW, {
+      const removed = await pruneBodies(store.storeSql, CUTOFF, NOW, {
         bodyBatch: 2,
         onBatch: (b) => reports.push(b),
       });
@@ -2531,14 +2533,16 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
       await seedEvents();
       let batches = 0;
       await expect(
-        pruneBodies(store.logSql, CUTOFF, NOW, {
+        pruneBodies(store.storeSql, CUTOFF, NOW, {
           bodyBatch: 2,
           shouldStop: () => batches > 0,
           onBatch: () => void (batches += 1),
         }),
       ).rejects.toBeInstanceOf(PassInterrupted);
       expect(await bodiesGone()).toEqual(prunedAtNow(['old-done']));
-      expect((await pruneBodies(store.logSql, CUTOFF, NOW, { bodyBatch: 2 })).pruned).toBe(PRUNED.length - 1);
+      expect((await pruneBodies(store.storeSql, CUTOFF, NOW, { bodyBatch: 2 })).pruned).toBe(
+        PRUNED.length - 1,
+      );
       expect(await bodiesGone()).toEqual(prunedAtNow(PRUNED));
     });
 
@@ -2594,12 +2598,12 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         `removes old messages delivered everywhere with their deliveries and attempts, keeps the rest whole (batches of ${messageBatch ?? 'the default'})`,
         async () => {
           await seedMessages();
-          const removed = await pruneForwarded(store.logSql, CUTOFF, { messageBatch });
+          const removed = await pruneForwarded(store.storeSql, CUTOFF, { messageBatch });
           expect(removed.pruned).toBe(GONE.length);
           expect(await messagesLeft()).toEqual(KEPT);
           expect(await count('forward_deliveries')).toBe(keptDeliveries);
           expect(await count('forward_attempts')).toBe(keptDeliveries);
-          expect((await pruneForwarded(store.logSql, CUTOFF, { messageBatch })).pruned).toBe(0);
+          expect((await pruneForwarded(store.storeSql, CUTOFF, { messageBatch })).pruned).toBe(0);
         },
       );
 

@@ -7,7 +7,7 @@ import {
   stuckCounts,
   stuckProposals,
 } from '../../src/core/proposal-lists';
-import { sqliteLogSql } from '../../src/store/log-sql';
+import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
 import { openStore, type Store } from '../../src/store/store';
 import type { Db } from '../../src/store/database';
 import { startTestApp, type TestApp } from '../helpers/app';
@@ -34,7 +34,7 @@ function sample(text: string, series: string): number | undefined {
 
 /** The lists (core/proposal-lists.ts) on the SQLite file, as the commands and the console read them. */
 function proposalLists(db: Db) {
-  const sql = sqliteLogSql(db);
+  const sql = sqliteStoreSql(db);
   return {
     stuckCounts: (cutoffs: Parameters<typeof stuckCounts>[1]) => sql.read((q) => stuckCounts(q, cutoffs)),
     stuck: (cutoffs: Parameters<typeof stuckProposals>[1], page: Parameters<typeof stuckProposals>[2]) =>

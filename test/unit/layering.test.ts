@@ -59,7 +59,7 @@ const FORBIDDEN: [string, string][] = [
   ['src/simulator/x.ts', "import { sign } from '../domain/signature';"],
   ['src/pipeline/x.ts', "import { createApp } from '../http/app';"],
   ['src/core/x.ts', "import { openStore } from '../store/store';"],
-  ['src/core/x.ts', "import { pgLogSql } from '../cluster/pg-log-sql';"],
+  ['src/core/x.ts', "import { pgStoreSql } from '../cluster/pg-log-sql';"],
   ['src/core/x.ts', "import Database from 'better-sqlite3';"],
   ['src/cluster/x.ts', "import { openStore } from '../store/store';"],
   ['src/registry/x.ts', "import { startReceiver } from '../main';"],
@@ -82,7 +82,7 @@ const ALLOWED: [string, string][] = [
   ['src/main.ts', "import { Pipeline } from './pipeline/pipeline';"],
   ['src/store/x.ts', "import { trackEffects } from '../core/effects';"],
   ['src/main.ts', "import { sqliteMode } from './receiver-mode';"],
-  ['src/core/x.ts', "import type { LogSql } from '../domain/sql/log-sql';"],
+  ['src/core/x.ts', "import type { StoreSql } from '../domain/sql/log-sql';"],
   ['src/cluster/x.ts', "import { forwardAdmin } from '../core/forward-admin';"],
 ];
 

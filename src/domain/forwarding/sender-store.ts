@@ -1,6 +1,6 @@
 /**
  * What the forwarding sender (forwarding/sender.ts) reads from and writes to the outbox (contract
- * §8), written once for both stores in core/sender-store.ts (on SQLite in SQLite mode, on
+ * §8), written once for both stores in core/sender-queries.ts (on SQLite in SQLite mode, on
  * PostgreSQL in cluster mode). The row shapes are the ones it returns in both.
  */
 

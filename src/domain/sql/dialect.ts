@@ -7,7 +7,7 @@ import { canonicalNu } from './outbox-effects';
  * What a store's SQL does its own way, as one value per store (issue 33; the pattern of pg-boss's
  * `Dialect`: a backend is one object of primitives, and the code that runs on it, src/core/, is
  * written once and asks the object, never which store it is on). {@link sqliteDialect} and
- * {@link postgresDialect} are the two; {@link LogQuery.dialect} carries one. A third store supplies
+ * {@link postgresDialect} are the two; {@link StoreQuery.dialect} carries one. A third store supplies
  * every member, or the type checker refuses it.
  *
  * Each member is a primitive (a piece of statement text, a value as the store keeps it) or a

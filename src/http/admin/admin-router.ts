@@ -3,13 +3,13 @@ import { constantTimeEqual } from '../../domain/signature';
 import type { AppDeps } from '../app-deps';
 import { notFound } from '../errors';
 import { adminStore } from '../../core/store-port';
-import { logUnavailableAs503 } from './admin-log';
-import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacoes';
-import { deliveryRoutes } from './deliveries';
-import { eventRoutes } from './events';
-import { feedRoutes } from './feed';
-import { forwardRoutes } from './forwards';
-import { proposalRoutes } from './proposals';
+import { storeUnavailableAs503 } from './store-unavailable';
+import { averbacaoRoutes, averbacaoWriteRoutes } from './averbacao-routes';
+import { deliveryRoutes } from './delivery-routes';
+import { eventRoutes } from './event-routes';
+import { feedRoutes } from './feed-routes';
+import { forwardRoutes } from './forward-routes';
+import { proposalRoutes } from './proposal-routes';
 
 /**
  * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the store (the SQLite file or, in
@@ -27,7 +27,7 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(deliveryRoutes(log));
   router.use(forwardRoutes(deps, log.forwards));
   router.use(feedRoutes(deps, log.feed));
-  if (deps.relay !== undefined) router.use(logUnavailableAs503);
+  if (deps.relay !== undefined) router.use(storeUnavailableAs503);
   return router;
 }
 

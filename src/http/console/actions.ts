@@ -1,12 +1,12 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Request, Response, Router } from 'express';
-import { actorOf, audit, contextOf, requireAdmin } from './auth';
+import { actorOf, audit, contextOf, requireAdmin } from './console-auth';
 import type { ConsoleDeps } from './deps';
 import { deadFilter, FilterError, positiveId, type Query, text } from './filters';
-import { messagePage } from './pages/login';
+import { messagePage } from './pages/login-page';
 import { clearedCookie, isSecureRequest } from './session';
-import { confirmReplayPage, DEAD_FILTER_FIELDS } from './pages/dead';
-import { rawFilters } from './pages/events';
+import { confirmReplayPage, DEAD_FILTER_FIELDS } from './pages/dead-page';
+import { rawFilters } from './pages/events-page';
 
 /**
  * The console's actions, admin only, each a POST checked for its CSRF token before it gets here,

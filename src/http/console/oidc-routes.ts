@@ -9,12 +9,12 @@ import {
   personOf,
   roleForGroups,
 } from '../../domain/oidc';
-import { addressOf, audit, nextPath, openSession, refuse, signInOptions } from './auth';
+import { addressOf, audit, nextPath, openSession, refuse, signInOptions } from './console-auth';
 import type { ConsoleDeps } from './deps';
 import { html } from './html';
 import { bareDocument } from './layout';
 import { type OidcClient, SignInRefused } from './oidc-client';
-import { loginPage, messagePage } from './pages/login';
+import { loginPage, messagePage } from './pages/login-page';
 import { cookieValue, isSecureRequest, PENDING_COOKIE, pendingCookie, sessionCookie } from './session';
 import type { LoginThrottle } from './throttle';
 

@@ -1,6 +1,6 @@
 import type { Request, Response, Router } from 'express';
 import { parseNuProposta } from '../../domain/log-rows';
-import { contextOf } from './auth';
+import { contextOf } from './console-auth';
 import type { ConsoleDeps } from './deps';
 import {
   averbacaoFilter,
@@ -14,15 +14,15 @@ import {
 } from './filters';
 import { page } from './layout';
 import { html } from './html';
-import { auditPage } from './pages/audit';
-import { averbacoesPage } from './pages/averbacoes';
-import { DEAD_FILTER_FIELDS, deadPage } from './pages/dead';
-import { deliveriesPage } from './pages/deliveries';
-import { EVENT_FILTER_FIELDS, eventPage, eventsPage, rawFilters } from './pages/events';
-import { forwardsPage } from './pages/forwards';
-import { overviewPage } from './pages/overview';
-import { proposalPage } from './pages/proposal';
-import { proposalsPage } from './pages/proposals';
+import { auditPage } from './pages/audit-page';
+import { averbacoesPage } from './pages/averbacoes-page';
+import { DEAD_FILTER_FIELDS, deadPage } from './pages/dead-page';
+import { deliveriesPage } from './pages/deliveries-page';
+import { EVENT_FILTER_FIELDS, eventPage, eventsPage, rawFilters } from './pages/events-page';
+import { forwardsPage } from './pages/forwards-page';
+import { overviewPage } from './pages/overview-page';
+import { proposalPage } from './pages/proposal-page';
+import { proposalsPage } from './pages/proposals-page';
 
 /** The console's GET pages: each parses its filters, renders, and sends; no page writes but the rollup. */
 

@@ -7,8 +7,8 @@ import {
   prettyBody,
   timeTag,
 } from '../../../src/http/console/format';
-import { deliveryBars } from '../../../src/http/console/pages/overview';
-import { sortTimeline } from '../../../src/http/console/pages/proposal';
+import { deliveryBars } from '../../../src/http/console/pages/overview-page';
+import { sortTimeline } from '../../../src/http/console/pages/proposal-page';
 import { html } from '../../../src/http/console/html';
 
 describe('formatting', () => {

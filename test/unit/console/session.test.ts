@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { consoleStore } from '../../../src/core/store-port';
-import { sqliteStorePort } from '../../../src/store/store-port';
+import { sqliteStorePort } from '../../../src/store/sqlite-port';
 import { openStore, type Store } from '../../../src/store/store';
 import { tempDir } from '../../helpers/tmp';
 import {

@@ -4,8 +4,8 @@ import type { TrackedVia } from '../domain/event-effects';
 import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow } from '../domain/log-rows';
 import { sqliteDialect } from '../domain/sql/dialect';
-import { AVERBACAO, averbacoesQuery } from '../domain/sql/log-reads';
-import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll';
+import { AVERBACAO, averbacoesQuery } from '../domain/sql/read-statements';
+import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import type { Db } from './database';
 import { effectsOn, prepareShared, sqliteRows } from './handler-sql';
 
@@ -28,12 +28,12 @@ export interface TrackInput {
 export function averbacoesRepo(db: Db) {
   // The writes of tracking, as the built-in handlers make them (core/effects.ts).
   const effects = effectsOn(db);
-  // Written once for both stores (domain/sql/log-reads.ts), as the listing below; one `?`.
+  // Written once for both stores (domain/sql/read-statements.ts), as the listing below; one `?`.
   const get = prepareShared<AverbacaoRow>(db, AVERBACAO);
   const due = db.prepare<[string, number], AverbacaoRow>(
     'SELECT * FROM averbacoes WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
   );
-  // Written once for both stores (domain/sql/registry-poll.ts).
+  // Written once for both stores (domain/sql/registry-poll-statements.ts).
   const recordPoll = prepareShared<{ polling: number }>(db, RECORD_POLL);
   const markStale = prepareShared(db, MARK_STALE);
   return {

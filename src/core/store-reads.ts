@@ -10,8 +10,8 @@ import {
   eventsQuery,
   PROPOSAL,
   TIMELINE,
-} from '../domain/sql/log-reads';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+} from '../domain/sql/read-statements';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { eventWithBody, listDeliveries } from './console-reads';
 import { logNu } from './console-sql';
@@ -19,7 +19,7 @@ import { stuckCounts } from './proposal-lists';
 
 /**
  * The log's reads for the admin API and the commands, written once for both stores (issue 24)
- * against {@link LogSql}: the rows in the SQLite log's shapes, so that the routes and the renderers
+ * against {@link StoreSql}: the rows in the SQLite log's shapes, so that the routes and the renderers
  * serve both. Filters are the SQLite store's: `nu_proposta` an integer or text, `limit` optional
  * (1–10 000, 50 when not given).
  */
@@ -41,7 +41,7 @@ export interface AverbacaoFilter {
 }
 
 /** `events`, newest first (by id). */
-export async function listLogEvents(q: LogQuery, f: EventFilter): Promise<EventRow[]> {
+export async function listLogEvents(q: StoreQuery, f: EventFilter): Promise<EventRow[]> {
   const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
   const query = eventsQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
   return (await q.rows<EventRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
@@ -52,7 +52,7 @@ export async function listLogEvents(q: LogQuery, f: EventFilter): Promise<EventR
  * order, which interleaves the replicas' spools): the console's rule (console-reads.ts
  * `listDeliveries`), the one place that difference is stated.
  */
-export async function listLogDeliveries(q: LogQuery, f: DeliveryFilter): Promise<DeliveryRow[]> {
+export async function listLogDeliveries(q: StoreQuery, f: DeliveryFilter): Promise<DeliveryRow[]> {
   const page = await listDeliveries(q, {
     outcome: f.outcome,
     before: f.beforeId,
@@ -63,7 +63,7 @@ export async function listLogDeliveries(q: LogQuery, f: DeliveryFilter): Promise
 
 /** A proposal (undefined when it has no row) and every event of it, processed or not. */
 export async function proposalWithTimeline(
-  q: LogQuery,
+  q: StoreQuery,
   nu: number | string,
 ): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
   const key = q.dialect.storedNu(nu);
@@ -72,20 +72,20 @@ export async function proposalWithTimeline(
 }
 
 /** Tracked registrations, the most recently created first. */
-export async function listLogAverbacoes(q: LogQuery, f: AverbacaoFilter): Promise<AverbacaoRow[]> {
+export async function listLogAverbacoes(q: StoreQuery, f: AverbacaoFilter): Promise<AverbacaoRow[]> {
   const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
   const query = averbacoesQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
   return (await q.rows<AverbacaoRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
 }
 
 /** One tracked registration, or undefined when `requestId` is not tracked. */
-export async function averbacaoRow(q: LogQuery, requestId: string): Promise<AverbacaoRow | undefined> {
+export async function averbacaoRow(q: StoreQuery, requestId: string): Promise<AverbacaoRow | undefined> {
   const [row] = await q.rows<AverbacaoRow>(AVERBACAO, [requestId]);
   return row && logNu(q.dialect, row);
 }
 
 /** The admin API's and the commands' reads, each in one snapshot of `sql`. */
-export function logReads(sql: Pick<LogSql, 'read'>) {
+export function storeReads(sql: Pick<StoreSql, 'read'>) {
   return {
     events: (filter: EventFilter) => sql.read((q) => listLogEvents(q, filter)),
     /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
@@ -104,7 +104,7 @@ export function logReads(sql: Pick<LogSql, 'read'>) {
  * yet; `replicas` (who answered the deliveries) only in cluster mode. `databaseBytes`, `replicas`
  * and `forwarding` are each store's own (a file's size, the cluster's replicas, the sender's store).
  */
-export interface LogFigures {
+export interface StoreFigures {
   databaseBytes: number;
   eventsByStatus: Record<string, number>;
   eventsByKind: Record<string, number>;
@@ -133,7 +133,7 @@ export interface ReplicaDeliveries {
 }
 
 /** Rows of `table` per value of `column` (both names from our code), in SQLite's (byte) order of the values. */
-async function countBy(q: LogQuery, table: string, column: string): Promise<Record<string, number>> {
+async function countBy(q: StoreQuery, table: string, column: string): Promise<Record<string, number>> {
   const rows = await q.rows<{ key: string; n: number }>(
     `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${q.dialect.bytewise(column)}`,
   );
@@ -141,10 +141,10 @@ async function countBy(q: LogQuery, table: string, column: string): Promise<Reco
 }
 
 /** The figures of `stats` both stores keep alike, read with `q` (the caller's one snapshot). */
-export async function logFigures(
-  q: LogQuery,
+export async function storeFigures(
+  q: StoreQuery,
   cutoffs: readonly StuckCutoff[],
-): Promise<Omit<LogFigures, 'databaseBytes' | 'replicas' | 'forwarding'>> {
+): Promise<Omit<StoreFigures, 'databaseBytes' | 'replicas' | 'forwarding'>> {
   const one = async <T>(text: string): Promise<T> => (await q.rows<T>(text))[0] as T;
   const eventsByStatus = await countBy(q, 'events', 'status');
   const eventsByKind = await countBy(q, 'events', 'kind');
@@ -176,7 +176,7 @@ export async function logFigures(
  * status on the (status, id) index, so two seeks whatever the backlog. A replayed event counts from
  * when it was first received.
  */
-export async function oldestUnprocessedAt(q: LogQuery): Promise<string | null> {
+export async function oldestUnprocessedAt(q: StoreQuery): Promise<string | null> {
   const [row] = await q.rows<{ at: string | null }>(
     `SELECT min(at) AS at FROM (
        SELECT (SELECT received_at FROM events WHERE status = 'pending' ORDER BY id LIMIT 1) AS at

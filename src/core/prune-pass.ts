@@ -1,12 +1,12 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { BODY_PRUNABLE_STATUSES, type PruneSummary, removableMessages } from '../domain/retention';
-import { inList } from '../domain/sql/log-reads';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+import { inList } from '../domain/sql/read-statements';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /**
  * RETENTION_DAYS and `prune` (contract §10), written once for both stores (issue 24): the rule is
  * domain/retention.ts's (what goes, what stays, the batch sizes, the log lines); here are its
- * statements, on the SQLite file or on PostgreSQL ({@link LogSql}). Used by the `serve` timers of
+ * statements, on the SQLite file or on PostgreSQL ({@link StoreSql}). Used by the `serve` timers of
  * both modes (pipeline/retention-schedule.ts, cluster/pg-retention.ts) and by `prune`.
  *
  * A pass walks each table by id from the start in batches, each batch one short transaction, and
@@ -53,7 +53,7 @@ export class PassInterrupted extends Error {
 
 /** One pass: bodies, then messages (the order of domain/retention.ts). */
 export async function prunePass(
-  log: LogSql,
+  log: StoreSql,
   cutoff: Date,
   now: Date,
   options: PruneOptions = {},
@@ -109,7 +109,7 @@ const pruneBodiesIn = (lock: string) => {
  * keeping rows and dedup keys.
  */
 export async function pruneBodies(
-  log: LogSql,
+  log: StoreSql,
   cutoff: Date,
   now: Date,
   options: PruneOptions = {},
@@ -160,7 +160,7 @@ export async function pruneBodies(
  * the first one kept.
  */
 export async function pruneForwarded(
-  log: LogSql,
+  log: StoreSql,
   cutoff: Date,
   options: PruneOptions = {},
 ): Promise<{ pruned: number }> {
@@ -185,7 +185,7 @@ export async function pruneForwarded(
 }
 
 async function pruneMessageBatch(
-  q: LogQuery,
+  q: StoreQuery,
   afterId: number,
   upto: number,
   cutoffIso: string,

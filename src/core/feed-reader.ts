@@ -1,8 +1,8 @@
 import { FEED_DEFAULT_TYPES } from '../domain/forwarding/admin';
 import type { MessageType } from '../domain/forwarding/destinations';
 import type { FeedPage } from '../domain/forwarding/messages';
-import { inList } from '../domain/sql/log-reads';
-import type { LogSql } from '../domain/sql/log-sql';
+import { inList } from '../domain/sql/read-statements';
+import type { StoreSql } from '../domain/sql/store-sql';
 
 /**
  * The change feed (contract §8), written once for both stores: `forward_messages.id` follows commit
@@ -36,7 +36,7 @@ export function decodeFeedCursor(cursor: string): number | null {
  * snapshot in either store: the page and the newest id agree, and a page that is not full proves
  * nothing of these types lies between its last message and that id.
  */
-export function feedReader(log: LogSql) {
+export function feedReader(log: StoreSql) {
   return (
     afterId: number,
     limit: number,

@@ -13,7 +13,7 @@ import { isLockBusy } from '../../domain/errors';
 import { type Person, personDisplay, personLabel } from '../../domain/oidc';
 import type { ConsoleDeps } from './deps';
 import type { PageContext } from './layout';
-import { loginPage, messagePage, type SignInOptions } from './pages/login';
+import { loginPage, messagePage, type SignInOptions } from './pages/login-page';
 import {
   type ConsoleSession,
   clearedCookie,

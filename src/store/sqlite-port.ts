@@ -1,11 +1,11 @@
 import { statSync } from 'node:fs';
 import type { StorePort } from '../core/store-port';
-import { forwardingFigures } from '../core/sender-store';
-import { prunePass } from '../core/retention';
+import { forwardingFigures } from '../core/sender-queries';
+import { prunePass } from '../core/prune-pass';
 import { trackEffect } from '../domain/event-effects';
-import type { LogQuery } from '../domain/sql/log-sql';
-import { deliveryAlarmRepo } from './delivery-alarm';
-import { sqliteLogSql } from './log-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
+import { deliveryAlarmRepo } from './delivery-alarm-repo';
+import { sqliteStoreSql } from './sqlite-store-sql';
 import type { Store } from './store';
 
 /**
@@ -17,8 +17,8 @@ import type { Store } from './store';
 export function sqliteStorePort(
   store: Store,
   wake: { sweep?: (() => void) | undefined; nudge?: (() => void) | undefined } = {},
-): StorePort<LogQuery> {
-  const sql = sqliteLogSql(store.db);
+): StorePort<StoreQuery> {
+  const sql = sqliteStoreSql(store.db);
   const alarm = deliveryAlarmRepo(store.db);
   return {
     name: store.path,

@@ -14,7 +14,7 @@ import {
   statusBadge,
   table,
 } from '../layout';
-import type { RawFilters } from './events';
+import type { RawFilters } from './events-page';
 
 /**
  * `/console/averbacoes`: the tracked registrations (interface §4.2–§4.4), newest first: those

@@ -2,8 +2,8 @@ import type { OverviewFigures, OverviewQuery, ProposalListing } from '../domain/
 import type { DestinationSummary } from '../domain/forwarding/admin';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { Dialect } from '../domain/sql/dialect';
-import type { LogQuery } from '../domain/sql/log-sql';
-import { overviewFigures, type StoreFigures, updateRollup } from './console-overview';
+import type { StoreQuery } from '../domain/sql/store-sql';
+import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
 import {
   countEvents,
   eventForwards,
@@ -16,12 +16,12 @@ import {
   proposalExists,
   proposalStory,
 } from './console-reads';
-import { consoleAudit, consoleSessions, signInFailures } from './console-sessions';
+import { consoleAudit, consoleSessions, signInFailures } from './console-session-queries';
 import { proposalPage } from './proposal-lists';
 
 /**
  * The operator console's store (core/store-port.ts `ConsoleStore`), written once for both
- * stores (issue 24) against the log's one SQL path ({@link LogSql}, domain/sql/log-sql.ts): its
+ * stores (issue 24) against the log's one SQL path ({@link StoreSql}, domain/sql/store-sql.ts): its
  * pages' reads and its actions' writes, in the SQLite log's shapes, so that one set of pages
  * renders either. What the console shows but does not own comes in as {@link ConsoleStoreParts}.
  * Each page's reads run in one snapshot where they are more than one (the overview, a proposal's
@@ -29,25 +29,25 @@ import { proposalPage } from './proposal-lists';
  */
 
 /**
- * {@link LogSql} whose statements' handle may carry more than {@link LogQuery}: the PostgreSQL
+ * {@link StoreSql} whose statements' handle may carry more than {@link StoreQuery}: the PostgreSQL
  * composition hands its parts the snapshot's connection with it, so that they read in the same
  * snapshot as the console's own statements.
  */
-export interface LogSqlOf<Q extends LogQuery> {
+export interface StoreSqlOf<Q extends StoreQuery> {
   readonly dialect: Dialect;
   read<T>(fn: (q: Q) => Promise<T>): Promise<T>;
   write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
 }
 
 /** What the console shows but each store keeps its own way. */
-export interface ConsoleStoreParts<Q extends LogQuery> {
-  /** The overview's figures the stores keep (see {@link StoreFigures}). */
-  figures(q: Q, query: OverviewQuery): Promise<StoreFigures>;
+export interface ConsoleStoreParts<Q extends StoreQuery> {
+  /** The overview's figures the stores keep (see {@link AlarmFigures}). */
+  figures(q: Q, query: OverviewQuery): Promise<AlarmFigures>;
   /** The forwarding destinations' summaries (the admin API's). */
   destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
 }
 
-export function consoleLog<Q extends LogQuery>(sql: LogSqlOf<Q>, parts: ConsoleStoreParts<Q>) {
+export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: ConsoleStoreParts<Q>) {
   return {
     sessions: consoleSessions(sql),
     audit: consoleAudit(sql),

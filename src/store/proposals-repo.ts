@@ -1,5 +1,5 @@
 import type { ProposalRow, TimelineRow } from '../domain/log-rows';
-import { PROPOSAL, TIMELINE } from '../domain/sql/log-reads';
+import { PROPOSAL, TIMELINE } from '../domain/sql/read-statements';
 import type { Db } from './database';
 import { prepareShared } from './handler-sql';
 
@@ -8,7 +8,7 @@ import { prepareShared } from './handler-sql';
 export type { ProposalRow, TimelineRow } from '../domain/log-rows';
 
 export function proposalsRepo(db: Db) {
-  // Both written once for both stores (domain/sql/log-reads.ts); one `?` each.
+  // Both written once for both stores (domain/sql/read-statements.ts); one `?` each.
   const get = prepareShared<ProposalRow>(db, PROPOSAL);
   const timeline = prepareShared<TimelineRow>(db, TIMELINE);
   return {

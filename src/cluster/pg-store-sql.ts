@@ -1,7 +1,7 @@
 import { type ClientBase, type Pool, type PoolClient, types } from 'pg';
 import { postgresDialect } from '../domain/sql/dialect';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
-import { checkOut } from './sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
+import { checkOut } from './pg-sql';
 
 const { INT8, NUMERIC, BOOL, TIMESTAMPTZ } = types.builtins;
 const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string) => Date;
@@ -12,7 +12,7 @@ const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string)
  * are. bigint → number: ids and counts stay far below 2^53. numeric → number: SQLite keeps
  * vl_emprestimo as a REAL. timestamptz → its instant as `Date#toISOString()` writes it.
  */
-export const LOG_TYPES = {
+export const STORE_TYPES = {
   getTypeParser: ((id: number, format?: 'text' | 'binary') => {
     if (format === undefined || format === 'text') {
       if (id === INT8 || id === NUMERIC) return (v: string) => Number(v);
@@ -24,35 +24,35 @@ export const LOG_TYPES = {
 };
 
 /** A statement handle on one PostgreSQL connection, with the connection (its own figures read on it). */
-export type PgQuery = LogQuery & { readonly client: PgClient };
+export type PgQuery = StoreQuery & { readonly client: PgClient };
 
 type PgClient = Pick<ClientBase, 'query'>;
 
-/** How a {@link pgLogSql} reaches a connection for a snapshot or a transaction. */
+/** How a {@link pgStoreSql} reaches a connection for a snapshot or a transaction. */
 export interface PgRunners {
   read<T>(fn: (client: PgClient) => Promise<T>): Promise<T>;
   writing<T>(fn: (client: PgClient) => Promise<T>): Promise<T>;
 }
 
 /**
- * The PostgreSQL adapter of {@link LogSql} (domain/sql/log-sql.ts), one for every way of reaching
+ * The PostgreSQL adapter of {@link StoreSql} (domain/sql/store-sql.ts), one for every way of reaching
  * PostgreSQL — a replica's guarded pool (pg-store-port.ts), a pool with no guard
  * ({@link poolRunners}: the forwarding sender, which retries), a command's own connection
- * ({@link clientRunners}) — every row in the SQLite store's representation ({@link LOG_TYPES}).
+ * ({@link clientRunners}) — every row in the SQLite store's representation ({@link STORE_TYPES}).
  * `lone`: where lone statements run with no transaction around them.
  */
-export function pgLogSql(
+export function pgStoreSql(
   runners: PgRunners,
   lone?: PgClient,
-): LogSql & {
+): StoreSql & {
   read<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
   write<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
 } {
   return {
     dialect: postgresDialect,
-    read: (fn) => runners.read((client) => fn(pgLogQuery(client))),
-    write: (fn) => runners.writing((client) => fn(pgLogQuery(client))),
-    ...(lone === undefined ? {} : { lone: pgLogQuery(lone) }),
+    read: (fn) => runners.read((client) => fn(pgStoreQuery(client))),
+    write: (fn) => runners.writing((client) => fn(pgStoreQuery(client))),
+    ...(lone === undefined ? {} : { lone: pgStoreQuery(lone) }),
   };
 }
 
@@ -100,12 +100,12 @@ export async function inPoolTransaction<T>(
 }
 
 /** Statements on one connection (a pool's client inside a transaction, or a command's own client). */
-export function pgLogQuery(client: PgClient): PgQuery {
+export function pgStoreQuery(client: PgClient): PgQuery {
   return {
     client,
     dialect: postgresDialect,
     rows: async <R>(text: string, params: readonly unknown[] = []) =>
-      (await client.query({ text, values: [...params], types: LOG_TYPES })).rows as R[],
+      (await client.query({ text, values: [...params], types: STORE_TYPES })).rows as R[],
     run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,
   };
 }

@@ -15,7 +15,7 @@ import {
   table,
   textField,
 } from '../layout';
-import { EVENT_HEADINGS, eventRow, type RawFilters, windowNote } from './events';
+import { EVENT_HEADINGS, eventRow, type RawFilters, windowNote } from './events-page';
 
 /**
  * `/console/dead`: the dead letters — events whose handlers failed HANDLER_MAX_ATTEMPTS times, and

@@ -1,5 +1,5 @@
 import { sqliteDialect } from '../domain/sql/dialect';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { Db } from './database';
 import { prepareShared, type SharedStatement } from './handler-sql';
 
@@ -7,12 +7,12 @@ import { prepareShared, type SharedStatement } from './handler-sql';
 const CACHE_LIMIT = 512;
 
 /**
- * The SQLite adapter of {@link LogSql} (domain/sql/log-sql.ts) on `db`: statements prepared once
+ * The SQLite adapter of {@link StoreSql} (domain/sql/store-sql.ts) on `db`: statements prepared once
  * each ({@link prepareShared}), run synchronously, answered as resolved promises. A read is one
  * deferred transaction (one snapshot), a write one `BEGIN IMMEDIATE` … `COMMIT`; a lone statement
- * ({@link LogSql.lone}) runs as it is, with no BEGIN or COMMIT of its own.
+ * ({@link StoreSql.lone}) runs as it is, with no BEGIN or COMMIT of its own.
  */
-export function sqliteLogSql(db: Db): LogSql {
+export function sqliteStoreSql(db: Db): StoreSql {
   const prepared = new Map<string, SharedStatement<unknown>>();
   const statement = (text: string): SharedStatement<unknown> => {
     let s = prepared.get(text);
@@ -30,7 +30,7 @@ export function sqliteLogSql(db: Db): LogSql {
       return Promise.reject(err as Error);
     }
   };
-  const q: LogQuery = {
+  const q: StoreQuery = {
     dialect: sqliteDialect,
     rows: <R>(text: string, params: readonly unknown[] = []) =>
       settle(() => statement(text).all(params) as R[]),
@@ -41,7 +41,7 @@ export function sqliteLogSql(db: Db): LogSql {
    * statements join). Refused, rolled back, if the event loop moved on meanwhile: something other
    * than `q` was awaited, and other code may have run inside this transaction.
    */
-  const within = async <T>(begin: string, fn: (q: LogQuery) => Promise<T>): Promise<T> => {
+  const within = async <T>(begin: string, fn: (q: StoreQuery) => Promise<T>): Promise<T> => {
     if (db.inTransaction) return fn(q);
     db.exec(begin);
     let moved = false;

@@ -11,8 +11,8 @@ import {
   refusalWrite,
   type TokenFingerprints,
 } from '../domain/console';
-import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-sessions';
-import type { LogQuery, LogSql } from '../domain/sql/log-sql';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /**
  * The console's own tables, written once for both stores (SQLite migrations 0008, 0011;
@@ -29,7 +29,7 @@ const SESSION_COLUMNS = 'id_hash, role, created_at, expires_at, last_seen, token
 const AUDIT_COLUMNS =
   'id, at, role, session, person, action, target, detail, ip, outcome, reason, times, last_at';
 
-export function consoleSessions(sql: LogSql) {
+export function consoleSessions(sql: StoreSql) {
   return {
     /** A new session (its creation time is its first last_seen). */
     create: async (s: NewConsoleSession): Promise<void> => {
@@ -78,12 +78,12 @@ export function consoleSessions(sql: LogSql) {
   };
 }
 
-function endAllSessions(q: LogQuery): Promise<number> {
+function endAllSessions(q: StoreQuery): Promise<number> {
   return q.run('DELETE FROM console_sessions');
 }
 
 /** Ends every console session and records `audit(ended)`, in one transaction; returns how many. */
-export function endSessionsAudited(sql: LogSql, audit: (ended: number) => NewAuditEntry): Promise<number> {
+export function endSessionsAudited(sql: StoreSql, audit: (ended: number) => NewAuditEntry): Promise<number> {
   return sql.write(async (q) => {
     const ended = await endAllSessions(q);
     await recordAudit(q, audit(ended));
@@ -98,7 +98,7 @@ const FAILED = `INSERT INTO console_sign_in_failures (address, since, failures) 
     since = CASE WHEN console_sign_in_failures.since <= $3 THEN excluded.since ELSE console_sign_in_failures.since END`;
 
 /** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the log. */
-export function signInFailures(sql: LogSql) {
+export function signInFailures(sql: StoreSql) {
   return {
     /** The address's wrong tokens in the window that began after `windowStart`, if any. */
     current: (
@@ -125,7 +125,7 @@ export function signInFailures(sql: LogSql) {
 }
 
 /** Records an action (its detail as JSON with any CPF masked). */
-function recordAudit(q: LogQuery, e: NewAuditEntry): Promise<number> {
+function recordAudit(q: StoreQuery, e: NewAuditEntry): Promise<number> {
   return q.run(
     `INSERT INTO console_audit (at, role, session, person, action, target, detail, ip)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -147,7 +147,7 @@ const REFUSAL_WINDOW = `SELECT (${newestRefused(3)}) AS same, (${newestRefused(6
   (SELECT count(*) FROM console_audit WHERE outcome = 'refused' AND at >= $1) AS rows`;
 
 /** A refused request, aggregated (domain/console.ts refusalWrite), in one transaction. */
-async function recordRefusal(q: LogQuery, r: NewRefusal): Promise<void> {
+async function recordRefusal(q: StoreQuery, r: NewRefusal): Promise<void> {
   const o = overflowRefusal(r);
   const [w] = await q.rows<RefusalWindow>(REFUSAL_WINDOW, [
     refusalWindowStart(r.at),
@@ -172,7 +172,7 @@ async function recordRefusal(q: LogQuery, r: NewRefusal): Promise<void> {
   );
 }
 
-export function consoleAudit(sql: LogSql) {
+export function consoleAudit(sql: StoreSql) {
   return {
     record: async (entry: NewAuditEntry): Promise<void> => {
       await sql.write((q) => recordAudit(q, entry));

@@ -10,7 +10,7 @@ import {
   storedError,
 } from '../domain/forwarding/sender-store';
 import { type Dialect, perDialect } from '../domain/sql/dialect';
-import { type LogQuery, type LogSql, loneRows } from '../domain/sql/log-sql';
+import { type StoreQuery, type StoreSql, loneRows } from '../domain/sql/store-sql';
 
 /**
  * The forwarding sender's outbox (contract §8; migrations/0007, migrations-pg/0003), written once
@@ -21,7 +21,7 @@ import { type LogQuery, type LogSql, loneRows } from '../domain/sql/log-sql';
  * pause) are guarded against in both.
  *
  * The sender's reads run for every message sent: each is one statement, run alone
- * ({@link LogSql.lone}: no BEGIN … COMMIT around it on SQLite). What the two stores do differently is
+ * ({@link StoreSql.lone}: no BEGIN … COMMIT around it on SQLite). What the two stores do differently is
  * in their dialect (domain/sql/dialect.ts): a batch of records as one statement (PostgreSQL's
  * arrays) or one run per row (SQLite), a list of names as one value, text without NUL.
  */
@@ -126,8 +126,8 @@ function statements(dialect: Dialect) {
 /** Built once per dialect: each statement is one text, prepared once by the store that runs it. */
 const STATEMENTS = perDialect(statements);
 
-/** The sender's store on `log`: its reads alone ({@link LogSql.lone}), its records in one transaction. */
-export function senderStore(log: LogSql): SenderStore {
+/** The sender's store on `log`: its reads alone ({@link StoreSql.lone}), its records in one transaction. */
+export function senderStore(log: StoreSql): SenderStore {
   const s = STATEMENTS(log.dialect);
   return {
     due: (destination, now, limit) => loneRows<DueHead>(log, s.due, [destination, now, limit]),
@@ -145,7 +145,7 @@ export function senderStore(log: LogSql): SenderStore {
 
 /** Attempts, the deliveries' next states and the circuits: a statement each per batch (per row on SQLite). */
 async function writeRecords(
-  q: LogQuery,
+  q: StoreQuery,
   records: readonly AttemptRecord[],
   circuits: readonly CircuitWrite[],
 ): Promise<void> {
@@ -180,7 +180,10 @@ export function destinationGaugesQuery(
 }
 
 /** {@link destinationGaugesQuery}'s rows on `q` (none for no names). */
-export async function destinationGauges(q: LogQuery, names: readonly string[]): Promise<DestinationGauges[]> {
+export async function destinationGauges(
+  q: StoreQuery,
+  names: readonly string[],
+): Promise<DestinationGauges[]> {
   if (names.length === 0) return [];
   const { text, params } = destinationGaugesQuery(q.dialect, names);
   return q.rows<DestinationGauges>(text, params);
@@ -191,7 +194,7 @@ export async function destinationGauges(q: LogQuery, names: readonly string[]): 
  * an operator or the circuit breaker touched, by name.
  */
 export async function forwardingFigures(
-  q: LogQuery,
+  q: StoreQuery,
   configured: readonly string[],
 ): Promise<DestinationGauges[]> {
   const touched = await q.rows<{ name: string }>('SELECT name FROM forward_destinations');

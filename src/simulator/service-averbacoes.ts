@@ -5,7 +5,7 @@ import { isoBrasilia } from './brasilia-time';
 import type { Deliverer } from './deliverer';
 import { registryResult } from './event-examples';
 import type { RegistryOutcome, RegistryPayloadShape, RegistryWebhookMode, ResolvedRegistry } from './options';
-import type { ProposalBook } from './proposals';
+import type { ProposalBook } from './service-proposals';
 import type { RegistryStatus } from './service-flow';
 import type { Timers } from './timers';
 

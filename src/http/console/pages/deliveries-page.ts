@@ -14,7 +14,7 @@ import {
   table,
   textField,
 } from '../layout';
-import type { RawFilters } from './events';
+import type { RawFilters } from './events-page';
 
 /**
  * `/console/deliveries`: every request to the webhook routes (the `deliveries` table), newest first,

@@ -13,7 +13,7 @@ import type { ConsoleDeps } from '../deps';
 import { ageOf, countOf, freeText, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';
 import { page, type PageContext, statusBadge } from '../layout';
-import { nextPoll } from './averbacoes';
+import { nextPoll } from './averbacoes-page';
 
 /**
  * `/console/proposals/:nu`: where the proposal stands, and its whole story as one timeline ordered

@@ -1,7 +1,7 @@
 import { type Request, type Response, Router } from 'express';
 import { bodyFor } from '../../domain/forwarding/messages';
 import type { MessageType } from '../../domain/forwarding/destinations';
-import { decodeFeedCursor, encodeFeedCursor } from '../../core/feed';
+import { decodeFeedCursor, encodeFeedCursor } from '../../core/feed-reader';
 import { FEED_DEFAULT_TYPES, isMessageType } from '../../domain/forwarding/admin';
 import type { FeedPage } from '../../domain/forwarding/messages';
 import type { AppDeps } from '../app-deps';

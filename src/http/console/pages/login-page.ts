@@ -3,7 +3,7 @@ import { bareDocument } from '../layout';
 
 /** The sign-in page, and the pages a request gets when it cannot go further. */
 
-/** What the sign-in page offers (http/console/auth.ts signInOptions). */
+/** What the sign-in page offers (http/console/console-auth.ts signInOptions). */
 export interface SignInOptions {
   /** The token form: no identity provider configured, or break-glass on. */
   tokens: boolean;

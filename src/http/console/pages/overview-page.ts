@@ -15,7 +15,7 @@ import type { ConsoleDeps } from '../deps';
 import { ageOf, countOf, formatAge, formatCount, formatDelay, timeTag } from '../format';
 import { html, joinHtml, type SafeHtml } from '../html';
 import { hrefWith, page, type PageContext, statusBadge, table } from '../layout';
-import { POLLING_OFF_SHORT } from './averbacoes';
+import { POLLING_OFF_SHORT } from './averbacoes-page';
 import { type ChartSeries, stackedBarChart } from '../svg';
 
 /**
