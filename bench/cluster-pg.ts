@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { Client, Pool } from 'pg';
 import { EVENTS_QUEUE } from '../src/cluster/engine';
 import Database from '../src/store/sqlite-driver';
-import type { ClusterBenchOptions, ClusterHarness } from './cluster';
-import type { ReceiverRun } from './forwarding';
+import type { ClusterBenchOptions, ClusterHarness } from './protocol';
+import type { ReceiverRun } from './protocol';
 import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from '../rigs/harness';
 import { type LocalPostgres, startLocalPostgres } from '../rigs/local-postgres';
 

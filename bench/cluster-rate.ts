@@ -1,7 +1,7 @@
 import { fork } from 'node:child_process';
 import { join } from 'node:path';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
-import type { ClusterBenchOptions, ClusterHarness } from './cluster';
+import type { ClusterBenchOptions, ClusterHarness } from './protocol';
 import {
   caughtUp,
   cpuSnapshot,
@@ -21,7 +21,7 @@ import {
   transactions,
 } from './cluster-pg';
 import { interleavedDelivery, sendOpenLoop } from '../rigs/deliveries';
-import type { ReceiverRun } from './forwarding';
+import type { ReceiverRun } from './protocol';
 import { metric } from '../rigs/harness';
 import type { LocalPostgres } from '../rigs/local-postgres';
 

@@ -2,13 +2,13 @@ import { HAPPY_PATH } from '../src/domain/lifecycle';
 import {
   CLUSTER_DRAIN_TARGET,
   CLUSTER_INGEST_TARGET,
-  type ClusterBenchOptions,
   type ClusterFigures,
   drainOk,
   type IngestMode,
   ingestOk,
   type IngestRun,
 } from './cluster';
+import type { ClusterBenchOptions } from './protocol';
 import { type CpuUse, type MachineLoad, PG_SETTINGS, type RelayLag, type Spread } from './cluster-pg';
 import { type RateRun, rateOk } from './cluster-rate';
 import { medianBy } from '../rigs/harness';

@@ -31,7 +31,7 @@ import {
   transactions,
 } from './cluster-pg';
 import { type RateRun, rateRun } from './cluster-rate';
-import type { ForwardingHarness, ReceiverRun } from './forwarding';
+import type { ReceiverRun, ClusterBenchOptions, ClusterHarness } from './protocol';
 import { cpuMicros, fixed, pinToCpus, until } from '../rigs/harness';
 import { type LocalPostgres, startLocalPostgres } from '../rigs/local-postgres';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
@@ -75,38 +75,6 @@ import type { LoadResult } from './protocol';
 
 // ---------------------------------------------------------------------------------------------
 // What run.ts lends this module, and what it asks of it
-
-export interface ClusterHarness extends ForwardingHarness {
-  /** The HTTP rows' load generator (load.ts, a child of its own) against `port`, signed with the webhook secret. */
-  runLoad(spec: {
-    port: number;
-    concurrency: number;
-    warmupMs: number;
-    durationMs: number;
-    idPrefix: string;
-    /** Pins the load generator to these cores (taskset's list form). */
-    cpus?: string;
-  }): Promise<LoadResult>;
-}
-
-export interface ClusterBenchOptions {
-  /** Ingest rounds; each runs SQLite mode, cluster mode and an ingest-only replica once (ABC CBA order). */
-  rounds: number;
-  /** Row 1 on every core, unpinned (see {@link Layout}). @default false */
-  shareCores?: boolean;
-  /** The ingest load's concurrency (the HTTP rows' c=50). */
-  concurrency: number;
-  warmupMs: number;
-  durationMs: number;
-  /** Deliveries per second of the fixed-rate run (rows 2 and 4), and its measured length. */
-  rate: number;
-  rateMs: number;
-  /** Pending events the processing figure drains, and the CLUSTER_CONCURRENCY values it tries. */
-  drainEvents: number;
-  drainConcurrencies: readonly number[];
-  /** Progress lines (stderr). */
-  log(text: string): void;
-}
 
 /** Processing target of issue 13, events/s on PostgreSQL. */
 export const CLUSTER_DRAIN_TARGET = 2000;

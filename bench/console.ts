@@ -1,7 +1,7 @@
 import { copyFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import type { ForwardingHarness, ReceiverRun } from './forwarding';
+import type { ForwardingHarness, ReceiverRun } from './protocol';
 import { percentile } from '../rigs/harness';
 
 /**

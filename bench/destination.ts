@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { FLOW, interleavedDelivery, sendOpenLoop } from '../rigs/deliveries';
-import type { ForwardingHarness } from './forwarding';
+import type { ForwardingHarness } from './protocol';
 
 /**
  * The forwarding destination (forwarding.ts, starved.ts, the ingest row of run.ts): this file run as

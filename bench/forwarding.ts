@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -13,6 +13,7 @@ import {
   type LatencySamples,
   newForwardSecret,
 } from './destination';
+import type { ForwardingHarness } from './protocol';
 
 /**
  * Forwarding figures (issue 11), run by run.ts:
@@ -31,36 +32,6 @@ import {
 
 // ---------------------------------------------------------------------------------------------
 // What run.ts lends this module
-
-/** A receiver started by run.ts (`serve` on a fresh directory, ready: its /readyz answered 200). */
-export interface ReceiverRun {
-  port: number;
-  pid: number | undefined;
-  dbPath: string;
-  logPath: string;
-  /** False once the process has exited. */
-  alive(): boolean;
-  /** SIGTERM, bounded wait, SIGKILL. */
-  stop(): Promise<void>;
-}
-
-export interface ForwardingHarness {
-  /** A directory of this bench run, removed at its end. */
-  dir: string;
-  /** The receiver's `WEBHOOK_SECRETS`. */
-  webhookSecret: string;
-  /** Registers a child for clean-up when the bench is interrupted. */
-  track(child: ChildProcess): ChildProcess;
-  stopChild(child: ChildProcess): Promise<void>;
-  /** Starts `serve` with `env` added; on `databasePath` instead of a fresh file when given. */
-  startReceiver(
-    name: string,
-    env: Record<string, string>,
-    databasePath?: string,
-    /** Another build's receiver (`--baseline`). */
-    bin?: string,
-  ): Promise<ReceiverRun>;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Throughput: a stored backlog sent by the real receiver

@@ -1,6 +1,8 @@
+import type { ChildProcess } from 'node:child_process';
 /**
- * What the bench orchestrator (run.ts) and its load generator (load.ts) say to each other over the
- * child-process IPC channel.
+ * The shapes the bench's modules share: what the orchestrator (run.ts) and its load generator
+ * (load.ts) say to each other over the child-process IPC channel, and the harnesses run.ts hands
+ * the forwarding, console and cluster figures (so that no figure imports another's module back).
  */
 
 export interface LoadSpec {
@@ -38,3 +40,65 @@ export interface LoadResult {
 }
 
 export type LoadMessage = { type: 'result'; result: LoadResult } | { type: 'error'; message: string };
+
+export interface ForwardingHarness {
+  /** A directory of this bench run, removed at its end. */
+  dir: string;
+  /** The receiver's `WEBHOOK_SECRETS`. */
+  webhookSecret: string;
+  /** Registers a child for clean-up when the bench is interrupted. */
+  track(child: ChildProcess): ChildProcess;
+  stopChild(child: ChildProcess): Promise<void>;
+  /** Starts `serve` with `env` added; on `databasePath` instead of a fresh file when given. */
+  startReceiver(
+    name: string,
+    env: Record<string, string>,
+    databasePath?: string,
+    /** Another build's receiver (`--baseline`). */
+    bin?: string,
+  ): Promise<ReceiverRun>;
+}
+
+/** A receiver started by run.ts (`serve` on a fresh directory, ready: its /readyz answered 200). */
+export interface ReceiverRun {
+  port: number;
+  pid: number | undefined;
+  dbPath: string;
+  logPath: string;
+  /** False once the process has exited. */
+  alive(): boolean;
+  /** SIGTERM, bounded wait, SIGKILL. */
+  stop(): Promise<void>;
+}
+
+export interface ClusterHarness extends ForwardingHarness {
+  /** The HTTP rows' load generator (load.ts, a child of its own) against `port`, signed with the webhook secret. */
+  runLoad(spec: {
+    port: number;
+    concurrency: number;
+    warmupMs: number;
+    durationMs: number;
+    idPrefix: string;
+    /** Pins the load generator to these cores (taskset's list form). */
+    cpus?: string;
+  }): Promise<LoadResult>;
+}
+
+export interface ClusterBenchOptions {
+  /** Ingest rounds; each runs SQLite mode, cluster mode and an ingest-only replica once (ABC CBA order). */
+  rounds: number;
+  /** Row 1 on every core, unpinned (see {@link Layout}). @default false */
+  shareCores?: boolean;
+  /** The ingest load's concurrency (the HTTP rows' c=50). */
+  concurrency: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Deliveries per second of the fixed-rate run (rows 2 and 4), and its measured length. */
+  rate: number;
+  rateMs: number;
+  /** Pending events the processing figure drains, and the CLUSTER_CONCURRENCY values it tries. */
+  drainEvents: number;
+  drainConcurrencies: readonly number[];
+  /** Progress lines (stderr). */
+  log(text: string): void;
+}

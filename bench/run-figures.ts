@@ -1,18 +1,13 @@
 import {
-  type ForwardingHarness,
   type ForwardLatencyResult,
   type ForwardThroughputResult,
   prepareForwardBacklog,
   runForwardingLatency,
   runForwardingThroughput,
 } from './forwarding';
-import {
-  type ClusterBenchOptions,
-  type ClusterFigures,
-  type ClusterHarness,
-  drainBuilds,
-  runClusterFigures,
-} from './cluster';
+import type { ForwardingHarness } from './protocol';
+import { type ClusterFigures, drainBuilds, runClusterFigures } from './cluster';
+import type { ClusterBenchOptions, ClusterHarness } from './protocol';
 import { fixed, median, medianBy } from '../rigs/harness';
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, loadavg } from 'node:os';

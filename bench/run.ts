@@ -1,10 +1,10 @@
 import { DestinationChild } from './destination';
-import type { ForwardingHarness } from './forwarding';
+import type { ForwardingHarness } from './protocol';
 import { otlpSink, tracedEnv, tracingLines } from './tracing';
 import { RECEIVER_NODE_FLAGS } from './receiver-node';
 import { runClusterStarvedRows, runStarvedRows, starvedReport } from './starved';
 import { type DrainResult, runPipelineDrain } from './pipeline-drain';
-import type { ClusterHarness } from './cluster';
+import type { ClusterHarness } from './protocol';
 import { clusterReport } from './cluster-report';
 import {
   cpuMicros,

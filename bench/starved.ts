@@ -6,7 +6,7 @@ import Database from '../src/store/sqlite-driver';
 import { metricsOf, startStarvedPostgres } from './cluster-pg';
 import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from '../rigs/harness';
 import { DestinationChild } from './destination';
-import type { ForwardingHarness, ReceiverRun } from './forwarding';
+import type { ForwardingHarness, ReceiverRun } from './protocol';
 
 /**
  * The starved row (issue 23: the answer comes first). The receiver is pinned to core 0 beside

@@ -109,7 +109,7 @@ export function iso(value: Date | string | null): string | null {
 }
 
 /** nu_proposta is text in PostgreSQL (one home: the outbox's read-back needs it too). */
-export { canonicalNu } from '../domain/sql/outbox-effects';
+export { canonicalNu } from '../domain/sql/dialect';
 
 const guarded = new WeakSet<object>();
 

@@ -1,7 +1,6 @@
 import type { JsonLeaf, ProposalKey } from '../console';
 import { INTEGER_TEXT, logNuProposta } from '../log-rows';
 import { RETENTION_BATCH } from '../retention';
-import { canonicalNu } from './outbox-effects';
 
 /**
  * What a store's SQL does its own way, as one value per store (issue 33; the pattern of pg-boss's
@@ -263,4 +262,9 @@ export function perDialect<T>(build: (dialect: Dialect) => T): (dialect: Dialect
     }
     return value;
   };
+}
+
+/** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
+export function canonicalNu(nu: string): number | string {
+  return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
 }

@@ -93,11 +93,6 @@ export function effectsParams(event: ProcessedEvent): [number, string | null] {
 /** A row of {@link OUTBOX_EFFECTS} as an array, each value as the dialect's driver hands it over. */
 export type EffectsRow = readonly unknown[];
 
-/** nu_proposta is text in PostgreSQL; the domain sees numbers as numbers, as SQLite hands them over. */
-export function canonicalNu(nu: string): number | string {
-  return /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
-}
-
 /**
  * What `processed` left behind, from its {@link OUTBOX_EFFECTS} row, in the types the pure
  * `outboxEntries` takes (those SQLite stores): numeric proposal numbers as numbers, amounts as
