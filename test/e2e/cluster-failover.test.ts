@@ -15,6 +15,7 @@ import { SECRET } from '../helpers/payloads';
 import { withClient } from '../helpers/postgres';
 import { BIN, runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
+import { ORDER_UNCERTAINTY_BOUND_MS } from '../../src/domain/order-time';
 
 /**
  * Cluster mode through a PostgreSQL failover (issue 32): a primary and a streaming standby (durable
@@ -170,7 +171,11 @@ async function runScenario(kind: Kind, seed: number): Promise<Outcome> {
 }
 
 /** The three replicas on the pair's switchable address, forwarding to the destination, the feed on. */
-function startReplicas(pair: PostgresPair, dir: string, destinationUrl: string): Promise<FailoverReplica[]> {
+async function startReplicas(
+  pair: PostgresPair,
+  dir: string,
+  destinationUrl: string,
+): Promise<FailoverReplica[]> {
   const destinations = join(dir, 'destinations.json');
   const crm = {
     name: 'crm',
@@ -194,7 +199,26 @@ function startReplicas(pair: PostgresPair, dir: string, destinationUrl: string):
     // processed late).
     CLUSTER_HOLDBACK_MAX_MS: '15000',
   };
-  return Promise.all(['r1', 'r2', 'r3'].map((id) => startReplica(BIN, dir, id, env)));
+  const replicas = await Promise.all(['r1', 'r2', 'r3'].map((id) => startReplica(BIN, dir, id, env)));
+  // The order across replicas holds within each replica's clock uncertainty (issue 36, docs/cluster.md
+  // §10). A replica's first reading can be uncertain under load (a slow round trip: 90 ms once, at a
+  // load average of 10, when the bound is 25 ms), which the replica warns about and which is not what
+  // this test is about: the load starts once every replica measures within the bound, as an
+  // operator's ConsigClockUncertain alert would have them wait for.
+  await Promise.all(replicas.map((r) => clockCertain(r.port)));
+  return replicas;
+}
+
+/** Resolves once the replica's `consig_cluster_clock_uncertainty_seconds` is within the order bound. */
+async function clockCertain(port: number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const u = await metricSum(port, 'consig_cluster_clock_uncertainty_seconds');
+    if (u !== null && u <= ORDER_UNCERTAINTY_BOUND_MS / 1000) return;
+    if (Date.now() > deadline)
+      throw new Error(`replica on port ${port}: clock uncertainty ${u} s after 60 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** The rows printed beside the checks: timings and what the operator sees. */
