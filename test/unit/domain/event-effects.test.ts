@@ -66,7 +66,10 @@ describe('registryResultEffects: a registry result or poll answer against the re
     correlation_id,
     nu_proposta: 4242,
   });
-  const setFinal = (status: string, source = 'webhook') => ({
+  const setFinal = (
+    status: 'completed' | 'error',
+    source: 'webhook' | 'poll' = 'webhook',
+  ): RegistryEffect => ({
     type: 'set_final',
     requestId: 'r1',
     status,
@@ -74,7 +77,10 @@ describe('registryResultEffects: a registry result or poll answer against the re
     body,
     eventId: 7,
   });
-  const finalLog = (status: string, source = 'webhook') => ({
+  const finalLog = (
+    status: 'completed' | 'error',
+    source: 'webhook' | 'poll' = 'webhook',
+  ): RegistryEffect => ({
     type: 'log',
     level: status === 'error' ? 'warn' : 'info',
     fields: { request_id: 'r1', status, source, nu_proposta: 4242 },
