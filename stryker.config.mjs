@@ -10,13 +10,14 @@
 // every related test file, properties included: they are left out (`ignoreStatic`, reported as
 // ignored, not in the score).
 //
-// What a full run costs (issue 37, measured on the 2-core machine): 3 827 mutants, 214 static, and
-// 1 574 (41 %) that do not compile; about 29 CPU-minutes (26.4 user, 2.6 system), so 15 minutes at
-// best on 2 idle cores (49 minutes at load 13-17). The TypeScript checker is the serial part: one
-// process (concurrency 2 gives one checker, one runner), and its checking ended only 1.5 minutes
-// before the whole run did. It stays: without it the 41 % would each run their unit tests instead
-// (one file: 43 s with it, 13 s without; six files: 9.5 minutes with it, over 10 without at the same
-// load), and would be counted as killed or survived instead of discarded.
+// What a full run costs (issue 37, measured twice on the shared 2-core machine): 3 827 mutants, 214
+// static, 1 574 (41 %) that do not compile; 28 to 29 CPU-minutes (25.5 user + 2.5 system), so about
+// 14 minutes at best on 2 idle cores: 26 minutes at load 10, 49 at load 13-17. The TypeScript
+// checker is the serial part: one process (concurrency 2 gives one checker and one runner) whose
+// checking ended only 1.5 minutes before the whole run did, the runner waiting on it. It stays:
+// without it the 41 % would each run their unit tests instead (one file: 43 s with it, 13 s
+// without; six files: 9.5 minutes with it, over 10 without at the same load), and would count as
+// killed or survived instead of being discarded.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   // domain/sql/ holds SQL texts (and the functions that assemble them): only a database runs them,
