@@ -178,4 +178,13 @@ describe('which sessions stay open (consoleFingerprints)', () => {
     expect(sessionTokenCurrent(person(withOidc), other)).toBe(false);
     expect(sessionTokenCurrent(person(withOidc), before)).toBe(false);
   });
+
+  // A session row without a fingerprint never matches a fingerprint that is not there either.
+  it.each<[string, { admin: string | null; viewer: string | null; oidc?: string | null }]>([
+    ['no viewer token', { admin: 'fp-admin', viewer: null }],
+    ['no viewer token, the provider null', { admin: 'fp-admin', viewer: null, oidc: null }],
+    ['a viewer token, the provider null', { admin: 'fp-admin', viewer: 'fp-viewer', oidc: null }],
+  ])('a row without token_fp is not current: %s', (_name, fps) => {
+    expect(sessionTokenCurrent({ role: 'viewer', token_fp: null }, fps)).toBe(false);
+  });
 });
