@@ -202,6 +202,17 @@ describe('verifyStandardWebhook', () => {
     expect(verifyStandardWebhook({ ...valid(), headers })).toEqual({ ok: true });
   });
 
+  it('reads header values without the white space around them, and skips a blank one for another of the name', () => {
+    const padded = {
+      'webhook-id': ` ${SPEC.id} `,
+      'webhook-timestamp': ' 1614265330\t',
+      'webhook-signature': ` ${SPEC.signature} `,
+    };
+    expect(verifyStandardWebhook({ ...valid(), headers: padded })).toEqual({ ok: true });
+    const blankFirst = { 'Webhook-Id': ' ', ...valid().headers };
+    expect(verifyStandardWebhook({ ...valid(), headers: blankFirst })).toEqual({ ok: true });
+  });
+
   it('finds the valid entry among others, other versions and extra spaces', () => {
     const signature = `v1a,bm90IGEga2V5  v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= ${SPEC.signature} v2,x`;
     expect(
