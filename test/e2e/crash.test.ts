@@ -3,6 +3,7 @@ import Database from '../../src/store/sqlite-driver';
 import type { Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
+import { eventually } from '../helpers/receiver';
 import { runCli, serveOnOneFile, spawnServe } from '../helpers/process';
 
 /**
@@ -106,10 +107,12 @@ it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces th
   socket.write(body.raw.subarray(0, 10));
   await new Promise((r) => setTimeout(r, 100));
   s.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 300));
-  expect(s.child.exitCode).toBeNull(); // still waiting for the in-flight request
-  // New connections are refused meanwhile.
+  // The signal was handled (the shutdown's log line) and the listener closed (a new connection is
+  // refused): the process had its chance to exit, and still waits for the request in flight (were
+  // it gone, the 200 below could never come).
+  await eventually(() => s.output().includes('shutting down'), 'the shutdown begun');
   await expect(send(s.url, delivery())).rejects.toThrow();
+  expect(s.child.exitCode).toBeNull();
   socket.write(body.raw.subarray(10));
   const { code } = await s.exited;
   expect(code).toBe(0);
@@ -130,7 +133,9 @@ it('SIGTERM finishes in-flight requests, then exits 0; a second signal forces th
   stuck.write(`POST /webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{`);
   await new Promise((r) => setTimeout(r, 100));
   t.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 300));
+  // The first signal handled; the process waits for the stuck request (had it exited, the second
+  // signal below would find it gone, and its exit code would not be 130).
+  await eventually(() => t.output().includes('shutting down'), 'the shutdown begun');
   expect(t.child.exitCode).toBeNull();
   t.child.kill('SIGTERM');
   const forced = await t.exited;

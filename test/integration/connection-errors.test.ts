@@ -107,8 +107,9 @@ it('the FATAL read together with the answer, while the client changes hands, fai
     const client = await next;
     await expect(client.query('SELECT 2')).rejects.toThrow(/not queryable|terminat/i);
     client.release(true);
-    // Give a throw from the socket's handler time to surface.
-    await new Promise((r) => setTimeout(r, 50));
+    // The pool ended: every client's connection closed and all its socket's events were handled, so
+    // a throw from one of its handlers has surfaced by now (not after a sleep).
+    await pool.end();
     expect(uncaught).toEqual([]);
   } finally {
     await pool.end().catch(() => undefined);

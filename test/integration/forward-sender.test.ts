@@ -612,7 +612,11 @@ describe('through the whole receiver', () => {
   it('the circuit opens after 5 consecutive failures (gauge 2, nothing sent while open) and a good probe after a restart closes it', async () => {
     const dir = home();
     const d = await destination(() => ({ status: 503 }));
-    const config = [entry('breaker', d, { retry: { schedule_ms: Array(30).fill(50) } })];
+    const witness = await destination();
+    const config = [
+      entry('breaker', d, { retry: { schedule_ms: Array(30).fill(50) } }),
+      entry('witness', witness),
+    ];
     const first = await receiverWith(config, dir);
     for (let nu = 840_001; nu <= 840_008; nu++) await sendEvents(first, nu, ['proposta.criada']);
     await eventually(
@@ -626,9 +630,12 @@ describe('through the whole receiver', () => {
       .prepare("SELECT count(*) AS n FROM forward_attempts WHERE outcome = 'temporary'")
       .get() as { n: number };
     expect(failures.n).toBeGreaterThanOrEqual(5);
-    // Open for 30 s (DEFAULT_CIRCUIT): retries due every 50 ms are not sent meanwhile.
+    // Open for 30 s (DEFAULT_CIRCUIT): retries due every 50 ms are not sent meanwhile, nor a new
+    // message. Its commit nudges every destination, `breaker` first: once the witness has it, the
+    // breaker's sender has looked at it too.
     const sentBeforeWait = d.requests.length;
-    await sleep(1000);
+    await sendEvents(first, 840_009, ['proposta.criada']);
+    await allDelivered(first, 'witness', 18);
     expect(d.requests).toHaveLength(sentBeforeWait);
     await first.stop();
 
@@ -646,7 +653,7 @@ describe('through the whole receiver', () => {
     file.close();
     d.respond = () => undefined;
     const second = await receiverWith(config, dir);
-    await allDelivered(second, 'breaker', 16);
+    await allDelivered(second, 'breaker', 18);
 
     // One probe alone, then the rest once it succeeded.
     const after = d.requests.slice(sentBeforeWait);
@@ -714,7 +721,10 @@ describe('through the whole receiver', () => {
 
   it('paused in forward_destinations: messages accumulate, nothing is sent; resumed: all delivered in order', async () => {
     const d = await destination();
-    const r = await receiverWith([entry('later', d)]);
+    // A second destination, not paused, takes the same messages: once it has them all, the sender
+    // has looked at both after the last commit (each commit nudges every destination, `later` first).
+    const witness = await destination();
+    const r = await receiverWith([entry('later', d), entry('witness', witness)]);
     const setPaused = (paused: 0 | 1) =>
       r.store.db
         .prepare(
@@ -725,8 +735,7 @@ describe('through the whole receiver', () => {
     setPaused(1);
     for (const nu of [860_001, 860_002]) await sendEvents(r, nu, HAPPY);
     await eventually(() => deliveriesOf(r.store.db, 'later').length === 12, 'twelve deliveries stored');
-    // Several of the sender's looks (every 50 ms, pause re-read every 250 ms) and still nothing sent.
-    await sleep(700);
+    await allDelivered(r, 'witness', 12);
     expect(d.requests).toHaveLength(0);
     const text = await metricsText(r);
     expect(sample(text, 'consig_forward_backlog', 'destination="later"')).toBe(12);

@@ -22,6 +22,10 @@ describe('parseAllowList', () => {
     ['10.0.0.0/x', '"10.0.0.0/x" has an invalid prefix length'],
     ['10.0.0.0/', '"10.0.0.0/" has an invalid prefix length'],
     ['10.0.0.0/-1', '"10.0.0.0/-1" has an invalid prefix length'],
+    // Forms Number() would read as a length: the whole text must be 1 to 3 digits.
+    ['10.0.0.0/ 24', '"10.0.0.0/ 24" has an invalid prefix length'],
+    ['10.0.0.0/0x10', '"10.0.0.0/0x10" has an invalid prefix length'],
+    ['10.0.0.0/1e1', '"10.0.0.0/1e1" has an invalid prefix length'],
     ['10.0.0.0/8x', '"10.0.0.0/8x" has an invalid prefix length'],
     ['10.0.0.0/x8', '"10.0.0.0/x8" has an invalid prefix length'],
     ['10.0.0.0/1000', '"10.0.0.0/1000" has an invalid prefix length'],

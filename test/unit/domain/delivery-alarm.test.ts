@@ -46,6 +46,11 @@ describe('recordAnswer: every kind of failed answer counts (interface §6.1, rul
       byAnswer: { forbidden: 1, aborted: 1 },
       firstFailureAt: 3000,
     });
+    expect(alarmRaised(state)).toBe(false);
+  });
+
+  it.each([0, 1, 2, 3, 4, 12])('alarmRaised after %d failures in a row: from the third on', (n) => {
+    expect(alarmRaised(run(Array(n).fill('forbidden')).state)).toBe(n >= 3);
   });
 
   it.each([

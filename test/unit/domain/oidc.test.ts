@@ -110,6 +110,29 @@ describe('the sealed pending sign-in', () => {
     expect(openPending('not base64 at all!', key, now)).toEqual({ problem: 'tampered' });
     expect(openPending(sealed, pendingKey('client-secret-b'), now)).toEqual({ problem: 'tampered' });
   });
+
+  // Sealed with the right key, so only its shape can refuse it (issue 37: nothing fed it these).
+  it.each<[string, unknown]>([
+    ['null', null],
+    ['a string', 'text'],
+    ['a number', 7],
+    ['an array', ['s', 'n', 'v', '/console']],
+    ['without its nonce', { ...pending, nonce: undefined }],
+    ['without its next', { ...pending, next: undefined }],
+    ['with a verifier not a string', { ...pending, verifier: 5 }],
+    ['with expiresAt as text', { ...pending, expiresAt: String(pending.expiresAt) }],
+    ['without expiresAt', { ...pending, expiresAt: undefined }],
+  ])('refuses a well-sealed value that is not a pending sign-in: %s', (_name, value) => {
+    expect(openPending(sealPending(value as PendingSignIn, key), key, now)).toEqual({ problem: 'tampered' });
+  });
+
+  // Every replica derives the same key from the client secret, across versions too: a sign-in
+  // begun on a replica still on the previous version ends on one on the next.
+  it('derives the key as it always has (HKDF-SHA256, its salt and label)', () => {
+    expect(pendingKey('client-secret').toString('hex')).toBe(
+      'd7f0462e6f038419a1c182b3cd6cbc23fea612ef144bf4702e3f8abe364efefc',
+    );
+  });
 });
 
 describe('which sessions stay open (consoleFingerprints)', () => {
@@ -154,5 +177,14 @@ describe('which sessions stay open (consoleFingerprints)', () => {
     });
     expect(sessionTokenCurrent(person(withOidc), other)).toBe(false);
     expect(sessionTokenCurrent(person(withOidc), before)).toBe(false);
+  });
+
+  // A session row without a fingerprint never matches a fingerprint that is not there either.
+  it.each<[string, { admin: string | null; viewer: string | null; oidc?: string | null }]>([
+    ['no viewer token', { admin: 'fp-admin', viewer: null }],
+    ['no viewer token, the provider null', { admin: 'fp-admin', viewer: null, oidc: null }],
+    ['a viewer token, the provider null', { admin: 'fp-admin', viewer: 'fp-viewer', oidc: null }],
+  ])('a row without token_fp is not current: %s', (_name, fps) => {
+    expect(sessionTokenCurrent({ role: 'viewer', token_fp: null }, fps)).toBe(false);
   });
 });

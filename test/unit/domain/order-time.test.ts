@@ -105,6 +105,20 @@ describe('nextAnchor: the more certain reading, or the new one on a step', () =>
       -200,
     ],
     [
+      'as uncertain as the old one has grown: replaces it',
+      current,
+      anchor(MONO + 1000, PG + 1000, 3),
+      anchor(MONO + 1000, PG + 1000, 3),
+      null,
+    ],
+    [
+      'a disagreement of exactly both uncertainties is no step',
+      current,
+      anchor(MONO + 1000, PG + 1006, 3),
+      anchor(MONO + 1000, PG + 1006, 3),
+      null,
+    ],
+    [
       'a disagreement within both uncertainties is no step',
       current,
       anchor(MONO + 100, PG + 104.9, 3),
@@ -138,6 +152,7 @@ describe('wallStepMs: the wall clock minus the monotonic one moved between two r
     ['the first reading', null, 100, 100, null],
     ['unchanged', 100, 100, 100, null],
     ['within Date’s 1 ms resolution', 100, 101, 100, null],
+    ['exactly the resolution and the drift over 1 s is no step', 0, 2, 1000, null],
     ['slewed by NTP (500 ppm over 10 s) is no step', 0, 5, 10_000, null],
     ['an NTP step of −1 s', 1000, 0, 100, -1000],
     ['a step of 5 ms', 0, 5, 100, 5],

@@ -65,6 +65,11 @@ describe('retentionLog (the same lines in both modes)', () => {
       { spool: { deliveries: 3, events: 0 } },
       [{ fields: { deliveries: 3, events: 0, ...fields }, message: RETENTION_LOG.spool }],
     ],
+    [
+      'the spool, events counted without deliveries: still said',
+      { spool: { deliveries: 0, events: 4 } },
+      [{ fields: { deliveries: 0, events: 4, ...fields }, message: RETENTION_LOG.spool }],
+    ],
   ] as const)('%s', (_name, removed, lines) => {
     expect(retentionLog(removed, fields)).toEqual(lines);
   });

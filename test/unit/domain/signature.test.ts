@@ -1,5 +1,7 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import {
   constantTimeEqual,
+  type DigestEqual,
   parseSignatureHeader,
   sign,
   verifySignature,
@@ -90,6 +92,46 @@ describe('verifySignature', () => {
     [['other', secret, 'new-secret', secret], 1],
   ])('a secret listed twice (%j): the first that matches is the one reported', (secrets, index) => {
     expect(verifySignature(body, good, secrets)).toEqual({ ok: true, secretIndex: index });
+  });
+
+  // Issue 37: every secret is compared, matching or not, so the time taken cannot tell which one
+  // matched. Structural, not timed: the comparisons are counted through `equal`, and each must be
+  // of that secret's own digest (a loop that stopped at the first match, or skipped the comparison
+  // once one had matched, fails here).
+  describe('compares every secret, even after one has matched', () => {
+    const hmac = (key: string) => createHmac('sha256', key).update(body).digest();
+    it.each<[string, string[], number | null]>([
+      ['the first matches', [secret, 'new-secret', 'newer-secret'], 0],
+      ['the second matches', ['new-secret', secret, 'newer-secret'], 1],
+      ['the last matches', ['new-secret', 'newer-secret', secret], 2],
+      ['all match', [secret, secret, secret], 0],
+      ['none matches', ['new-secret', 'newer-secret', 'newest-secret'], null],
+      ['a single secret, matching', [secret], 0],
+    ])('%s', (_name, secrets, index) => {
+      const compared: Buffer[] = [];
+      const equal: DigestEqual = (expected, received) => {
+        compared.push(expected);
+        return timingSafeEqual(expected, received);
+      };
+      const verdict = verifySignature(body, good, secrets, equal);
+      expect(verdict).toEqual(
+        index === null ? { ok: false, reason: 'mismatch' } : { ok: true, secretIndex: index },
+      );
+      expect(compared).toEqual(secrets.map(hmac));
+    });
+
+    it.each([
+      ['missing', undefined],
+      ['malformed', 'sha256=xyz'],
+    ])('a %s header: no HMAC is compared', (reason, header) => {
+      let comparisons = 0;
+      const equal: DigestEqual = (expected, received) => {
+        comparisons += 1;
+        return timingSafeEqual(expected, received);
+      };
+      expect(verifySignature(body, header, [secret, 'new-secret'], equal)).toEqual({ ok: false, reason });
+      expect(comparisons).toBe(0);
+    });
   });
 
   it('tolerates upper-case hex and surrounding spaces', () => {

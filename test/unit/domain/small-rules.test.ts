@@ -1,4 +1,12 @@
-import { isLockBusy } from '../../../src/domain/errors';
+import {
+  ConfigError,
+  ConsigError,
+  DatabaseFileError,
+  isLockBusy,
+  MigrationError,
+  StorageError,
+  UsageError,
+} from '../../../src/domain/errors';
 import {
   deliveryLastError,
   STORED_ERROR_CHARS,
@@ -78,5 +86,26 @@ describe('isBeforeCutoff', () => {
     ['2026-11-21T00:00:00.001Z', false],
   ])('%s before 2026-11-21T00:00:00.000Z: %p', (at, before) => {
     expect(isBeforeCutoff(at, '2026-11-21T00:00:00.000Z')).toBe(before);
+  });
+});
+
+// The stable codes callers and logs branch on (issue 37: three of them were never read by a test).
+describe('the errors raised on purpose: each one its code, its message, its class', () => {
+  it.each<[string, ConsigError, string, string]>([
+    ['ConfigError', new ConfigError('PORT', 'expected a port'), 'CONFIG_INVALID', 'PORT: expected a port'],
+    ['StorageError', new StorageError('database away'), 'STORAGE_UNAVAILABLE', 'database away'],
+    [
+      'DatabaseFileError',
+      new DatabaseFileError('/x/consig.db', 'not writable'),
+      'STORAGE_UNAVAILABLE',
+      'not writable',
+    ],
+    ['MigrationError', new MigrationError('0007 failed'), 'MIGRATION_FAILED', '0007 failed'],
+    ['UsageError', new UsageError('unknown command'), 'USAGE', 'unknown command'],
+  ])('%s', (name, err, code, message) => {
+    expect(err).toBeInstanceOf(ConsigError);
+    expect(err.name).toBe(name);
+    expect(err.code).toBe(code);
+    expect(err.message).toBe(message);
   });
 });

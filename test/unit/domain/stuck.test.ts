@@ -78,6 +78,7 @@ describe('parseStuckAfter', () => {
       /^expected status=duration \(e\.g\. averbacao_solicitada=36h\), got "averbacao_solicitada"$/,
     ],
     ['aprovada=1d,aprovada=off', /^aprovada is given twice$/],
+    ['=36h', /^unknown status "" \(expected one of em_analise, /],
   ])('refuses %p with one line naming the entry', (text, message) => {
     expect(() => parseStuckAfter(text)).toThrow(RangeError);
     expect(() => parseStuckAfter(text)).toThrow(message);

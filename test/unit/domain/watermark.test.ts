@@ -62,6 +62,21 @@ describe('watermarkOf', () => {
       [],
       ['b'],
     ],
+    // The "settled" boundary: live for exactly the max (heard from just now) settles it.
+    [
+      'a relay live for exactly the max: the silent ones are dropped',
+      [beat('a', -30, 0, MAX), beat('b', -90_000, 87_000)],
+      -30,
+      [],
+      ['b'],
+    ],
+    [
+      'a relay live for a millisecond less than the max: nobody dropped yet',
+      [beat('a', -30, 0, MAX - 1), beat('b', -90_000, 87_000)],
+      -90_000,
+      ['b'],
+      [],
+    ],
     [
       'every spool silent (PostgreSQL was away): all still count',
       [beat('a', -70_000, 60_000), beat('b', -80_000, 61_000)],

@@ -113,6 +113,8 @@ describe('parseDestinationsFile', () => {
       { secrets: ['whsec_YWJj', 'whsec_YQ'] },
     ],
     ['a type glob', { types: ['*.changed'] }, { types: ['*.changed'] }],
+    ['100 type globs', { types: Array(100).fill('*') }, { types: Array(100).fill('*') }],
+    ['a 256-character evento glob', { eventos: ['a'.repeat(256)] }, { eventos: ['a'.repeat(256)] }],
     [
       'any evento glob',
       { eventos: ['proposta.*', 'not.in.the.catalogue'] },
@@ -339,6 +341,11 @@ describe('parseDestinationsFile', () => {
       'an evento not a string',
       fileWith(1, { eventos: ['averbacao.*', 5] }),
       ': destinations[1].eventos[1]: expected a glob of 1 to 256 characters, got 5',
+    ],
+    [
+      'types an 80-character string (shown whole)',
+      fileWith(0, { types: 'a'.repeat(80) }),
+      `: destinations[0].types: expected an array of 1 to 100 globs, got "${'a'.repeat(80)}"`,
     ],
     [
       'a 257-character evento',

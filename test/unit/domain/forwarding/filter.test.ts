@@ -73,6 +73,33 @@ describe('matchesFilter', () => {
     ['$eq with an object missing a key', { 'data.proposal': { $eq: { vl_emprestimo: 15000.5 } } }, false],
     ['$eq with an array', { 'data.parcelas.0': { $eq: { n: 1, vl: 500 } } }, true],
     ['$eq with a shorter array', { 'data.parcelas': { $eq: [{ n: 1, vl: 500 }] } }, false],
+    [
+      '$eq with the whole array',
+      {
+        'data.parcelas': {
+          $eq: [
+            { n: 1, vl: 500 },
+            { n: 2, vl: 500 },
+          ],
+        },
+      },
+      true,
+    ],
+    [
+      '$eq with an array of the same length, one item differing',
+      {
+        'data.parcelas': {
+          $eq: [
+            { n: 1, vl: 500 },
+            { n: 2, vl: 501 },
+          ],
+        },
+      },
+      false,
+    ],
+    ['$eq with an array against an object', { 'data.proposal': { $eq: [] } }, false],
+    ['$eq with an object, one value differing', { 'data.parcelas.1': { $eq: { n: 2, vl: 501 } } }, false],
+    ['$eq with an object, another key', { 'data.parcelas.1': { $eq: { n: 2, vx: 500 } } }, false],
     ['$eq on a missing path', { 'data.nope': { $eq: 'x' } }, false],
     ['$neq with another value', { 'data.to': { $neq: 'aprovada' } }, true],
     ['$neq with the same value', { 'data.to': { $neq: 'averbacao_solicitada' } }, false],
@@ -91,6 +118,14 @@ describe('matchesFilter', () => {
     ['$gte on equal numbers', { 'data.proposal.vl_emprestimo': { $gte: 15000.5 } }, true],
     ['$lt on equal numbers', { 'data.proposal.vl_emprestimo': { $lt: 15000.5 } }, false],
     ['$lte on equal numbers', { 'data.proposal.vl_emprestimo': { $lte: 15000.5 } }, true],
+    // Each comparison on both sides of the value, and at it.
+    ['$gt on equal numbers', { 'data.proposal.vl_emprestimo': { $gt: 15000.5 } }, false],
+    ['$gt on a greater operand', { 'data.proposal.vl_emprestimo': { $gt: 15001 } }, false],
+    ['$gte on a greater operand', { 'data.proposal.vl_emprestimo': { $gte: 15001 } }, false],
+    ['$gte on a smaller operand', { 'data.proposal.vl_emprestimo': { $gte: 15000 } }, true],
+    ['$lt on a greater operand', { 'data.proposal.vl_emprestimo': { $lt: 15001 } }, true],
+    ['$lt on a smaller operand', { 'data.proposal.vl_emprestimo': { $lt: 15000 } }, false],
+    ['$lte on a smaller operand', { 'data.proposal.vl_emprestimo': { $lte: 15000 } }, false],
     ['ISO timestamps $gte', { created_at: { $gte: '2026-11-23T00:00:00.000Z' } }, true],
     ['ISO timestamps $lt', { created_at: { $lt: '2026-11-23T10:00:00.000Z' } }, false],
     ['a number against a string operand', { 'data.nu_proposta': { $gt: '100' } }, false],

@@ -29,6 +29,8 @@ describe('globMatches', () => {
     ['a*b*b', 'abb', true],
     ['*a*b*c*', 'xaybzc', true],
     ['*a*b*c*', 'xcybza', false],
+    ['*ab*ba*', 'aba', false], // two middle pieces must not overlap each other
+    ['*ab*ba*', 'abba', true],
     ['', '', true],
     ['', 'x', false],
   ])('%p against %p → %p', (pattern, name, expected) => {

@@ -76,6 +76,18 @@ describe('parseRetryAfter', () => {
     ['asctime date, one-digit day', 'Sun Jan  5 12:00:00 2025', 0],
     ['31 February', 'Mon, 31 Feb 2025 12:00:00 GMT', null],
     ['hour 25', 'Wed, 15 Jan 2025 25:00:00 GMT', null],
+    // Each field at its bound and one past it.
+    ['hour 23', 'Wed, 15 Jan 2025 23:00:00 GMT', 11 * 3_600_000],
+    ['hour 24', 'Wed, 15 Jan 2025 24:00:00 GMT', null],
+    ['minute 59', 'Wed, 15 Jan 2025 12:59:00 GMT', 59 * 60_000],
+    ['minute 60', 'Wed, 15 Jan 2025 12:60:00 GMT', null],
+    ['second 61', 'Wed, 15 Jan 2025 12:00:61 GMT', null],
+    [
+      'RFC 850 date, -75 is 2075, exactly 50 years ahead (capped)',
+      'Tuesday, 15-Jan-75 12:00:00 GMT',
+      MAX_RETRY_AFTER_MS,
+    ],
+    ['RFC 850 date, -76 is 1976, more than 50 years ahead as 2076', 'Thursday, 15-Jan-76 12:00:00 GMT', 0],
     ['lower-case names', 'wed, 15 jan 2025 12:02:00 gmt', null],
     ['a zone other than GMT', 'Wed, 15 Jan 2025 12:02:00 +0000', null],
     ['ISO 8601', '2025-01-15T12:02:00Z', null],

@@ -53,14 +53,19 @@ describe('secretKey', () => {
     expect(secretKey('c2VncmVkbw==')).toEqual(Buffer.from('c2VncmVkbw==')); // no prefix: not decoded
   });
 
+  const EMPTY = 'a signing secret must not be empty';
+  const NOT_BASE64 = 'a whsec_ secret must be base64 after the prefix';
   it.each([
-    ['an empty string', ''],
-    ['a bare prefix', 'whsec_'],
-    ['base64 with a bad character', 'whsec_c2Vnc*mVkbw=='],
-    ['base64 with inner padding', 'whsec_c2Vn=cmVkbw'],
-    ['base64url instead of base64', 'whsec_-_-_'],
-  ])('refuses %s', (_name, secret) => {
-    expect(() => secretKey(secret)).toThrow(RangeError);
+    ['an empty string', '', EMPTY],
+    ['a bare prefix', 'whsec_', EMPTY],
+    ['base64 with a bad character', 'whsec_c2Vnc*mVkbw==', NOT_BASE64],
+    ['base64 with inner padding', 'whsec_c2Vn=cmVkbw', NOT_BASE64],
+    ['base64url instead of base64', 'whsec_-_-_', NOT_BASE64],
+    // Decodable, but not as base64 writes it: bits set past the last byte, too much padding.
+    ['base64 with stray bits in its last character', 'whsec_YR', NOT_BASE64],
+    ['base64 with three padding characters', 'whsec_YQ===', NOT_BASE64],
+  ])('refuses %s', (_name, secret, message) => {
+    expect(() => secretKey(secret)).toThrow(new RangeError(message));
   });
 });
 
@@ -75,13 +80,20 @@ describe('signStandardWebhook', () => {
     );
   });
 
+  const TIMESTAMP = 'timestampSeconds must be a non-negative integer';
   it.each([
-    ['no secret', SPEC, []],
-    ['a fractional timestamp', { ...SPEC, timestampSeconds: 1614265330.5 }, [SPEC.secret]],
-    ['a negative timestamp', { ...SPEC, timestampSeconds: -1 }, [SPEC.secret]],
-    ['a bad whsec_ secret', SPEC, ['whsec_!!']],
-  ])('refuses %s', (_name, input, secrets) => {
-    expect(() => signStandardWebhook(input, secrets)).toThrow(RangeError);
+    ['no secret', SPEC, [], 'at least one signing secret is needed'],
+    ['a fractional timestamp', { ...SPEC, timestampSeconds: 1614265330.5 }, [SPEC.secret], TIMESTAMP],
+    ['a negative timestamp', { ...SPEC, timestampSeconds: -1 }, [SPEC.secret], TIMESTAMP],
+    ['a bad whsec_ secret', SPEC, ['whsec_!!'], 'a whsec_ secret must be base64 after the prefix'],
+  ])('refuses %s', (_name, input, secrets, message) => {
+    expect(() => signStandardWebhook(input, secrets)).toThrow(new RangeError(message));
+  });
+
+  it('signs at timestamp 0 (the epoch is a non-negative integer)', () => {
+    expect(signStandardWebhook({ ...SPEC, timestampSeconds: 0 }, [SPEC.secret])).toMatch(
+      /^v1,[A-Za-z0-9+/]{43}=$/,
+    );
   });
 });
 
@@ -188,6 +200,17 @@ describe('verifyStandardWebhook', () => {
       'Webhook-Signature': SPEC.signature,
     };
     expect(verifyStandardWebhook({ ...valid(), headers })).toEqual({ ok: true });
+  });
+
+  it('reads header values without the white space around them, and skips a blank one for another of the name', () => {
+    const padded = {
+      'webhook-id': ` ${SPEC.id} `,
+      'webhook-timestamp': ' 1614265330\t',
+      'webhook-signature': ` ${SPEC.signature} `,
+    };
+    expect(verifyStandardWebhook({ ...valid(), headers: padded })).toEqual({ ok: true });
+    const blankFirst = { 'Webhook-Id': ' ', ...valid().headers };
+    expect(verifyStandardWebhook({ ...valid(), headers: blankFirst })).toEqual({ ok: true });
   });
 
   it('finds the valid entry among others, other versions and extra spaces', () => {
