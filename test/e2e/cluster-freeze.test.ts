@@ -45,19 +45,38 @@ const it = (name: string, body: () => Promise<void>, timeoutMs: number): void =>
       try {
         await body();
       } catch (err) {
-        const logs = fleet.map((s) => {
-          const lines = s
-            .output()
-            .split('\n')
-            .filter((l) => /"level":"(warn|error|fatal)"/.test(l));
-          return `--- ${names.get(s) ?? 'replica'}: its last warnings and errors\n${lines.slice(-20).join('\n')}`;
-        });
+        const logs = await Promise.all(
+          fleet.map(async (s) => {
+            const lines = s
+              .output()
+              .split('\n')
+              .filter((l) => /"level":"(warn|error|fatal)"/.test(l));
+            return (
+              `--- ${names.get(s) ?? 'replica'}: its last warnings and errors\n${lines.slice(-20).join('\n')}\n` +
+              `--- its relay and cluster figures\n${await relayFigures(s)}`
+            );
+          }),
+        );
         if (err instanceof Error) err.message += `\n${logs.join('\n')}`;
         throw err;
       }
     },
     timeoutMs,
   );
+
+/** A replica's relay, spool and cluster lines of /metrics, for a failure's message. */
+async function relayFigures(s: ServerProcess): Promise<string> {
+  try {
+    const text = await (await fetch(`${s.url}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
+    return text
+      .split('\n')
+      .filter((l) => /^consig_(relay|spool|cluster)_/.test(l))
+      .join('\n');
+  } catch (err) {
+    return `(no /metrics: ${(err as Error).message})`;
+  }
+}
+
 beforeEach(() => {
   tmp = tempDir('consig-freeze-');
 });
@@ -128,17 +147,28 @@ function steadyLoad(pool: Pool, targets: ServerProcess[], firstNu: number, every
       await new Promise((r) => setTimeout(r, everyMs));
     }
   })();
+  // The watcher outlives a failed query (a connection refused or cut while the machine is loaded):
+  // a watcher that died on one would leave stop() waiting for lags nobody measures any more.
+  let watchErrors = 0;
+  let lastWatchError: string | null = null;
+  const waiting = () => [...answeredAt.keys()].filter((n) => !lagMs.has(n));
   const watching = (async () => {
     while (running || lagMs.size < answeredAt.size) {
-      const waiting = [...answeredAt.keys()].filter((n) => !lagMs.has(n));
-      if (waiting.length > 0) {
-        const seen = await rows<{ nu_proposta: string }>(
-          pool,
-          'SELECT nu_proposta FROM events WHERE nu_proposta = ANY($1::text[])',
-          [waiting.map(String)],
-        );
-        const now = Date.now();
-        for (const r of seen) lagMs.set(Number(r.nu_proposta), now - answeredAt.get(Number(r.nu_proposta))!);
+      const unseen = waiting();
+      if (unseen.length > 0) {
+        try {
+          const seen = await rows<{ nu_proposta: string }>(
+            pool,
+            'SELECT nu_proposta FROM events WHERE nu_proposta = ANY($1::text[])',
+            [unseen.map(String)],
+          );
+          const now = Date.now();
+          for (const r of seen)
+            lagMs.set(Number(r.nu_proposta), now - answeredAt.get(Number(r.nu_proposta))!);
+        } catch (err) {
+          watchErrors += 1;
+          lastWatchError = (err as Error).message;
+        }
       }
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -155,7 +185,21 @@ function steadyLoad(pool: Pool, targets: ServerProcess[], firstNu: number, every
     async stop(): Promise<void> {
       running = false;
       await sending;
-      await waitFor(() => lagMs.size === answeredAt.size, 'every delivery of the load relayed', 60_000);
+      try {
+        await waitFor(() => lagMs.size === answeredAt.size, 'every delivery of the load relayed', 60_000);
+      } catch (err) {
+        const missing = waiting();
+        const inPostgres = await rows<{ webhook_id: string; nu_proposta: string | null }>(
+          pool,
+          'SELECT webhook_id, nu_proposta FROM events WHERE nu_proposta = ANY($1::text[])',
+          [missing.map(String)],
+        ).catch((e: Error) => `(could not read: ${e.message})`);
+        (err as Error).message +=
+          `\nnot seen: proposals ${missing.join(', ')} (answered ${missing.map((n) => Date.now() - answeredAt.get(n)!).join(', ')} ms ago);` +
+          ` in events now: ${JSON.stringify(inPostgres)}; the watcher's failed queries: ${watchErrors}` +
+          (lastWatchError === null ? '' : ` (last: ${lastWatchError})`);
+        throw err;
+      }
       await watching;
     },
   };
