@@ -15,6 +15,7 @@ import {
   isAlive,
   medianBy,
   metric,
+  metricTotal,
   peakRss,
   pinToCpus,
   stopProcess,
@@ -78,6 +79,8 @@ interface RunResult extends LoadResult {
   /** Forwarding rows: messages that reached the destination during the row, and still waiting at its end. */
   forwarded: number | null;
   forwardBacklog: number | null;
+  /** Tracing rows: spans the BatchSpanProcessor dropped (queue full or export failed), warm-up included. */
+  spansDropped: number | null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,6 +344,7 @@ async function runOne(
   let peakRssMb: number | null = null;
   let forwarded: number | null = null;
   let forwardBacklog: number | null = null;
+  let spansDropped: number | null = null;
   try {
     const cpuBefore = cpuMicros(server.child.pid);
     load = await runLoad({
@@ -372,6 +376,7 @@ async function runOne(
       );
       commitAvgMs = seconds === null ? null : seconds * 1000;
       if (server.destination !== null) forwardBacklog = metric(m.body, 'consig_forward_backlog');
+      if (target.traced === true) spansDropped = metricTotal(m.body, 'consig_trace_spans_dropped_total') ?? 0;
     }
     if (server.destination !== null) {
       const d = await server.destination.report();
@@ -414,6 +419,7 @@ async function runOne(
     peakRssMb,
     forwarded,
     forwardBacklog,
+    spansDropped,
   };
 }
 
