@@ -13,6 +13,8 @@ export interface LatencyProxy {
   through(url: string): string;
   /** Holds every chunk, both ways, until {@link resume}. */
   pause(): void;
+  /** How many chunks a pause holds now (those containing `text`, when given: a statement caught mid-flight). */
+  held(text?: string): number;
   /**
    * Loses one COMMIT's answer: the next connection that sends `after` has its next COMMIT passed on
    * to PostgreSQL (which commits it), then the link cut both ways before the answer comes back. The
@@ -30,9 +32,9 @@ export async function startLatencyProxy(
   const sockets = new Set<Socket>();
   let paused = false;
   /** Chunks that came while paused, each with the write that sends it on. */
-  const held: (() => void)[] = [];
-  const later = (send: () => void) => {
-    if (paused) held.push(send);
+  const held: { chunk: Buffer | null; send: () => void }[] = [];
+  const later = (send: () => void, chunk: Buffer | null = null) => {
+    if (paused) held.push({ chunk, send });
     else setTimeout(send, delayMs);
   };
   const track = (s: Socket) => {
@@ -41,7 +43,7 @@ export async function startLatencyProxy(
     s.on('error', () => s.destroy());
   };
   const pipe = (from: Socket, to: Socket) => {
-    from.on('data', (chunk) => later(() => to.writable && to.write(chunk)));
+    from.on('data', (chunk: Buffer) => later(() => to.writable && to.write(chunk), chunk));
     from.on('end', () => later(() => to.end()));
   };
   /** The armed loseCommitAnswer: what arms a connection, and what to call once it is cut. */
@@ -69,7 +71,7 @@ export async function startLatencyProxy(
         });
         return;
       }
-      later(() => upstream.writable && upstream.write(chunk));
+      later(() => upstream.writable && upstream.write(chunk), chunk);
     });
     client.on('end', () => later(() => upstream.end()));
     // A cut connection's upstream is left to finish the COMMIT it was given, then closed.
@@ -89,13 +91,14 @@ export async function startLatencyProxy(
     pause: () => {
       paused = true;
     },
+    held: (text) => held.filter((h) => text === undefined || h.chunk?.includes(text) === true).length,
     loseCommitAnswer: (after) =>
       new Promise<void>((resolve) => {
         lose = { after, cut: resolve };
       }),
     resume: () => {
       paused = false;
-      for (const send of held.splice(0)) setTimeout(send, delayMs);
+      for (const { send } of held.splice(0)) setTimeout(send, delayMs);
     },
     close: async () => {
       paused = false;

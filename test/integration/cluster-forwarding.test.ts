@@ -568,7 +568,8 @@ describe('two replicas on one database', () => {
       await waitFor(() => d.requests.some((req) => req.answer === null), 'a with requests open');
 
       proxy.pause();
-      await sleep(300); // a heartbeat every 100 ms: one is held now
+      // A heartbeat (`SELECT 1` on the lock connection) every 100 ms: the next one is held mid-flight.
+      await waitFor(() => proxy.held('SELECT 1\0') > 0, 'a heartbeat held by the paused link');
       const stopping = a.forwarder.stop(10_000);
       await sleep(100);
       proxy.resume();
@@ -642,15 +643,15 @@ describe("the sender's records on PostgreSQL", () => {
     );
     const open = d.requests.length;
     expect(await a.forwarder.stop(5000)).toBe(true);
-    await sleep(500);
     const refused = () =>
       a.senderLog.lines.filter(
         (l) =>
           l.msg ===
           'forwarding: could not record attempts while stopping; they stay pending and are sent again',
       ).length;
-    // Once per answer at most, and once more in stop(): a sender that kept trying on its own would
-    // be logging hundreds by now (and would write behind the next holder's back once let through).
+    // Once per answer at most, and once more in stop(): a sender that kept trying on its own after
+    // its stop would go on logging (checked below, once b has settled everything: the later event
+    // that gave it its chance) and would write behind the next holder's back once let through.
     const tried = refused();
     expect(tried).toBeGreaterThanOrEqual(1);
     expect(tried).toBeLessThanOrEqual(open + 1);
@@ -661,7 +662,6 @@ describe("the sender's records on PostgreSQL", () => {
     await db.pool.query('DROP TRIGGER refuse ON forward_attempts');
     replica(db, 'b', [config('crm', d)]);
     await settled(db.pool, 'crm', messages.length);
-    await sleep(300);
     expect(refused()).toBe(tried);
     const all = await attemptsAndRequests(db.pool, d);
     // What a sent went again with b (at-least-once), and only b's attempts are recorded.
