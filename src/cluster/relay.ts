@@ -12,7 +12,8 @@ import {
 } from '../domain/watermark';
 import { holdKeys } from './kick-lock';
 import type { OrderClock, OrderReading } from './order-clock';
-import { checkOut, type Sql, sqlOf } from './pg-sql';
+import { type Sql, sqlOf } from './pg-sql';
+import { inPoolTransaction } from './pg-store-sql';
 import {
   type Beats,
   DEFAULT_HOLDBACK_MAX_MS,
@@ -240,18 +241,7 @@ export class Relay {
   private async relayBatch(): Promise<number> {
     const rows = this.spool.read(this.cursor, this.options.batch);
     if (rows.length === 0) return 0;
-    const client = await checkOut(this.pool);
-    let committed = false;
-    let figures: BeatFigures;
-    try {
-      await client.query('BEGIN');
-      figures = await this.write(client, rows);
-      await client.query('COMMIT');
-      committed = true;
-    } finally {
-      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
-      client.release(!committed);
-    }
+    const figures = await inPoolTransaction(this.pool, 'BEGIN', (client) => this.write(client, rows));
     this.options.onBeat?.(figures);
     const through = rows[rows.length - 1]!.id;
     this.cursor = through;
@@ -279,30 +269,15 @@ export class Relay {
   }
 
   private async beat(): Promise<number> {
-    const client = await checkOut(this.pool);
-    let committed = false;
-    let figures: BeatFigures;
-    try {
-      await client.query('BEGIN');
+    const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client): Promise<BeatFigures> => {
       const sql = sqlOf(client);
       const o = await this.observe(sql, this.cursor);
       await publishBeat(sql, { ...o.own, relayedThrough: this.cursor, at: o.now, clockOffsetMs: o.offsetMs });
       const after = this.withOwn(o, o.own);
       const keys = await release(sql, after.at);
       await this.options.kick(sql, keys);
-      await client.query('COMMIT');
-      committed = true;
-      figures = {
-        timeline: o.timeline,
-        watermark: after,
-        clockOffsetMs: o.offsetMs,
-        released: keys.length,
-        reading: o.reading,
-      };
-    } finally {
-      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
-      client.release(!committed);
-    }
+      return figureOf(o, after, keys.length);
+    });
     this.options.onBeat?.(figures);
     return figures.released;
   }
@@ -500,13 +475,7 @@ export class Relay {
     // Below the watermark before this batch: another spool's later events may have been processed.
     const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
     if (late > 0) this.reportLate(late, o.before);
-    return {
-      timeline: o.timeline,
-      watermark: after,
-      clockOffsetMs: o.offsetMs,
-      released: released.length,
-      reading: o.reading,
-    };
+    return figureOf(o, after, released.length);
   }
 
   private reportLate(late: number, before: Watermark): void {
@@ -622,6 +591,11 @@ export class Relay {
       [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
     );
   }
+}
+
+/** What a heartbeat's transaction tells once committed. */
+function figureOf(o: Observed, watermark: Watermark, released: number): BeatFigures {
+  return { timeline: o.timeline, watermark, clockOffsetMs: o.offsetMs, released, reading: o.reading };
 }
 
 /** A new pending event the batch inserted. */
