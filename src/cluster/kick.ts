@@ -196,16 +196,6 @@ async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promi
   return { keys: [...work].map(([key, list]) => ({ key, rows: list })), watermark };
 }
 
-/** Processes `key`'s due events; returns how many reached a final status. */
-export async function runKick(
-  sql: Sql,
-  key: string,
-  ctx: KickContext,
-  options: KickOptions,
-): Promise<number> {
-  return runKicks(sql, [key], ctx, options);
-}
-
 /**
  * Processes each key's due events, in one transaction (a batch of kicks pg-boss handed one
  * worker). The messages they cause are stored last, once for the batch: the outbox's lock
@@ -308,7 +298,7 @@ async function fastPass(
       return 'stop';
     }
     const event = facts.get(row.id) as HandlerEvent;
-    const ops = stepOps(sql, ctx, options, pass.entries, pass.done);
+    const ops = pgStepOps(sql, ctx, options, pass.entries, pass.done);
     try {
       await drive(eventStep({ event, traceContext: row.trace_context }, { ...pass.ctx, now }, step), ops);
     } catch (err) {
@@ -440,16 +430,17 @@ class Aborted extends Error {
 }
 
 /**
- * PostgreSQL's answers to the event step, on the kick's transaction: statements prepared, a first
- * poll queued with pg-boss in the transaction, the messages collected in `entries`. With `done`
+ * PostgreSQL's answers to the event step, or to an effect program alone (pg-track.ts), on the
+ * caller's transaction: statements prepared, a first poll queued with pg-boss in the transaction,
+ * the messages collected in `entries`. With `done`
  * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
  * written together, and a rollback ends the pass ({@link Aborted}).
  */
-function stepOps(
+export function pgStepOps(
   sql: Sql,
-  ctx: KickContext,
-  options: KickOptions,
-  entries: OutboxEntry[],
+  ctx: Pick<EffectsContext, 'schedulePoll'>,
+  options: Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
+  entries: OutboxEntry[] = [],
   done?: { id: unknown; at: unknown }[],
 ): StepOps<'async'> {
   const { traces } = options;
@@ -465,8 +456,9 @@ function stepOps(
       if (kind === 'rollback') throw new Aborted(error as Error);
       return undefined;
     },
+    // Asked for only when `handlers` has some for the event: a kick's, whose options have a logger.
     partner: async (event, now) => {
-      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger };
+      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger as KickOptions['logger'] };
       for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
     },
     outbox: (list) => {
@@ -523,7 +515,7 @@ async function carefulStep(
   };
   const report: StepReport = await drive(
     eventStep(e, env, stepOptions(options)),
-    stepOps(sql, ctx, options, entries),
+    pgStepOps(sql, ctx, options, entries),
   );
   options.onProcessed?.(event.evento ?? event.kind, report.outcome);
   if (report.outcome === 'done') {
