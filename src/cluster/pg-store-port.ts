@@ -18,7 +18,14 @@ import {
 } from './pg-reads';
 import { inEngineTransaction, pgReplayHooks } from './pg-replay';
 import { type SchedulePoll, trackOnPostgres, type TrackRunners } from './pg-track';
-import { clientRunners, inPoolTransaction, pgStoreQuery, pgStoreSql, type PgQuery } from './pg-store-sql';
+import {
+  clientRunners,
+  inPoolTransaction,
+  pgStoreQuery,
+  pgStoreSql,
+  type PgQuery,
+  type PgRunners,
+} from './pg-store-sql';
 import { type Sql, sqlOf } from './pg-sql';
 import type { Engine } from './engine';
 
@@ -73,7 +80,7 @@ const READ_TIMEOUT = '10s';
 
 /** The port on a replica's pool (see the module's comment). */
 export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery> {
-  const { read, transaction, writing } = runners(options);
+  const { read, writing } = runners(options);
   const sql = pgStoreSql({ read, writing });
   return {
     name: options.name,
@@ -82,7 +89,7 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
     track: (t, now, graceMs) =>
       trackOnPostgres(
-        { transaction: (fn) => transaction((tx) => fn(tx, options.schedulePoll)), read },
+        { transaction: (fn) => writing((client) => fn(sqlOf(client), options.schedulePoll)), read },
         t,
         now,
         graceMs,
@@ -167,24 +174,11 @@ function pgCommandStorePort(
   };
 }
 
-type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
-type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
-type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
-type Writing = <T>(fn: (client: PoolClient) => Promise<T>) => Promise<T>;
-
-/** The guarded ways to reach PostgreSQL that every call of the pool's port takes (see {@link runners}). */
-export interface PgRunners {
-  guarded: Guarded;
-  read: Read;
-  transaction: Transaction;
-  /** A transaction as {@link Transaction}, on the client itself (pg-store-sql.ts). */
-  writing: Writing;
-}
-
 /**
- * `guarded`: refuses while the replica is not connected, and turns PostgreSQL's being away into a
- * StorageError. `read`: guarded, `fn` in one read-only snapshot on a connection of the pool, bounded
- * by {@link READ_TIMEOUT}. `transaction`: guarded, `fn` in one transaction.
+ * The ways every call of the pool's port reaches PostgreSQL, guarded: refused while the replica is
+ * not connected, PostgreSQL's being away turned into a StorageError. `read`: `fn` in one read-only
+ * snapshot on a connection of the pool, bounded by {@link READ_TIMEOUT}; `writing`: in one
+ * transaction.
  */
 function runners(options: PgPoolStoreOptions): PgRunners {
   const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -200,7 +194,6 @@ function runners(options: PgPoolStoreOptions): PgRunners {
   const inTransaction = <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> =>
     inPoolTransaction(options.pool, begin, fn);
   return {
-    guarded,
     read: (fn) =>
       guarded(() =>
         inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
@@ -208,7 +201,6 @@ function runners(options: PgPoolStoreOptions): PgRunners {
           return fn(client);
         }),
       ),
-    transaction: (fn) => guarded(() => inTransaction('BEGIN', (client) => fn(sqlOf(client)))),
     writing: (fn) => guarded(() => inTransaction('BEGIN', fn)),
   };
 }
