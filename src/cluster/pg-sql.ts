@@ -1,5 +1,4 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import type { EffectProgram } from '../core/effects';
 import type { HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
@@ -47,28 +46,6 @@ export function sqlOf(client: Queryable): Sql {
     prepared: async <R>(statement: Statement, values: readonly unknown[]) =>
       (await client.query(config(statement, values))).rows as R[],
   };
-}
-
-/**
- * Runs a core/effects.ts program on `sql` (inside the caller's transaction), each statement as a
- * named prepared statement; a registration's first poll is queued through `firstPoll`, in the same
- * transaction.
- */
-export async function runEffects<R>(
-  sql: Sql,
-  program: EffectProgram<R>,
-  firstPoll: (sql: Sql, requestId: string, at: Date) => Promise<void>,
-): Promise<R> {
-  let step = program.next([]);
-  while (step.done !== true) {
-    const s = step.value;
-    if ('statement' in s) step = program.next(await sql.prepared(s.statement, s.params));
-    else {
-      await firstPoll(sql, s.firstPoll.requestId, s.firstPoll.at);
-      step = program.next([]);
-    }
-  }
-  return step.value;
 }
 
 /** pg-boss's database shape (`executeSql`), for its `db` option: its writes join our transaction. */

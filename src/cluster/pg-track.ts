@@ -5,15 +5,10 @@ import { AVERBACAO } from '../domain/sql/read-statements';
 import { trackEffects } from '../core/effects';
 import { pgStoreQuery } from './pg-store-sql';
 import type { PgReader } from './pg-reads';
-import { runEffects, type Sql } from './pg-sql';
-
-/** A registration to track, as the admin routes or the `track` command declare or start it. */
-export interface TrackRequest {
-  requestId: string;
-  correlationId: string | null;
-  nuProposta: number | string | null;
-  via: 'declared' | 'started';
-}
+import type { Sql } from './pg-sql';
+import { drive } from '../core/event-step';
+import type { TrackRequest, Tracked } from '../core/store-port';
+import { pgStepOps } from './kick';
 
 /** Schedules a registration's poll in `tx`'s transaction (engine.ts `schedulePoll`). */
 export type SchedulePoll = (tx: Sql, requestId: string, at: Date) => Promise<void>;
@@ -32,7 +27,7 @@ export interface TrackRunners {
 /**
  * Tracks a registration in PostgreSQL, for the admin routes and the `track` command alike: the
  * row, its first poll queued as a pg-boss job in the same transaction (exactly one replica polls
- * it, docs/cluster.md §5.5), by the same decision SQLite mode's registry/tracking.ts applies; then
+ * it, docs/cluster.md §5.5), by the same decision SQLite mode's store/averbacoes-repo.ts `track` applies; then
  * the averbação as it now stands.
  */
 export async function trackOnPostgres(
@@ -40,12 +35,11 @@ export async function trackOnPostgres(
   t: TrackRequest,
   now: Date,
   graceMs: number,
-): Promise<{ created: boolean; averbacao: AverbacaoRow | undefined }> {
+): Promise<Tracked> {
   const created = await run.transaction((tx, schedulePoll) =>
-    runEffects(
-      tx,
+    drive(
       trackEffects(trackEffect(t, now.getTime(), { graceMs }), postgresDialect, now.toISOString()),
-      schedulePoll,
+      pgStepOps(tx, { schedulePoll }, {}),
     ),
   );
   // As core/store-reads.ts `averbacaoRow` reads it (cluster/ cannot import core/).

@@ -1,5 +1,4 @@
 import type { Statement } from 'better-sqlite3';
-import type { EffectProgram, EffectStatement } from '../core/effects';
 import type { HandlerSql } from '../domain/event-router';
 import type { Db } from './database';
 
@@ -107,28 +106,4 @@ export interface SharedStatement<R> {
 /** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
 export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
   return prepareShared<R>(db, q.text).all(q.params);
-}
-
-const NO_ROWS: readonly unknown[] = [];
-
-/**
- * Runs core/effects.ts programs on `db`, synchronously, inside whatever transaction the caller
- * opened; each statement is prepared once. A first poll needs no step of its own here: the poller
- * reads the row's `next_poll_at`, written with it.
- */
-export function effectsOn(db: Db): <R>(program: EffectProgram<R>) => R {
-  const prepared = new Map<EffectStatement, SharedStatement<unknown>>();
-  const rowsOf = (s: EffectStatement, params: readonly unknown[]): readonly unknown[] => {
-    let p = prepared.get(s);
-    if (p === undefined) prepared.set(s, (p = prepareShared(db, s.text)));
-    return p.reader ? p.all(params) : (p.run(params), NO_ROWS);
-  };
-  return (program) => {
-    let step = program.next(NO_ROWS);
-    while (step.done !== true) {
-      const s = step.value;
-      step = program.next('statement' in s ? rowsOf(s.statement, s.params) : NO_ROWS);
-    }
-    return step.value;
-  };
 }

@@ -2,7 +2,6 @@ import { statSync } from 'node:fs';
 import type { StorePort } from '../core/store-port';
 import { forwardingFigures } from '../core/sender-queries';
 import { prunePass } from '../core/prune-pass';
-import { trackEffect } from '../domain/event-effects';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { deliveryAlarmRepo } from './delivery-alarm-repo';
 import { sqliteStoreSql } from './sqlite-store-sql';
@@ -28,15 +27,10 @@ export function sqliteStorePort(
       if (result.queued.length > 0) wake.sweep?.();
       return result;
     },
-    track: async (t, now, graceMs) => {
-      const effect = trackEffect({ ...t, correlationId: t.correlationId ?? null }, now.getTime(), {
-        graceMs,
-      });
-      return {
-        created: store.averbacoes.track({ ...effect, now: now.toISOString() }),
-        averbacao: store.averbacoes.get(t.requestId),
-      };
-    },
+    track: async (t, now, graceMs) => ({
+      created: store.averbacoes.track(t, now, graceMs),
+      averbacao: store.averbacoes.get(t.requestId),
+    }),
     // The sender thread reads on its own connection: woken once a write has committed.
     senderWake: { afterWrite: () => wake.nudge?.() },
     consoleFigures: async () => ({

@@ -212,15 +212,11 @@ describe('sessions and averbações', () => {
 
   it('lists averbações newest first by keyset', async () => {
     for (let i = 0; i < 5; i++) {
-      store.averbacoes.track({
-        requestId: `req-${i}`,
-        correlationId: null,
-        nuProposta: i,
-        status: 'queued',
-        via: 'declared',
-        now: at(i),
-        nextPollAt: at(i + 1),
-      });
+      store.averbacoes.track(
+        { requestId: `req-${i}`, nuProposta: i, via: 'declared' },
+        new Date(at(i)),
+        1000,
+      );
     }
     const first = await log.averbacoes({ limit: 3 });
     expect(first.rows.map((r) => r.request_id)).toEqual(['req-4', 'req-3', 'req-2']);

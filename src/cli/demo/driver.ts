@@ -1,6 +1,5 @@
 import type { AverbacaoAccepted, ServiceClient } from '../../client';
 import type { Simulator } from '../../simulator';
-import { trackStarted } from '../../registry/tracking';
 import type { Store } from '../../store/store';
 
 /**
@@ -102,7 +101,10 @@ export class DemoDriver {
         this.simulator.setRegistry({ webhook: 'send' });
       }
     });
-    trackStarted(this.options.store.averbacoes, accepted, nu, new Date(), this.options.webhookGraceMs);
+    // Tracked as started: `queued`, first poll after the webhook's grace (store/averbacoes-repo.ts).
+    const { requestId, correlationId } = accepted;
+    const started = { requestId, correlationId, nuProposta: nu, via: 'started' } as const;
+    this.options.store.averbacoes.track(started, new Date(), this.options.webhookGraceMs);
     return accepted.requestId;
   }
 
