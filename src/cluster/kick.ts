@@ -9,14 +9,14 @@ import {
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
-import { postgresDialect } from '../domain/sql/dialect';
+import { canonicalNu, postgresDialect } from '../domain/sql/dialect';
 import type { Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
 import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, handlerSqlOf, type Sql } from './pg-sql';
+import { handlerSqlOf, type Sql } from './pg-sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
@@ -109,7 +109,7 @@ const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts 
   next_attempt_at = NULL, last_error = NULL FROM unnest($1::bigint[], $2::timestamptz[]) AS d(id, at)
   WHERE events.id = d.id`;
 
-/** Which events each kind of work key selects, as pipeline.workKey() derives the keys. */
+/** Which events each kind of work key selects, as domain/work-key.ts derives the keys. */
 const KEY_CONDITION = {
   p: { type: 'text', where: 'nu_proposta = k.v', limit: BY_ORDER_TIME },
   r: { type: 'text', where: 'nu_proposta IS NULL AND request_id = k.v', limit: BY_ORDER_TIME },
@@ -131,7 +131,7 @@ function dueSql(kinds: readonly (keyof typeof KEY_CONDITION)[]): string {
     .join('\nUNION ALL\n');
 }
 
-/** A work key, as pipeline.workKey() derives it: which events it selects. */
+/** A work key, as domain/work-key.ts derives it: which events it selects. */
 interface Key {
   key: string;
   kind: 'p' | 'r' | 'e';

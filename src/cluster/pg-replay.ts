@@ -2,7 +2,7 @@ import type { Client } from 'pg';
 import type { ReplayHooks } from '../domain/event-status';
 import { type Engine, startEngine } from './engine';
 import { holdKeys } from './kick-lock';
-import { workKeyOf } from './relay';
+import { workKeyOf } from '../domain/work-key';
 import type { Sql } from './pg-sql';
 
 /**

@@ -85,9 +85,6 @@ export function iso(value: Date | string | null): string | null {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
 }
 
-/** nu_proposta is text in PostgreSQL (one home: the outbox's read-back needs it too). */
-export { canonicalNu } from '../domain/sql/dialect';
-
 const guarded = new WeakSet<object>();
 
 /**

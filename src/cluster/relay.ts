@@ -10,6 +10,7 @@ import {
   type Watermark,
   watermarkOf,
 } from '../domain/watermark';
+import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
 import type { OrderClock, OrderReading } from './order-clock';
 import { type Sql, sqlOf } from './pg-sql';
@@ -151,28 +152,6 @@ function relayedStatus(local: string): 'pending' | 'ignored' | 'invalid' {
   // done/failed/dead only exist in a spool that ran in SQLite mode before: replayed here, so that
   // PostgreSQL's tables are built from the whole history.
   return local === 'ignored' || local === 'invalid' ? local : 'pending';
-}
-
-/** The work key of an event, as pipeline.workKey() derives it. */
-export function workKeyOf(e: {
-  id: string | number;
-  nu_proposta: string | number | null;
-  request_id: string | null;
-}): string {
-  return sharedWorkKeyOf(e) ?? `e:${e.id}`;
-}
-
-/**
- * The work key an event shares with others (its proposal's, or its registration's), known before
- * it has an id; null for an event that is its own key (`e:<id>`, which no earlier kick can hold).
- */
-export function sharedWorkKeyOf(e: {
-  nu_proposta: string | number | null;
-  request_id: string | null;
-}): string | null {
-  if (e.nu_proposta !== null) return `p:${String(e.nu_proposta)}`;
-  if (e.request_id !== null) return `r:${e.request_id}`;
-  return null;
 }
 
 /**

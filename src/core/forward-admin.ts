@@ -20,6 +20,7 @@ import {
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
 import { destinationWants, type MessageBody } from '../domain/forwarding/messages';
 import { parseJsonOrUndefined } from '../domain/json';
+import { canonicalNu } from '../domain/sql/dialect';
 import { inList, whereGiven } from '../domain/sql/read-statements';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
@@ -122,13 +123,12 @@ const locked = (q: StoreQuery, clause: 'UPDATE' | 'UPDATE OF d' = 'UPDATE'): str
 
 /**
  * `nu_proposta` as the SQLite log holds it (an INTEGER column: an integer as a number), from
- * PostgreSQL's text: the relay writes an integer as its decimal (cluster/pg-sql.ts canonicalNu).
+ * PostgreSQL's text: the relay writes an integer as its decimal.
  */
-function logNu(nu: number | string | null): number | string | null {
-  return typeof nu === 'string' && /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
-}
-
-const forwardRow = (row: ForwardRow): ForwardRow => ({ ...row, nu_proposta: logNu(row.nu_proposta) });
+const forwardRow = (row: ForwardRow): ForwardRow => {
+  const nu = row.nu_proposta;
+  return { ...row, nu_proposta: typeof nu === 'string' ? canonicalNu(nu) : nu };
+};
 
 /**
  * A filter's `nu_proposta` as text: PostgreSQL's column is text, and SQLite's INTEGER column reads

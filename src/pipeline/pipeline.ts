@@ -26,12 +26,8 @@ import type { Traces } from '../domain/tracing';
 import { sqliteDialect } from '../domain/sql/dialect';
 import type { Reported } from './outcome';
 import { isLockBusy } from '../domain/errors';
-import {
-  type EventForWork,
-  type PipelineQueries,
-  pipelineQueries,
-  type WorkItem,
-} from '../store/pipeline-queries';
+import { workKeyOf } from '../domain/work-key';
+import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
 
 /**
  * The event pipeline: stored events → handlers, in an in-process p-queue.
@@ -157,12 +153,6 @@ const UNAVAILABLE_RETRY_MS = 1000;
  * BEGIN IMMEDIATE blocked the event loop for the connection's short busy timeout only).
  */
 const LOCKED_RETRY_MS = 50;
-
-export function workKey(item: Pick<WorkItem, 'id' | 'nu_proposta' | 'request_id'>): string {
-  if (item.nu_proposta !== null && item.nu_proposta !== undefined) return `p:${item.nu_proposta}`;
-  if (item.request_id !== null && item.request_id !== undefined) return `r:${item.request_id}`;
-  return `e:${item.id}`;
-}
 
 export class Pipeline {
   private readonly queue: PQueue;
@@ -297,7 +287,7 @@ export class Pipeline {
     if (this.stopping) return;
     try {
       const now = this.options.clock.now().toISOString();
-      for (const item of this.q.due(now, 1000)) this.enqueue(item.id, workKey(item));
+      for (const item of this.q.due(now, 1000)) this.enqueue(item.id, workKeyOf(item));
       this.catchUp();
     } catch (err) {
       this.options.logger.error({ err: (err as Error).message }, 'pipeline sweep failed; trying again');
@@ -311,7 +301,7 @@ export class Pipeline {
   private recover(): number {
     const before = this.tracked.size;
     this.db.transaction(() => {
-      for (const item of this.q.backlog()) this.enqueue(item.id, workKey(item));
+      for (const item of this.q.backlog()) this.enqueue(item.id, workKeyOf(item));
       this.watermark = Math.max(this.watermark, this.q.maxId());
     })();
     return this.tracked.size - before;
@@ -322,7 +312,7 @@ export class Pipeline {
     for (;;) {
       const rows = this.q.after(this.watermark, 1000);
       for (const row of rows) {
-        if (row.status === 'pending') this.enqueue(row.id, workKey(row));
+        if (row.status === 'pending') this.enqueue(row.id, workKeyOf(row));
         this.watermark = row.id;
       }
       if (rows.length < 1000) return;
