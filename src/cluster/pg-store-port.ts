@@ -17,7 +17,9 @@ import {
   withPgReads,
 } from './pg-reads';
 import { inEngineTransaction, pgReplayHooks } from './pg-replay';
-import { type SchedulePoll, trackOnPostgres, type TrackRunners } from './pg-track';
+import { drive } from '../core/event-step';
+import type { EffectProgram } from '../core/effects';
+import { pgStepOps } from './kick';
 import {
   clientRunners,
   inPoolTransaction,
@@ -75,6 +77,17 @@ export interface PgPoolStoreOptions {
   schedulePoll: SchedulePoll;
 }
 
+type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
+
+/**
+ * An effect program on `sql`'s transaction, as the kicks run the event step's (kick.ts ops): a
+ * first poll queued as a pg-boss job in the same transaction, so that exactly one replica polls it
+ * (docs/cluster.md §5.5).
+ */
+function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
+  return drive(program, pgStepOps(sql, { schedulePoll }, {}));
+}
+
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
 const READ_TIMEOUT = '10s';
 
@@ -87,13 +100,7 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
     sql,
     replaying: (fn) =>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
-    track: (t, now, graceMs) =>
-      trackOnPostgres(
-        { transaction: (fn) => writing((client) => fn(sqlOf(client), options.schedulePoll)), read },
-        t,
-        now,
-        graceMs,
-      ),
+    effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
     ...pgFigures,
     // The server listens through its forwarder (cluster/forwarder.ts), not through the port.
     listen: async () => undefined,
@@ -139,14 +146,6 @@ function pgCommandStorePort(
   const commandSql = pgStoreSql(clientRunners(client));
   const inEngine = <R>(fn: (engine: Engine) => Promise<{ result: R; commit: boolean }>) =>
     inEngineTransaction(client, databaseUrl, fn);
-  const runners: TrackRunners = {
-    transaction: (fn) =>
-      inEngine(async (engine) => ({
-        result: await fn(sql, (tx, id, at) => engine.schedulePoll(tx, id, at)),
-        commit: true,
-      })),
-    read: (fn) => fn(client),
-  };
   return {
     name: describePgTarget(pgTarget(databaseUrl)),
     sql: commandSql,
@@ -159,7 +158,11 @@ function pgCommandStorePort(
         );
         return { result, commit: result.queued.length > 0 };
       }),
-    track: (t, now, graceMs) => trackOnPostgres(runners, t, now, graceMs),
+    effects: (program) =>
+      inEngine(async (engine) => ({
+        result: await pgEffects(sql, (tx, id, at) => engine.schedulePoll(tx, id, at), program),
+        commit: true,
+      })),
     ...pgFigures,
     // A message committed by any replica calls `onChange` (the outbox's NOTIFY).
     listen: async (onChange) => {

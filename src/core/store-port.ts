@@ -25,7 +25,9 @@ import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows'
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
+import { trackEffect } from '../domain/event-effects';
 import { consoleQueries, type StoreSqlOf } from './console-queries';
+import { type EffectProgram, trackEffects } from './effects';
 import type { AverbacaoListRow } from './console-reads';
 import { endSessionsAudited } from './console-session-queries';
 import type { AlarmFigures } from './console-overview';
@@ -67,10 +69,10 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
    */
   replaying(fn: (q: StoreQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
   /**
-   * Tracks a registration declared here or started through the service's client (`queued`, first
-   * poll after `graceMs`); one already tracked only gets its missing fields. `created`: it was new.
+   * Runs an effect program (core/effects.ts: a registration's tracking) in one transaction, the
+   * first poll it asks for queued in it (PostgreSQL: a pg-boss job; SQLite polls from the row).
    */
-  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
+  effects<R>(program: EffectProgram<R>): Promise<R>;
   /** How a write to the forwarding tables wakes the sender (core/forward-admin.ts). */
   readonly senderWake: SenderWake;
   /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
@@ -131,7 +133,11 @@ export interface AdminStore {
   /** Tracked registrations, the most recently created first. */
   averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
   averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
-  /** {@link StorePort.track}. */
+  /**
+   * Tracks a registration declared here or started through the service's client (`queued`, first
+   * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
+   * missing fields. `created`: it was new.
+   */
   track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
   /** The forwarding tables (contract §8). */
   forwards: ForwardAdmin;
@@ -140,10 +146,15 @@ export interface AdminStore {
 }
 
 export function adminStore(port: StorePort<StoreQuery>): AdminStore {
+  const reads = storeReads(port.sql);
   return {
-    ...storeReads(port.sql),
+    ...reads,
     replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
-    track: (t, now, graceMs) => port.track(t, now, graceMs),
+    track: async (t, now, graceMs) => {
+      const effect = trackEffect(t, now.getTime(), { graceMs });
+      const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
+      return { created, averbacao: await reads.averbacao(t.requestId) };
+    },
     forwards: forwardAdmin(port.sql, port.senderWake),
     feed: feedReader(port.sql),
   };

@@ -1,15 +1,9 @@
-import { trackEffects } from '../core/effects';
-import { driveSync } from '../core/event-step';
-import type { TrackRequest } from '../core/store-port';
-import { trackEffect } from '../domain/event-effects';
 import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow } from '../domain/log-rows';
-import { sqliteDialect } from '../domain/sql/dialect';
 import { AVERBACAO, averbacoesQuery } from '../domain/sql/read-statements';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import type { Db } from './database';
 import { prepareShared, sqliteRows } from './handler-sql';
-import { sqliteStepOps } from './step-ops';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
@@ -17,9 +11,6 @@ export type { TrackedVia } from '../domain/event-effects';
 export type { AverbacaoRow } from '../domain/log-rows';
 
 export function averbacoesRepo(db: Db) {
-  // The writes of tracking, as the built-in handlers make them (core/effects.ts), run as the event
-  // step runs them on SQLite (step-ops.ts).
-  const ops = sqliteStepOps(db, { traces: undefined });
   // Written once for both stores (domain/sql/read-statements.ts), as the listing below; one `?`.
   const get = prepareShared<AverbacaoRow>(db, AVERBACAO);
   const due = db.prepare<[string, number], AverbacaoRow>(
@@ -29,24 +20,6 @@ export function averbacoesRepo(db: Db) {
   const recordPoll = prepareShared<{ polling: number }>(db, RECORD_POLL);
   const markStale = prepareShared(db, MARK_STALE);
   return {
-    /**
-     * Starts tracking a registration declared here or started through the client, as
-     * domain/event-effects.ts `trackEffect` decides (`queued`, first poll after the webhook's
-     * grace); false when it was tracked already (missing fields are filled, nothing overwritten).
-     */
-    track: (
-      t: Omit<TrackRequest, 'correlationId'> & { correlationId?: string | null },
-      now: Date,
-      graceMs: number,
-    ) =>
-      driveSync(
-        trackEffects(
-          trackEffect({ ...t, correlationId: t.correlationId ?? null }, now.getTime(), { graceMs }),
-          sqliteDialect,
-          now.toISOString(),
-        ),
-        ops,
-      ),
     get: (requestId: string) => get.get([requestId]),
     due: (now: string, limit: number) => due.all(now, limit),
     /** Records a poll; returns whether the registration is still polled. */

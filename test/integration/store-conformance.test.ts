@@ -545,7 +545,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     beforeEach(() => {
       log = store.consoleQueries;
     });
-    /** An averbação as tracking writes it (store/averbacoes-repo.ts, pg-track.ts). */
+    /** An averbação as tracking writes it (core/store-port.ts `track`). */
     const addAverbacao = (a: NewAverbacao) =>
       store.exec(
         `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)

@@ -13,8 +13,8 @@ export interface DemoDriverOptions {
   client: ServiceClient;
   /** The receiver's database: what the demo watches. */
   store: Store;
-  /** REGISTRY_WEBHOOK_GRACE_MS of the receiver, for averbações this demo starts. */
-  webhookGraceMs: number;
+  /** Tracks an averbação the demo started (service-commands.ts `trackStarted`). */
+  track(accepted: AverbacaoAccepted, nu: number): Promise<unknown>;
   /** How long any one wait may last before the demo gives up. */
   timeoutMs: number;
   /** Named in a timeout's message: where to look for why. */
@@ -101,10 +101,7 @@ export class DemoDriver {
         this.simulator.setRegistry({ webhook: 'send' });
       }
     });
-    // Tracked as started: `queued`, first poll after the webhook's grace (store/averbacoes-repo.ts).
-    const { requestId, correlationId } = accepted;
-    const started = { requestId, correlationId, nuProposta: nu, via: 'started' } as const;
-    this.options.store.averbacoes.track(started, new Date(), this.options.webhookGraceMs);
+    await this.options.track(accepted, nu);
     return accepted.requestId;
   }
 
