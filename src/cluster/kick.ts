@@ -6,6 +6,7 @@ import {
   type StepOps,
   type StepOptions,
   type StepReport,
+  stepTracing,
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
@@ -430,7 +431,7 @@ class Aborted extends Error {
 }
 
 /**
- * PostgreSQL's answers to the event step, or to an effect program alone (pg-track.ts), on the
+ * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts `effects`), on the
  * caller's transaction: statements prepared, a first poll queued with pg-boss in the transaction,
  * the messages collected in `entries`. With `done`
  * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
@@ -443,7 +444,7 @@ export function pgStepOps(
   entries: OutboxEntry[] = [],
   done?: { id: unknown; at: unknown }[],
 ): StepOps<'async'> {
-  const { traces } = options;
+  const tracing = stepTracing(options.traces);
   return {
     rows: (s, params) => {
       if (done === undefined || s !== STEP_SQL.done) return sql.prepared(s, params);
@@ -462,16 +463,10 @@ export function pgStepOps(
       for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
     },
     outbox: (list) => {
-      // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
-      const traceContext = traces?.current() ?? null;
+      const traceContext = tracing.context();
       entries.push(...(traceContext === null ? list : list.map((e) => ({ ...e, traceContext }))));
     },
-    span: (span, fn) => {
-      if (traces === undefined) return fn();
-      return 'stage' in span
-        ? traces.stage(span.stage, fn)
-        : traces.processing(span.processing, span.attributes, fn);
-    },
+    span: tracing.span,
   };
 }
 
