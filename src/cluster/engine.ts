@@ -1,6 +1,6 @@
 import { PgBoss } from 'pg-boss';
 import type { ConnectionSettings } from './connection';
-import { bossDbOf, type Sql } from './pg-sql';
+import { bossDbOf, type ClusterLogger, type Sql } from './pg-sql';
 
 /**
  * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one
@@ -20,11 +20,6 @@ export interface KickData {
 }
 export interface PollData {
   requestId: string;
-}
-
-export interface EngineLogger {
-  error(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
 }
 
 export interface Engine {
@@ -54,7 +49,7 @@ export interface Engine {
 export interface EngineOptions {
   /** Connections pg-boss may open (its workers' transactions included). */
   max: number;
-  logger: EngineLogger;
+  logger: Pick<ClusterLogger, 'error' | 'warn'>;
   /** A kick's claim lapses after this: a dead replica's kicks run elsewhere about then. @default 10 */
   kickExpireSeconds?: number;
   /**

@@ -5,6 +5,7 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { senderStore } from '../core/sender-queries';
 import { pgStoreSql, poolRunners } from './pg-store-sql';
+import type { ClusterLogger } from './pg-sql';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -56,11 +57,6 @@ export interface DestinationSender {
   circuits(): Map<string, CircuitState>;
 }
 
-export interface ForwarderLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
 export interface ClusterForwarderOptions {
   /** The pool the senders read and record on. */
   pool: Pool;
@@ -73,7 +69,7 @@ export interface ClusterForwarderOptions {
    * Passed in: cluster/ imports nothing of forwarding/ (the layering lint).
    */
   createSender(destination: Destination, store: SenderStore): DestinationSender;
-  logger: ForwarderLogger;
+  logger: Pick<ClusterLogger, 'info' | 'warn'>;
   /**
    * How often the locks this replica does not hold are tried (and the lock connection checked):
    * a dead holder's destinations are taken over within about this long.

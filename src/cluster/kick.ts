@@ -17,7 +17,7 @@ import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
 import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
-import { handlerSqlOf, type Sql } from './pg-sql';
+import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
@@ -48,7 +48,7 @@ export interface KickOptions {
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
   onError?(error: Error, event: EventFacts): void;
-  logger: EffectsLogger & { error(fields: Record<string, unknown>, message: string): void };
+  logger: ClusterLogger;
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
   /** A partner's own handlers (`configureHandlers`), awaited after the built-in effects. */

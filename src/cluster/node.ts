@@ -33,7 +33,7 @@ import {
   redactedMessage,
 } from './connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
+import { type BossDb, checkOut, type ClusterLogger, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
@@ -49,12 +49,6 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
  * no kick or registry-poll worker and sends no destination: its event loop answers webhooks and
  * moves them to PostgreSQL, and the replicas with workers process and send everything.
  */
-
-export interface ClusterLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-  error(fields: Record<string, unknown>, message: string): void;
-}
 
 export interface ClusterNodeOptions {
   databaseUrl: string;

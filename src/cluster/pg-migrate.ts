@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Client, type Pool, type PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
-import { checkOut } from './pg-sql';
+import { checkOut, type ClusterLogger } from './pg-sql';
 import { migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**
@@ -25,10 +25,8 @@ export interface PgMigration {
   checksum: string;
 }
 
-/** What migratePostgres logs: pino's `logger.info(fields, message)` shape. */
-export interface MigrationLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-}
+/** What migratePostgres logs. */
+type MigrationLogger = Pick<ClusterLogger, 'info'>;
 
 export interface MigratePostgresOptions {
   /** The folder of `NNNN_name.sql` files. @default `migrations-pg/` next to the package */

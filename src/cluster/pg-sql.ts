@@ -1,5 +1,5 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import type { HandlerSql } from '../domain/event-router';
+import type { HandlerLogger, HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
  * the transaction pg-boss hands a transactional worker. Parameterised queries only.
@@ -47,6 +47,9 @@ export function sqlOf(client: Queryable): Sql {
       (await client.query(config(statement, values))).rows as R[],
   };
 }
+
+/** What cluster/ logs through, pino's `logger.level(fields, message)` shape (as a partner's handlers). */
+export type ClusterLogger = HandlerLogger;
 
 /** pg-boss's database shape (`executeSql`), for its `db` option: its writes join our transaction. */
 export interface BossDb {

@@ -13,7 +13,7 @@ import {
 import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
 import type { OrderClock, OrderReading } from './order-clock';
-import { type Sql, sqlOf } from './pg-sql';
+import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
 import { inPoolTransaction } from './pg-store-sql';
 import {
   type Beats,
@@ -66,11 +66,7 @@ export interface RelayOptions {
   intervalMs: number;
   kick(sql: Sql, keys: readonly string[]): Promise<void>;
   now(): Date;
-  logger: {
-    info(fields: Record<string, unknown>, message: string): void;
-    warn(fields: Record<string, unknown>, message: string): void;
-    error(fields: Record<string, unknown>, message: string): void;
-  };
+  logger: ClusterLogger;
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
