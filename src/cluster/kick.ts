@@ -237,17 +237,6 @@ export async function runKicks(
   return finished;
 }
 
-/** What the fast pass keeps of its events until it knows it is kept. */
-interface Pass {
-  /** The events' context but their clock: statuses locked for the batch, log lines held back. */
-  ctx: Omit<EffectsContext, 'now'>;
-  facts: Map<string, HandlerEvent>;
-  done: { id: unknown; at: unknown }[];
-  entries: OutboxEntry[];
-  /** Log lines and metrics: run once the pass is kept, so that a pass run again counts once. */
-  later: (() => void)[];
-}
-
 /** The event that threw in the fast pass, and what it threw. */
 interface Threw {
   id: string;
@@ -277,37 +266,29 @@ async function fastPass(
     return 0;
   }
   await sql.query('SAVEPOINT consig_batch');
+  // Log lines and metrics run once the pass is kept, so that a pass run again counts once; the
+  // messages and done marks are kept until then too.
   const later: (() => void)[] = [];
   const logger: EffectsLogger = {
     info: (fields, message) => void later.push(() => ctx.logger.info(fields, message)),
     warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
   };
   const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
-  const step = stepOptions(options);
-  const pass: Pass = {
-    ctx: { ...ctx, dialect: postgresDialect, logger, sql, statuses: await lockProposals(sql, nus) },
-    facts,
-    done: [],
-    entries: [],
-    later,
-  };
+  const statuses = await lockProposals(sql, nus);
+  const env = { ...ctx, dialect: postgresDialect, logger, statuses };
+  const [step, entries, done] = [stepOptions(options), [] as OutboxEntry[], [] as Done[]];
+  const ops = pgStepOps(sql, ctx, options, entries, done);
   let threw: Threw | null = null;
-  await eachInOrder(sql, work, options, holds, async (key, row) => {
-    const now = ctx.now();
-    if (notDue(row, now)) {
-      await options.kick(sql, [key], row.next_attempt_at as Date);
-      return 'stop';
-    }
+  await eachInOrder(sql, work, ctx, options, holds, async (row, now) => {
     const event = facts.get(row.id) as HandlerEvent;
-    const ops = pgStepOps(sql, ctx, options, pass.entries, pass.done);
     try {
-      await drive(eventStep({ event, traceContext: row.trace_context }, { ...pass.ctx, now }, step), ops);
+      await drive(eventStep({ event, traceContext: row.trace_context }, { ...env, now }, step), ops);
     } catch (err) {
       if (!(err instanceof Aborted)) throw err;
       threw = { id: row.id, error: err.error };
       return 'abort';
     }
-    pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+    later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
     return 'next';
   });
   if (threw !== null) {
@@ -315,13 +296,15 @@ async function fastPass(
     await sql.query('RELEASE SAVEPOINT consig_batch');
     return { threw };
   }
-  const { done } = pass;
   if (done.length > 0) await sql.query(DONE_ALL, [done.map((d) => d.id), done.map((d) => d.at)]);
   await sql.query('RELEASE SAVEPOINT consig_batch');
-  outbox.push(...pass.entries);
+  outbox.push(...entries);
   for (const f of later) f();
   return done.length;
 }
+
+/** A `done` mark the fast pass writes with the batch's others: the event, and when it ran. */
+type Done = { id: unknown; at: unknown };
 
 type Step = 'next' | 'stop' | 'abort';
 
@@ -342,16 +325,18 @@ function heldOf(work: Work): Hold[] {
  * Runs `step` on the batch's events in received_at order across its keys: the order the replicas
  * acknowledged them, SQLite mode's order, so that an event of one key never runs before an earlier
  * event of another key in the same batch (a registry result before its proposal's next event). A
- * key stops at its first event above the watermark (pushed to `holds`), and at the first step that
- * says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each key
- * that stopped nowhere and loaded a full batch is kicked again.
+ * key stops at its first event above the watermark (pushed to `holds`), at a retry not due yet (it
+ * holds its proposal's later events back, and is kicked again when due), and at the first step that
+ * says 'stop' (a failure to retry later); 'abort' ends the whole batch. Each key that stopped
+ * nowhere and loaded a full batch is kicked again.
  */
 async function eachInOrder(
   sql: Sql,
   work: Work,
+  ctx: KickContext,
   options: KickOptions,
   holds: Hold[],
-  step: (key: string, row: EventRow) => Promise<Step>,
+  step: (row: EventRow, now: Date, key: string) => Promise<Step>,
 ): Promise<void> {
   const all = work.keys.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
   all.sort((a, b) => byReceipt(a.row, b.row));
@@ -363,7 +348,10 @@ async function eachInOrder(
       stopped.add(key);
       continue;
     }
-    const next = await step(key, row);
+    const now = ctx.now();
+    const next = notDue(row, now)
+      ? await retryLater(sql, options, key, row.next_attempt_at)
+      : await step(row, now, key);
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
   }
@@ -385,8 +373,8 @@ async function carefulPass(
   holds: Hold[],
 ): Promise<number> {
   let finished = 0;
-  await eachInOrder(sql, work, options, holds, async (key, row) => {
-    const step = await carefulStep(sql, key, row, ctx, options, outbox, threw);
+  await eachInOrder(sql, work, ctx, options, holds, async (row, now, key) => {
+    const step = await carefulStep(sql, key, row, now, ctx, options, outbox, threw);
     if (step.finished) finished += 1;
     return step.next;
   });
@@ -442,7 +430,7 @@ export function pgStepOps(
   ctx: Pick<EffectsContext, 'schedulePoll'>,
   options: Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
   entries: OutboxEntry[] = [],
-  done?: { id: unknown; at: unknown }[],
+  done?: Done[],
 ): StepOps<'async'> {
   const tracing = stepTracing(options.traces);
   return {
@@ -484,21 +472,28 @@ function notDue(row: EventRow, now: Date): boolean {
   return row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime();
 }
 
+/** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
+async function retryLater(
+  sql: Sql,
+  options: KickOptions,
+  key: string,
+  at: Date | string | null,
+): Promise<Step> {
+  await options.kick(sql, [key], new Date(at as Date | string));
+  return 'stop';
+}
+
 /** One event in a savepoint of its own: done, or its failure recorded (retry later, or dead). */
 async function carefulStep(
   sql: Sql,
   key: string,
   row: EventRow,
+  now: Date,
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
   threw: Threw | null,
 ): Promise<{ next: Step; finished: boolean }> {
-  const now = ctx.now();
-  if (notDue(row, now)) {
-    await options.kick(sql, [key], row.next_attempt_at as Date);
-    return { next: 'stop', finished: false };
-  }
   const event = toFacts(row);
   const entries: OutboxEntry[] = [];
   const env: EffectsEnv = { ...ctx, dialect: postgresDialect, now };
@@ -527,8 +522,7 @@ async function carefulStep(
   });
   // A dead letter no longer holds its proposal back.
   if (failure.nextAttemptAt === null) return { next: 'next', finished: true };
-  await options.kick(sql, [key], new Date(failure.nextAttemptAt));
-  return { next: 'stop', finished: false };
+  return { next: await retryLater(sql, options, key, failure.nextAttemptAt), finished: false };
 }
 
 function toFacts(row: EventRow): HandlerEvent {
