@@ -6,7 +6,7 @@ import {
   drive,
   driveSync,
   eventStep,
-  type StepEvent,
+  type StepProgram,
   type StepOps,
   type StepOptions,
   type StepReport,
@@ -437,12 +437,11 @@ export class Pipeline {
     let r: Reported;
     try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
-      const row = q.load(id);
-      if (!row || (row.status !== 'pending' && row.status !== 'failed')) r = { id, outcome: 'skipped' };
+      const row = runnable(q.load(id));
+      if (row === null) r = { id, outcome: 'skipped' };
       else {
         const event = handlerEventOf(row);
-        const report = await drive(eventStep(this.stepEvent(row, event), this.env(now), this.step), ops);
-        r = reported(id, report, row, event);
+        r = reported(id, await drive(this.eventStep(row, event, now), ops), row, event);
       }
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
     } catch (err) {
@@ -521,19 +520,17 @@ export class Pipeline {
 
   /** Runs one event's step (its own savepoint). Never throws. */
   private runOne(id: number, now: Date): Reported {
-    let row: EventForWork | undefined;
+    let row: EventForWork | null;
     try {
-      row = this.q.load(id);
+      row = runnable(this.q.load(id));
     } catch (err) {
       return { id, outcome: 'unavailable', error: err as Error };
     }
-    if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
+    if (row === null) return { id, outcome: 'skipped' };
     const event = handlerEventOf(row);
-    if (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0)
-      return { id, outcome: 'partner' };
+    if (this.partnerFor(event)) return { id, outcome: 'partner' };
     try {
-      const report = driveSync(eventStep(this.stepEvent(row, event), this.env(now), this.step), this.ops);
-      return reported(id, report, row, event);
+      return reported(id, driveSync(this.eventStep(row, event, now), this.ops), row, event);
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -545,17 +542,15 @@ export class Pipeline {
     }
   }
 
-  private env(now: Date): EffectsEnv {
-    return {
+  /** The event step of `event`, loaded as `row`, at `now` (core/event-step.ts). */
+  private eventStep(row: EventForWork, event: HandlerEvent, now: Date): StepProgram<StepReport> {
+    const env: EffectsEnv = {
       dialect: sqliteDialect,
       now,
       logger: this.options.logger,
       schedule: this.options.stages.schedule,
     };
-  }
-
-  private stepEvent(row: EventForWork, event: HandlerEvent): StepEvent {
-    return { event, traceContext: row.trace_context };
+    return eventStep({ event, traceContext: row.trace_context }, env, this.step);
   }
 
   /** Whether the partner stage has handlers for `event` (configureHandlers'). */
@@ -586,6 +581,11 @@ export class Pipeline {
   private reportDepth(): void {
     this.options.metrics?.depth(this.tracked.size);
   }
+}
+
+/** The event as loaded when it is still to run (pending, or failed and due), else null. */
+function runnable(row: EventForWork | undefined): EventForWork | null {
+  return row !== undefined && (row.status === 'pending' || row.status === 'failed') ? row : null;
 }
 
 /** What the pipeline says of an event its step ran. */
