@@ -271,16 +271,9 @@ export interface CommandStore extends Pick<
 
 export function commandStore<Q extends StoreQuery>(port: StorePort<Q>): CommandStore {
   const { sql } = port;
-  const { events, deliveries, proposal, averbacoes, track, forwards, feed } = adminStore(port);
   return {
+    ...adminStore(port),
     name: port.name,
-    events,
-    deliveries,
-    proposal,
-    averbacoes,
-    track,
-    forwards,
-    feed,
     latestProposals: (statuses, limit) => sql.read((q) => latestProposals(q, statuses, { limit })),
     stuckProposals: (cutoffs, limit) => sql.read((q) => stuckProposals(q, cutoffs, { limit })),
     stats: (cutoffs, destinations) =>
