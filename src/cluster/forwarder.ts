@@ -6,6 +6,7 @@ import type { SenderStore } from '../domain/forwarding/sender-store';
 import { senderStore } from '../core/sender-queries';
 import { pgStoreSql, poolRunners } from './pg-store-sql';
 import type { ClusterLogger } from './pg-sql';
+import { OUTBOX_CHANNEL } from './pg-outbox';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -109,8 +110,6 @@ export interface ClusterForwarderOptions {
 
 /** The class of the forwarding locks, first key of the two-int form (ASCII "cfFW"). */
 export const FORWARD_LOCK_CLASS = 0x63664657;
-/** What the kick notifies after committing messages (`SELECT pg_notify('consig_forward', '')`). */
-export const FORWARD_CHANNEL = 'consig_forward';
 
 const TRY_LOCKS = `SELECT t.name, pg_try_advisory_lock($1::int, hashtext(t.name)) AS locked
   FROM unnest($2::text[]) AS t(name)`;
@@ -275,7 +274,7 @@ export class ClusterForwarder {
       await this.timed(client.query(KEEPALIVES));
       const idleMs = Math.max(IDLE_SESSION_MIN_MS, IDLE_SESSION_ROUNDS * (this.options.lockRetryMs ?? 2000));
       await this.timed(client.query(IDLE_SESSION, [String(idleMs)]));
-      await this.timed(client.query(`LISTEN ${FORWARD_CHANNEL}`));
+      await this.timed(client.query(`LISTEN ${OUTBOX_CHANNEL}`));
     } catch (err) {
       void client.end().catch(() => undefined);
       throw err;
