@@ -288,7 +288,5 @@ export function commandStore<Q extends StoreQuery>(port: StorePort<Q>): CommandS
   };
 }
 
-export type { AverbacaoFilter, DeliveryFilter, EventFilter, StoreFigures } from './store-reads';
+export type { StoreFigures } from './store-reads';
 export type { ForwardAdmin } from './forward-admin';
-export type { AverbacaoListRow } from './console-reads';
-export type { ProposalListRow } from './proposal-lists';

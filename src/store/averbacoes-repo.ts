@@ -7,7 +7,6 @@ import { prepareShared, sqliteRows } from './handler-sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
-export type { TrackedVia } from '../domain/event-effects';
 export type { AverbacaoRow } from '../domain/log-rows';
 
 export function averbacoesRepo(db: Db) {

@@ -19,8 +19,6 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-export type { SpoolEvent, SpoolRow, SpoolPruneStep };
-
 interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_kind: SpoolEvent['kind'] | null;
   e_webhook_id: string | null;
