@@ -52,17 +52,23 @@ export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: 
     sessions: consoleSessions(sql),
     audit: consoleAudit(sql),
     signInFailures: signInFailures(sql),
-    /** The hourly rollup brought up to date (its own transaction), then the figures in one snapshot. */
+    /**
+     * The overview's figures: the deliveries that arrived since the last view counted into the
+     * hourly rollup first (its own transaction), then the figures in one snapshot.
+     */
     overview: async (now: Date, query: OverviewQuery): Promise<OverviewFigures> => {
       const rollup = await updateRollup(sql, now);
       const figures = await sql.read((q) => overviewFigures(q, now, query, () => parts.figures(q, query)));
       return { rollup, ...figures, destinations: await parts.destinationSummaries(query.destinations) };
     },
+    /** A page of events (the window rule of core/console-reads.ts). */
     events: (f: Parameters<typeof listEvents>[1]) => sql.read((q) => listEvents(q, f)),
+    /** Every event the filter matches (no paging, no window): a bulk replay's count. */
     countEvents: (f: Parameters<typeof countEvents>[1]) => sql.read((q) => countEvents(q, f)),
+    /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
     eventIds: (f: Parameters<typeof eventIds>[1], before: number, limit: number) =>
       sql.read((q) => eventIds(q, f, before, limit)),
-    /** One event, its raw body and the messages it caused. */
+    /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
     event: (id: number) =>
       sql.read(async (q) => {
         const found = await eventWithBody(q, id);
@@ -75,8 +81,11 @@ export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: 
         counts: await proposalCounts(q),
         rows: await proposalPage(q, listing),
       })),
+    /** Whether a proposal row or an event names `nu`. */
     proposalExists: (nu: number | string) => sql.read((q) => proposalExists(q, nu)),
+    /** What the proposal page tells; undefined when nothing names this proposal. */
     proposalStory: (nu: number | string) => sql.read((q) => proposalStory(q, nu)),
+    /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
     averbacoes: (f: Parameters<typeof listAverbacoes>[1]) => sql.read((q) => listAverbacoes(q, f)),
   };
 }

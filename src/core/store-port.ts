@@ -1,21 +1,4 @@
-import type {
-  AuditRow,
-  ConsoleAverbacaoFilter,
-  ConsoleDeliveryFilter,
-  ConsoleEventFilter,
-  ConsoleSessionRow,
-  ListPage,
-  NewAuditEntry,
-  NewConsoleSession,
-  NewRefusal,
-  OverviewFigures,
-  OverviewQuery,
-  ProposalListing,
-  RegistryEventRow,
-  StoryEventRow,
-  StoryForwardRow,
-  TokenFingerprints,
-} from '../domain/console';
+import type { NewAuditEntry } from '../domain/console';
 import type { DeliveryRow } from '../domain/delivery';
 import type { EventRow, EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { MessageType } from '../domain/forwarding/destinations';
@@ -28,7 +11,6 @@ import type { StuckCutoff } from '../domain/stuck';
 import { trackEffect } from '../domain/event-effects';
 import { consoleQueries, type StoreSqlOf } from './console-queries';
 import { type EffectProgram, trackEffects } from './effects';
-import type { AverbacaoListRow } from './console-reads';
 import { endSessionsAudited } from './console-session-queries';
 import type { AlarmFigures } from './console-overview';
 import { feedReader } from './feed-reader';
@@ -162,88 +144,26 @@ export function adminStore(port: StorePort<StoreQuery>): AdminStore {
 
 /**
  * Everything the console's pages and actions read and write (core/console-queries.ts, in the SQLite
- * store's shapes, so that one set of pages renders either). Each call of PostgreSQL's rejects with
- * a StorageError while PostgreSQL cannot answer this replica; the console answers that with a 503.
+ * store's shapes, so that one set of pages renders either), with the replay rule and the forwarding
+ * tables of the admin API. Each call of PostgreSQL's rejects with a StorageError while PostgreSQL
+ * cannot answer this replica; the console answers that with a 503.
  */
-export interface ConsoleStore {
-  sessions: ConsoleSessions;
-  audit: {
-    record(entry: NewAuditEntry): Promise<void>;
-    /** A refused request, aggregated (domain/console.ts `refusalWrite`). */
-    refuse(refusal: NewRefusal): Promise<void>;
-    /** Newest first, entries with an id below `beforeId` (keyset). */
-    page(beforeId: number, limit: number): Promise<AuditRow[]>;
-  };
-  /** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the store. */
-  signInFailures: SignInFailures;
-  /** The overview's figures; counts the deliveries that arrived since the last view into the hourly rollup first. */
-  overview(now: Date, query: OverviewQuery): Promise<OverviewFigures>;
-  /** A page of events (the window rule of core/console-reads.ts). */
-  events(filter: ConsoleEventFilter): Promise<ListPage<EventRow>>;
-  /** Every event the filter matches (no paging, no window): a bulk replay's count. */
-  countEvents(filter: ConsoleEventFilter): Promise<number>;
-  /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
-  eventIds(filter: ConsoleEventFilter, before: number, limit: number): Promise<number[]>;
-  /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
-  event(id: number): Promise<ConsoleEvent | undefined>;
-  deliveries(filter: ConsoleDeliveryFilter): Promise<ListPage<DeliveryRow>>;
-  /** Proposals per status (the funnel) and one page of a listing. */
-  proposals(listing: ProposalListing): Promise<{ counts: Record<string, number>; rows: ProposalListRow[] }>;
-  /** Whether a proposal row or an event names `nu`. */
-  proposalExists(nu: number | string): Promise<boolean>;
-  /** What the proposal page tells; undefined when nothing names this proposal. */
-  proposalStory(nu: number | string): Promise<ProposalStoryRows | undefined>;
-  /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
-  averbacoes(filter: ConsoleAverbacaoFilter): Promise<{ rows: AverbacaoListRow[]; next: number | null }>;
-  /** The replay rule of `/admin` and the commands; makes processing look at once. */
-  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
-  /** The forwarding tables, the admin API's statements (contract §8); the writes wake the sender. */
-  forwards: ForwardAdmin;
-}
+export type ConsoleStore = ReturnType<typeof consoleStore>;
 
-export interface ConsoleSessions {
-  create(session: NewConsoleSession): Promise<void>;
-  /** The session unless it is unknown or expired at `now`. */
-  live(idHash: string, now: string): Promise<ConsoleSessionRow | undefined>;
-  touch(idHash: string, now: string): Promise<void>;
-  remove(idHash: string): Promise<void>;
-  /** Removes every session expired at `now`; returns how many. */
-  pruneExpired(now: string): Promise<number>;
-  /** Removes every session not opened by its role's configured token (rotated or removed); how many. */
-  endOthers(fps: TokenFingerprints): Promise<number>;
-  /** Removes every session; returns how many. */
-  endAll(): Promise<number>;
-}
+/** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the store. */
+export type SignInFailures = ConsoleStore['signInFailures'];
 
-export interface SignInFailures {
-  /** The address's wrong tokens in the window that began after `windowStart`, if any. */
-  current(address: string, windowStart: string): Promise<{ since: string; failures: number } | undefined>;
-  /** One more, at `now`; a window that began at or before `windowStart` begins again. */
-  failed(address: string, now: string, windowStart: string): Promise<void>;
-  succeeded(address: string): Promise<void>;
-}
-
-export interface ConsoleEvent {
-  event: EventRow;
-  body: string | Buffer | null;
-  forwards: StoryForwardRow[];
-}
-
-export interface ProposalStoryRows {
-  proposal: ProposalRow | undefined;
-  events: StoryEventRow[];
-  averbacoes: { row: AverbacaoRow; answers: RegistryEventRow[] }[];
-  forwards: StoryForwardRow[];
-}
-
-export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>): ConsoleStore {
+export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>) {
   const forwards = forwardAdmin(port.sql, port.senderWake);
   return {
     ...consoleQueries(port.sql, {
       figures: (q) => port.consoleFigures(q),
       destinationSummaries: (configured) => forwards.destinationSummaries(configured),
     }),
-    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    /** The replay rule of `/admin` and the commands; makes processing look at once. */
+    replayEvents: (ids: readonly number[], now: string) =>
+      port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    /** The forwarding tables, the admin API's statements (contract §8); the writes wake the sender. */
     forwards,
   };
 }
