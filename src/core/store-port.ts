@@ -1,10 +1,7 @@
 import type { NewAuditEntry } from '../domain/console';
-import type { DeliveryRow } from '../domain/delivery';
-import type { EventRow, EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
-import type { MessageType } from '../domain/forwarding/destinations';
-import type { FeedPage } from '../domain/forwarding/messages';
+import type { EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
-import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
+import type { AverbacaoRow } from '../domain/log-rows';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
@@ -14,16 +11,9 @@ import { type EffectProgram, trackEffects } from './effects';
 import { endSessionsAudited } from './console-session-queries';
 import type { AlarmFigures } from './console-overview';
 import { feedReader } from './feed-reader';
-import { type ForwardAdmin, forwardAdmin, type SenderWake } from './forward-admin';
-import {
-  type AverbacaoFilter,
-  type DeliveryFilter,
-  type EventFilter,
-  type StoreFigures,
-  storeFigures,
-  storeReads,
-} from './store-reads';
-import { latestProposals, type ProposalListRow, stuckProposals } from './proposal-lists';
+import { forwardAdmin, type SenderWake } from './forward-admin';
+import { type StoreFigures, storeFigures, storeReads } from './store-reads';
+import { latestProposals, stuckProposals } from './proposal-lists';
 import { replayEvents, replayWanted } from './replay';
 
 /**
@@ -96,48 +86,31 @@ export interface PruneOutcome {
 }
 
 /** A page of the change feed (contract §8). */
-export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+export type FeedReader = AdminStore['feed'];
 
 /** What the admin routes read and write (contract §7, §8). */
-export interface AdminStore {
-  /** `events`, newest first (by id). */
-  events(filter: EventFilter): Promise<readonly EventRow[]>;
-  /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
-  event(id: number): Promise<{ event: EventRow; body: string | Buffer | null } | undefined>;
-  /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
-  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
-  /** `deliveries`, newest first. */
-  deliveries(filter: DeliveryFilter): Promise<readonly DeliveryRow[]>;
-  /** A proposal (undefined when it has no row) and every event of it, processed or not. */
-  proposal(
-    nu: number | string,
-  ): Promise<{ proposal: ProposalRow | undefined; timeline: readonly TimelineRow[] }>;
-  /** Tracked registrations, the most recently created first. */
-  averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
-  averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
-  /**
-   * Tracks a registration declared here or started through the service's client (`queued`, first
-   * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
-   * missing fields. `created`: it was new.
-   */
-  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
-  /** The forwarding tables (contract §8). */
-  forwards: ForwardAdmin;
-  /** A page of the change feed. */
-  feed: FeedReader;
-}
+export type AdminStore = ReturnType<typeof adminStore>;
 
-export function adminStore(port: StorePort<StoreQuery>): AdminStore {
+export function adminStore(port: StorePort<StoreQuery>) {
   const reads = storeReads(port.sql);
   return {
     ...reads,
-    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
-    track: async (t, now, graceMs) => {
+    /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
+    replayEvents: (ids: readonly number[], now: string) =>
+      port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    /**
+     * Tracks a registration declared here or started through the service's client (`queued`, first
+     * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
+     * missing fields. `created`: it was new.
+     */
+    track: async (t: TrackRequest, now: Date, graceMs: number) => {
       const effect = trackEffect(t, now.getTime(), { graceMs });
       const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
       return { created, averbacao: await reads.averbacao(t.requestId) };
     },
+    /** The forwarding tables (contract §8); the writes wake the sender. */
     forwards: forwardAdmin(port.sql, port.senderWake),
+    /** A page of the change feed. */
     feed: feedReader(port.sql),
   };
 }
@@ -154,57 +127,46 @@ export type ConsoleStore = ReturnType<typeof consoleStore>;
 export type SignInFailures = ConsoleStore['signInFailures'];
 
 export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>) {
-  const forwards = forwardAdmin(port.sql, port.senderWake);
+  // The admin API's replay rule and forwarding tables (the same writes, waking the sender).
+  const { replayEvents, forwards } = adminStore(port);
   return {
     ...consoleQueries(port.sql, {
       figures: (q) => port.consoleFigures(q),
       destinationSummaries: (configured) => forwards.destinationSummaries(configured),
     }),
-    /** The replay rule of `/admin` and the commands; makes processing look at once. */
-    replayEvents: (ids: readonly number[], now: string) =>
-      port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
-    /** The forwarding tables, the admin API's statements (contract §8); the writes wake the sender. */
+    replayEvents,
     forwards,
   };
 }
 
 /** What the commands read and do: the admin API's, and the few reads and writes only they have. */
-export interface CommandStore extends Pick<
-  AdminStore,
-  'events' | 'deliveries' | 'proposal' | 'averbacoes' | 'track' | 'forwards' | 'feed'
-> {
-  /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
-  readonly name: string;
-  /** Everything `stats` shows, read at once. */
-  stats(cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<StoreFigures>;
-  latestProposals(statuses: readonly ProposalStatus[], limit: number): Promise<readonly ProposalListRow[]>;
-  stuckProposals(cutoffs: readonly StuckCutoff[], limit: number): Promise<readonly ProposalListRow[]>;
-  /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
-  replay(wanted: { ids: readonly number[] } | { status: EventStatus }, now: string): Promise<ReplayResult>;
-  /** Ends every console session and records `audit(ended)`, together; returns how many. */
-  endSessions(audit: (ended: number) => NewAuditEntry): Promise<number>;
-  /** {@link StorePort.listen}. */
-  listen(onChange: () => void): Promise<void>;
-  /** {@link StorePort.prune}. */
-  prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
-}
+export type CommandStore = ReturnType<typeof commandStore>;
 
-export function commandStore<Q extends StoreQuery>(port: StorePort<Q>): CommandStore {
+export function commandStore<Q extends StoreQuery>(port: StorePort<Q>) {
   const { sql } = port;
   return {
     ...adminStore(port),
+    /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
     name: port.name,
-    latestProposals: (statuses, limit) => sql.read((q) => latestProposals(q, statuses, { limit })),
-    stuckProposals: (cutoffs, limit) => sql.read((q) => stuckProposals(q, cutoffs, { limit })),
-    stats: (cutoffs, destinations) =>
+    latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
+      sql.read((q) => latestProposals(q, statuses, { limit })),
+    stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>
+      sql.read((q) => stuckProposals(q, cutoffs, { limit })),
+    /** Everything `stats` shows, read at once. */
+    stats: (cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<StoreFigures> =>
       sql.read(async (q) => ({
         ...(await storeFigures(q, cutoffs)),
         ...(await port.statsFigures(q, destinations)),
       })),
-    replay: (wanted, now) => port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
-    endSessions: (audit) => endSessionsAudited(sql, audit),
-    listen: (onChange) => port.listen(onChange),
-    prune: (cutoff, now) => port.prune(cutoff, now),
+    /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
+    replay: (wanted: { ids: readonly number[] } | { status: EventStatus }, now: string) =>
+      port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
+    /** Ends every console session and records `audit(ended)`, together; returns how many. */
+    endSessions: (audit: (ended: number) => NewAuditEntry) => endSessionsAudited(sql, audit),
+    /** {@link StorePort.listen}. */
+    listen: (onChange: () => void) => port.listen(onChange),
+    /** {@link StorePort.prune}. */
+    prune: (cutoff: Date, now: Date) => port.prune(cutoff, now),
   };
 }
 
