@@ -3,7 +3,7 @@ import { ConsigError, StorageError } from '../domain/errors';
 import { forwardingFigures } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { ReplicaDeliveries } from '../core/store-reads';
-import { pgStoreQuery } from './pg-store-sql';
+import { pgStoreQuery, transactionOn } from './pg-store-sql';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection and its one
@@ -57,14 +57,10 @@ export async function withPgReads<T>(
   read: (db: Client) => Promise<T>,
   applicationName?: string,
 ): Promise<T> {
+  const snapshot = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
   return withPgConnection(
     databaseUrl,
-    async (client) => {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const result = await read(client);
-      await client.query('COMMIT');
-      return result;
-    },
+    (client) => transactionOn(client, () => read(client), snapshot),
     applicationName,
   );
 }

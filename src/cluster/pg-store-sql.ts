@@ -110,12 +110,20 @@ export function pgStoreQuery(client: PgClient): PgQuery {
   };
 }
 
-/** `fn` in one transaction on `client`: BEGIN … COMMIT, or ROLLBACK when it rejects. */
-export async function transactionOn<T>(client: Pick<ClientBase, 'query'>, fn: () => Promise<T>): Promise<T> {
-  await client.query('BEGIN');
+/**
+ * `fn` in one transaction on `client`: `begin` … COMMIT (ROLLBACK when `commit` says no), or
+ * ROLLBACK when it rejects.
+ */
+export async function transactionOn<T>(
+  client: Pick<ClientBase, 'query'>,
+  fn: () => Promise<T>,
+  begin = 'BEGIN',
+  commit: (result: T) => boolean = () => true,
+): Promise<T> {
+  await client.query(begin);
   try {
     const result = await fn();
-    await client.query('COMMIT');
+    await client.query(commit(result) ? 'COMMIT' : 'ROLLBACK');
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
