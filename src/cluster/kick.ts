@@ -16,7 +16,7 @@ import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
+import { type OutboxOptions, storeOutbox } from './pg-outbox';
 import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
@@ -393,7 +393,7 @@ function stepOptions(options: KickOptions): StepOptions {
     maxAttempts: options.maxAttempts,
     backoff: options.backoff,
     random: options.random ?? Math.random,
-    outbox: outboxOn(options.outbox) ? options.outbox : null,
+    outbox: options.outbox ?? null,
     traced: options.traces !== undefined,
     partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,
   };

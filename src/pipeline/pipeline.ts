@@ -14,7 +14,6 @@ import {
 } from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
 import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
-import type { Destination } from '../domain/forwarding/destinations';
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { HandlerEvent } from '../domain/event-router';
@@ -105,7 +104,7 @@ export interface PipelineOptions {
    */
   stages: {
     schedule: PollScheduleOptions;
-    outbox: { destinations: readonly Destination[]; feedEnabled: boolean } | null;
+    outbox: StepOptions['outbox'];
   };
   /** Told of every handler failure, after the failure is recorded (the metric's hook). @default none */
   onError?: ((error: Error, event: HandlerEvent) => void) | undefined;
