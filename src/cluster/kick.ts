@@ -82,13 +82,11 @@ interface EventRow {
   trace_context: string | null;
 }
 
-/** An event's context: core/effects.ts's on `sql`, with the way to queue a first poll in its transaction. */
-interface EffectsContext extends EffectsEnv {
-  sql: Sql;
-  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
-}
+/** Queues a registration's first poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+export type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
 
-type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> & { now: () => Date };
+/** What a kick's events run with: core/effects.ts's settings, the clock, and the way to queue a poll. */
+type KickContext = Pick<EffectsEnv, 'logger' | 'schedule'> & { now: () => Date; schedulePoll: SchedulePoll };
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
@@ -427,7 +425,7 @@ class Aborted extends Error {
  */
 export function pgStepOps(
   sql: Sql,
-  ctx: Pick<EffectsContext, 'schedulePoll'>,
+  ctx: { schedulePoll: SchedulePoll },
   options: Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
   entries: OutboxEntry[] = [],
   done?: Done[],

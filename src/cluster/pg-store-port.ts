@@ -19,7 +19,7 @@ import {
 import { inEngineTransaction, pgReplayHooks } from './pg-replay';
 import { drive } from '../core/event-step';
 import type { EffectProgram } from '../core/effects';
-import { pgStepOps } from './kick';
+import { pgStepOps, type SchedulePoll } from './kick';
 import {
   clientRunners,
   inPoolTransaction,
@@ -76,8 +76,6 @@ export interface PgPoolStoreOptions {
   /** Schedules a registration's poll in `sql`'s transaction (engine.ts `schedulePoll`). */
   schedulePoll: SchedulePoll;
 }
-
-type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
 
 /**
  * An effect program on `sql`'s transaction, as the kicks run the event step's (kick.ts ops): a
