@@ -1,6 +1,7 @@
 import { Client, type Pool } from 'pg';
 import type { ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
+import { asError } from '../domain/handler-failure';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { senderStore } from '../core/sender-queries';
@@ -247,7 +248,7 @@ export class ClusterForwarder {
       // Once, then every 30th: PostgreSQL away for long is reported by the cluster's own alerts.
       if (this.failures === 1 || this.failures % 30 === 0)
         this.options.logger.warn(
-          { err: errorMessage(err), failures: this.failures },
+          { err: asError(err).message, failures: this.failures },
           'forwarding: cannot take the destinations’ locks on PostgreSQL; trying again',
         );
       return Math.min(this.options.maxBackoffMs ?? 30_000, retryMs * 2 ** Math.min(this.failures - 1, 10));
@@ -314,7 +315,7 @@ export class ClusterForwarder {
     void client.end().catch(() => undefined);
     if (this.senders.size > 0)
       this.options.logger.warn(
-        { err: errorMessage(err), destinations: this.holding() },
+        { err: asError(err).message, destinations: this.holding() },
         'forwarding: lost the lock connection to PostgreSQL; stopped sending (what was in flight is sent again by the next holder, same webhook-id)',
       );
     void this.retire(0);
@@ -359,6 +360,3 @@ async function within(work: Promise<unknown>, ms: number): Promise<void> {
 const noop = (): void => undefined;
 
 /** A PostgreSQL error's message (never the error object: it may carry the query's details). */
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
