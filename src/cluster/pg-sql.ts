@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { EffectStatement } from '../core/effects';
 import type { HandlerLogger, HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
@@ -17,15 +18,11 @@ export interface Sql {
 }
 
 /**
- * A statement with a name of its own, prepared once per connection. One name, one text: node-postgres
- * refuses a name it has seen with another text, so each is a module constant.
+ * A statement with a name of its own, prepared once per connection (core/effects.ts's shape). One
+ * name, one text: node-postgres refuses a name it has seen with another text, so each is a module
+ * constant.
  */
-export interface Statement {
-  readonly name: string;
-  readonly text: string;
-  /** Each row an array of its values, in column order (node-postgres's `rowMode`). */
-  readonly rowMode?: 'array';
-}
+export type Statement = EffectStatement;
 
 /** `{ name, text, values }`: what node-postgres takes for a named prepared statement. */
 function config(statement: Statement, values: readonly unknown[]): QueryConfig {

@@ -41,13 +41,7 @@ export interface PgRunners {
  * ({@link clientRunners}) — every row in the SQLite store's representation ({@link STORE_TYPES}).
  * `lone`: where lone statements run with no transaction around them.
  */
-export function pgStoreSql(
-  runners: PgRunners,
-  lone?: PgClient,
-): StoreSql & {
-  read<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-  write<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-} {
+export function pgStoreSql(runners: PgRunners, lone?: PgClient): StoreSql<PgQuery> {
   return {
     dialect: postgresDialect,
     read: (fn) => runners.read((client) => fn(pgStoreQuery(client))),

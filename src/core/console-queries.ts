@@ -1,8 +1,7 @@
 import type { OverviewFigures, OverviewQuery, ProposalListing } from '../domain/console';
 import type { DestinationSummary } from '../domain/forwarding/admin';
 import type { Destination } from '../domain/forwarding/destinations';
-import type { Dialect } from '../domain/sql/dialect';
-import type { StoreQuery } from '../domain/sql/store-sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
 import {
   countEvents,
@@ -28,17 +27,6 @@ import { proposalPage } from './proposal-lists';
  * story), so the figures of a page agree with each other.
  */
 
-/**
- * {@link StoreSql} whose statements' handle may carry more than {@link StoreQuery}: the PostgreSQL
- * composition hands its parts the snapshot's connection with it, so that they read in the same
- * snapshot as the console's own statements.
- */
-export interface StoreSqlOf<Q extends StoreQuery> {
-  readonly dialect: Dialect;
-  read<T>(fn: (q: Q) => Promise<T>): Promise<T>;
-  write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
-}
-
 /** What the console shows but each store keeps its own way. */
 export interface ConsoleStoreParts<Q extends StoreQuery> {
   /** The overview's figures the stores keep (see {@link AlarmFigures}). */
@@ -47,7 +35,7 @@ export interface ConsoleStoreParts<Q extends StoreQuery> {
   destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
 }
 
-export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: ConsoleStoreParts<Q>) {
+export function consoleQueries<Q extends StoreQuery>(sql: StoreSql<Q>, parts: ConsoleStoreParts<Q>) {
   return {
     sessions: consoleSessions(sql),
     audit: consoleAudit(sql),

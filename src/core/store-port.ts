@@ -1,12 +1,11 @@
 import type { NewAuditEntry } from '../domain/console';
 import type { EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
-import type { AverbacaoRow } from '../domain/log-rows';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
-import type { StoreQuery } from '../domain/sql/store-sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { trackEffect } from '../domain/event-effects';
-import { consoleQueries, type StoreSqlOf } from './console-queries';
+import { consoleQueries } from './console-queries';
 import { type EffectProgram, trackEffects } from './effects';
 import { endSessionsAudited } from './console-session-queries';
 import type { AlarmFigures } from './console-overview';
@@ -33,7 +32,7 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
   readonly name: string;
   /** Snapshots and transactions (domain/sql/store-sql.ts). */
-  readonly sql: StoreSqlOf<Q>;
+  readonly sql: StoreSql<Q>;
   /**
    * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
    * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
@@ -66,11 +65,6 @@ export interface TrackRequest {
   correlationId: string | null;
   nuProposta: number | string | null;
   via: 'declared' | 'started';
-}
-
-export interface Tracked {
-  created: boolean;
-  averbacao: AverbacaoRow | undefined;
 }
 
 /** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
