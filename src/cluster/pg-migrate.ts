@@ -3,7 +3,7 @@ import { Client, type Pool, type PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { checkOut, type ClusterLogger } from './pg-sql';
-import { migrationFileName, unknownVersions } from '../domain/migration-files';
+import { type MigrationFile, migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**
  * The PostgreSQL migrations of cluster mode (`migrations-pg/0001_init.sql`, …), run the way
@@ -17,10 +17,7 @@ import { migrationFileName, unknownVersions } from '../domain/migration-files';
  *   replicas running different texts of "the same" migration would not share one schema.
  */
 
-export interface PgMigration {
-  version: number;
-  name: string;
-  sql: string;
+export interface PgMigration extends MigrationFile {
   /** SHA-256 (hex) of the file with CRLF read as LF, so a Windows checkout is not "edited". */
   checksum: string;
 }
