@@ -37,5 +37,3 @@ export function averbacoesRepo(db: Db) {
     },
   };
 }
-
-export type AverbacoesRepo = ReturnType<typeof averbacoesRepo>;

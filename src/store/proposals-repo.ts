@@ -14,5 +14,3 @@ export function proposalsRepo(db: Db) {
     timeline: (nu: number | string) => timeline.all([nu]),
   };
 }
-
-export type ProposalsRepo = ReturnType<typeof proposalsRepo>;
