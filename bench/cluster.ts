@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Client } from 'pg';
 import { startEngine } from '../src/cluster/engine';
 import { migratePostgres } from '../src/cluster/pg-migrate';
-import { workKeyOf } from '../src/cluster/relay';
+import { workKeyOf } from '../src/domain/work-key';
 import { sqlOf } from '../src/cluster/pg-sql';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
 import {

@@ -20,7 +20,8 @@ import type { Logger } from './logger';
 import type { Metrics, MetricsOptions } from './metrics';
 import type { AnswerFirst } from './pipeline/answer-first';
 import { ProcessingLeadership } from './pipeline/leadership';
-import { type PartnerHandlers, Pipeline, workKey } from './pipeline/pipeline';
+import { type PartnerHandlers, Pipeline } from './pipeline/pipeline';
+import { workKeyOf } from './domain/work-key';
 import { storePass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
 import { RegistryPoller } from './registry/poller';
 import type { StartOptions } from './start-options';
@@ -186,7 +187,7 @@ function composeSqlite(
       if (event.status === 'pending')
         processing.pipeline.enqueue(
           id,
-          workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }),
+          workKeyOf({ id, nu_proposta: event.nuProposta, request_id: event.requestId }),
         );
     },
     start: () => leadership.start(),
@@ -260,7 +261,7 @@ function buildProcessing(
           tickMs: options.pollTickMs,
           onPoll: (outcome) => metrics.polls.inc({ outcome }),
           onStored: (eventId, requestId) =>
-            pipeline.enqueue(eventId, workKey({ id: eventId, nu_proposta: null, request_id: requestId })),
+            pipeline.enqueue(eventId, workKeyOf({ id: eventId, nu_proposta: null, request_id: requestId })),
         });
   answers.backlogFrom(() => sqliteBacklog(file.forwardGauges, pipeline));
   return { pipeline, poller, sender };

@@ -14,6 +14,7 @@ import {
   startDemoSimulator,
 } from './demo/services';
 import { printSummary, printWhereToLook, summaryRow } from './demo/summary';
+import { trackStarted } from './service-commands';
 import type { Output } from './log-commands';
 
 /**
@@ -72,7 +73,7 @@ export async function demoCommand(opts: DemoOptions, io: Output): Promise<void> 
       simulator,
       client,
       store: receiver.store,
-      webhookGraceMs: config.registry.webhookGraceMs,
+      track: (accepted, nu) => trackStarted(config, accepted, nu),
       timeoutMs,
       logPath: files.logPath,
       say,

@@ -91,7 +91,7 @@ export async function startAverbacaoCommand(
     deprecatedPath: o.deprecatedPath ?? false,
   });
   const tracked = o.track !== false;
-  const trackedIn = tracked ? await track(config, accepted, nu) : null;
+  const trackedIn = tracked ? await trackStarted(config, accepted, nu) : null;
   if (o.json)
     return io.out(JSON.stringify({ requestId: accepted.requestId, status: accepted.status, tracked }));
   io.out(
@@ -101,10 +101,11 @@ export async function startAverbacaoCommand(
 }
 
 /**
- * So that the receivers wait for its result webhook and poll when it does not come: in the SQLite
- * file (created if need be), or in cluster mode in PostgreSQL, where every replica's poller sees it.
+ * Tracks an averbação this process started (`start-averbacao`, the demo), so that the receivers
+ * wait for its result webhook and poll when it does not come: in the SQLite file (created if need
+ * be), or in cluster mode in PostgreSQL, where every replica's poller sees it.
  */
-async function track(
+export async function trackStarted(
   config: Config,
   accepted: AverbacaoAccepted,
   nu: number | string | null,

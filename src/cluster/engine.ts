@@ -1,6 +1,6 @@
 import { PgBoss } from 'pg-boss';
 import type { ConnectionSettings } from './connection';
-import { bossDbOf, type Sql } from './pg-sql';
+import { bossDbOf, type ClusterLogger, type Sql } from './pg-sql';
 
 /**
  * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one
@@ -22,39 +22,12 @@ export interface PollData {
   requestId: string;
 }
 
-export interface EngineLogger {
-  error(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
-export interface Engine {
-  readonly boss: PgBoss;
-  /** Queues a kick for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
-  kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
-  /** Schedules the next poll of a registration at `at`, in `sql`'s transaction (one per registration). */
-  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
-  /**
-   * Called with a failed transaction's error. A queue's row gone (a restore that left pg-boss's
-   * tables behind, a server that lost its last commits) fails every commit that queued a job in
-   * it (pg-boss's foreign key, checked at commit); the queues are then created again, once at a
-   * time, and the caller's retry goes through.
-   */
-  recoverFrom(err: unknown): void;
-  /**
-   * Once per timeline, by the first replica to see it (a `cluster_timelines` row): fails the kicks
-   * and polls claimed before it, whose workers died with the old primary, so that they run again
-   * now rather than when their claims lapse (expireInSeconds: 10 s for kicks, 120 s for polls). A
-   * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
-   * once more and finds nothing to do (kick-lock.ts). Returns how many claims it released.
-   */
-  releaseClaimsBefore(sql: Sql, timeline: number): Promise<number>;
-  stop(timeoutMs: number): Promise<void>;
-}
+export type Engine = Awaited<ReturnType<typeof startEngine>>;
 
 export interface EngineOptions {
   /** Connections pg-boss may open (its workers' transactions included). */
   max: number;
-  logger: EngineLogger;
+  logger: Pick<ClusterLogger, 'error' | 'warn'>;
   /** A kick's claim lapses after this: a dead replica's kicks run elsewhere about then. @default 10 */
   kickExpireSeconds?: number;
   /**
@@ -70,7 +43,7 @@ export interface EngineOptions {
  * Starts pg-boss on `url` (installing or migrating its schema under its own advisory lock, so
  * replicas may start together) and creates the two queues if missing.
  */
-export async function startEngine(url: string, options: EngineOptions): Promise<Engine> {
+export async function startEngine(url: string, options: EngineOptions) {
   const boss = new PgBoss({
     connectionString: url,
     schema: BOSS_SCHEMA,
@@ -88,6 +61,12 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
   await boss.start();
   await createQueues(boss, options);
   let recreating: Promise<void> | null = null;
+  /**
+   * Called with a failed transaction's error. A queue's row gone (a restore that left pg-boss's
+   * tables behind, a server that lost its last commits) fails every commit that queued a job in
+   * it (pg-boss's foreign key, checked at commit); the queues are then created again, once at a
+   * time, and the caller's retry goes through.
+   */
   const recoverFrom = (err: unknown): void => {
     if (!isMissingQueue(err) || recreating !== null) return;
     options.logger.warn({ err: (err as Error).message }, 'pg-boss queue missing: creating it again');
@@ -100,7 +79,8 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
   return {
     boss,
     recoverFrom,
-    async kick(sql, keys, startAfter) {
+    /** Queues a kick for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
+    async kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void> {
       if (keys.length === 0) return;
       const jobs = keys.map((key) => ({
         data: { key } satisfies KickData,
@@ -109,14 +89,22 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
       }));
       await boss.insert(EVENTS_QUEUE, jobs, { db: bossDbOf(sql) });
     },
-    async schedulePoll(sql, requestId, at) {
+    /** Schedules the next poll of a registration at `at`, in `sql`'s transaction (one per registration). */
+    async schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void> {
       await boss.insert(
         POLL_QUEUE,
         [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
         { db: bossDbOf(sql) },
       );
     },
-    async releaseClaimsBefore(sql, timeline) {
+    /**
+     * Once per timeline, by the first replica to see it (a `cluster_timelines` row): fails the kicks
+     * and polls claimed before it, whose workers died with the old primary, so that they run again
+     * now rather than when their claims lapse (expireInSeconds: 10 s for kicks, 120 s for polls). A
+     * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
+     * once more and finds nothing to do (kick-lock.ts). Returns how many claims it released.
+     */
+    async releaseClaimsBefore(sql: Sql, timeline: number): Promise<number> {
       const first = await sql.query(
         'INSERT INTO cluster_timelines (timeline) VALUES ($1) ON CONFLICT DO NOTHING RETURNING timeline',
         [timeline],
@@ -138,7 +126,7 @@ export async function startEngine(url: string, options: EngineOptions): Promise<
       }
       return claims.length;
     },
-    async stop(timeoutMs) {
+    async stop(timeoutMs: number): Promise<void> {
       await boss.stop({ graceful: true, close: true, timeout: timeoutMs });
     },
   };

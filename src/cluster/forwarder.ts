@@ -1,10 +1,13 @@
 import { Client, type Pool } from 'pg';
 import type { ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
+import { asError } from '../domain/handler-failure';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { SenderStore } from '../domain/forwarding/sender-store';
 import { senderStore } from '../core/sender-queries';
 import { pgStoreSql, poolRunners } from './pg-store-sql';
+import type { ClusterLogger } from './pg-sql';
+import { OUTBOX_CHANNEL } from './pg-outbox';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL
@@ -56,11 +59,6 @@ export interface DestinationSender {
   circuits(): Map<string, CircuitState>;
 }
 
-export interface ForwarderLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
 export interface ClusterForwarderOptions {
   /** The pool the senders read and record on. */
   pool: Pool;
@@ -73,7 +71,7 @@ export interface ClusterForwarderOptions {
    * Passed in: cluster/ imports nothing of forwarding/ (the layering lint).
    */
   createSender(destination: Destination, store: SenderStore): DestinationSender;
-  logger: ForwarderLogger;
+  logger: Pick<ClusterLogger, 'info' | 'warn'>;
   /**
    * How often the locks this replica does not hold are tried (and the lock connection checked):
    * a dead holder's destinations are taken over within about this long.
@@ -113,8 +111,6 @@ export interface ClusterForwarderOptions {
 
 /** The class of the forwarding locks, first key of the two-int form (ASCII "cfFW"). */
 export const FORWARD_LOCK_CLASS = 0x63664657;
-/** What the kick notifies after committing messages (`SELECT pg_notify('consig_forward', '')`). */
-export const FORWARD_CHANNEL = 'consig_forward';
 
 const TRY_LOCKS = `SELECT t.name, pg_try_advisory_lock($1::int, hashtext(t.name)) AS locked
   FROM unnest($2::text[]) AS t(name)`;
@@ -252,7 +248,7 @@ export class ClusterForwarder {
       // Once, then every 30th: PostgreSQL away for long is reported by the cluster's own alerts.
       if (this.failures === 1 || this.failures % 30 === 0)
         this.options.logger.warn(
-          { err: errorMessage(err), failures: this.failures },
+          { err: asError(err).message, failures: this.failures },
           'forwarding: cannot take the destinations’ locks on PostgreSQL; trying again',
         );
       return Math.min(this.options.maxBackoffMs ?? 30_000, retryMs * 2 ** Math.min(this.failures - 1, 10));
@@ -279,7 +275,7 @@ export class ClusterForwarder {
       await this.timed(client.query(KEEPALIVES));
       const idleMs = Math.max(IDLE_SESSION_MIN_MS, IDLE_SESSION_ROUNDS * (this.options.lockRetryMs ?? 2000));
       await this.timed(client.query(IDLE_SESSION, [String(idleMs)]));
-      await this.timed(client.query(`LISTEN ${FORWARD_CHANNEL}`));
+      await this.timed(client.query(`LISTEN ${OUTBOX_CHANNEL}`));
     } catch (err) {
       void client.end().catch(() => undefined);
       throw err;
@@ -319,7 +315,7 @@ export class ClusterForwarder {
     void client.end().catch(() => undefined);
     if (this.senders.size > 0)
       this.options.logger.warn(
-        { err: errorMessage(err), destinations: this.holding() },
+        { err: asError(err).message, destinations: this.holding() },
         'forwarding: lost the lock connection to PostgreSQL; stopped sending (what was in flight is sent again by the next holder, same webhook-id)',
       );
     void this.retire(0);
@@ -364,6 +360,3 @@ async function within(work: Promise<unknown>, ms: number): Promise<void> {
 const noop = (): void => undefined;
 
 /** A PostgreSQL error's message (never the error object: it may carry the query's details). */
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

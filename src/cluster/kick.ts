@@ -6,17 +6,18 @@ import {
   type StepOps,
   type StepOptions,
   type StepReport,
+  stepTracing,
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
-import { postgresDialect } from '../domain/sql/dialect';
+import { canonicalNu, postgresDialect } from '../domain/sql/dialect';
 import type { Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { type OutboxOptions, outboxOn, storeOutbox } from './pg-outbox';
-import { canonicalNu, handlerSqlOf, type Sql } from './pg-sql';
+import { type OutboxOptions, storeOutbox } from './pg-outbox';
+import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
@@ -47,7 +48,7 @@ export interface KickOptions {
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
   onError?(error: Error, event: EventFacts): void;
-  logger: EffectsLogger & { error(fields: Record<string, unknown>, message: string): void };
+  logger: ClusterLogger;
   /** Forwarding and the change feed: the messages each event causes are stored with its effects. */
   outbox?: OutboxOptions;
   /** A partner's own handlers (`configureHandlers`), awaited after the built-in effects. */
@@ -81,13 +82,11 @@ interface EventRow {
   trace_context: string | null;
 }
 
-/** An event's context: core/effects.ts's on `sql`, with the way to queue a first poll in its transaction. */
-interface EffectsContext extends EffectsEnv {
-  sql: Sql;
-  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
-}
+/** Queues a registration's first poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+export type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
 
-type KickContext = Omit<EffectsContext, 'sql' | 'now' | 'statuses' | 'dialect'> & { now: () => Date };
+/** What a kick's events run with: core/effects.ts's settings, the clock, and the way to queue a poll. */
+type KickContext = Pick<EffectsEnv, 'logger' | 'schedule'> & { now: () => Date; schedulePoll: SchedulePoll };
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
@@ -109,7 +108,7 @@ const DONE_ALL = `UPDATE events SET status = 'done', attempts = events.attempts 
   next_attempt_at = NULL, last_error = NULL FROM unnest($1::bigint[], $2::timestamptz[]) AS d(id, at)
   WHERE events.id = d.id`;
 
-/** Which events each kind of work key selects, as pipeline.workKey() derives the keys. */
+/** Which events each kind of work key selects, as domain/work-key.ts derives the keys. */
 const KEY_CONDITION = {
   p: { type: 'text', where: 'nu_proposta = k.v', limit: BY_ORDER_TIME },
   r: { type: 'text', where: 'nu_proposta IS NULL AND request_id = k.v', limit: BY_ORDER_TIME },
@@ -131,7 +130,7 @@ function dueSql(kinds: readonly (keyof typeof KEY_CONDITION)[]): string {
     .join('\nUNION ALL\n');
 }
 
-/** A work key, as pipeline.workKey() derives it: which events it selects. */
+/** A work key, as domain/work-key.ts derives it: which events it selects. */
 interface Key {
   key: string;
   kind: 'p' | 'r' | 'e';
@@ -196,16 +195,6 @@ async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promi
   return { keys: [...work].map(([key, list]) => ({ key, rows: list })), watermark };
 }
 
-/** Processes `key`'s due events; returns how many reached a final status. */
-export async function runKick(
-  sql: Sql,
-  key: string,
-  ctx: KickContext,
-  options: KickOptions,
-): Promise<number> {
-  return runKicks(sql, [key], ctx, options);
-}
-
 /**
  * Processes each key's due events, in one transaction (a batch of kicks pg-boss handed one
  * worker). The messages they cause are stored last, once for the batch: the outbox's lock
@@ -246,17 +235,6 @@ export async function runKicks(
   return finished;
 }
 
-/** What the fast pass keeps of its events until it knows it is kept. */
-interface Pass {
-  /** The events' context but their clock: statuses locked for the batch, log lines held back. */
-  ctx: Omit<EffectsContext, 'now'>;
-  facts: Map<string, HandlerEvent>;
-  done: { id: unknown; at: unknown }[];
-  entries: OutboxEntry[];
-  /** Log lines and metrics: run once the pass is kept, so that a pass run again counts once. */
-  later: (() => void)[];
-}
-
 /** The event that threw in the fast pass, and what it threw. */
 interface Threw {
   id: string;
@@ -286,37 +264,29 @@ async function fastPass(
     return 0;
   }
   await sql.query('SAVEPOINT consig_batch');
+  // Log lines and metrics run once the pass is kept, so that a pass run again counts once; the
+  // messages and done marks are kept until then too.
   const later: (() => void)[] = [];
   const logger: EffectsLogger = {
     info: (fields, message) => void later.push(() => ctx.logger.info(fields, message)),
     warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
   };
   const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
-  const step = stepOptions(options);
-  const pass: Pass = {
-    ctx: { ...ctx, dialect: postgresDialect, logger, sql, statuses: await lockProposals(sql, nus) },
-    facts,
-    done: [],
-    entries: [],
-    later,
-  };
+  const statuses = await lockProposals(sql, nus);
+  const env = { ...ctx, dialect: postgresDialect, logger, statuses };
+  const [step, entries, done] = [stepOptions(options), [] as OutboxEntry[], [] as Done[]];
+  const ops = pgStepOps(sql, ctx, options, entries, done);
   let threw: Threw | null = null;
-  await eachInOrder(sql, work, options, holds, async (key, row) => {
-    const now = ctx.now();
-    if (notDue(row, now)) {
-      await options.kick(sql, [key], row.next_attempt_at as Date);
-      return 'stop';
-    }
+  await eachInOrder(sql, work, ctx, options, holds, async (row, now) => {
     const event = facts.get(row.id) as HandlerEvent;
-    const ops = stepOps(sql, ctx, options, pass.entries, pass.done);
     try {
-      await drive(eventStep({ event, traceContext: row.trace_context }, { ...pass.ctx, now }, step), ops);
+      await drive(eventStep({ event, traceContext: row.trace_context }, { ...env, now }, step), ops);
     } catch (err) {
       if (!(err instanceof Aborted)) throw err;
       threw = { id: row.id, error: err.error };
       return 'abort';
     }
-    pass.later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+    later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
     return 'next';
   });
   if (threw !== null) {
@@ -324,13 +294,15 @@ async function fastPass(
     await sql.query('RELEASE SAVEPOINT consig_batch');
     return { threw };
   }
-  const { done } = pass;
   if (done.length > 0) await sql.query(DONE_ALL, [done.map((d) => d.id), done.map((d) => d.at)]);
   await sql.query('RELEASE SAVEPOINT consig_batch');
-  outbox.push(...pass.entries);
+  outbox.push(...entries);
   for (const f of later) f();
   return done.length;
 }
+
+/** A `done` mark the fast pass writes with the batch's others: the event, and when it ran. */
+type Done = { id: unknown; at: unknown };
 
 type Step = 'next' | 'stop' | 'abort';
 
@@ -351,16 +323,18 @@ function heldOf(work: Work): Hold[] {
  * Runs `step` on the batch's events in received_at order across its keys: the order the replicas
  * acknowledged them, SQLite mode's order, so that an event of one key never runs before an earlier
  * event of another key in the same batch (a registry result before its proposal's next event). A
- * key stops at its first event above the watermark (pushed to `holds`), and at the first step that
- * says 'stop' (a retry not due, a failure to retry later); 'abort' ends the whole batch. Each key
- * that stopped nowhere and loaded a full batch is kicked again.
+ * key stops at its first event above the watermark (pushed to `holds`), at a retry not due yet (it
+ * holds its proposal's later events back, and is kicked again when due), and at the first step that
+ * says 'stop' (a failure to retry later); 'abort' ends the whole batch. Each key that stopped
+ * nowhere and loaded a full batch is kicked again.
  */
 async function eachInOrder(
   sql: Sql,
   work: Work,
+  ctx: KickContext,
   options: KickOptions,
   holds: Hold[],
-  step: (key: string, row: EventRow) => Promise<Step>,
+  step: (row: EventRow, now: Date, key: string) => Promise<Step>,
 ): Promise<void> {
   const all = work.keys.flatMap(({ key, rows }) => rows.map((row) => ({ key, row })));
   all.sort((a, b) => byReceipt(a.row, b.row));
@@ -372,7 +346,10 @@ async function eachInOrder(
       stopped.add(key);
       continue;
     }
-    const next = await step(key, row);
+    const now = ctx.now();
+    const next = notDue(row, now)
+      ? await retryLater(sql, options, key, row.next_attempt_at)
+      : await step(row, now, key);
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
   }
@@ -394,8 +371,8 @@ async function carefulPass(
   holds: Hold[],
 ): Promise<number> {
   let finished = 0;
-  await eachInOrder(sql, work, options, holds, async (key, row) => {
-    const step = await carefulStep(sql, key, row, ctx, options, outbox, threw);
+  await eachInOrder(sql, work, ctx, options, holds, async (row, now, key) => {
+    const step = await carefulStep(sql, key, row, now, ctx, options, outbox, threw);
     if (step.finished) finished += 1;
     return step.next;
   });
@@ -414,7 +391,7 @@ function stepOptions(options: KickOptions): StepOptions {
     maxAttempts: options.maxAttempts,
     backoff: options.backoff,
     random: options.random ?? Math.random,
-    outbox: outboxOn(options.outbox) ? options.outbox : null,
+    outbox: options.outbox ?? null,
     traced: options.traces !== undefined,
     partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,
   };
@@ -440,19 +417,20 @@ class Aborted extends Error {
 }
 
 /**
- * PostgreSQL's answers to the event step, on the kick's transaction: statements prepared, a first
- * poll queued with pg-boss in the transaction, the messages collected in `entries`. With `done`
+ * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts `effects`), on the
+ * caller's transaction: statements prepared, a first poll queued with pg-boss in the transaction,
+ * the messages collected in `entries`. With `done`
  * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
  * written together, and a rollback ends the pass ({@link Aborted}).
  */
-function stepOps(
+export function pgStepOps(
   sql: Sql,
-  ctx: KickContext,
-  options: KickOptions,
-  entries: OutboxEntry[],
-  done?: { id: unknown; at: unknown }[],
+  ctx: { schedulePoll: SchedulePoll },
+  options: Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
+  entries: OutboxEntry[] = [],
+  done?: Done[],
 ): StepOps<'async'> {
-  const { traces } = options;
+  const tracing = stepTracing(options.traces);
   return {
     rows: (s, params) => {
       if (done === undefined || s !== STEP_SQL.done) return sql.prepared(s, params);
@@ -465,21 +443,16 @@ function stepOps(
       if (kind === 'rollback') throw new Aborted(error as Error);
       return undefined;
     },
+    // Asked for only when `handlers` has some for the event: a kick's, whose options have a logger.
     partner: async (event, now) => {
-      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger };
+      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger as KickOptions['logger'] };
       for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
     },
     outbox: (list) => {
-      // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
-      const traceContext = traces?.current() ?? null;
+      const traceContext = tracing.context();
       entries.push(...(traceContext === null ? list : list.map((e) => ({ ...e, traceContext }))));
     },
-    span: (span, fn) => {
-      if (traces === undefined) return fn();
-      return 'stage' in span
-        ? traces.stage(span.stage, fn)
-        : traces.processing(span.processing, span.attributes, fn);
-    },
+    span: tracing.span,
   };
 }
 
@@ -497,21 +470,28 @@ function notDue(row: EventRow, now: Date): boolean {
   return row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime();
 }
 
+/** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
+async function retryLater(
+  sql: Sql,
+  options: KickOptions,
+  key: string,
+  at: Date | string | null,
+): Promise<Step> {
+  await options.kick(sql, [key], new Date(at as Date | string));
+  return 'stop';
+}
+
 /** One event in a savepoint of its own: done, or its failure recorded (retry later, or dead). */
 async function carefulStep(
   sql: Sql,
   key: string,
   row: EventRow,
+  now: Date,
   ctx: KickContext,
   options: KickOptions,
   outbox: OutboxEntry[],
   threw: Threw | null,
 ): Promise<{ next: Step; finished: boolean }> {
-  const now = ctx.now();
-  if (notDue(row, now)) {
-    await options.kick(sql, [key], row.next_attempt_at as Date);
-    return { next: 'stop', finished: false };
-  }
   const event = toFacts(row);
   const entries: OutboxEntry[] = [];
   const env: EffectsEnv = { ...ctx, dialect: postgresDialect, now };
@@ -523,7 +503,7 @@ async function carefulStep(
   };
   const report: StepReport = await drive(
     eventStep(e, env, stepOptions(options)),
-    stepOps(sql, ctx, options, entries),
+    pgStepOps(sql, ctx, options, entries),
   );
   options.onProcessed?.(event.evento ?? event.kind, report.outcome);
   if (report.outcome === 'done') {
@@ -540,8 +520,7 @@ async function carefulStep(
   });
   // A dead letter no longer holds its proposal back.
   if (failure.nextAttemptAt === null) return { next: 'next', finished: true };
-  await options.kick(sql, [key], new Date(failure.nextAttemptAt));
-  return { next: 'stop', finished: false };
+  return { next: await retryLater(sql, options, key, failure.nextAttemptAt), finished: false };
 }
 
 function toFacts(row: EventRow): HandlerEvent {

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { type ConnectionSettings, describeDatabase, redactedMessage } from './connection';
+import type { ClusterLogger } from './pg-sql';
 
 /**
  * Whether this replica reaches PostgreSQL now (issue 22, item 2): `consig_cluster_connected`,
@@ -17,10 +18,7 @@ export interface LivenessOptions {
   connectionString: string;
   settings: ConnectionSettings;
   applicationName: string;
-  logger: {
-    info(fields: Record<string, unknown>, message: string): void;
-    error(fields: Record<string, unknown>, message: string): void;
-  };
+  logger: Pick<ClusterLogger, 'info' | 'error'>;
   /** @default 5000 */
   intervalMs?: number;
   /** @default 5000 */

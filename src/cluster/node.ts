@@ -3,12 +3,10 @@ import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
-import type { Traces } from '../domain/tracing';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
-import { runKicks } from './kick';
+import { type KickOptions, runKicks } from './kick';
 import { destinationGauges } from '../core/sender-queries';
-import type { OutboxOptions } from './pg-outbox';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StorePort } from '../core/store-port';
 import type { PgQuery } from './pg-store-sql';
@@ -23,7 +21,7 @@ import { type ClusterRetentionOptions, startClusterRetention } from './pg-retent
 import { runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
 import { type OrderClock, ReadingLog } from './order-clock';
-import { type BeatFigures, Relay, type RelaySpool } from './relay';
+import { type BeatFigures, Relay, type RelayOptions, type RelaySpool } from './relay';
 import {
   type ConnectionLimits,
   type ConnectionSettings,
@@ -33,7 +31,7 @@ import {
   redactedMessage,
 } from './connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
+import { type BossDb, checkOut, type ClusterLogger, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
@@ -50,15 +48,12 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
  * moves them to PostgreSQL, and the replicas with workers process and send everything.
  */
 
-export interface ClusterLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-  error(fields: Record<string, unknown>, message: string): void;
-}
-
-export interface ClusterNodeOptions {
+/** The kicks' and the relay's settings, passed on as they are (kick.ts, relay.ts). */
+export interface ClusterNodeOptions
+  extends
+    Pick<KickOptions, 'maxAttempts' | 'backoff' | 'outbox' | 'holdbackMaxMs' | 'traces'>,
+    Pick<RelayOptions, 'replicaId' | 'oldestInFlight'> {
   databaseUrl: string;
-  replicaId: string;
   relayBatch: number;
   relayIntervalMs: number;
   /**
@@ -66,16 +61,12 @@ export interface ClusterNodeOptions {
    * destination's lock); another replica must process.
    */
   concurrency: number;
-  maxAttempts: number;
-  backoff: { baseMs: number; maxMs: number };
   schedule: PollScheduleOptions;
   spool: RelaySpool;
   /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
   statusClient: StatusClient | null;
   logger: ClusterLogger;
   now(): Date;
-  /** Forwarding and the change feed: messages are stored with the effects of their events. */
-  outbox?: OutboxOptions;
   /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
   handlers?: HandlerRouter | undefined;
   /**
@@ -93,12 +84,6 @@ export interface ClusterNodeOptions {
   consoleTokens?: TokenFingerprints;
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
-  /** CLUSTER_HOLDBACK_MAX_MS (watermark.ts). @default DEFAULT_HOLDBACK_MAX_MS */
-  holdbackMaxMs?: number;
-  /** Tracing: the kicks' processing spans (kick.ts). @default undefined (off) */
-  traces?: Traces | undefined;
-  /** The oldest order time of the webhook requests being answered (relay.ts's heartbeat). */
-  oldestInFlight?(): string | null;
   /**
    * Issue 36: this replica's estimate of PostgreSQL's clock (order-clock.ts), which the webhook
    * route stamps each request with; the relay reads PostgreSQL's clock into it at every heartbeat.

@@ -9,6 +9,7 @@ import {
   wallStepMs,
   withinOrderBound,
 } from '../domain/order-time';
+import type { ClusterLogger } from './pg-sql';
 
 /**
  * A replica's estimate of PostgreSQL's clock (issue 36; the rules: src/domain/order-time.ts): the
@@ -113,12 +114,6 @@ export class OrderClock {
   }
 }
 
-/** Where {@link ReadingLog} writes. */
-export interface ReadingLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
 /**
@@ -129,7 +124,7 @@ const round = (ms: number) => Math.round(ms * 1000) / 1000;
 export class ReadingLog {
   private uncertain = false;
 
-  constructor(private readonly logger: ReadingLogger) {}
+  constructor(private readonly logger: Pick<ClusterLogger, 'info' | 'warn'>) {}
 
   report(r: OrderReading): void {
     if (r.wallStepMs !== null)

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { Client, type Pool, type PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
-import { checkOut } from './pg-sql';
-import { migrationFileName, unknownVersions } from '../domain/migration-files';
+import { checkOut, type ClusterLogger } from './pg-sql';
+import { type MigrationFile, migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**
  * The PostgreSQL migrations of cluster mode (`migrations-pg/0001_init.sql`, …), run the way
@@ -17,18 +17,13 @@ import { migrationFileName, unknownVersions } from '../domain/migration-files';
  *   replicas running different texts of "the same" migration would not share one schema.
  */
 
-export interface PgMigration {
-  version: number;
-  name: string;
-  sql: string;
+export interface PgMigration extends MigrationFile {
   /** SHA-256 (hex) of the file with CRLF read as LF, so a Windows checkout is not "edited". */
   checksum: string;
 }
 
-/** What migratePostgres logs: pino's `logger.info(fields, message)` shape. */
-export interface MigrationLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-}
+/** What migratePostgres logs. */
+type MigrationLogger = Pick<ClusterLogger, 'info'>;
 
 export interface MigratePostgresOptions {
   /** The folder of `NNNN_name.sql` files. @default `migrations-pg/` next to the package */

@@ -1,4 +1,4 @@
-import type { Destination } from '../domain/forwarding/destinations';
+import type { StepOptions } from '../core/event-step';
 import { type OutboxEntry, serializeMessage } from '../domain/forwarding/messages';
 import type { Sql } from './pg-sql';
 
@@ -23,15 +23,8 @@ export const OUTBOX_LOCK_KEY = 0x636f6e7369674f42n;
 /** The channel a kick that stored messages notifies (its payload is empty). */
 export const OUTBOX_CHANNEL = 'consig_forward';
 
-export interface OutboxOptions {
-  destinations: readonly Destination[];
-  feedEnabled: boolean;
-}
-
-/** Whether anything is ever stored: with no destination and the feed off, nothing is read or written. */
-export function outboxOn(options: OutboxOptions | undefined): options is OutboxOptions {
-  return options !== undefined && (options.destinations.length > 0 || options.feedEnabled);
-}
+/** Forwarding's destinations and the change feed, as the event step takes them (core/event-step.ts). */
+export type OutboxOptions = NonNullable<StepOptions['outbox']>;
 
 /**
  * Writes a kick's entries, in order, each message once per (event, type) and one pending delivery

@@ -2,7 +2,8 @@ import { Client, type ClientBase, DatabaseError } from 'pg';
 import { ConsigError, StorageError } from '../domain/errors';
 import { forwardingFigures } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
-import { STORE_TYPES, pgStoreQuery } from './pg-store-sql';
+import type { ReplicaDeliveries } from '../core/store-reads';
+import { pgStoreQuery, transactionOn } from './pg-store-sql';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection and its one
@@ -45,11 +46,6 @@ export function describePgTarget(t: PgTarget): string {
 /** A read that waits longer than this for a connection is an unreachable server, said in one line. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
-/** The rows of one query, in the SQLite log's representation (STORE_TYPES). */
-async function rows<T>(db: PgReader, sql: string, params: readonly unknown[] = []): Promise<T[]> {
-  return (await db.query({ text: sql, values: [...params], types: STORE_TYPES })).rows as T[];
-}
-
 /**
  * Opens a connection to `databaseUrl`, runs `read` in one read-only transaction (one snapshot: the
  * figures of a command agree with each other, and a read command cannot write), and closes it,
@@ -61,14 +57,10 @@ export async function withPgReads<T>(
   read: (db: Client) => Promise<T>,
   applicationName?: string,
 ): Promise<T> {
+  const snapshot = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
   return withPgConnection(
     databaseUrl,
-    async (client) => {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const result = await read(client);
-      await client.query('COMMIT');
-      return result;
-    },
+    (client) => transactionOn(client, () => read(client), snapshot),
     applicationName,
   );
 }
@@ -154,13 +146,6 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
   return err;
 }
 
-/** Deliveries answered by one replica. */
-export interface ReplicaDeliveries {
-  replica: string;
-  deliveries: number;
-  last_received_at: string | null;
-}
-
 /**
  * `stats`' figures PostgreSQL keeps its own way, read in the caller's one snapshot: the database's
  * size, who answered the deliveries, the forwarding gauges (null when the database has no
@@ -168,9 +153,9 @@ export interface ReplicaDeliveries {
  * is core/store-reads.ts `storeFigures`, the same in both stores.
  */
 export async function readStoreFigures(db: PgReader, destinations: readonly string[] = []) {
-  const [size] = await rows<{ bytes: number }>(db, 'SELECT pg_database_size(current_database()) AS bytes');
-  const replicas = await rows<ReplicaDeliveries>(
-    db,
+  const q = pgStoreQuery(db);
+  const [size] = await q.rows<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
+  const replicas = await q.rows<ReplicaDeliveries>(
     `SELECT replica, count(*) AS deliveries, max(received_at) AS last_received_at
      FROM deliveries GROUP BY replica ORDER BY replica COLLATE "C"`,
   );
@@ -183,10 +168,10 @@ async function forwardingGauges(
   configured: readonly string[],
 ): Promise<DestinationGauges[] | null> {
   // A boolean, read as 0/1 (STORE_TYPES).
-  const [schema] = await rows<{ present: number }>(
-    db,
+  const q = pgStoreQuery(db);
+  const [schema] = await q.rows<{ present: number }>(
     "SELECT to_regclass('forward_destinations') IS NOT NULL AS present",
   );
   if (schema?.present !== 1) return null;
-  return forwardingFigures(pgStoreQuery(db), configured);
+  return forwardingFigures(q, configured);
 }

@@ -2,8 +2,9 @@ import type { Client } from 'pg';
 import type { ReplayHooks } from '../domain/event-status';
 import { type Engine, startEngine } from './engine';
 import { holdKeys } from './kick-lock';
-import { workKeyOf } from './relay';
+import { workKeyOf } from '../domain/work-key';
 import type { Sql } from './pg-sql';
+import { transactionOn } from './pg-store-sql';
 
 /**
  * What a replay (core/replay.ts, the one rule) needs in cluster mode, in the replay's transaction
@@ -36,15 +37,13 @@ export async function inEngineTransaction<T>(
 ): Promise<T> {
   const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
   try {
-    await client.query('BEGIN');
-    try {
-      const { result, commit } = await use(engine);
-      await client.query(commit ? 'COMMIT' : 'ROLLBACK');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    }
+    const done = await transactionOn(
+      client,
+      () => use(engine),
+      'BEGIN',
+      (r) => r.commit,
+    );
+    return done.result;
   } finally {
     await engine.stop(2000).catch(() => undefined);
   }

@@ -2,6 +2,7 @@ import type { PgBoss } from 'pg-boss';
 import { prunePass } from '../core/prune-pass';
 import { type PruneSummary, retentionCutoff, retentionLog } from '../domain/retention';
 import type { StoreSql } from '../domain/sql/store-sql';
+import type { ClusterLogger } from './pg-sql';
 
 /**
  * RETENTION_DAYS in cluster mode (contract §10): when PostgreSQL's pass runs. The pass itself is
@@ -20,11 +21,6 @@ import type { StoreSql } from '../domain/sql/store-sql';
 /** The pg-boss queue of retention passes. */
 export const RETENTION_QUEUE = 'consig_retention';
 
-export interface RetentionLogger {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
 /** What a pass job carries: the offering replica's RETENTION_DAYS. */
 export interface RetentionJobData {
   days: number;
@@ -36,7 +32,7 @@ export interface ClusterRetentionOptions {
   replicaId: string;
   /** The replica's pool, each write one transaction on a connection of it. */
   log: StoreSql;
-  logger: RetentionLogger;
+  logger: Pick<ClusterLogger, 'info' | 'warn'>;
   now(): Date;
   /** True once the replica is shutting down: a running pass ends after its batch. */
   stopping(): boolean;

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
-import type { EffectProgram } from '../core/effects';
-import type { HandlerSql } from '../domain/event-router';
+import type { EffectStatement } from '../core/effects';
+import type { HandlerLogger, HandlerSql } from '../domain/event-router';
 /**
  * The one shape cluster mode's SQL runs through: a pg Pool, a PoolClient inside a transaction, or
  * the transaction pg-boss hands a transactional worker. Parameterised queries only.
@@ -18,15 +18,11 @@ export interface Sql {
 }
 
 /**
- * A statement with a name of its own, prepared once per connection. One name, one text: node-postgres
- * refuses a name it has seen with another text, so each is a module constant.
+ * A statement with a name of its own, prepared once per connection (core/effects.ts's shape). One
+ * name, one text: node-postgres refuses a name it has seen with another text, so each is a module
+ * constant.
  */
-export interface Statement {
-  readonly name: string;
-  readonly text: string;
-  /** Each row an array of its values, in column order (node-postgres's `rowMode`). */
-  readonly rowMode?: 'array';
-}
+export type Statement = EffectStatement;
 
 /** `{ name, text, values }`: what node-postgres takes for a named prepared statement. */
 function config(statement: Statement, values: readonly unknown[]): QueryConfig {
@@ -49,27 +45,8 @@ export function sqlOf(client: Queryable): Sql {
   };
 }
 
-/**
- * Runs a core/effects.ts program on `sql` (inside the caller's transaction), each statement as a
- * named prepared statement; a registration's first poll is queued through `firstPoll`, in the same
- * transaction.
- */
-export async function runEffects<R>(
-  sql: Sql,
-  program: EffectProgram<R>,
-  firstPoll: (sql: Sql, requestId: string, at: Date) => Promise<void>,
-): Promise<R> {
-  let step = program.next([]);
-  while (step.done !== true) {
-    const s = step.value;
-    if ('statement' in s) step = program.next(await sql.prepared(s.statement, s.params));
-    else {
-      await firstPoll(sql, s.firstPoll.requestId, s.firstPoll.at);
-      step = program.next([]);
-    }
-  }
-  return step.value;
-}
+/** What cluster/ logs through, pino's `logger.level(fields, message)` shape (as a partner's handlers). */
+export type ClusterLogger = HandlerLogger;
 
 /** pg-boss's database shape (`executeSql`), for its `db` option: its writes join our transaction. */
 export interface BossDb {
@@ -107,9 +84,6 @@ export function iso(value: Date | string | null): string | null {
   if (value === null) return null;
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
 }
-
-/** nu_proposta is text in PostgreSQL (one home: the outbox's read-back needs it too). */
-export { canonicalNu } from '../domain/sql/dialect';
 
 const guarded = new WeakSet<object>();
 

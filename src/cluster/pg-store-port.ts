@@ -17,8 +17,17 @@ import {
   withPgReads,
 } from './pg-reads';
 import { inEngineTransaction, pgReplayHooks } from './pg-replay';
-import { type SchedulePoll, trackOnPostgres, type TrackRunners } from './pg-track';
-import { clientRunners, inPoolTransaction, pgStoreQuery, pgStoreSql, type PgQuery } from './pg-store-sql';
+import { drive } from '../core/event-step';
+import type { EffectProgram } from '../core/effects';
+import { pgStepOps, type SchedulePoll } from './kick';
+import {
+  clientRunners,
+  inPoolTransaction,
+  pgStoreQuery,
+  pgStoreSql,
+  type PgQuery,
+  type PgRunners,
+} from './pg-store-sql';
 import { type Sql, sqlOf } from './pg-sql';
 import type { Engine } from './engine';
 
@@ -68,25 +77,28 @@ export interface PgPoolStoreOptions {
   schedulePoll: SchedulePoll;
 }
 
+/**
+ * An effect program on `sql`'s transaction, as the kicks run the event step's (kick.ts ops): a
+ * first poll queued as a pg-boss job in the same transaction, so that exactly one replica polls it
+ * (docs/cluster.md §5.5).
+ */
+function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
+  return drive(program, pgStepOps(sql, { schedulePoll }, {}));
+}
+
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
 const READ_TIMEOUT = '10s';
 
 /** The port on a replica's pool (see the module's comment). */
 export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery> {
-  const { read, transaction, writing } = runners(options);
+  const { read, writing } = runners(options);
   const sql = pgStoreSql({ read, writing });
   return {
     name: options.name,
     sql,
     replaying: (fn) =>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
-    track: (t, now, graceMs) =>
-      trackOnPostgres(
-        { transaction: (fn) => transaction((tx) => fn(tx, options.schedulePoll)), read },
-        t,
-        now,
-        graceMs,
-      ),
+    effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
     ...pgFigures,
     // The server listens through its forwarder (cluster/forwarder.ts), not through the port.
     listen: async () => undefined,
@@ -132,14 +144,6 @@ function pgCommandStorePort(
   const commandSql = pgStoreSql(clientRunners(client));
   const inEngine = <R>(fn: (engine: Engine) => Promise<{ result: R; commit: boolean }>) =>
     inEngineTransaction(client, databaseUrl, fn);
-  const runners: TrackRunners = {
-    transaction: (fn) =>
-      inEngine(async (engine) => ({
-        result: await fn(sql, (tx, id, at) => engine.schedulePoll(tx, id, at)),
-        commit: true,
-      })),
-    read: (fn) => fn(client),
-  };
   return {
     name: describePgTarget(pgTarget(databaseUrl)),
     sql: commandSql,
@@ -152,7 +156,11 @@ function pgCommandStorePort(
         );
         return { result, commit: result.queued.length > 0 };
       }),
-    track: (t, now, graceMs) => trackOnPostgres(runners, t, now, graceMs),
+    effects: (program) =>
+      inEngine(async (engine) => ({
+        result: await pgEffects(sql, (tx, id, at) => engine.schedulePoll(tx, id, at), program),
+        commit: true,
+      })),
     ...pgFigures,
     // A message committed by any replica calls `onChange` (the outbox's NOTIFY).
     listen: async (onChange) => {
@@ -167,24 +175,11 @@ function pgCommandStorePort(
   };
 }
 
-type Guarded = <T>(fn: () => Promise<T>) => Promise<T>;
-type Read = <T>(fn: (db: PoolClient) => Promise<T>) => Promise<T>;
-type Transaction = <T>(fn: (tx: Sql) => Promise<T>) => Promise<T>;
-type Writing = <T>(fn: (client: PoolClient) => Promise<T>) => Promise<T>;
-
-/** The guarded ways to reach PostgreSQL that every call of the pool's port takes (see {@link runners}). */
-export interface PgRunners {
-  guarded: Guarded;
-  read: Read;
-  transaction: Transaction;
-  /** A transaction as {@link Transaction}, on the client itself (pg-store-sql.ts). */
-  writing: Writing;
-}
-
 /**
- * `guarded`: refuses while the replica is not connected, and turns PostgreSQL's being away into a
- * StorageError. `read`: guarded, `fn` in one read-only snapshot on a connection of the pool, bounded
- * by {@link READ_TIMEOUT}. `transaction`: guarded, `fn` in one transaction.
+ * The ways every call of the pool's port reaches PostgreSQL, guarded: refused while the replica is
+ * not connected, PostgreSQL's being away turned into a StorageError. `read`: `fn` in one read-only
+ * snapshot on a connection of the pool, bounded by {@link READ_TIMEOUT}; `writing`: in one
+ * transaction.
  */
 function runners(options: PgPoolStoreOptions): PgRunners {
   const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -200,7 +195,6 @@ function runners(options: PgPoolStoreOptions): PgRunners {
   const inTransaction = <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> =>
     inPoolTransaction(options.pool, begin, fn);
   return {
-    guarded,
     read: (fn) =>
       guarded(() =>
         inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
@@ -208,7 +202,6 @@ function runners(options: PgPoolStoreOptions): PgRunners {
           return fn(client);
         }),
       ),
-    transaction: (fn) => guarded(() => inTransaction('BEGIN', (client) => fn(sqlOf(client)))),
     writing: (fn) => guarded(() => inTransaction('BEGIN', fn)),
   };
 }

@@ -41,13 +41,7 @@ export interface PgRunners {
  * ({@link clientRunners}) — every row in the SQLite store's representation ({@link STORE_TYPES}).
  * `lone`: where lone statements run with no transaction around them.
  */
-export function pgStoreSql(
-  runners: PgRunners,
-  lone?: PgClient,
-): StoreSql & {
-  read<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-  write<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-} {
+export function pgStoreSql(runners: PgRunners, lone?: PgClient): StoreSql<PgQuery> {
   return {
     dialect: postgresDialect,
     read: (fn) => runners.read((client) => fn(pgStoreQuery(client))),
@@ -110,12 +104,20 @@ export function pgStoreQuery(client: PgClient): PgQuery {
   };
 }
 
-/** `fn` in one transaction on `client`: BEGIN … COMMIT, or ROLLBACK when it rejects. */
-export async function transactionOn<T>(client: Pick<ClientBase, 'query'>, fn: () => Promise<T>): Promise<T> {
-  await client.query('BEGIN');
+/**
+ * `fn` in one transaction on `client`: `begin` … COMMIT (ROLLBACK when `commit` says no), or
+ * ROLLBACK when it rejects.
+ */
+export async function transactionOn<T>(
+  client: Pick<ClientBase, 'query'>,
+  fn: () => Promise<T>,
+  begin = 'BEGIN',
+  commit: (result: T) => boolean = () => true,
+): Promise<T> {
+  await client.query(begin);
   try {
     const result = await fn();
-    await client.query('COMMIT');
+    await client.query(commit(result) ? 'COMMIT' : 'ROLLBACK');
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);

@@ -10,9 +10,11 @@ import {
   type Watermark,
   watermarkOf,
 } from '../domain/watermark';
+import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
 import type { OrderClock, OrderReading } from './order-clock';
-import { checkOut, type Sql, sqlOf } from './pg-sql';
+import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
+import { inPoolTransaction } from './pg-store-sql';
 import {
   type Beats,
   DEFAULT_HOLDBACK_MAX_MS,
@@ -64,11 +66,7 @@ export interface RelayOptions {
   intervalMs: number;
   kick(sql: Sql, keys: readonly string[]): Promise<void>;
   now(): Date;
-  logger: {
-    info(fields: Record<string, unknown>, message: string): void;
-    warn(fields: Record<string, unknown>, message: string): void;
-    error(fields: Record<string, unknown>, message: string): void;
-  };
+  logger: ClusterLogger;
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
@@ -152,28 +150,6 @@ function relayedStatus(local: string): 'pending' | 'ignored' | 'invalid' {
   return local === 'ignored' || local === 'invalid' ? local : 'pending';
 }
 
-/** The work key of an event, as pipeline.workKey() derives it. */
-export function workKeyOf(e: {
-  id: string | number;
-  nu_proposta: string | number | null;
-  request_id: string | null;
-}): string {
-  return sharedWorkKeyOf(e) ?? `e:${e.id}`;
-}
-
-/**
- * The work key an event shares with others (its proposal's, or its registration's), known before
- * it has an id; null for an event that is its own key (`e:<id>`, which no earlier kick can hold).
- */
-export function sharedWorkKeyOf(e: {
-  nu_proposta: string | number | null;
-  request_id: string | null;
-}): string | null {
-  if (e.nu_proposta !== null) return `p:${String(e.nu_proposta)}`;
-  if (e.request_id !== null) return `r:${e.request_id}`;
-  return null;
-}
-
 /**
  * Thrown inside a relay transaction that found PostgreSQL behind the spool: the transaction is
  * rolled back (it publishes nothing), the cursor has moved back, and the loop goes on at once.
@@ -240,18 +216,7 @@ export class Relay {
   private async relayBatch(): Promise<number> {
     const rows = this.spool.read(this.cursor, this.options.batch);
     if (rows.length === 0) return 0;
-    const client = await checkOut(this.pool);
-    let committed = false;
-    let figures: BeatFigures;
-    try {
-      await client.query('BEGIN');
-      figures = await this.write(client, rows);
-      await client.query('COMMIT');
-      committed = true;
-    } finally {
-      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
-      client.release(!committed);
-    }
+    const figures = await inPoolTransaction(this.pool, 'BEGIN', (client) => this.write(client, rows));
     this.options.onBeat?.(figures);
     const through = rows[rows.length - 1]!.id;
     this.cursor = through;
@@ -279,30 +244,15 @@ export class Relay {
   }
 
   private async beat(): Promise<number> {
-    const client = await checkOut(this.pool);
-    let committed = false;
-    let figures: BeatFigures;
-    try {
-      await client.query('BEGIN');
+    const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client): Promise<BeatFigures> => {
       const sql = sqlOf(client);
       const o = await this.observe(sql, this.cursor);
       await publishBeat(sql, { ...o.own, relayedThrough: this.cursor, at: o.now, clockOffsetMs: o.offsetMs });
       const after = this.withOwn(o, o.own);
       const keys = await release(sql, after.at);
       await this.options.kick(sql, keys);
-      await client.query('COMMIT');
-      committed = true;
-      figures = {
-        timeline: o.timeline,
-        watermark: after,
-        clockOffsetMs: o.offsetMs,
-        released: keys.length,
-        reading: o.reading,
-      };
-    } finally {
-      if (!committed) await client.query('ROLLBACK').catch(() => undefined);
-      client.release(!committed);
-    }
+      return figureOf(o, after, keys.length);
+    });
     this.options.onBeat?.(figures);
     return figures.released;
   }
@@ -500,13 +450,7 @@ export class Relay {
     // Below the watermark before this batch: another spool's later events may have been processed.
     const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
     if (late > 0) this.reportLate(late, o.before);
-    return {
-      timeline: o.timeline,
-      watermark: after,
-      clockOffsetMs: o.offsetMs,
-      released: released.length,
-      reading: o.reading,
-    };
+    return figureOf(o, after, released.length);
   }
 
   private reportLate(late: number, before: Watermark): void {
@@ -622,6 +566,11 @@ export class Relay {
       [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
     );
   }
+}
+
+/** What a heartbeat's transaction tells once committed. */
+function figureOf(o: Observed, watermark: Watermark, released: number): BeatFigures {
+  return { timeline: o.timeline, watermark, clockOffsetMs: o.offsetMs, released, reading: o.reading };
 }
 
 /** A new pending event the batch inserted. */

@@ -1,8 +1,7 @@
 import type { OverviewFigures, OverviewQuery, ProposalListing } from '../domain/console';
 import type { DestinationSummary } from '../domain/forwarding/admin';
 import type { Destination } from '../domain/forwarding/destinations';
-import type { Dialect } from '../domain/sql/dialect';
-import type { StoreQuery } from '../domain/sql/store-sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
 import {
   countEvents,
@@ -28,17 +27,6 @@ import { proposalPage } from './proposal-lists';
  * story), so the figures of a page agree with each other.
  */
 
-/**
- * {@link StoreSql} whose statements' handle may carry more than {@link StoreQuery}: the PostgreSQL
- * composition hands its parts the snapshot's connection with it, so that they read in the same
- * snapshot as the console's own statements.
- */
-export interface StoreSqlOf<Q extends StoreQuery> {
-  readonly dialect: Dialect;
-  read<T>(fn: (q: Q) => Promise<T>): Promise<T>;
-  write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
-}
-
 /** What the console shows but each store keeps its own way. */
 export interface ConsoleStoreParts<Q extends StoreQuery> {
   /** The overview's figures the stores keep (see {@link AlarmFigures}). */
@@ -47,22 +35,28 @@ export interface ConsoleStoreParts<Q extends StoreQuery> {
   destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
 }
 
-export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: ConsoleStoreParts<Q>) {
+export function consoleQueries<Q extends StoreQuery>(sql: StoreSql<Q>, parts: ConsoleStoreParts<Q>) {
   return {
     sessions: consoleSessions(sql),
     audit: consoleAudit(sql),
     signInFailures: signInFailures(sql),
-    /** The hourly rollup brought up to date (its own transaction), then the figures in one snapshot. */
+    /**
+     * The overview's figures: the deliveries that arrived since the last view counted into the
+     * hourly rollup first (its own transaction), then the figures in one snapshot.
+     */
     overview: async (now: Date, query: OverviewQuery): Promise<OverviewFigures> => {
       const rollup = await updateRollup(sql, now);
       const figures = await sql.read((q) => overviewFigures(q, now, query, () => parts.figures(q, query)));
       return { rollup, ...figures, destinations: await parts.destinationSummaries(query.destinations) };
     },
+    /** A page of events (the window rule of core/console-reads.ts). */
     events: (f: Parameters<typeof listEvents>[1]) => sql.read((q) => listEvents(q, f)),
+    /** Every event the filter matches (no paging, no window): a bulk replay's count. */
     countEvents: (f: Parameters<typeof countEvents>[1]) => sql.read((q) => countEvents(q, f)),
+    /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
     eventIds: (f: Parameters<typeof eventIds>[1], before: number, limit: number) =>
       sql.read((q) => eventIds(q, f, before, limit)),
-    /** One event, its raw body and the messages it caused. */
+    /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
     event: (id: number) =>
       sql.read(async (q) => {
         const found = await eventWithBody(q, id);
@@ -75,8 +69,11 @@ export function consoleQueries<Q extends StoreQuery>(sql: StoreSqlOf<Q>, parts: 
         counts: await proposalCounts(q),
         rows: await proposalPage(q, listing),
       })),
+    /** Whether a proposal row or an event names `nu`. */
     proposalExists: (nu: number | string) => sql.read((q) => proposalExists(q, nu)),
+    /** What the proposal page tells; undefined when nothing names this proposal. */
     proposalStory: (nu: number | string) => sql.read((q) => proposalStory(q, nu)),
+    /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
     averbacoes: (f: Parameters<typeof listAverbacoes>[1]) => sql.read((q) => listAverbacoes(q, f)),
   };
 }

@@ -112,7 +112,10 @@ export function signInFailures(sql: StoreSql) {
         );
         return row;
       }),
-    /** Counts a failure, and forgets the addresses whose window is over. */
+    /**
+     * One more, at `now` (a window that began at or before `windowStart` begins again); the
+     * addresses whose window is over are forgotten.
+     */
     failed: (address: string, now: string, windowStart: string): Promise<void> =>
       sql.write(async (q) => {
         await q.run('DELETE FROM console_sign_in_failures WHERE since <= $1', [windowStart]);

@@ -17,10 +17,9 @@ import { type Dialect, perDialect } from '../domain/sql/dialect';
  * The built-in handlers' effects on the log (the life cycle, registry tracking and results),
  * applied once for both stores: which statements run, in what order, with what values, given the
  * decisions of domain/event-effects.ts and domain/lifecycle.ts. Each effect is a program, a
- * generator that yields its statements and is given back each one's rows; a store only runs them:
- * SQLite's pipeline synchronously inside the event's transaction (store/handler-sql.ts
- * `effectsOn`), cluster mode's kick awaited inside the event's savepoint (cluster/pg-sql.ts
- * `runEffects`). Idempotent: a transition already recorded for the event (UNIQUE event_id) changes
+ * generator that yields its statements and is given back each one's rows; a store only runs them,
+ * with the event step's drivers and ops (event-step.ts): inside the event step, or alone (a
+ * registration tracked by an operator). Idempotent: a transition already recorded for the event (UNIQUE event_id) changes
  * nothing, a registration already tracked is only filled in.
  */
 

@@ -4,7 +4,7 @@ import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/
 import { asError, type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import { type HandlerStage, stagesFor } from '../domain/handler-order';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
-import { processingAttributes, type TraceAttributes } from '../domain/tracing';
+import { processingAttributes, type TraceAttributes, type Traces } from '../domain/tracing';
 import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } from './effects';
 
 /**
@@ -197,6 +197,22 @@ export interface StepOps<P extends 'sync' | 'async'> {
   outbox(entries: readonly OutboxEntry[]): Answer<P, void>;
   /** Runs `fn` inside the span (only asked for when the options say `traced`). */
   span<T>(span: SpanRequest, fn: () => Answer<P, T>): Answer<P, T>;
+}
+
+/**
+ * The ops' `span` and the trace context an outbox message keeps (that of the processing that caused
+ * it: its attempts' parent), on `traces`; with tracing off, `fn` alone and no context.
+ */
+export function stepTracing(traces: Traces | undefined) {
+  return {
+    span: <T>(span: SpanRequest, fn: () => T): T => {
+      if (traces === undefined) return fn();
+      return 'stage' in span
+        ? traces.stage(span.stage, fn)
+        : traces.processing(span.processing, span.attributes, fn);
+    },
+    context: (): string | null => traces?.current() ?? null,
+  };
 }
 
 // An async store may answer at once (a request it only notes): the driver then does not wait a tick.

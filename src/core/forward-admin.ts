@@ -20,6 +20,7 @@ import {
 import type { Destination, MessageType } from '../domain/forwarding/destinations';
 import { destinationWants, type MessageBody } from '../domain/forwarding/messages';
 import { parseJsonOrUndefined } from '../domain/json';
+import { canonicalNu } from '../domain/sql/dialect';
 import { inList, whereGiven } from '../domain/sql/read-statements';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
@@ -35,35 +36,7 @@ import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
  * turns between chunks: a replay of a hundred thousand dead letters never holds SQLite's write lock
  * (or PostgreSQL's row locks) for more than one short chunk, and ingest keeps answering meanwhile.
  */
-export interface ForwardAdmin {
-  /** Deliveries with their message's columns, newest first (keyset on the delivery id). */
-  list(filter: ForwardListFilter): Promise<ForwardRow[]>;
-  /** One delivery, its message's body and its attempts in order; undefined when there is none. */
-  show(id: number): Promise<ForwardDetail | undefined>;
-  /** The ids among these that name no delivery. */
-  missing(ids: readonly number[]): Promise<number[]>;
-  /** How many deliveries a replay with this filter would touch, by their status now. */
-  countWhere(filter: ForwardFilter): Promise<ReplayCounts>;
-  /**
-   * Every configured destination, in configuration order, then every other name met in the
-   * tables (`configured: false`, by name).
-   */
-  destinationSummaries(configured: readonly Destination[]): Promise<DestinationSummary[]>;
-  /** Replays these deliveries (unknown ids are skipped; see `missing`), due at `now`. */
-  replay(ids: readonly number[], now: string): Promise<ReplayCounts>;
-  /** Replays every delivery the filter matches, in id order; the totals. */
-  replayWhere(filter: ForwardFilter, now: string): Promise<ReplayCounts>;
-  /**
-   * Gives `destination` a pending delivery (due at `now`) for every stored message in the range
-   * that it wants and has none for yet, in message order. Twice creates nothing the second time.
-   * The new rows queue behind the destination's pending deliveries: per-proposal order holds among
-   * the backfilled messages, and relative to messages already sent, not to those of the same
-   * proposal still waiting (they were queued first).
-   */
-  backfill(destination: Destination, range: BackfillRange, now: string): Promise<BackfillCounts>;
-  /** Pauses or resumes a destination for the sender (which re-reads the flag within a second). */
-  setPaused(name: string, paused: boolean, now: string): Promise<void>;
-}
+export type ForwardAdmin = ReturnType<typeof forwardAdmin>;
 
 /**
  * What a write that gave the sender work does besides its statements; the one thing the stores do
@@ -122,13 +95,12 @@ const locked = (q: StoreQuery, clause: 'UPDATE' | 'UPDATE OF d' = 'UPDATE'): str
 
 /**
  * `nu_proposta` as the SQLite log holds it (an INTEGER column: an integer as a number), from
- * PostgreSQL's text: the relay writes an integer as its decimal (cluster/pg-sql.ts canonicalNu).
+ * PostgreSQL's text: the relay writes an integer as its decimal.
  */
-function logNu(nu: number | string | null): number | string | null {
-  return typeof nu === 'string' && /^-?\d{1,15}$/.test(nu) && String(Number(nu)) === nu ? Number(nu) : nu;
-}
-
-const forwardRow = (row: ForwardRow): ForwardRow => ({ ...row, nu_proposta: logNu(row.nu_proposta) });
+const forwardRow = (row: ForwardRow): ForwardRow => {
+  const nu = row.nu_proposta;
+  return { ...row, nu_proposta: typeof nu === 'string' ? canonicalNu(nu) : nu };
+};
 
 /**
  * A filter's `nu_proposta` as text: PostgreSQL's column is text, and SQLite's INTEGER column reads
@@ -162,20 +134,22 @@ function chunksOf<T>(items: readonly T[]): T[][] {
 type Picked = { id: number; status: string };
 
 /** The operators' statements on `log`; `wake` tells the sender about new work (see {@link SenderWake}). */
-export function forwardAdmin(log: StoreSql, wake: SenderWake = {}): ForwardAdmin {
+export function forwardAdmin(log: StoreSql, wake: SenderWake = {}) {
   return { ...reads(log), ...writes(log, wake) };
 }
 
-function reads(log: StoreSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'backfill' | 'setPaused'> {
+function reads(log: StoreSql) {
   return {
-    list: (filter) => {
+    /** Deliveries with their message's columns, newest first (keyset on the delivery id). */
+    list: (filter: ForwardListFilter): Promise<ForwardRow[]> => {
       const w = filterWhere(filter);
       const sql = `SELECT ${ROW_COLUMNS} ${FROM_JOINED} ${w.text} ORDER BY d.id DESC LIMIT $${w.params.length + 1}`;
       return log.read(async (q) =>
         (await q.rows<ForwardRow>(sql, [...w.params, listLimit(filter)])).map(forwardRow),
       );
     },
-    show: (id) =>
+    /** One delivery, its message's body and its attempts in order; undefined when there is none. */
+    show: (id: number): Promise<ForwardDetail | undefined> =>
       log.read(async (q) => {
         const [row] = await q.rows<ForwardRow & { body: string }>(
           `SELECT ${ROW_COLUMNS}, m.body ${FROM_JOINED} WHERE d.id = $1`,
@@ -185,7 +159,8 @@ function reads(log: StoreSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'ba
         const { body, ...delivery } = row;
         return { delivery: forwardRow(delivery), body, attempts: await q.rows<AttemptRow>(ATTEMPTS, [id]) };
       }),
-    missing: (ids) =>
+    /** The ids among these that name no delivery. */
+    missing: (ids: readonly number[]): Promise<number[]> =>
       log.read(async (q) => {
         const known = new Set<number>();
         for (const chunk of chunksOf(ids)) {
@@ -197,12 +172,17 @@ function reads(log: StoreSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'ba
         }
         return ids.filter((id) => !known.has(id));
       }),
-    countWhere: (filter) => {
+    /** How many deliveries a replay with this filter would touch, by their status now. */
+    countWhere: (filter: ForwardFilter): Promise<ReplayCounts> => {
       const w = filterWhere(filter);
       const sql = `SELECT d.status, count(*) AS n ${FROM_JOINED} ${w.text} GROUP BY d.status`;
       return log.read(async (q) => replayCounts(await q.rows<{ status: string; n: number }>(sql, w.params)));
     },
-    destinationSummaries: (configured) =>
+    /**
+     * Every configured destination, in configuration order, then every other name met in the
+     * tables (`configured: false`, by name).
+     */
+    destinationSummaries: (configured: readonly Destination[]): Promise<DestinationSummary[]> =>
       log.read(async (q) => {
         const states = await q.rows<DestinationStateRow>(
           'SELECT name, paused, circuit FROM forward_destinations',
@@ -218,10 +198,7 @@ function reads(log: StoreSql): Omit<ForwardAdmin, 'replay' | 'replayWhere' | 'ba
   };
 }
 
-function writes(
-  log: StoreSql,
-  wake: SenderWake,
-): Pick<ForwardAdmin, 'replay' | 'replayWhere' | 'backfill' | 'setPaused'> {
+function writes(log: StoreSql, wake: SenderWake) {
   /** `fn` in one transaction; when it says it gave the sender work, the sender is woken. */
   const written = async <T>(fn: (q: StoreQuery) => Promise<{ value: T; work: boolean }>): Promise<T> => {
     const { value, work } = await log.write(async (q) => {
@@ -241,7 +218,8 @@ function writes(
     });
   const counted = (rows: readonly Picked[]) => replayCounts(rows.map((r) => ({ status: r.status, n: 1 })));
   return {
-    async replay(ids, now) {
+    /** Replays these deliveries (unknown ids are skipped; see `missing`), due at `now`. */
+    async replay(ids: readonly number[], now: string): Promise<ReplayCounts> {
       const total = replayCounts([]);
       for (const chunk of chunksOf(ids)) {
         const rows = await requeued(
@@ -256,7 +234,8 @@ function writes(
       }
       return total;
     },
-    async replayWhere(filter, now) {
+    /** Replays every delivery the filter matches, in id order; the totals. */
+    async replayWhere(filter: ForwardFilter, now: string): Promise<ReplayCounts> {
       const total = replayCounts([]);
       // Only an empty chunk ends it: PostgreSQL's lock re-checks the filter, so a chunk may be short.
       for (let afterId = 0; ; await nextTurn()) {
@@ -272,7 +251,14 @@ function writes(
         afterId = last.id;
       }
     },
-    async backfill(destination, range, now) {
+    /**
+     * Gives `destination` a pending delivery (due at `now`) for every stored message in the range
+     * that it wants and has none for yet, in message order. Twice creates nothing the second time.
+     * The new rows queue behind the destination's pending deliveries: per-proposal order holds among
+     * the backfilled messages, and relative to messages already sent, not to those of the same
+     * proposal still waiting (they were queued first).
+     */
+    async backfill(destination: Destination, range: BackfillRange, now: string): Promise<BackfillCounts> {
       const total: BackfillCounts = { matched: 0, created: 0 };
       for (let afterId = 0; ; await nextTurn()) {
         const chunk = await written((q) => backfillChunk(q, destination, range, afterId, now));
@@ -282,7 +268,8 @@ function writes(
         afterId = chunk.lastId;
       }
     },
-    setPaused: (name, paused, now) =>
+    /** Pauses or resumes a destination for the sender (which re-reads the flag within a second). */
+    setPaused: (name: string, paused: boolean, now: string): Promise<void> =>
       written(async (q) => {
         await q.run(
           `INSERT INTO forward_destinations (name, paused, updated_at) VALUES ($1, $2, $3)

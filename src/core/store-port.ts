@@ -1,45 +1,18 @@
-import type {
-  AuditRow,
-  ConsoleAverbacaoFilter,
-  ConsoleDeliveryFilter,
-  ConsoleEventFilter,
-  ConsoleSessionRow,
-  ListPage,
-  NewAuditEntry,
-  NewConsoleSession,
-  NewRefusal,
-  OverviewFigures,
-  OverviewQuery,
-  ProposalListing,
-  RegistryEventRow,
-  StoryEventRow,
-  StoryForwardRow,
-  TokenFingerprints,
-} from '../domain/console';
-import type { DeliveryRow } from '../domain/delivery';
-import type { EventRow, EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
-import type { MessageType } from '../domain/forwarding/destinations';
-import type { FeedPage } from '../domain/forwarding/messages';
+import type { NewAuditEntry } from '../domain/console';
+import type { EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
-import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
-import type { StoreQuery } from '../domain/sql/store-sql';
+import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { consoleQueries, type StoreSqlOf } from './console-queries';
-import type { AverbacaoListRow } from './console-reads';
+import { trackEffect } from '../domain/event-effects';
+import { consoleQueries } from './console-queries';
+import { type EffectProgram, trackEffects } from './effects';
 import { endSessionsAudited } from './console-session-queries';
 import type { AlarmFigures } from './console-overview';
 import { feedReader } from './feed-reader';
-import { type ForwardAdmin, forwardAdmin, type SenderWake } from './forward-admin';
-import {
-  type AverbacaoFilter,
-  type DeliveryFilter,
-  type EventFilter,
-  type StoreFigures,
-  storeFigures,
-  storeReads,
-} from './store-reads';
-import { latestProposals, type ProposalListRow, stuckProposals } from './proposal-lists';
+import { forwardAdmin, type SenderWake } from './forward-admin';
+import { type StoreFigures, storeFigures, storeReads } from './store-reads';
+import { latestProposals, stuckProposals } from './proposal-lists';
 import { replayEvents, replayWanted } from './replay';
 
 /**
@@ -59,7 +32,7 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
   readonly name: string;
   /** Snapshots and transactions (domain/sql/store-sql.ts). */
-  readonly sql: StoreSqlOf<Q>;
+  readonly sql: StoreSql<Q>;
   /**
    * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
    * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
@@ -67,10 +40,10 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
    */
   replaying(fn: (q: StoreQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
   /**
-   * Tracks a registration declared here or started through the service's client (`queued`, first
-   * poll after `graceMs`); one already tracked only gets its missing fields. `created`: it was new.
+   * Runs an effect program (core/effects.ts: a registration's tracking) in one transaction, the
+   * first poll it asks for queued in it (PostgreSQL: a pg-boss job; SQLite polls from the row).
    */
-  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
+  effects<R>(program: EffectProgram<R>): Promise<R>;
   /** How a write to the forwarding tables wakes the sender (core/forward-admin.ts). */
   readonly senderWake: SenderWake;
   /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
@@ -94,11 +67,6 @@ export interface TrackRequest {
   via: 'declared' | 'started';
 }
 
-export interface Tracked {
-  created: boolean;
-  averbacao: AverbacaoRow | undefined;
-}
-
 /** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
 export type StoreStats = Pick<StoreFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
 
@@ -112,179 +80,89 @@ export interface PruneOutcome {
 }
 
 /** A page of the change feed (contract §8). */
-export type FeedReader = (afterId: number, limit: number, types: readonly MessageType[]) => Promise<FeedPage>;
+export type FeedReader = AdminStore['feed'];
 
 /** What the admin routes read and write (contract §7, §8). */
-export interface AdminStore {
-  /** `events`, newest first (by id). */
-  events(filter: EventFilter): Promise<readonly EventRow[]>;
-  /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
-  event(id: number): Promise<{ event: EventRow; body: string | Buffer | null } | undefined>;
-  /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
-  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
-  /** `deliveries`, newest first. */
-  deliveries(filter: DeliveryFilter): Promise<readonly DeliveryRow[]>;
-  /** A proposal (undefined when it has no row) and every event of it, processed or not. */
-  proposal(
-    nu: number | string,
-  ): Promise<{ proposal: ProposalRow | undefined; timeline: readonly TimelineRow[] }>;
-  /** Tracked registrations, the most recently created first. */
-  averbacoes(filter: AverbacaoFilter): Promise<readonly AverbacaoRow[]>;
-  averbacao(requestId: string): Promise<AverbacaoRow | undefined>;
-  /** {@link StorePort.track}. */
-  track(t: TrackRequest, now: Date, graceMs: number): Promise<Tracked>;
-  /** The forwarding tables (contract §8). */
-  forwards: ForwardAdmin;
-  /** A page of the change feed. */
-  feed: FeedReader;
-}
+export type AdminStore = ReturnType<typeof adminStore>;
 
-export function adminStore(port: StorePort<StoreQuery>): AdminStore {
+export function adminStore(port: StorePort<StoreQuery>) {
+  const reads = storeReads(port.sql);
   return {
-    ...storeReads(port.sql),
-    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
-    track: (t, now, graceMs) => port.track(t, now, graceMs),
+    ...reads,
+    /** Puts events back in the queue, all or nothing (core/replay.ts), and makes processing look at once. */
+    replayEvents: (ids: readonly number[], now: string) =>
+      port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    /**
+     * Tracks a registration declared here or started through the service's client (`queued`, first
+     * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
+     * missing fields. `created`: it was new.
+     */
+    track: async (t: TrackRequest, now: Date, graceMs: number) => {
+      const effect = trackEffect(t, now.getTime(), { graceMs });
+      const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
+      return { created, averbacao: await reads.averbacao(t.requestId) };
+    },
+    /** The forwarding tables (contract §8); the writes wake the sender. */
     forwards: forwardAdmin(port.sql, port.senderWake),
+    /** A page of the change feed. */
     feed: feedReader(port.sql),
   };
 }
 
 /**
  * Everything the console's pages and actions read and write (core/console-queries.ts, in the SQLite
- * store's shapes, so that one set of pages renders either). Each call of PostgreSQL's rejects with
- * a StorageError while PostgreSQL cannot answer this replica; the console answers that with a 503.
+ * store's shapes, so that one set of pages renders either), with the replay rule and the forwarding
+ * tables of the admin API. Each call of PostgreSQL's rejects with a StorageError while PostgreSQL
+ * cannot answer this replica; the console answers that with a 503.
  */
-export interface ConsoleStore {
-  sessions: ConsoleSessions;
-  audit: {
-    record(entry: NewAuditEntry): Promise<void>;
-    /** A refused request, aggregated (domain/console.ts `refusalWrite`). */
-    refuse(refusal: NewRefusal): Promise<void>;
-    /** Newest first, entries with an id below `beforeId` (keyset). */
-    page(beforeId: number, limit: number): Promise<AuditRow[]>;
-  };
-  /** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the store. */
-  signInFailures: SignInFailures;
-  /** The overview's figures; counts the deliveries that arrived since the last view into the hourly rollup first. */
-  overview(now: Date, query: OverviewQuery): Promise<OverviewFigures>;
-  /** A page of events (the window rule of core/console-reads.ts). */
-  events(filter: ConsoleEventFilter): Promise<ListPage<EventRow>>;
-  /** Every event the filter matches (no paging, no window): a bulk replay's count. */
-  countEvents(filter: ConsoleEventFilter): Promise<number>;
-  /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
-  eventIds(filter: ConsoleEventFilter, before: number, limit: number): Promise<number[]>;
-  /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
-  event(id: number): Promise<ConsoleEvent | undefined>;
-  deliveries(filter: ConsoleDeliveryFilter): Promise<ListPage<DeliveryRow>>;
-  /** Proposals per status (the funnel) and one page of a listing. */
-  proposals(listing: ProposalListing): Promise<{ counts: Record<string, number>; rows: ProposalListRow[] }>;
-  /** Whether a proposal row or an event names `nu`. */
-  proposalExists(nu: number | string): Promise<boolean>;
-  /** What the proposal page tells; undefined when nothing names this proposal. */
-  proposalStory(nu: number | string): Promise<ProposalStoryRows | undefined>;
-  /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
-  averbacoes(filter: ConsoleAverbacaoFilter): Promise<{ rows: AverbacaoListRow[]; next: number | null }>;
-  /** The replay rule of `/admin` and the commands; makes processing look at once. */
-  replayEvents(ids: readonly number[], now: string): Promise<ReplayResult>;
-  /** The forwarding tables, the admin API's statements (contract §8); the writes wake the sender. */
-  forwards: ForwardAdmin;
-}
+export type ConsoleStore = ReturnType<typeof consoleStore>;
 
-export interface ConsoleSessions {
-  create(session: NewConsoleSession): Promise<void>;
-  /** The session unless it is unknown or expired at `now`. */
-  live(idHash: string, now: string): Promise<ConsoleSessionRow | undefined>;
-  touch(idHash: string, now: string): Promise<void>;
-  remove(idHash: string): Promise<void>;
-  /** Removes every session expired at `now`; returns how many. */
-  pruneExpired(now: string): Promise<number>;
-  /** Removes every session not opened by its role's configured token (rotated or removed); how many. */
-  endOthers(fps: TokenFingerprints): Promise<number>;
-  /** Removes every session; returns how many. */
-  endAll(): Promise<number>;
-}
+/** The sign-in throttle's counts (http/console/throttle.ts), shared by every process on the store. */
+export type SignInFailures = ConsoleStore['signInFailures'];
 
-export interface SignInFailures {
-  /** The address's wrong tokens in the window that began after `windowStart`, if any. */
-  current(address: string, windowStart: string): Promise<{ since: string; failures: number } | undefined>;
-  /** One more, at `now`; a window that began at or before `windowStart` begins again. */
-  failed(address: string, now: string, windowStart: string): Promise<void>;
-  succeeded(address: string): Promise<void>;
-}
-
-export interface ConsoleEvent {
-  event: EventRow;
-  body: string | Buffer | null;
-  forwards: StoryForwardRow[];
-}
-
-export interface ProposalStoryRows {
-  proposal: ProposalRow | undefined;
-  events: StoryEventRow[];
-  averbacoes: { row: AverbacaoRow; answers: RegistryEventRow[] }[];
-  forwards: StoryForwardRow[];
-}
-
-export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>): ConsoleStore {
-  const forwards = forwardAdmin(port.sql, port.senderWake);
+export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>) {
+  // The admin API's replay rule and forwarding tables (the same writes, waking the sender).
+  const { replayEvents, forwards } = adminStore(port);
   return {
     ...consoleQueries(port.sql, {
       figures: (q) => port.consoleFigures(q),
       destinationSummaries: (configured) => forwards.destinationSummaries(configured),
     }),
-    replayEvents: (ids, now) => port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
+    replayEvents,
     forwards,
   };
 }
 
 /** What the commands read and do: the admin API's, and the few reads and writes only they have. */
-export interface CommandStore extends Pick<
-  AdminStore,
-  'events' | 'deliveries' | 'proposal' | 'averbacoes' | 'track' | 'forwards' | 'feed'
-> {
-  /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
-  readonly name: string;
-  /** Everything `stats` shows, read at once. */
-  stats(cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<StoreFigures>;
-  latestProposals(statuses: readonly ProposalStatus[], limit: number): Promise<readonly ProposalListRow[]>;
-  stuckProposals(cutoffs: readonly StuckCutoff[], limit: number): Promise<readonly ProposalListRow[]>;
-  /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
-  replay(wanted: { ids: readonly number[] } | { status: EventStatus }, now: string): Promise<ReplayResult>;
-  /** Ends every console session and records `audit(ended)`, together; returns how many. */
-  endSessions(audit: (ended: number) => NewAuditEntry): Promise<number>;
-  /** {@link StorePort.listen}. */
-  listen(onChange: () => void): Promise<void>;
-  /** {@link StorePort.prune}. */
-  prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
-}
+export type CommandStore = ReturnType<typeof commandStore>;
 
-export function commandStore<Q extends StoreQuery>(port: StorePort<Q>): CommandStore {
+export function commandStore<Q extends StoreQuery>(port: StorePort<Q>) {
   const { sql } = port;
-  const { events, deliveries, proposal, averbacoes, track, forwards, feed } = adminStore(port);
   return {
+    ...adminStore(port),
+    /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
     name: port.name,
-    events,
-    deliveries,
-    proposal,
-    averbacoes,
-    track,
-    forwards,
-    feed,
-    latestProposals: (statuses, limit) => sql.read((q) => latestProposals(q, statuses, { limit })),
-    stuckProposals: (cutoffs, limit) => sql.read((q) => stuckProposals(q, cutoffs, { limit })),
-    stats: (cutoffs, destinations) =>
+    latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
+      sql.read((q) => latestProposals(q, statuses, { limit })),
+    stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>
+      sql.read((q) => stuckProposals(q, cutoffs, { limit })),
+    /** Everything `stats` shows, read at once. */
+    stats: (cutoffs: readonly StuckCutoff[], destinations: readonly string[]): Promise<StoreFigures> =>
       sql.read(async (q) => ({
         ...(await storeFigures(q, cutoffs)),
         ...(await port.statsFigures(q, destinations)),
       })),
-    replay: (wanted, now) => port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
-    endSessions: (audit) => endSessionsAudited(sql, audit),
-    listen: (onChange) => port.listen(onChange),
-    prune: (cutoff, now) => port.prune(cutoff, now),
+    /** Puts the events named (or every one with `status`) back in the queue, all or nothing. */
+    replay: (wanted: { ids: readonly number[] } | { status: EventStatus }, now: string) =>
+      port.replaying((q, hooks) => replayWanted(q, wanted, now, hooks)),
+    /** Ends every console session and records `audit(ended)`, together; returns how many. */
+    endSessions: (audit: (ended: number) => NewAuditEntry) => endSessionsAudited(sql, audit),
+    /** {@link StorePort.listen}. */
+    listen: (onChange: () => void) => port.listen(onChange),
+    /** {@link StorePort.prune}. */
+    prune: (cutoff: Date, now: Date) => port.prune(cutoff, now),
   };
 }
 
-export type { AverbacaoFilter, DeliveryFilter, EventFilter, StoreFigures } from './store-reads';
+export type { StoreFigures } from './store-reads';
 export type { ForwardAdmin } from './forward-admin';
-export type { AverbacaoListRow } from './console-reads';
-export type { ProposalListRow } from './proposal-lists';

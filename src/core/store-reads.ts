@@ -1,4 +1,3 @@
-import type { DeliveryRow } from '../domain/delivery';
 import type { EventRow } from '../domain/event-status';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { clampLimit } from '../domain/list-limit';
@@ -40,60 +39,49 @@ export interface AverbacaoFilter {
   limit?: number | undefined;
 }
 
-/** `events`, newest first (by id). */
-export async function listLogEvents(q: StoreQuery, f: EventFilter): Promise<EventRow[]> {
-  const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
-  const query = eventsQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
-  return (await q.rows<EventRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
-}
-
-/**
- * `deliveries`, newest first: SQLite by id, PostgreSQL by `received_at` (its ids are the relays'
- * order, which interleaves the replicas' spools): the console's rule (console-reads.ts
- * `listDeliveries`), the one place that difference is stated.
- */
-export async function listLogDeliveries(q: StoreQuery, f: DeliveryFilter): Promise<DeliveryRow[]> {
-  const page = await listDeliveries(q, {
-    outcome: f.outcome,
-    before: f.beforeId,
-    limit: clampLimit(f.limit),
-  });
-  return page.rows;
-}
-
-/** A proposal (undefined when it has no row) and every event of it, processed or not. */
-export async function proposalWithTimeline(
-  q: StoreQuery,
-  nu: number | string,
-): Promise<{ proposal: ProposalRow | undefined; timeline: TimelineRow[] }> {
-  const key = q.dialect.storedNu(nu);
-  const [row] = await q.rows<ProposalRow>(PROPOSAL, [key]);
-  return { proposal: row && logNu(q.dialect, row), timeline: await q.rows<TimelineRow>(TIMELINE, [key]) };
-}
-
-/** Tracked registrations, the most recently created first. */
-export async function listLogAverbacoes(q: StoreQuery, f: AverbacaoFilter): Promise<AverbacaoRow[]> {
-  const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
-  const query = averbacoesQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
-  return (await q.rows<AverbacaoRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
-}
-
-/** One tracked registration, or undefined when `requestId` is not tracked. */
-export async function averbacaoRow(q: StoreQuery, requestId: string): Promise<AverbacaoRow | undefined> {
-  const [row] = await q.rows<AverbacaoRow>(AVERBACAO, [requestId]);
-  return row && logNu(q.dialect, row);
-}
-
 /** The admin API's and the commands' reads, each in one snapshot of `sql`. */
 export function storeReads(sql: Pick<StoreSql, 'read'>) {
   return {
-    events: (filter: EventFilter) => sql.read((q) => listLogEvents(q, filter)),
+    /** `events`, newest first (by id). */
+    events: (f: EventFilter) =>
+      sql.read(async (q) => {
+        const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
+        const query = eventsQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
+        return (await q.rows<EventRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
+      }),
     /** One event and its raw body: text when it is valid UTF-8, else the bytes; undefined when none. */
     event: (id: number) => sql.read((q) => eventWithBody(q, id)),
-    deliveries: (filter: DeliveryFilter) => sql.read((q) => listLogDeliveries(q, filter)),
-    proposal: (nu: number | string) => sql.read((q) => proposalWithTimeline(q, nu)),
-    averbacoes: (filter: AverbacaoFilter) => sql.read((q) => listLogAverbacoes(q, filter)),
-    averbacao: (requestId: string) => sql.read((q) => averbacaoRow(q, requestId)),
+    /**
+     * `deliveries`, newest first: SQLite by id, PostgreSQL by `received_at` (its ids are the relays'
+     * order, which interleaves the replicas' spools): the console's rule (console-reads.ts
+     * `listDeliveries`), the one place that difference is stated.
+     */
+    deliveries: (f: DeliveryFilter) =>
+      sql.read(async (q) => {
+        const filter = { outcome: f.outcome, before: f.beforeId, limit: clampLimit(f.limit) };
+        return (await listDeliveries(q, filter)).rows;
+      }),
+    /** A proposal (undefined when it has no row) and every event of it, processed or not. */
+    proposal: (nu: number | string) =>
+      sql.read(async (q) => {
+        const key = q.dialect.storedNu(nu);
+        const [row] = await q.rows<ProposalRow>(PROPOSAL, [key]);
+        const timeline = await q.rows<TimelineRow>(TIMELINE, [key]);
+        return { proposal: row && logNu(q.dialect, row), timeline };
+      }),
+    /** Tracked registrations, the most recently created first. */
+    averbacoes: (f: AverbacaoFilter) =>
+      sql.read(async (q) => {
+        const nu = f.nuProposta === undefined ? undefined : q.dialect.storedNu(f.nuProposta);
+        const query = averbacoesQuery({ ...f, nuProposta: nu, limit: clampLimit(f.limit) });
+        return (await q.rows<AverbacaoRow>(query.text, query.params)).map((r) => logNu(q.dialect, r));
+      }),
+    /** One tracked registration, or undefined when `requestId` is not tracked. */
+    averbacao: (requestId: string) =>
+      sql.read(async (q) => {
+        const [row] = await q.rows<AverbacaoRow>(AVERBACAO, [requestId]);
+        return row && logNu(q.dialect, row);
+      }),
   };
 }
 

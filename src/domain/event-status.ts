@@ -33,7 +33,7 @@ export interface ReplayResult {
   notReplayable: { id: number; status: EventStatus }[];
 }
 
-/** An event a replay reads: its status and its work key's parts (cluster/relay.ts `workKeyOf`). */
+/** An event a replay reads: its status and its work key's parts (domain/work-key.ts). */
 export interface ReplayedEvent {
   id: number;
   status: EventStatus;

@@ -90,7 +90,7 @@ export interface PollEvent {
   readonly registryStatus: string;
   /** The service's answer as it came (or the two fields that matter, when it carried no body). */
   readonly body: string;
-  /** The work key the event is processed under: poll answers carry no nu_proposta (pipeline.workKey). */
+  /** The work key the event is processed under: poll answers carry no nu_proposta (domain/work-key.ts). */
   readonly workKey: string;
 }
 

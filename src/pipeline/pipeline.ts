@@ -6,7 +6,7 @@ import {
   drive,
   driveSync,
   eventStep,
-  type StepEvent,
+  type StepProgram,
   type StepOps,
   type StepOptions,
   type StepReport,
@@ -14,7 +14,6 @@ import {
 } from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
 import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
-import type { Destination } from '../domain/forwarding/destinations';
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { HandlerEvent } from '../domain/event-router';
@@ -26,12 +25,8 @@ import type { Traces } from '../domain/tracing';
 import { sqliteDialect } from '../domain/sql/dialect';
 import type { Reported } from './outcome';
 import { isLockBusy } from '../domain/errors';
-import {
-  type EventForWork,
-  type PipelineQueries,
-  pipelineQueries,
-  type WorkItem,
-} from '../store/pipeline-queries';
+import { workKeyOf } from '../domain/work-key';
+import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
 
 /**
  * The event pipeline: stored events → handlers, in an in-process p-queue.
@@ -109,7 +104,7 @@ export interface PipelineOptions {
    */
   stages: {
     schedule: PollScheduleOptions;
-    outbox: { destinations: readonly Destination[]; feedEnabled: boolean } | null;
+    outbox: StepOptions['outbox'];
   };
   /** Told of every handler failure, after the failure is recorded (the metric's hook). @default none */
   onError?: ((error: Error, event: HandlerEvent) => void) | undefined;
@@ -157,12 +152,6 @@ const UNAVAILABLE_RETRY_MS = 1000;
  * BEGIN IMMEDIATE blocked the event loop for the connection's short busy timeout only).
  */
 const LOCKED_RETRY_MS = 50;
-
-export function workKey(item: Pick<WorkItem, 'id' | 'nu_proposta' | 'request_id'>): string {
-  if (item.nu_proposta !== null && item.nu_proposta !== undefined) return `p:${item.nu_proposta}`;
-  if (item.request_id !== null && item.request_id !== undefined) return `r:${item.request_id}`;
-  return `e:${item.id}`;
-}
 
 export class Pipeline {
   private readonly queue: PQueue;
@@ -297,7 +286,7 @@ export class Pipeline {
     if (this.stopping) return;
     try {
       const now = this.options.clock.now().toISOString();
-      for (const item of this.q.due(now, 1000)) this.enqueue(item.id, workKey(item));
+      for (const item of this.q.due(now, 1000)) this.enqueue(item.id, workKeyOf(item));
       this.catchUp();
     } catch (err) {
       this.options.logger.error({ err: (err as Error).message }, 'pipeline sweep failed; trying again');
@@ -311,7 +300,7 @@ export class Pipeline {
   private recover(): number {
     const before = this.tracked.size;
     this.db.transaction(() => {
-      for (const item of this.q.backlog()) this.enqueue(item.id, workKey(item));
+      for (const item of this.q.backlog()) this.enqueue(item.id, workKeyOf(item));
       this.watermark = Math.max(this.watermark, this.q.maxId());
     })();
     return this.tracked.size - before;
@@ -322,7 +311,7 @@ export class Pipeline {
     for (;;) {
       const rows = this.q.after(this.watermark, 1000);
       for (const row of rows) {
-        if (row.status === 'pending') this.enqueue(row.id, workKey(row));
+        if (row.status === 'pending') this.enqueue(row.id, workKeyOf(row));
         this.watermark = row.id;
       }
       if (rows.length < 1000) return;
@@ -447,12 +436,11 @@ export class Pipeline {
     let r: Reported;
     try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
-      const row = q.load(id);
-      if (!row || (row.status !== 'pending' && row.status !== 'failed')) r = { id, outcome: 'skipped' };
+      const row = runnable(q.load(id));
+      if (row === null) r = { id, outcome: 'skipped' };
       else {
         const event = handlerEventOf(row);
-        const report = await drive(eventStep(this.stepEvent(row, event), this.env(now), this.step), ops);
-        r = reported(id, report, row, event);
+        r = reported(id, await drive(this.eventStep(row, event, now), ops), row, event);
       }
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
     } catch (err) {
@@ -531,19 +519,17 @@ export class Pipeline {
 
   /** Runs one event's step (its own savepoint). Never throws. */
   private runOne(id: number, now: Date): Reported {
-    let row: EventForWork | undefined;
+    let row: EventForWork | null;
     try {
-      row = this.q.load(id);
+      row = runnable(this.q.load(id));
     } catch (err) {
       return { id, outcome: 'unavailable', error: err as Error };
     }
-    if (!row || (row.status !== 'pending' && row.status !== 'failed')) return { id, outcome: 'skipped' };
+    if (row === null) return { id, outcome: 'skipped' };
     const event = handlerEventOf(row);
-    if (this.partners !== null && this.partners.handlers.handlersFor(event).length > 0)
-      return { id, outcome: 'partner' };
+    if (this.partnerFor(event)) return { id, outcome: 'partner' };
     try {
-      const report = driveSync(eventStep(this.stepEvent(row, event), this.env(now), this.step), this.ops);
-      return reported(id, report, row, event);
+      return reported(id, driveSync(this.eventStep(row, event, now), this.ops), row, event);
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -555,17 +541,15 @@ export class Pipeline {
     }
   }
 
-  private env(now: Date): EffectsEnv {
-    return {
+  /** The event step of `event`, loaded as `row`, at `now` (core/event-step.ts). */
+  private eventStep(row: EventForWork, event: HandlerEvent, now: Date): StepProgram<StepReport> {
+    const env: EffectsEnv = {
       dialect: sqliteDialect,
       now,
       logger: this.options.logger,
       schedule: this.options.stages.schedule,
     };
-  }
-
-  private stepEvent(row: EventForWork, event: HandlerEvent): StepEvent {
-    return { event, traceContext: row.trace_context };
+    return eventStep({ event, traceContext: row.trace_context }, env, this.step);
   }
 
   /** Whether the partner stage has handlers for `event` (configureHandlers'). */
@@ -596,6 +580,11 @@ export class Pipeline {
   private reportDepth(): void {
     this.options.metrics?.depth(this.tracked.size);
   }
+}
+
+/** The event as loaded when it is still to run (pending, or failed and due), else null. */
+function runnable(row: EventForWork | undefined): EventForWork | null {
+  return row !== undefined && (row.status === 'pending' || row.status === 'failed') ? row : null;
 }
 
 /** What the pipeline says of an event its step ran. */

@@ -1,33 +1,15 @@
-import { trackEffects } from '../core/effects';
-import type { RegistryStatus } from '../domain/catalogue';
-import type { TrackedVia } from '../domain/event-effects';
 import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow } from '../domain/log-rows';
-import { sqliteDialect } from '../domain/sql/dialect';
 import { AVERBACAO, averbacoesQuery } from '../domain/sql/read-statements';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import type { Db } from './database';
-import { effectsOn, prepareShared, sqliteRows } from './handler-sql';
+import { prepareShared, sqliteRows } from './handler-sql';
 
 /** The `averbacoes` table (contract §5): tracked registration requests and the poller's schedule. */
 
-export type { TrackedVia } from '../domain/event-effects';
 export type { AverbacaoRow } from '../domain/log-rows';
 
-export interface TrackInput {
-  requestId: string;
-  correlationId: string | null;
-  nuProposta: number | string | null;
-  status: RegistryStatus;
-  via: TrackedVia;
-  now: string;
-  /** null: do not poll (already final). */
-  nextPollAt: string | null;
-}
-
 export function averbacoesRepo(db: Db) {
-  // The writes of tracking, as the built-in handlers make them (core/effects.ts).
-  const effects = effectsOn(db);
   // Written once for both stores (domain/sql/read-statements.ts), as the listing below; one `?`.
   const get = prepareShared<AverbacaoRow>(db, AVERBACAO);
   const due = db.prepare<[string, number], AverbacaoRow>(
@@ -37,9 +19,6 @@ export function averbacoesRepo(db: Db) {
   const recordPoll = prepareShared<{ polling: number }>(db, RECORD_POLL);
   const markStale = prepareShared(db, MARK_STALE);
   return {
-    /** Starts tracking; returns false when the request was tracked already (then fills missing fields). */
-    track: ({ now, ...t }: TrackInput): boolean =>
-      effects(trackEffects({ type: 'track', ...t }, sqliteDialect, now)),
     get: (requestId: string) => get.get([requestId]),
     due: (now: string, limit: number) => due.all(now, limit),
     /** Records a poll; returns whether the registration is still polled. */
@@ -58,5 +37,3 @@ export function averbacoesRepo(db: Db) {
     },
   };
 }
-
-export type AverbacoesRepo = ReturnType<typeof averbacoesRepo>;

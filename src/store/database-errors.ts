@@ -130,5 +130,3 @@ function fileSystemCause(
   const cause = unwritableCause(path);
   return cause === null ? null : { verb: 'write', cause };
 }
-
-export { isLockBusy } from '../domain/errors';

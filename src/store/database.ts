@@ -3,7 +3,8 @@ import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from './sqlite-driver';
 import { DatabaseFileError } from '../domain/errors';
-import { databaseFileError, isLockBusy, refuseUnwritableFile } from './database-errors';
+import { isLockBusy } from '../domain/errors';
+import { databaseFileError, refuseUnwritableFile } from './database-errors';
 
 export type Db = BetterSqlite3.Database;
 

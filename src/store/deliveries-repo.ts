@@ -3,10 +3,6 @@ import type { Db } from './database';
 
 /** The `deliveries` audit table (contract §5): one row per HTTP request to a webhook route. */
 
-export type { DeliveryOutcome } from '../domain/delivery';
-
-export type { NewDelivery } from '../domain/delivery';
-
 export function deliveriesRepo(db: Db) {
   const insert = db.prepare<
     [

@@ -3,8 +3,6 @@ import type { Db } from './database';
 
 /** The `events` table (contract §5): prepared statements, nothing else. */
 
-export type { EventKind, EventStatus } from '../domain/event-status';
-
 export type { NewEvent } from '../domain/event-status';
 
 export function eventsRepo(db: Db) {

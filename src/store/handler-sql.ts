@@ -1,5 +1,4 @@
 import type { Statement } from 'better-sqlite3';
-import type { EffectProgram, EffectStatement } from '../core/effects';
 import type { HandlerSql } from '../domain/event-router';
 import type { Db } from './database';
 
@@ -69,11 +68,7 @@ function bindable(value: unknown): unknown {
  * row an array of its values, in column order (no object built per row: for a wide row read once
  * per event).
  */
-export function prepareShared<R = unknown>(
-  db: Db,
-  text: string,
-  options: { raw?: boolean } = {},
-): SharedStatement<R> {
+export function prepareShared<R = unknown>(db: Db, text: string, options: { raw?: boolean } = {}) {
   const slots = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]) - 1);
   const inOrder = slots.every((n, i) => n === i);
   const statement = db.prepare<unknown[], R>(text.replace(/\$\d+/g, '?'));
@@ -87,48 +82,19 @@ export function prepareShared<R = unknown>(
       : slots.map((n) => bindable(params[n]));
   };
   return {
+    /** Whether it answers rows (a SELECT, or a write with RETURNING). */
     reader: statement.reader,
-    all: (params) => statement.all(...bind(params)),
-    get: (params) => statement.get(...bind(params)),
-    run: (params) => statement.run(...bind(params)).changes,
+    all: (params: readonly unknown[]): R[] => statement.all(...bind(params)),
+    get: (params: readonly unknown[]): R | undefined => statement.get(...bind(params)),
+    /** How many rows it changed. */
+    run: (params: readonly unknown[]): number => statement.run(...bind(params)).changes,
   };
 }
 
 /** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
-export interface SharedStatement<R> {
-  /** Whether it answers rows (a SELECT, or a write with RETURNING). */
-  readonly reader: boolean;
-  all(params: readonly unknown[]): R[];
-  get(params: readonly unknown[]): R | undefined;
-  /** How many rows it changed. */
-  run(params: readonly unknown[]): number;
-}
+export type SharedStatement<R> = ReturnType<typeof prepareShared<R>>;
 
 /** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
 export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
   return prepareShared<R>(db, q.text).all(q.params);
-}
-
-const NO_ROWS: readonly unknown[] = [];
-
-/**
- * Runs core/effects.ts programs on `db`, synchronously, inside whatever transaction the caller
- * opened; each statement is prepared once. A first poll needs no step of its own here: the poller
- * reads the row's `next_poll_at`, written with it.
- */
-export function effectsOn(db: Db): <R>(program: EffectProgram<R>) => R {
-  const prepared = new Map<EffectStatement, SharedStatement<unknown>>();
-  const rowsOf = (s: EffectStatement, params: readonly unknown[]): readonly unknown[] => {
-    let p = prepared.get(s);
-    if (p === undefined) prepared.set(s, (p = prepareShared(db, s.text)));
-    return p.reader ? p.all(params) : (p.run(params), NO_ROWS);
-  };
-  return (program) => {
-    let step = program.next(NO_ROWS);
-    while (step.done !== true) {
-      const s = step.value;
-      step = program.next('statement' in s ? rowsOf(s.statement, s.params) : NO_ROWS);
-    }
-    return step.value;
-  };
 }

@@ -1,7 +1,7 @@
 import type { Transaction } from 'better-sqlite3';
 import { StorageError } from '../domain/errors';
 import type { Db } from './database';
-import { isLockBusy } from './database-errors';
+import { isLockBusy } from '../domain/errors';
 import type { IngestOutcome, IngestResult, NewDelivery, PendingDelivery } from '../domain/delivery';
 import type { DeliveriesRepo } from './deliveries-repo';
 import type { EventsRepo, NewEvent } from './events-repo';
@@ -19,7 +19,7 @@ import type { EventsRepo, NewEvent } from './events-repo';
  * read and join it. A request whose own wait reaches `lockWaitMs` gets its 503 at that moment.
  */
 
-export type { IngestOutcome, IngestResult, PendingDelivery } from '../domain/delivery';
+export type { PendingDelivery } from '../domain/delivery';
 
 interface IngestItem {
   type: 'ingest';

@@ -1,6 +1,6 @@
 import { readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
-import { unknownVersions } from '../domain/migration-files';
+import { type MigrationFile, unknownVersions } from '../domain/migration-files';
 import type { Db } from './database';
 
 /**
@@ -9,11 +9,7 @@ import type { Db } from './database';
  * a database that has migrations this code does not know is refused.
  */
 
-export interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-}
+export type Migration = MigrationFile;
 
 /** `dir`'s files, by default `migrations/` next to the package (core/migration-folder.ts). */
 export function loadMigrations(dir?: string): Migration[] {

@@ -5,8 +5,6 @@ import { prepareShared } from './handler-sql';
 
 /** Reads of `proposals` and `proposal_transitions` for people (commands and admin routes). */
 
-export type { ProposalRow, TimelineRow } from '../domain/log-rows';
-
 export function proposalsRepo(db: Db) {
   // Both written once for both stores (domain/sql/read-statements.ts); one `?` each.
   const get = prepareShared<ProposalRow>(db, PROPOSAL);
@@ -16,5 +14,3 @@ export function proposalsRepo(db: Db) {
     timeline: (nu: number | string) => timeline.all([nu]),
   };
 }
-
-export type ProposalsRepo = ReturnType<typeof proposalsRepo>;

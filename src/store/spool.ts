@@ -19,8 +19,6 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-export type { SpoolEvent, SpoolRow, SpoolPruneStep };
-
 interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_kind: SpoolEvent['kind'] | null;
   e_webhook_id: string | null;
@@ -37,39 +35,7 @@ interface JoinedRow extends Omit<SpoolRow, 'event'> {
   e_trace_context: string | null;
 }
 
-export interface Spool {
-  /** The spool's identity (random, made when the file was created). */
-  readonly id: string;
-  /** The last `deliveries.id` PostgreSQL has. */
-  relayedThrough(): number;
-  /** Up to `limit` deliveries after `afterId`, oldest first, each with the event it stored. */
-  read(afterId: number, limit: number): SpoolRow[];
-  /** Records that PostgreSQL committed everything up to `throughId`. */
-  advance(throughId: number, at: string): void;
-  /**
-   * Moves the cursor back to `toId`: PostgreSQL (a promoted standby) lacks what came after. The
-   * rows after it are relayed again and kept from retention until they are. Returns how many of
-   * them the spool still holds.
-   */
-  rewind(toId: number, at: string): number;
-  /** What `relay verify` compares with PostgreSQL ({@link spoolFacts}). */
-  facts(): SpoolFacts;
-  /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
-  backlog(): { count: number; oldestReceivedAt: string | null };
-  /**
-   * The oldest order time after `afterId` (`order_at`, else received_at; null when none): what the
-   * relay cannot say is in PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first
-   * row's: the order time is taken when a request arrives, its id when its group commit runs.
-   */
-  oldestAfter(afterId: number): string | null;
-  /**
-   * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that were
-   * received before `cutoff`, with the events they stored (see {@link spoolPruner}); `prune` walks
-   * the whole spool at once, `pruneBatch` one batch after `afterId`.
-   */
-  prune(cutoff: Date, batch?: number): SpoolPruneSummary;
-  pruneBatch(cutoff: Date, afterId: number, size: number): SpoolPruneStep;
-}
+export type Spool = ReturnType<typeof openSpool>;
 
 /**
  * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
@@ -94,7 +60,7 @@ export function spoolFacts(db: Db): SpoolFacts {
   })();
 }
 
-export function openSpool(db: Db): Spool {
+export function openSpool(db: Db) {
   const cursor = db.prepare<[], { spool: string; relayed_through: number }>(
     'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
   );
@@ -130,23 +96,45 @@ export function openSpool(db: Db): Spool {
   const row = cursor.get();
   if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
   return {
+    /** The spool's identity (random, made when the file was created). */
     id: row.spool,
-    relayedThrough: () => cursor.get()?.relayed_through ?? 0,
-    read: (afterId, limit) => read.all(afterId, limit).map(toSpoolRow),
-    advance: (throughId, at) => void advance.run(throughId, at),
-    facts: () => spoolFacts(db),
-    rewind(toId, at) {
+    /** The last `deliveries.id` PostgreSQL has. */
+    relayedThrough: (): number => cursor.get()?.relayed_through ?? 0,
+    /** Up to `limit` deliveries after `afterId`, oldest first, each with the event it stored. */
+    read: (afterId: number, limit: number): SpoolRow[] => read.all(afterId, limit).map(toSpoolRow),
+    /** Records that PostgreSQL committed everything up to `throughId`. */
+    advance: (throughId: number, at: string): void => void advance.run(throughId, at),
+    /** What `relay verify` compares with PostgreSQL ({@link spoolFacts}). */
+    facts: (): SpoolFacts => spoolFacts(db),
+    /**
+     * Moves the cursor back to `toId`: PostgreSQL (a promoted standby) lacks what came after. The
+     * rows after it are relayed again and kept from retention until they are. Returns how many of
+     * them the spool still holds.
+     */
+    rewind(toId: number, at: string): number {
       const from = cursor.get()?.relayed_through ?? 0;
       rewind.run(toId, at);
       return held.get(toId, from)?.count ?? 0;
     },
-    backlog() {
+    /** Deliveries not relayed yet, and the oldest one's received_at (null when none). */
+    backlog(): { count: number; oldestReceivedAt: string | null } {
       const b = backlog.get(cursor.get()?.relayed_through ?? 0);
       return { count: b?.count ?? 0, oldestReceivedAt: b?.oldest ?? null };
     },
-    oldestAfter: (afterId) => oldest.get(afterId)?.oldest ?? null,
-    prune: (cutoff, batch) => pruneSpool(db, cutoff, batch),
-    pruneBatch: (cutoff, afterId, size) => pruner.batch(cutoff, afterId, size),
+    /**
+     * The oldest order time after `afterId` (`order_at`, else received_at; null when none): what the
+     * relay cannot say is in PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first
+     * row's: the order time is taken when a request arrives, its id when its group commit runs.
+     */
+    oldestAfter: (afterId: number): string | null => oldest.get(afterId)?.oldest ?? null,
+    /**
+     * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that
+     * were received before `cutoff`, with the events they stored (see {@link spoolPruner}); `prune`
+     * walks the whole spool at once, `pruneBatch` one batch after `afterId`.
+     */
+    prune: (cutoff: Date, batch?: number): SpoolPruneSummary => pruneSpool(db, cutoff, batch),
+    pruneBatch: (cutoff: Date, afterId: number, size: number): SpoolPruneStep =>
+      pruner.batch(cutoff, afterId, size),
   };
 }
 

@@ -1,11 +1,12 @@
 import { statSync } from 'node:fs';
 import type { StorePort } from '../core/store-port';
 import { forwardingFigures } from '../core/sender-queries';
+import { driveSync } from '../core/event-step';
 import { prunePass } from '../core/prune-pass';
-import { trackEffect } from '../domain/event-effects';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { deliveryAlarmRepo } from './delivery-alarm-repo';
 import { sqliteStoreSql } from './sqlite-store-sql';
+import { sqliteStepOps } from './step-ops';
 import type { Store } from './store';
 
 /**
@@ -20,6 +21,7 @@ export function sqliteStorePort(
 ): StorePort<StoreQuery> {
   const sql = sqliteStoreSql(store.db);
   const alarm = deliveryAlarmRepo(store.db);
+  const ops = sqliteStepOps(store.db, { traces: undefined });
   return {
     name: store.path,
     sql,
@@ -28,15 +30,9 @@ export function sqliteStorePort(
       if (result.queued.length > 0) wake.sweep?.();
       return result;
     },
-    track: async (t, now, graceMs) => {
-      const effect = trackEffect({ ...t, correlationId: t.correlationId ?? null }, now.getTime(), {
-        graceMs,
-      });
-      return {
-        created: store.averbacoes.track({ ...effect, now: now.toISOString() }),
-        averbacao: store.averbacoes.get(t.requestId),
-      };
-    },
+    // The statements as the pipeline's event step runs them (step-ops.ts); no step for the first
+    // poll: the poller reads the row's next_poll_at.
+    effects: (program) => sql.write(async () => driveSync(program, ops)),
     // The sender thread reads on its own connection: woken once a write has committed.
     senderWake: { afterWrite: () => wake.nudge?.() },
     consoleFigures: async () => ({

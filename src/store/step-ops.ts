@@ -1,5 +1,5 @@
 import type { EffectStatement } from '../core/effects';
-import type { SpanRequest, StepOps } from '../core/event-step';
+import { type StepOps, stepTracing } from '../core/event-step';
 import type { HandlerEvent } from '../domain/event-router';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import type { Traces } from '../domain/tracing';
@@ -30,7 +30,7 @@ function common(db: Db, deps: SqliteStepDeps) {
     release: db.prepare('RELEASE consig_event'),
     rollback: db.prepare('ROLLBACK TO consig_event'),
   };
-  const { traces } = deps;
+  const tracing = stepTracing(deps.traces);
   return {
     rows(s: EffectStatement, params: readonly unknown[]): readonly unknown[] {
       let p = prepared.get(s);
@@ -43,16 +43,10 @@ function common(db: Db, deps: SqliteStepDeps) {
       if (kind === 'rollback') savepoint.release.run();
     },
     outbox(entries: readonly OutboxEntry[]): void {
-      // Tracing: each message keeps the context of the processing that caused it (its attempts' parent).
-      const traceContext = traces?.current() ?? null;
+      const traceContext = tracing.context();
       for (const e of entries) outbox.insert(e.message, e.destinations, traceContext);
     },
-    span<T>(span: SpanRequest, fn: () => T): T {
-      if (traces === undefined) return fn();
-      return 'stage' in span
-        ? traces.stage(span.stage, fn)
-        : traces.processing(span.processing, span.attributes, fn);
-    },
+    span: tracing.span,
   };
 }
 

@@ -1,23 +1,13 @@
 import { MigrationError, StorageError } from '../domain/errors';
 import { type Db, type OpenOptions, openDatabase } from './database';
-import { type AverbacoesRepo, averbacoesRepo } from './averbacoes-repo';
-import { type DeliveriesRepo, deliveriesRepo } from './deliveries-repo';
-import { type EventsRepo, eventsRepo } from './events-repo';
-import { type ProposalsRepo, proposalsRepo } from './proposals-repo';
+import { averbacoesRepo } from './averbacoes-repo';
+import { deliveriesRepo } from './deliveries-repo';
+import { eventsRepo } from './events-repo';
+import { proposalsRepo } from './proposals-repo';
 import { assertKnown, loadMigrations, type Migration, migrate } from './migrate';
 
 /** The SQLite log: one file, its repositories, and the checks /readyz needs. */
-export interface Store {
-  readonly db: Db;
-  readonly path: string;
-  readonly events: EventsRepo;
-  readonly deliveries: DeliveriesRepo;
-  readonly proposals: ProposalsRepo;
-  readonly averbacoes: AverbacoesRepo;
-  /** Proves the database is open, migrated and takes a write; throws StorageError otherwise. */
-  probeWrite(now: Date): void;
-  close(): void;
-}
+export type Store = ReturnType<typeof buildStore>;
 
 export interface OpenStoreOptions extends OpenOptions {
   /** Apply pending migrations (serve, migrate). Otherwise a database behind the code is refused. */
@@ -25,7 +15,7 @@ export interface OpenStoreOptions extends OpenOptions {
   migrations?: readonly Migration[];
 }
 
-export function openStore(path: string, options: OpenStoreOptions = {}): Store {
+export function openStore(path: string, options: OpenStoreOptions = {}) {
   const migrations = options.migrations ?? loadMigrations();
   const db = openDatabase(path, options);
   try {
@@ -43,21 +33,18 @@ export function openStore(path: string, options: OpenStoreOptions = {}): Store {
   return buildStore(db, path, migrations.length);
 }
 
-function buildStore(db: Db, path: string, expectedVersions: number): Store {
-  const events = eventsRepo(db);
-  const deliveries = deliveriesRepo(db);
-  const proposals = proposalsRepo(db);
-  const averbacoes = averbacoesRepo(db);
+function buildStore(db: Db, path: string, expectedVersions: number) {
   const probe = db.readonly ? null : db.prepare('UPDATE health_probe SET checked_at = ? WHERE id = 1');
   const versions = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM schema_migrations');
   return {
     db,
     path,
-    events,
-    deliveries,
-    proposals,
-    averbacoes,
-    probeWrite(now: Date) {
+    events: eventsRepo(db),
+    deliveries: deliveriesRepo(db),
+    proposals: proposalsRepo(db),
+    averbacoes: averbacoesRepo(db),
+    /** Proves the database is open, migrated and takes a write; throws StorageError otherwise. */
+    probeWrite(now: Date): void {
       try {
         if (!db.open) throw new Error('database is closed');
         if (probe === null) throw new Error('database is open read-only');
@@ -68,7 +55,7 @@ function buildStore(db: Db, path: string, expectedVersions: number): Store {
         throw new StorageError((err as Error).message, { cause: err });
       }
     },
-    close() {
+    close(): void {
       if (db.open) db.close();
     },
   };

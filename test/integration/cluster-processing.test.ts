@@ -2,7 +2,7 @@ import { readdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
-import { runKick } from '../../src/cluster/kick';
+import { runKicks } from '../../src/cluster/kick';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/pg-sql';
@@ -601,7 +601,7 @@ async function kickOnce(key: string, end: 'COMMIT' | 'ROLLBACK'): Promise<number
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    const n = await runKick(sqlOf(client), key, kickContext(), kickOptions());
+    const n = await runKicks(sqlOf(client), [key], kickContext(), kickOptions());
     await client.query(end);
     return n;
   } finally {

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { rollupHours, updateRollup } from '../../src/core/console-overview';
-import { type ConsoleStore, consoleStore } from '../../src/core/store-port';
+import { adminStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
 import { sqliteStorePort } from '../../src/store/sqlite-port';
 import type { NewEvent } from '../../src/domain/event-status';
 import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
@@ -211,16 +211,10 @@ describe('sessions and averbações', () => {
   });
 
   it('lists averbações newest first by keyset', async () => {
+    const admin = adminStore(sqliteStorePort(store));
     for (let i = 0; i < 5; i++) {
-      store.averbacoes.track({
-        requestId: `req-${i}`,
-        correlationId: null,
-        nuProposta: i,
-        status: 'queued',
-        via: 'declared',
-        now: at(i),
-        nextPollAt: at(i + 1),
-      });
+      const t = { requestId: `req-${i}`, correlationId: null, nuProposta: i, via: 'declared' } as const;
+      await admin.track(t, new Date(at(i)), 60_000);
     }
     const first = await log.averbacoes({ limit: 3 });
     expect(first.rows.map((r) => r.request_id)).toEqual(['req-4', 'req-3', 'req-2']);

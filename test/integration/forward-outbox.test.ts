@@ -8,7 +8,8 @@ import { bodyFor, type MessageBody } from '../../src/domain/forwarding/messages'
 import { HandlerRouter } from '../../src/domain/event-router';
 import { type Db, openDatabase } from '../../src/store/database';
 import { createLogger } from '../../src/logger';
-import { Pipeline, workKey } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/pipeline/pipeline';
+import { workKeyOf } from '../../src/domain/work-key';
 import type { NewEvent } from '../../src/domain/event-status';
 import { IngestWriter } from '../../src/store/ingest-writer';
 import { replayEvents } from '../../src/core/replay';
@@ -105,7 +106,7 @@ function start(partner?: (router: HandlerRouter) => void): void {
   writer = new IngestWriter(store.db, store.events, store.deliveries, {
     onStored: (id, event) => {
       if (event.status === 'pending') {
-        pipeline.enqueue(id, workKey({ id, nu_proposta: event.nuProposta, request_id: event.requestId }));
+        pipeline.enqueue(id, workKeyOf({ id, nu_proposta: event.nuProposta, request_id: event.requestId }));
       }
     },
   });
@@ -174,7 +175,7 @@ function polled(requestId: string, status: string): number {
     status: 'pending',
     lastError: null,
   });
-  pipeline.enqueue(stored.id, workKey({ id: stored.id, nu_proposta: null, request_id: requestId }));
+  pipeline.enqueue(stored.id, workKeyOf({ id: stored.id, nu_proposta: null, request_id: requestId }));
   return stored.id;
 }
 

@@ -50,7 +50,8 @@ import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';
-import { Pipeline, workKey } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/pipeline/pipeline';
+import { workKeyOf } from '../../src/domain/work-key';
 import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
 import { createTestDatabase, withClient, workerPostgres } from '../helpers/postgres';
 import { delivery } from '../helpers/payloads';
@@ -232,7 +233,7 @@ function postgresProcessing(pool: Pool): Processing {
         nu_proposta: string | null;
         request_id: string | null;
       }>("SELECT id, nu_proposta, request_id FROM events WHERE status IN ('pending', 'failed')");
-      const keys = [...new Set(work.map((w) => workKey({ ...w, id: Number(w.id) })))];
+      const keys = [...new Set(work.map((w) => workKeyOf({ ...w, id: Number(w.id) })))];
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
@@ -544,7 +545,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
     beforeEach(() => {
       log = store.consoleQueries;
     });
-    /** An averbação as tracking writes it (store/averbacoes-repo.ts, pg-track.ts). */
+    /** An averbação as tracking writes it (core/store-port.ts `track`). */
     const addAverbacao = (a: NewAverbacao) =>
       store.exec(
         `INSERT INTO averbacoes (request_id, nu_proposta, status, tracked_via, stale, next_poll_at, created_at, updated_at)

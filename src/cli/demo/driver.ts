@@ -1,6 +1,5 @@
 import type { AverbacaoAccepted, ServiceClient } from '../../client';
 import type { Simulator } from '../../simulator';
-import { trackStarted } from '../../registry/tracking';
 import type { Store } from '../../store/store';
 
 /**
@@ -14,8 +13,8 @@ export interface DemoDriverOptions {
   client: ServiceClient;
   /** The receiver's database: what the demo watches. */
   store: Store;
-  /** REGISTRY_WEBHOOK_GRACE_MS of the receiver, for averbações this demo starts. */
-  webhookGraceMs: number;
+  /** Tracks an averbação the demo started (service-commands.ts `trackStarted`). */
+  track(accepted: AverbacaoAccepted, nu: number): Promise<unknown>;
   /** How long any one wait may last before the demo gives up. */
   timeoutMs: number;
   /** Named in a timeout's message: where to look for why. */
@@ -102,7 +101,7 @@ export class DemoDriver {
         this.simulator.setRegistry({ webhook: 'send' });
       }
     });
-    trackStarted(this.options.store.averbacoes, accepted, nu, new Date(), this.options.webhookGraceMs);
+    await this.options.track(accepted, nu);
     return accepted.requestId;
   }
 

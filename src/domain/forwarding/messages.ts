@@ -1,3 +1,4 @@
+import { workKeyOf } from '../work-key';
 import { createHash } from 'node:crypto';
 import { type ProposalStatus, stageOf } from '../lifecycle';
 import { maskCpf, maskCpfsInText } from '../privacy';
@@ -109,18 +110,15 @@ export interface MessageBody {
 }
 
 /**
- * The line a message waits in at each destination: the proposal when it has one (so a proposal's
- * `averbacao.result` stays in order with its `proposal.changed`), else the registration, else the
- * event alone.
+ * The line a message waits in at each destination: the event's work key (domain/work-key.ts), so a
+ * proposal's `averbacao.result` stays in order with its `proposal.changed`.
  */
 export function orderKeyOf(
   nuProposta: number | string | null,
   requestId: string | null,
   eventId: number,
 ): string {
-  if (nuProposta !== null) return `p:${nuProposta}`;
-  if (requestId !== null) return `r:${requestId}`;
-  return `e:${eventId}`;
+  return workKeyOf({ id: eventId, nu_proposta: nuProposta, request_id: requestId });
 }
 
 /**

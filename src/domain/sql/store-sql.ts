@@ -22,19 +22,23 @@ export interface StoreQuery {
   run(text: string, params?: readonly unknown[]): Promise<number>;
 }
 
-export interface StoreSql {
+/**
+ * `Q`: what the statements run on; an adapter may hand more than {@link StoreQuery} (PostgreSQL's
+ * carries its connection, so that the store's own figures read in the same snapshot).
+ */
+export interface StoreSql<Q extends StoreQuery = StoreQuery> {
   readonly dialect: Dialect;
   /**
    * `fn`'s reads in one consistent snapshot (PostgreSQL: REPEATABLE READ READ ONLY, with a statement
    * timeout). Rejects with a StorageError while the store cannot answer.
    */
-  read<T>(fn: (q: StoreQuery) => Promise<T>): Promise<T>;
+  read<T>(fn: (q: Q) => Promise<T>): Promise<T>;
   /**
    * `fn`'s statements in one transaction, committed when it resolves, rolled back when it rejects.
    * `fn` must await nothing but `q`: on SQLite the transaction holds the file's one connection, and
    * the adapter refuses (rolls back and rejects) a write during which the event loop moved on.
    */
-  write<T>(fn: (q: StoreQuery) => Promise<T>): Promise<T>;
+  write<T>(fn: (q: Q) => Promise<T>): Promise<T>;
   /**
    * Lone statements, each run on its own with no transaction opened around it (one statement is
    * its own snapshot), where the adapter has such a path: the forwarding sender's reads, which run

@@ -15,6 +15,7 @@ import {
 import { clampLimit } from '../../../src/domain/list-limit';
 import { logNuProposta } from '../../../src/domain/log-rows';
 import { isBeforeCutoff } from '../../../src/domain/retention';
+import { sharedWorkKeyOf, workKeyOf } from '../../../src/domain/work-key';
 
 /** Small rules both stores apply, each a line or two: their edges, one row each. */
 
@@ -76,6 +77,22 @@ describe('logNuProposta: an integer as a number, anything else as the text', () 
     ['4a', '4a'],
   ])('%p → %p', (value, expected) => {
     expect(logNuProposta(value)).toBe(expected);
+  });
+});
+
+describe('work keys: the proposal, then the registration, then the event', () => {
+  it.each<[number | string | null | undefined, string | null | undefined, string | null]>([
+    [42, 'req-1', 'p:42'],
+    ['ABC-9', undefined, 'p:ABC-9'],
+    [0, null, 'p:0'],
+    [null, 'req-1', 'r:req-1'],
+    [undefined, 'req-1', 'r:req-1'],
+    [null, null, null],
+    [undefined, undefined, null],
+  ])('nu %p, request %p: shared %p', (nu, requestId, shared) => {
+    const parts = { nu_proposta: nu, request_id: requestId };
+    expect(sharedWorkKeyOf(parts)).toBe(shared);
+    expect(workKeyOf({ ...parts, id: 7 })).toBe(shared ?? 'e:7');
   });
 });
 
