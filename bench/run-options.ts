@@ -395,7 +395,8 @@ function verifiedRevision(rev: string): string {
  */
 export function buildBaseline(rev: string, dir: string): string {
   mkdirSync(dir, { recursive: true });
-  // migrations-pg/: cluster mode's, since issue 13 (an older revision has none).
+  // migrations-pg/: cluster mode's, since issue 13; rigs/: what bench/ and the tests share, since
+  // issue 33 (an older revision has neither).
   const paths = [
     'package.json',
     'tsconfig.json',
@@ -404,6 +405,7 @@ export function buildBaseline(rev: string, dir: string): string {
     'migrations',
     'migrations-pg',
     'bench',
+    'rigs',
   ].filter((path) => spawnSync('git', ['cat-file', '-e', `${rev}:${path}`], { cwd: ROOT }).status === 0);
   const archive = execFileSync('git', ['archive', '--format=tar', rev, ...paths], {
     cwd: ROOT,
