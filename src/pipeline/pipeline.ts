@@ -295,14 +295,23 @@ export class Pipeline {
 
   /**
    * Loads every pending/failed event not tracked yet, whoever stored it; returns how many were
-   * added. One read transaction, so the backlog and the watermark come from one snapshot.
+   * added. One read transaction, so the backlog and the watermark come from one snapshot. A retry
+   * not due yet holds its proposal back as it did before the restart (the sweep lets it go when
+   * due), as a kick waits for its `next_attempt_at` in cluster mode.
    */
   private recover(): number {
     const before = this.tracked.size;
+    const now = this.options.clock.now().toISOString();
+    const notDue = new Set<number>();
     this.db.transaction(() => {
-      for (const item of this.q.backlog()) this.enqueue(item.id, workKeyOf(item));
+      for (const item of this.q.backlog()) {
+        if (!this.tracked.has(item.id) && item.next_attempt_at !== null && item.next_attempt_at > now)
+          notDue.add(item.id);
+        this.enqueue(item.id, workKeyOf(item));
+      }
       this.watermark = Math.max(this.watermark, this.q.maxId());
     })();
+    for (const state of this.keys.values()) if (notDue.has(state.ids[0] as number)) state.blocked = true;
     return this.tracked.size - before;
   }
 

@@ -25,8 +25,8 @@ export interface EventForWork extends WorkItem {
 }
 
 export function pipelineQueries(db: Db) {
-  const backlog = db.prepare<[], WorkItem>(
-    `SELECT id, kind, nu_proposta, request_id FROM events WHERE status IN ('pending', 'failed') ORDER BY id`,
+  const backlog = db.prepare<[], WorkItem & { next_attempt_at: string | null }>(
+    `SELECT id, kind, nu_proposta, request_id, next_attempt_at FROM events WHERE status IN ('pending', 'failed') ORDER BY id`,
   );
   const due = db.prepare<[string, number], WorkItem>(
     `SELECT id, kind, nu_proposta, request_id FROM events

@@ -243,6 +243,57 @@ describe('the one handler API in SQLite mode (configureHandlers)', () => {
 });
 
 describe('restart', () => {
+  it('a retry not due yet holds its proposal back after a restart, as before it; the sweep runs it when due', async () => {
+    const tmp = tempDir();
+    try {
+      // A receiver whose handler fails proposal 62's events: its first event is failed, retried later.
+      const first = await startTestReceiver({
+        dir: tmp.dir,
+        env: { HANDLER_MAX_ATTEMPTS: '1000' },
+        configureHandlers: (router) =>
+          router.onAny((event) => {
+            if (String(event.nuProposta) === '62') throw new Error('not now');
+          }),
+      });
+      await first.send(delivery('proposta.criada', { nu_proposta: 62, webhook_id: 'wh_later_1' }));
+      await first.send(delivery('proposta.pre_aprovada', { nu_proposta: 62, webhook_id: 'wh_later_2' }));
+      await eventually(() => eventsByStatus(first.store.db).failed === 1, 'the first event failed');
+      // Its retry ten minutes away, as a longer backoff would have put it; then a restart.
+      const later = new Date(Date.now() + 600_000).toISOString();
+      first.store.db.prepare("UPDATE events SET next_attempt_at = ? WHERE status = 'failed'").run(later);
+      const held = (rec: TestReceiver) =>
+        q<{ status: string; attempts: number }>(
+          rec,
+          "SELECT status, attempts FROM events WHERE nu_proposta = '62' ORDER BY id",
+        );
+      const before = held(first);
+      expect(before.map((e) => e.status)).toEqual(['failed', 'pending']);
+      await first.close();
+
+      r = await startTestReceiver({ dir: tmp.dir });
+      const again = r;
+      // Another proposal's event processed: the restarted pipeline has had its turns.
+      await again.send(delivery('proposta.criada', { nu_proposta: 63 }));
+      await eventually(
+        () =>
+          one<{ status: string }>(again, "SELECT status FROM events WHERE nu_proposta = '63'")?.status ===
+          'done',
+        "the other proposal's event done",
+      );
+      expect(held(again)).toEqual(before);
+      // Due now: the sweep lets the proposal go, in order.
+      again.store.db
+        .prepare("UPDATE events SET next_attempt_at = ? WHERE status = 'failed'")
+        .run(new Date(0).toISOString());
+      await eventually(() => eventsByStatus(again.store.db).done === 3, 'proposal 62 processed once due');
+      expect(held(again).map((e) => e.status)).toEqual(['done', 'done']);
+    } finally {
+      await r?.stop();
+      r = undefined;
+      tmp.cleanup();
+    }
+  });
+
   it('events left pending by a stopped receiver are processed at the next start', async () => {
     const tmp = tempDir();
     try {
