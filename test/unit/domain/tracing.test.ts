@@ -2,13 +2,13 @@ import { processingAttributes, tracedStage } from '../../../src/domain/tracing';
 
 /** What a processing span says of its event (src/tracing/ implements the spans themselves). */
 
-const event = {
+const event: Parameters<typeof processingAttributes>[0] = {
   id: 7,
   kind: 'event',
   evento: 'proposta.criada',
-  nuProposta: 4242 as number | string | null,
-  requestId: 'req-7' as string | null,
-  webhookId: 'wh-7' as string | null,
+  nuProposta: 4242,
+  requestId: 'req-7',
+  webhookId: 'wh-7',
   attempts: 0,
 };
 
