@@ -105,8 +105,7 @@ export class Router<H> {
   }
 
   handlersFor(event: Pick<HandlerEvent, 'kind' | 'evento'>): readonly H[] {
-    const named = this.byName.get(routeName(event)) ?? [];
-    return this.any.length === 0 ? named : [...named, ...this.any];
+    return [...(this.byName.get(routeName(event)) ?? []), ...this.any];
   }
 
   /** Whether any handler is registered at all. */

@@ -142,7 +142,7 @@ export function messagesFor(effects: EventEffects, createdAt: string): OutgoingM
   ) => {
     const webhookId = messageWebhookId(event.dedup_key, type);
     out.push({
-      ...(rawField === undefined ? {} : { rawField }),
+      rawField,
       type,
       webhookId,
       eventId: event.id,

@@ -15,6 +15,7 @@ import {
   type ProposalSnapshot,
   type RecordedTransition,
   isStored,
+  outboxEntries,
   serializeMessage,
 } from '../../../../src/domain/forwarding/messages';
 import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
@@ -440,6 +441,15 @@ describe('order keys: the proposal, then the registration, then the event', () =
       { 'event.received': 'r:req-1', 'averbacao.result': 'r:req-1' },
     ],
     [
+      'a registry result without nu_proposta that moved a proposal: that proposal’s line, its averbação’s too',
+      registryResult({
+        transition: recorded(null, 'proposta.criada'),
+        proposal: proposal(),
+        finishedAverbacao: averbacao({ nu_proposta: null }),
+      }),
+      { 'event.received': 'p:123', 'proposal.changed': 'p:123', 'averbacao.result': 'p:123' },
+    ],
+    [
       'an event with neither proposal nor registration: its own line',
       effects({ event: event({ nu_proposta: null }), transition: null, proposal: null }),
       { 'event.received': 'e:42' },
@@ -567,6 +577,10 @@ describe('bodyFor: the CPF masked unless the destination takes it in full (LGPD)
     expectedReceived.data.payload.dados.nu_cpf = MASKED;
     expect(maskedReceived).toEqual(expectedReceived);
     expect(bodyFor(storedReceived, false)).not.toContain(CPF);
+  });
+
+  it('a stored body that is not JSON is an error, not text to guess at (stored bodies are serializeMessage’s)', () => {
+    expect(() => bodyFor(`{"nu_cpf":"${CPF}"`, false)).toThrow(SyntaxError);
   });
 
   it('deterministic: every attempt sends the same bytes', () => {
@@ -710,6 +724,18 @@ describe('serializeMessage: the service JSON is embedded as received', () => {
     expect(masked.length).toBeGreaterThan(2 * depth);
   });
 
+  it('refuses a raw field that would not be the last of data (its bytes are spliced in at the end)', () => {
+    const body = {
+      id: 'msg_1',
+      type: 'event.received' as const,
+      created_at: AT,
+      data: { payload: 1, after: 2 },
+    };
+    expect(() => serializeMessage({ body, rawField: { key: 'payload', json: '{}' } })).toThrow(
+      'serializeMessage: payload is not the last field of data',
+    );
+  });
+
   it('embeds a parsed registry result raw, and a result that is not JSON as a string', () => {
     const finished = (result_body: string) => ({
       event: { ...event({ kind: 'registry', evento: null, nu_proposta: null, request_id: 'req-1' }) },
@@ -773,5 +799,42 @@ describe('isStored: a message is written only when something will read it', () =
     ['averbacao.result', 0, false, false],
   ])('%s wanted by %i, feed %s → %s', (type, wantedBy, feed, stored) => {
     expect(isStored(type, wantedBy, feed)).toBe(stored);
+  });
+});
+
+describe('outboxEntries: each message with the destinations that want it, if stored at all', () => {
+  const receivedOnly = { name: 'received-only', types: ['event.received'], eventos: ['*'], filter: null };
+  const everything = { name: 'everything', types: ['*'], eventos: ['*'], filter: null };
+  const otherEvento = { name: 'other-evento', types: ['*'], eventos: ['averbacao.*'], filter: null };
+  type Dest = typeof everything;
+
+  it.each<[string, Dest[], boolean, [OutgoingMessage['type'], string[]][]]>([
+    ['no destination, feed off: nothing', [], false, []],
+    ['no destination, feed on: the feed’s types, for no one', [], true, [['proposal.changed', []]]],
+    [
+      'each message to those that want it',
+      [receivedOnly, everything, otherEvento],
+      false,
+      [
+        ['event.received', ['received-only', 'everything']],
+        ['proposal.changed', ['everything']],
+      ],
+    ],
+    [
+      'feed on: a feed type wanted by none is stored for the feed',
+      [receivedOnly],
+      true,
+      [
+        ['event.received', ['received-only']],
+        ['proposal.changed', []],
+      ],
+    ],
+    ['wanted by none, feed off: not stored', [otherEvento], false, []],
+  ])('%s', (_name, destinations, feed, expected) => {
+    const entries = outboxEntries(effects(), AT, destinations, feed);
+    expect(entries.map((e) => [e.message.type, e.destinations])).toEqual(expected);
+    expect(entries.map((e) => e.message)).toEqual(
+      build().filter((m) => expected.some(([type]) => type === m.type)),
+    );
   });
 });
