@@ -4,10 +4,9 @@ import {
   eventStep,
   STEP_SQL,
   type StepOps,
-  type StepOptions,
-  type FailureSinks,
   type StepReport,
   stepTracing,
+  stepOptionsOf,
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
@@ -276,7 +275,10 @@ async function runPass(
     const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
     env = { ...env, statuses: await lockProposals(sql, nus) };
   }
-  const [step, ops] = [stepOptions(options), pgStepOps(sql, ctx, options, pass.outbox, done)];
+  const [step, ops] = [
+    stepOptionsOf(options, options.handlers),
+    pgStepOps(sql, ctx, options, pass.outbox, done),
+  ];
   let threw: Threw | null = null;
   await eachInOrder(sql, work, ctx, options, pass.holds, async (row, now, key) => {
     const event = facts.get(row.id) as HandlerEvent;
@@ -298,7 +300,7 @@ async function runPass(
     if (report.outcome !== 'done') {
       pass.outbox.length = kept; // its messages roll back with its work
       const { failure } = report;
-      tell(() => tellFailure(failure, event, { emitError: emitErrorOf(options), logger: options.logger }));
+      tell(() => tellFailure(failure, event, options));
       // A dead letter no longer holds its proposal back.
       if (failure.nextAttemptAt !== null) return retryLater(sql, options, key, failure.nextAttemptAt);
     }
@@ -315,14 +317,6 @@ async function runPass(
   await sql.query('RELEASE SAVEPOINT consig_batch');
   for (const f of later) f();
   return pass;
-}
-
-/** A failure's error handlers: the node's metric, then the partner's (`onError`). */
-function emitErrorOf(options: KickOptions): FailureSinks['emitError'] {
-  return (error, event) => {
-    options.onError?.(error, event);
-    options.handlers?.emitError(error, event);
-  };
 }
 
 /** A `done` mark the fast pass writes with the batch's others: the event, and when it ran. */
@@ -379,24 +373,6 @@ async function eachInOrder(
   }
   const full = work.keys.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
   if (full.length > 0) await options.kick(sql, full);
-}
-
-/**
- * What an event does, in either pass: the event step written once (core/event-step.ts), its
- * messages kept by the caller only once the event's work is kept. The built-ins may run twice in
- * one kick (a later event of the batch threw in the fast pass; their writes roll back with it); a
- * partner's handlers never do, since a batch with any skips the fast pass ({@link runKicks}).
- */
-function stepOptions(options: KickOptions): StepOptions {
-  const { handlers } = options;
-  return {
-    maxAttempts: options.maxAttempts,
-    backoff: options.backoff,
-    random: options.random ?? Math.random,
-    outbox: options.outbox ?? null,
-    traced: options.traces !== undefined,
-    partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,
-  };
 }
 
 const NO_ROWS: readonly unknown[] = [];
