@@ -498,6 +498,12 @@ export class ClusterNode {
       schedulePoll: (sql: Sql, requestId: string, at: Date) => engine.schedulePoll(sql, requestId, at),
       now: options.now,
     };
+    const kicks: KickOptions = {
+      ...options,
+      kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
+      onProcessed: options.metrics?.processed,
+      onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
+    };
     await engine.boss.work(
       EVENTS_QUEUE,
       {
@@ -521,18 +527,7 @@ export class ClusterNode {
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
-          await runKicks(sql, keys, effects, {
-            maxAttempts: options.maxAttempts,
-            backoff: options.backoff,
-            kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
-            logger: options.logger,
-            onProcessed: options.metrics?.processed,
-            onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
-            outbox: options.outbox,
-            handlers: options.handlers,
-            holdbackMaxMs: options.holdbackMaxMs,
-            traces: options.traces,
-          });
+          await runKicks(sql, keys, effects, kicks);
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
           // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.
