@@ -132,3 +132,15 @@ export function redactedMessage(err: unknown, url: string): string {
     message = message.split(secret).join('***');
   return message;
 }
+
+/**
+ * `work`, or a rejection once `ms` passed without it (`no answer <from> within <ms> ms`): a
+ * connection that stopped answering (a frozen or partitioned server) holds its caller no longer.
+ */
+export function answeredWithin<T>(work: Promise<T>, ms: number, from: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer ${from} within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}

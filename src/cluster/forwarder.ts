@@ -1,5 +1,5 @@
 import { Client, type Pool } from 'pg';
-import type { ConnectionSettings } from './connection';
+import { answeredWithin, type ConnectionSettings } from './connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import { asError } from '../domain/handler-failure';
 import type { Destination } from '../domain/forwarding/destinations';
@@ -335,28 +335,11 @@ export class ClusterForwarder {
 
   /** `work`, or a rejection once `lockQueryTimeoutMs` passed (a connection that stopped answering). */
   private timed<T>(work: Promise<T>): Promise<T> {
-    const ms = this.options.lockQueryTimeoutMs ?? 10_000;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer on the lock connection within ${ms} ms`)), ms);
-    });
-    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+    return answeredWithin(work, this.options.lockQueryTimeoutMs ?? 10_000, 'on the lock connection');
   }
 }
 
 /** Waits for `work` (settled either way) at most `ms`. clock.ts's settlesWithin, which cluster/ may not import. */
 async function within(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  try {
-    await Promise.race([work.then(noop, noop), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  await answeredWithin(work, ms, 'in time').catch(() => undefined);
 }
-
-const noop = (): void => undefined;
-
-/** A PostgreSQL error's message (never the error object: it may carry the query's details). */

@@ -4,9 +4,9 @@ import {
   eventStep,
   STEP_SQL,
   type StepOps,
-  type StepOptions,
   type StepReport,
   stepTracing,
+  stepOptionsOf,
   tellFailure,
 } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
@@ -200,13 +200,14 @@ async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promi
  * worker). The messages they cause are stored last, once for the batch: the outbox's lock
  * (pg-outbox.ts) is then held only for those inserts and the commit, never while events run.
  *
- * Two passes, so that a savepoint per event is paid only when an event fails:
- * - first, every event runs under one savepoint for the batch, their proposals loaded and locked
- *   at once, their `done` marks written together at the end (see {@link fastPass});
+ * Two passes of one loop ({@link runPass}), so that a savepoint per event is paid only when an
+ * event fails:
+ * - first, fast: every event runs under one savepoint for the batch, their proposals loaded and
+ *   locked at once, their `done` marks written together at the end;
  * - if any event throws, the batch is rolled back to that savepoint, as if it had never run, and
- *   runs again event by event, each in a savepoint of its own ({@link carefulPass}): the failure is
- *   recorded for that event alone, without running it again (its attempt is the one that threw,
- *   told once to `onError`), and the others commit.
+ *   runs again careful, event by event, each in a savepoint of its own: the failure is recorded
+ *   for that event alone, without running it again (its attempt is the one that threw, told once
+ *   to `onError`), and the others commit.
  * A batch with an event a partner's handler runs for goes event by event from the start: running
  * the batch again would run that handler twice for an event that succeeded, and what it does outside
  * `sql` (a counter, a call) would happen twice.
@@ -219,20 +220,12 @@ export async function runKicks(
   options: KickOptions,
 ): Promise<number> {
   const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
-  const outbox: OutboxEntry[] = [];
-  const holds: Hold[] = [];
-  // A partner's handler must not run twice for one event in one kick (its effects outside the
-  // transaction would happen twice): a batch that has any runs event by event from the start.
-  const fast = partnerWork(work, options)
-    ? { threw: null }
-    : await fastPass(sql, work, ctx, options, outbox, holds);
-  // The careful pass runs the batch again from the start, holds included.
-  if (typeof fast !== 'number') holds.length = 0;
-  const finished =
-    typeof fast === 'number' ? fast : await carefulPass(sql, work, ctx, options, outbox, fast.threw, holds);
-  await hold(sql, holds);
-  await storeOutbox(sql, outbox);
-  return finished;
+  const first = await runPass(sql, work, ctx, options, partnerWork(work, options) ? { threw: null } : null);
+  // The careful pass runs the batch again from the start, holds included, and never ends early.
+  const pass = ('error' in first ? await runPass(sql, work, ctx, options, { threw: first }) : first) as Pass;
+  await hold(sql, pass.holds);
+  await storeOutbox(sql, pass.outbox);
+  return pass.finished;
 }
 
 /** The event that threw in the fast pass, and what it threw. */
@@ -241,64 +234,89 @@ interface Threw {
   error: Error;
 }
 
+/** What a pass kept: the events it finished (done or dead), the keys it held, the messages. */
+interface Pass {
+  finished: number;
+  holds: Hold[];
+  outbox: OutboxEntry[];
+}
+
 /**
- * Runs the batch under one savepoint; the event that threw, when one did (the savepoint is then
- * rolled back, and nothing of the pass remains: effects, done marks, kicks, messages, log lines
- * and metrics).
+ * One pass over the batch ({@link runKicks}). Fast (`careful` null): under the batch's savepoint;
+ * log lines, metrics, messages and done marks kept until the pass is, so that a pass run again
+ * counts once; the first event that throws ends it, returned (the savepoint is then rolled back, and
+ * nothing of the pass remains). Careful: each event in a savepoint of its own, told at once; what
+ * `careful.threw` threw in the fast pass is that event's attempt, recorded without running it again.
  */
-async function fastPass(
+async function runPass(
   sql: Sql,
   work: Work,
   ctx: KickContext,
   options: KickOptions,
-  outbox: OutboxEntry[],
-  holds: Hold[],
-): Promise<number | { threw: Threw }> {
+  careful: { threw: Threw | null } | null,
+): Promise<Pass | Threw> {
   const facts = new Map(
     work.keys.flatMap((w) =>
       w.rows.filter((r) => below(r, work.watermark)).map((row) => [row.id, toFacts(row)] as const),
     ),
   );
-  if (facts.size === 0) {
-    holds.push(...heldOf(work));
-    return 0;
-  }
-  await sql.query('SAVEPOINT consig_batch');
-  // Log lines and metrics run once the pass is kept, so that a pass run again counts once; the
-  // messages and done marks are kept until then too.
+  const pass: Pass = { finished: 0, holds: [], outbox: [] };
+  if (facts.size === 0) return { ...pass, holds: heldOf(work) };
   const later: (() => void)[] = [];
+  const tell = careful === null ? (f: () => void) => void later.push(f) : (f: () => void) => f();
   const logger: EffectsLogger = {
-    info: (fields, message) => void later.push(() => ctx.logger.info(fields, message)),
-    warn: (fields, message) => void later.push(() => ctx.logger.warn(fields, message)),
+    info: (fields, message) => tell(() => ctx.logger.info(fields, message)),
+    warn: (fields, message) => tell(() => ctx.logger.warn(fields, message)),
   };
-  const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
-  const statuses = await lockProposals(sql, nus);
-  const env = { ...ctx, dialect: postgresDialect, logger, statuses };
-  const [step, entries, done] = [stepOptions(options), [] as OutboxEntry[], [] as Done[]];
-  const ops = pgStepOps(sql, ctx, options, entries, done);
+  let env: Omit<EffectsEnv, 'now'> = { ...ctx, dialect: postgresDialect, logger };
+  const done: Done[] | undefined = careful === null ? [] : undefined;
+  if (careful === null) {
+    await sql.query('SAVEPOINT consig_batch');
+    const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
+    env = { ...env, statuses: await lockProposals(sql, nus) };
+  }
+  const [step, ops] = [
+    stepOptionsOf(options, options.handlers),
+    pgStepOps(sql, ctx, options, pass.outbox, done),
+  ];
   let threw: Threw | null = null;
-  await eachInOrder(sql, work, ctx, options, holds, async (row, now) => {
+  await eachInOrder(sql, work, ctx, options, pass.holds, async (row, now, key) => {
     const event = facts.get(row.id) as HandlerEvent;
+    const e = {
+      event,
+      traceContext: row.trace_context,
+      threw: careful?.threw?.id === row.id ? careful.threw.error : undefined,
+    };
+    const kept = pass.outbox.length;
+    let report: StepReport;
     try {
-      await drive(eventStep({ event, traceContext: row.trace_context }, { ...env, now }, step), ops);
+      report = await drive(eventStep(e, { ...env, now }, step), ops);
     } catch (err) {
       if (!(err instanceof Aborted)) throw err;
       threw = { id: row.id, error: err.error };
       return 'abort';
     }
-    later.push(() => options.onProcessed?.(event.evento ?? event.kind, 'done'));
+    tell(() => options.onProcessed?.(event.evento ?? event.kind, report.outcome));
+    if (report.outcome !== 'done') {
+      pass.outbox.length = kept; // its messages roll back with its work
+      const { failure } = report;
+      tell(() => tellFailure(failure, event, options));
+      // A dead letter no longer holds its proposal back.
+      if (failure.nextAttemptAt !== null) return retryLater(sql, options, key, failure.nextAttemptAt);
+    }
+    pass.finished += 1;
     return 'next';
   });
+  if (careful !== null) return pass;
   if (threw !== null) {
     await sql.query('ROLLBACK TO SAVEPOINT consig_batch');
     await sql.query('RELEASE SAVEPOINT consig_batch');
-    return { threw };
+    return threw;
   }
-  if (done.length > 0) await sql.query(DONE_ALL, [done.map((d) => d.id), done.map((d) => d.at)]);
+  if (done!.length > 0) await sql.query(DONE_ALL, [done!.map((d) => d.id), done!.map((d) => d.at)]);
   await sql.query('RELEASE SAVEPOINT consig_batch');
-  outbox.push(...entries);
   for (const f of later) f();
-  return done.length;
+  return pass;
 }
 
 /** A `done` mark the fast pass writes with the batch's others: the event, and when it ran. */
@@ -355,46 +373,6 @@ async function eachInOrder(
   }
   const full = work.keys.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
   if (full.length > 0) await options.kick(sql, full);
-}
-
-/**
- * The batch again, each event in a savepoint of its own, after `threw` threw in the fast pass: that
- * event's failure is recorded as it happened, without running it again.
- */
-async function carefulPass(
-  sql: Sql,
-  work: Work,
-  ctx: KickContext,
-  options: KickOptions,
-  outbox: OutboxEntry[],
-  threw: Threw | null,
-  holds: Hold[],
-): Promise<number> {
-  let finished = 0;
-  await eachInOrder(sql, work, ctx, options, holds, async (row, now, key) => {
-    const step = await carefulStep(sql, key, row, now, ctx, options, outbox, threw);
-    if (step.finished) finished += 1;
-    return step.next;
-  });
-  return finished;
-}
-
-/**
- * What an event does, in either pass: the event step written once (core/event-step.ts), its
- * messages kept by the caller only once the event's work is kept. The built-ins may run twice in
- * one kick (a later event of the batch threw in the fast pass; their writes roll back with it); a
- * partner's handlers never do, since a batch with any skips the fast pass ({@link runKicks}).
- */
-function stepOptions(options: KickOptions): StepOptions {
-  const { handlers } = options;
-  return {
-    maxAttempts: options.maxAttempts,
-    backoff: options.backoff,
-    random: options.random ?? Math.random,
-    outbox: options.outbox ?? null,
-    traced: options.traces !== undefined,
-    partnerFor: (event) => handlers !== undefined && handlers.handlersFor(event).length > 0,
-  };
 }
 
 const NO_ROWS: readonly unknown[] = [];
@@ -479,48 +457,6 @@ async function retryLater(
 ): Promise<Step> {
   await options.kick(sql, [key], new Date(at as Date | string));
   return 'stop';
-}
-
-/** One event in a savepoint of its own: done, or its failure recorded (retry later, or dead). */
-async function carefulStep(
-  sql: Sql,
-  key: string,
-  row: EventRow,
-  now: Date,
-  ctx: KickContext,
-  options: KickOptions,
-  outbox: OutboxEntry[],
-  threw: Threw | null,
-): Promise<{ next: Step; finished: boolean }> {
-  const event = toFacts(row);
-  const entries: OutboxEntry[] = [];
-  const env: EffectsEnv = { ...ctx, dialect: postgresDialect, now };
-  // What this event threw in the fast pass is its attempt: it is recorded, not run a second time.
-  const e = {
-    event,
-    traceContext: row.trace_context,
-    ...(threw?.id === row.id ? { threw: threw.error } : {}),
-  };
-  const report: StepReport = await drive(
-    eventStep(e, env, stepOptions(options)),
-    pgStepOps(sql, ctx, options, entries),
-  );
-  options.onProcessed?.(event.evento ?? event.kind, report.outcome);
-  if (report.outcome === 'done') {
-    outbox.push(...entries);
-    return { next: 'next', finished: true };
-  }
-  const { failure } = report;
-  tellFailure(failure, event, {
-    emitError: (error, ev) => {
-      options.onError?.(error, ev);
-      options.handlers?.emitError(error, ev);
-    },
-    logger: options.logger,
-  });
-  // A dead letter no longer holds its proposal back.
-  if (failure.nextAttemptAt === null) return { next: 'next', finished: true };
-  return { next: await retryLater(sql, options, key, failure.nextAttemptAt), finished: false };
 }
 
 function toFacts(row: EventRow): HandlerEvent {

@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { type ConnectionSettings, describeDatabase, redactedMessage } from './connection';
+import { answeredWithin, type ConnectionSettings, describeDatabase, redactedMessage } from './connection';
 import type { ClusterLogger } from './pg-sql';
 
 /**
@@ -137,11 +137,6 @@ export class Liveness {
   }
 
   private timed<T>(work: Promise<T>): Promise<T> {
-    const ms = this.options.timeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from PostgreSQL within ${ms} ms`)), ms);
-    });
-    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+    return answeredWithin(work, this.options.timeoutMs ?? 5000, 'from PostgreSQL');
   }
 }

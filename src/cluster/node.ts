@@ -23,6 +23,7 @@ import type { SpoolGap } from '../domain/relay-gap';
 import { type OrderClock, ReadingLog } from './order-clock';
 import { type BeatFigures, Relay, type RelayOptions, type RelaySpool } from './relay';
 import {
+  answeredWithin,
   type ConnectionLimits,
   type ConnectionSettings,
   connectionSettings,
@@ -205,15 +206,14 @@ export class ClusterNode {
       pool: this.pool,
       name: describePgTarget(pgTarget(options.databaseUrl)),
       running: () => this.state === 'running',
-      kick: (sql, keys) => {
-        if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
-        return this.engine.kick(sql, keys);
-      },
-      schedulePoll: (sql, requestId, at) => {
-        if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
-        return this.engine.schedulePoll(sql, requestId, at);
-      },
+      kick: (sql, keys) => this.started().kick(sql, keys),
+      schedulePoll: (sql, requestId, at) => this.started().schedulePoll(sql, requestId, at),
     });
+  }
+
+  private started(): Engine {
+    if (this.engine === null) throw new Error('cluster mode has not started its engine yet');
+    return this.engine;
   }
 
   /** Starts in the background; PostgreSQL being away only delays it (tried again every few seconds). */
@@ -296,21 +296,16 @@ export class ClusterNode {
       await client.query("SET statement_timeout = '2s'");
       const result = await read(sqlOf(client), client);
       await client.query('RESET statement_timeout');
-      return { result };
+      return result;
     })();
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), READ_SHORT_MS);
-    });
     let ok = false;
     try {
-      const outcome = await Promise.race([work, expired]);
-      ok = outcome !== null;
-      return outcome === null ? null : outcome.result;
+      const result = await answeredWithin(work, READ_SHORT_MS, 'to a short read');
+      ok = true;
+      return result;
     } catch {
       return null;
     } finally {
-      clearTimeout(timer);
       // Dropped unless it finished: the query still in flight then fails, and nobody waits for it.
       client.release(!ok);
       work.catch(() => undefined);
@@ -503,6 +498,12 @@ export class ClusterNode {
       schedulePoll: (sql: Sql, requestId: string, at: Date) => engine.schedulePoll(sql, requestId, at),
       now: options.now,
     };
+    const kicks: KickOptions = {
+      ...options,
+      kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
+      onProcessed: options.metrics?.processed,
+      onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
+    };
     await engine.boss.work(
       EVENTS_QUEUE,
       {
@@ -526,18 +527,7 @@ export class ClusterNode {
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
-          await runKicks(sql, keys, effects, {
-            maxAttempts: options.maxAttempts,
-            backoff: options.backoff,
-            kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
-            logger: options.logger,
-            onProcessed: options.metrics?.processed,
-            onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
-            outbox: options.outbox,
-            handlers: options.handlers,
-            holdbackMaxMs: options.holdbackMaxMs,
-            traces: options.traces,
-          });
+          await runKicks(sql, keys, effects, kicks);
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
           // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.

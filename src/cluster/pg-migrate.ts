@@ -3,6 +3,7 @@ import { Client, type Pool, type PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { checkOut, type ClusterLogger } from './pg-sql';
+import { transactionOn } from './pg-store-sql';
 import { type MigrationFile, migrationFileName, unknownVersions } from '../domain/migration-files';
 
 /**
@@ -169,22 +170,14 @@ export function assertCompatible(applied: readonly AppliedRow[], migrations: rea
 /** Records the version first, then runs the file, in one transaction: both happen or neither. */
 async function applyOne(client: Queryable, m: PgMigration): Promise<void> {
   try {
-    await client.query('BEGIN');
-    await client.query(`INSERT INTO ${TABLE} (version, name, checksum) VALUES ($1, $2, $3)`, [
-      m.version,
-      m.name,
-      m.checksum,
-    ]);
-    // No parameters: the simple query protocol, which runs a file of several statements.
-    await client.query(m.sql);
-    await client.query('COMMIT');
+    await transactionOn(client, async () => {
+      const record = `INSERT INTO ${TABLE} (version, name, checksum) VALUES ($1, $2, $3)`;
+      await client.query(record, [m.version, m.name, m.checksum]);
+      // No parameters: the simple query protocol, which runs a file of several statements.
+      await client.query(m.sql);
+    });
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw new MigrationError(
-      `PostgreSQL migration ${migrationFileName(m)} failed: ${(err as Error).message}`,
-      {
-        cause: err,
-      },
-    );
+    const message = `PostgreSQL migration ${migrationFileName(m)} failed: ${(err as Error).message}`;
+    throw new MigrationError(message, { cause: err });
   }
 }

@@ -81,13 +81,10 @@ export async function inPoolTransaction<T>(
   const client = await checkOut(pool);
   let ok = false;
   try {
-    await client.query(begin);
-    const result = await fn(client);
-    await client.query('COMMIT');
+    const result = await transactionOn(client, () => fn(client), begin);
     ok = true;
     return result;
   } finally {
-    if (!ok) await client.query('ROLLBACK').catch(() => undefined);
     // A client that failed mid-transaction may be broken (the server went away): not reused.
     client.release(!ok);
   }

@@ -1,4 +1,4 @@
-import { type HandlerEvent, routeName } from '../domain/event-router';
+import { type HandlerEvent, routeName, type Router } from '../domain/event-router';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/forwarding/messages';
 import { asError, type HandlerFailure, handlerFailure } from '../domain/handler-failure';
@@ -270,7 +270,10 @@ function answerWith<P extends 'sync' | 'async'>(
 
 /** Where a failure is told (after its transaction rolled back): error handlers, then its log line. */
 export interface FailureSinks {
-  emitError(error: Error, event: HandlerEvent): void;
+  /** The store's own hook (the handler-failure metric). */
+  readonly onError?: ((error: Error, event: HandlerEvent) => void) | undefined;
+  /** A partner's handlers (`configureHandlers`): their `onError`s. */
+  readonly handlers?: Pick<Router<unknown>, 'emitError'> | null | undefined;
   readonly logger: Pick<EffectsEnv['logger'], 'warn'> & {
     error(fields: Record<string, unknown>, message: string): void;
   };
@@ -278,6 +281,26 @@ export interface FailureSinks {
 
 /** Tells a failure's error handlers and writes its one log line (domain/handler-failure.ts). */
 export function tellFailure(failure: HandlerFailure, event: HandlerEvent, sinks: FailureSinks): void {
-  sinks.emitError(failure.error, event);
+  sinks.onError?.(failure.error, event);
+  sinks.handlers?.emitError(failure.error, event);
   sinks.logger[failure.log.level](failure.log.fields, failure.log.message);
+}
+
+/** What a store's processing settings make of the step's options (SQLite mode's and a kick's alike). */
+export function stepOptionsOf(
+  settings: Pick<StepOptions, 'maxAttempts' | 'backoff'> & {
+    outbox?: StepOptions['outbox'] | undefined;
+    random?: () => number;
+    traces?: Traces | undefined;
+  },
+  handlers: Pick<Router<unknown>, 'handlersFor'> | null | undefined,
+): StepOptions {
+  return {
+    maxAttempts: settings.maxAttempts,
+    backoff: settings.backoff,
+    random: settings.random ?? Math.random,
+    outbox: settings.outbox ?? null,
+    traced: settings.traces !== undefined,
+    partnerFor: (event) => handlers != null && handlers.handlersFor(event).length > 0,
+  };
 }

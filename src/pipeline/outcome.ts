@@ -1,6 +1,5 @@
 import type { HandlerFailure } from '../domain/handler-failure';
 import type { HandlerEvent } from '../domain/event-router';
-import type { EventForWork } from '../store/pipeline-queries';
 
 /**
  * What the pipeline (pipeline.ts) says of each event it ran: in its turn, or alone for an event a
@@ -17,7 +16,6 @@ export type ProcessOutcome = 'done' | 'retry' | 'dead' | 'skipped' | 'unavailabl
 export interface Reported {
   id: number;
   outcome: ProcessOutcome;
-  row?: EventForWork;
   event?: HandlerEvent;
   /** The database refused the work ('unavailable'). */
   error?: Error;

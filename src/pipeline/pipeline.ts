@@ -9,7 +9,9 @@ import {
   type StepProgram,
   type StepOps,
   type StepOptions,
+  type StepEvent,
   type StepReport,
+  stepOptionsOf,
   tellFailure,
 } from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
@@ -172,7 +174,6 @@ export class Pipeline {
   private lockRetry: NodeJS.Timeout | null = null;
   /** Whether the running turn got past BEGIN IMMEDIATE (its in-memory state may have changed). */
   private turnEntered = false;
-  private readonly random: () => number;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
   private readonly ops: StepOps<'sync'>;
@@ -191,18 +192,11 @@ export class Pipeline {
     // turn could only wait for the first. The queue gives stop() its clear/onIdle.
     this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
-    this.random = options.random ?? Math.random;
     const { traces, stages } = options;
-    this.step = {
-      maxAttempts: options.maxAttempts,
-      backoff: options.backoff ?? DEFAULT_BACKOFF,
-      random: this.random,
-      outbox: stages.outbox,
-      traced: traces !== undefined,
-      partnerFor: (event) => this.partnerFor(event),
-    };
     this.ops = sqliteStepOps(db, { traces });
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
+    const backoff = options.backoff ?? DEFAULT_BACKOFF;
+    this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.handlers);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -442,16 +436,15 @@ export class Pipeline {
     } catch (err) {
       return { id, outcome: 'unavailable', error: asError(err) };
     }
-    let r: Reported;
     try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
-      const row = runnable(q.load(id));
-      if (row === null) r = { id, outcome: 'skipped' };
-      else {
-        const event = handlerEventOf(row);
-        r = reported(id, await drive(this.eventStep(row, event, now), ops), row, event);
-      }
+      const e = runnable(q.load(id));
+      const r: Reported =
+        e === null
+          ? { id, outcome: 'skipped' }
+          : reported(id, e.event, await drive(this.eventStep(e, now), ops));
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
+      return r;
     } catch (err) {
       // Nothing of the event is stored: it runs again in a moment, this attempt not counted.
       try {
@@ -461,7 +454,6 @@ export class Pipeline {
       }
       return { id, outcome: 'unavailable', error: asError(err) };
     }
-    return r;
   }
 
   /** The file is locked by another connection: the same work is tried again in a moment. */
@@ -528,17 +520,16 @@ export class Pipeline {
 
   /** Runs one event's step (its own savepoint). Never throws. */
   private runOne(id: number, now: Date): Reported {
-    let row: EventForWork | null;
+    let e: StepEvent | null;
     try {
-      row = runnable(this.q.load(id));
+      e = runnable(this.q.load(id));
     } catch (err) {
       return { id, outcome: 'unavailable', error: err as Error };
     }
-    if (row === null) return { id, outcome: 'skipped' };
-    const event = handlerEventOf(row);
-    if (this.partnerFor(event)) return { id, outcome: 'partner' };
+    if (e === null) return { id, outcome: 'skipped' };
+    if (this.step.partnerFor(e.event)) return { id, outcome: 'partner' };
     try {
-      return reported(id, driveSync(this.eventStep(row, event, now), this.ops), row, event);
+      return reported(id, e.event, driveSync(this.eventStep(e, now), this.ops));
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -550,20 +541,16 @@ export class Pipeline {
     }
   }
 
-  /** The event step of `event`, loaded as `row`, at `now` (core/event-step.ts). */
-  private eventStep(row: EventForWork, event: HandlerEvent, now: Date): StepProgram<StepReport> {
+  /** The event step of `e` at `now` (core/event-step.ts). */
+  private eventStep(e: StepEvent, now: Date): StepProgram<StepReport> {
     const env: EffectsEnv = {
       dialect: sqliteDialect,
       now,
       logger: this.options.logger,
       schedule: this.options.stages.schedule,
     };
-    return eventStep({ event, traceContext: row.trace_context }, env, this.step);
+    return eventStep(e, env, this.step);
   }
-
-  /** Whether the partner stage has handlers for `event` (configureHandlers'). */
-  private readonly partnerFor = (event: HandlerEvent): boolean =>
-    this.partners !== null && this.partners.handlers.handlersFor(event).length > 0;
 
   private report(r: Reported): void {
     if (r.outcome === 'skipped' || r.outcome === 'partner') return;
@@ -574,15 +561,14 @@ export class Pipeline {
       );
       return;
     }
-    const row = r.row as EventForWork;
-    this.options.metrics?.processed(row.evento ?? row.kind, r.outcome);
+    const event = r.event as HandlerEvent;
+    this.options.metrics?.processed(event.evento ?? event.kind, r.outcome);
     if (r.outcome === 'done') return;
-    tellFailure(r.failure as HandlerFailure, r.event as HandlerEvent, {
-      emitError: (error, event) => {
-        this.options.onError?.(error, event);
-        this.partners?.handlers.emitError(error, event);
-      },
-      logger: this.options.logger,
+    const { onError, logger } = this.options;
+    tellFailure(r.failure as HandlerFailure, event, {
+      onError,
+      handlers: this.partners?.handlers,
+      logger,
     });
   }
 
@@ -592,13 +578,14 @@ export class Pipeline {
 }
 
 /** The event as loaded when it is still to run (pending, or failed and due), else null. */
-function runnable(row: EventForWork | undefined): EventForWork | null {
-  return row !== undefined && (row.status === 'pending' || row.status === 'failed') ? row : null;
+function runnable(row: EventForWork | undefined): StepEvent | null {
+  if (row === undefined || (row.status !== 'pending' && row.status !== 'failed')) return null;
+  return { event: handlerEventOf(row), traceContext: row.trace_context };
 }
 
 /** What the pipeline says of an event its step ran. */
-function reported(id: number, report: StepReport, row: EventForWork, event: HandlerEvent): Reported {
+function reported(id: number, event: HandlerEvent, report: StepReport): Reported {
   return report.outcome === 'done'
-    ? { id, outcome: 'done', row, event }
-    : { id, outcome: report.outcome, row, event, failure: report.failure };
+    ? { id, outcome: 'done', event }
+    : { id, outcome: report.outcome, event, failure: report.failure };
 }
