@@ -427,7 +427,7 @@ export function sessionTokenCurrent(
   row: Pick<ConsoleSessionRow, 'role' | 'token_fp'>,
   fps: TokenFingerprints,
 ): boolean {
-  if (fps.oidc !== undefined && fps.oidc !== null && row.token_fp === fps.oidc) return true;
+  if (typeof fps.oidc === 'string' && row.token_fp === fps.oidc) return true;
   const current = fps[row.role];
   return current !== null && row.token_fp === current;
 }

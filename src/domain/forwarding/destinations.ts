@@ -280,7 +280,8 @@ function httpUrl(value: unknown, at: string): string {
   if (url.username !== '' || url.password !== '') {
     throw new FieldError(at, `${expected}, got one with a user name or password (not shown)`);
   }
-  if (url.hash !== '' || (value as string).includes('#')) {
+  // Any "#" starts a fragment: the parsed hash is empty for a bare one ("…/hooks#"), the text is not.
+  if ((value as string).includes('#')) {
     throw new FieldError(at, `expected a URL without a fragment (#…), got ${describe(value)}`);
   }
   return url.href;

@@ -269,7 +269,7 @@ function scalarList(value: unknown, at: string): ReadonlySet<JsonScalar> {
 }
 
 function isFiniteNumber(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value);
+  return Number.isFinite(value); // false for anything not a number: it does not convert
 }
 
 function isScalar(value: unknown): value is JsonScalar {

@@ -152,6 +152,11 @@ describe('sessions', () => {
 
   it('fingerprints a token with a keyed hash: stable, and different per token', () => {
     expect(tokenFingerprint('admin-token')).toMatch(/^[0-9a-f]{64}$/);
+    // A known vector (`printf 'consig-receiver console session' | openssl dgst -sha256 -hmac admin-token`):
+    // the label is part of every stored fingerprint, so changing it would end every open session.
+    expect(tokenFingerprint('admin-token')).toBe(
+      '5a7e0c1e0af35a4ac55f3e303a706c2793801cc8a6ee3b630ebc7aa03847b984',
+    );
     expect(tokenFingerprint('admin-token')).toBe(fps.admin);
     expect(tokenFingerprint('admin-token2')).not.toBe(fps.admin);
     expect(fps.viewer).toBeNull();

@@ -29,6 +29,13 @@ describe('lifecycleInput and lifecycleSkipLog', () => {
       null,
     ],
     ['a poll answer', facts({ kind: 'poll', evento: null }), { move: false, reason: 'not_lifecycle' }, null],
+    // Only the life-cycle route's events move a proposal, whatever a registry result's body names.
+    [
+      'a registry result naming a life-cycle evento',
+      facts({ kind: 'registry', evento: 'proposta.aprovada', nuProposta: 1 }),
+      { move: false, reason: 'not_lifecycle' },
+      null,
+    ],
     [
       'an unknown evento',
       facts({ evento: 'proposta.teleportada', nuProposta: 1 }),

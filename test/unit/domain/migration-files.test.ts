@@ -1,4 +1,4 @@
-import { migrationFileName, orderMigrationFiles } from '../../../src/domain/migration-files';
+import { migrationFileName, orderMigrationFiles, unknownVersions } from '../../../src/domain/migration-files';
 
 const f = (file: string) => ({ file, sql: `-- ${file}` });
 
@@ -23,5 +23,17 @@ describe('orderMigrationFiles', () => {
 
   it('writes the file name back', () => {
     expect(migrationFileName({ version: 7, name: 'forwarding' })).toBe('0007_forwarding.sql');
+  });
+});
+
+describe('unknownVersions', () => {
+  const migrations = [{ version: 1 }, { version: 2 }, { version: 3 }];
+  it.each<[string, (number | { version: number })[], (number | { version: number })[]]>([
+    ['none applied', [], []],
+    ['all known', [1, 2, 3], []],
+    ['a newer one, as numbers', [1, 2, 3, 4, 7], [4, 7]],
+    ['a newer one, as rows', [{ version: 1 }, { version: 9 }], [{ version: 9 }]],
+  ])('%s', (_name, applied, unknown) => {
+    expect(unknownVersions(applied, migrations)).toEqual(unknown);
   });
 });

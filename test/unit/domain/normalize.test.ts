@@ -1,4 +1,5 @@
 import {
+  canonicalNuProposta,
   dadosOf,
   normalizeAmount,
   normalizeCnpj,
@@ -60,6 +61,23 @@ describe('normalizeAmount', () => {
     [null, null],
   ])('%p → %p', (input, expected) => {
     expect(normalizeAmount(input)).toBe(expected);
+  });
+});
+
+describe('canonicalNuProposta', () => {
+  // Only a run of digits is a number: text that Number() would also read ('1e3', '0x10') stays text.
+  it.each([
+    [4242, 4242],
+    ['4242', 4242],
+    [' 4242 ', 4242],
+    ['ABC-9', 'ABC-9'],
+    ['1e3', '1e3'],
+    ['0x10', '0x10'],
+    ['12.5', '12.5'],
+    ['', null],
+    [null, null],
+  ])('%p → %p', (input, expected) => {
+    expect(canonicalNuProposta(input)).toBe(expected);
   });
 });
 

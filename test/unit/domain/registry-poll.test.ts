@@ -56,6 +56,7 @@ describe('staleLog', () => {
     ['501', 501], // PostgreSQL keeps it as text: logged as SQLite logs it
     ['ABC-9', 'ABC-9'],
     [null, null],
+    [12.5, 12.5], // a number is logged as stored: only text is put in the canonical form
   ] as const)('nu_proposta %j is logged as %j', (nu, logged) => {
     expect(staleLog(target({ nuProposta: nu }))).toEqual({
       level: 'error',

@@ -107,6 +107,7 @@ describe('parseDestinationsFile', () => {
     ['one secret', { secrets: undefined, secret: 'x' }, { secrets: ['x'] }],
     ['ten secrets', { secrets: Array(10).fill(SECRET) }, { secrets: Array(10).fill(SECRET) }],
     ['a padded whsec_ secret', { secrets: ['whsec_YQ=='] }, { secrets: ['whsec_YQ=='] }],
+    ['a whsec_ secret padded with one =', { secrets: ['whsec_YWI='] }, { secrets: ['whsec_YWI='] }],
     [
       'an unpadded whsec_ secret',
       { secrets: ['whsec_YWJj', 'whsec_YQ'] },
@@ -218,6 +219,7 @@ describe('parseDestinationsFile', () => {
       `: destinations[0].name: ${NAME_RULE}, got "${'a'.repeat(65)}"`,
     ],
     ['a numeric name', fileWith(0, { name: 7 }), `: destinations[0].name: ${NAME_RULE}, got 7`],
+    ['a boolean name', fileWith(0, { name: true }), `: destinations[0].name: ${NAME_RULE}, got true`],
     ['a name used twice', fileWith(1, { name: 'los' }), ': destinations[1].name: "los" is used twice'],
     // url
     ['an ftp URL', fileWith(1, { url: 'ftp://x' }), `: destinations[1].url: ${URL_RULE}, got "ftp://x"`],
@@ -236,6 +238,11 @@ describe('parseDestinationsFile', () => {
     [
       'a URL with a password',
       fileWith(0, { url: 'https://los:hunter2@los.example/hooks' }),
+      `: destinations[0].url: ${URL_RULE}, got one with a user name or password (not shown)`,
+    ],
+    [
+      'a URL with a password and no user name',
+      fileWith(0, { url: 'https://:hunter2@los.example/hooks' }),
       `: destinations[0].url: ${URL_RULE}, got one with a user name or password (not shown)`,
     ],
     [

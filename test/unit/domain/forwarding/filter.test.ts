@@ -98,6 +98,9 @@ describe('matchesFilter', () => {
       false,
     ],
     ['$eq with an array against an object', { 'data.proposal': { $eq: [] } }, false],
+    ['$eq with an object against a string', { 'data.to': { $eq: { a: 1 } } }, false],
+    ['$eq with an object against null', { 'data.proposal.no_conveniada': { $eq: {} } }, false],
+    ['$neq with an object against a string', { 'data.to': { $neq: { a: 1 } } }, true],
     ['$eq with an object, one value differing', { 'data.parcelas.1': { $eq: { n: 2, vl: 501 } } }, false],
     ['$eq with an object, another key', { 'data.parcelas.1': { $eq: { n: 2, vx: 500 } } }, false],
     ['$eq on a missing path', { 'data.nope': { $eq: 'x' } }, false],
@@ -210,6 +213,14 @@ describe('compileFilter', () => {
     });
   });
 
+  it('compiles a single path to that path alone', () => {
+    expect(compiled({ type: 'proposal.changed' })).toEqual({
+      kind: 'path',
+      path: ['type'],
+      tests: [{ op: '$eq', value: 'proposal.changed' }],
+    });
+  });
+
   it('reports the bad node apart from the detail too', () => {
     expect(compileFilter({ 'data.to': { $in: 'x' } }, WHERE)).toEqual({
       ok: false,
@@ -303,6 +314,17 @@ describe('compileFilter', () => {
       'an infinite number (JSON 1e999)',
       JSON.parse('{"data.nu_proposta": {"$eq": 1e999}}'),
       '["data.nu_proposta"].$eq: expected a JSON value',
+    ],
+    // A key that is not a plain name is quoted, cut after 64 characters.
+    [
+      'a 64-character dotted key, quoted whole',
+      { [`data.${'k'.repeat(59)}`]: { $in: 'x' } },
+      `["data.${'k'.repeat(59)}"].$in: expected an array`,
+    ],
+    [
+      'a 65-character dotted key, cut',
+      { [`data.${'k'.repeat(60)}`]: { $in: 'x' } },
+      `["data.${'k'.repeat(59)}…"].$in: expected an array`,
     ],
     [
       'a line break in a key stays on one line',
