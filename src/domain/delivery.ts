@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { isKnownEvento } from './catalogue';
 import type { ArrivalStatus, EventKind, EventStatus, NewEvent } from './event-status';
 import { isObject, type JsonObject, nonBlankText, own } from './json';
+import { canonicalNuProposta } from './normalize';
 
 /**
  * What a signed body is, decided from its bytes alone (contract §4): an event of the catalogue, an
@@ -41,17 +42,6 @@ export type DeliveryOutcome =
   | 'forbidden';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-function integerOrText(value: unknown): number | string | null {
-  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : String(value);
-  if (typeof value === 'string') {
-    const trimmed = value.trim();
-    if (trimmed === '') return null;
-    if (/^\d{1,15}$/.test(trimmed)) return Number(trimmed);
-    return trimmed;
-  }
-  return null;
-}
 
 function positiveInteger(value: unknown): number | null {
   const n = typeof value === 'string' && /^\d{1,9}$/.test(value.trim()) ? Number(value) : value;
@@ -142,7 +132,7 @@ export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDeli
       dedupKey: webhookId ?? `registry:${registry.requestId}:${registry.status ?? ''}`,
       webhookId,
       evento,
-      nuProposta: integerOrText(own(dados, 'nu_proposta') ?? own(obj, 'nu_proposta')),
+      nuProposta: canonicalNuProposta(own(dados, 'nu_proposta') ?? own(obj, 'nu_proposta')),
       requestId: registry.requestId,
       registryStatus: registry.status,
       tentativa,
@@ -165,7 +155,7 @@ export function classifyDelivery(body: Uint8Array, route: Route): ClassifiedDeli
     dedupKey: webhookId ?? `sha256:${sha256Hex(body)}`,
     webhookId,
     evento,
-    nuProposta: integerOrText(own(dados, 'nu_proposta')),
+    nuProposta: canonicalNuProposta(own(dados, 'nu_proposta')),
     requestId: nonBlankText(own(dados, 'requestId')),
     registryStatus: null,
     tentativa,

@@ -53,11 +53,17 @@ function integer(value: unknown): number | null {
   return typeof n === 'number' && Number.isSafeInteger(n) ? n : null;
 }
 
-/** A proposal number in its one form: an integer when it is one (also sent as digits), else trimmed text. */
+/**
+ * A proposal number in its one form, wherever it is read (a delivery, its `dados`, a registry poll):
+ * an integer when it is one (also sent as 1 to 15 digits; a longer run stays text, as a number would
+ * lose digits), else its trimmed text; blank or neither is null.
+ */
 export function canonicalNuProposta(value: unknown): number | string | null {
-  const n = integer(value);
-  if (n !== null) return n;
-  return nonBlankText(value);
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : String(value);
+  if (typeof value !== 'string') return null;
+  const trimmed = value.trim();
+  if (trimmed === '') return null;
+  return /^\d{1,15}$/.test(trimmed) ? Number(trimmed) : trimmed;
 }
 
 /** Reads `dados` of a delivery (or a creation request/response) into ProposalData. */

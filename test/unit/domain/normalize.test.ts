@@ -65,12 +65,19 @@ describe('normalizeAmount', () => {
 });
 
 describe('canonicalNuProposta', () => {
-  // Only a run of digits is a number: text that Number() would also read ('1e3', '0x10') stays text.
+  // Only a run of 1 to 15 digits is a number: text that Number() would also read ('1e3', '0x10') stays
+  // text, and so do 16 digits (one rule with the delivery's key: delivery.test.ts).
   it.each([
     [4242, 4242],
     ['4242', 4242],
     [' 4242 ', 4242],
     ['ABC-9', 'ABC-9'],
+    [' ABC-9 ', 'ABC-9'],
+    ['123456789012345', 123456789012345],
+    ['1234567890123456', '1234567890123456'],
+    [2 ** 60, String(2 ** 60)],
+    [12.5, '12.5'],
+    [true, null],
     ['1e3', '1e3'],
     ['0x10', '0x10'],
     ['12.5', '12.5'],
