@@ -1,6 +1,7 @@
 import type { RegistryStatus } from './catalogue';
 import type { TrackedVia } from './event-effects';
 import type { ProposalSnapshot } from './forwarding/messages';
+import { canonicalNuProposta } from './normalize';
 
 /**
  * The rows the commands, the admin API and the console show, in the shapes of the SQLite log: both
@@ -71,8 +72,7 @@ export function withLogNuProposta<T extends { nu_proposta: string | null }>(
   return { ...row, nu_proposta: logNuProposta(row.nu_proposta) };
 }
 
-/** `nu_proposta` as typed by a person: digits are the integer, anything else the text. */
+/** `nu_proposta` as typed by a person, read as a delivery's is ({@link canonicalNuProposta}); blank is ''. */
 export function parseNuProposta(value: string): number | string {
-  const t = value.trim();
-  return /^\d{1,15}$/.test(t) ? Number(t) : t;
+  return canonicalNuProposta(value) ?? '';
 }

@@ -26,8 +26,7 @@ export function globMatches(pattern: string, name: string): boolean {
   let from = first.length;
   const end = name.length - last.length;
   for (let i = 1; i < pieces.length - 1; i++) {
-    const piece = pieces[i] as string;
-    if (piece === '') continue;
+    const piece = pieces[i] as string; // '' (from `**`) is found at `from` and moves nothing
     const at = name.indexOf(piece, from);
     if (at === -1 || at + piece.length > end) return false;
     from = at + piece.length;

@@ -145,6 +145,8 @@ describe('normalizeDados', () => {
     ['2a', null],
     ['a2', null],
     ['-2', null],
+    ['1e3', null],
+    ['0x10', null],
     [2.5, null],
   ])('qt_parcela %p → %p', (qt, expected) => {
     expect(normalizeDados({ qt_parcela: qt }).qt_parcela).toBe(expected);

@@ -13,7 +13,7 @@ import {
   storedError,
 } from '../../../src/domain/forwarding/sender-store';
 import { clampLimit } from '../../../src/domain/list-limit';
-import { logNuProposta } from '../../../src/domain/log-rows';
+import { logNuProposta, parseNuProposta } from '../../../src/domain/log-rows';
 import { isBeforeCutoff } from '../../../src/domain/retention';
 import { sharedWorkKeyOf, workKeyOf } from '../../../src/domain/work-key';
 
@@ -80,6 +80,19 @@ describe('logNuProposta: an integer as a number, anything else as the text', () 
   });
 });
 
+describe('parseNuProposta: a number typed by a person, read as a delivery reads it', () => {
+  it.each<[string, number | string]>([
+    ['42', 42],
+    [' 42 ', 42],
+    ['42abc', '42abc'],
+    [' ABC-1 ', 'ABC-1'],
+    ['1234567890123456', '1234567890123456'],
+    ['   ', ''],
+  ])('%p → %p', (value, expected) => {
+    expect(parseNuProposta(value)).toBe(expected);
+  });
+});
+
 describe('work keys: the proposal, then the registration, then the event', () => {
   it.each<[number | string | null | undefined, string | null | undefined, string | null]>([
     [42, 'req-1', 'p:42'],
@@ -108,18 +121,26 @@ describe('isBeforeCutoff', () => {
 
 // The stable codes callers and logs branch on (issue 37: three of them were never read by a test).
 describe('the errors raised on purpose: each one its code, its message, its class', () => {
-  it.each<[string, ConsigError, string, string]>([
-    ['ConfigError', new ConfigError('PORT', 'expected a port'), 'CONFIG_INVALID', 'PORT: expected a port'],
-    ['StorageError', new StorageError('database away'), 'STORAGE_UNAVAILABLE', 'database away'],
+  it.each<[string, () => ConsigError, string, string]>([
+    [
+      'ConfigError',
+      () => new ConfigError('PORT', 'expected a port'),
+      'CONFIG_INVALID',
+      'PORT: expected a port',
+    ],
+    ['StorageError', () => new StorageError('database away'), 'STORAGE_UNAVAILABLE', 'database away'],
     [
       'DatabaseFileError',
-      new DatabaseFileError('/x/consig.db', 'not writable'),
+      () => new DatabaseFileError('/x/consig.db', 'not writable'),
       'STORAGE_UNAVAILABLE',
       'not writable',
     ],
-    ['MigrationError', new MigrationError('0007 failed'), 'MIGRATION_FAILED', '0007 failed'],
-    ['UsageError', new UsageError('unknown command'), 'USAGE', 'unknown command'],
-  ])('%s', (name, err, code, message) => {
+    ['MigrationError', () => new MigrationError('0007 failed'), 'MIGRATION_FAILED', '0007 failed'],
+    ['UsageError', () => new UsageError('unknown command'), 'USAGE', 'unknown command'],
+  ])('%s', (name, make, code, message) => {
+    // Made inside the test, not in the table: an error built while jest collects the tests is built
+    // before Stryker's mutant is switched on (the code's mutant survived).
+    const err = make();
     expect(err).toBeInstanceOf(ConsigError);
     expect(err.name).toBe(name);
     expect(err.code).toBe(code);
