@@ -23,7 +23,7 @@ export function nonBlankString(value: unknown): string | null {
 
 /** Like {@link nonBlankString}, and a finite number as its decimal text (ids sent as numbers). */
 export function nonBlankText(value: unknown): string | null {
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (Number.isFinite(value)) return String(value);
   return nonBlankString(value);
 }
 
@@ -31,6 +31,7 @@ export function nonBlankText(value: unknown): string | null {
 export function parseJsonOrUndefined(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
+    // Stryker disable next-line BlockStatement: equivalent, an empty catch returns undefined too
   } catch {
     return undefined;
   }

@@ -31,6 +31,7 @@ export function mergeRegistryStatus(
   if (current === null) return { apply: true, status: reported, reason: 'forward' };
   if (isFinalRegistryStatus(current)) return { apply: false, status: current, reason: 'after_final' };
   if (reported === current) return { apply: false, status: current, reason: 'same' };
+  // Stryker disable next-line EqualityOperator: equivalent, the only equal ranks are two final statuses, answered earlier
   if (RANK[reported] < RANK[current]) return { apply: false, status: current, reason: 'older' };
   return { apply: true, status: reported, reason: 'forward' };
 }

@@ -61,6 +61,7 @@ export function watermarkOf(beats: readonly RelayBeat[], now: Date, maxMs: numbe
       }
       waiting.push(b.spool);
     }
+    // Stryker disable next-line EqualityOperator: equivalent, on a tie either one gives the same instant
     if (at === null || b.coveredThrough.getTime() < at.getTime()) at = b.coveredThrough;
   }
   return { at, waiting, dropped };

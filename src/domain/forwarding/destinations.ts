@@ -187,6 +187,7 @@ function parseJson(text: string): unknown {
 function jsonErrorText(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   const excerpt = message.search(/, (\.\.\.)?"/);
+  // Stryker disable next-line Regex: equivalent, V8 quotes the one unexpected character, so the kept part never has two blanks in a row
   return (excerpt === -1 ? message : message.slice(0, excerpt)).replace(/\s+/g, ' ');
 }
 

@@ -285,10 +285,12 @@ function lookup(root: unknown, path: readonly string[]): unknown {
     if (Array.isArray(current)) {
       // Only an index reads an array: `items.length` is a missing path, not a number.
       current =
+        // Stryker disable next-line LogicalOperator: equivalent, an array's one own non-index key is length, and current[NaN] is undefined too
         ARRAY_INDEX.test(segment) && Object.hasOwn(current, segment) ? current[Number(segment)] : undefined;
     } else {
       current = own(current, segment);
     }
+    // Stryker disable next-line ConditionalExpression: equivalent, own(undefined, …) is undefined, so the walk ends in undefined all the same
     if (current === undefined) return undefined;
   }
   return current;

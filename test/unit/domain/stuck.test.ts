@@ -55,6 +55,7 @@ describe('parseStuckAfter', () => {
       { averbacao_solicitada: 36 * HOUR, formalizacao_iniciada: 5 * DAY, aprovada: null },
     ],
     [' pagamento_falhou = 3650d ', { pagamento_falhou: 3650 * DAY }],
+    ['aprovada = off', { aprovada: null }],
   ])('%p overrides only what it names', (text, overrides) => {
     const limits = parseStuckAfter(text);
     expect(limits).toEqual({ ...DEFAULT_STUCK_AFTER, ...overrides });
