@@ -178,10 +178,12 @@ export function parseInstant(text: string): string | null {
   const match = INSTANT.exec(text);
   if (!match) return null;
   const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  const day = new Date(Date.UTC(y, m - 1, d));
-  // Date.parse rolls 2026-02-30 over to March; a date that does not exist is a typo.
-  // Stryker disable next-line all: equivalent, a day that rolls over always changes its month (no month has fewer than 28 days, d <= 31)
-  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== m - 1 || day.getUTCDate() !== d) return null;
+  // setUTCFullYear, not Date.UTC, which reads years 0-99 as 1900-1999.
+  const day = new Date(0);
+  day.setUTCFullYear(y, m - 1, d);
+  // Date.parse rolls 2026-02-30 over to March; a date that does not exist is a typo. It always lands
+  // in another month (a day is at most 31, a month at least 28 days; month 13 is January, 00 December).
+  if (day.getUTCMonth() !== m - 1) return null;
   const ms = Date.parse(text);
   return Number.isNaN(ms) ? null : new Date(ms).toISOString();
 }
