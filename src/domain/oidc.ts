@@ -125,9 +125,8 @@ export function openPending(
     const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
     decipher.setAuthTag(raw.subarray(12, 28));
     p = JSON.parse(Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8'));
-    // Stryker disable next-line BlockStatement: equivalent, `p` stays undefined, which isPending refuses: tampered all the same
   } catch {
-    return { problem: 'tampered' };
+    // Unreadable, or not sealed with our key: `p` stays undefined, which isPending refuses below.
   }
   if (!isPending(p)) return { problem: 'tampered' };
   return p.expiresAt > nowMs ? p : { problem: 'expired' };
