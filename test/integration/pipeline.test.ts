@@ -40,6 +40,17 @@ const q = <T>(rec: TestReceiver, sql: string, ...params: unknown[]) =>
 const one = <T>(rec: TestReceiver, sql: string, ...params: unknown[]) =>
   rec.store.db.prepare(sql).get(...params) as T;
 
+/** A receiver in `dir` whose handler throws for the proposals `fails` names: their events stay failed. */
+const failingReceiver = (dir: string, fails: (nuProposta: string) => boolean) =>
+  startTestReceiver({
+    dir,
+    env: { HANDLER_MAX_ATTEMPTS: '1000' },
+    configureHandlers: (router) =>
+      router.onAny((event) => {
+        if (fails(String(event.nuProposta))) throw new Error('not now');
+      }),
+  });
+
 describe('the life cycle through HTTP', () => {
   it.each([1, 2, 3, 4, 5])(
     'shuffled with duplicates (seed %i): right final status, one transition per distinct event',
@@ -247,14 +258,7 @@ describe('restart', () => {
     const tmp = tempDir();
     try {
       // A receiver whose handler fails proposal 62's events: its first event is failed, retried later.
-      const first = await startTestReceiver({
-        dir: tmp.dir,
-        env: { HANDLER_MAX_ATTEMPTS: '1000' },
-        configureHandlers: (router) =>
-          router.onAny((event) => {
-            if (String(event.nuProposta) === '62') throw new Error('not now');
-          }),
-      });
+      const first = await failingReceiver(tmp.dir, (nu) => nu === '62');
       await first.send(delivery('proposta.criada', { nu_proposta: 62, webhook_id: 'wh_later_1' }));
       await first.send(delivery('proposta.pre_aprovada', { nu_proposta: 62, webhook_id: 'wh_later_2' }));
       await eventually(() => eventsByStatus(first.store.db).failed === 1, 'the first event failed');
@@ -298,14 +302,7 @@ describe('restart', () => {
     const tmp = tempDir();
     try {
       // A receiver whose handler cannot run stores the deliveries but leaves them pending/failed.
-      const first = await startTestReceiver({
-        dir: tmp.dir,
-        env: { HANDLER_MAX_ATTEMPTS: '1000' },
-        configureHandlers: (router) =>
-          router.onAny(() => {
-            throw new Error('not now');
-          }),
-      });
+      const first = await failingReceiver(tmp.dir, () => true);
       for (const evento of EVENTOS.slice(0, 5)) await first.send(delivery(evento, { nu_proposta: 61 }));
       await first.close();
       r = await startTestReceiver({ dir: tmp.dir });
