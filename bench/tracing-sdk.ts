@@ -6,8 +6,8 @@ import { startTracing } from '../src/tracing';
 /**
  * Tracing's cost without the receiver (docs/benchmark.md "Tracing"): `startTracing` as `serve`
  * starts it (OTLP http/protobuf, the SDK's BatchSpanProcessor and exporter, the SDK's defaults or
- * the OTEL_* variables of this process) and the four spans of one bench delivery (the SERVER span,
- * processing, the lifecycle and registry-tracking stages), made at a paced rate and exported to a
+ * the OTEL_* variables of this process) and the three spans of one bench delivery (the SERVER span,
+ * processing, the lifecycle stage), made at a paced rate and exported to a
  * sink in a child process that reads each export and answers 200. It prints this process's CPU per
  * delivery (user and system, every thread), the spans the queue dropped and what the sink took.
  *
@@ -38,7 +38,6 @@ async function main(deliveries: number, rate: number): Promise<void> {
     request.end('accepted', 200, event);
     traces.processing(request.stored, { ...event, 'consig.request_id': null, 'consig.attempt': 1 }, () => {
       traces.stage('lifecycle', () => undefined);
-      traces.stage('registry_tracking', () => undefined);
     });
   };
   const cpu = process.cpuUsage();

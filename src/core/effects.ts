@@ -3,6 +3,7 @@ import {
   type EventFacts,
   lifecycleInput,
   lifecycleSkipLog,
+  registrationOf,
   type RegistryEffect,
   registryResultEffects,
   trackFromEventEffects,
@@ -156,8 +157,9 @@ export function* stageEffects(stage: BuiltInStage, event: EventFacts, env: Effec
     case 'registry_tracking':
       return yield* registryEffects(trackFromEventEffects(event, nowMs, env.schedule), env);
     case 'registry_results': {
-      if (event.requestId === null) return;
-      const [current] = yield run(LOCKING(env.dialect).averbacaoState, [event.requestId]);
+      const requestId = registrationOf('registry_results', event);
+      if (requestId === null) return;
+      const [current] = yield run(LOCKING(env.dialect).averbacaoState, [requestId]);
       const state = (current as AverbacaoState | undefined) ?? null;
       return yield* registryEffects(registryResultEffects(event, state, nowMs, env.schedule), env);
     }

@@ -1,3 +1,4 @@
+import { registrationOf } from '../domain/event-effects';
 import { type HandlerEvent, routeName, type Router } from '../domain/event-router';
 import type { Destination } from '../domain/forwarding/destinations';
 import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/forwarding/messages';
@@ -122,6 +123,12 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
 function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
   for (const stage of stagesOf(event)) {
     if (stage === 'partner' && !options.partnerFor(event)) continue;
+    // Nor a registry stage with nothing to do (most events carry no requestId).
+    if (
+      (stage === 'registry_tracking' || stage === 'registry_results') &&
+      registrationOf(stage, event) === null
+    )
+      continue;
     // No forwarding stage (and no span for it) when no message is made: no destination, no feed.
     if (stage === 'forwarding' && !makesMessages(options.outbox)) continue;
     if (stage === 'partner' && !options.traced) yield { partner: event, now: env.now };

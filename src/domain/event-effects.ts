@@ -155,7 +155,7 @@ export function registryResultEffects(
   nowMs: number,
   schedule: PollScheduleOptions,
 ): RegistryEffect[] {
-  const requestId = event.requestId;
+  const requestId = registrationOf('registry_results', event);
   if (requestId === null) return [];
   const source = event.kind === 'poll' ? 'poll' : 'webhook';
   const merge = mergeRegistryStatus(current?.status ?? null, event.registryStatus);
@@ -217,17 +217,31 @@ export function registryResultEffects(
   return effects;
 }
 
+/**
+ * The registration a registry stage works on for `event`, or null when the stage has nothing to do
+ * (no statement, no log line): the event step then skips it, and makes no span for it
+ * (docs/operating.md "Tracing"). Registry results and poll answers name theirs; any other event
+ * whose `dados` carries a `requestId` starts tracking it.
+ */
+export function registrationOf(
+  stage: 'registry_tracking' | 'registry_results',
+  event: Pick<EventFacts, 'kind' | 'requestId'>,
+): string | null {
+  return stage === 'registry_tracking' && event.kind !== 'event' ? null : event.requestId;
+}
+
 /** Any event whose `dados` carries a `requestId` starts tracking it (a no-op when tracked already). */
 export function trackFromEventEffects(
   event: EventFacts,
   nowMs: number,
   schedule: PollScheduleOptions,
 ): RegistryEffect[] {
-  if (event.kind !== 'event' || event.requestId === null) return [];
+  const requestId = registrationOf('registry_tracking', event);
+  if (requestId === null) return [];
   return [
     {
       type: 'track',
-      requestId: event.requestId,
+      requestId,
       correlationId: correlationIdOf(event),
       nuProposta: event.nuProposta,
       status: 'queued',

@@ -28,7 +28,7 @@ describe('tracingLines', () => {
     ]);
     expect(target).toContain('MISSED (0.80×)');
     expect(note).toContain('25 µs (100 → 125)');
-    expect(note).toContain('spans dropped by the queue in the median round: 20000 (2.00 per delivery of 4)');
+    expect(note).toContain('spans dropped by the queue in the median round: 20000 (2.00 per delivery of 3)');
   });
 
   it('meets the target at 0.85× and says when the figures are missing', () => {

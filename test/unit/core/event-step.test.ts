@@ -17,13 +17,15 @@ import { sqliteDialect } from '../../../src/domain/sql/dialect';
 
 const NOW = new Date('2026-11-26T12:00:00.000Z');
 
-const eventOf = (over: { evento?: string; attempts?: number; kind?: HandlerEvent['kind'] } = {}) =>
+const eventOf = (
+  over: { evento?: string; attempts?: number; kind?: HandlerEvent['kind']; requestId?: string } = {},
+) =>
   handlerEventOf({
     id: 7,
     kind: over.kind ?? 'event',
     evento: over.kind === 'registry' ? null : (over.evento ?? 'proposta.criada'),
     nu_proposta: 4242,
-    request_id: null,
+    request_id: over.requestId ?? null,
     registry_status: null,
     webhook_id: 'wh-7',
     dedup_key: 'wh-7',
@@ -105,12 +107,30 @@ describe('the event step', () => {
       eventStep({ event: eventOf(), traceContext: null }, env, options({ outbox, traced: true })),
       r.ops,
     );
-    expect(r.log.filter((l) => /^<[^/]/.test(l))).toEqual([
-      '<processing>',
-      '<lifecycle>',
-      '<registry_tracking>',
-    ]);
+    expect(r.log.filter((l) => /^<[^/]/.test(l))).toEqual(['<processing>', '<lifecycle>']);
     expect(r.log).not.toContain('consig_outbox_effects');
+  });
+
+  it.each([
+    ['an event without a requestId: no registry stage, no span for it', eventOf(), []],
+    [
+      'an event with a requestId: its registration tracked (known already: filled in), in a span',
+      eventOf({ requestId: 'req-1' }),
+      ['<registry_tracking>', 'track', 'fill', '</registry_tracking>'],
+    ],
+    ['a registry result without a requestId: no registry stage', eventOf({ kind: 'registry' }), []],
+    [
+      'a registry result: its registration read, in a span',
+      eventOf({ kind: 'registry', requestId: 'req-1' }),
+      ['<registry_results>', 'averbacao_state', 'track', 'fill', '</registry_results>'],
+    ],
+  ])('traced, %s', (_name, event, registry) => {
+    const r = recording();
+    driveSync(eventStep({ event, traceContext: null }, env, options({ outbox: null, traced: true })), r.ops);
+    const from = r.log.findIndex((l) => l.startsWith('<registry'));
+    const to = r.log.findIndex((l) => l.startsWith('</registry'));
+    expect(from === -1 ? [] : r.log.slice(from, to + 1)).toEqual(registry);
+    expect(r.log.slice(-3)).toEqual(['done', '</processing>', 'savepoint release']);
   });
 
   it("asks for the partner's handlers after the built-ins and before the outbox, when it has any", () => {
@@ -165,12 +185,15 @@ describe('the event step', () => {
 
   it('traced: the work in a processing span, each stage in a child span, the failure outside them', () => {
     const r = recording();
-    const event = eventOf({ kind: 'registry' });
+    const event = eventOf({ kind: 'registry', requestId: 'req-1' });
     driveSync(eventStep({ event, traceContext: '00-abc' }, env, options({ traced: true })), r.ops);
     expect(r.log).toEqual([
       'savepoint set',
       '<processing>',
       '<registry_results>',
+      'averbacao_state',
+      'track',
+      'fill',
       '</registry_results>',
       '<forwarding>',
       'consig_outbox_effects',

@@ -3,6 +3,7 @@ import {
   lifecycleInput,
   lifecycleSkipLog,
   type RegistryEffect,
+  registrationOf,
   registryResultEffects,
   trackFromEventEffects,
 } from '../../../src/domain/event-effects';
@@ -220,5 +221,19 @@ describe('registryResultEffects: a registry result or poll answer against the re
     ['an event without requestId', facts({ requestId: null })],
   ])('trackFromEventEffects ignores %s', (_name, event) => {
     expect(trackFromEventEffects(event, NOW, SCHEDULE)).toEqual([]);
+  });
+
+  // The event step skips a stage that works on no registration, and makes no span for it.
+  it.each([
+    ['registry_tracking', 'event', 'req-1', 'req-1'],
+    ['registry_tracking', 'event', null, null],
+    ['registry_tracking', 'registry', 'req-1', null],
+    ['registry_tracking', 'poll', 'req-1', null],
+    ['registry_results', 'registry', 'req-1', 'req-1'],
+    ['registry_results', 'poll', 'req-1', 'req-1'],
+    ['registry_results', 'registry', null, null],
+    ['registry_results', 'event', 'req-1', 'req-1'],
+  ] as const)('registrationOf(%s) of a %s with requestId %s: %s', (stage, kind, requestId, expected) => {
+    expect(registrationOf(stage, { kind, requestId })).toBe(expected);
   });
 });
