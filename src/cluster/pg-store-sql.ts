@@ -26,7 +26,8 @@ export const STORE_TYPES = {
 /** A statement handle on one PostgreSQL connection, with the connection (its own figures read on it). */
 export type PgQuery = StoreQuery & { readonly client: PgClient };
 
-type PgClient = Pick<ClientBase, 'query'>;
+/** What the statements run on: a pg client (a pool's, or a command's own) or a pool. */
+export type PgClient = Pick<ClientBase, 'query'>;
 
 /** How a {@link pgStoreSql} reaches a connection for a snapshot or a transaction. */
 export interface PgRunners {

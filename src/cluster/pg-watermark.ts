@@ -69,18 +69,15 @@ export async function currentWatermark(sql: Sql, maxMs: number): Promise<Waterma
   return watermarkOf(beats, now, maxMs);
 }
 
-/** A spool's heartbeat, as its relay publishes it (in the batch's transaction, or a turn's). */
-export interface Beat {
-  spool: string;
-  replica: string;
+/**
+ * A spool's heartbeat, as its relay publishes it (in the batch's transaction, or a turn's):
+ * `heartbeatAt` is PostgreSQL's clock, read in the same transaction.
+ */
+export interface Beat extends RelayBeat {
   /** The spool's relayed_through (kept if higher). */
   relayedThrough: number;
   /** A batch's: received_at of its newest delivery (`last_received_at`), and the row's last_relayed_at. */
   lastReceivedAt?: string;
-  coveredThrough: Date;
-  /** PostgreSQL's clock (read in the same transaction). */
-  at: Date;
-  liveSince: Date;
   clockOffsetMs: number;
 }
 
@@ -100,7 +97,7 @@ export async function publishBeat(sql: Sql, b: Beat): Promise<void> {
       b.replica,
       b.relayedThrough,
       b.coveredThrough,
-      b.at,
+      b.heartbeatAt,
       b.liveSince,
       b.clockOffsetMs,
       b.lastReceivedAt ?? null,
