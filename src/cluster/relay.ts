@@ -12,6 +12,7 @@ import {
 } from '../domain/watermark';
 import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
+import type { ConnectionLimits } from './connection';
 import type { OrderClock, OrderReading } from './order-clock';
 import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
 import { inPoolTransaction } from './pg-store-sql';
@@ -68,12 +69,8 @@ export interface RelayOptions {
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
-  /**
-   * PG_LOCK_TIMEOUT_MS: a batch waits this long at most for a lock (the relay lock, a key's kick
-   * lock), then is rolled back and tried again: a relay waiting behind a slow kick does not keep
-   * the relay lock from the other replicas meanwhile (connection.ts). @default 5000
-   */
-  lockTimeoutMs?: number;
+  /** PG_LOCK_TIMEOUT_MS: connection.ts {@link ConnectionLimits.lockTimeoutMs}. @default 5000 */
+  lockTimeoutMs?: ConnectionLimits['lockTimeoutMs'];
   /**
    * CLUSTER_HOLDBACK_MAX_MS: a relay silent this long is dropped from the watermark (once another
    * has been live as long). @default DEFAULT_HOLDBACK_MAX_MS
@@ -115,7 +112,7 @@ interface Observed {
   offsetMs: number;
   /** What the reading of PostgreSQL's clock found (null without an orderClock). */
   reading: OrderReading | null;
-  own: RelayBeat;
+  own: Beat;
   timeline: number;
 }
 
@@ -230,8 +227,7 @@ export class Relay {
       const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client) => {
         const sql = sqlOf(client);
         const o = await this.observe(sql, this.cursor);
-        const own = { ...o.own, relayedThrough: this.cursor, clockOffsetMs: o.offsetMs };
-        return this.settle(sql, o, own, [], []);
+        return this.settle(sql, o, o.own, [], []);
       });
       this.options.onBeat?.(figures);
       return figures.released;
@@ -319,7 +315,7 @@ export class Relay {
    * Read on this thread between awaits: a delivery spooled or a request arrived before it is
    * counted, and anything later has a later received_at.
    */
-  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): RelayBeat {
+  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): Beat {
     // On the order clock, as the deliveries' order_at (issue 36): PostgreSQL's time as estimated here.
     const covered = coveredThrough(
       this.options.orderClock?.now() ?? this.options.now(),
@@ -333,6 +329,8 @@ export class Relay {
       coveredThrough: covered,
       heartbeatAt: o.now,
       liveSince: o.liveSince,
+      relayedThrough: throughId,
+      clockOffsetMs: o.offsetMs,
     };
   }
 
@@ -434,12 +432,7 @@ export class Relay {
     const figures = await this.settle(
       sql,
       o,
-      {
-        ...this.ownBeat(o, last.id),
-        relayedThrough: last.id,
-        lastReceivedAt: last.received_at,
-        clockOffsetMs: o.offsetMs,
-      },
+      { ...this.ownBeat(o, last.id), lastReceivedAt: last.received_at },
       inserted
         .filter((e) => e.shared === null && !plan.due(e.order_at))
         .map((e) => ({ key: e.key, until: e.order_at })),
