@@ -2,9 +2,7 @@ import type { Client, Pool } from 'pg';
 import { StorageError } from '../domain/errors';
 import type { PruneOutcome, StorePort } from '../core/store-port';
 import { prunePass } from '../core/prune-pass';
-import type { SenderWake } from '../core/forward-admin';
 import type { SpoolPruneSummary } from '../domain/retention';
-
 import { runOfAnswers } from '../domain/delivery-alarm';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { OUTBOX_CHANNEL } from './pg-outbox';
@@ -41,21 +39,15 @@ import { type Engine, startEngine } from './engine';
  * A command's errors name host, port and database, never the password (pg-reads.ts).
  */
 
-/** Wakes the replica sending a destination (and the feed's long-polls) when the write commits. */
-const NOTIFY_SENDER: SenderWake = {
-  inWrite: (q) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']),
-};
-
-/** What both ways share: PostgreSQL's figures, read on the handle's connection. */
+/**
+ * What both ways share: PostgreSQL's figures, read on the handle's connection, and the wake of the
+ * replica sending a destination (and of the feed's long-polls) when a write commits.
+ */
 const pgFigures = {
-  senderWake: NOTIFY_SENDER,
+  senderWake: { inWrite: (q: PgQuery) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']) },
   consoleFigures: async (q: PgQuery) => {
     const answers = await readSharedAnswers(sqlOf(q.client));
-    return {
-      run: runOfAnswers(answers.run),
-      lastDeliveryAt: answers.lastDeliveryAt,
-      proposalsInFlight: answers.proposalsInFlight,
-    };
+    return { ...answers, run: runOfAnswers(answers.run) };
   },
   statsFigures: (q: PgQuery, destinations: readonly string[]) => readStoreFigures(q.client, destinations),
 };
