@@ -72,16 +72,13 @@ export class GuardedClient extends Client {
 }
 
 /** The node-postgres settings of a replica's pools and clients (pg-boss's pool included). */
-export interface ConnectionSettings {
-  keepAlive: true;
-  keepAliveInitialDelayMillis: number;
-  options: string;
-  /** The class a pool makes its clients with (pg-pool's `Client` option). */
-  Client: typeof GuardedClient;
-}
+export type ConnectionSettings = ReturnType<typeof connectionSettings>;
 
-/** The settings for a pg Pool or Client: spread them into its config. */
-export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): ConnectionSettings {
+/**
+ * The settings for a pg Pool or Client: spread them into its config. `Client` is the class a pool
+ * makes its clients with (pg-pool's option).
+ */
+export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS) {
   const gucs: Record<string, number> = {
     idle_in_transaction_session_timeout: limits.idleInTransactionMs,
     tcp_keepalives_idle: SERVER_KEEPALIVES.idle,
@@ -91,7 +88,7 @@ export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION
   };
   return {
     Client: GuardedClient,
-    keepAlive: true,
+    keepAlive: true as const,
     keepAliveInitialDelayMillis: CLIENT_KEEPALIVE_DELAY_MS,
     options: Object.entries(gucs)
       .map(([name, value]) => `-c ${name}=${value}`)

@@ -47,20 +47,16 @@ export async function readBeats(sql: Sql): Promise<Beats> {
        s.relayed_through
      FROM (SELECT 1) AS one LEFT JOIN relay_spools s ON true`,
   );
-  const now = rows[0]?.now ?? new Date();
-  const beats = rows
-    .filter((r) => r.spool !== null)
-    .map((r) => ({
-      spool: r.spool as string,
-      replica: r.replica,
-      coveredThrough: r.covered_through,
-      heartbeatAt: r.heartbeat_at,
-      liveSince: r.live_since,
-    }));
-  const recorded = new Map(
-    rows.filter((r) => r.spool !== null).map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]),
-  );
-  return { beats, now, recorded, timeline: Number(rows[0]?.timeline ?? 0) };
+  const spools = rows.filter((r) => r.spool !== null);
+  const beats = spools.map((r) => ({
+    spool: r.spool as string,
+    replica: r.replica,
+    coveredThrough: r.covered_through,
+    heartbeatAt: r.heartbeat_at,
+    liveSince: r.live_since,
+  }));
+  const recorded = new Map(spools.map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]));
+  return { beats, now: rows[0]?.now ?? new Date(), recorded, timeline: Number(rows[0]?.timeline ?? 0) };
 }
 
 /** The watermark now, as a kick sees it (one statement). */
