@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Client, type Pool, type PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { checkOut, type ClusterLogger } from './pg-sql';
@@ -63,16 +63,15 @@ export interface AppliedRow {
 
 /**
  * Applies the pending migrations in order and returns those this call applied (none when another
- * replica got there first). Takes a connection string (a connection of its own, closed at the end)
- * or a pool (one connection borrowed and given back). Throws MigrationError naming the file or the
- * unknown version.
+ * replica got there first), on one connection borrowed from `pool` and given back. Throws
+ * MigrationError naming the file or the unknown version.
  */
 export async function migratePostgres(
-  target: string | Pool,
+  pool: Pool,
   options: MigratePostgresOptions = {},
 ): Promise<PgMigration[]> {
   const migrations = loadPgMigrations(options.dir);
-  const { client, done } = await connect(target);
+  const client = await checkOut(pool);
   let broken = false;
   try {
     await lock(client, options.logger);
@@ -85,26 +84,11 @@ export async function migratePostgres(
       });
     }
   } finally {
-    await done(broken);
+    client.release(broken);
   }
 }
 
-type Queryable = Pick<Client, 'query'>;
-
-async function connect(
-  target: string | Pool,
-): Promise<{ client: Queryable; done: (broken: boolean) => Promise<void> }> {
-  if (typeof target !== 'string') {
-    const client: PoolClient = await checkOut(target);
-    return { client, done: async (broken) => client.release(broken) };
-  }
-  const client = new Client({ connectionString: target });
-  // An error on an idle connection (the server restarted) must not crash the process; the next
-  // query fails instead and says so.
-  client.on('error', () => {});
-  await client.connect();
-  return { client, done: () => client.end() };
-}
+type Queryable = Pick<PoolClient, 'query'>;
 
 /**
  * A session lock (not a transaction one): it must cover every migration, each in a transaction of

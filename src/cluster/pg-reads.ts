@@ -16,18 +16,12 @@ import { type PgClient, pgStoreQuery } from './pg-store-sql';
  * `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}), and `relay verify`'s.
  */
 
-/** Where DATABASE_URL points, without the user and the password: what messages may show. */
-export interface PgTarget {
-  host: string;
-  port: number;
-  database: string;
-}
-
 /**
- * Host, port and database of a `postgres://` URL (never its user or password). A socket directory
- * given as `?host=/run/postgresql` is the host.
+ * Where DATABASE_URL points, without the user and the password (what messages may show): host,
+ * port and database of a `postgres://` URL. A socket directory given as `?host=/run/postgresql` is
+ * the host.
  */
-export function pgTarget(databaseUrl: string): PgTarget {
+export function pgTarget(databaseUrl: string): { host: string; port: number; database: string } {
   const url = new URL(databaseUrl);
   const host = url.searchParams.get('host') ?? (decodeURIComponent(url.hostname) || 'localhost');
   return {
@@ -36,6 +30,8 @@ export function pgTarget(databaseUrl: string): PgTarget {
     database: decodeURIComponent(url.pathname.slice(1)),
   };
 }
+
+type PgTarget = ReturnType<typeof pgTarget>;
 
 /** `postgres://host:port/database`: the target as the commands print it. */
 export function describePgTarget(t: PgTarget): string {

@@ -103,17 +103,13 @@ export interface RelayOptions {
 }
 
 /** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
-interface Observed {
+interface Observed extends Pick<BeatFigures, 'timeline' | 'clockOffsetMs' | 'reading'> {
   now: Date;
   others: RelayBeat[];
   /** The watermark before this transaction (with this spool's last published beat). */
   before: Watermark;
   liveSince: Date;
-  offsetMs: number;
-  /** What the reading of PostgreSQL's clock found (null without an orderClock). */
-  reading: OrderReading | null;
   own: Beat;
-  timeline: number;
 }
 
 export interface BeatFigures {
@@ -303,7 +299,7 @@ export class Relay {
       others: read.beats.filter((b) => b.spool !== this.spool.id),
       before: watermarkOf(read.beats, read.now, this.maxMs),
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
-      offsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
+      clockOffsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
       reading,
       timeline: read.timeline,
     };
@@ -330,7 +326,7 @@ export class Relay {
       heartbeatAt: o.now,
       liveSince: o.liveSince,
       relayedThrough: throughId,
-      clockOffsetMs: o.offsetMs,
+      clockOffsetMs: o.clockOffsetMs,
     };
   }
 
@@ -386,7 +382,7 @@ export class Relay {
     return {
       timeline: o.timeline,
       watermark: after,
-      clockOffsetMs: o.offsetMs,
+      clockOffsetMs: o.clockOffsetMs,
       released: released.length,
       reading: o.reading,
     };
