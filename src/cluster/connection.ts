@@ -111,9 +111,10 @@ export function describeDatabase(url: string): string {
 }
 
 /**
- * An error's message as it may be logged next to DATABASE_URL: the password (and the whole URL),
- * should a driver ever echo them, replaced. PostgreSQL's own messages name the user, never the
- * password; this is the guard for the ones that are not PostgreSQL's.
+ * An error's message (or a text) as it may be logged or shown next to DATABASE_URL: the password
+ * (as written, decoded, or encoded again) and the whole URL, should a driver ever echo them,
+ * replaced. PostgreSQL's own messages name the user, never the password; this is the guard for the
+ * ones that are not PostgreSQL's.
  */
 export function redactedMessage(err: unknown, url: string): string {
   let message = err instanceof Error ? err.message : String(err);
@@ -121,7 +122,8 @@ export function redactedMessage(err: unknown, url: string): string {
   const secrets = [url];
   try {
     const password = new URL(url).password;
-    if (password !== '') secrets.push(password, decodeURIComponent(password));
+    const decoded = decodeURIComponent(password);
+    if (password !== '') secrets.push(password, decoded, encodeURIComponent(decoded));
   } catch {
     // An unparsable URL: only the whole value is replaced.
   }

@@ -42,15 +42,12 @@ export const MIGRATION_LOCK_KEY = 0x636f6e7369674d47n;
 
 const TABLE = 'schema_migrations';
 
-/** `migrations-pg/` next to the package (core/migration-folder.ts). */
-export const defaultPgMigrationsDir = (): string => migrationFolder('migrations-pg');
-
 export function checksum(sql: string): string {
   return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
 }
 
-/** Reads and checks the folder: `NNNN_name.sql`, numbered 0001, 0002, … without gaps. */
-export function loadPgMigrations(dir: string = defaultPgMigrationsDir()): PgMigration[] {
+/** Reads and checks `dir` (default: `migrations-pg/` by the package): `NNNN_name.sql`, 0001… without gaps. */
+export function loadPgMigrations(dir: string = migrationFolder('migrations-pg')): PgMigration[] {
   return readMigrationFiles('migrations-pg', dir).map((m) => ({ ...m, checksum: checksum(m.sql) }));
 }
 

@@ -5,15 +5,15 @@ import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { ReplicaDeliveries } from '../core/store-reads';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap';
+import { redactedMessage } from './connection';
 import { type PgClient, pgStoreQuery } from './pg-store-sql';
 
 /**
- * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, the errors
- * said in one line without the password, and the SQLite log's shapes the driver gives every row
- * read through StoreSql (pg-store-sql.ts {@link STORE_TYPES}): timestamps as the ISO-8601 text
- * SQLite stores (`2026-11-21T13:00:00.000Z`), booleans as 0/1, bigint ids, counts and the `numeric`
- * amount as numbers. The reads themselves are written once for both stores (src/core/); here only
- * `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}), and `relay verify`'s.
+ * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, and the
+ * errors said in one line without the password. Rows read through StoreSql come in the SQLite
+ * log's shapes (pg-store-sql.ts STORE_TYPES). The reads themselves are written once for both stores
+ * (src/core/); here only `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}), and
+ * `relay verify`'s.
  */
 
 /**
@@ -52,7 +52,6 @@ export async function withPgConnection<T>(
   applicationName = 'consig-receiver log command',
 ): Promise<T> {
   const target = pgTarget(databaseUrl);
-  const secret = decodeURIComponent(new URL(databaseUrl).password);
   const client = new Client({
     connectionString: databaseUrl,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -64,12 +63,12 @@ export async function withPgConnection<T>(
     try {
       await client.connect();
     } catch (err) {
-      throw pgError(err, target, secret, true);
+      throw pgError(err, target, databaseUrl, true);
     }
     try {
       return await use(client);
     } catch (err) {
-      throw pgError(err, target, secret, false);
+      throw pgError(err, target, databaseUrl, false);
     }
   } finally {
     await client.end().catch(() => {});
@@ -98,12 +97,11 @@ export function isPgUnavailable(err: unknown): boolean {
 }
 
 /** One line for what went wrong at PostgreSQL; errors of other kinds pass through. */
-function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean): unknown {
+function pgError(err: unknown, t: PgTarget, url: string, connecting: boolean): unknown {
   if (err instanceof ConsigError || !(err instanceof Error)) return err;
   const where = `${t.host}:${t.port}`;
   // A message of the server or the driver names no password; this is in case one ever does.
-  const scrub = (text: string): string =>
-    secret === '' ? text : text.split(secret).join('***').split(encodeURIComponent(secret)).join('***');
+  const scrub = (text: string): string => redactedMessage(text, url);
   const code = (err as { code?: unknown }).code;
   if (err instanceof DatabaseError) {
     if (code === '42P01') {

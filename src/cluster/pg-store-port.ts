@@ -15,11 +15,12 @@ import type { EffectProgram } from '../core/effects';
 import { pgStepOps, type SchedulePoll } from './kick';
 import {
   clientRunners,
-  inPoolTransaction,
   pgStoreQuery,
   pgStoreSql,
   type PgQuery,
   type PgRunners,
+  poolRunners,
+  SNAPSHOT,
   transactionOn,
 } from './pg-store-sql';
 import { type Sql, sqlOf } from './pg-sql';
@@ -28,10 +29,8 @@ import { type Engine, startEngine } from './engine';
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
  * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
- * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}).
- * Rows come in the SQLite store's representation (pg-store-sql.ts STORE_TYPES). Each statement handle
- * carries its connection (pg-store-sql.ts `PgQuery`), so that PostgreSQL's own figures read in the same
- * snapshot as the core's statements.
+ * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}),
+ * on pg-store-sql.ts's statement handles (`PgQuery`: rows in the SQLite store's representation).
  *
  * Through the pool, every call rejects with a StorageError while the replica is not connected to
  * PostgreSQL or when PostgreSQL cannot serve it (down, restarting, failing over): the routes answer
@@ -126,12 +125,11 @@ export function withPgCommandStore<T>(
   use: (port: StorePort<PgQuery>) => Promise<T>,
 ): Promise<T> {
   const name = session.command === undefined ? undefined : `consig-receiver ${session.command}`;
-  const snapshot = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
   return withPgConnection(
     databaseUrl,
     (client) => {
       const run = () => use(pgCommandStorePort(client, databaseUrl, spool));
-      return session.access === 'read' ? transactionOn(client, run, snapshot) : run();
+      return session.access === 'read' ? transactionOn(client, run, SNAPSHOT) : run();
     },
     name,
   );
@@ -210,14 +208,15 @@ function runners(options: PgPoolStoreOptions): PgRunners {
       throw err;
     }
   };
+  const pool = poolRunners(options.pool);
   return {
     read: (fn) =>
       guarded(() =>
-        inPoolTransaction(options.pool, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
+        pool.read(async (client) => {
           await client.query(`SET LOCAL statement_timeout = '${READ_TIMEOUT}'`);
           return fn(client);
         }),
       ),
-    writing: (fn) => guarded(() => inPoolTransaction(options.pool, 'BEGIN', fn)),
+    writing: (fn) => guarded(() => pool.writing(fn)),
   };
 }

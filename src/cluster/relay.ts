@@ -150,12 +150,12 @@ class SpoolRewound extends Error {
 }
 
 export class Relay {
-  private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = true;
   private wake: (() => void) | null = null;
   private failures = 0;
   private cursor: number;
+  private readonly maxMs: number;
 
   constructor(
     private readonly pool: Pool,
@@ -163,6 +163,7 @@ export class Relay {
     private readonly options: RelayOptions,
   ) {
     this.cursor = spool.relayedThrough();
+    this.maxMs = options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
   }
 
   start(): void {
@@ -268,17 +269,14 @@ export class Relay {
         this.failures > 0
           ? Math.min(RETRY_MAX_MS, 100 * 2 ** Math.min(this.failures, 6))
           : this.options.intervalMs;
+      let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        this.timer = setTimeout(resolve, pause);
+        timer = setTimeout(resolve, pause);
       });
       this.wake = null;
-      if (this.timer) clearTimeout(this.timer);
+      clearTimeout(timer);
     }
-  }
-
-  private get maxMs(): number {
-    return this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
   }
 
   /**
@@ -438,17 +436,15 @@ export class Relay {
     );
     // Below the watermark before this batch: another spool's later events may have been processed.
     const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
-    if (late > 0) this.reportLate(late, o.before);
+    if (late > 0) {
+      this.options.onLate?.(late);
+      this.options.logger.warn(
+        { late, spool: this.spool.id, watermark: o.before.at?.toISOString() ?? null },
+        'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
+          'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
+      );
+    }
     return figures;
-  }
-
-  private reportLate(late: number, before: Watermark): void {
-    this.options.onLate?.(late);
-    this.options.logger.warn(
-      { late, spool: this.spool.id, watermark: before.at?.toISOString() ?? null },
-      'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
-        'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
-    );
   }
 
   /** Returns the spool ids PostgreSQL did not have. */

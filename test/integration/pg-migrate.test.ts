@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { defaultPgMigrationsDir, loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
+import { migrationFolder } from '../../src/core/migration-folder';
 import { MigrationError } from '../../src/domain/errors';
 import { migrate } from '../../src/store/migrate';
 import {
@@ -23,7 +24,7 @@ import { tempDir } from '../helpers/tmp';
 
 let pg: LocalPostgres;
 let tmp: ReturnType<typeof tempDir>;
-const REAL = defaultPgMigrationsDir();
+const REAL = migrationFolder('migrations-pg');
 const realCount = loadPgMigrations(REAL).length;
 
 beforeAll(async () => {
