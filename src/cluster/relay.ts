@@ -10,7 +10,7 @@ import {
   type Watermark,
   watermarkOf,
 } from '../domain/watermark';
-import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
+import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
 import type { ConnectionLimits } from './connection';
 import type { OrderClock, OrderReading } from './order-clock';
@@ -482,14 +482,9 @@ export class Relay {
     const events = rows.map((r) => r.event!);
     const col = <K extends keyof SpoolEvent>(k: K) => events.map((e) => e[k]);
     const statuses = events.map((e) => relayedStatus(e.status));
-    const out = await sql.query<{
-      id: string;
-      inserted: boolean;
-      status: string;
-      nu_proposta: string | null;
-      request_id: string | null;
-      order_at: Date;
-    }>(
+    const out = await sql.query<
+      WorkKeyParts & { id: string; inserted: boolean; status: string; order_at: Date }
+    >(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
          received_at, body, body_bytes, status, last_error, processed_at, first_replica, order_at, trace_context)
        SELECT u.dedup_key, u.webhook_id, u.kind, u.evento, u.nu_proposta, u.request_id, u.registry_status, u.tentativa,
