@@ -18,7 +18,6 @@ import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
 import { inPoolTransaction } from './pg-store-sql';
 import {
   type Beat,
-  type Beats,
   DEFAULT_HOLDBACK_MAX_MS,
   hold,
   type Hold,
@@ -287,7 +286,7 @@ export class Relay {
   private async observe(sql: Sql, throughId: number): Promise<Observed> {
     const mark = this.options.orderClock?.begin();
     const sentAt = this.options.now();
-    const read: Beats = await readBeats(sql);
+    const read = await readBeats(sql);
     const receivedAt = this.options.now();
     const reading = mark === undefined ? null : (this.options.orderClock?.read(mark, read.now) ?? null);
     const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;

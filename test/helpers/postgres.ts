@@ -174,7 +174,7 @@ export interface MigratorReport {
 }
 
 /**
- * A separate process running migratePostgres(url, { dir }), as a replica does when it starts.
+ * A separate process running migratePostgres on a pool of its own, as a replica does when it starts.
  * `module` is transpileForChild('src/cluster/pg-migrate.ts', …).
  */
 export async function runMigratorProcess(module: string, url: string, dir: string): Promise<MigratorReport> {
