@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   const pg = await startLocalPostgres();
   const pool = new Pool({ connectionString: pg.url, max: 4 });
   try {
-    await migratePostgres(pg.url);
+    await migratePostgres(pool);
     await seed(pool);
     let baselineDone = false;
     const baselineRun = relayLoop(pool, () => baselineDone);

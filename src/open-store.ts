@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
-import { knownSpools, verifySpool } from './cluster/relay-verify';
+import { knownSpools, verifySpool } from './cluster/pg-reads';
 import type { Config } from './config';
 import { type CommandStore, commandStore } from './core/store-port';
 import { StorageError, UsageError } from './domain/errors';

@@ -72,16 +72,13 @@ export class GuardedClient extends Client {
 }
 
 /** The node-postgres settings of a replica's pools and clients (pg-boss's pool included). */
-export interface ConnectionSettings {
-  keepAlive: true;
-  keepAliveInitialDelayMillis: number;
-  options: string;
-  /** The class a pool makes its clients with (pg-pool's `Client` option). */
-  Client: typeof GuardedClient;
-}
+export type ConnectionSettings = ReturnType<typeof connectionSettings>;
 
-/** The settings for a pg Pool or Client: spread them into its config. */
-export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): ConnectionSettings {
+/**
+ * The settings for a pg Pool or Client: spread them into its config. `Client` is the class a pool
+ * makes its clients with (pg-pool's option).
+ */
+export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS) {
   const gucs: Record<string, number> = {
     idle_in_transaction_session_timeout: limits.idleInTransactionMs,
     tcp_keepalives_idle: SERVER_KEEPALIVES.idle,
@@ -91,7 +88,7 @@ export function connectionSettings(limits: ConnectionLimits = DEFAULT_CONNECTION
   };
   return {
     Client: GuardedClient,
-    keepAlive: true,
+    keepAlive: true as const,
     keepAliveInitialDelayMillis: CLIENT_KEEPALIVE_DELAY_MS,
     options: Object.entries(gucs)
       .map(([name, value]) => `-c ${name}=${value}`)
@@ -114,9 +111,10 @@ export function describeDatabase(url: string): string {
 }
 
 /**
- * An error's message as it may be logged next to DATABASE_URL: the password (and the whole URL),
- * should a driver ever echo them, replaced. PostgreSQL's own messages name the user, never the
- * password; this is the guard for the ones that are not PostgreSQL's.
+ * An error's message (or a text) as it may be logged or shown next to DATABASE_URL: the password
+ * (as written, decoded, or encoded again) and the whole URL, should a driver ever echo them,
+ * replaced. PostgreSQL's own messages name the user, never the password; this is the guard for the
+ * ones that are not PostgreSQL's.
  */
 export function redactedMessage(err: unknown, url: string): string {
   let message = err instanceof Error ? err.message : String(err);
@@ -124,7 +122,8 @@ export function redactedMessage(err: unknown, url: string): string {
   const secrets = [url];
   try {
     const password = new URL(url).password;
-    if (password !== '') secrets.push(password, decodeURIComponent(password));
+    const decoded = decodeURIComponent(password);
+    if (password !== '') secrets.push(password, decoded, encodeURIComponent(decoded));
   } catch {
     // An unparsable URL: only the whole value is replaced.
   }

@@ -27,7 +27,7 @@ import { OUTBOX_CHANNEL } from './pg-outbox';
  *   mode's sender does: on the main thread its senders' turns and their garbage held webhook answers
  *   for 50–100 ms at a time on a starved core (issue 23).
  * - When the lock connection errors or ends (PostgreSQL restarted or failed over,
- *   `pg_terminate_backend`, a heartbeat unanswered for `lockQueryTimeoutMs`), the locks are gone and
+ *   `pg_terminate_backend`, a heartbeat unanswered for LOCK_QUERY_TIMEOUT_MS), the locks are gone and
  *   another replica may already be sending: every sender is stopped at once, what is in flight
  *   aborted. An aborted request the destination did receive is sent again by the next holder with the
  *   same `webhook-id` (at-least-once, as a crash in SQLite mode). Then the replica reconnects with
@@ -84,11 +84,6 @@ export interface ClusterForwarderOptions {
    */
   maxBackoffMs?: number;
   /**
-   * A query on the lock connection unanswered this long counts as the connection lost.
-   * @default 10000
-   */
-  lockQueryTimeoutMs?: number;
-  /**
    * The lock connection's `application_name` (pg_stat_activity), one per replica.
    * @default 'consig-receiver:forwarder'
    */
@@ -128,6 +123,8 @@ const KEEPALIVES =
 const IDLE_SESSION_ROUNDS = 4;
 const IDLE_SESSION_MIN_MS = 10_000;
 const IDLE_SESSION = `SELECT set_config(name, $1, false) FROM pg_settings WHERE name = 'idle_session_timeout'`;
+/** A query on the lock connection unanswered this long counts as the connection lost. */
+const LOCK_QUERY_TIMEOUT_MS = 10_000;
 
 export class ClusterForwarder {
   private readonly store: SenderStore;
@@ -333,9 +330,9 @@ export class ClusterForwarder {
     return done;
   }
 
-  /** `work`, or a rejection once `lockQueryTimeoutMs` passed (a connection that stopped answering). */
+  /** `work`, or a rejection once LOCK_QUERY_TIMEOUT_MS passed (a connection that stopped answering). */
   private timed<T>(work: Promise<T>): Promise<T> {
-    return answeredWithin(work, this.options.lockQueryTimeoutMs ?? 10_000, 'on the lock connection');
+    return answeredWithin(work, LOCK_QUERY_TIMEOUT_MS, 'on the lock connection');
   }
 }
 

@@ -5,27 +5,25 @@ import type { ClusterLogger } from './pg-sql';
 /**
  * Whether this replica reaches PostgreSQL now (issue 22, item 2): `consig_cluster_connected`,
  * `consig_processing_holder` and `/readyz`'s `processing` follow it. A connection of its own runs
- * `SELECT 1` every `intervalMs`; a query unanswered within `timeoutMs`, an error or the connection
+ * `SELECT 1` every INTERVAL_MS; a query unanswered within TIMEOUT_MS, an error or the connection
  * ending (a server stopped, restarted, failed over) marks the replica disconnected at once, and the
  * next answered heartbeat marks it connected again. So the figures drop within interval + timeout
- * (10 s by default) of losing PostgreSQL, usually at once (a stopped server closes the socket).
+ * (10 s) of losing PostgreSQL, usually at once (a stopped server closes the socket).
  *
  * Its own connection, not one of the pool's: a pool busy with a long relay catch-up or admin reads
  * would make a heartbeat wait for a connection and report a healthy server as lost.
  */
+
+const INTERVAL_MS = 5000;
+const TIMEOUT_MS = 5000;
+/** While PostgreSQL stays away, the error is said again this often. */
+const REPEAT_MS = 60_000;
 
 export interface LivenessOptions {
   connectionString: string;
   settings: ConnectionSettings;
   applicationName: string;
   logger: Pick<ClusterLogger, 'info' | 'error'>;
-  /** @default 5000 */
-  intervalMs?: number;
-  /** @default 5000 */
-  timeoutMs?: number;
-  /** While PostgreSQL stays away, the error is said again this often. @default 60000 */
-  repeatMs?: number;
-  now?: () => number;
 }
 
 export class Liveness {
@@ -67,7 +65,7 @@ export class Liveness {
     if (!this.running) return;
     void this.beat().then(() => {
       if (!this.running) return;
-      this.timer = setTimeout(() => this.tick(), this.options.intervalMs ?? 5000);
+      this.timer = setTimeout(() => this.tick(), INTERVAL_MS);
       this.timer.unref();
     });
   }
@@ -86,7 +84,7 @@ export class Liveness {
     const client = new Client({
       connectionString: this.options.connectionString,
       application_name: this.options.applicationName,
-      connectionTimeoutMillis: this.options.timeoutMs ?? 5000,
+      connectionTimeoutMillis: TIMEOUT_MS,
       ...this.options.settings,
     });
     // Listeners before connect(): a server that goes away is an event here, never an uncaught one.
@@ -104,7 +102,7 @@ export class Liveness {
   }
 
   private markUp(): void {
-    const now = (this.options.now ?? Date.now)();
+    const now = Date.now();
     if (!this.up && this.downSince !== null)
       this.options.logger.info(
         { database: describeDatabase(this.options.connectionString), down_ms: now - this.downSince },
@@ -114,17 +112,17 @@ export class Liveness {
     this.downSince = null;
   }
 
-  /** The connection failed (or never opened): disconnected now; said once, then every `repeatMs`. */
+  /** The connection failed (or never opened): disconnected now; said once, then every REPEAT_MS. */
   private markDown(client: Client | null, err: unknown): void {
     if (client !== null && client === this.client) {
       this.client = null;
       void client.end().catch(() => undefined);
     } else if (client !== null) return; // an old connection's late event
-    const now = (this.options.now ?? Date.now)();
+    const now = Date.now();
     const wasUp = this.up;
     this.up = false;
     this.downSince ??= now;
-    if (!wasUp && now - this.loggedAt < (this.options.repeatMs ?? 60_000)) return;
+    if (!wasUp && now - this.loggedAt < REPEAT_MS) return;
     this.loggedAt = now;
     this.options.logger.error(
       {
@@ -137,6 +135,6 @@ export class Liveness {
   }
 
   private timed<T>(work: Promise<T>): Promise<T> {
-    return answeredWithin(work, this.options.timeoutMs ?? 5000, 'from PostgreSQL');
+    return answeredWithin(work, TIMEOUT_MS, 'from PostgreSQL');
   }
 }

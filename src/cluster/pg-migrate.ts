@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Client, type Pool, type PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
 import { checkOut, type ClusterLogger } from './pg-sql';
@@ -42,15 +42,12 @@ export const MIGRATION_LOCK_KEY = 0x636f6e7369674d47n;
 
 const TABLE = 'schema_migrations';
 
-/** `migrations-pg/` next to the package (core/migration-folder.ts). */
-export const defaultPgMigrationsDir = (): string => migrationFolder('migrations-pg');
-
 export function checksum(sql: string): string {
   return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
 }
 
-/** Reads and checks the folder: `NNNN_name.sql`, numbered 0001, 0002, … without gaps. */
-export function loadPgMigrations(dir: string = defaultPgMigrationsDir()): PgMigration[] {
+/** Reads and checks `dir` (default: `migrations-pg/` by the package): `NNNN_name.sql`, 0001… without gaps. */
+export function loadPgMigrations(dir: string = migrationFolder('migrations-pg')): PgMigration[] {
   return readMigrationFiles('migrations-pg', dir).map((m) => ({ ...m, checksum: checksum(m.sql) }));
 }
 
@@ -63,16 +60,15 @@ export interface AppliedRow {
 
 /**
  * Applies the pending migrations in order and returns those this call applied (none when another
- * replica got there first). Takes a connection string (a connection of its own, closed at the end)
- * or a pool (one connection borrowed and given back). Throws MigrationError naming the file or the
- * unknown version.
+ * replica got there first), on one connection borrowed from `pool` and given back. Throws
+ * MigrationError naming the file or the unknown version.
  */
 export async function migratePostgres(
-  target: string | Pool,
+  pool: Pool,
   options: MigratePostgresOptions = {},
 ): Promise<PgMigration[]> {
   const migrations = loadPgMigrations(options.dir);
-  const { client, done } = await connect(target);
+  const client = await checkOut(pool);
   let broken = false;
   try {
     await lock(client, options.logger);
@@ -85,26 +81,11 @@ export async function migratePostgres(
       });
     }
   } finally {
-    await done(broken);
+    client.release(broken);
   }
 }
 
-type Queryable = Pick<Client, 'query'>;
-
-async function connect(
-  target: string | Pool,
-): Promise<{ client: Queryable; done: (broken: boolean) => Promise<void> }> {
-  if (typeof target !== 'string') {
-    const client: PoolClient = await checkOut(target);
-    return { client, done: async (broken) => client.release(broken) };
-  }
-  const client = new Client({ connectionString: target });
-  // An error on an idle connection (the server restarted) must not crash the process; the next
-  // query fails instead and says so.
-  client.on('error', () => {});
-  await client.connect();
-  return { client, done: () => client.end() };
-}
+type Queryable = Pick<PoolClient, 'query'>;
 
 /**
  * A session lock (not a transaction one): it must cover every migration, each in a transaction of

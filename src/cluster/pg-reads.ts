@@ -1,34 +1,27 @@
-import { Client, type ClientBase, DatabaseError } from 'pg';
+import { Client, DatabaseError } from 'pg';
 import { ConsigError, StorageError } from '../domain/errors';
 import { forwardingFigures } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { ReplicaDeliveries } from '../core/store-reads';
-import { pgStoreQuery, transactionOn } from './pg-store-sql';
+import type { StoreQuery } from '../domain/sql/store-sql';
+import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap';
+import { redactedMessage } from './connection';
+import { type PgClient, pgStoreQuery } from './pg-store-sql';
 
 /**
- * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection and its one
- * snapshot, the errors said in one line without the password, and the SQLite log's shapes the
- * driver gives every row read through StoreSql (pg-store-sql.ts {@link STORE_TYPES}): timestamps as the ISO-8601 text
- * SQLite stores (`2026-11-21T13:00:00.000Z`), booleans as 0/1, bigint ids, counts and the `numeric`
- * amount as numbers. The reads themselves are written once for both stores (src/core/); here only
- * `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}).
+ * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, and the
+ * errors said in one line without the password. Rows read through StoreSql come in the SQLite
+ * log's shapes (pg-store-sql.ts STORE_TYPES). The reads themselves are written once for both stores
+ * (src/core/); here only `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}), and
+ * `relay verify`'s.
  */
-
-/** What the reads run on: a connection of {@link withPgReads}, or any pg client or pool. */
-export type PgReader = Pick<ClientBase, 'query'>;
-
-/** Where DATABASE_URL points, without the user and the password: what messages may show. */
-export interface PgTarget {
-  host: string;
-  port: number;
-  database: string;
-}
 
 /**
- * Host, port and database of a `postgres://` URL (never its user or password). A socket directory
- * given as `?host=/run/postgresql` is the host.
+ * Where DATABASE_URL points, without the user and the password (what messages may show): host,
+ * port and database of a `postgres://` URL. A socket directory given as `?host=/run/postgresql` is
+ * the host.
  */
-export function pgTarget(databaseUrl: string): PgTarget {
+export function pgTarget(databaseUrl: string): { host: string; port: number; database: string } {
   const url = new URL(databaseUrl);
   const host = url.searchParams.get('host') ?? (decodeURIComponent(url.hostname) || 'localhost');
   return {
@@ -37,6 +30,8 @@ export function pgTarget(databaseUrl: string): PgTarget {
     database: decodeURIComponent(url.pathname.slice(1)),
   };
 }
+
+type PgTarget = ReturnType<typeof pgTarget>;
 
 /** `postgres://host:port/database`: the target as the commands print it. */
 export function describePgTarget(t: PgTarget): string {
@@ -47,27 +42,9 @@ export function describePgTarget(t: PgTarget): string {
 const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Opens a connection to `databaseUrl`, runs `read` in one read-only transaction (one snapshot: the
- * figures of a command agree with each other, and a read command cannot write), and closes it,
+ * Opens a connection of its own to `databaseUrl` for a command, hands it to `use`, and closes it
  * whatever happens. Connection and server errors become a StorageError of one line naming host,
  * port and database, never the user's password.
- */
-export async function withPgReads<T>(
-  databaseUrl: string,
-  read: (db: Client) => Promise<T>,
-  applicationName?: string,
-): Promise<T> {
-  const snapshot = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
-  return withPgConnection(
-    databaseUrl,
-    (client) => transactionOn(client, () => read(client), snapshot),
-    applicationName,
-  );
-}
-
-/**
- * Opens a connection of its own to `databaseUrl` for a command that writes (its own transactions)
- * or listens, hands it to `use`, and closes it whatever happens; errors as {@link withPgReads}'.
  */
 export async function withPgConnection<T>(
   databaseUrl: string,
@@ -75,7 +52,6 @@ export async function withPgConnection<T>(
   applicationName = 'consig-receiver log command',
 ): Promise<T> {
   const target = pgTarget(databaseUrl);
-  const secret = decodeURIComponent(new URL(databaseUrl).password);
   const client = new Client({
     connectionString: databaseUrl,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -87,12 +63,12 @@ export async function withPgConnection<T>(
     try {
       await client.connect();
     } catch (err) {
-      throw pgError(err, target, secret, true);
+      throw pgError(err, target, databaseUrl, true);
     }
     try {
       return await use(client);
     } catch (err) {
-      throw pgError(err, target, secret, false);
+      throw pgError(err, target, databaseUrl, false);
     }
   } finally {
     await client.end().catch(() => {});
@@ -121,12 +97,11 @@ export function isPgUnavailable(err: unknown): boolean {
 }
 
 /** One line for what went wrong at PostgreSQL; errors of other kinds pass through. */
-function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean): unknown {
+function pgError(err: unknown, t: PgTarget, url: string, connecting: boolean): unknown {
   if (err instanceof ConsigError || !(err instanceof Error)) return err;
   const where = `${t.host}:${t.port}`;
   // A message of the server or the driver names no password; this is in case one ever does.
-  const scrub = (text: string): string =>
-    secret === '' ? text : text.split(secret).join('***').split(encodeURIComponent(secret)).join('***');
+  const scrub = (text: string): string => redactedMessage(text, url);
   const code = (err as { code?: unknown }).code;
   if (err instanceof DatabaseError) {
     if (code === '42P01') {
@@ -152,26 +127,59 @@ function pgError(err: unknown, t: PgTarget, secret: string, connecting: boolean)
  * forwarding tables yet: migrated by replicas older than migrations-pg/0003). The rest of `stats`
  * is core/store-reads.ts `storeFigures`, the same in both stores.
  */
-export async function readStoreFigures(db: PgReader, destinations: readonly string[] = []) {
+export async function readStoreFigures(db: PgClient, destinations: readonly string[] = []) {
   const q = pgStoreQuery(db);
   const [size] = await q.rows<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
   const replicas = await q.rows<ReplicaDeliveries>(
     `SELECT replica, count(*) AS deliveries, max(received_at) AS last_received_at
      FROM deliveries GROUP BY replica ORDER BY replica COLLATE "C"`,
   );
-  return { databaseBytes: size?.bytes ?? 0, replicas, forwarding: await forwardingGauges(db, destinations) };
-}
-
-/** `stats`' forwarding figures: the configured destinations, then the others in forward_destinations. */
-async function forwardingGauges(
-  db: PgReader,
-  configured: readonly string[],
-): Promise<DestinationGauges[] | null> {
-  // A boolean, read as 0/1 (STORE_TYPES).
-  const q = pgStoreQuery(db);
+  // A boolean, read as 0/1 (STORE_TYPES). The configured destinations, then the others.
   const [schema] = await q.rows<{ present: number }>(
     "SELECT to_regclass('forward_destinations') IS NOT NULL AS present",
   );
-  if (schema?.present !== 1) return null;
-  return forwardingFigures(q, configured);
+  const forwarding: DestinationGauges[] | null =
+    schema?.present === 1 ? await forwardingFigures(q, destinations) : null;
+  return { databaseBytes: size?.bytes ?? 0, replicas, forwarding };
+}
+
+const VERIFY_CHUNK = 10_000;
+
+/**
+ * `relay verify` (issue 32, docs/cluster-mode.md "PostgreSQL failover"): a spool beside this
+ * command compared with what PostgreSQL holds of it. Its relayed deliveries are looked up by
+ * (spool, spool_id), the key the relay inserts them under, in chunks of {@link VERIFY_CHUNK}.
+ */
+export async function verifySpool(q: StoreQuery, spool: SpoolFacts): Promise<SpoolVerdict> {
+  const [record] = await q.rows<{ relayed_through: string }>(
+    'SELECT relayed_through FROM relay_spools WHERE spool = $1',
+    [spool.id],
+  );
+  const missing: number[] = [];
+  for (let i = 0; i < spool.relayedIds.length; i += VERIFY_CHUNK) {
+    const chunk = spool.relayedIds.slice(i, i + VERIFY_CHUNK);
+    const rows = await q.rows<{ id: string }>(
+      `SELECT s.id FROM unnest($2::bigint[]) AS s(id)
+       WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.spool = $1 AND d.spool_id = s.id) ORDER BY s.id`,
+      [spool.id, chunk],
+    );
+    missing.push(...rows.map((r) => Number(r.id)));
+  }
+  return {
+    spool: spool.id,
+    relayedThrough: spool.relayedThrough,
+    recorded: record === undefined ? null : Number(record.relayed_through),
+    missing: idRuns(missing),
+    backlog: spool.backlog,
+  };
+}
+
+/** Every spool PostgreSQL knows, with its replica: the others are checked beside their replicas. */
+export async function knownSpools(
+  q: StoreQuery,
+): Promise<{ spool: string; replica: string; relayed_through: number }[]> {
+  const rows = await q.rows<{ spool: string; replica: string; relayed_through: string }>(
+    'SELECT spool, replica, relayed_through FROM relay_spools ORDER BY replica, spool',
+  );
+  return rows.map((r) => ({ ...r, relayed_through: Number(r.relayed_through) }));
 }

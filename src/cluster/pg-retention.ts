@@ -21,11 +21,6 @@ import type { ClusterLogger } from './pg-sql';
 /** The pg-boss queue of retention passes. */
 export const RETENTION_QUEUE = 'consig_retention';
 
-/** What a pass job carries: the offering replica's RETENTION_DAYS. */
-export interface RetentionJobData {
-  days: number;
-}
-
 export interface ClusterRetentionOptions {
   /** RETENTION_DAYS of this replica (carried by the jobs it offers). */
   days: number;
@@ -66,7 +61,8 @@ export async function startClusterRetention(
     deleteAfterSeconds: Math.max(2 * 86_400, 2 * slotSeconds),
     notify: true,
   });
-  await boss.work<RetentionJobData>(
+  // A pass job carries the offering replica's RETENTION_DAYS.
+  await boss.work<{ days: number }>(
     RETENTION_QUEUE,
     { localConcurrency: 1, batchSize: 1, pollingIntervalSeconds: 5, notifyPollingIntervalSeconds: 30 },
     async (jobs) => {

@@ -57,17 +57,15 @@ export function bossDbOf(sql: Sql): BossDb {
   return { executeSql: async (text, values) => ({ rows: await sql.query(text, values) }) };
 }
 
+/**
+ * pg-boss's transaction as a {@link Sql}. It hands its first argument to node-postgres's
+ * client.query as it is (pg-boss 12 dist/db.js beginTransaction), and client.query takes a query
+ * config there: a named statement goes through unchanged. Tested
+ * (test/integration/cluster-kick-batch.test.ts), so that a pg-boss that stopped passing it through
+ * would fail there, not in production.
+ */
 export function sqlOfBossDb(db: BossDb): Sql {
-  return {
-    query: async <R>(text: string, values?: readonly unknown[]) =>
-      (await db.executeSql(text, values ? [...values] : undefined)).rows as R[],
-    // pg-boss's transaction hands its first argument to node-postgres's client.query as it is
-    // (pg-boss 12 dist/db.js beginTransaction), and client.query takes a query config there: a
-    // named statement goes through unchanged. Tested (test/integration/cluster-kick-batch.test.ts),
-    // so that a pg-boss that stopped passing it through would fail there, not in production.
-    prepared: async <R>(statement: Statement, values: readonly unknown[]) =>
-      (await db.executeSql(config(statement, values) as unknown as string)).rows as R[],
-  };
+  return sqlOf({ query: (text, values) => db.executeSql(text as string, values) });
 }
 
 /** `sql` as a partner's handler sees it (domain/event-router.ts): the same statements, rows in `{ rows }`. */

@@ -1,43 +1,36 @@
-import type { Client, Pool, PoolClient } from 'pg';
+import type { Client, Pool } from 'pg';
 import { StorageError } from '../domain/errors';
 import type { PruneOutcome, StorePort } from '../core/store-port';
 import { prunePass } from '../core/prune-pass';
-import type { SenderWake } from '../core/forward-admin';
 import type { SpoolPruneSummary } from '../domain/retention';
-
 import { runOfAnswers } from '../domain/delivery-alarm';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { OUTBOX_CHANNEL } from './pg-outbox';
-import {
-  describePgTarget,
-  isPgUnavailable,
-  pgTarget,
-  readStoreFigures,
-  withPgConnection,
-  withPgReads,
-} from './pg-reads';
-import { inEngineTransaction, pgReplayHooks } from './pg-replay';
+import { describePgTarget, isPgUnavailable, pgTarget, readStoreFigures, withPgConnection } from './pg-reads';
+import type { ReplayHooks } from '../domain/event-status';
+import { workKeyOf } from '../domain/work-key';
+import { holdKeys } from './kick-lock';
 import { drive } from '../core/event-step';
 import type { EffectProgram } from '../core/effects';
 import { pgStepOps, type SchedulePoll } from './kick';
 import {
   clientRunners,
-  inPoolTransaction,
   pgStoreQuery,
   pgStoreSql,
   type PgQuery,
   type PgRunners,
+  poolRunners,
+  SNAPSHOT,
+  transactionOn,
 } from './pg-store-sql';
 import { type Sql, sqlOf } from './pg-sql';
-import type { Engine } from './engine';
+import { type Engine, startEngine } from './engine';
 
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
  * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
- * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}).
- * Rows come in the SQLite store's representation (pg-store-sql.ts STORE_TYPES). Each statement handle
- * carries its connection (pg-store-sql.ts `PgQuery`), so that PostgreSQL's own figures read in the same
- * snapshot as the core's statements.
+ * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}),
+ * on pg-store-sql.ts's statement handles (`PgQuery`: rows in the SQLite store's representation).
  *
  * Through the pool, every call rejects with a StorageError while the replica is not connected to
  * PostgreSQL or when PostgreSQL cannot serve it (down, restarting, failing over): the routes answer
@@ -45,36 +38,27 @@ import type { Engine } from './engine';
  * A command's errors name host, port and database, never the password (pg-reads.ts).
  */
 
-/** Wakes the replica sending a destination (and the feed's long-polls) when the write commits. */
-const NOTIFY_SENDER: SenderWake = {
-  inWrite: (q) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']),
-};
-
-/** What both ways share: PostgreSQL's figures, read on the handle's connection. */
+/**
+ * What both ways share: PostgreSQL's figures, read on the handle's connection, and the wake of the
+ * replica sending a destination (and of the feed's long-polls) when a write commits.
+ */
 const pgFigures = {
-  senderWake: NOTIFY_SENDER,
+  senderWake: { inWrite: (q: PgQuery) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']) },
   consoleFigures: async (q: PgQuery) => {
     const answers = await readSharedAnswers(sqlOf(q.client));
-    return {
-      run: runOfAnswers(answers.run),
-      lastDeliveryAt: answers.lastDeliveryAt,
-      proposalsInFlight: answers.proposalsInFlight,
-    };
+    return { ...answers, run: runOfAnswers(answers.run) };
   },
   statsFigures: (q: PgQuery, destinations: readonly string[]) => readStoreFigures(q.client, destinations),
 };
 
-export interface PgPoolStoreOptions {
+/** The replica's engine (kick, schedulePoll) in the transactions of the port's calls. */
+export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'> {
   /** The replica's pool (ClusterNode's), with an 'error' listener. */
   pool: Pool;
   /** postgres://host:port/database (no user, no password). */
   name: string;
   /** Whether the replica is connected and migrated (ClusterNode `state === 'running'`). */
   running(): boolean;
-  /** Queues a kick of each work key in `sql`'s transaction (engine.ts `kick`). */
-  kick(sql: Sql, keys: readonly string[]): Promise<void>;
-  /** Schedules a registration's poll in `sql`'s transaction (engine.ts `schedulePoll`). */
-  schedulePoll: SchedulePoll;
 }
 
 /**
@@ -84,6 +68,20 @@ export interface PgPoolStoreOptions {
  */
 function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
   return drive(program, pgStepOps(sql, { schedulePoll }, {}));
+}
+
+/**
+ * What a replay (core/replay.ts, the one rule) needs in cluster mode, in the replay's transaction
+ * (`tx`): the events' work keys held before their rows are locked (kick-lock.ts), and a kick of
+ * each key queued with the replay (docs/cluster.md §5.2): committed together, so a replayed event
+ * is never left without a kick, nor a kick sent for a replay that rolled back. A kick of a key that
+ * already has one queued is absorbed by it (pg-boss `stately`).
+ */
+function pgReplayHooks(tx: Sql, kick: Engine['kick']): ReplayHooks {
+  return {
+    hold: (events) => holdKeys(tx, events.map(workKeyOf)),
+    queued: (events) => kick(tx, [...new Set(events.map(workKeyOf))]),
+  };
 }
 
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
@@ -118,8 +116,7 @@ export interface LocalSpool {
  * Runs `use` on the port of a command's own connection to `databaseUrl`, then closes it whatever
  * happens: its reads in one read-only snapshot (`read`: the figures of a command agree with each
  * other, and it cannot write) or as they come (`follow`, `write`); a replay or a tracking in one
- * transaction with a pg-boss started for it (pg-replay.ts). `spool`: what `prune` prunes after
- * PostgreSQL.
+ * transaction with a pg-boss started for it. `spool`: what `prune` prunes after PostgreSQL.
  */
 export function withPgCommandStore<T>(
   databaseUrl: string,
@@ -128,10 +125,14 @@ export function withPgCommandStore<T>(
   use: (port: StorePort<PgQuery>) => Promise<T>,
 ): Promise<T> {
   const name = session.command === undefined ? undefined : `consig-receiver ${session.command}`;
-  const run = (client: Client) => use(pgCommandStorePort(client, databaseUrl, spool));
-  return session.access === 'read'
-    ? withPgReads(databaseUrl, run, name)
-    : withPgConnection(databaseUrl, run, name);
+  return withPgConnection(
+    databaseUrl,
+    (client) => {
+      const run = () => use(pgCommandStorePort(client, databaseUrl, spool));
+      return session.access === 'read' ? transactionOn(client, run, SNAPSHOT) : run();
+    },
+    name,
+  );
 }
 
 function pgCommandStorePort(
@@ -142,23 +143,38 @@ function pgCommandStorePort(
   const sql = sqlOf(client);
   const q = pgStoreQuery(client);
   const commandSql = pgStoreSql(clientRunners(client));
-  const inEngine = <R>(fn: (engine: Engine) => Promise<{ result: R; commit: boolean }>) =>
-    inEngineTransaction(client, databaseUrl, fn);
+  /**
+   * `use` in one transaction on the command's connection, with a pg-boss started for the purpose
+   * (no workers: it only queues jobs in that transaction) and stopped at the end; committed when
+   * `use` says so, else rolled back.
+   */
+  const inEngine = async <R>(use: (engine: Engine) => Promise<{ result: R; commit: boolean }>) => {
+    const engine = await startEngine(databaseUrl, { max: 2, logger: { error() {}, warn() {} } });
+    try {
+      return (
+        await transactionOn(
+          client,
+          () => use(engine),
+          'BEGIN',
+          (r) => r.commit,
+        )
+      ).result;
+    } finally {
+      await engine.stop(2000).catch(() => undefined);
+    }
+  };
   return {
     name: describePgTarget(pgTarget(databaseUrl)),
     sql: commandSql,
     // Committed when it queued something.
     replaying: (fn) =>
       inEngine(async (engine) => {
-        const result = await fn(
-          q,
-          pgReplayHooks(sql, (tx, keys) => engine.kick(tx, keys)),
-        );
+        const result = await fn(q, pgReplayHooks(sql, engine.kick));
         return { result, commit: result.queued.length > 0 };
       }),
     effects: (program) =>
       inEngine(async (engine) => ({
-        result: await pgEffects(sql, (tx, id, at) => engine.schedulePoll(tx, id, at), program),
+        result: await pgEffects(sql, engine.schedulePoll, program),
         commit: true,
       })),
     ...pgFigures,
@@ -192,16 +208,15 @@ function runners(options: PgPoolStoreOptions): PgRunners {
       throw err;
     }
   };
-  const inTransaction = <T>(begin: string, fn: (client: PoolClient) => Promise<T>): Promise<T> =>
-    inPoolTransaction(options.pool, begin, fn);
+  const pool = poolRunners(options.pool);
   return {
     read: (fn) =>
       guarded(() =>
-        inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async (client) => {
+        pool.read(async (client) => {
           await client.query(`SET LOCAL statement_timeout = '${READ_TIMEOUT}'`);
           return fn(client);
         }),
       ),
-    writing: (fn) => guarded(() => inTransaction('BEGIN', fn)),
+    writing: (fn) => guarded(() => pool.writing(fn)),
   };
 }

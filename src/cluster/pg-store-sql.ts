@@ -23,10 +23,14 @@ export const STORE_TYPES = {
   }) as typeof types.getTypeParser,
 };
 
-/** A statement handle on one PostgreSQL connection, with the connection (its own figures read on it). */
+/**
+ * A statement handle on one PostgreSQL connection, with the connection: PostgreSQL's own figures
+ * read on it, in the same snapshot as the core's statements.
+ */
 export type PgQuery = StoreQuery & { readonly client: PgClient };
 
-type PgClient = Pick<ClientBase, 'query'>;
+/** What the statements run on: a pg client (a pool's, or a command's own) or a pool. */
+export type PgClient = Pick<ClientBase, 'query'>;
 
 /** How a {@link pgStoreSql} reaches a connection for a snapshot or a transaction. */
 export interface PgRunners {
@@ -50,13 +54,16 @@ export function pgStoreSql(runners: PgRunners, lone?: PgClient): StoreSql<PgQuer
   };
 }
 
+/** A read's transaction: one snapshot, in which nothing can be written. */
+export const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
 /**
  * On `pool` (the caller's; it must have an 'error' listener), with no guard of its own: its errors
  * are PostgreSQL's. A read or a write on a client checked out for it ({@link inPoolTransaction}).
  */
 export function poolRunners(pool: Pool): PgRunners {
   return {
-    read: (fn) => inPoolTransaction(pool, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn),
+    read: (fn) => inPoolTransaction(pool, SNAPSHOT, fn),
     writing: (fn) => inPoolTransaction(pool, 'BEGIN', fn),
   };
 }

@@ -47,20 +47,16 @@ export async function readBeats(sql: Sql): Promise<Beats> {
        s.relayed_through
      FROM (SELECT 1) AS one LEFT JOIN relay_spools s ON true`,
   );
-  const now = rows[0]?.now ?? new Date();
-  const beats = rows
-    .filter((r) => r.spool !== null)
-    .map((r) => ({
-      spool: r.spool as string,
-      replica: r.replica,
-      coveredThrough: r.covered_through,
-      heartbeatAt: r.heartbeat_at,
-      liveSince: r.live_since,
-    }));
-  const recorded = new Map(
-    rows.filter((r) => r.spool !== null).map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]),
-  );
-  return { beats, now, recorded, timeline: Number(rows[0]?.timeline ?? 0) };
+  const spools = rows.filter((r) => r.spool !== null);
+  const beats = spools.map((r) => ({
+    spool: r.spool as string,
+    replica: r.replica,
+    coveredThrough: r.covered_through,
+    heartbeatAt: r.heartbeat_at,
+    liveSince: r.live_since,
+  }));
+  const recorded = new Map(spools.map((r) => [r.spool as string, Number(r.relayed_through ?? 0)]));
+  return { beats, now: rows[0]?.now ?? new Date(), recorded, timeline: Number(rows[0]?.timeline ?? 0) };
 }
 
 /** The watermark now, as a kick sees it (one statement). */
@@ -69,18 +65,15 @@ export async function currentWatermark(sql: Sql, maxMs: number): Promise<Waterma
   return watermarkOf(beats, now, maxMs);
 }
 
-/** A spool's heartbeat, as its relay publishes it (in the batch's transaction, or a turn's). */
-export interface Beat {
-  spool: string;
-  replica: string;
+/**
+ * A spool's heartbeat, as its relay publishes it (in the batch's transaction, or a turn's):
+ * `heartbeatAt` is PostgreSQL's clock, read in the same transaction.
+ */
+export interface Beat extends RelayBeat {
   /** The spool's relayed_through (kept if higher). */
   relayedThrough: number;
   /** A batch's: received_at of its newest delivery (`last_received_at`), and the row's last_relayed_at. */
   lastReceivedAt?: string;
-  coveredThrough: Date;
-  /** PostgreSQL's clock (read in the same transaction). */
-  at: Date;
-  liveSince: Date;
   clockOffsetMs: number;
 }
 
@@ -100,7 +93,7 @@ export async function publishBeat(sql: Sql, b: Beat): Promise<void> {
       b.replica,
       b.relayedThrough,
       b.coveredThrough,
-      b.at,
+      b.heartbeatAt,
       b.liveSince,
       b.clockOffsetMs,
       b.lastReceivedAt ?? null,

@@ -43,24 +43,17 @@ export interface PollJobDeps {
   logger: Record<PollLog['level'], (fields: Readonly<Record<string, unknown>>, message: string) => void>;
 }
 
-interface Tracked {
-  request_id: string;
-  nu_proposta: string | null;
-  status: string;
-  poll_attempts: number;
-  stale: boolean;
-  created_at: Date;
-}
-
 /** Loads the registration, asks the service, applies domain/registry-poll.ts's decision. */
 export async function runPollJob(requestId: string, deps: PollJobDeps): Promise<PollOutcome | 'skipped'> {
-  const rows = await deps.query<Tracked>(
-    'SELECT request_id, nu_proposta, status, poll_attempts, stale, created_at FROM averbacoes WHERE request_id = $1',
+  const [row] = await deps.query<Omit<PollTarget, 'trackedAt'> & { created_at: Date }>(
+    `SELECT request_id AS "requestId", nu_proposta AS "nuProposta", status, poll_attempts AS "pollAttempts", stale,
+       created_at FROM averbacoes WHERE request_id = $1`,
     [requestId],
   );
   // Gone: nothing to do, and no next job.
-  if (rows[0] === undefined) return 'skipped';
-  const target = pollTarget(rows[0]);
+  if (row === undefined) return 'skipped';
+  const { created_at, ...tracked } = row;
+  const target: PollTarget = { ...tracked, trackedAt: created_at.getTime() };
   const start = pollStart(target, deps.now().getTime(), deps.schedule);
   if (start.action === 'skip') return 'skipped';
   if (start.action === 'stale') {
@@ -126,15 +119,4 @@ async function markStale(deps: PollJobDeps, requestId: string, log: PollLog): Pr
   await deps.query(MARK_STALE, [requestId, deps.now().toISOString()]);
   deps.onPoll?.('stale');
   deps.logger[log.level](log.fields, log.message);
-}
-
-function pollTarget(row: Tracked): PollTarget {
-  return {
-    requestId: row.request_id,
-    nuProposta: row.nu_proposta,
-    status: row.status,
-    pollAttempts: row.poll_attempts,
-    stale: row.stale,
-    trackedAt: row.created_at.getTime(),
-  };
 }

@@ -1,7 +1,7 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import { type SpoolGap, spoolGap } from '../domain/relay-gap';
-import type { SpoolRow } from '../domain/spool-row';
+import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
 import {
   clockOffsetMs,
   coveredThrough,
@@ -10,13 +10,14 @@ import {
   type Watermark,
   watermarkOf,
 } from '../domain/watermark';
-import { sharedWorkKeyOf, workKeyOf } from '../domain/work-key';
+import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
+import type { ConnectionLimits } from './connection';
 import type { OrderClock, OrderReading } from './order-clock';
 import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
 import { inPoolTransaction } from './pg-store-sql';
 import {
-  type Beats,
+  type Beat,
   DEFAULT_HOLDBACK_MAX_MS,
   hold,
   type Hold,
@@ -48,16 +49,13 @@ import {
 export interface RelaySpool {
   readonly id: string;
   relayedThrough(): number;
-  read(afterId: number, limit: number): RelayRow[];
+  read(afterId: number, limit: number): SpoolRow[];
   advance(throughId: number, at: string): void;
   /** Moves the cursor back (PostgreSQL lacks what came after); how many of those rows the spool holds. */
   rewind(toId: number, at: string): number;
   /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
   oldestAfter(afterId: number): string | null;
 }
-
-/** A spooled delivery and the event it stored (src/store/spool.ts reads them). */
-export type RelayRow = SpoolRow;
 
 export interface RelayOptions {
   replicaId: string;
@@ -70,12 +68,8 @@ export interface RelayOptions {
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
   onBatch?(rows: number, delays: readonly number[]): void;
   onError?(error: Error): void;
-  /**
-   * PG_LOCK_TIMEOUT_MS: a batch waits this long at most for a lock (the relay lock, a key's kick
-   * lock), then is rolled back and tried again: a relay waiting behind a slow kick does not keep
-   * the relay lock from the other replicas meanwhile (connection.ts). @default 5000
-   */
-  lockTimeoutMs?: number;
+  /** PG_LOCK_TIMEOUT_MS: connection.ts {@link ConnectionLimits.lockTimeoutMs}. @default 5000 */
+  lockTimeoutMs?: ConnectionLimits['lockTimeoutMs'];
   /**
    * CLUSTER_HOLDBACK_MAX_MS: a relay silent this long is dropped from the watermark (once another
    * has been live as long). @default DEFAULT_HOLDBACK_MAX_MS
@@ -108,19 +102,13 @@ export interface RelayOptions {
 }
 
 /** What a transaction of the relay read of the heartbeats, and this spool's own beat as of then. */
-interface Observed {
+interface Observed extends Pick<BeatFigures, 'timeline' | 'clockOffsetMs' | 'reading'> {
   now: Date;
   others: RelayBeat[];
   /** The watermark before this transaction (with this spool's last published beat). */
   before: Watermark;
   liveSince: Date;
-  offsetMs: number;
-  /** What the reading of PostgreSQL's clock found (null without an orderClock). */
-  reading: OrderReading | null;
-  own: RelayBeat;
-  /** PostgreSQL's `relayed_through` of this spool; null when it has no row for it. */
-  recorded: number | null;
-  timeline: number;
+  own: Beat;
 }
 
 export interface BeatFigures {
@@ -160,18 +148,13 @@ class SpoolRewound extends Error {
   }
 }
 
-/** PostgreSQL's `lock_not_available`: lock_timeout ran out. */
-function isLockTimeout(err: Error): boolean {
-  return (err as { code?: string }).code === '55P03';
-}
-
 export class Relay {
-  private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = true;
   private wake: (() => void) | null = null;
   private failures = 0;
   private cursor: number;
+  private readonly maxMs: number;
 
   constructor(
     private readonly pool: Pool,
@@ -179,6 +162,7 @@ export class Relay {
     private readonly options: RelayOptions,
   ) {
     this.cursor = spool.relayedThrough();
+    this.maxMs = options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
   }
 
   start(): void {
@@ -216,7 +200,7 @@ export class Relay {
   private async relayBatch(): Promise<number> {
     const rows = this.spool.read(this.cursor, this.options.batch);
     if (rows.length === 0) return 0;
-    const figures = await inPoolTransaction(this.pool, 'BEGIN', (client) => this.write(client, rows));
+    const figures = await inPoolTransaction(this.pool, 'BEGIN', (client) => this.write(sqlOf(client), rows));
     this.options.onBeat?.(figures);
     const through = rows[rows.length - 1]!.id;
     this.cursor = through;
@@ -236,25 +220,17 @@ export class Relay {
    */
   async turn(): Promise<number> {
     try {
-      return await this.beat();
+      const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client) => {
+        const sql = sqlOf(client);
+        const o = await this.observe(sql, this.cursor);
+        return this.settle(sql, o, o.own, [], []);
+      });
+      this.options.onBeat?.(figures);
+      return figures.released;
     } catch (err) {
       if (err instanceof SpoolRewound) return 0;
       throw err;
     }
-  }
-
-  private async beat(): Promise<number> {
-    const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client): Promise<BeatFigures> => {
-      const sql = sqlOf(client);
-      const o = await this.observe(sql, this.cursor);
-      await publishBeat(sql, { ...o.own, relayedThrough: this.cursor, at: o.now, clockOffsetMs: o.offsetMs });
-      const after = this.withOwn(o, o.own);
-      const keys = await release(sql, after.at);
-      await this.options.kick(sql, keys);
-      return figureOf(o, after, keys.length);
-    });
-    this.options.onBeat?.(figures);
-    return figures.released;
   }
 
   private async loop(): Promise<void> {
@@ -280,7 +256,8 @@ export class Relay {
         if (this.failures === 1 || this.failures % 30 === 0)
           this.options.logger.warn(
             { err: error.message, failures: this.failures },
-            isLockTimeout(error)
+            // PostgreSQL's `lock_not_available`: lock_timeout ran out.
+            (error as { code?: string }).code === '55P03'
               ? 'relay: a lock stayed held by another transaction longer than PG_LOCK_TIMEOUT_MS; the batch is tried again'
               : 'relay: cannot write to PostgreSQL; deliveries stay in the spool and are relayed when it is back',
           );
@@ -291,17 +268,14 @@ export class Relay {
         this.failures > 0
           ? Math.min(RETRY_MAX_MS, 100 * 2 ** Math.min(this.failures, 6))
           : this.options.intervalMs;
+      let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        this.timer = setTimeout(resolve, pause);
+        timer = setTimeout(resolve, pause);
       });
       this.wake = null;
-      if (this.timer) clearTimeout(this.timer);
+      clearTimeout(timer);
     }
-  }
-
-  private get maxMs(): number {
-    return this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
   }
 
   /**
@@ -312,21 +286,20 @@ export class Relay {
   private async observe(sql: Sql, throughId: number): Promise<Observed> {
     const mark = this.options.orderClock?.begin();
     const sentAt = this.options.now();
-    const read: Beats = await readBeats(sql);
+    const read = await readBeats(sql);
     const receivedAt = this.options.now();
     const reading = mark === undefined ? null : (this.options.orderClock?.read(mark, read.now) ?? null);
     const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
+    this.reconcile(read.recorded.get(this.spool.id) ?? null);
     const observed = {
       now: read.now,
       others: read.beats.filter((b) => b.spool !== this.spool.id),
       before: watermarkOf(read.beats, read.now, this.maxMs),
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
-      offsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
+      clockOffsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
       reading,
-      recorded: read.recorded.get(this.spool.id) ?? null,
       timeline: read.timeline,
     };
-    this.reconcile(observed.recorded);
     return { ...observed, own: this.ownBeat(observed, throughId) };
   }
 
@@ -335,7 +308,7 @@ export class Relay {
    * Read on this thread between awaits: a delivery spooled or a request arrived before it is
    * counted, and anything later has a later received_at.
    */
-  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): RelayBeat {
+  private ownBeat(o: Omit<Observed, 'own'>, throughId: number): Beat {
     // On the order clock, as the deliveries' order_at (issue 36): PostgreSQL's time as estimated here.
     const covered = coveredThrough(
       this.options.orderClock?.now() ?? this.options.now(),
@@ -349,6 +322,8 @@ export class Relay {
       coveredThrough: covered,
       heartbeatAt: o.now,
       liveSince: o.liveSince,
+      relayedThrough: throughId,
+      clockOffsetMs: o.clockOffsetMs,
     };
   }
 
@@ -385,8 +360,32 @@ export class Relay {
     return watermarkOf([...o.others, own], o.now, this.maxMs);
   }
 
-  private async write(client: PoolClient, rows: readonly RelayRow[]): Promise<BeatFigures> {
-    const sql = sqlOf(client);
+  /**
+   * Publishes `own`, this spool's heartbeat (the watermark moves as far as it lets it), writes
+   * `holds`, then kicks the held keys the watermark has now reached, with `keys`.
+   */
+  private async settle(
+    sql: Sql,
+    o: Observed,
+    own: Beat,
+    holds: readonly Hold[],
+    keys: readonly string[],
+  ): Promise<BeatFigures> {
+    await publishBeat(sql, own);
+    const after = this.withOwn(o, own);
+    await hold(sql, holds);
+    const released = await release(sql, after.at);
+    await this.options.kick(sql, [...new Set([...released, ...keys])]);
+    return {
+      timeline: o.timeline,
+      watermark: after,
+      clockOffsetMs: o.clockOffsetMs,
+      released: released.length,
+      reading: o.reading,
+    };
+  }
+
+  private async write(sql: Sql, rows: readonly SpoolRow[]): Promise<BeatFigures> {
     const last = rows[rows.length - 1]!;
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
@@ -419,52 +418,37 @@ export class Relay {
          AND d.outcome IN ('accepted', 'quarantined', 'duplicate')`,
       [this.spool.id, news.map((r) => r.id)],
     );
-    // The heartbeat last, as late as it can be said: the watermark moves as far as this batch lets it.
-    const own = this.ownBeat(o, last.id);
-    await publishBeat(sql, {
-      ...own,
-      relayedThrough: last.id,
-      lastReceivedAt: last.received_at,
-      at: o.now,
-      clockOffsetMs: o.offsetMs,
-    });
-    const after = this.withOwn(o, own);
-    // An event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
-    const mine = inserted.filter((e) => e.shared === null);
-    await hold(
-      sql,
-      mine.filter((e) => !plan.due(e.order_at)).map((e) => ({ key: e.key, until: e.order_at })),
-    );
-    // What this heartbeat lets go, kicked with the batch's keys: a turn's work, done here so that a
-    // busy relay pays one transaction per batch, not two.
-    const released = await release(sql, after.at);
     const kicked = new Set(plan.kick);
-    await this.options.kick(sql, [
-      ...new Set([
-        ...released,
-        ...inserted
-          .filter((e) => (e.shared === null ? plan.due(e.order_at) : kicked.has(e.key)))
-          .map((e) => e.key),
-      ]),
-    ]);
+    // The heartbeat last, as late as it can be said; what it lets go is kicked with the batch's keys:
+    // a turn's work, done here so that a busy relay pays one transaction per batch, not two. An
+    // event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
+    const figures = await this.settle(
+      sql,
+      o,
+      { ...this.ownBeat(o, last.id), lastReceivedAt: last.received_at },
+      inserted
+        .filter((e) => e.shared === null && !plan.due(e.order_at))
+        .map((e) => ({ key: e.key, until: e.order_at })),
+      inserted
+        .filter((e) => (e.shared === null ? plan.due(e.order_at) : kicked.has(e.key)))
+        .map((e) => e.key),
+    );
     // Below the watermark before this batch: another spool's later events may have been processed.
     const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
-    if (late > 0) this.reportLate(late, o.before);
-    return figureOf(o, after, released.length);
-  }
-
-  private reportLate(late: number, before: Watermark): void {
-    this.options.onLate?.(late);
-    this.options.logger.warn(
-      { late, spool: this.spool.id, watermark: before.at?.toISOString() ?? null },
-      'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
-        'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
-    );
+    if (late > 0) {
+      this.options.onLate?.(late);
+      this.options.logger.warn(
+        { late, spool: this.spool.id, watermark: o.before.at?.toISOString() ?? null },
+        'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
+          'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
+      );
+    }
+    return figures;
   }
 
   /** Returns the spool ids PostgreSQL did not have. */
-  private async insertDeliveries(sql: Sql, rows: readonly RelayRow[]): Promise<Set<number>> {
-    const col = <K extends keyof RelayRow>(k: K) => rows.map((r) => r[k]);
+  private async insertDeliveries(sql: Sql, rows: readonly SpoolRow[]): Promise<Set<number>> {
+    const col = <K extends keyof SpoolRow>(k: K) => rows.map((r) => r[k]);
     const inserted = await sql.query<{ spool_id: string }>(
       `INSERT INTO deliveries (replica, spool, spool_id, received_at, path, outcome, http_status, dedup_key, duration_ms,
          body_bytes, secret_index, remote_addr, detail, order_at)
@@ -492,19 +476,14 @@ export class Relay {
   }
 
   /** Inserts the events; returns the new pending ones, with their work keys. */
-  private async insertEvents(sql: Sql, rows: readonly RelayRow[]): Promise<InsertedEvent[]> {
+  private async insertEvents(sql: Sql, rows: readonly SpoolRow[]): Promise<InsertedEvent[]> {
     if (rows.length === 0) return [];
     const events = rows.map((r) => r.event!);
-    const col = <K extends keyof NonNullable<RelayRow['event']>>(k: K) => events.map((e) => e[k]);
+    const col = <K extends keyof SpoolEvent>(k: K) => events.map((e) => e[k]);
     const statuses = events.map((e) => relayedStatus(e.status));
-    const out = await sql.query<{
-      id: string;
-      inserted: boolean;
-      status: string;
-      nu_proposta: string | null;
-      request_id: string | null;
-      order_at: Date;
-    }>(
+    const out = await sql.query<
+      WorkKeyParts & { id: string; inserted: boolean; status: string; order_at: Date }
+    >(
       `INSERT INTO events AS e (dedup_key, webhook_id, kind, evento, nu_proposta, request_id, registry_status, tentativa,
          received_at, body, body_bytes, status, last_error, processed_at, first_replica, order_at, trace_context)
        SELECT u.dedup_key, u.webhook_id, u.kind, u.evento, u.nu_proposta, u.request_id, u.registry_status, u.tentativa,
@@ -550,27 +529,16 @@ export class Relay {
   }
 
   /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
-  private async countDuplicates(sql: Sql, rows: readonly RelayRow[]): Promise<void> {
+  private async countDuplicates(sql: Sql, rows: readonly SpoolRow[]): Promise<void> {
     if (rows.length === 0) return;
-    const byKey = new Map<string, { n: number; last: string }>();
-    for (const r of rows) {
-      const k = byKey.get(r.dedup_key!) ?? { n: 0, last: r.received_at };
-      k.n += 1;
-      if (r.received_at > k.last) k.last = r.received_at;
-      byKey.set(r.dedup_key!, k);
-    }
     await sql.query(
       `UPDATE events e SET duplicates = e.duplicates + u.n, last_duplicate_at = greatest(e.last_duplicate_at, u.last)
-       FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS u(dedup_key, n, last)
+       FROM (SELECT dedup_key, count(*)::int AS n, max(at) AS last FROM unnest($1::text[], $2::timestamptz[]) AS d(dedup_key, at)
+         GROUP BY dedup_key) AS u
        WHERE e.dedup_key = u.dedup_key`,
-      [[...byKey.keys()], [...byKey.values()].map((v) => v.n), [...byKey.values()].map((v) => v.last)],
+      [rows.map((r) => r.dedup_key), rows.map((r) => r.received_at)],
     );
   }
-}
-
-/** What a heartbeat's transaction tells once committed. */
-function figureOf(o: Observed, watermark: Watermark, released: number): BeatFigures {
-  return { timeline: o.timeline, watermark, clockOffsetMs: o.offsetMs, released, reading: o.reading };
 }
 
 /** A new pending event the batch inserted. */
@@ -587,34 +555,29 @@ interface InsertedEvent {
  * as the replica estimated it; its received_at when the delivery has none (stamped before the
  * relay's first heartbeat, or spooled by an older version).
  */
-function orderTimeOf(r: RelayRow): string {
+function orderTimeOf(r: SpoolRow): string {
   return r.order_at ?? r.event?.received_at ?? r.received_at;
 }
 
-/** Events a batch brings that processing will see, and their shared keys. */
-function pendingEvents(rows: readonly RelayRow[]): { key: string | null; at: Date }[] {
-  return rows.flatMap((r) =>
-    r.event === null || relayedStatus(r.event.status) !== 'pending'
-      ? []
-      : [{ key: sharedWorkKeyOf(r.event), at: new Date(orderTimeOf(r)) }],
-  );
-}
-
 /**
- * Which shared keys the batch kicks at once (one of their events is at or below the watermark
- * `at`: a kick processes it now, and holds the rest itself) and which it holds until the watermark
- * reaches their oldest event. A duplicate may be planned for too: its hold or kick finds nothing.
+ * Which shared keys the batch kicks at once (one of their events, that processing will see, is at
+ * or below the watermark `at`: a kick processes it now, and holds the rest itself) and which it
+ * holds until the watermark reaches their oldest event. A duplicate may be planned for too: its
+ * hold or kick finds nothing.
  */
-export function planBatch(
-  rows: readonly RelayRow[],
+function planBatch(
+  rows: readonly SpoolRow[],
   at: Date | null,
 ): { kick: string[]; holds: Hold[]; due(receivedAt: Date): boolean } {
   const due = (receivedAt: Date) => at === null || receivedAt.getTime() <= at.getTime();
   const oldest = new Map<string, Date>();
-  for (const e of pendingEvents(rows)) {
-    if (e.key === null) continue;
-    const seen = oldest.get(e.key);
-    if (seen === undefined || e.at.getTime() < seen.getTime()) oldest.set(e.key, e.at);
+  for (const r of rows) {
+    const key =
+      r.event === null || relayedStatus(r.event.status) !== 'pending' ? null : sharedWorkKeyOf(r.event);
+    if (key === null) continue;
+    const seen = oldest.get(key);
+    const e = new Date(orderTimeOf(r));
+    if (seen === undefined || e.getTime() < seen.getTime()) oldest.set(key, e);
   }
   const kick: string[] = [];
   const holds: Hold[] = [];

@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
+import { migratePostgres, type MigratePostgresOptions, type PgMigration } from '../../src/cluster/pg-migrate';
 import ts from 'typescript';
 import { type LocalPostgres, type LocalPostgresOptions, startLocalPostgres } from '../../rigs/local-postgres';
 
@@ -155,6 +156,17 @@ export function runNode(script: string, env: Record<string, string> = {}): Promi
   });
 }
 
+/** migratePostgres on a pool of its own to `url`, ended after it (a replica migrates on its pool). */
+export async function migrateUrl(url: string, options?: MigratePostgresOptions): Promise<PgMigration[]> {
+  const pool = new Pool({ connectionString: url, max: 1 });
+  pool.on('error', () => {});
+  try {
+    return await migratePostgres(pool, options);
+  } finally {
+    await pool.end();
+  }
+}
+
 /** What a migrator child prints: the versions it applied and what it logged. */
 export interface MigratorReport {
   applied: number[];
@@ -162,18 +174,20 @@ export interface MigratorReport {
 }
 
 /**
- * A separate process running migratePostgres(url, { dir }), as a replica does when it starts.
+ * A separate process running migratePostgres on a pool of its own, as a replica does when it starts.
  * `module` is transpileForChild('src/cluster/pg-migrate.ts', …).
  */
 export async function runMigratorProcess(module: string, url: string, dir: string): Promise<MigratorReport> {
   const result = await runNode(
     `
 const { migratePostgres } = require(process.env.MIGRATE_MODULE);
+const { Pool } = require('pg');
 const logged = [];
-migratePostgres(process.env.DATABASE_URL, {
+const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 1 });
+migratePostgres(pool, {
   dir: process.env.MIGRATIONS_DIR,
   logger: { info: (_fields, message) => logged.push(message) },
-}).then(
+}).finally(() => pool.end()).then(
   (applied) => console.log(JSON.stringify({ applied: applied.map((m) => m.version), logged })),
   (err) => { console.error(err.message); process.exit(1); },
 );

@@ -3,7 +3,6 @@ import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarde
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
 import { destinationGauges, senderStore } from '../../src/core/sender-queries';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut } from '../../src/cluster/pg-sql';
 import { systemClock } from '../../src/clock';
 import type { BackgroundGate } from '../../src/domain/answer-first';
@@ -24,7 +23,7 @@ import {
   type StoredMessage,
 } from '../helpers/destination';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
-import { createTestDatabase, startTestPostgres, workerPostgres } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres, workerPostgres, migrateUrl } from '../helpers/postgres';
 import { startLatencyProxy } from '../helpers/latency-proxy';
 
 /**
@@ -73,7 +72,7 @@ interface Db {
 /** A fresh migrated database on `server`. */
 async function database(server: LocalPostgres = pg): Promise<Db> {
   const url = await createTestDatabase(server, 'fwd');
-  await migratePostgres(url);
+  await migrateUrl(url);
   const pool = openPool(url, 8);
   pools.push(pool);
   return { url, pool };

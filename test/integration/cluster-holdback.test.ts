@@ -1,6 +1,5 @@
 import type { Pool } from 'pg';
 import { lockKeys } from '../../src/cluster/kick-lock';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';
 import { sqlOf } from '../../src/cluster/pg-sql';
 import { openSpool } from '../../src/store/spool';
@@ -8,6 +7,7 @@ import { startTestApp, type TestApp } from '../helpers/app';
 import { count, memoryLogger, recordingKick, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { pgBed } from '../helpers/cluster-bed';
+import { migrateUrl } from '../helpers/postgres';
 
 /**
  * The hold-back window's relay side (docs/cluster.md §10), on real SQLite spools (the receiving
@@ -20,7 +20,7 @@ const bed = pgBed({ prefix: 'holdback' });
 let pool: Pool;
 const apps: TestApp[] = [];
 beforeEach(async () => {
-  await migratePostgres(bed.url);
+  await migrateUrl(bed.url);
   pool = bed.pool;
 });
 afterEach(async () => {

@@ -17,7 +17,7 @@ import {
 } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { pgBed } from '../helpers/cluster-bed';
-import { createTestDatabase, withClient } from '../helpers/postgres';
+import { createTestDatabase, withClient, migrateUrl } from '../helpers/postgres';
 
 /**
  * A batch of kicks (src/cluster/kick.ts runKicks), run directly in a transaction of the test's:
@@ -441,7 +441,7 @@ it('the prepared statements keep an index plan even when their generic plan is m
   // A connection keeps the generic plan it made at a statement's sixth run until the table is next
   // analysed: made on a new, empty database, it must still find rows by index once tables are large.
   const empty = await createTestDatabase(bed.pg, 'plans');
-  await migratePostgres(empty);
+  await migrateUrl(empty);
   const plans = await withClient(empty, async (c) => {
     await c.query('SET plan_cache_mode = force_generic_plan');
     const out: Record<string, string> = {};

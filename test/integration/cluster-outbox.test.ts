@@ -3,12 +3,11 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { OUTBOX_LOCK_KEY, storeOutbox } from '../../src/cluster/pg-outbox';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { checkOut, sqlOf } from '../../src/cluster/pg-sql';
 import type { OutboxEntry } from '../../src/domain/forwarding/messages';
 import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres, migrateUrl } from '../helpers/postgres';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { bodyOf, FakeDestination } from '../helpers/destination';
 import { tempDir } from '../helpers/tmp';
@@ -153,7 +152,7 @@ it('the token is required, the console asks to sign in, and PostgreSQL away is a
 });
 
 it('message ids follow commit order: a second writer waits for the first to commit', async () => {
-  await migratePostgres(url);
+  await migrateUrl(url);
   // Two events to hang messages on.
   await pool.query(
     `INSERT INTO events (dedup_key, kind, evento, received_at, status) VALUES

@@ -4,7 +4,6 @@ import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
@@ -24,7 +23,7 @@ import {
 } from '../helpers/cluster-db';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { delivery } from '../helpers/payloads';
-import { createTestDatabase, workerPostgres } from '../helpers/postgres';
+import { createTestDatabase, workerPostgres, migrateUrl } from '../helpers/postgres';
 import { runCliAsync } from '../helpers/process';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -626,7 +625,7 @@ describe("pg-boss's queue gone", () => {
 
 describe('exactly once', () => {
   it('a kick rolled back leaves its events pending; the same kick twice at once applies each event once', async () => {
-    await migratePostgres(url);
+    await migrateUrl(url);
     const app = await startTestApp();
     apps.push(app);
     const bodies = ['proposta.criada', 'proposta.pre_aprovada', 'proposta.aprovada'].map((evento) =>

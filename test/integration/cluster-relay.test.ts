@@ -6,7 +6,6 @@ import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/store/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { sqlOf } from '../../src/cluster/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { runCliAsync } from '../helpers/process';
@@ -22,7 +21,7 @@ import {
   waitFor,
 } from '../helpers/cluster-db';
 import { delivery, postRaw } from '../helpers/payloads';
-import { createTestDatabase, startTestPostgres, workerPostgres } from '../helpers/postgres';
+import { createTestDatabase, startTestPostgres, workerPostgres, migrateUrl } from '../helpers/postgres';
 
 /**
  * The relay of cluster mode (contract §10, docs/cluster.md §6), unmocked: replicas are the real
@@ -44,7 +43,7 @@ const apps: TestApp[] = [];
 const engines: Engine[] = [];
 beforeEach(async () => {
   url = await createTestDatabase(pg, 'relay');
-  await migratePostgres(url);
+  await migrateUrl(url);
   pool = openPool(url);
 });
 afterEach(async () => {
@@ -503,7 +502,7 @@ describe('PostgreSQL away', () => {
     // already acknowledged to the relay, which then has moved its cursor past them): this test crashes it.
     const own = await startTestPostgres({});
     const ownUrl = await createTestDatabase(own, 'outage');
-    await migratePostgres(ownUrl);
+    await migrateUrl(ownUrl);
     const ownPool = openPool(ownUrl);
     try {
       const a = await replica();
@@ -552,7 +551,7 @@ describe('PostgreSQL away', () => {
     // once it commits, the spool's cursor moves past the rows and nothing will send them again.
     const own = await startTestPostgres({ settings: { synchronous_commit: 'off', wal_writer_delay: '10s' } });
     const ownUrl = await createTestDatabase(own, 'async');
-    await migratePostgres(ownUrl);
+    await migrateUrl(ownUrl);
     const ownPool = openPool(ownUrl);
     try {
       const a = await replica();

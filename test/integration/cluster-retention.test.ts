@@ -3,7 +3,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import { ClusterNode } from '../../src/cluster/node';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { pgStoreSql, transactionOn } from '../../src/cluster/pg-store-sql';
 import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
 import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
@@ -30,6 +29,7 @@ import { pgBed } from '../helpers/cluster-bed';
 import { runCli } from '../helpers/process';
 import { startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
+import { migrateUrl } from '../helpers/postgres';
 
 /**
  * RETENTION_DAYS and `prune` in cluster mode (contract §10), on a real PostgreSQL this file starts:
@@ -45,7 +45,7 @@ let tmp: ReturnType<typeof tempDir>;
 const closers: (() => Promise<void> | void)[] = [];
 beforeEach(async () => {
   ({ url, pool } = bed);
-  await migratePostgres(url);
+  await migrateUrl(url);
   tmp = tempDir();
 });
 afterEach(async () => {

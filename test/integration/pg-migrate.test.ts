@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { defaultPgMigrationsDir, loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
+import { migrationFolder } from '../../src/core/migration-folder';
 import { MigrationError } from '../../src/domain/errors';
 import { migrate } from '../../src/store/migrate';
 import {
@@ -12,6 +13,7 @@ import {
   workerPostgres,
   transpileForChild,
   withClient,
+  migrateUrl,
 } from '../helpers/postgres';
 import { tempDir } from '../helpers/tmp';
 
@@ -22,7 +24,7 @@ import { tempDir } from '../helpers/tmp';
 
 let pg: LocalPostgres;
 let tmp: ReturnType<typeof tempDir>;
-const REAL = defaultPgMigrationsDir();
+const REAL = migrationFolder('migrations-pg');
 const realCount = loadPgMigrations(REAL).length;
 
 beforeAll(async () => {
@@ -65,9 +67,9 @@ async function tableExists(url: string, table: string): Promise<boolean> {
 describe('migratePostgres', () => {
   it('applies every migration on a fresh database, and none on the second run', async () => {
     const url = await createTestDatabase(pg);
-    const first = await migratePostgres(url);
+    const first = await migrateUrl(url);
     expect(first.map((m) => m.version)).toEqual(loadPgMigrations(REAL).map((m) => m.version));
-    expect(await migratePostgres(url)).toEqual([]);
+    expect(await migrateUrl(url)).toEqual([]);
     const rows = await withClient(url, async (c) => (await c.query('SELECT * FROM schema_migrations')).rows);
     expect(rows).toHaveLength(realCount);
     expect(rows[0]).toEqual({
@@ -80,7 +82,7 @@ describe('migratePostgres', () => {
 
   it('keeps the names of the SQLite tables and columns (contract §10)', async () => {
     const url = await createTestDatabase(pg);
-    await migratePostgres(url);
+    await migrateUrl(url);
     const sqlite = new Database(':memory:');
     migrate(sqlite);
     for (const table of [
@@ -172,11 +174,11 @@ describe('migratePostgres', () => {
 
   it('refuses a database with a version this code does not know, naming it', async () => {
     const url = await createTestDatabase(pg);
-    await migratePostgres(url);
+    await migrateUrl(url);
     await withClient(url, (c) =>
       c.query("INSERT INTO schema_migrations (version, name, checksum) VALUES (42, 'from_newer_code', 'x')"),
     );
-    const refused = migratePostgres(url, {
+    const refused = migrateUrl(url, {
       dir: folder({ [`${next(1)}_pending.sql`]: 'CREATE TABLE pending (n int);' }),
     });
     await expect(refused).rejects.toThrow(MigrationError);
@@ -187,9 +189,9 @@ describe('migratePostgres', () => {
   it('refuses a released migration that was edited, naming the file', async () => {
     const url = await createTestDatabase(pg);
     const dir = folder();
-    await migratePostgres(url, { dir });
+    await migrateUrl(url, { dir });
     appendFileSync(join(dir, '0001_init.sql'), '\n-- a comment is an edit too\n');
-    await expect(migratePostgres(url, { dir })).rejects.toThrow(
+    await expect(migrateUrl(url, { dir })).rejects.toThrow(
       /migrations-pg\/0001_init\.sql differs from the 0001_init\.sql applied.*never edited/,
     );
   });
@@ -197,10 +199,10 @@ describe('migratePostgres', () => {
   it('takes CRLF line ends for the same file (a Windows checkout is not an edit)', async () => {
     const url = await createTestDatabase(pg);
     const dir = folder();
-    await migratePostgres(url, { dir });
+    await migrateUrl(url, { dir });
     const { sql } = loadPgMigrations(dir)[0]!;
     writeFileSync(join(dir, '0001_init.sql'), sql.replace(/\n/g, '\r\n'));
-    expect(await migratePostgres(url, { dir })).toEqual([]);
+    expect(await migrateUrl(url, { dir })).toEqual([]);
   });
 
   it('rolls a failing migration back entirely: nothing of it stays, its version is not recorded', async () => {
@@ -209,7 +211,7 @@ describe('migratePostgres', () => {
     const dir = folder({
       [broken]: 'CREATE TABLE half_done (n int);\nINSERT INTO half_done VALUES (1);\nSELECT 1 / 0;',
     });
-    await expect(migratePostgres(url, { dir })).rejects.toThrow(
+    await expect(migrateUrl(url, { dir })).rejects.toThrow(
       new RegExp(`${broken.replace('.', '\\.')} failed: division by zero`),
     );
     expect(await tableExists(url, 'half_done')).toBe(false);
@@ -219,7 +221,7 @@ describe('migratePostgres', () => {
 
     // Fixed before release: it applies, and only it.
     writeFileSync(join(dir, broken), 'CREATE TABLE half_done (n int);');
-    expect((await migratePostgres(url, { dir })).map((m) => m.version)).toEqual([realCount + 1]);
+    expect((await migrateUrl(url, { dir })).map((m) => m.version)).toEqual([realCount + 1]);
     const locks = await withClient(
       url,
       async (c) =>

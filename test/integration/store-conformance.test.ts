@@ -6,7 +6,6 @@ import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
 import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
 import { sqliteStorePort } from '../../src/store/sqlite-port';
 import { pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
 import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
 import { postgresDialect, sqliteDialect } from '../../src/domain/sql/dialect';
@@ -53,7 +52,7 @@ import type { Logger } from '../../src/logger';
 import { Pipeline } from '../../src/pipeline/pipeline';
 import { workKeyOf } from '../../src/domain/work-key';
 import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
-import { createTestDatabase, withClient, workerPostgres } from '../helpers/postgres';
+import { createTestDatabase, withClient, workerPostgres, migrateUrl } from '../helpers/postgres';
 import { delivery } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
 
@@ -285,7 +284,7 @@ async function migratedPostgres(): Promise<{ url: string; truncate: string }> {
   if (database !== undefined) return database;
   server = await workerPostgres();
   const url = await createTestDatabase(server, 'store_conf');
-  await migratePostgres(url);
+  await migrateUrl(url);
   const tables = await withClient(url, async (c) => {
     const { rows } = await c.query<{ list: string }>(
       `SELECT string_agg(format('%I', tablename), ', ') AS list FROM pg_tables
