@@ -1,5 +1,4 @@
 import {
-  type Attributes,
   type Context,
   context,
   defaultTextMapGetter,
@@ -23,6 +22,15 @@ import type { OutgoingTrace, RequestTrace, TraceAttributes, Traces } from '../do
 
 const w3c = new W3CTraceContextPropagator();
 
+/*
+ * A span's attributes are set after its start, not given to startSpan: the SDK copies what it is
+ * given twice (for the sampler, then for the span) before setting each one; set afterwards, each is
+ * set once (about 2 µs less per delivery, bench/tracing-sdk.ts). The standard samplers
+ * (OTEL_TRACES_SAMPLER) do not read attributes.
+ */
+const CONSUMER: SpanOptions = { kind: SpanKind.CONSUMER };
+const CLIENT: SpanOptions = { kind: SpanKind.CLIENT };
+
 export function spanTraces(tracer: Tracer): Traces {
   return {
     request(route, traceparent, tracestate) {
@@ -37,17 +45,20 @@ export function spanTraces(tracer: Tracer): Traces {
     processing(stored, attributes, fn) {
       const parent = stored === null ? ROOT_CONTEXT : parse(stored);
       const name = `process ${String(attributes['consig.evento'] ?? attributes['consig.kind'] ?? 'event')}`;
-      const span = tracer.startSpan(name, { kind: SpanKind.CONSUMER, attributes: clean(attributes) }, parent);
+      const span = tracer.startSpan(name, CONSUMER, parent);
+      setDefined(span, attributes);
       return within(span, trace.setSpan(parent, span), fn);
     },
     stage(stage, fn) {
       const parent = context.active();
-      const span = tracer.startSpan(`stage ${stage}`, stageOptions(stage), parent);
+      const span = tracer.startSpan(`stage ${stage}`, undefined, parent);
+      span.setAttribute('consig.stage', stage);
       return within(span, trace.setSpan(parent, span), fn);
     },
     outgoing(name, attributes, parent) {
       const from = parent === undefined ? context.active() : parent === null ? ROOT_CONTEXT : parse(parent);
-      const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes: clean(attributes) }, from);
+      const span = tracer.startSpan(name, CLIENT, from);
+      setDefined(span, attributes);
       return outgoingTrace(span, trace.setSpan(from, span));
     },
     current() {
@@ -143,32 +154,10 @@ function extract(traceparent: string, tracestate: string | undefined): Context {
   return w3c.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
 }
 
-/** The attributes with a value (OpenTelemetry refuses null). */
-function clean(attributes: TraceAttributes): Attributes {
-  const out: Attributes = {};
-  for (const key in attributes) {
-    const value = attributes[key];
-    if (value !== null && value !== undefined) out[key] = value;
-  }
-  return out;
-}
-
 /** Sets on `span` the attributes with a value, one by one (no object in between). */
 function setDefined(span: Span, attributes: TraceAttributes): void {
   for (const key in attributes) {
     const value = attributes[key];
     if (value !== null && value !== undefined) span.setAttribute(key, value);
   }
-}
-
-/** A stage span's options, one object per stage (a handful, named by the code, never by input). */
-const stages = new Map<string, SpanOptions>();
-
-function stageOptions(stage: string): SpanOptions {
-  let options = stages.get(stage);
-  if (options === undefined) {
-    options = { attributes: { 'consig.stage': stage } };
-    stages.set(stage, options);
-  }
-  return options;
 }
