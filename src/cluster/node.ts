@@ -1,6 +1,6 @@
 import { Pool, type PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
-import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import type { PollOutcome } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { HandlerRouter } from '../domain/event-router';
 import type { StoreQuery } from '../domain/sql/store-sql';
@@ -32,7 +32,7 @@ import {
   redactedMessage,
 } from './connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, type ClusterLogger, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
@@ -52,7 +52,10 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 /** The kicks' and the relay's settings, passed on as they are (kick.ts, relay.ts). */
 export interface ClusterNodeOptions
   extends
-    Pick<KickOptions, 'maxAttempts' | 'backoff' | 'outbox' | 'holdbackMaxMs' | 'traces'>,
+    Pick<
+      KickOptions,
+      'maxAttempts' | 'backoff' | 'outbox' | 'holdbackMaxMs' | 'traces' | 'schedule' | 'logger' | 'now'
+    >,
     Pick<RelayOptions, 'replicaId' | 'oldestInFlight'> {
   databaseUrl: string;
   relayBatch: number;
@@ -62,12 +65,9 @@ export interface ClusterNodeOptions
    * destination's lock); another replica must process.
    */
   concurrency: number;
-  schedule: PollScheduleOptions;
   spool: RelaySpool;
   /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
   statusClient: StatusClient | null;
-  logger: ClusterLogger;
-  now(): Date;
   /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
   handlers?: HandlerRouter | undefined;
   /**
@@ -132,14 +132,11 @@ export interface PreviousSpool {
   lastReceivedAt: string | null;
 }
 
-/** Cluster mode's retention settings (ClusterNodeOptions.retention). */
-export interface ClusterRetention {
-  days: number;
-  /** Passed on to startClusterRetention (tests shorten them). */
-  offerEveryMs?: number;
-  slotSeconds?: number;
-  onPass?: ClusterRetentionOptions['onPass'];
-}
+/** Cluster mode's retention settings (ClusterNodeOptions.retention), passed on to startClusterRetention. */
+export type ClusterRetention = Pick<
+  ClusterRetentionOptions,
+  'days' | 'offerEveryMs' | 'slotSeconds' | 'onPass'
+>;
 
 export type ClusterState = 'connecting' | 'running' | 'stopped';
 
@@ -439,19 +436,15 @@ export class ClusterNode {
   /** The hourly pass on PostgreSQL, run by whichever replica fetches the hour's job. */
   private async startRetention(engine: Engine): Promise<{ stop(): void } | null> {
     const { options } = this;
-    const retention = options.retention;
-    if (retention === undefined) return null;
+    if (options.retention === undefined) return null;
     const inTransaction = <T>(fn: (client: PoolClient) => Promise<T>) => this.onClient(fn);
     return startClusterRetention(engine.boss, {
-      days: retention.days,
+      ...options.retention,
       replicaId: options.replicaId,
       log: pgStoreSql({ read: inTransaction, writing: inTransaction }),
       logger: options.logger,
       now: options.now,
       stopping: () => this.stopping,
-      offerEveryMs: retention.offerEveryMs,
-      slotSeconds: retention.slotSeconds,
-      onPass: retention.onPass,
     });
   }
 
@@ -492,15 +485,10 @@ export class ClusterNode {
   private async startWorkers(engine: Engine): Promise<void> {
     const { options } = this;
     if (options.concurrency === 0) return;
-    const effects = {
-      logger: options.logger,
-      schedule: options.schedule,
-      schedulePoll: (sql: Sql, requestId: string, at: Date) => engine.schedulePoll(sql, requestId, at),
-      now: options.now,
-    };
     const kicks: KickOptions = {
       ...options,
       kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
+      schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
       onProcessed: options.metrics?.processed,
       onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
     };
@@ -527,7 +515,7 @@ export class ClusterNode {
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
-          await runKicks(sql, keys, effects, kicks);
+          await runKicks(sql, keys, kicks);
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
           // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.

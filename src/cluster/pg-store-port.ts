@@ -83,7 +83,7 @@ export interface PgPoolStoreOptions {
  * (docs/cluster.md §5.5).
  */
 function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
-  return drive(program, pgStepOps(sql, { schedulePoll }, {}));
+  return drive(program, pgStepOps(sql, { schedulePoll }));
 }
 
 /** A read longer than this is a server in trouble: the route answers 503 rather than hang. */
