@@ -25,7 +25,6 @@ import { handlerSqlOn } from '../store/handler-sql';
 import { sqliteAsyncStepOps, sqliteStepOps } from '../store/step-ops';
 import type { Traces } from '../domain/tracing';
 import { sqliteDialect } from '../domain/sql/dialect';
-import type { Reported } from './outcome';
 import { isLockBusy } from '../domain/errors';
 import { workKeyOf } from '../domain/work-key';
 import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
@@ -123,12 +122,24 @@ interface KeyState {
   blocked: boolean;
 }
 
+/**
+ * What became of one event of work key `key`, in a turn or alone. `unavailable`: the database
+ * refused the work itself; the key is released again after a short wait. `partner`: a partner's
+ * handler handles it; it runs after the turn, in its own transaction, its key waiting for it.
+ */
+interface Reported {
+  id: number;
+  key: string;
+  outcome: 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable' | 'partner';
+  event?: HandlerEvent;
+  /** The database refused the work ('unavailable'). */
+  error?: Error;
+  /** What a handler's failure does ('retry', 'dead'). */
+  failure?: HandlerFailure;
+}
+
 interface TurnResult {
   outcomes: Reported[];
-  /** Keys whose event the database refused: released again after a short wait. */
-  unavailable: string[];
-  /** Events a partner's handler handles, each at the head of its key: run after the turn. */
-  partner: { id: number; key: string }[];
   /** Runnable events are left for another turn. */
   more: boolean;
 }
@@ -177,12 +188,7 @@ export class Pipeline {
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
   private readonly ops: StepOps<'sync'>;
-  private readonly partners: {
-    handlers: HandlerRouter;
-    db: Db;
-    q: PipelineQueries;
-    ops: StepOps<'async'>;
-  } | null;
+  private readonly partners: (PartnerHandlers & { q: PipelineQueries; ops: StepOps<'async'> }) | null;
 
   constructor(
     private readonly db: Db,
@@ -196,7 +202,7 @@ export class Pipeline {
     this.ops = sqliteStepOps(db, { traces });
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     const backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.handlers);
+    this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.partner);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -372,11 +378,12 @@ export class Pipeline {
     // After the commit: tell metrics, error handlers and the log what happened.
     for (const r of result.outcomes) this.report(r);
     if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
-    for (const key of result.unavailable) this.releaseLater(key);
-    for (const { id, key } of result.partner)
-      this.queue
-        .add(() => this.runPartner(id, key))
-        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
+    for (const { outcome, id, key } of result.outcomes)
+      if (outcome === 'unavailable') this.releaseLater(key);
+      else if (outcome === 'partner')
+        this.queue
+          .add(() => this.runPartner(id, key))
+          .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
     if (result.more) this.scheduleTurn();
     this.reportDepth();
   }
@@ -393,7 +400,7 @@ export class Pipeline {
   /** An event a partner's handler handles, after the turn that found it ({@link runPartnerEvent}). */
   private async runPartner(id: number, key: string): Promise<void> {
     if (this.stopping || this.partners === null) return;
-    const r = await this.runPartnerEvent(id, this.options.clock.now());
+    const r = await this.runPartnerEvent(id, key, this.options.clock.now());
     this.report(r);
     const state = this.keys.get(key);
     if (state !== undefined && state.ids[0] === id) {
@@ -421,7 +428,7 @@ export class Pipeline {
         for (const handler of p.partner.handlersFor(event)) await handler(event, { sql, now, logger });
       },
     });
-    return { handlers: p.partner, db: p.db, q: pipelineQueries(p.db), ops };
+    return { ...p, q: pipelineQueries(p.db), ops };
   }
 
   /**
@@ -429,20 +436,20 @@ export class Pipeline {
    * a transaction of its own on the partner's connection (BEGIN IMMEDIATE … COMMIT), the fence
    * checked inside it. Never throws.
    */
-  private async runPartnerEvent(id: number, now: Date): Promise<Reported> {
+  private async runPartnerEvent(id: number, key: string, now: Date): Promise<Reported> {
     const { db, q, ops } = this.partners as NonNullable<Pipeline['partners']>;
     try {
       db.exec('BEGIN IMMEDIATE');
     } catch (err) {
-      return { id, outcome: 'unavailable', error: asError(err) };
+      return { id, key, outcome: 'unavailable', error: asError(err) };
     }
     try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
       const e = runnable(q.load(id));
       const r: Reported =
         e === null
-          ? { id, outcome: 'skipped' }
-          : reported(id, e.event, await drive(this.eventStep(e, now), ops));
+          ? { id, key, outcome: 'skipped' }
+          : reported(id, key, e.event, await drive(this.eventStep(e, now), ops));
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
       return r;
     } catch (err) {
@@ -452,7 +459,7 @@ export class Pipeline {
       } catch {
         // SQLite rolled back already (it does on some errors): nothing left to undo.
       }
-      return { id, outcome: 'unavailable', error: asError(err) };
+      return { id, key, outcome: 'unavailable', error: asError(err) };
     }
   }
 
@@ -470,15 +477,12 @@ export class Pipeline {
   private collectAndProcess(now: Date): TurnResult {
     // Another process may hold the processing lease by now: process nothing (the leadership loop
     // stops this pipeline at its next tick).
-    if (this.options.fence && !this.options.fence(now))
-      return { outcomes: [], unavailable: [], partner: [], more: false };
+    if (this.options.fence && !this.options.fence(now)) return { outcomes: [], more: false };
     this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
     const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
-    const unavailable: string[] = [];
-    const partner: TurnResult['partner'] = [];
     let more = false;
     for (const [key, state] of this.keys) {
       if (full(outcomes.length)) {
@@ -489,12 +493,10 @@ export class Pipeline {
       let n = 0;
       while (state.ids.length > 0 && n < perKey && !full(outcomes.length)) {
         const id = state.ids[0] as number;
-        const r = this.runOne(id, now);
+        const r = this.runOne(id, key, now);
         outcomes.push(r);
         if (r.outcome === 'retry' || r.outcome === 'unavailable' || r.outcome === 'partner') {
           state.blocked = true;
-          if (r.outcome === 'unavailable') unavailable.push(key);
-          if (r.outcome === 'partner') partner.push({ id, key });
           break;
         }
         state.ids.shift();
@@ -504,7 +506,7 @@ export class Pipeline {
       if (state.ids.length === 0) this.keys.delete(key);
       else if (!state.blocked) more = true;
     }
-    return { outcomes, unavailable, partner, more };
+    return { outcomes, more };
   }
 
   /**
@@ -519,17 +521,17 @@ export class Pipeline {
   }
 
   /** Runs one event's step (its own savepoint). Never throws. */
-  private runOne(id: number, now: Date): Reported {
+  private runOne(id: number, key: string, now: Date): Reported {
     let e: StepEvent | null;
     try {
       e = runnable(this.q.load(id));
     } catch (err) {
-      return { id, outcome: 'unavailable', error: err as Error };
+      return { id, key, outcome: 'unavailable', error: err as Error };
     }
-    if (e === null) return { id, outcome: 'skipped' };
-    if (this.step.partnerFor(e.event)) return { id, outcome: 'partner' };
+    if (e === null) return { id, key, outcome: 'skipped' };
+    if (this.step.partnerFor(e.event)) return { id, key, outcome: 'partner' };
     try {
-      return reported(id, e.event, driveSync(this.eventStep(e, now), this.ops));
+      return reported(id, key, e.event, driveSync(this.eventStep(e, now), this.ops));
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -537,7 +539,7 @@ export class Pipeline {
       } catch {
         // Nothing of it left (SQLite rolled back already).
       }
-      return { id, outcome: 'unavailable', error: err as Error };
+      return { id, key, outcome: 'unavailable', error: err as Error };
     }
   }
 
@@ -567,7 +569,7 @@ export class Pipeline {
     const { onError, logger } = this.options;
     tellFailure(r.failure as HandlerFailure, event, {
       onError,
-      handlers: this.partners?.handlers,
+      handlers: this.partners?.partner,
       logger,
     });
   }
@@ -584,8 +586,8 @@ function runnable(row: EventForWork | undefined): StepEvent | null {
 }
 
 /** What the pipeline says of an event its step ran. */
-function reported(id: number, event: HandlerEvent, report: StepReport): Reported {
+function reported(id: number, key: string, event: HandlerEvent, report: StepReport): Reported {
   return report.outcome === 'done'
-    ? { id, outcome: 'done', event }
-    : { id, outcome: report.outcome, event, failure: report.failure };
+    ? { id, key, outcome: 'done', event }
+    : { id, key, outcome: report.outcome, event, failure: report.failure };
 }
