@@ -140,28 +140,22 @@ function isMissingQueue(err: unknown): boolean {
 
 /** Creates the two queues if missing (a no-op for a queue that exists). */
 async function createQueues(boss: PgBoss, options: EngineOptions): Promise<void> {
-  await boss.createQueue(EVENTS_QUEUE, {
+  // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
+  // dead letters in `events`): keep retrying them, with backoff, as polls. `events` is the log; a
+  // completed job is worth nothing after an hour.
+  const both = {
     policy: 'stately',
-    // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
-    // dead letters in `events`); keep retrying them, with backoff up to a minute.
     retryLimit: 1_000_000,
-    retryDelay: 1,
     retryBackoff: true,
+    deleteAfterSeconds: 3600,
+    notify: true,
+  };
+  await boss.createQueue(EVENTS_QUEUE, {
+    ...both,
+    retryDelay: 1,
     retryDelayMax: 60,
     expireInSeconds: options.kickExpireSeconds ?? 10,
-    // `events` is the log; a completed kick is worth nothing after an hour.
-    deleteAfterSeconds: 3600,
-    notify: true,
   });
-  await boss.createQueue(POLL_QUEUE, {
-    policy: 'stately',
-    retryLimit: 1_000_000,
-    retryDelay: 5,
-    retryBackoff: true,
-    retryDelayMax: 300,
-    // Covers the service client's timeouts and retries.
-    expireInSeconds: 120,
-    deleteAfterSeconds: 3600,
-    notify: true,
-  });
+  // Expiry: covers the service client's timeouts and retries.
+  await boss.createQueue(POLL_QUEUE, { ...both, retryDelay: 5, retryDelayMax: 300, expireInSeconds: 120 });
 }

@@ -18,7 +18,7 @@ import { inPoolTransaction, pgStoreQuery, pgStoreSql } from './pg-store-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
-import { runPollJob, type StatusClient } from './poll-job';
+import { type PollJobDeps, runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
 import { type OrderClock, ReadingLog } from './order-clock';
 import { type BeatFigures, Relay, type RelayOptions, type RelaySpool } from './relay';
@@ -530,24 +530,20 @@ export class ClusterNode {
       },
     );
     if (options.statusClient === null) return;
-    const client = options.statusClient;
+    // The kicks' clock, schedule, logger and queues.
+    const polls: PollJobDeps = {
+      ...kicks,
+      client: options.statusClient,
+      transaction: (fn) => this.transaction(fn),
+      query: (text, values) => sqlOf(this.pool).query(text, values),
+      onPoll: options.metrics?.poll,
+    };
     await engine.boss.work<PollData>(
       POLL_QUEUE,
       { localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 5 },
       async (jobs) => {
         await gateCleared(options.gate, () => this.stopping);
-        for (const job of jobs)
-          await runPollJob(job.data.requestId, {
-            client,
-            schedule: options.schedule,
-            now: options.now,
-            transaction: (fn) => this.transaction(fn),
-            query: (text, values) => sqlOf(this.pool).query(text, values),
-            kick: (sql, keys) => engine.kick(sql, keys),
-            schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
-            onPoll: options.metrics?.poll,
-            logger: options.logger,
-          });
+        for (const job of jobs) await runPollJob(job.data.requestId, polls);
       },
     );
   }
