@@ -6,7 +6,6 @@ import {
   drive,
   driveSync,
   eventStep,
-  type StepProgram,
   type StepOps,
   type StepOptions,
   type StepEvent,
@@ -15,10 +14,9 @@ import {
   tellFailure,
 } from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
+import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../domain/event-router';
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
-import type { HandlerEvent } from '../domain/event-router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
@@ -187,6 +185,8 @@ export class Pipeline {
   private turnEntered = false;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
+  /** The event step's environment (core/effects.ts) but its `now`. */
+  private readonly env: Omit<EffectsEnv, 'now'>;
   private readonly ops: StepOps<'sync'>;
   private readonly partners: (PartnerHandlers & { q: PipelineQueries; ops: StepOps<'async'> }) | null;
 
@@ -203,6 +203,7 @@ export class Pipeline {
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     const backoff = options.backoff ?? DEFAULT_BACKOFF;
     this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.partner);
+    this.env = { dialect: sqliteDialect, logger: options.logger, schedule: stages.schedule };
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -449,7 +450,7 @@ export class Pipeline {
       const r: Reported =
         e === null
           ? { id, key, outcome: 'skipped' }
-          : reported(id, key, e.event, await drive(this.eventStep(e, now), ops));
+          : reported(id, key, e.event, await drive(eventStep(e, { ...this.env, now }, this.step), ops));
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
       return r;
     } catch (err) {
@@ -531,7 +532,7 @@ export class Pipeline {
     if (e === null) return { id, key, outcome: 'skipped' };
     if (this.step.partnerFor(e.event)) return { id, key, outcome: 'partner' };
     try {
-      return reported(id, key, e.event, driveSync(this.eventStep(e, now), this.ops));
+      return reported(id, key, e.event, driveSync(eventStep(e, { ...this.env, now }, this.step), this.ops));
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -541,17 +542,6 @@ export class Pipeline {
       }
       return { id, key, outcome: 'unavailable', error: err as Error };
     }
-  }
-
-  /** The event step of `e` at `now` (core/event-step.ts). */
-  private eventStep(e: StepEvent, now: Date): StepProgram<StepReport> {
-    const env: EffectsEnv = {
-      dialect: sqliteDialect,
-      now,
-      logger: this.options.logger,
-      schedule: this.options.stages.schedule,
-    };
-    return eventStep(e, env, this.step);
   }
 
   private report(r: Reported): void {
@@ -566,12 +556,7 @@ export class Pipeline {
     const event = r.event as HandlerEvent;
     this.options.metrics?.processed(event.evento ?? event.kind, r.outcome);
     if (r.outcome === 'done') return;
-    const { onError, logger } = this.options;
-    tellFailure(r.failure as HandlerFailure, event, {
-      onError,
-      handlers: this.partners?.partner,
-      logger,
-    });
+    tellFailure(r.failure as HandlerFailure, event, { ...this.options, handlers: this.partners?.partner });
   }
 
   private reportDepth(): void {
