@@ -165,12 +165,10 @@ function byReceipt(a: EventRow, b: EventRow): number {
  * once, by the first key that selects it.
  */
 async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promise<Work> {
-  const parsed = lockOrder(keys).map(parseKey);
+  const sorted = lockOrder(keys);
+  const parsed = sorted.map(parseKey);
   if (parsed.length === 0) return { keys: [], watermark: null };
-  await lockKeys(
-    sql,
-    parsed.map((k) => k.key),
-  );
+  await lockKeys(sql, sorted);
   const { at: watermark } = await currentWatermark(sql, maxMs);
   const kinds = (['p', 'r', 'e'] as const).filter((kind) => parsed.some((k) => k.kind === kind));
   const byKind = new Map(kinds.map((kind) => [kind, parsed.filter((k) => k.kind === kind)]));

@@ -138,8 +138,6 @@ export type ClusterRetention = Pick<
   'days' | 'offerEveryMs' | 'slotSeconds' | 'onPass'
 >;
 
-export type ClusterState = 'connecting' | 'running' | 'stopped';
-
 /** What the node starts and stops of sending (forwarding/sender-thread.ts). */
 export interface ClusterSending {
   start(): void;
@@ -168,7 +166,7 @@ export class ClusterNode {
   private readonly liveness: Liveness;
   /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
   private readonly settings: ConnectionSettings;
-  state: ClusterState = 'connecting';
+  state: 'connecting' | 'running' | 'stopped' = 'connecting';
   /** When start() was called (this process's clock), and whether the relay has published a heartbeat since. */
   private startedAt: number | null = null;
   private beaten = false;
@@ -295,17 +293,15 @@ export class ClusterNode {
       await client.query('RESET statement_timeout');
       return result;
     })();
-    let ok = false;
     try {
       const result = await answeredWithin(work, READ_SHORT_MS, 'to a short read');
-      ok = true;
+      client.release();
       return result;
     } catch {
-      return null;
-    } finally {
-      // Dropped unless it finished: the query still in flight then fails, and nobody waits for it.
-      client.release(!ok);
+      // Dropped: the query still in flight then fails, and nobody waits for it.
+      client.release(true);
       work.catch(() => undefined);
+      return null;
     }
   }
 
