@@ -447,19 +447,14 @@ export class ClusterNode {
   private startRelay(engine: Engine): Relay {
     const { options } = this;
     const readings = new ReadingLog(options.logger);
+    // Its replica id, clock, logger, holdback, oldest request in flight, order clock and gate as given.
     const relay = new Relay(this.pool, options.spool, {
-      replicaId: options.replicaId,
+      ...options,
       batch: options.relayBatch,
       intervalMs: options.relayIntervalMs,
       kick: (sql, keys) => engine.kick(sql, keys),
-      now: options.now,
-      logger: options.logger,
       lockTimeoutMs: (options.limits ?? DEFAULT_CONNECTION_LIMITS).lockTimeoutMs,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
-      holdbackMaxMs: options.holdbackMaxMs,
-      oldestInFlight: options.oldestInFlight,
-      orderClock: options.orderClock,
-      gate: options.gate,
       onBeat: (beat) => {
         this.beaten = true;
         if (beat.timeline !== this.timeline) this.onTimeline(engine, beat.timeline);

@@ -441,10 +441,6 @@ export class Pipeline {
     const { db, q, ops } = this.partners as NonNullable<Pipeline['partners']>;
     try {
       db.exec('BEGIN IMMEDIATE');
-    } catch (err) {
-      return { id, key, outcome: 'unavailable', error: asError(err) };
-    }
-    try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
       const e = runnable(q.load(id));
       const r: Reported =
@@ -454,7 +450,8 @@ export class Pipeline {
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
       return r;
     } catch (err) {
-      // Nothing of the event is stored: it runs again in a moment, this attempt not counted.
+      // Nothing of the event is stored (or its transaction never began): it runs again in a moment,
+      // this attempt not counted.
       try {
         if (db.inTransaction) db.exec('ROLLBACK');
       } catch {
