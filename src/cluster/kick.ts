@@ -348,7 +348,7 @@ async function eachInOrder(
     }
     const now = options.now();
     const next = notDue(row, now)
-      ? await retryLater(sql, options, key, row.next_attempt_at)
+      ? await retryLater(sql, options, key, row.next_attempt_at as Date)
       : await step(row, now, key);
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
@@ -429,13 +429,8 @@ function notDue(row: EventRow, now: Date): boolean {
 }
 
 /** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
-async function retryLater(
-  sql: Sql,
-  options: KickOptions,
-  key: string,
-  at: Date | string | null,
-): Promise<Step> {
-  await options.kick(sql, [key], new Date(at as Date | string));
+async function retryLater(sql: Sql, options: KickOptions, key: string, at: Date | string): Promise<Step> {
+  await options.kick(sql, [key], new Date(at));
   return 'stop';
 }
 
