@@ -114,15 +114,10 @@ export async function startEngine(url: string, options: EngineOptions) {
         `SELECT id, name FROM ${BOSS_SCHEMA}.job WHERE state = 'active' AND name = ANY($1::text[]) AND started_on < now()`,
         [[EVENTS_QUEUE, POLL_QUEUE]],
       );
+      const why = { reason: 'claimed before a PostgreSQL promotion' };
       for (const name of [EVENTS_QUEUE, POLL_QUEUE]) {
         const ids = claims.filter((c) => c.name === name).map((c) => c.id);
-        if (ids.length > 0)
-          await boss.fail(
-            name,
-            ids,
-            { reason: 'claimed before a PostgreSQL promotion' },
-            { db: bossDbOf(sql) },
-          );
+        if (ids.length > 0) await boss.fail(name, ids, why, { db: bossDbOf(sql) });
       }
       return claims.length;
     },

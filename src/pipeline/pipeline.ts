@@ -355,7 +355,11 @@ export class Pipeline {
       result = this.runTurn.immediate(this.options.clock.now());
     } catch (err) {
       if (!this.turnEntered && isLockBusy(err)) {
-        this.retryWhenUnlocked();
+        // The file is locked by another connection: the same work is tried again in a moment.
+        this.lockRetry ??= setTimeout(() => {
+          this.lockRetry = null;
+          this.scheduleTurn();
+        }, LOCKED_RETRY_MS).unref();
         return;
       }
       // The commit itself failed: nothing of the turn is stored. Forget what the turn took and
@@ -459,16 +463,6 @@ export class Pipeline {
       }
       return { id, key, outcome: 'unavailable', error: asError(err) };
     }
-  }
-
-  /** The file is locked by another connection: the same work is tried again in a moment. */
-  private retryWhenUnlocked(): void {
-    if (this.lockRetry !== null || this.stopping) return;
-    this.lockRetry = setTimeout(() => {
-      this.lockRetry = null;
-      this.scheduleTurn();
-    }, LOCKED_RETRY_MS);
-    this.lockRetry.unref();
   }
 
   /** Inside the turn's transaction: take runnable events, oldest proposals first, and run them. */
