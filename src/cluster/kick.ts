@@ -23,14 +23,14 @@ import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg
 /**
  * A kick: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
  * replica acknowledged each, as that replica estimated it, issue 36; `received_at` for an event
- * without one), those at or below the watermark only (docs/cluster.md §10: a key's events
- * wait until every relay has moved past them; the first one above it is held, watermark.ts), inside
- * the transaction pg-boss opened for the kick and commits with the kick's completion
- * (docs/cluster.md §5.2). An event's
- * effects and its `done` mark commit together, or, when a handler throws, roll back together while
- * the failure itself is recorded (attempts, backoff, dead letter). So an event's effects happen once
- * however often a kick runs, and a kick that dies before its commit leaves its events pending for
- * the next one. How a batch of kicks gets there in few statements: {@link runKicks}.
+ * without one), those at or below the watermark only (docs/cluster.md §10: a key's events wait
+ * until every relay has moved past them; the first one above it is held, watermark.ts), inside the
+ * transaction pg-boss opened for the kick and commits with the kick's completion (docs/cluster.md
+ * §5.2). An event's effects and its `done` mark commit together, or, when a handler throws, roll
+ * back together while the failure itself is recorded (attempts, backoff, dead letter). So an
+ * event's effects happen once however often a kick runs, and a kick that dies before its commit
+ * leaves its events pending for the next one. How a batch of kicks gets there in few statements:
+ * {@link runKicks}.
  *
  * The kick lock (kick-lock.ts) makes two kicks of one key never overlap even if the engine's
  * one-active-per-key rule were ever broken (a claim that expired while its kick was still running),
@@ -376,11 +376,11 @@ class Aborted extends Error {
 }
 
 /**
- * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts `effects`), on the
- * caller's transaction: statements prepared, a first poll queued with pg-boss in the transaction,
- * the messages collected in `entries`. With `done`
- * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
- * written together, and a rollback ends the pass ({@link Aborted}).
+ * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts
+ * `effects`), on the caller's transaction: statements prepared, a first poll queued with pg-boss in
+ * the transaction, the messages collected in `entries`. With `done` (the fast pass): the events'
+ * savepoints are the batch's, their `done` marks collected to be written together, and a rollback
+ * ends the pass ({@link Aborted}).
  */
 export function pgStepOps(
   sql: Sql,

@@ -104,9 +104,8 @@ export interface ClusterNodeOptions
    */
   limits?: ConnectionLimits;
   /**
-   * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
-   * throttled job).
-   * @default undefined (everything is kept)
+   * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one
+   * replica (a pg-boss throttled job). @default undefined (everything is kept)
    */
   retention?: ClusterRetention;
   metrics?: {

@@ -34,9 +34,9 @@ import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sto
  *   they were received (event id order); different proposals are interleaved.
  * - Each event runs the event step written once for both stores (core/event-step.ts: its stages
  *   and its `done` mark in ONE transaction, a savepoint inside the turn's): its effects happen
- *   once. A turn processes up to `batchSize` runnable
- *   events in one outer transaction, so the pipeline pays one commit per turn, not per event; a
- *   crash before that commit rolls back every effect of the turn together with its `done` marks.
+ *   once. A turn processes up to `batchSize` runnable events in one outer transaction, so the
+ *   pipeline pays one commit per turn, not per event; a crash before that commit rolls back every
+ *   effect of the turn together with its `done` marks.
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
