@@ -2,7 +2,6 @@ import { Pool, type PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
-import type { HandlerRouter } from '../domain/event-router';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { type KickOptions, runKicks } from './kick';
@@ -52,10 +51,7 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 /** The kicks' and the relay's settings, passed on as they are (kick.ts, relay.ts). */
 export interface ClusterNodeOptions
   extends
-    Pick<
-      KickOptions,
-      'maxAttempts' | 'backoff' | 'outbox' | 'holdbackMaxMs' | 'traces' | 'schedule' | 'logger' | 'now'
-    >,
+    Omit<KickOptions, 'kick' | 'schedulePoll' | 'onProcessed' | 'onError' | 'random'>,
     Pick<RelayOptions, 'replicaId' | 'oldestInFlight'> {
   databaseUrl: string;
   relayBatch: number;
@@ -68,8 +64,6 @@ export interface ClusterNodeOptions
   spool: RelaySpool;
   /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
   statusClient: StatusClient | null;
-  /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
-  handlers?: HandlerRouter | undefined;
   /**
    * Sending (forwarder.ts, in the forwarding thread: forwarding/sender-thread.ts): started once
    * connected, after the migrations (it reads tables they create); stopped before the kicks, so
