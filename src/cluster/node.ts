@@ -70,7 +70,12 @@ export interface ClusterNodeOptions
    * that what was answered is recorded before the locks are given back.
    * @default none (nothing is sent; the outbox still fills for the feed)
    */
-  sender?: ClusterSending;
+  sender?: {
+    start(): void;
+    stop(timeoutMs: number): Promise<boolean>;
+    /** The destinations this replica sends now (holds the lock of), sorted. */
+    holding(): string[];
+  };
   /**
    * The fingerprints of the console's configured tokens: on connecting, the sessions of any other
    * token (rotated or removed) are deleted, for every replica at once (the sessions are shared).
@@ -99,9 +104,10 @@ export interface ClusterNodeOptions
   limits?: ConnectionLimits;
   /**
    * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one
-   * replica (a pg-boss throttled job). @default undefined (everything is kept)
+   * replica (a pg-boss throttled job); passed on to startClusterRetention. @default undefined
+   * (everything is kept)
    */
-  retention?: ClusterRetention;
+  retention?: Pick<ClusterRetentionOptions, 'days' | 'offerEveryMs' | 'slotSeconds' | 'onPass'>;
   metrics?: {
     relayed?(rows: number, delays: readonly number[]): void;
     relayError?(): void;
@@ -125,27 +131,13 @@ export interface PreviousSpool {
   lastReceivedAt: string | null;
 }
 
-/** Cluster mode's retention settings (ClusterNodeOptions.retention), passed on to startClusterRetention. */
-export type ClusterRetention = Pick<
-  ClusterRetentionOptions,
-  'days' | 'offerEveryMs' | 'slotSeconds' | 'onPass'
->;
-
-/** What the node starts and stops of sending (forwarding/sender-thread.ts). */
-export interface ClusterSending {
-  start(): void;
-  stop(timeoutMs: number): Promise<boolean>;
-  /** The destinations this replica sends now (holds the lock of), sorted. */
-  holding(): string[];
-}
-
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
 const READ_SHORT_MS = 2500;
 
 export class ClusterNode {
   private readonly pool: Pool;
   /** Sending, as given (a thread of its own); null without. */
-  readonly sending: ClusterSending | null;
+  readonly sending: NonNullable<ClusterNodeOptions['sender']> | null;
   private engine: Engine | null = null;
   private relay: Relay | null = null;
   private starting: Promise<void> | null = null;
