@@ -51,8 +51,7 @@ export class ProcessingLeadership {
 
   start(): void {
     this.tick();
-    this.timer = setInterval(() => this.tick(), this.intervalMs);
-    this.timer.unref();
+    this.timer = setInterval(() => this.tick(), this.intervalMs).unref();
   }
 
   /** Stops trying; when holding, stops processing first, then releases the lease for a standby. */

@@ -215,9 +215,7 @@ export class Pipeline {
     this.stopping = false;
     const recovered = this.recover();
     if (recovered > 0) this.options.logger.info({ events: recovered }, 'pipeline: recovered backlog');
-    const interval = this.options.sweepIntervalMs ?? 1000;
-    this.sweeper = setInterval(() => this.sweep(), interval);
-    this.sweeper.unref();
+    this.sweeper = setInterval(() => this.sweep(), this.options.sweepIntervalMs ?? 1000).unref();
     this.reportDepth();
   }
 
