@@ -164,19 +164,18 @@ export class ClusterNode {
   readonly storePort: StorePort<PgQuery>;
 
   constructor(private readonly options: ClusterNodeOptions) {
-    const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
-    this.settings = settings;
+    this.settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
     this.sending = options.sender ?? null;
     this.pool = new Pool({
       connectionString: options.databaseUrl,
       max: 4,
       application_name: `consig-receiver:${options.replicaId}`,
       connectionTimeoutMillis: 5000,
-      ...settings,
+      ...this.settings,
     });
     this.liveness = new Liveness({
       connectionString: options.databaseUrl,
-      settings,
+      settings: this.settings,
       applicationName: `consig-receiver:${options.replicaId}:liveness`,
       logger: options.logger,
     });

@@ -48,16 +48,14 @@ import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sto
  *   retries that fell due and events put back by `replay` from another process.
  */
 
-export interface PipelineMetrics {
-  processed(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
-  depth(n: number): void;
-}
-
 export interface PipelineOptions {
   maxAttempts: number;
   clock: Clock;
   logger: Logger;
-  metrics?: PipelineMetrics;
+  metrics?: {
+    processed(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
+    depth(n: number): void;
+  };
   /** Handler retry backoff: first delay and cap. Default 1 s … 10 min. */
   backoff?: { baseMs: number; maxMs: number };
   random?: () => number;
