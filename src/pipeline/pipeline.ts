@@ -332,12 +332,13 @@ export class Pipeline {
     // setImmediate: requests that arrived meanwhile are read (and their events stored) first, and
     // a turn covers everything runnable by then.
     setImmediate(() =>
-      whenGateClear(this.options.gate, () => {
-        this.queue
-          .add(() => this.turn())
-          .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline turn failed'));
-      }),
+      whenGateClear(this.options.gate, () => this.queued(() => this.turn(), 'pipeline turn failed')),
     );
+  }
+
+  /** `work` queued after what the queue has; should it throw, the log says `failed`. */
+  private queued(work: () => void | Promise<void>, failed: string): void {
+    this.queue.add(work).catch((err: Error) => this.options.logger.error({ err: err.message }, failed));
   }
 
   private turn(): void {
@@ -381,10 +382,7 @@ export class Pipeline {
     if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
     for (const { outcome, id, key } of result.outcomes)
       if (outcome === 'unavailable') this.releaseLater(key);
-      else if (outcome === 'partner')
-        this.queue
-          .add(() => this.runPartner(id, key))
-          .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
+      else if (outcome === 'partner') this.queued(() => this.runPartner(id, key), 'pipeline event failed');
     if (result.more) this.scheduleTurn();
     this.reportDepth();
   }
