@@ -183,8 +183,6 @@ export class Pipeline {
   private turnEntered = false;
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
-  /** The event step's environment (core/effects.ts) but its `now`. */
-  private readonly env: Omit<EffectsEnv, 'now'>;
   private readonly ops: StepOps<'sync'>;
   private readonly partners: (PartnerHandlers & { q: PipelineQueries; ops: StepOps<'async'> }) | null;
 
@@ -201,7 +199,6 @@ export class Pipeline {
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     const backoff = options.backoff ?? DEFAULT_BACKOFF;
     this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.partner);
-    this.env = { dialect: sqliteDialect, logger: options.logger, schedule: stages.schedule };
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -444,7 +441,7 @@ export class Pipeline {
       const r: Reported =
         e === null
           ? { id, key, outcome: 'skipped' }
-          : reported(id, key, e.event, await drive(eventStep(e, { ...this.env, now }, this.step), ops));
+          : reported(id, key, e.event, await drive(eventStep(e, this.envAt(now), this.step), ops));
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
       return r;
     } catch (err) {
@@ -469,6 +466,7 @@ export class Pipeline {
     const perKey = this.options.perKeyPerTurn ?? 32;
     const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
+    const env = this.envAt(now); // one for the turn's events
     let more = false;
     for (const [key, state] of this.keys) {
       if (full(outcomes.length)) {
@@ -479,7 +477,7 @@ export class Pipeline {
       let n = 0;
       while (state.ids.length > 0 && n < perKey && !full(outcomes.length)) {
         const id = state.ids[0] as number;
-        const r = this.runOne(id, key, now);
+        const r = this.runOne(id, key, env);
         outcomes.push(r);
         if (r.outcome === 'retry' || r.outcome === 'unavailable' || r.outcome === 'partner') {
           state.blocked = true;
@@ -507,7 +505,7 @@ export class Pipeline {
   }
 
   /** Runs one event's step (its own savepoint). Never throws. */
-  private runOne(id: number, key: string, now: Date): Reported {
+  private runOne(id: number, key: string, env: EffectsEnv): Reported {
     let e: StepEvent | null;
     try {
       e = runnable(this.q.load(id));
@@ -517,7 +515,7 @@ export class Pipeline {
     if (e === null) return { id, key, outcome: 'skipped' };
     if (this.step.partnerFor(e.event)) return { id, key, outcome: 'partner' };
     try {
-      return reported(id, key, e.event, driveSync(eventStep(e, { ...this.env, now }, this.step), this.ops));
+      return reported(id, key, e.event, driveSync(eventStep(e, env, this.step), this.ops));
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -527,6 +525,16 @@ export class Pipeline {
       }
       return { id, key, outcome: 'unavailable', error: err as Error };
     }
+  }
+
+  /** The event step's environment (core/effects.ts) at `now`. */
+  private envAt(now: Date): EffectsEnv {
+    return {
+      dialect: sqliteDialect,
+      now,
+      logger: this.options.logger,
+      schedule: this.options.stages.schedule,
+    };
   }
 
   private report(r: Reported): void {
