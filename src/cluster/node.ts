@@ -115,20 +115,12 @@ export interface ClusterNodeOptions
     handlerFailure?(evento: string): void;
     poll?(outcome: PollOutcome): void;
     /** PostgreSQL knew another spool of this REPLICA_ID and not this one (see checkSpoolIdentity). */
-    spoolReplaced?(previous: PreviousSpool): void;
+    spoolReplaced?(): void;
     beat?(beat: BeatFigures): void;
     late?(rows: number): void;
     /** PostgreSQL lacked `gap` of this spool (a failover lost commits); `resend` rows go again. */
     gap?(gap: SpoolGap, resend: number): void;
   };
-}
-
-/** A spool relay_spools knows for this REPLICA_ID, other than the one the replica runs on. */
-export interface PreviousSpool {
-  spool: string;
-  relayedThrough: number;
-  lastRelayedAt: string | null;
-  lastReceivedAt: string | null;
 }
 
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
@@ -373,21 +365,15 @@ export class ClusterNode {
     );
     const newest = rows[0];
     if (newest === undefined || newest.spool === options.spool.id) return;
-    const previous: PreviousSpool = {
-      spool: newest.spool,
-      relayedThrough: Number(newest.relayed_through),
-      lastRelayedAt: iso(newest.last_relayed_at),
-      lastReceivedAt: iso(newest.last_received_at),
-    };
-    options.metrics?.spoolReplaced?.(previous);
+    options.metrics?.spoolReplaced?.();
     options.logger.error(
       {
         replica: options.replicaId,
         spool: options.spool.id,
-        previous_spool: previous.spool,
-        previous_relayed_through: previous.relayedThrough,
-        previous_last_received_at: previous.lastReceivedAt,
-        previous_last_relayed_at: previous.lastRelayedAt,
+        previous_spool: newest.spool,
+        previous_relayed_through: Number(newest.relayed_through),
+        previous_last_received_at: iso(newest.last_received_at),
+        previous_last_relayed_at: iso(newest.last_relayed_at),
         spools_before: rows.length,
       },
       'cluster mode: this replica starts on a new spool; deliveries its previous spool acknowledged after previous_last_received_at and never relayed are lost unless that volume is recovered (docs/alert-runbook.md#consigspoolreplaced)',
@@ -418,12 +404,11 @@ export class ClusterNode {
     const { options } = this;
     if (options.retention === undefined) return null;
     const inTransaction = <T>(fn: (client: PoolClient) => Promise<T>) => this.onClient(fn);
+    // This replica's id, clock and logger as given.
     return startClusterRetention(engine.boss, {
+      ...options,
       ...options.retention,
-      replicaId: options.replicaId,
       log: pgStoreSql({ read: inTransaction, writing: inTransaction }),
-      logger: options.logger,
-      now: options.now,
       stopping: () => this.stopping,
     });
   }
