@@ -95,19 +95,17 @@ export class ProcessingLeadership {
   }
 
   private gain(since: string): void {
+    const { logger, holder } = this.options;
     this.holding = true;
     this.transitions = this.transitions.then(() => {
-      this.options.logger.info(
-        { holder: this.options.holder, since },
+      logger.info(
+        { holder, since },
         'processing lease taken: this process runs the pipeline, the poller and retention',
       );
       try {
         this.options.onGained();
       } catch (err) {
-        this.options.logger.error(
-          { err: (err as Error).message },
-          'processing could not start; trying again',
-        );
+        logger.error({ err: (err as Error).message }, 'processing could not start; trying again');
         this.holding = false;
       }
     });

@@ -194,11 +194,10 @@ export class Pipeline {
     // turn could only wait for the first. The queue gives stop() its clear/onIdle.
     this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
-    const { traces, stages } = options;
-    this.ops = sqliteStepOps(db, { traces });
+    this.ops = sqliteStepOps(db, { traces: options.traces });
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     const backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.partner);
+    this.step = stepOptionsOf({ ...options, backoff, outbox: options.stages.outbox }, this.partners?.partner);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
