@@ -114,15 +114,10 @@ export async function startEngine(url: string, options: EngineOptions) {
         `SELECT id, name FROM ${BOSS_SCHEMA}.job WHERE state = 'active' AND name = ANY($1::text[]) AND started_on < now()`,
         [[EVENTS_QUEUE, POLL_QUEUE]],
       );
+      const why = { reason: 'claimed before a PostgreSQL promotion' };
       for (const name of [EVENTS_QUEUE, POLL_QUEUE]) {
         const ids = claims.filter((c) => c.name === name).map((c) => c.id);
-        if (ids.length > 0)
-          await boss.fail(
-            name,
-            ids,
-            { reason: 'claimed before a PostgreSQL promotion' },
-            { db: bossDbOf(sql) },
-          );
+        if (ids.length > 0) await boss.fail(name, ids, why, { db: bossDbOf(sql) });
       }
       return claims.length;
     },
@@ -140,28 +135,22 @@ function isMissingQueue(err: unknown): boolean {
 
 /** Creates the two queues if missing (a no-op for a queue that exists). */
 async function createQueues(boss: PgBoss, options: EngineOptions): Promise<void> {
-  await boss.createQueue(EVENTS_QUEUE, {
+  // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
+  // dead letters in `events`): keep retrying them, with backoff, as polls. `events` is the log; a
+  // completed job is worth nothing after an hour.
+  const both = {
     policy: 'stately',
-    // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
-    // dead letters in `events`); keep retrying them, with backoff up to a minute.
     retryLimit: 1_000_000,
-    retryDelay: 1,
     retryBackoff: true,
+    deleteAfterSeconds: 3600,
+    notify: true,
+  };
+  await boss.createQueue(EVENTS_QUEUE, {
+    ...both,
+    retryDelay: 1,
     retryDelayMax: 60,
     expireInSeconds: options.kickExpireSeconds ?? 10,
-    // `events` is the log; a completed kick is worth nothing after an hour.
-    deleteAfterSeconds: 3600,
-    notify: true,
   });
-  await boss.createQueue(POLL_QUEUE, {
-    policy: 'stately',
-    retryLimit: 1_000_000,
-    retryDelay: 5,
-    retryBackoff: true,
-    retryDelayMax: 300,
-    // Covers the service client's timeouts and retries.
-    expireInSeconds: 120,
-    deleteAfterSeconds: 3600,
-    notify: true,
-  });
+  // Expiry: covers the service client's timeouts and retries.
+  await boss.createQueue(POLL_QUEUE, { ...both, retryDelay: 5, retryDelayMax: 300, expireInSeconds: 120 });
 }

@@ -19,32 +19,26 @@ import type { Sql, Statement } from './pg-sql';
  * a row a kick waits for while it waits for that kick.
  */
 
-const statement = (name: string, text: string): Statement => ({ name: `consig_kick_lock_${name}`, text });
-
-const LOCK = {
-  exclusive: statement(
-    'exclusive',
-    `SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
-  ),
-  shared: statement(
-    'shared',
-    `SELECT pg_advisory_xact_lock_shared(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
-  ),
-} as const;
+/** The lock statement of a mode, over an array of keys. */
+const lock = (mode: 'exclusive' | 'shared', fn: string): Statement => ({
+  name: `consig_kick_lock_${mode}`,
+  text: `SELECT ${fn}(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
+});
+const EXCLUSIVE = lock('exclusive', 'pg_advisory_xact_lock');
+const SHARED = lock('shared', 'pg_advisory_xact_lock_shared');
 
 /** The distinct keys, in the one order every locker uses. */
 export function lockOrder(keys: Iterable<string>): string[] {
   return [...new Set(keys)].sort();
 }
 
-/** A kick's hold on its keys: waits for any producer of them to commit. */
-export async function lockKeys(sql: Sql, keys: readonly string[]): Promise<void> {
+async function take(sql: Sql, statement: Statement, keys: Iterable<string>): Promise<void> {
   const sorted = lockOrder(keys);
-  if (sorted.length > 0) await sql.prepared(LOCK.exclusive, [sorted]);
+  if (sorted.length > 0) await sql.prepared(statement, [sorted]);
 }
 
+/** A kick's hold on its keys: waits for any producer of them to commit. */
+export const lockKeys = (sql: Sql, keys: readonly string[]): Promise<void> => take(sql, EXCLUSIVE, keys);
+
 /** A producer's hold on the keys it will make events due for: see the module's note. */
-export async function holdKeys(sql: Sql, keys: Iterable<string>): Promise<void> {
-  const sorted = lockOrder(keys);
-  if (sorted.length > 0) await sql.prepared(LOCK.shared, [sorted]);
-}
+export const holdKeys = (sql: Sql, keys: Iterable<string>): Promise<void> => take(sql, SHARED, keys);

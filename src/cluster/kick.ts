@@ -23,14 +23,14 @@ import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg
 /**
  * A kick: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
  * replica acknowledged each, as that replica estimated it, issue 36; `received_at` for an event
- * without one), those at or below the watermark only (docs/cluster.md §10: a key's events
- * wait until every relay has moved past them; the first one above it is held, watermark.ts), inside
- * the transaction pg-boss opened for the kick and commits with the kick's completion
- * (docs/cluster.md §5.2). An event's
- * effects and its `done` mark commit together, or, when a handler throws, roll back together while
- * the failure itself is recorded (attempts, backoff, dead letter). So an event's effects happen once
- * however often a kick runs, and a kick that dies before its commit leaves its events pending for
- * the next one. How a batch of kicks gets there in few statements: {@link runKicks}.
+ * without one), those at or below the watermark only (docs/cluster.md §10: a key's events wait
+ * until every relay has moved past them; the first one above it is held, watermark.ts), inside the
+ * transaction pg-boss opened for the kick and commits with the kick's completion (docs/cluster.md
+ * §5.2). An event's effects and its `done` mark commit together, or, when a handler throws, roll
+ * back together while the failure itself is recorded (attempts, backoff, dead letter). So an
+ * event's effects happen once however often a kick runs, and a kick that dies before its commit
+ * leaves its events pending for the next one. How a batch of kicks gets there in few statements:
+ * {@link runKicks}.
  *
  * The kick lock (kick-lock.ts) makes two kicks of one key never overlap even if the engine's
  * one-active-per-key rule were ever broken (a claim that expired while its kick was still running),
@@ -40,12 +40,16 @@ import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg
 /** Events per kick: a key with more is kicked again in the same transaction. */
 export const KICK_BATCH = 64;
 
-export interface KickOptions {
+/** What a kick runs with: core/effects.ts's poll schedule, the step's settings, the clock, the queues. */
+export interface KickOptions extends Pick<EffectsEnv, 'schedule'> {
   maxAttempts: number;
   backoff: { baseMs: number; maxMs: number };
   random?: () => number;
   /** Re-queues the key (more events waiting, or a retry due at `startAfter`), in `sql`'s transaction. */
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
+  /** Queues a registration's first poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+  schedulePoll: SchedulePoll;
+  now(): Date;
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
   onError?(error: Error, event: EventFacts): void;
   logger: ClusterLogger;
@@ -82,11 +86,7 @@ interface EventRow {
   trace_context: string | null;
 }
 
-/** Queues a registration's first poll in `sql`'s transaction (engine.ts `schedulePoll`). */
 export type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
-
-/** What a kick's events run with: core/effects.ts's settings, the clock, and the way to queue a poll. */
-type KickContext = Pick<EffectsEnv, 'logger' | 'schedule'> & { now: () => Date; schedulePoll: SchedulePoll };
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
@@ -145,15 +145,9 @@ function parseKey(key: string): Key {
   throw new Error(`not a work key: ${key}`);
 }
 
-/** A key's due events, in order time. */
-interface KeyWork {
-  key: string;
-  rows: EventRow[];
-}
-
-/** What a batch of kicks loaded: each key's events, and the watermark read before them. */
+/** What a batch of kicks loaded: each key's due events in order time, and the watermark read before them. */
 interface Work {
-  keys: KeyWork[];
+  keys: { key: string; rows: EventRow[] }[];
   /** null: no relay has published a heartbeat, nothing to wait for. */
   watermark: Date | null;
 }
@@ -171,12 +165,10 @@ function byReceipt(a: EventRow, b: EventRow): number {
  * once, by the first key that selects it.
  */
 async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promise<Work> {
-  const parsed = lockOrder(keys).map(parseKey);
+  const sorted = lockOrder(keys);
+  const parsed = sorted.map(parseKey);
   if (parsed.length === 0) return { keys: [], watermark: null };
-  await lockKeys(
-    sql,
-    parsed.map((k) => k.key),
-  );
+  await lockKeys(sql, sorted);
   const { at: watermark } = await currentWatermark(sql, maxMs);
   const kinds = (['p', 'r', 'e'] as const).filter((kind) => parsed.some((k) => k.kind === kind));
   const byKind = new Map(kinds.map((kind) => [kind, parsed.filter((k) => k.kind === kind)]));
@@ -213,16 +205,11 @@ async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promi
  * `sql` (a counter, a call) would happen twice.
  * Either way an event's effects and its `done` mark commit together, or not at all.
  */
-export async function runKicks(
-  sql: Sql,
-  keys: readonly string[],
-  ctx: KickContext,
-  options: KickOptions,
-): Promise<number> {
+export async function runKicks(sql: Sql, keys: readonly string[], options: KickOptions): Promise<number> {
   const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
-  const first = await runPass(sql, work, ctx, options, partnerWork(work, options) ? { threw: null } : null);
+  const first = await runPass(sql, work, options, partnerWork(work, options) ? { threw: null } : null);
   // The careful pass runs the batch again from the start, holds included, and never ends early.
-  const pass = ('error' in first ? await runPass(sql, work, ctx, options, { threw: first }) : first) as Pass;
+  const pass = ('error' in first ? await runPass(sql, work, options, { threw: first }) : first) as Pass;
   await hold(sql, pass.holds);
   await storeOutbox(sql, pass.outbox);
   return pass.finished;
@@ -251,7 +238,6 @@ interface Pass {
 async function runPass(
   sql: Sql,
   work: Work,
-  ctx: KickContext,
   options: KickOptions,
   careful: { threw: Threw | null } | null,
 ): Promise<Pass | Threw> {
@@ -265,22 +251,19 @@ async function runPass(
   const later: (() => void)[] = [];
   const tell = careful === null ? (f: () => void) => void later.push(f) : (f: () => void) => f();
   const logger: EffectsLogger = {
-    info: (fields, message) => tell(() => ctx.logger.info(fields, message)),
-    warn: (fields, message) => tell(() => ctx.logger.warn(fields, message)),
+    info: (fields, message) => tell(() => options.logger.info(fields, message)),
+    warn: (fields, message) => tell(() => options.logger.warn(fields, message)),
   };
-  let env: Omit<EffectsEnv, 'now'> = { ...ctx, dialect: postgresDialect, logger };
+  let env: Omit<EffectsEnv, 'now'> = { schedule: options.schedule, dialect: postgresDialect, logger };
   const done: Done[] | undefined = careful === null ? [] : undefined;
   if (careful === null) {
     await sql.query('SAVEPOINT consig_batch');
     const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
     env = { ...env, statuses: await lockProposals(sql, nus) };
   }
-  const [step, ops] = [
-    stepOptionsOf(options, options.handlers),
-    pgStepOps(sql, ctx, options, pass.outbox, done),
-  ];
+  const [step, ops] = [stepOptionsOf(options, options.handlers), pgStepOps(sql, options, pass.outbox, done)];
   let threw: Threw | null = null;
-  await eachInOrder(sql, work, ctx, options, pass.holds, async (row, now, key) => {
+  await eachInOrder(sql, work, options, pass.holds, async (row, now, key) => {
     const event = facts.get(row.id) as HandlerEvent;
     const e = {
       event,
@@ -349,7 +332,6 @@ function heldOf(work: Work): Hold[] {
 async function eachInOrder(
   sql: Sql,
   work: Work,
-  ctx: KickContext,
   options: KickOptions,
   holds: Hold[],
   step: (row: EventRow, now: Date, key: string) => Promise<Step>,
@@ -364,9 +346,9 @@ async function eachInOrder(
       stopped.add(key);
       continue;
     }
-    const now = ctx.now();
+    const now = options.now();
     const next = notDue(row, now)
-      ? await retryLater(sql, options, key, row.next_attempt_at)
+      ? await retryLater(sql, options, key, row.next_attempt_at as Date)
       : await step(row, now, key);
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
@@ -380,9 +362,8 @@ const NO_ROWS: readonly unknown[] = [];
 /** The event's savepoint, on its own (the careful pass). */
 async function savepoint(sql: Sql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
   if (kind === 'set') await sql.query('SAVEPOINT consig_event');
-  else if (kind === 'release') await sql.query('RELEASE SAVEPOINT consig_event');
   else {
-    await sql.query('ROLLBACK TO SAVEPOINT consig_event');
+    if (kind === 'rollback') await sql.query('ROLLBACK TO SAVEPOINT consig_event');
     await sql.query('RELEASE SAVEPOINT consig_event');
   }
 }
@@ -395,16 +376,15 @@ class Aborted extends Error {
 }
 
 /**
- * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts `effects`), on the
- * caller's transaction: statements prepared, a first poll queued with pg-boss in the transaction,
- * the messages collected in `entries`. With `done`
- * (the fast pass): the events' savepoints are the batch's, their `done` marks collected to be
- * written together, and a rollback ends the pass ({@link Aborted}).
+ * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts
+ * `effects`), on the caller's transaction: statements prepared, a first poll queued with pg-boss in
+ * the transaction, the messages collected in `entries`. With `done` (the fast pass): the events'
+ * savepoints are the batch's, their `done` marks collected to be written together, and a rollback
+ * ends the pass ({@link Aborted}).
  */
 export function pgStepOps(
   sql: Sql,
-  ctx: { schedulePoll: SchedulePoll },
-  options: Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
+  options: Pick<KickOptions, 'schedulePoll'> & Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
   entries: OutboxEntry[] = [],
   done?: Done[],
 ): StepOps<'async'> {
@@ -415,7 +395,7 @@ export function pgStepOps(
       done.push({ id: params[1], at: params[0] });
       return NO_ROWS;
     },
-    firstPoll: (requestId, at) => ctx.schedulePoll(sql, requestId, at),
+    firstPoll: (requestId, at) => options.schedulePoll(sql, requestId, at),
     savepoint: (kind, error) => {
       if (done === undefined) return savepoint(sql, kind);
       if (kind === 'rollback') throw new Aborted(error as Error);
@@ -449,13 +429,8 @@ function notDue(row: EventRow, now: Date): boolean {
 }
 
 /** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
-async function retryLater(
-  sql: Sql,
-  options: KickOptions,
-  key: string,
-  at: Date | string | null,
-): Promise<Step> {
-  await options.kick(sql, [key], new Date(at as Date | string));
+async function retryLater(sql: Sql, options: KickOptions, key: string, at: Date | string): Promise<Step> {
+  await options.kick(sql, [key], new Date(at));
   return 'stop';
 }
 

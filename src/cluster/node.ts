@@ -1,8 +1,7 @@
 import { Pool, type PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
-import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import type { PollOutcome } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
-import type { HandlerRouter } from '../domain/event-router';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
 import { type KickOptions, runKicks } from './kick';
@@ -18,7 +17,7 @@ import { inPoolTransaction, pgStoreQuery, pgStoreSql } from './pg-store-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
 import { migratePostgres } from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
-import { runPollJob, type StatusClient } from './poll-job';
+import { type PollJobDeps, runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
 import { type OrderClock, ReadingLog } from './order-clock';
 import { type BeatFigures, Relay, type RelayOptions, type RelaySpool } from './relay';
@@ -32,7 +31,7 @@ import {
   redactedMessage,
 } from './connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, type ClusterLogger, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
@@ -52,7 +51,7 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 /** The kicks' and the relay's settings, passed on as they are (kick.ts, relay.ts). */
 export interface ClusterNodeOptions
   extends
-    Pick<KickOptions, 'maxAttempts' | 'backoff' | 'outbox' | 'holdbackMaxMs' | 'traces'>,
+    Omit<KickOptions, 'kick' | 'schedulePoll' | 'onProcessed' | 'onError' | 'random'>,
     Pick<RelayOptions, 'replicaId' | 'oldestInFlight'> {
   databaseUrl: string;
   relayBatch: number;
@@ -62,21 +61,21 @@ export interface ClusterNodeOptions
    * destination's lock); another replica must process.
    */
   concurrency: number;
-  schedule: PollScheduleOptions;
   spool: RelaySpool;
   /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
   statusClient: StatusClient | null;
-  logger: ClusterLogger;
-  now(): Date;
-  /** A partner's own handlers (`configureHandlers`), run by the kicks after the built-in ones. */
-  handlers?: HandlerRouter | undefined;
   /**
    * Sending (forwarder.ts, in the forwarding thread: forwarding/sender-thread.ts): started once
    * connected, after the migrations (it reads tables they create); stopped before the kicks, so
    * that what was answered is recorded before the locks are given back.
    * @default none (nothing is sent; the outbox still fills for the feed)
    */
-  sender?: ClusterSending;
+  sender?: {
+    start(): void;
+    stop(timeoutMs: number): Promise<boolean>;
+    /** The destinations this replica sends now (holds the lock of), sorted. */
+    holding(): string[];
+  };
   /**
    * The fingerprints of the console's configured tokens: on connecting, the sessions of any other
    * token (rotated or removed) are deleted, for every replica at once (the sessions are shared).
@@ -104,11 +103,11 @@ export interface ClusterNodeOptions
    */
   limits?: ConnectionLimits;
   /**
-   * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one replica (a pg-boss
-   * throttled job).
-   * @default undefined (everything is kept)
+   * RETENTION_DAYS (pg-retention.ts, core/prune-pass.ts): PostgreSQL pruned once per hour by one
+   * replica (a pg-boss throttled job); passed on to startClusterRetention. @default undefined
+   * (everything is kept)
    */
-  retention?: ClusterRetention;
+  retention?: Pick<ClusterRetentionOptions, 'days' | 'offerEveryMs' | 'slotSeconds' | 'onPass'>;
   metrics?: {
     relayed?(rows: number, delays: readonly number[]): void;
     relayError?(): void;
@@ -116,39 +115,12 @@ export interface ClusterNodeOptions
     handlerFailure?(evento: string): void;
     poll?(outcome: PollOutcome): void;
     /** PostgreSQL knew another spool of this REPLICA_ID and not this one (see checkSpoolIdentity). */
-    spoolReplaced?(previous: PreviousSpool): void;
+    spoolReplaced?(): void;
     beat?(beat: BeatFigures): void;
     late?(rows: number): void;
     /** PostgreSQL lacked `gap` of this spool (a failover lost commits); `resend` rows go again. */
     gap?(gap: SpoolGap, resend: number): void;
   };
-}
-
-/** A spool relay_spools knows for this REPLICA_ID, other than the one the replica runs on. */
-export interface PreviousSpool {
-  spool: string;
-  relayedThrough: number;
-  lastRelayedAt: string | null;
-  lastReceivedAt: string | null;
-}
-
-/** Cluster mode's retention settings (ClusterNodeOptions.retention). */
-export interface ClusterRetention {
-  days: number;
-  /** Passed on to startClusterRetention (tests shorten them). */
-  offerEveryMs?: number;
-  slotSeconds?: number;
-  onPass?: ClusterRetentionOptions['onPass'];
-}
-
-export type ClusterState = 'connecting' | 'running' | 'stopped';
-
-/** What the node starts and stops of sending (forwarding/sender-thread.ts). */
-export interface ClusterSending {
-  start(): void;
-  stop(timeoutMs: number): Promise<boolean>;
-  /** The destinations this replica sends now (holds the lock of), sorted. */
-  holding(): string[];
 }
 
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
@@ -157,7 +129,7 @@ const READ_SHORT_MS = 2500;
 export class ClusterNode {
   private readonly pool: Pool;
   /** Sending, as given (a thread of its own); null without. */
-  readonly sending: ClusterSending | null;
+  readonly sending: NonNullable<ClusterNodeOptions['sender']> | null;
   private engine: Engine | null = null;
   private relay: Relay | null = null;
   private starting: Promise<void> | null = null;
@@ -171,7 +143,7 @@ export class ClusterNode {
   private readonly liveness: Liveness;
   /** What every connection carries (connection.ts): the bounds on what a stalled replica holds. */
   private readonly settings: ConnectionSettings;
-  state: ClusterState = 'connecting';
+  state: 'connecting' | 'running' | 'stopped' = 'connecting';
   /** When start() was called (this process's clock), and whether the relay has published a heartbeat since. */
   private startedAt: number | null = null;
   private beaten = false;
@@ -184,19 +156,18 @@ export class ClusterNode {
   readonly storePort: StorePort<PgQuery>;
 
   constructor(private readonly options: ClusterNodeOptions) {
-    const settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
-    this.settings = settings;
+    this.settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
     this.sending = options.sender ?? null;
     this.pool = new Pool({
       connectionString: options.databaseUrl,
       max: 4,
       application_name: `consig-receiver:${options.replicaId}`,
       connectionTimeoutMillis: 5000,
-      ...settings,
+      ...this.settings,
     });
     this.liveness = new Liveness({
       connectionString: options.databaseUrl,
-      settings,
+      settings: this.settings,
       applicationName: `consig-receiver:${options.replicaId}:liveness`,
       logger: options.logger,
     });
@@ -298,17 +269,15 @@ export class ClusterNode {
       await client.query('RESET statement_timeout');
       return result;
     })();
-    let ok = false;
     try {
       const result = await answeredWithin(work, READ_SHORT_MS, 'to a short read');
-      ok = true;
+      client.release();
       return result;
     } catch {
-      return null;
-    } finally {
-      // Dropped unless it finished: the query still in flight then fails, and nobody waits for it.
-      client.release(!ok);
+      // Dropped: the query still in flight then fails, and nobody waits for it.
+      client.release(true);
       work.catch(() => undefined);
+      return null;
     }
   }
 
@@ -396,21 +365,15 @@ export class ClusterNode {
     );
     const newest = rows[0];
     if (newest === undefined || newest.spool === options.spool.id) return;
-    const previous: PreviousSpool = {
-      spool: newest.spool,
-      relayedThrough: Number(newest.relayed_through),
-      lastRelayedAt: iso(newest.last_relayed_at),
-      lastReceivedAt: iso(newest.last_received_at),
-    };
-    options.metrics?.spoolReplaced?.(previous);
+    options.metrics?.spoolReplaced?.();
     options.logger.error(
       {
         replica: options.replicaId,
         spool: options.spool.id,
-        previous_spool: previous.spool,
-        previous_relayed_through: previous.relayedThrough,
-        previous_last_received_at: previous.lastReceivedAt,
-        previous_last_relayed_at: previous.lastRelayedAt,
+        previous_spool: newest.spool,
+        previous_relayed_through: Number(newest.relayed_through),
+        previous_last_received_at: iso(newest.last_received_at),
+        previous_last_relayed_at: iso(newest.last_relayed_at),
         spools_before: rows.length,
       },
       'cluster mode: this replica starts on a new spool; deliveries its previous spool acknowledged after previous_last_received_at and never relayed are lost unless that volume is recovered (docs/alert-runbook.md#consigspoolreplaced)',
@@ -439,38 +402,28 @@ export class ClusterNode {
   /** The hourly pass on PostgreSQL, run by whichever replica fetches the hour's job. */
   private async startRetention(engine: Engine): Promise<{ stop(): void } | null> {
     const { options } = this;
-    const retention = options.retention;
-    if (retention === undefined) return null;
+    if (options.retention === undefined) return null;
     const inTransaction = <T>(fn: (client: PoolClient) => Promise<T>) => this.onClient(fn);
+    // This replica's id, clock and logger as given.
     return startClusterRetention(engine.boss, {
-      days: retention.days,
-      replicaId: options.replicaId,
+      ...options,
+      ...options.retention,
       log: pgStoreSql({ read: inTransaction, writing: inTransaction }),
-      logger: options.logger,
-      now: options.now,
       stopping: () => this.stopping,
-      offerEveryMs: retention.offerEveryMs,
-      slotSeconds: retention.slotSeconds,
-      onPass: retention.onPass,
     });
   }
 
   private startRelay(engine: Engine): Relay {
     const { options } = this;
     const readings = new ReadingLog(options.logger);
+    // Its replica id, clock, logger, holdback, oldest request in flight, order clock and gate as given.
     const relay = new Relay(this.pool, options.spool, {
-      replicaId: options.replicaId,
+      ...options,
       batch: options.relayBatch,
       intervalMs: options.relayIntervalMs,
       kick: (sql, keys) => engine.kick(sql, keys),
-      now: options.now,
-      logger: options.logger,
       lockTimeoutMs: (options.limits ?? DEFAULT_CONNECTION_LIMITS).lockTimeoutMs,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
-      holdbackMaxMs: options.holdbackMaxMs,
-      oldestInFlight: options.oldestInFlight,
-      orderClock: options.orderClock,
-      gate: options.gate,
       onBeat: (beat) => {
         this.beaten = true;
         if (beat.timeline !== this.timeline) this.onTimeline(engine, beat.timeline);
@@ -492,15 +445,10 @@ export class ClusterNode {
   private async startWorkers(engine: Engine): Promise<void> {
     const { options } = this;
     if (options.concurrency === 0) return;
-    const effects = {
-      logger: options.logger,
-      schedule: options.schedule,
-      schedulePoll: (sql: Sql, requestId: string, at: Date) => engine.schedulePoll(sql, requestId, at),
-      now: options.now,
-    };
     const kicks: KickOptions = {
       ...options,
       kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
+      schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
       onProcessed: options.metrics?.processed,
       onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
     };
@@ -527,7 +475,7 @@ export class ClusterNode {
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
-          await runKicks(sql, keys, effects, kicks);
+          await runKicks(sql, keys, kicks);
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
           // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.
@@ -542,24 +490,20 @@ export class ClusterNode {
       },
     );
     if (options.statusClient === null) return;
-    const client = options.statusClient;
+    // The kicks' clock, schedule, logger and queues.
+    const polls: PollJobDeps = {
+      ...kicks,
+      client: options.statusClient,
+      transaction: (fn) => this.transaction(fn),
+      query: (text, values) => sqlOf(this.pool).query(text, values),
+      onPoll: options.metrics?.poll,
+    };
     await engine.boss.work<PollData>(
       POLL_QUEUE,
       { localConcurrency: 2, pollingIntervalSeconds: 1, notifyPollingIntervalSeconds: 5 },
       async (jobs) => {
         await gateCleared(options.gate, () => this.stopping);
-        for (const job of jobs)
-          await runPollJob(job.data.requestId, {
-            client,
-            schedule: options.schedule,
-            now: options.now,
-            transaction: (fn) => this.transaction(fn),
-            query: (text, values) => sqlOf(this.pool).query(text, values),
-            kick: (sql, keys) => engine.kick(sql, keys),
-            schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
-            onPoll: options.metrics?.poll,
-            logger: options.logger,
-          });
+        for (const job of jobs) await runPollJob(job.data.requestId, polls);
       },
     );
   }

@@ -67,7 +67,7 @@ export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'
  * (docs/cluster.md §5.5).
  */
 function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
-  return drive(program, pgStepOps(sql, { schedulePoll }, {}));
+  return drive(program, pgStepOps(sql, { schedulePoll }));
 }
 
 /**

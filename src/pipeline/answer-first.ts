@@ -79,8 +79,7 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
   /** Starts the window of the log line (a timer; `stop()` ends it). */
   start(): void {
     if (this.windowTimer !== null) return;
-    this.windowTimer = setInterval(() => this.closeWindow(), this.windowMs);
-    this.windowTimer.unref();
+    this.windowTimer = setInterval(() => this.closeWindow(), this.windowMs).unref();
   }
 
   stop(): void {
@@ -160,8 +159,7 @@ export class AnswerFirst implements AnswerTracker, BackgroundGate {
           this.step();
         },
         Math.max(1, at - now),
-      );
-      this.timer.unref();
+      ).unref();
     }
   }
 

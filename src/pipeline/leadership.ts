@@ -51,8 +51,7 @@ export class ProcessingLeadership {
 
   start(): void {
     this.tick();
-    this.timer = setInterval(() => this.tick(), this.intervalMs);
-    this.timer.unref();
+    this.timer = setInterval(() => this.tick(), this.intervalMs).unref();
   }
 
   /** Stops trying; when holding, stops processing first, then releases the lease for a standby. */
@@ -96,19 +95,17 @@ export class ProcessingLeadership {
   }
 
   private gain(since: string): void {
+    const { logger, holder } = this.options;
     this.holding = true;
     this.transitions = this.transitions.then(() => {
-      this.options.logger.info(
-        { holder: this.options.holder, since },
+      logger.info(
+        { holder, since },
         'processing lease taken: this process runs the pipeline, the poller and retention',
       );
       try {
         this.options.onGained();
       } catch (err) {
-        this.options.logger.error(
-          { err: (err as Error).message },
-          'processing could not start; trying again',
-        );
+        logger.error({ err: (err as Error).message }, 'processing could not start; trying again');
         this.holding = false;
       }
     });

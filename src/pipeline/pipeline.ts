@@ -6,7 +6,6 @@ import {
   drive,
   driveSync,
   eventStep,
-  type StepProgram,
   type StepOps,
   type StepOptions,
   type StepEvent,
@@ -15,17 +14,15 @@ import {
   tellFailure,
 } from '../core/event-step';
 import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { handlerEventOf, type HandlerRouter } from '../domain/event-router';
+import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../domain/event-router';
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
-import type { HandlerEvent } from '../domain/event-router';
 import type { Logger } from '../logger';
 import type { Db } from '../store/database';
 import { handlerSqlOn } from '../store/handler-sql';
 import { sqliteAsyncStepOps, sqliteStepOps } from '../store/step-ops';
 import type { Traces } from '../domain/tracing';
 import { sqliteDialect } from '../domain/sql/dialect';
-import type { Reported } from './outcome';
 import { isLockBusy } from '../domain/errors';
 import { workKeyOf } from '../domain/work-key';
 import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
@@ -37,9 +34,9 @@ import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sto
  *   they were received (event id order); different proposals are interleaved.
  * - Each event runs the event step written once for both stores (core/event-step.ts: its stages
  *   and its `done` mark in ONE transaction, a savepoint inside the turn's): its effects happen
- *   once. A turn processes up to `batchSize` runnable
- *   events in one outer transaction, so the pipeline pays one commit per turn, not per event; a
- *   crash before that commit rolls back every effect of the turn together with its `done` marks.
+ *   once. A turn processes up to `batchSize` runnable events in one outer transaction, so the
+ *   pipeline pays one commit per turn, not per event; a crash before that commit rolls back every
+ *   effect of the turn together with its `done` marks.
  * - A handler that throws rolls its transaction back; the event becomes `failed` with a backoff
  *   kept in the DB (`attempts`, `next_attempt_at`, `last_error`), and its proposal waits for it
  *   (order is kept). After `maxAttempts` it is `dead` and the proposal moves on.
@@ -51,16 +48,14 @@ import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sto
  *   retries that fell due and events put back by `replay` from another process.
  */
 
-export interface PipelineMetrics {
-  processed(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
-  depth(n: number): void;
-}
-
 export interface PipelineOptions {
   maxAttempts: number;
   clock: Clock;
   logger: Logger;
-  metrics?: PipelineMetrics;
+  metrics?: {
+    processed(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
+    depth(n: number): void;
+  };
   /** Handler retry backoff: first delay and cap. Default 1 s … 10 min. */
   backoff?: { baseMs: number; maxMs: number };
   random?: () => number;
@@ -123,12 +118,24 @@ interface KeyState {
   blocked: boolean;
 }
 
+/**
+ * What became of one event of work key `key`, in a turn or alone. `unavailable`: the database
+ * refused the work itself; the key is released again after a short wait. `partner`: a partner's
+ * handler handles it; it runs after the turn, in its own transaction, its key waiting for it.
+ */
+interface Reported {
+  id: number;
+  key: string;
+  outcome: 'done' | 'retry' | 'dead' | 'skipped' | 'unavailable' | 'partner';
+  event?: HandlerEvent;
+  /** The database refused the work ('unavailable'). */
+  error?: Error;
+  /** What a handler's failure does ('retry', 'dead'). */
+  failure?: HandlerFailure;
+}
+
 interface TurnResult {
   outcomes: Reported[];
-  /** Keys whose event the database refused: released again after a short wait. */
-  unavailable: string[];
-  /** Events a partner's handler handles, each at the head of its key: run after the turn. */
-  partner: { id: number; key: string }[];
   /** Runnable events are left for another turn. */
   more: boolean;
 }
@@ -177,12 +184,7 @@ export class Pipeline {
   private readonly runTurn: Transaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
   private readonly ops: StepOps<'sync'>;
-  private readonly partners: {
-    handlers: HandlerRouter;
-    db: Db;
-    q: PipelineQueries;
-    ops: StepOps<'async'>;
-  } | null;
+  private readonly partners: (PartnerHandlers & { q: PipelineQueries; ops: StepOps<'async'> }) | null;
 
   constructor(
     private readonly db: Db,
@@ -192,11 +194,10 @@ export class Pipeline {
     // turn could only wait for the first. The queue gives stop() its clear/onIdle.
     this.queue = new PQueue({ concurrency: 1 });
     this.q = pipelineQueries(db);
-    const { traces, stages } = options;
-    this.ops = sqliteStepOps(db, { traces });
+    this.ops = sqliteStepOps(db, { traces: options.traces });
     this.partners = options.partners === undefined ? null : this.partnerPath(options.partners);
     const backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.step = stepOptionsOf({ ...options, backoff, outbox: stages.outbox }, this.partners?.handlers);
+    this.step = stepOptionsOf({ ...options, backoff, outbox: options.stages.outbox }, this.partners?.partner);
     this.runTurn = db.transaction((now: Date) => {
       this.turnEntered = true;
       return this.collectAndProcess(now);
@@ -208,9 +209,7 @@ export class Pipeline {
     this.stopping = false;
     const recovered = this.recover();
     if (recovered > 0) this.options.logger.info({ events: recovered }, 'pipeline: recovered backlog');
-    const interval = this.options.sweepIntervalMs ?? 1000;
-    this.sweeper = setInterval(() => this.sweep(), interval);
-    this.sweeper.unref();
+    this.sweeper = setInterval(() => this.sweep(), this.options.sweepIntervalMs ?? 1000).unref();
     this.reportDepth();
   }
 
@@ -329,12 +328,13 @@ export class Pipeline {
     // setImmediate: requests that arrived meanwhile are read (and their events stored) first, and
     // a turn covers everything runnable by then.
     setImmediate(() =>
-      whenGateClear(this.options.gate, () => {
-        this.queue
-          .add(() => this.turn())
-          .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline turn failed'));
-      }),
+      whenGateClear(this.options.gate, () => this.queued(() => this.turn(), 'pipeline turn failed')),
     );
+  }
+
+  /** `work` queued after what the queue has; should it throw, the log says `failed`. */
+  private queued(work: () => void | Promise<void>, failed: string): void {
+    this.queue.add(work).catch((err: Error) => this.options.logger.error({ err: err.message }, failed));
   }
 
   private turn(): void {
@@ -348,7 +348,11 @@ export class Pipeline {
       result = this.runTurn.immediate(this.options.clock.now());
     } catch (err) {
       if (!this.turnEntered && isLockBusy(err)) {
-        this.retryWhenUnlocked();
+        // The file is locked by another connection: the same work is tried again in a moment.
+        this.lockRetry ??= setTimeout(() => {
+          this.lockRetry = null;
+          this.scheduleTurn();
+        }, LOCKED_RETRY_MS).unref();
         return;
       }
       // The commit itself failed: nothing of the turn is stored. Forget what the turn took and
@@ -372,11 +376,9 @@ export class Pipeline {
     // After the commit: tell metrics, error handlers and the log what happened.
     for (const r of result.outcomes) this.report(r);
     if (result.outcomes.some((r) => r.outcome === 'done')) this.options.onCommitted?.();
-    for (const key of result.unavailable) this.releaseLater(key);
-    for (const { id, key } of result.partner)
-      this.queue
-        .add(() => this.runPartner(id, key))
-        .catch((err: Error) => this.options.logger.error({ err: err.message }, 'pipeline event failed'));
+    for (const { outcome, id, key } of result.outcomes)
+      if (outcome === 'unavailable') this.releaseLater(key);
+      else if (outcome === 'partner') this.queued(() => this.runPartner(id, key), 'pipeline event failed');
     if (result.more) this.scheduleTurn();
     this.reportDepth();
   }
@@ -393,7 +395,7 @@ export class Pipeline {
   /** An event a partner's handler handles, after the turn that found it ({@link runPartnerEvent}). */
   private async runPartner(id: number, key: string): Promise<void> {
     if (this.stopping || this.partners === null) return;
-    const r = await this.runPartnerEvent(id, this.options.clock.now());
+    const r = await this.runPartnerEvent(id, key, this.options.clock.now());
     this.report(r);
     const state = this.keys.get(key);
     if (state !== undefined && state.ids[0] === id) {
@@ -421,7 +423,7 @@ export class Pipeline {
         for (const handler of p.partner.handlersFor(event)) await handler(event, { sql, now, logger });
       },
     });
-    return { handlers: p.partner, db: p.db, q: pipelineQueries(p.db), ops };
+    return { ...p, q: pipelineQueries(p.db), ops };
   }
 
   /**
@@ -429,56 +431,41 @@ export class Pipeline {
    * a transaction of its own on the partner's connection (BEGIN IMMEDIATE … COMMIT), the fence
    * checked inside it. Never throws.
    */
-  private async runPartnerEvent(id: number, now: Date): Promise<Reported> {
+  private async runPartnerEvent(id: number, key: string, now: Date): Promise<Reported> {
     const { db, q, ops } = this.partners as NonNullable<Pipeline['partners']>;
     try {
       db.exec('BEGIN IMMEDIATE');
-    } catch (err) {
-      return { id, outcome: 'unavailable', error: asError(err) };
-    }
-    try {
       if (this.options.fence && !this.options.fence(now)) throw new Error('processing lease not held');
       const e = runnable(q.load(id));
       const r: Reported =
         e === null
-          ? { id, outcome: 'skipped' }
-          : reported(id, e.event, await drive(this.eventStep(e, now), ops));
+          ? { id, key, outcome: 'skipped' }
+          : reported(id, key, e.event, await drive(eventStep(e, this.envAt(now), this.step), ops));
       db.exec(r.outcome === 'skipped' ? 'ROLLBACK' : 'COMMIT');
       return r;
     } catch (err) {
-      // Nothing of the event is stored: it runs again in a moment, this attempt not counted.
+      // Nothing of the event is stored (or its transaction never began): it runs again in a moment,
+      // this attempt not counted.
       try {
         if (db.inTransaction) db.exec('ROLLBACK');
       } catch {
         // SQLite rolled back already (it does on some errors): nothing left to undo.
       }
-      return { id, outcome: 'unavailable', error: asError(err) };
+      return { id, key, outcome: 'unavailable', error: asError(err) };
     }
-  }
-
-  /** The file is locked by another connection: the same work is tried again in a moment. */
-  private retryWhenUnlocked(): void {
-    if (this.lockRetry !== null || this.stopping) return;
-    this.lockRetry = setTimeout(() => {
-      this.lockRetry = null;
-      this.scheduleTurn();
-    }, LOCKED_RETRY_MS);
-    this.lockRetry.unref();
   }
 
   /** Inside the turn's transaction: take runnable events, oldest proposals first, and run them. */
   private collectAndProcess(now: Date): TurnResult {
     // Another process may hold the processing lease by now: process nothing (the leadership loop
     // stops this pipeline at its next tick).
-    if (this.options.fence && !this.options.fence(now))
-      return { outcomes: [], unavailable: [], partner: [], more: false };
+    if (this.options.fence && !this.options.fence(now)) return { outcomes: [], more: false };
     this.catchUp();
     const batchSize = this.options.batchSize ?? 256;
     const perKey = this.options.perKeyPerTurn ?? 32;
     const full = this.turnLimit(batchSize);
     const outcomes: Reported[] = [];
-    const unavailable: string[] = [];
-    const partner: TurnResult['partner'] = [];
+    const env = this.envAt(now); // one for the turn's events
     let more = false;
     for (const [key, state] of this.keys) {
       if (full(outcomes.length)) {
@@ -489,12 +476,10 @@ export class Pipeline {
       let n = 0;
       while (state.ids.length > 0 && n < perKey && !full(outcomes.length)) {
         const id = state.ids[0] as number;
-        const r = this.runOne(id, now);
+        const r = this.runOne(id, key, env);
         outcomes.push(r);
         if (r.outcome === 'retry' || r.outcome === 'unavailable' || r.outcome === 'partner') {
           state.blocked = true;
-          if (r.outcome === 'unavailable') unavailable.push(key);
-          if (r.outcome === 'partner') partner.push({ id, key });
           break;
         }
         state.ids.shift();
@@ -504,7 +489,7 @@ export class Pipeline {
       if (state.ids.length === 0) this.keys.delete(key);
       else if (!state.blocked) more = true;
     }
-    return { outcomes, unavailable, partner, more };
+    return { outcomes, more };
   }
 
   /**
@@ -519,17 +504,17 @@ export class Pipeline {
   }
 
   /** Runs one event's step (its own savepoint). Never throws. */
-  private runOne(id: number, now: Date): Reported {
+  private runOne(id: number, key: string, env: EffectsEnv): Reported {
     let e: StepEvent | null;
     try {
       e = runnable(this.q.load(id));
     } catch (err) {
-      return { id, outcome: 'unavailable', error: err as Error };
+      return { id, key, outcome: 'unavailable', error: err as Error };
     }
-    if (e === null) return { id, outcome: 'skipped' };
-    if (this.step.partnerFor(e.event)) return { id, outcome: 'partner' };
+    if (e === null) return { id, key, outcome: 'skipped' };
+    if (this.step.partnerFor(e.event)) return { id, key, outcome: 'partner' };
     try {
-      return reported(id, e.event, driveSync(this.eventStep(e, now), this.ops));
+      return reported(id, key, e.event, driveSync(eventStep(e, env, this.step), this.ops));
     } catch (err) {
       // The failure could not be recorded (the database refused it): its savepoint is given up.
       try {
@@ -537,19 +522,18 @@ export class Pipeline {
       } catch {
         // Nothing of it left (SQLite rolled back already).
       }
-      return { id, outcome: 'unavailable', error: err as Error };
+      return { id, key, outcome: 'unavailable', error: err as Error };
     }
   }
 
-  /** The event step of `e` at `now` (core/event-step.ts). */
-  private eventStep(e: StepEvent, now: Date): StepProgram<StepReport> {
-    const env: EffectsEnv = {
+  /** The event step's environment (core/effects.ts) at `now`. */
+  private envAt(now: Date): EffectsEnv {
+    return {
       dialect: sqliteDialect,
       now,
       logger: this.options.logger,
       schedule: this.options.stages.schedule,
     };
-    return eventStep(e, env, this.step);
   }
 
   private report(r: Reported): void {
@@ -564,12 +548,7 @@ export class Pipeline {
     const event = r.event as HandlerEvent;
     this.options.metrics?.processed(event.evento ?? event.kind, r.outcome);
     if (r.outcome === 'done') return;
-    const { onError, logger } = this.options;
-    tellFailure(r.failure as HandlerFailure, event, {
-      onError,
-      handlers: this.partners?.handlers,
-      logger,
-    });
+    tellFailure(r.failure as HandlerFailure, event, { ...this.options, handlers: this.partners?.partner });
   }
 
   private reportDepth(): void {
@@ -584,8 +563,8 @@ function runnable(row: EventForWork | undefined): StepEvent | null {
 }
 
 /** What the pipeline says of an event its step ran. */
-function reported(id: number, event: HandlerEvent, report: StepReport): Reported {
+function reported(id: number, key: string, event: HandlerEvent, report: StepReport): Reported {
   return report.outcome === 'done'
-    ? { id, outcome: 'done', event }
-    : { id, outcome: report.outcome, event, failure: report.failure };
+    ? { id, key, outcome: 'done', event }
+    : { id, key, outcome: report.outcome, event, failure: report.failure };
 }

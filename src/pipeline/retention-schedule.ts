@@ -64,8 +64,7 @@ export function scheduleRetention(pass: RetentionPass, options: RetentionSchedul
       retry = setTimeout(() => {
         retry = null;
         void run();
-      }, options.lockedRetryMs ?? LOCKED_RETRY_MS);
-      retry.unref();
+      }, options.lockedRetryMs ?? LOCKED_RETRY_MS).unref();
       return;
     }
     logger[failure.level]({ err: (err as Error).message }, failure.message);
@@ -84,8 +83,7 @@ export function scheduleRetention(pass: RetentionPass, options: RetentionSchedul
       for (const line of retentionLog(removed, fields)) logger.info(line.fields, line.message);
     }
   };
-  const timer = setInterval(() => void run(), options.everyMs ?? PRUNE_INTERVAL_MS);
-  timer.unref();
+  const timer = setInterval(() => void run(), options.everyMs ?? PRUNE_INTERVAL_MS).unref();
   const first = setImmediate(() => void run());
   return {
     stop() {

@@ -582,13 +582,10 @@ describe('a handler that fails', () => {
 
 // --- exactly once ------------------------------------------------------------------------------------
 
-const kickContext = () => ({
-  logger: memoryLogger(),
+const kickOptions = () => ({
   schedule: { graceMs: 60_000, intervalMs: 1000, maxIntervalMs: 2000, maxAgeMs: 3_600_000 },
   schedulePoll: async () => undefined,
   now: () => new Date(),
-});
-const kickOptions = () => ({
   maxAttempts: 5,
   backoff: { baseMs: 10, maxMs: 40 },
   kick: recordingKick().kick,
@@ -600,7 +597,7 @@ async function kickOnce(key: string, end: 'COMMIT' | 'ROLLBACK'): Promise<number
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    const n = await runKicks(sqlOf(client), [key], kickContext(), kickOptions());
+    const n = await runKicks(sqlOf(client), [key], kickOptions());
     await client.query(end);
     return n;
   } finally {

@@ -236,19 +236,16 @@ function postgresProcessing(pool: Pool): Processing {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        await runKicks(
-          sqlOf(client),
-          keys,
-          { logger, schedule: PROCESSING.schedule, schedulePoll: async () => undefined, now: () => now },
-          {
-            ...PROCESSING,
-            kick: async () => undefined,
-            logger,
-            onProcessed: (evento, outcome) => void report.processed.push([evento, outcome]),
-            onError: (err) => void report.errors.push(err.message),
-            handlers,
-          },
-        );
+        await runKicks(sqlOf(client), keys, {
+          ...PROCESSING,
+          kick: async () => undefined,
+          schedulePoll: async () => undefined,
+          now: () => now,
+          logger,
+          onProcessed: (evento, outcome) => void report.processed.push([evento, outcome]),
+          onError: (err) => void report.errors.push(err.message),
+          handlers,
+        });
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK');
