@@ -1,6 +1,7 @@
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { processingAttributes, processingName } from '../src/domain/tracing';
 import { startTracing } from '../src/tracing';
 
 /**
@@ -28,15 +29,18 @@ async function main(deliveries: number, rate: number): Promise<void> {
   const { traces } = tracing;
   const delivery = (i: number) => {
     const event = {
-      'consig.event_id': i,
-      'consig.kind': 'event',
-      'consig.evento': 'proposta.aprovada',
-      'consig.webhook_id': `wh_${i}`,
-      'consig.nu_proposta': String(100_000 + i),
+      id: i,
+      kind: 'event',
+      evento: 'proposta.aprovada',
+      nuProposta: 100_000 + i,
+      requestId: null,
+      webhookId: `wh_${i}`,
+      attempts: 0,
     };
     const request = traces.request('/webhooks', undefined, undefined);
-    request.end('accepted', 200, event);
-    traces.processing(request.stored, { ...event, 'consig.request_id': null, 'consig.attempt': 1 }, () => {
+    request.end('accepted', 200, processingAttributes(event, false));
+    const attributes = processingAttributes(event, request.stored !== null);
+    traces.processing(request.stored, processingName(event), attributes, () => {
       traces.stage('lifecycle', () => undefined);
     });
   };

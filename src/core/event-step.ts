@@ -5,7 +5,7 @@ import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/
 import { asError, type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import { type HandlerStage, stagesFor } from '../domain/handler-order';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
-import { processingAttributes, type TraceAttributes, type Traces } from '../domain/tracing';
+import { processingAttributes, processingName, type TraceAttributes, type Traces } from '../domain/tracing';
 import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } from './effects';
 
 /**
@@ -37,7 +37,7 @@ export type StepRequest =
   | { readonly span: SpanRequest; readonly program: StepProgram<unknown> };
 
 export type SpanRequest =
-  | { readonly processing: string | null; readonly attributes: TraceAttributes }
+  | { readonly processing: string | null; readonly name: string; readonly attributes: TraceAttributes }
   | { readonly stage: HandlerStage };
 
 /** A program of the step: yields requests, is given each one's answer (a statement's rows). */
@@ -98,8 +98,9 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
     const work = eventWork(e.event, env, options);
     if (!options.traced) yield* work;
     else {
-      const attributes = processingAttributes(e.event);
-      yield { span: { processing: e.traceContext, attributes }, program: work };
+      const attributes = processingAttributes(e.event, e.traceContext !== null);
+      const span = { processing: e.traceContext, name: processingName(e.event), attributes };
+      yield { span, program: work };
     }
     yield RELEASE;
     return { outcome: 'done' };
@@ -216,7 +217,7 @@ export function stepTracing(traces: Traces | undefined) {
       if (traces === undefined) return fn();
       return 'stage' in span
         ? traces.stage(span.stage, fn)
-        : traces.processing(span.processing, span.attributes, fn);
+        : traces.processing(span.processing, span.name, span.attributes, fn);
     },
     context: (): string | null => traces?.current() ?? null,
   };

@@ -43,7 +43,7 @@ export interface Traces {
    * context (a new trace when null). Synchronous or asynchronous: the span ends when `fn` returns
    * or its promise settles, as an error when it threw.
    */
-  processing<T>(stored: string | null, attributes: TraceAttributes, fn: () => T): T;
+  processing<T>(stored: string | null, name: string, attributes: TraceAttributes, fn: () => T): T;
   /** Runs `fn` inside a child span of the active one, for one stage of an event's handlers. */
   stage<T>(stage: string, fn: () => T): T;
   /**
@@ -55,16 +55,33 @@ export interface Traces {
   current(): string | null;
 }
 
-/** What a processing span says of its event (both modes): no payload, so no CPF. */
-export function processingAttributes(event: {
-  readonly id: number;
-  readonly kind: string;
-  readonly evento: string | null;
-  readonly nuProposta: number | string | null;
-  readonly requestId: string | null;
-  readonly webhookId: string | null;
-  readonly attempts: number;
-}): TraceAttributes {
+/** What a processing span is named: `process <evento>`, or `process <kind>` (a registry result, a poll answer). */
+export function processingName(event: { readonly kind: string; readonly evento: string | null }): string {
+  return `process ${event.evento ?? event.kind}`;
+}
+
+/**
+ * What a processing span says of its event (both modes): no payload, so no CPF. When it continues
+ * its delivery's trace (`continued`), the event id and this attempt only: its parent, the delivery's
+ * SERVER span, says the rest (kind, evento, nu_proposta, request_id, webhook_id), once per trace, and
+ * each attribute costs about a microsecond per span (docs/benchmark.md "Tracing"). A processing span
+ * that starts a trace of its own (a poll answer; an event stored while tracing was off) says it all.
+ */
+export function processingAttributes(
+  event: {
+    readonly id: number;
+    readonly kind: string;
+    readonly evento: string | null;
+    readonly nuProposta: number | string | null;
+    readonly requestId: string | null;
+    readonly webhookId: string | null;
+    readonly attempts: number;
+  },
+  continued: boolean,
+): TraceAttributes {
+  // This run is attempt attempts + 1 (a retry after a handler failed has attempts > 0).
+  const attempt = event.attempts + 1;
+  if (continued) return { 'consig.event_id': event.id, 'consig.attempt': attempt };
   return {
     'consig.event_id': event.id,
     'consig.kind': event.kind,
@@ -72,8 +89,7 @@ export function processingAttributes(event: {
     'consig.nu_proposta': event.nuProposta === null ? null : String(event.nuProposta),
     'consig.request_id': event.requestId,
     'consig.webhook_id': event.webhookId,
-    // This run is attempt attempts + 1 (a retry after a handler failed has attempts > 0).
-    'consig.attempt': event.attempts + 1,
+    'consig.attempt': attempt,
   };
 }
 

@@ -41,9 +41,8 @@ export function spanTraces(tracer: Tracer): Traces {
       span.setAttribute('http.route', route);
       return requestTrace(span);
     },
-    processing(stored, attributes, fn) {
+    processing(stored, name, attributes, fn) {
       const parent = stored === null ? ROOT_CONTEXT : parse(stored);
-      const name = `process ${String(attributes['consig.evento'] ?? attributes['consig.kind'] ?? 'event')}`;
       const span = tracer.startSpan(name, CONSUMER, parent);
       setDefined(span, attributes);
       return within(span, trace.setSpan(parent, span), fn);

@@ -89,9 +89,14 @@ it('an ingest-only replica answers, another processes and forwards: one trace fr
   expect(trace.processing.resource).toMatchObject({ 'service.instance.id': 'r-work' });
   for (const s of [...trace.stages, ...trace.attempts])
     expect(s.resource['service.instance.id']).toBe('r-work');
-  expect(trace.processing.attributes).toMatchObject({
+  // What the delivery was, said once, by the request's span; the processing's: the event and the attempt.
+  expect(trace.server.attributes).toMatchObject({
     'consig.event_id': answer.body.event_id,
     'consig.nu_proposta': '920001',
+  });
+  expect(trace.processing.attributes).toStrictEqual({
+    'consig.event_id': answer.body.event_id,
+    'consig.attempt': 1,
   });
   const text = JSON.stringify(collector.spans.map((s) => [s.name, s.attributes, s.resource]));
   for (const secret of ['12345678909', SECRET, FORWARD_SECRET, signature]) expect(text).not.toContain(secret);

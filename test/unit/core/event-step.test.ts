@@ -183,6 +183,35 @@ describe('the event step', () => {
     expect(r.log).toEqual(['savepoint set', 'savepoint rollback: partner said no', 'failed']);
   });
 
+  it.each([
+    [
+      "continuing the delivery's trace: the event id and the attempt",
+      '00-abc',
+      ['consig.event_id', 'consig.attempt'],
+    ],
+    [
+      'starting a trace of its own: what the delivery was too',
+      null,
+      [
+        'consig.event_id',
+        'consig.kind',
+        'consig.evento',
+        'consig.nu_proposta',
+        'consig.webhook_id',
+        'consig.attempt',
+      ],
+    ],
+  ])('traced, the processing span %s', (_name, traceContext, keys) => {
+    const r = recording();
+    const spans: SpanRequest[] = [];
+    const span = r.ops.span;
+    r.ops.span = (s, fn) => (spans.push(s), span(s, fn));
+    driveSync(eventStep({ event: eventOf(), traceContext }, env, options({ traced: true })), r.ops);
+    expect(spans[0]).toMatchObject({ processing: traceContext, name: 'process proposta.criada' });
+    const attributes = (spans[0] as { attributes: Record<string, unknown> }).attributes;
+    expect(Object.keys(attributes).filter((k) => attributes[k] !== null)).toEqual(keys);
+  });
+
   it('traced: the work in a processing span, each stage in a child span, the failure outside them', () => {
     const r = recording();
     const event = eventOf({ kind: 'registry', requestId: 'req-1' });

@@ -1,4 +1,4 @@
-import { processingAttributes, tracedStage } from '../../../src/domain/tracing';
+import { processingAttributes, processingName, tracedStage } from '../../../src/domain/tracing';
 
 /** What a processing span says of its event (src/tracing/ implements the spans themselves). */
 
@@ -13,8 +13,8 @@ const event: Parameters<typeof processingAttributes>[0] = {
 };
 
 describe('processingAttributes: the event, never its payload', () => {
-  it('a first attempt: every attribute, the proposal as text, attempt 1', () => {
-    expect(processingAttributes(event)).toStrictEqual({
+  it('a first attempt starting a trace of its own: every attribute, the proposal as text, attempt 1', () => {
+    expect(processingAttributes(event, false)).toStrictEqual({
       'consig.event_id': 7,
       'consig.kind': 'event',
       'consig.evento': 'proposta.criada',
@@ -41,7 +41,25 @@ describe('processingAttributes: the event, never its payload', () => {
       },
     ],
   ])('%s', (_name, over, expected) => {
-    expect(processingAttributes({ ...event, ...over })).toMatchObject(expected);
+    expect(processingAttributes({ ...event, ...over }, false)).toMatchObject(expected);
+  });
+
+  it.each([
+    ['a first attempt', 0, 1],
+    ['a retry after two failures', 2, 3],
+  ])("continuing the delivery's trace, %s: the event id and the attempt only", (_name, attempts, attempt) => {
+    expect(processingAttributes({ ...event, attempts }, true)).toStrictEqual({
+      'consig.event_id': 7,
+      'consig.attempt': attempt,
+    });
+  });
+
+  it.each([
+    ['an event: its evento', { kind: 'event', evento: 'proposta.criada' }, 'process proposta.criada'],
+    ['a registry result: its kind', { kind: 'registry', evento: null }, 'process registry'],
+    ['a poll answer: its kind', { kind: 'poll', evento: null }, 'process poll'],
+  ])('processingName, %s', (_name, e, expected) => {
+    expect(processingName(e)).toBe(expected);
   });
 });
 
