@@ -4,6 +4,7 @@ import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import {
   AVERBACAO,
+  type AverbacaoFilter,
   averbacoesQuery,
   type EventFilter,
   eventsQuery,
@@ -23,19 +24,10 @@ import { stuckCounts } from './proposal-lists';
  * (1–10 000, 50 when not given).
  */
 
-export type { EventFilter };
-
 export interface DeliveryFilter {
   outcome?: string | undefined;
   /** The rows after delivery `beforeId` in the listing's order (the last row of the previous page). */
   beforeId?: number | undefined;
-  limit?: number | undefined;
-}
-
-export interface AverbacaoFilter {
-  status?: string | undefined;
-  stale?: boolean | undefined;
-  nuProposta?: number | string | undefined;
   limit?: number | undefined;
 }
 

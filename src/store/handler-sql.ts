@@ -11,32 +11,40 @@ import type { Db } from './database';
  * already-resolved promise.
  */
 
-/** Distinct statement texts kept prepared; a partner has a handful, this only bounds a runaway. */
-const CACHE_LIMIT = 256;
-
 export function handlerSqlOn(db: Db): HandlerSql {
-  const prepared = new Map<string, Statement>();
-  const statement = (text: string): Statement => {
+  // A partner has a handful of statement texts; the bound only stops a runaway.
+  const statement = preparedCache(256, (text): Statement => db.prepare(text));
+  return {
+    query: <R>(text: string, params: readonly unknown[] = []) =>
+      settle(() => {
+        const s = statement(text);
+        const args = params.length === 0 ? [] : [numberedParams(params)];
+        return { rows: s.reader ? (s.all(...args) as R[]) : (s.run(...args), []) };
+      }),
+  };
+}
+
+/** `prepare(text)`, kept per distinct text; past `limit` texts the cache starts again (a runaway). */
+export function preparedCache<S>(limit: number, prepare: (text: string) => S): (text: string) => S {
+  const prepared = new Map<string, S>();
+  return (text) => {
     let s = prepared.get(text);
     if (s === undefined) {
-      if (prepared.size >= CACHE_LIMIT) prepared.clear();
-      s = db.prepare(text);
+      if (prepared.size >= limit) prepared.clear();
+      s = prepare(text);
       prepared.set(text, s);
     }
     return s;
   };
-  return {
-    query: <R>(text: string, params: readonly unknown[] = []) => {
-      try {
-        const s = statement(text);
-        const args = params.length === 0 ? [] : [numberedParams(params)];
-        const rows = s.reader ? (s.all(...args) as R[]) : (s.run(...args), []);
-        return Promise.resolve({ rows });
-      } catch (err) {
-        return Promise.reject(err as Error);
-      }
-    },
-  };
+}
+
+/** What synchronous `fn` returns or throws, as an already-settled promise. */
+export function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
 }
 
 /**
@@ -93,8 +101,3 @@ export function prepareShared<R = unknown>(db: Db, text: string, options: { raw?
 
 /** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
 export type SharedStatement<R> = ReturnType<typeof prepareShared<R>>;
-
-/** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
-export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
-  return prepareShared<R>(db, q.text).all(q.params);
-}

@@ -43,9 +43,8 @@ import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll-stat
 import { storeGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-queries';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { averbacoesRepo } from '../../src/store/averbacoes-repo';
 import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore, type Store } from '../../src/store/store';
+import { averbacoesRepo, openStore, type Store } from '../../src/store/store';
 import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';

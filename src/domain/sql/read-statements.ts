@@ -1,10 +1,11 @@
 /**
  * The log's reads for the commands, the admin API and the console, one text for both stores:
  * core/store-reads.ts and core/console-reads.ts run these through StoreSql (and the SQLite
- * repositories, store/events-repo.ts, proposals-repo.ts, averbacoes-repo.ts, for the tests and the demo), with
- * PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
- * PostgreSQL; a flag 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite
- * log's shapes (cluster/pg-store-sql.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
+ * repositories of store/store.ts, for the tests and the demo), with PostgreSQL's `$n` placeholders
+ * (see registry-poll-statements.ts for how SQLite runs them). Each store binds its own
+ * representation of a value (`nu_proposta` an integer or text in SQLite, text in PostgreSQL; a flag
+ * 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite log's shapes
+ * (cluster/pg-store-sql.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
  */
 
 /** A statement and its values, in the order of its `$1`, `$2`, …. */
@@ -96,13 +97,16 @@ export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, statu
 /** One tracked registration ($1 request_id). */
 export const AVERBACAO = `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = $1`;
 
-/** `averbacoes`: tracked registrations, the most recently created first. */
-export function averbacoesQuery(f: {
+/** The averbações listing's filter, as the admin API and the commands give it. */
+export interface AverbacaoFilter {
   status?: string | undefined;
   stale?: boolean | undefined;
   nuProposta?: number | string | undefined;
-  limit: number;
-}): SharedQuery {
+  limit?: number | undefined;
+}
+
+/** `averbacoes`: tracked registrations, the most recently created first. */
+export function averbacoesQuery(f: AverbacaoFilter & { limit: number }): SharedQuery {
   const where = whereGiven([
     ['status = $', f.status],
     ['stale = $', f.stale],
