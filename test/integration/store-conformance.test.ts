@@ -537,7 +537,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The console's store (core/store-port.ts `ConsoleStore`), built from the port as the
-   * server builds it: on the SQLite file, and on a replica's pool (both core/console-queries.ts).
+   * server builds it: on the SQLite file, and on a replica's pool (both core/store-port.ts `consoleStore`).
    */
   describe('the console log', () => {
     let log: ConsoleStore;
