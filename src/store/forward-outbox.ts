@@ -63,5 +63,3 @@ export function forwardOutbox(db: Db) {
     },
   };
 }
-
-export type ForwardOutbox = ReturnType<typeof forwardOutbox>;

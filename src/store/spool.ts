@@ -37,29 +37,6 @@ interface JoinedRow extends Omit<SpoolRow, 'event'> {
 
 export type Spool = ReturnType<typeof openSpool>;
 
-/**
- * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
- * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
- */
-export function spoolFacts(db: Db): SpoolFacts {
-  return db.transaction(() => {
-    const row = db
-      .prepare<[], { spool: string; relayed_through: number }>(
-        'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
-      )
-      .get();
-    if (!row) throw new StorageError('not a spool: it has no relay_cursor row (a SQLite-mode database?)');
-    const ids = db
-      .prepare<[number], { id: number }>('SELECT id FROM deliveries WHERE id <= ? ORDER BY id')
-      .all(row.relayed_through)
-      .map((r) => r.id);
-    const backlog = db
-      .prepare<[number], { n: number }>('SELECT count(*) AS n FROM deliveries WHERE id > ?')
-      .get(row.relayed_through);
-    return { id: row.spool, relayedThrough: row.relayed_through, relayedIds: ids, backlog: backlog?.n ?? 0 };
-  })();
-}
-
 export function openSpool(db: Db) {
   const cursor = db.prepare<[], { spool: string; relayed_through: number }>(
     'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
@@ -133,8 +110,20 @@ export function openSpool(db: Db) {
     read: (afterId: number, limit: number): SpoolRow[] => read.all(afterId, limit).map(toSpoolRow),
     /** Records that PostgreSQL committed everything up to `throughId`. */
     advance: (throughId: number, at: string): void => void advance.run(throughId, at),
-    /** What `relay verify` compares with PostgreSQL ({@link spoolFacts}). */
-    facts: (): SpoolFacts => spoolFacts(db),
+    /**
+     * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
+     * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
+     */
+    facts: db.transaction((): SpoolFacts => {
+      const at = cursor.get();
+      if (!at) throw new StorageError('not a spool: it has no relay_cursor row (a SQLite-mode database?)');
+      const relayedThrough = at.relayed_through;
+      const relayedIds = db
+        .prepare<[number], { id: number }>('SELECT id FROM deliveries WHERE id <= ? ORDER BY id')
+        .all(relayedThrough)
+        .map((r) => r.id);
+      return { id: at.spool, relayedThrough, relayedIds, backlog: backlog.get(relayedThrough)?.count ?? 0 };
+    }),
     /**
      * Moves the cursor back to `toId`: PostgreSQL (a promoted standby) lacks what came after. The
      * rows after it are relayed again and kept from retention until they are. Returns how many of
