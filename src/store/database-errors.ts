@@ -9,7 +9,7 @@ import { DatabaseFileError } from '../domain/errors';
  * create `<file>-wal` and `<file>-shm` (or `<file>-journal`) beside the file.
  */
 
-function statOrNull(path: string): Stats | null {
+export function statOrNull(path: string): Stats | null {
   try {
     return statSync(path);
   } catch {
