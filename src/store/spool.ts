@@ -69,36 +69,7 @@ export function openSpool(db: Db) {
     // The order time (migrations/0012; received_at for a row stamped before the relay's first beat).
     'SELECT min(coalesce(order_at, received_at)) AS oldest FROM deliveries WHERE id > ?',
   );
-  // The highest id a pass may remove: relayed, and below the newest row.
-  const bound = db.prepare<[], { through: number | null }>(
-    `SELECT min((SELECT relayed_through FROM relay_cursor WHERE id = 1), (SELECT max(id) FROM deliveries) - 1) AS through`,
-  );
-  const next = db.prepare<
-    [number, number, number],
-    { id: number; received_at: string; outcome: string; event_id: number | null }
-  >('SELECT id, received_at, outcome, event_id FROM deliveries WHERE id > ? AND id <= ? ORDER BY id LIMIT ?');
-  const deleteDeliveries = db.prepare<[number, number]>('DELETE FROM deliveries WHERE id > ? AND id <= ?');
-  const deleteEvent = db.prepare<[number, string]>('DELETE FROM events WHERE id = ? AND received_at < ?');
-  const pruneBatch = db.transaction((cutoff: Date, afterId: number, size: number): SpoolPruneStep => {
-    const cutoffIso = cutoff.toISOString();
-    // Read in the transaction: the relay (same connection) moves the cursor between batches.
-    const rows = next.all(afterId, bound.get()?.through ?? 0, size);
-    const firstNew = rows.findIndex((r) => !isBeforeCutoff(r.received_at, cutoffIso));
-    const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
-    const step = {
-      deliveries: 0,
-      events: 0,
-      lastId: afterId,
-      done: firstNew !== -1 || rows.length < size,
-    };
-    if (taken.length === 0) return { ...step, done: true };
-    step.lastId = taken[taken.length - 1]!.id;
-    step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
-    for (const r of taken)
-      if (spoolDeliveryOwnsEvent(r.outcome, r.event_id))
-        step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
-    return step;
-  });
+  const pruneBatch = spoolPruneBatch(db);
   const row = cursor.get();
   if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
   return {
@@ -146,30 +117,12 @@ export function openSpool(db: Db) {
      */
     oldestAfter: (afterId: number): string | null => oldest.get(afterId)?.oldest ?? null,
     /**
-     * RETENTION_DAYS in cluster mode, one batch: removes, from the spool, the deliveries that are
-     * relayed (`id <= relayed_through`: their PostgreSQL commit is recorded) and received before the
-     * cutoff, and the events those deliveries stored (`accepted`, `quarantined`). A row not relayed
-     * yet is never touched, and neither is an event no relayed delivery stored (a spool that ran in
-     * SQLite mode may hold poll results, which the relay never reads). One transaction per batch of
-     * `size` after `afterId`, oldest first; like core/prune-pass.ts on SQLite, the walk ends at the
-     * first delivery newer than the cutoff (ids follow arrival). The replica runs the batches one
-     * event-loop turn apart ({@link pruneSpoolPaced}: its answers share this connection and this
-     * thread), `prune` back to back.
-     *
-     * Why this is safe:
-     * - The newest delivery is always kept. `deliveries.id` is a rowid without AUTOINCREMENT: with
-     *   its highest row gone, SQLite would hand out that id again, and the relay (whose cursor is
-     *   past it) would skip the new delivery for ever, as PostgreSQL would ((spool, spool_id) is its
-     *   key).
-     * - Local deduplication reads `events.dedup_key`: a copy arriving after its event left the spool
-     *   is stored and answered `accepted` again, and the relay's ON CONFLICT on the dedup key makes
-     *   it one more duplicate of the event PostgreSQL has, not a second event. Duplicate deliveries
-     *   do not need their event row (the relay counts them by dedup key), so a kept one may name a
-     *   removed event.
+     * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that
+     * were received before `cutoff`, with the events they stored (see {@link spoolPruneBatch});
+     * `pruneBatch` one batch after `afterId`, `prune` the whole spool at once.
      */
     pruneBatch: (cutoff: Date, afterId: number, size: number): SpoolPruneStep =>
       pruneBatch(cutoff, afterId, size),
-    /** A whole pass of {@link pruneBatch}'s batches, back to back (the `prune` command). */
     prune(cutoff: Date, batch: number = RETENTION_BATCH.spool.command): SpoolPruneSummary {
       const removed: SpoolPruneSummary = { deliveries: 0, events: 0 };
       for (let afterId = 0; ;) {
@@ -181,6 +134,58 @@ export function openSpool(db: Db) {
       }
     },
   };
+}
+
+/**
+ * Removes, from a replica's spool, the deliveries that are relayed (`id <= relayed_through`: their
+ * PostgreSQL commit is recorded) and received before the cutoff, and the events those deliveries
+ * stored (`accepted`, `quarantined`). A row not relayed yet is never touched, and neither is an
+ * event no relayed delivery stored (a spool that ran in SQLite mode may hold poll results, which the
+ * relay never reads). One transaction per batch, oldest first; like core/prune-pass.ts on SQLite, the walk
+ * ends at the first delivery newer than the cutoff (ids follow arrival). The function returned,
+ * `(cutoff, afterId, size)`, runs one; the replica runs them one event-loop turn apart (its answers
+ * share this connection and this thread), `Spool.prune` back to back.
+ *
+ * Why this is safe:
+ * - The newest delivery is always kept. `deliveries.id` is a rowid without AUTOINCREMENT: with its
+ *   highest row gone, SQLite would hand out that id again, and the relay (whose cursor is past it)
+ *   would skip the new delivery for ever, as PostgreSQL would ((spool, spool_id) is its key).
+ * - Local deduplication reads `events.dedup_key`: a copy arriving after its event left the spool is
+ *   stored and answered `accepted` again, and the relay's ON CONFLICT on the dedup key makes it one
+ *   more duplicate of the event PostgreSQL has, not a second event. Duplicate deliveries do not need
+ *   their event row (the relay counts them by dedup key), so a kept one may name a removed event.
+ */
+function spoolPruneBatch(db: Db) {
+  // The highest id a pass may remove: relayed, and below the newest row.
+  const bound = db.prepare<[], { through: number | null }>(
+    `SELECT min((SELECT relayed_through FROM relay_cursor WHERE id = 1), (SELECT max(id) FROM deliveries) - 1) AS through`,
+  );
+  const next = db.prepare<
+    [number, number, number],
+    { id: number; received_at: string; outcome: string; event_id: number | null }
+  >('SELECT id, received_at, outcome, event_id FROM deliveries WHERE id > ? AND id <= ? ORDER BY id LIMIT ?');
+  const deleteDeliveries = db.prepare<[number, number]>('DELETE FROM deliveries WHERE id > ? AND id <= ?');
+  const deleteEvent = db.prepare<[number, string]>('DELETE FROM events WHERE id = ? AND received_at < ?');
+  return db.transaction((cutoff: Date, afterId: number, size: number): SpoolPruneStep => {
+    const cutoffIso = cutoff.toISOString();
+    // Read in the transaction: the relay (same connection) moves the cursor between batches.
+    const rows = next.all(afterId, bound.get()?.through ?? 0, size);
+    const firstNew = rows.findIndex((r) => !isBeforeCutoff(r.received_at, cutoffIso));
+    const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
+    const step = {
+      deliveries: 0,
+      events: 0,
+      lastId: afterId,
+      done: firstNew !== -1 || rows.length < size,
+    };
+    if (taken.length === 0) return { ...step, done: true };
+    step.lastId = taken[taken.length - 1]!.id;
+    step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
+    for (const r of taken)
+      if (spoolDeliveryOwnsEvent(r.outcome, r.event_id))
+        step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
+    return step;
+  });
 }
 
 /**
