@@ -70,14 +70,6 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
 }
 
-/** A registration to track, as the admin routes or the `track` command declare or start it. */
-export interface TrackRequest {
-  requestId: string;
-  correlationId: string | null;
-  nuProposta: number | string | null;
-  via: 'declared' | 'started';
-}
-
 /** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
 export type StoreStats = Pick<StoreFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
 
@@ -108,7 +100,7 @@ export function adminStore(port: StorePort<StoreQuery>) {
      * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
      * missing fields. `created`: it was new.
      */
-    track: async (t: TrackRequest, now: Date, graceMs: number) => {
+    track: async (t: Parameters<typeof trackEffect>[0], now: Date, graceMs: number) => {
       const effect = trackEffect(t, now.getTime(), { graceMs });
       const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
       return { created, averbacao: await reads.averbacao(t.requestId) };

@@ -19,21 +19,10 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-interface JoinedRow extends Omit<SpoolRow, 'event'> {
-  e_kind: SpoolEvent['kind'] | null;
-  e_webhook_id: string | null;
-  e_evento: string | null;
-  e_nu_proposta: number | string | null;
-  e_request_id: string | null;
-  e_registry_status: string | null;
-  e_tentativa: number | null;
-  e_received_at: string | null;
-  e_body: Buffer | string | null;
-  e_body_bytes: number | null;
-  e_status: string | null;
-  e_last_error: string | null;
-  e_trace_context: string | null;
-}
+/** A delivery and its event's columns (`e_…`: null when it stored none; the body as SQLite keeps it). */
+type JoinedRow = Omit<SpoolRow, 'event'> & {
+  [K in Exclude<keyof SpoolEvent, 'body'> as `e_${K}`]: SpoolEvent[K] | null;
+} & { e_body: Buffer | string | null };
 
 export type Spool = ReturnType<typeof openSpool>;
 
