@@ -15,12 +15,16 @@ export function handlerSqlOn(db: Db): HandlerSql {
   // A partner has a handful of statement texts; the bound only stops a runaway.
   const statement = preparedCache(256, (text): Statement => db.prepare(text));
   return {
-    query: <R>(text: string, params: readonly unknown[] = []) =>
-      settle(() => {
+    query: <R>(text: string, params: readonly unknown[] = []) => {
+      try {
         const s = statement(text);
         const args = params.length === 0 ? [] : [numberedParams(params)];
-        return { rows: s.reader ? (s.all(...args) as R[]) : (s.run(...args), []) };
-      }),
+        const rows = s.reader ? (s.all(...args) as R[]) : (s.run(...args), []);
+        return Promise.resolve({ rows });
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
   };
 }
 
@@ -36,15 +40,6 @@ export function preparedCache<S>(limit: number, prepare: (text: string) => S): (
     }
     return s;
   };
-}
-
-/** What synchronous `fn` returns or throws, as an already-settled promise. */
-export function settle<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sqliteDialect } from '../domain/sql/dialect';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { Db } from './database';
-import { preparedCache, prepareShared, settle } from './handler-sql';
+import { preparedCache, prepareShared } from './handler-sql';
 
 /**
  * The SQLite adapter of {@link StoreSql} (domain/sql/store-sql.ts) on `db`: statements prepared once
@@ -12,6 +12,13 @@ import { preparedCache, prepareShared, settle } from './handler-sql';
 export function sqliteStoreSql(db: Db): StoreSql {
   // Filters build a few variants of a text each; the bound only stops a runaway.
   const statement = preparedCache(512, (text) => prepareShared(db, text));
+  const settle = <T>(fn: () => T): Promise<T> => {
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  };
   const q: StoreQuery = {
     dialect: sqliteDialect,
     rows: <R>(text: string, params: readonly unknown[] = []) =>
