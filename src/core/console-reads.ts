@@ -18,10 +18,15 @@ import {
 import { decodeUtf8, type DeliveryRow } from '../domain/delivery';
 import type { EventRow } from '../domain/event-status';
 import type { AverbacaoRow, ProposalRow } from '../domain/log-rows';
-import { AVERBACAO_COLUMNS, averbacoesQuery, EVENT_COLUMNS, PROPOSAL } from '../domain/sql/read-statements';
+import {
+  AVERBACAO_COLUMNS,
+  averbacoesQuery,
+  Conditions,
+  EVENT_COLUMNS,
+  PROPOSAL,
+} from '../domain/sql/read-statements';
 import type { Dialect } from '../domain/sql/dialect';
 import type { StoreQuery } from '../domain/sql/store-sql';
-import { Conditions, logNu } from './console-sql';
 
 /**
  * The console's reads of the log (contract §9), written once for both stores: listings newest
@@ -34,6 +39,12 @@ import { Conditions, logNu } from './console-sql';
  * `scanCapFor`). When that window ends before the page is full, the page says where it stopped,
  * and the next page goes on from there.
  */
+
+/** A row's `nu_proposta` as the SQLite log holds it ({@link Dialect.logNu}). */
+export function logNu<T extends { nu_proposta: number | string | null }>(dialect: Dialect, row: T): T {
+  const nu = dialect.logNu(row.nu_proposta);
+  return nu === row.nu_proposta ? row : { ...row, nu_proposta: nu };
+}
 
 /** Ids above every real one: a bound that keeps a walk of the primary key a range. */
 const NO_BOUND = Number.MAX_SAFE_INTEGER;
@@ -105,11 +116,8 @@ async function eventConditions(
 
 async function selectEvents(q: StoreQuery, f: ConsoleEventFilter, limit: number, atLeastId?: number) {
   const c = await eventConditions(q, f, atLeastId);
-  const rows = await q.rows<EventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM events e ${c.where} ORDER BY e.id DESC LIMIT ${c.next()}`,
-    [...c.params, limit],
-  );
-  return rows.map((row) => logNu(q.dialect, row));
+  const page = c.limited(`SELECT ${EVENT_COLUMNS} FROM events e`, 'e.id DESC', limit);
+  return (await q.rows<EventRow>(page.text, page.params)).map((row) => logNu(q.dialect, row));
 }
 
 /** One page of events, newest first (see the module's comment for the bounds). */
@@ -140,11 +148,8 @@ export async function countEvents(q: StoreQuery, f: ConsoleEventFilter): Promise
 /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
 export async function eventIds(q: StoreQuery, f: ConsoleEventFilter, before: number, limit: number) {
   const c = await eventConditions(q, { ...f, before });
-  const rows = await q.rows<{ id: number }>(
-    `SELECT e.id FROM events e ${c.where} ORDER BY e.id DESC LIMIT ${c.next()}`,
-    [...c.params, limit],
-  );
-  return rows.map((r) => r.id);
+  const page = c.limited('SELECT e.id FROM events e', 'e.id DESC', limit);
+  return (await q.rows<{ id: number }>(page.text, page.params)).map((r) => r.id);
 }
 
 /** One event and its raw body: text when it is valid UTF-8 (as SQLite stores it), else the bytes. */
@@ -184,11 +189,8 @@ export async function listDeliveries(
         .given('(received_at, id) < (SELECT received_at, id FROM deliveries WHERE id = ?)', f.before)
     : new Conditions().given('outcome = ?', f.outcome).given('id < ?', f.before);
   const order = byTime ? 'received_at DESC, id DESC' : 'id DESC';
-  const rows = await q.rows<DeliveryRow>(
-    `SELECT ${DELIVERY_COLUMNS} FROM deliveries ${c.where} ORDER BY ${order} LIMIT ${c.next()}`,
-    [...c.params, limit + 1],
-  );
-  return pageOf(rows, limit, null);
+  const page = c.limited(`SELECT ${DELIVERY_COLUMNS} FROM deliveries`, order, limit + 1);
+  return pageOf(await q.rows<DeliveryRow>(page.text, page.params), limit, null);
 }
 
 // ---- a proposal's story --------------------------------------------------------------------------
@@ -244,12 +246,12 @@ export async function proposalStory(q: StoreQuery, nu: number | string) {
   return { proposal, events, averbacoes, forwards };
 }
 
-/** Proposals per status (the funnel), statuses in SQLite's (byte) order. */
-export async function proposalCounts(q: StoreQuery): Promise<Record<string, number>> {
-  const rows = await q.rows<{ status: string; n: number }>(
-    `SELECT status, count(*) AS n FROM proposals GROUP BY status ORDER BY ${q.dialect.bytewise('status')}`,
+/** Rows of `table` per value of `column` (both names from our code), in SQLite's (byte) order of the values. */
+export async function countBy(q: StoreQuery, table: string, column: string): Promise<Record<string, number>> {
+  const rows = await q.rows<{ key: string; n: number }>(
+    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${q.dialect.bytewise(column)}`,
   );
-  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  return Object.fromEntries(rows.map((r) => [r.key, r.n]));
 }
 
 // ---- averbações ----------------------------------------------------------------------------------
@@ -275,10 +277,12 @@ export async function listAverbacoes(
     // Always bounded: the newest first is a range of the key, never a scan.
     .add(`${key} < ?`, [f.before ?? NO_BOUND])
     .add('next_poll_at IS NOT NULL', [], f.waiting === true);
-  const rows = await q.rows<AverbacaoListRow>(
-    `SELECT ${key} AS rid, ${AVERBACAO_COLUMNS} FROM averbacoes ${c.where} ORDER BY ${key} DESC LIMIT ${c.next()}`,
-    [...c.params, limit + 1],
+  const page = c.limited(
+    `SELECT ${key} AS rid, ${AVERBACAO_COLUMNS} FROM averbacoes`,
+    `${key} DESC`,
+    limit + 1,
   );
+  const rows = await q.rows<AverbacaoListRow>(page.text, page.params);
   return averbacaoPage(
     rows.map((row) => logNu(q.dialect, row)),
     limit,

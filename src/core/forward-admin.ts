@@ -21,7 +21,7 @@ import type { Destination, MessageType } from '../domain/forwarding/destinations
 import { destinationWants, type MessageBody } from '../domain/forwarding/messages';
 import { parseJsonOrUndefined } from '../domain/json';
 import { canonicalNu } from '../domain/sql/dialect';
-import { inList, whereGiven } from '../domain/sql/read-statements';
+import { Conditions, inList } from '../domain/sql/read-statements';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /**
@@ -111,18 +111,19 @@ const nuText = (nu: number | string | undefined): string | undefined =>
 
 /** `WHERE …` over `d` (deliveries) and `m` (messages) for the conditions given. */
 function filterWhere(filter: ForwardListFilter, afterId?: number) {
-  return whereGiven([
-    ['d.destination = $', filter.destination],
-    filter.status === 'retrying'
-      ? ['d.status = $ AND d.attempts > 0', 'pending']
-      : ['d.status = $', filter.status],
-    ['m.nu_proposta = $', nuText(filter.nuProposta)],
-    ['m.type = $', filter.type],
-    ['m.created_at >= $', filter.since],
-    ['m.created_at < $', filter.until],
-    ['d.id < $', filter.beforeId],
-    ['d.id > $', afterId],
-  ]);
+  const retrying = filter.status === 'retrying';
+  return new Conditions()
+    .given('d.destination = ?', filter.destination)
+    .given(
+      retrying ? 'd.status = ? AND d.attempts > 0' : 'd.status = ?',
+      retrying ? 'pending' : filter.status,
+    )
+    .given('m.nu_proposta = ?', nuText(filter.nuProposta))
+    .given('m.type = ?', filter.type)
+    .given('m.created_at >= ?', filter.since)
+    .given('m.created_at < ?', filter.until)
+    .given('d.id < ?', filter.beforeId)
+    .given('d.id > ?', afterId);
 }
 
 function chunksOf<T>(items: readonly T[]): T[][] {
@@ -143,7 +144,7 @@ function reads(log: StoreSql) {
     /** Deliveries with their message's columns, newest first (keyset on the delivery id). */
     list: (filter: ForwardListFilter): Promise<ForwardRow[]> => {
       const w = filterWhere(filter);
-      const sql = `SELECT ${ROW_COLUMNS} ${FROM_JOINED} ${w.text} ORDER BY d.id DESC LIMIT $${w.params.length + 1}`;
+      const sql = `SELECT ${ROW_COLUMNS} ${FROM_JOINED} ${w.where} ORDER BY d.id DESC LIMIT $${w.params.length + 1}`;
       return log.read(async (q) =>
         (await q.rows<ForwardRow>(sql, [...w.params, listLimit(filter)])).map(forwardRow),
       );
@@ -175,7 +176,7 @@ function reads(log: StoreSql) {
     /** How many deliveries a replay with this filter would touch, by their status now. */
     countWhere: (filter: ForwardFilter): Promise<ReplayCounts> => {
       const w = filterWhere(filter);
-      const sql = `SELECT d.status, count(*) AS n ${FROM_JOINED} ${w.text} GROUP BY d.status`;
+      const sql = `SELECT d.status, count(*) AS n ${FROM_JOINED} ${w.where} GROUP BY d.status`;
       return log.read(async (q) => replayCounts(await q.rows<{ status: string; n: number }>(sql, w.params)));
     },
     /**
@@ -240,7 +241,7 @@ function writes(log: StoreSql, wake: SenderWake) {
       // Only an empty chunk ends it: PostgreSQL's lock re-checks the filter, so a chunk may be short.
       for (let afterId = 0; ; await nextTurn()) {
         const w = filterWhere(filter, afterId);
-        const sql = `SELECT d.id, d.status ${FROM_JOINED} ${w.text} ORDER BY d.id LIMIT ${CHUNK_ROWS}`;
+        const sql = `SELECT d.id, d.status ${FROM_JOINED} ${w.where} ORDER BY d.id LIMIT ${CHUNK_ROWS}`;
         const rows = await requeued(
           (q) => q.rows<Picked>(`${sql}${locked(q, 'UPDATE OF d')}`, w.params),
           now,
@@ -297,14 +298,13 @@ async function backfillChunk(
   afterId: number,
   now: string,
 ) {
-  const w = whereGiven([
-    ['id > $', afterId],
-    ['nu_proposta = $', nuText(range.nuProposta)],
-    ['created_at >= $', range.since],
-    ['created_at < $', range.until],
-  ]);
+  const w = new Conditions()
+    .given('id > ?', afterId)
+    .given('nu_proposta = ?', nuText(range.nuProposta))
+    .given('created_at >= ?', range.since)
+    .given('created_at < ?', range.until);
   const rows = await q.rows<StoredMessage>(
-    `SELECT id, type, evento, order_key, body FROM forward_messages ${w.text} ORDER BY id LIMIT ${CHUNK_ROWS}`,
+    `SELECT id, type, evento, order_key, body FROM forward_messages ${w.where} ORDER BY id LIMIT ${CHUNK_ROWS}`,
     w.params,
   );
   const wanted = rows.filter((row) => {

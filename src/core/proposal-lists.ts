@@ -4,7 +4,7 @@ import type { ProposalRow } from '../domain/log-rows';
 import type { Dialect } from '../domain/sql/dialect';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { logNu } from './console-sql';
+import { logNu } from './console-reads';
 
 /**
  * Proposals listed by status and age, for `/metrics`, `stats`, `proposals` and the console, written

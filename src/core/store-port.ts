@@ -1,18 +1,29 @@
-import type { NewAuditEntry } from '../domain/console';
+import type { NewAuditEntry, OverviewFigures, OverviewQuery, ProposalListing } from '../domain/console';
 import type { EventStatus, ReplayHooks, ReplayResult } from '../domain/event-status';
 import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { trackEffect } from '../domain/event-effects';
-import { consoleQueries } from './console-queries';
 import { type EffectProgram, trackEffects } from './effects';
-import { endSessionsAudited } from './console-session-queries';
-import type { AlarmFigures } from './console-overview';
+import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
+import {
+  countBy,
+  countEvents,
+  eventForwards,
+  eventIds,
+  eventWithBody,
+  listAverbacoes,
+  listDeliveries,
+  listEvents,
+  proposalExists,
+  proposalStory,
+} from './console-reads';
+import { consoleAudit, consoleSessions, endSessionsAudited, signInFailures } from './console-session-queries';
 import { feedReader } from './feed-reader';
 import { forwardAdmin, type SenderWake } from './forward-admin';
 import { type StoreFigures, storeFigures, storeReads } from './store-reads';
-import { latestProposals, stuckProposals } from './proposal-lists';
+import { latestProposals, proposalPage, stuckProposals } from './proposal-lists';
 import { replayEvents, replayWanted } from './replay';
 
 /**
@@ -59,14 +70,6 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
 }
 
-/** A registration to track, as the admin routes or the `track` command declare or start it. */
-export interface TrackRequest {
-  requestId: string;
-  correlationId: string | null;
-  nuProposta: number | string | null;
-  via: 'declared' | 'started';
-}
-
 /** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
 export type StoreStats = Pick<StoreFigures, 'databaseBytes' | 'replicas' | 'forwarding'>;
 
@@ -97,7 +100,7 @@ export function adminStore(port: StorePort<StoreQuery>) {
      * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
      * missing fields. `created`: it was new.
      */
-    track: async (t: TrackRequest, now: Date, graceMs: number) => {
+    track: async (t: Parameters<typeof trackEffect>[0], now: Date, graceMs: number) => {
       const effect = trackEffect(t, now.getTime(), { graceMs });
       const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
       return { created, averbacao: await reads.averbacao(t.requestId) };
@@ -110,10 +113,12 @@ export function adminStore(port: StorePort<StoreQuery>) {
 }
 
 /**
- * Everything the console's pages and actions read and write (core/console-queries.ts, in the SQLite
- * store's shapes, so that one set of pages renders either), with the replay rule and the forwarding
- * tables of the admin API. Each call of PostgreSQL's rejects with a StorageError while PostgreSQL
- * cannot answer this replica; the console answers that with a 503.
+ * Everything the console's pages and actions read and write (core/console-reads.ts and its
+ * neighbours, in the SQLite store's shapes, so that one set of pages renders either), with the
+ * replay rule and the forwarding tables of the admin API. Each page's reads run in one snapshot
+ * where they are more than one (the overview, a proposal's story), so the figures of a page agree
+ * with each other. Each call of PostgreSQL's rejects with a StorageError while PostgreSQL cannot
+ * answer this replica; the console answers that with a 503.
  */
 export type ConsoleStore = ReturnType<typeof consoleStore>;
 
@@ -121,13 +126,48 @@ export type ConsoleStore = ReturnType<typeof consoleStore>;
 export type SignInFailures = ConsoleStore['signInFailures'];
 
 export function consoleStore<Q extends StoreQuery>(port: StorePort<Q>) {
+  const { sql } = port;
   // The admin API's replay rule and forwarding tables (the same writes, waking the sender).
   const { replayEvents, forwards } = adminStore(port);
   return {
-    ...consoleQueries(port.sql, {
-      figures: (q) => port.consoleFigures(q),
-      destinationSummaries: (configured) => forwards.destinationSummaries(configured),
-    }),
+    sessions: consoleSessions(sql),
+    audit: consoleAudit(sql),
+    signInFailures: signInFailures(sql),
+    /**
+     * The overview's figures: the deliveries that arrived since the last view counted into the
+     * hourly rollup first (its own transaction), then the figures in one snapshot.
+     */
+    overview: async (now: Date, query: OverviewQuery): Promise<OverviewFigures> => {
+      const rollup = await updateRollup(sql, now);
+      const figures = await sql.read((q) => overviewFigures(q, now, query, () => port.consoleFigures(q)));
+      return { rollup, ...figures, destinations: await forwards.destinationSummaries(query.destinations) };
+    },
+    /** A page of events (the window rule of core/console-reads.ts). */
+    events: (f: Parameters<typeof listEvents>[1]) => sql.read((q) => listEvents(q, f)),
+    /** Every event the filter matches (no paging, no window): a bulk replay's count. */
+    countEvents: (f: Parameters<typeof countEvents>[1]) => sql.read((q) => countEvents(q, f)),
+    /** Up to `limit` matching ids below `before`, newest first (a bulk replay walks them in chunks). */
+    eventIds: (f: Parameters<typeof eventIds>[1], before: number, limit: number) =>
+      sql.read((q) => eventIds(q, f, before, limit)),
+    /** One event, its raw body (text when valid UTF-8, else the bytes) and the messages it caused. */
+    event: (id: number) =>
+      sql.read(async (q) => {
+        const found = await eventWithBody(q, id);
+        return found && { ...found, forwards: await eventForwards(q, id) };
+      }),
+    deliveries: (f: Parameters<typeof listDeliveries>[1]) => sql.read((q) => listDeliveries(q, f)),
+    /** Proposals per status (the funnel) and one page of a listing. */
+    proposals: (listing: ProposalListing) =>
+      sql.read(async (q) => ({
+        counts: await countBy(q, 'proposals', 'status'),
+        rows: await proposalPage(q, listing),
+      })),
+    /** Whether a proposal row or an event names `nu`. */
+    proposalExists: (nu: number | string) => sql.read((q) => proposalExists(q, nu)),
+    /** What the proposal page tells; undefined when nothing names this proposal. */
+    proposalStory: (nu: number | string) => sql.read((q) => proposalStory(q, nu)),
+    /** A page of averbações, newest tracked first; `next` is the `before` of the next page. */
+    averbacoes: (f: Parameters<typeof listAverbacoes>[1]) => sql.read((q) => listAverbacoes(q, f)),
     replayEvents,
     forwards,
   };

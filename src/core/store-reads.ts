@@ -4,6 +4,7 @@ import { clampLimit } from '../domain/list-limit';
 import type { AverbacaoRow, ProposalRow, TimelineRow } from '../domain/log-rows';
 import {
   AVERBACAO,
+  type AverbacaoFilter,
   averbacoesQuery,
   type EventFilter,
   eventsQuery,
@@ -12,8 +13,7 @@ import {
 } from '../domain/sql/read-statements';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { eventWithBody, listDeliveries } from './console-reads';
-import { logNu } from './console-sql';
+import { countBy, eventWithBody, listDeliveries, logNu } from './console-reads';
 import { stuckCounts } from './proposal-lists';
 
 /**
@@ -23,19 +23,10 @@ import { stuckCounts } from './proposal-lists';
  * (1–10 000, 50 when not given).
  */
 
-export type { EventFilter };
-
 export interface DeliveryFilter {
   outcome?: string | undefined;
   /** The rows after delivery `beforeId` in the listing's order (the last row of the previous page). */
   beforeId?: number | undefined;
-  limit?: number | undefined;
-}
-
-export interface AverbacaoFilter {
-  status?: string | undefined;
-  stale?: boolean | undefined;
-  nuProposta?: number | string | undefined;
   limit?: number | undefined;
 }
 
@@ -118,14 +109,6 @@ export interface ReplicaDeliveries {
   replica: string;
   deliveries: number;
   last_received_at: string | null;
-}
-
-/** Rows of `table` per value of `column` (both names from our code), in SQLite's (byte) order of the values. */
-async function countBy(q: StoreQuery, table: string, column: string): Promise<Record<string, number>> {
-  const rows = await q.rows<{ key: string; n: number }>(
-    `SELECT ${column} AS key, count(*) AS n FROM ${table} GROUP BY ${column} ORDER BY ${q.dialect.bytewise(column)}`,
-  );
-  return Object.fromEntries(rows.map((r) => [r.key, r.n]));
 }
 
 /** The figures of `stats` both stores keep alike, read with `q` (the caller's one snapshot). */

@@ -124,7 +124,7 @@ const firstPoll = (nowMs: number, schedule: PollScheduleOptions): string =>
 /**
  * A registration declared here (the `track` command, `POST /admin/averbacoes/track`) or started
  * through the service's client: `queued` until the service says more, first poll after the
- * webhook's grace. SQLite mode's store/averbacoes-repo.ts `track` writes the same row.
+ * webhook's grace. Both stores write it through core/effects.ts `trackEffects`.
  */
 export function trackEffect(
   t: {

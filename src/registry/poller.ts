@@ -11,9 +11,9 @@ import {
   refusedAnswer,
 } from '../domain/registry-poll';
 import type { Logger } from '../logger';
-import { type AverbacaoRow, averbacoesRepo } from '../store/averbacoes-repo';
+import type { AverbacaoRow } from '../domain/log-rows';
 import type { Db } from '../store/database';
-import type { EventsRepo } from '../store/events-repo';
+import { averbacoesRepo, type EventsRepo } from '../store/store';
 
 /**
  * The registry poller (interface §4.3: the status query is the fallback when the registry webhook is

@@ -9,7 +9,7 @@ import { DatabaseFileError } from '../domain/errors';
  * create `<file>-wal` and `<file>-shm` (or `<file>-journal`) beside the file.
  */
 
-function statOrNull(path: string): Stats | null {
+export function statOrNull(path: string): Stats | null {
   try {
     return statSync(path);
   } catch {
@@ -39,7 +39,7 @@ function owner(stat: Stats): string {
  * The file-system reason why `path` cannot be written, or null when the file, its directory and its
  * `-wal`/`-shm` companions all look writable to this process (then SQLite's code explains it).
  */
-export function unwritableCause(path: string): string | null {
+function unwritableCause(path: string): string | null {
   const file = statOrNull(path);
   if (file && !writable(path)) return `the file is not writable by ${user()}: it is ${owner(file)}`;
   const dir = dirname(path);

@@ -2,8 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from './sqlite-driver';
-import { DatabaseFileError } from '../domain/errors';
-import { isLockBusy } from '../domain/errors';
+import { DatabaseFileError, isLockBusy } from '../domain/errors';
 import { databaseFileError, refuseUnwritableFile } from './database-errors';
 
 export type Db = BetterSqlite3.Database;

@@ -84,8 +84,6 @@ export function deliveryAlarmRepo(db: Db) {
   };
 }
 
-export type DeliveryAlarmRepo = ReturnType<typeof deliveryAlarmRepo>;
-
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }

@@ -13,28 +13,14 @@ export function forwardOutbox(db: Db) {
   // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
   // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
-  const insertMessage = db.prepare<
-    [
-      string,
-      string,
-      number,
-      string | null,
-      number | string | null,
-      string | null,
-      string,
-      string,
-      string,
-      string | null,
-    ],
-    { id: number }
-  >(
+  const insertMessage = db.prepare<unknown[], { id: number }>(
     `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body,
        trace_context)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (event_id, type) DO NOTHING
      RETURNING id`,
   );
-  const insertDelivery = db.prepare<[number, string, string, string, string, string]>(
+  const insertDelivery = db.prepare(
     `INSERT INTO forward_deliveries (message_id, destination, order_key, status, attempts, next_attempt_at, created_at, updated_at)
      VALUES (?, ?, ?, 'pending', 0, ?, ?, ?)
      ON CONFLICT (message_id, destination) DO NOTHING`,
@@ -77,5 +63,3 @@ export function forwardOutbox(db: Db) {
     },
   };
 }
-
-export type ForwardOutbox = ReturnType<typeof forwardOutbox>;

@@ -11,20 +11,9 @@ import type { Db } from './database';
  * already-resolved promise.
  */
 
-/** Distinct statement texts kept prepared; a partner has a handful, this only bounds a runaway. */
-const CACHE_LIMIT = 256;
-
 export function handlerSqlOn(db: Db): HandlerSql {
-  const prepared = new Map<string, Statement>();
-  const statement = (text: string): Statement => {
-    let s = prepared.get(text);
-    if (s === undefined) {
-      if (prepared.size >= CACHE_LIMIT) prepared.clear();
-      s = db.prepare(text);
-      prepared.set(text, s);
-    }
-    return s;
-  };
+  // A partner has a handful of statement texts; the bound only stops a runaway.
+  const statement = preparedCache(256, (text): Statement => db.prepare(text));
   return {
     query: <R>(text: string, params: readonly unknown[] = []) => {
       try {
@@ -36,6 +25,20 @@ export function handlerSqlOn(db: Db): HandlerSql {
         return Promise.reject(err as Error);
       }
     },
+  };
+}
+
+/** `prepare(text)`, kept per distinct text; past `limit` texts the cache starts again (a runaway). */
+export function preparedCache<S>(limit: number, prepare: (text: string) => S): (text: string) => S {
+  const prepared = new Map<string, S>();
+  return (text) => {
+    let s = prepared.get(text);
+    if (s === undefined) {
+      if (prepared.size >= limit) prepared.clear();
+      s = prepare(text);
+      prepared.set(text, s);
+    }
+    return s;
   };
 }
 
@@ -93,8 +96,3 @@ export function prepareShared<R = unknown>(db: Db, text: string, options: { raw?
 
 /** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
 export type SharedStatement<R> = ReturnType<typeof prepareShared<R>>;
-
-/** The rows of a statement shared with PostgreSQL (domain/sql/), built for these values, on SQLite. */
-export function sqliteRows<R>(db: Db, q: { text: string; params: readonly unknown[] }): R[] {
-  return prepareShared<R>(db, q.text).all(q.params);
-}

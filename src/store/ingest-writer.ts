@@ -1,10 +1,9 @@
 import type { Transaction } from 'better-sqlite3';
-import { StorageError } from '../domain/errors';
+import { isLockBusy, StorageError } from '../domain/errors';
 import type { Db } from './database';
-import { isLockBusy } from '../domain/errors';
 import type { IngestOutcome, IngestResult, NewDelivery, PendingDelivery } from '../domain/delivery';
-import type { DeliveriesRepo } from './deliveries-repo';
-import type { EventsRepo, NewEvent } from './events-repo';
+import type { NewEvent } from '../domain/event-status';
+import type { DeliveriesRepo, EventsRepo } from './store';
 
 /**
  * Group commit. Every webhook request must be on disk before its 200 leaves, and with

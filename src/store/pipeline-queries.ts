@@ -1,28 +1,19 @@
 import type { Db } from './database';
-import type { EventKind, EventStatus } from '../domain/event-status';
+import type { EventRow, EventStatus } from '../domain/event-status';
 
 /** The statements the pipeline runs against `events` (on its own connection). */
 
-export interface WorkItem {
-  id: number;
-  kind: EventKind;
-  nu_proposta: number | string | null;
-  request_id: string | null;
-}
+type WorkItem = Pick<EventRow, 'id' | 'kind' | 'nu_proposta' | 'request_id'>;
 
-export interface EventForWork extends WorkItem {
-  evento: string | null;
-  registry_status: string | null;
-  webhook_id: string | null;
-  dedup_key: string;
-  tentativa: number | null;
-  received_at: string;
-  status: EventStatus;
-  attempts: number;
+/** What the pipeline reads of an event to process it. */
+export type EventForWork = Omit<
+  EventRow,
+  'body_bytes' | 'next_attempt_at' | 'last_error' | 'processed_at' | 'duplicates' | 'last_duplicate_at'
+> & {
   body: string | Buffer | null;
   /** The delivery's trace context (tracing, src/domain/tracing.ts). */
   trace_context: string | null;
-}
+};
 
 export function pipelineQueries(db: Db) {
   const backlog = db.prepare<[], WorkItem & { next_attempt_at: string | null }>(

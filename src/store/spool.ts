@@ -19,46 +19,12 @@ import type { Db } from './database';
  * (spool, spool_id) and changes nothing.
  */
 
-interface JoinedRow extends Omit<SpoolRow, 'event'> {
-  e_kind: SpoolEvent['kind'] | null;
-  e_webhook_id: string | null;
-  e_evento: string | null;
-  e_nu_proposta: number | string | null;
-  e_request_id: string | null;
-  e_registry_status: string | null;
-  e_tentativa: number | null;
-  e_received_at: string | null;
-  e_body: Buffer | string | null;
-  e_body_bytes: number | null;
-  e_status: string | null;
-  e_last_error: string | null;
-  e_trace_context: string | null;
-}
+/** A delivery and its event's columns (`e_…`: null when it stored none; the body as SQLite keeps it). */
+type JoinedRow = Omit<SpoolRow, 'event'> & {
+  [K in Exclude<keyof SpoolEvent, 'body'> as `e_${K}`]: SpoolEvent[K] | null;
+} & { e_body: Buffer | string | null };
 
 export type Spool = ReturnType<typeof openSpool>;
-
-/**
- * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
- * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
- */
-export function spoolFacts(db: Db): SpoolFacts {
-  return db.transaction(() => {
-    const row = db
-      .prepare<[], { spool: string; relayed_through: number }>(
-        'SELECT spool, relayed_through FROM relay_cursor WHERE id = 1',
-      )
-      .get();
-    if (!row) throw new StorageError('not a spool: it has no relay_cursor row (a SQLite-mode database?)');
-    const ids = db
-      .prepare<[number], { id: number }>('SELECT id FROM deliveries WHERE id <= ? ORDER BY id')
-      .all(row.relayed_through)
-      .map((r) => r.id);
-    const backlog = db
-      .prepare<[number], { n: number }>('SELECT count(*) AS n FROM deliveries WHERE id > ?')
-      .get(row.relayed_through);
-    return { id: row.spool, relayedThrough: row.relayed_through, relayedIds: ids, backlog: backlog?.n ?? 0 };
-  })();
-}
 
 export function openSpool(db: Db) {
   const cursor = db.prepare<[], { spool: string; relayed_through: number }>(
@@ -92,7 +58,7 @@ export function openSpool(db: Db) {
     // The order time (migrations/0012; received_at for a row stamped before the relay's first beat).
     'SELECT min(coalesce(order_at, received_at)) AS oldest FROM deliveries WHERE id > ?',
   );
-  const pruner = spoolPruner(db);
+  const pruneBatch = spoolPruneBatch(db);
   const row = cursor.get();
   if (!row) throw new Error('the spool has no relay_cursor row (migration 0010 not applied)');
   return {
@@ -104,8 +70,20 @@ export function openSpool(db: Db) {
     read: (afterId: number, limit: number): SpoolRow[] => read.all(afterId, limit).map(toSpoolRow),
     /** Records that PostgreSQL committed everything up to `throughId`. */
     advance: (throughId: number, at: string): void => void advance.run(throughId, at),
-    /** What `relay verify` compares with PostgreSQL ({@link spoolFacts}). */
-    facts: (): SpoolFacts => spoolFacts(db),
+    /**
+     * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
+     * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
+     */
+    facts: db.transaction((): SpoolFacts => {
+      const at = cursor.get();
+      if (!at) throw new StorageError('not a spool: it has no relay_cursor row (a SQLite-mode database?)');
+      const relayedThrough = at.relayed_through;
+      const relayedIds = db
+        .prepare<[number], { id: number }>('SELECT id FROM deliveries WHERE id <= ? ORDER BY id')
+        .all(relayedThrough)
+        .map((r) => r.id);
+      return { id: at.spool, relayedThrough, relayedIds, backlog: backlog.get(relayedThrough)?.count ?? 0 };
+    }),
     /**
      * Moves the cursor back to `toId`: PostgreSQL (a promoted standby) lacks what came after. The
      * rows after it are relayed again and kept from retention until they are. Returns how many of
@@ -129,12 +107,21 @@ export function openSpool(db: Db) {
     oldestAfter: (afterId: number): string | null => oldest.get(afterId)?.oldest ?? null,
     /**
      * RETENTION_DAYS in cluster mode: removes the deliveries PostgreSQL already has (relayed) that
-     * were received before `cutoff`, with the events they stored (see {@link spoolPruner}); `prune`
-     * walks the whole spool at once, `pruneBatch` one batch after `afterId`.
+     * were received before `cutoff`, with the events they stored (see {@link spoolPruneBatch});
+     * `pruneBatch` one batch after `afterId`, `prune` the whole spool at once.
      */
-    prune: (cutoff: Date, batch?: number): SpoolPruneSummary => pruneSpool(db, cutoff, batch),
     pruneBatch: (cutoff: Date, afterId: number, size: number): SpoolPruneStep =>
-      pruner.batch(cutoff, afterId, size),
+      pruneBatch(cutoff, afterId, size),
+    prune(cutoff: Date, batch: number = RETENTION_BATCH.spool.command): SpoolPruneSummary {
+      const removed: SpoolPruneSummary = { deliveries: 0, events: 0 };
+      for (let afterId = 0; ;) {
+        const step = pruneBatch(cutoff, afterId, batch);
+        removed.deliveries += step.deliveries;
+        removed.events += step.events;
+        if (step.done) return removed;
+        afterId = step.lastId;
+      }
+    },
   };
 }
 
@@ -144,9 +131,9 @@ export function openSpool(db: Db) {
  * stored (`accepted`, `quarantined`). A row not relayed yet is never touched, and neither is an
  * event no relayed delivery stored (a spool that ran in SQLite mode may hold poll results, which the
  * relay never reads). One transaction per batch, oldest first; like core/prune-pass.ts on SQLite, the walk
- * ends at the first delivery newer than the cutoff (ids follow arrival). `batch(cutoff, afterId,
- * size)` runs one; the replica runs them one event-loop turn apart (its answers share this
- * connection and this thread), {@link pruneSpool} back to back.
+ * ends at the first delivery newer than the cutoff (ids follow arrival). The function returned,
+ * `(cutoff, afterId, size)`, runs one; the replica runs them one event-loop turn apart (its answers
+ * share this connection and this thread), `Spool.prune` back to back.
  *
  * Why this is safe:
  * - The newest delivery is always kept. `deliveries.id` is a rowid without AUTOINCREMENT: with its
@@ -157,9 +144,7 @@ export function openSpool(db: Db) {
  *   more duplicate of the event PostgreSQL has, not a second event. Duplicate deliveries do not need
  *   their event row (the relay counts them by dedup key), so a kept one may name a removed event.
  */
-export function spoolPruner(db: Db): {
-  batch(cutoff: Date, afterId: number, size: number): SpoolPruneStep;
-} {
+function spoolPruneBatch(db: Db) {
   // The highest id a pass may remove: relayed, and below the newest row.
   const bound = db.prepare<[], { through: number | null }>(
     `SELECT min((SELECT relayed_through FROM relay_cursor WHERE id = 1), (SELECT max(id) FROM deliveries) - 1) AS through`,
@@ -170,51 +155,31 @@ export function spoolPruner(db: Db): {
   >('SELECT id, received_at, outcome, event_id FROM deliveries WHERE id > ? AND id <= ? ORDER BY id LIMIT ?');
   const deleteDeliveries = db.prepare<[number, number]>('DELETE FROM deliveries WHERE id > ? AND id <= ?');
   const deleteEvent = db.prepare<[number, string]>('DELETE FROM events WHERE id = ? AND received_at < ?');
-  return {
-    batch: (cutoff, afterId, size) =>
-      db.transaction((): SpoolPruneStep => {
-        const cutoffIso = cutoff.toISOString();
-        // Read in the transaction: the relay (same connection) moves the cursor between batches.
-        const rows = next.all(afterId, bound.get()?.through ?? 0, size);
-        const firstNew = rows.findIndex((r) => !isBeforeCutoff(r.received_at, cutoffIso));
-        const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
-        const step = {
-          deliveries: 0,
-          events: 0,
-          lastId: afterId,
-          done: firstNew !== -1 || rows.length < size,
-        };
-        if (taken.length === 0) return { ...step, done: true };
-        step.lastId = taken[taken.length - 1]!.id;
-        step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
-        for (const r of taken)
-          if (spoolDeliveryOwnsEvent(r.outcome, r.event_id))
-            step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
-        return step;
-      })(),
-  };
-}
-
-/** A whole pass of {@link spoolPruner}'s batches, back to back (the `prune` command). */
-export function pruneSpool(
-  db: Db,
-  cutoff: Date,
-  batch: number = RETENTION_BATCH.spool.command,
-): SpoolPruneSummary {
-  const pruner = spoolPruner(db);
-  const removed: SpoolPruneSummary = { deliveries: 0, events: 0 };
-  for (let afterId = 0; ;) {
-    const step = pruner.batch(cutoff, afterId, batch);
-    removed.deliveries += step.deliveries;
-    removed.events += step.events;
-    if (step.done) return removed;
-    afterId = step.lastId;
-  }
+  return db.transaction((cutoff: Date, afterId: number, size: number): SpoolPruneStep => {
+    const cutoffIso = cutoff.toISOString();
+    // Read in the transaction: the relay (same connection) moves the cursor between batches.
+    const rows = next.all(afterId, bound.get()?.through ?? 0, size);
+    const firstNew = rows.findIndex((r) => !isBeforeCutoff(r.received_at, cutoffIso));
+    const taken = firstNew === -1 ? rows : rows.slice(0, firstNew);
+    const step = {
+      deliveries: 0,
+      events: 0,
+      lastId: afterId,
+      done: firstNew !== -1 || rows.length < size,
+    };
+    if (taken.length === 0) return { ...step, done: true };
+    step.lastId = taken[taken.length - 1]!.id;
+    step.deliveries = deleteDeliveries.run(afterId, step.lastId).changes;
+    for (const r of taken)
+      if (spoolDeliveryOwnsEvent(r.outcome, r.event_id))
+        step.events += deleteEvent.run(r.event_id, cutoffIso).changes;
+    return step;
+  });
 }
 
 /**
  * A running replica's pass (RETENTION_DAYS, on pipeline/retention-schedule.ts's timer): the batches
- * of {@link spoolPruner} a turn of the event loop apart (core/prune-pass.ts `walk`), because the
+ * of `Spool.pruneBatch` a turn of the event loop apart (core/prune-pass.ts `walk`), because the
  * answers to the service run on this thread and this connection and wait for a batch (500 rows:
  * 6 ms on average, under 30 ms at most, measured on a spool of 100 000). What each batch removed is
  * added to `removed` once it committed; `shouldStop` ends the walk after its batch (PassInterrupted).

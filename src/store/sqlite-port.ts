@@ -1,9 +1,9 @@
-import { statSync } from 'node:fs';
 import type { StorePort } from '../core/store-port';
 import { forwardingFigures } from '../core/sender-queries';
 import { driveSync } from '../core/event-step';
 import { prunePass } from '../core/prune-pass';
 import type { StoreQuery } from '../domain/sql/store-sql';
+import { statOrNull } from './database-errors';
 import { deliveryAlarmRepo } from './delivery-alarm-repo';
 import { sqliteStoreSql } from './sqlite-store-sql';
 import { sqliteStepOps } from './step-ops';
@@ -41,19 +41,11 @@ export function sqliteStorePort(
       proposalsInFlight: () => alarm.proposalsInFlight(),
     }),
     statsFigures: async (q, destinations) => ({
-      databaseBytes: fileBytes(store.path) + fileBytes(`${store.path}-wal`),
+      databaseBytes: (statOrNull(store.path)?.size ?? 0) + (statOrNull(`${store.path}-wal`)?.size ?? 0),
       forwarding: await forwardingFigures(q, destinations),
     }),
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
   };
-}
-
-function fileBytes(path: string): number {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
 }

@@ -1,10 +1,7 @@
 import { sqliteDialect } from '../domain/sql/dialect';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { Db } from './database';
-import { prepareShared, type SharedStatement } from './handler-sql';
-
-/** Distinct statement texts kept prepared (filters build a few variants each); bounds a runaway. */
-const CACHE_LIMIT = 512;
+import { preparedCache, prepareShared } from './handler-sql';
 
 /**
  * The SQLite adapter of {@link StoreSql} (domain/sql/store-sql.ts) on `db`: statements prepared once
@@ -13,16 +10,8 @@ const CACHE_LIMIT = 512;
  * ({@link StoreSql.lone}) runs as it is, with no BEGIN or COMMIT of its own.
  */
 export function sqliteStoreSql(db: Db): StoreSql {
-  const prepared = new Map<string, SharedStatement<unknown>>();
-  const statement = (text: string): SharedStatement<unknown> => {
-    let s = prepared.get(text);
-    if (s === undefined) {
-      if (prepared.size >= CACHE_LIMIT) prepared.clear();
-      s = prepareShared(db, text);
-      prepared.set(text, s);
-    }
-    return s;
-  };
+  // Filters build a few variants of a text each; the bound only stops a runaway.
+  const statement = preparedCache(512, (text) => prepareShared(db, text));
   const settle = <T>(fn: () => T): Promise<T> => {
     try {
       return Promise.resolve(fn());

@@ -5,7 +5,7 @@ import { clampLimit } from '../../src/domain/list-limit';
 import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../../src/domain/sql/read-statements';
 import type { Db } from '../../src/store/database';
 import type { NewEvent } from '../../src/domain/event-status';
-import { sqliteRows } from '../../src/store/handler-sql';
+import { prepareShared } from '../../src/store/handler-sql';
 
 /** A pending `proposta.criada` of proposal 1 as the writer stores it, keyed `key` (dedup key and webhook_id). */
 export function pendingEvent(key: string, body = `{"k":"${key}"}`): NewEvent {
@@ -76,7 +76,8 @@ export function eventBody(db: Db, id: number): string | Buffer | null {
 
 /** The events `filter` lists, newest first, through the statement both stores list them with. */
 export function eventsListed(db: Db, filter: EventFilter = {}): EventRow[] {
-  return sqliteRows<EventRow>(db, eventsQuery({ ...filter, limit: clampLimit(filter.limit) }));
+  const q = eventsQuery({ ...filter, limit: clampLimit(filter.limit) });
+  return prepareShared<EventRow>(db, q.text).all(q.params);
 }
 
 /** Every delivery row of a SQLite log, newest first. */

@@ -42,9 +42,8 @@ import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll-stat
 import { storeGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-queries';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { averbacoesRepo } from '../../src/store/averbacoes-repo';
 import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore, type Store } from '../../src/store/store';
+import { averbacoesRepo, openStore, type Store } from '../../src/store/store';
 import { openDatabase } from '../../src/store/database';
 import { runKicks } from '../../src/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
@@ -534,7 +533,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The console's store (core/store-port.ts `ConsoleStore`), built from the port as the
-   * server builds it: on the SQLite file, and on a replica's pool (both core/console-queries.ts).
+   * server builds it: on the SQLite file, and on a replica's pool (both core/store-port.ts `consoleStore`).
    */
   describe('the console log', () => {
     let log: ConsoleStore;

@@ -1,10 +1,11 @@
 /**
  * The log's reads for the commands, the admin API and the console, one text for both stores:
  * core/store-reads.ts and core/console-reads.ts run these through StoreSql (and the SQLite
- * repositories, store/events-repo.ts, proposals-repo.ts, averbacoes-repo.ts, for the tests and the demo), with
- * PostgreSQL's `$n` placeholders (see registry-poll.ts for how SQLite runs them). Each store binds its own representation of a value (`nu_proposta` an integer or text in SQLite, text in
- * PostgreSQL; a flag 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite
- * log's shapes (cluster/pg-store-sql.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
+ * repositories of store/store.ts, for the tests and the demo), with PostgreSQL's `$n` placeholders
+ * (see registry-poll-statements.ts for how SQLite runs them). Each store binds its own
+ * representation of a value (`nu_proposta` an integer or text in SQLite, text in PostgreSQL; a flag
+ * 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite log's shapes
+ * (cluster/pg-store-sql.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
  */
 
 /** A statement and its values, in the order of its `$1`, `$2`, …. */
@@ -14,18 +15,41 @@ export interface SharedQuery {
 }
 
 /**
- * `WHERE a = $1 AND b = $2` from the conditions whose value is given (undefined or '' is none): in
- * each condition `$` stands for its value, numbered in order from `$1`.
+ * A WHERE clause built condition by condition, `?` in each standing for its values in order,
+ * numbered from `$1`.
  */
-export function whereGiven(conditions: readonly [condition: string, value: unknown][]): SharedQuery {
-  const parts: string[] = [];
-  const params: unknown[] = [];
-  for (const [condition, value] of conditions) {
-    if (value === undefined || value === '') continue;
-    params.push(value);
-    parts.push(condition.replace('$', `$${params.length}`));
+export class Conditions {
+  readonly parts: string[] = [];
+  readonly params: unknown[] = [];
+
+  /** `condition` when `when` holds (default: always). */
+  add(condition: string, values: readonly unknown[] = [], when = true): this {
+    if (!when) return this;
+    let text = condition;
+    for (const value of values) {
+      this.params.push(value);
+      text = text.replace('?', `$${this.params.length}`);
+    }
+    this.parts.push(text);
+    return this;
   }
-  return { text: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
+
+  /** `condition` with its one value when the value is given (undefined or '' is none). */
+  given(condition: string, value: unknown): this {
+    return this.add(condition, [value], value !== undefined && value !== '');
+  }
+
+  get where(): string {
+    return this.parts.length > 0 ? `WHERE ${this.parts.join(' AND ')}` : '';
+  }
+
+  /** `select` with these conditions, in `orderBy` order, at most `limit` rows. */
+  limited(select: string, orderBy: string, limit: number): SharedQuery {
+    return {
+      text: `${select} ${this.where} ORDER BY ${orderBy} LIMIT $${this.params.length + 1}`,
+      params: [...this.params, limit],
+    };
+  }
 }
 
 /**
@@ -36,14 +60,6 @@ export function whereGiven(conditions: readonly [condition: string, value: unkno
 export function inList(count: number, first: number): string {
   if (count === 0) return '(NULL)';
   return `(${Array.from({ length: count }, (_, i) => `$${first + i}`).join(', ')})`;
-}
-
-/** `select` with `where`, in `orderBy` order, at most `limit` rows: its last placeholder is the limit. */
-function limited(select: string, where: SharedQuery, orderBy: string, limit: number): SharedQuery {
-  return {
-    text: `${select} ${where.text} ORDER BY ${orderBy} LIMIT $${where.params.length + 1}`,
-    params: [...where.params, limit],
-  };
 }
 
 /** The events listing's filter, as the admin API and the commands give it. */
@@ -67,14 +83,13 @@ export const EVENT_COLUMNS = `id, dedup_key, webhook_id, kind, evento, nu_propos
  * check (test/integration/query-plans) expects.
  */
 export function eventsQuery(f: EventFilter & { limit: number }): SharedQuery {
-  const where = whereGiven([
-    ['status = $', f.status],
-    ['evento = $', f.evento],
-    ['kind = $', f.kind],
-    ['nu_proposta = $', f.nuProposta],
-    ['id < $', f.beforeId],
-  ]);
-  return limited(`SELECT ${EVENT_COLUMNS} FROM events`, where, 'id DESC', f.limit);
+  return new Conditions()
+    .given('status = ?', f.status)
+    .given('evento = ?', f.evento)
+    .given('kind = ?', f.kind)
+    .given('nu_proposta = ?', f.nuProposta)
+    .given('id < ?', f.beforeId)
+    .limited(`SELECT ${EVENT_COLUMNS} FROM events`, 'id DESC', f.limit);
 }
 
 /** One proposal's row ($1 nu_proposta). */
@@ -96,17 +111,19 @@ export const AVERBACAO_COLUMNS = `request_id, correlation_id, nu_proposta, statu
 /** One tracked registration ($1 request_id). */
 export const AVERBACAO = `SELECT ${AVERBACAO_COLUMNS} FROM averbacoes WHERE request_id = $1`;
 
-/** `averbacoes`: tracked registrations, the most recently created first. */
-export function averbacoesQuery(f: {
+/** The averbações listing's filter, as the admin API and the commands give it. */
+export interface AverbacaoFilter {
   status?: string | undefined;
   stale?: boolean | undefined;
   nuProposta?: number | string | undefined;
-  limit: number;
-}): SharedQuery {
-  const where = whereGiven([
-    ['status = $', f.status],
-    ['stale = $', f.stale],
-    ['nu_proposta = $', f.nuProposta],
-  ]);
-  return limited(`SELECT ${AVERBACAO_COLUMNS} FROM averbacoes`, where, 'created_at DESC', f.limit);
+  limit?: number | undefined;
+}
+
+/** `averbacoes`: tracked registrations, the most recently created first. */
+export function averbacoesQuery(f: AverbacaoFilter & { limit: number }): SharedQuery {
+  return new Conditions()
+    .given('status = ?', f.status)
+    .given('stale = ?', f.stale)
+    .given('nu_proposta = ?', f.nuProposta)
+    .limited(`SELECT ${AVERBACAO_COLUMNS} FROM averbacoes`, 'created_at DESC', f.limit);
 }

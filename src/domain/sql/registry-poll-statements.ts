@@ -1,5 +1,5 @@
 /**
- * Statements both stores run as they are, SQLite (store/averbacoes-repo.ts) and PostgreSQL
+ * Statements both stores run as they are, SQLite (store/store.ts `averbacoesRepo`) and PostgreSQL
  * (cluster/poll-job.ts): one text, with PostgreSQL's numbered `$1` placeholders, which SQLite runs
  * as `?`, each bound by position with the value its number names (store/handler-sql.ts
  * `prepareShared`). They live in
