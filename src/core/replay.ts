@@ -15,7 +15,7 @@ import type { StoreQuery } from '../domain/sql/store-sql';
  *
  * What processing needs to see a replay is each store's: SQLite's in-process pipeline is swept
  * after the commit; PostgreSQL holds the events' work keys before their rows are locked and queues
- * a kick of each key in the same transaction ({@link ReplayHooks}, cluster/pg-replay.ts).
+ * a kick of each key in the same transaction ({@link ReplayHooks}, cluster/pg-store-port.ts).
  */
 
 export async function replayEvents(

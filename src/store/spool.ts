@@ -71,7 +71,7 @@ export function openSpool(db: Db) {
     /** Records that PostgreSQL committed everything up to `throughId`. */
     advance: (throughId: number, at: string): void => void advance.run(throughId, at),
     /**
-     * What `relay verify` compares with PostgreSQL (cluster/relay-verify.ts): the spool's id, cursor,
+     * What `relay verify` compares with PostgreSQL (cluster/pg-reads.ts): the spool's id, cursor,
      * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
      */
     facts: db.transaction((): SpoolFacts => {
