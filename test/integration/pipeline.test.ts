@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery } from '../helpers/payloads';
@@ -262,17 +263,17 @@ describe('restart', () => {
       await first.send(delivery('proposta.criada', { nu_proposta: 62, webhook_id: 'wh_later_1' }));
       await first.send(delivery('proposta.pre_aprovada', { nu_proposta: 62, webhook_id: 'wh_later_2' }));
       await eventually(() => eventsByStatus(first.store.db).failed === 1, 'the first event failed');
-      // Its retry ten minutes away, as a longer backoff would have put it; then a restart.
-      const later = new Date(Date.now() + 600_000).toISOString();
-      first.store.db.prepare("UPDATE events SET next_attempt_at = ? WHERE status = 'failed'").run(later);
-      const held = (rec: TestReceiver) =>
-        q<{ status: string; attempts: number }>(
-          rec,
-          "SELECT status, attempts FROM events WHERE nu_proposta = '62' ORDER BY id",
-        );
-      const before = held(first);
-      expect(before.map((e) => e.status)).toEqual(['failed', 'pending']);
+      // A restart; while stopped, its retry put ten minutes away, as a longer backoff would have.
+      // (Set on the closed file: the running receiver retries every few ms and would overwrite it.)
       await first.close();
+      const later = new Date(Date.now() + 600_000).toISOString();
+      const file = new Database(first.dbPath);
+      file.prepare("UPDATE events SET next_attempt_at = ? WHERE status = 'failed'").run(later);
+      const HELD = "SELECT status, attempts FROM events WHERE nu_proposta = '62' ORDER BY id";
+      const before = file.prepare(HELD).all() as { status: string; attempts: number }[];
+      file.close();
+      const held = (rec: TestReceiver) => q<{ status: string; attempts: number }>(rec, HELD);
+      expect(before.map((e) => e.status)).toEqual(['failed', 'pending']);
 
       r = await startTestReceiver({ dir: tmp.dir });
       const again = r;
