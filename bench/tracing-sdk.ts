@@ -39,7 +39,7 @@ async function main(deliveries: number, rate: number): Promise<void> {
     };
     const request = traces.request('/webhooks', undefined, undefined);
     request.end('accepted', 200, processingAttributes(event, false));
-    const attributes = processingAttributes(event, request.stored !== null);
+    const attributes = processingAttributes(event, true);
     traces.processing(request.stored, processingName(event), attributes, () => {
       traces.stage('lifecycle', () => undefined);
     });

@@ -14,8 +14,11 @@ export type TraceAttributes = Readonly<Record<string, string | number | boolean 
 
 /** The SERVER span of one webhook request. */
 export interface RequestTrace {
-  /** The request's context as stored with its event (null when it is not sampled). */
-  readonly stored: string | null;
+  /**
+   * The request's context as stored with its event; an unsampled request's too (its flags `00`), so
+   * that its processing is not sampled either (OTEL_TRACES_SAMPLER's parent-based samplers).
+   */
+  readonly stored: string;
   /**
    * The span's ids, for the request's log line to carry (`trace_id`, `span_id`): the line is
    * written after the answer, outside the span, with these among its fields.

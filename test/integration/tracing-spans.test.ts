@@ -1,5 +1,10 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { processingAttributes, processingName, tracedStage } from '../../src/domain/tracing';
 import { createLogger } from '../../src/logger';
@@ -152,6 +157,26 @@ it('a failure marks the span with its class only, never its message, and is thro
     expect(s.status).toEqual({ code: SpanStatusCode.ERROR });
     expect(JSON.stringify([s.attributes, s.events, s.status])).not.toContain(cpf);
   }
+});
+
+it('an unsampled request stores its context all the same, so its processing and calls stay unsampled', async () => {
+  // OTEL_TRACES_SAMPLER=parentbased_always_off: a request without traceparent is not sampled.
+  const unsampled = new NodeTracerProvider({
+    sampler: new ParentBasedSampler({ root: new AlwaysOffSampler() }),
+    spanProcessors: [new SimpleSpanProcessor(exporter)],
+  });
+  const off = spanTraces(unsampled.getTracer('test'));
+  const request = off.request('/webhooks', undefined, undefined);
+  request.end('accepted', 200);
+  expect(request.stored).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+  const traceId = request.stored.split('-')[1];
+  // Later, from the stored text: the same trace, still unsampled; nothing exported.
+  const headers = off.processing(request.stored, 'process proposta.aprovada', {}, () =>
+    off.stage('forwarding', () => off.outgoing('POST default', {}).headers),
+  );
+  expect(headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+  expect(exporter.getFinishedSpans()).toEqual([]);
+  await unsampled.shutdown();
 });
 
 it('off, a stage is the handler itself', () => {
