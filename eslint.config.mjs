@@ -172,6 +172,26 @@ export default tseslint.config(
     rules: { 'jest/no-focused-tests': 'error', 'jest/no-disabled-tests': 'error' },
   },
   {
+    // Which better-sqlite3 runs depends on the Node major (src/store/sqlite-driver.ts: 13.x from Node
+    // 22, 12.x on 20), and only the one in use is built: a test that loads the package itself fails
+    // on the other Nodes (as one did in CI on Node 24 and 26). Types may come from it.
+    files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    ignores: ['src/store/sqlite-driver.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: ['better-sqlite3', 'better-sqlite3-napi'].map((name) => ({
+            name,
+            allowTypeImports: true,
+            message:
+              "load SQLite through src/store/sqlite-driver.ts (its default export): it picks the package this Node's build has",
+          })),
+        },
+      ],
+    },
+  },
+  {
     // A reader sees a function's whole job on one screen; one that must stay longer says why in an
     // eslint-disable comment.
     files: ['src/**/*.ts'],
