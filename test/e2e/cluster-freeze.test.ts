@@ -138,6 +138,9 @@ function steadyLoad(pool: Pool, targets: ServerProcess[], firstNu: number, every
   const answeredAt = new Map<number, number>();
   const lagMs = new Map<number, number>();
   let running = true;
+  // Set once the last send is answered: stop() clears `running` while a send may be in flight, and
+  // a watcher that stopped on `running` alone could leave before that last delivery is counted.
+  let allSent = false;
   let nu = firstNu;
   const sending = (async () => {
     while (running) {
@@ -146,14 +149,14 @@ function steadyLoad(pool: Pool, targets: ServerProcess[], firstNu: number, every
       answeredAt.set(n, Date.now());
       await new Promise((r) => setTimeout(r, everyMs));
     }
-  })();
+  })().finally(() => (allSent = true));
   // The watcher outlives a failed query (a connection refused or cut while the machine is loaded):
   // a watcher that died on one would leave stop() waiting for lags nobody measures any more.
   let watchErrors = 0;
   let lastWatchError: string | null = null;
   const waiting = () => [...answeredAt.keys()].filter((n) => !lagMs.has(n));
   const watching = (async () => {
-    while (running || lagMs.size < answeredAt.size) {
+    while (!allSent || lagMs.size < answeredAt.size) {
       const unseen = waiting();
       if (unseen.length > 0) {
         try {
