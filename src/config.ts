@@ -53,18 +53,32 @@ function optionalToken() {
   });
 }
 
-function optionalUrl() {
+/**
+ * A URL of the service's API (SERVICE_BASE_URL, SERVICE_TOKEN_URL): https, or http on a loopback
+ * host only (the simulator, a sidecar that originates TLS). Every call carries the bearer token, and
+ * the token request the client secret: plain http across a network would carry them in the clear.
+ */
+function serviceUrl() {
   return optionalText().superRefine((v, ctx) => {
     if (v === undefined) return;
-    let ok = false;
-    try {
-      const u = new URL(v);
-      ok = u.protocol === 'http:' || u.protocol === 'https:';
-    } catch {
-      ok = false;
-    }
-    if (!ok) ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got "${v}"` });
+    if (!isHttpsOrLoopback(v, { query: true }))
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected an https URL (http only on a loopback host: the token travels with every call), got "${v}"`,
+      });
   });
+}
+
+/** https, or http to a loopback host; `query: false` refuses a query or a fragment too. */
+function isHttpsOrLoopback(value: string, { query }: { query: boolean }): boolean {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return false;
+  }
+  if (!query && (u.search !== '' || u.hash !== '')) return false;
+  return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname));
 }
 
 /** A comma-separated list: each value trimmed, empty ones dropped; unset or empty → []. */
@@ -80,17 +94,7 @@ function list() {
 function signInUrl() {
   return optionalText().superRefine((v, ctx) => {
     if (v === undefined) return;
-    let ok = false;
-    try {
-      const u = new URL(v);
-      ok =
-        u.search === '' &&
-        u.hash === '' &&
-        (u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname)));
-    } catch {
-      ok = false;
-    }
-    if (!ok)
+    if (!isHttpsOrLoopback(v, { query: false }))
       ctx.addIssue({
         code: 'custom',
         message: `expected an https URL without query (http only on a loopback host), got "${v}"`,
@@ -131,9 +135,9 @@ const schema = z.object({
     .transform((v) => v ?? 'X-Service-Signature')
     .refine((v) => HEADER_NAME.test(v), { message: 'expected an HTTP header name' }),
   MAX_BODY_BYTES: int(1, 64 * 1024 * 1024, 262144),
-  SERVICE_BASE_URL: optionalUrl(),
+  SERVICE_BASE_URL: serviceUrl(),
   SERVICE_ACCESS_TOKEN: optionalText(),
-  SERVICE_TOKEN_URL: optionalUrl(),
+  SERVICE_TOKEN_URL: serviceUrl(),
   SERVICE_CLIENT_ID: optionalText(),
   SERVICE_CLIENT_SECRET: optionalText(),
   SERVICE_API_KEY: optionalText(),
@@ -446,15 +450,18 @@ function splitSecrets(value: string | undefined): string[] {
     .filter((s) => s !== '');
 }
 
+/** The variable the webhook secrets came from: WEBHOOK_SECRET is the older, single-secret name. */
+function secretsVariable(p: Parsed): 'WEBHOOK_SECRETS' | 'WEBHOOK_SECRET' {
+  return p.WEBHOOK_SECRETS === undefined && p.WEBHOOK_SECRET !== undefined
+    ? 'WEBHOOK_SECRET'
+    : 'WEBHOOK_SECRETS';
+}
+
 function check(p: Parsed, options: LoadOptions): string[] {
   const secrets = splitSecrets(p.WEBHOOK_SECRETS ?? p.WEBHOOK_SECRET);
   if (options.requireSecrets && secrets.length === 0) {
-    const name =
-      p.WEBHOOK_SECRETS === undefined && p.WEBHOOK_SECRET !== undefined
-        ? 'WEBHOOK_SECRET'
-        : 'WEBHOOK_SECRETS';
     throw new ConfigError(
-      name,
+      secretsVariable(p),
       'required: the shared secret(s) given to the service at webhook registration, comma-separated',
     );
   }
@@ -550,6 +557,24 @@ function ignoredSettings(p: Parsed): string[] {
   return out;
 }
 
+/**
+ * Webhook secrets shorter than {@link MIN_TOKEN_CHARS}: anyone holding one signed delivery (a proxy's
+ * log, a captured request) can search a short HMAC key offline, then sign deliveries of their own.
+ * A warning, not a refusal: the secret is registered with the service, and a receiver that refused
+ * to start after an upgrade would fail every delivery until the callback is deactivated (interface
+ * §6.1). Rotate to a long one with WEBHOOK_SECRETS="new,old" (docs/operating.md).
+ */
+function weakSecrets(p: Parsed, secrets: readonly string[]): string[] {
+  const name = secretsVariable(p);
+  return secrets.flatMap((secret, i) =>
+    secret.length >= MIN_TOKEN_CHARS
+      ? []
+      : [
+          `${name}: secret ${i + 1} of ${secrets.length} has ${secret.length} characters, fewer than ${MIN_TOKEN_CHARS}: a short HMAC key can be found offline from one signed delivery; rotate to a long random one (e.g. openssl rand -hex 32)`,
+        ],
+  );
+}
+
 /** OTEL_TRACES_EXPORTER=otlp (and the SDK not disabled): tracing's settings; null otherwise. */
 function tracingConfig(p: Parsed): TracingConfig | null {
   if (p.OTEL_TRACES_EXPORTER !== 'otlp' || p.OTEL_SDK_DISABLED === 'true') return null;
@@ -635,7 +660,7 @@ export function loadConfig(
             holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
     tracing: tracingConfig(p),
-    warnings: Object.freeze(ignoredSettings(p)),
+    warnings: Object.freeze([...ignoredSettings(p), ...weakSecrets(p, secrets)]),
   };
   return Object.freeze(config);
 }

@@ -55,6 +55,49 @@ describe('loadConfig', () => {
   });
 
   it.each([
+    ['WEBHOOK_SECRETS', 'change-me', [[1, 1, 9]]],
+    ['WEBHOOK_SECRETS', 'a-long-secret-of-32-characters!!, Qw7Zk', [[2, 2, 5]]],
+    ['WEBHOOK_SECRETS', 'Zq9,0123456789abcdef', [[1, 2, 3]]],
+    ['WEBHOOK_SECRET', '0123456789abcde', [[1, 1, 15]]],
+    ['WEBHOOK_SECRETS', '0123456789abcdef', []],
+  ])('%s=%j: each secret under 16 characters is named in a warning, never shown', (name, value, expected) => {
+    const { warnings } = loadConfig({ [name]: value }, { requireSecrets: true });
+    expect(warnings).toEqual(
+      expected.map(
+        ([i, of, length]) =>
+          `${name}: secret ${i} of ${of} has ${length} characters, fewer than 16: a short HMAC key can be found offline from one signed delivery; rotate to a long random one (e.g. openssl rand -hex 32)`,
+      ),
+    );
+    for (const secret of value.split(',')) expect(warnings.join('\n')).not.toContain(secret.trim());
+  });
+
+  it.each([
+    ['SERVICE_BASE_URL', 'http://api.service.example', false],
+    ['SERVICE_TOKEN_URL', 'http://10.0.0.7:8080/oauth/token', false],
+    ['SERVICE_BASE_URL', 'http://simulator:4010', false],
+    ['SERVICE_BASE_URL', 'https://api.service.example/v1?tenant=1', true],
+    ['SERVICE_BASE_URL', 'http://127.0.0.1:4010', true],
+    ['SERVICE_TOKEN_URL', 'http://localhost:4010/oauth/token', true],
+    ['SERVICE_BASE_URL', 'http://[::1]:4010', true],
+  ])(
+    '%s=%s: the token travels with every call, so plain http only to a loopback host (accepted: %s)',
+    (name, url, ok) => {
+      const env = {
+        [name]: url,
+        SERVICE_CLIENT_ID: 'id',
+        SERVICE_CLIENT_SECRET: 'secret',
+        SERVICE_TOKEN_URL: 'https://t',
+        [name]: url,
+      };
+      if (ok) expect(() => loadConfig(env)).not.toThrow();
+      else
+        expect(error(env, false).message).toBe(
+          `${name}: expected an https URL (http only on a loopback host: the token travels with every call), got "${url}"`,
+        );
+    },
+  );
+
+  it.each([
     [{}, 'WEBHOOK_SECRETS'],
     [{ WEBHOOK_SECRETS: ' , ' }, 'WEBHOOK_SECRETS'],
     [{ WEBHOOK_SECRETS: 's', PORT: 'http' }, 'PORT'],
