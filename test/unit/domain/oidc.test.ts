@@ -10,6 +10,7 @@ import {
   groupsOf,
   newPendingKey,
   openPending,
+  PENDING_KEY_NAME,
   type PendingSignIn,
   PENDING_TTL_MS,
   personDisplay,
@@ -186,6 +187,11 @@ describe('the sealed pending sign-in', () => {
     const a = newPendingKey();
     expect(a).toHaveLength(32);
     expect(newPendingKey().equals(a)).toBe(false);
+  });
+
+  // The row's name in console_keys: another name would void the sign-ins pending at an upgrade.
+  it('keeps its key in the log under the name oidc-pending', () => {
+    expect(PENDING_KEY_NAME).toBe('oidc-pending');
   });
 });
 
