@@ -59,6 +59,21 @@ it('starts a sign-in at replica A and completes it at replica B; A then knows th
     expect(sessions.rows).toEqual([
       { role: 'admin', subject: 'maria', name: 'Maria Souza', email: 'maria@lender.example' },
     ]);
+
+    // Issue 44: a replica started with OIDC_ADMIN_GROUPS no longer naming her group ends her session
+    // for every replica, A (still on the old settings) included.
+    const portC = await freePort();
+    await bed.replica({
+      ...env,
+      OIDC_ADMIN_GROUPS: 'consig-superusers',
+      PORT: String(portC),
+      REPLICA_ID: 'replica-c',
+    });
+    expect((await bed.pool.query('SELECT count(*)::int AS n FROM console_sessions')).rows).toEqual([
+      { n: 0 },
+    ]);
+    await page.goto(`http://localhost:${portA}/console/audit`);
+    expect(new URL(page.url()).pathname).toBe('/console/login');
   } finally {
     await context.close();
   }
