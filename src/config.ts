@@ -86,6 +86,22 @@ function list() {
   return optionalText().transform((v) => (v === undefined ? [] : splitSecrets(v)));
 }
 
+/** How long a console session lasts: a duration from 5m to 30d (`defaultMs` when unset). */
+function sessionDuration(defaultMs: number) {
+  return optionalText().transform((v, ctx) => {
+    if (v === undefined) return defaultMs;
+    const ms = parseDuration(v);
+    if (ms === null || ms < 300_000 || ms > 30 * 86_400_000) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a duration from 5m to 30d such as 30m, 8h or 7d, got "${v}"`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
 /**
  * A URL the console's sign-in depends on (OIDC_ISSUER, PUBLIC_URL): https, or http on a loopback
  * host only (a provider and a receiver on one machine, as the tests run them). Plain http across a
@@ -151,18 +167,7 @@ const schema = z.object({
   PROCESSING_LEASE_MS: int(500, 600000, 3000),
   ADMIN_TOKEN: optionalToken(),
   VIEWER_TOKEN: optionalToken(),
-  CONSOLE_SESSION_TTL: optionalText().transform((v, ctx) => {
-    if (v === undefined) return 8 * 3_600_000;
-    const ms = parseDuration(v);
-    if (ms === null || ms < 300_000 || ms > 30 * 86_400_000) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `expected a duration from 5m to 30d such as 30m, 8h or 7d, got "${v}"`,
-      });
-      return z.NEVER;
-    }
-    return ms;
-  }),
+  CONSOLE_SESSION_TTL: sessionDuration(8 * 3_600_000),
   OIDC_ISSUER: signInUrl(),
   OIDC_CLIENT_ID: optionalText(),
   OIDC_CLIENT_SECRET: optionalText(),
@@ -173,6 +178,7 @@ const schema = z.object({
   OIDC_GROUPS_CLAIM: optionalText().transform((v) => v ?? 'groups'),
   OIDC_ADMIN_GROUPS: list(),
   OIDC_VIEWER_GROUPS: list(),
+  OIDC_SESSION_TTL: sessionDuration(3_600_000),
   CONSOLE_BREAK_GLASS: oneOf(['false', 'true'] as const, 'false'),
   LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
   SQLITE_SYNCHRONOUS: oneOf(SYNCHRONOUS, 'FULL'),
@@ -358,7 +364,10 @@ export interface OidcConfig {
   readonly issuer: string;
   /** OIDC_CLIENT_ID. */
   readonly clientId: string;
-  /** OIDC_CLIENT_SECRET: never logged; also keys the sealed cookie of a pending sign-in. */
+  /**
+   * OIDC_CLIENT_SECRET: never logged. It does not key the pending sign-in's cookie (a random key in
+   * the log does: `console_keys`), so its strength is the provider's business, not the cookie's.
+   */
   readonly clientSecret: string;
   /** PUBLIC_URL without a trailing `/`: the redirect URI is this + `/console/oidc/callback`. */
   readonly publicUrl: string;
@@ -369,6 +378,12 @@ export interface OidcConfig {
   /** OIDC_ADMIN_GROUPS / OIDC_VIEWER_GROUPS: values of that claim (admin wins where both match). */
   readonly adminGroups: readonly string[];
   readonly viewerGroups: readonly string[];
+  /**
+   * OIDC_SESSION_TTL: how long a session opened through the provider lasts (CONSOLE_SESSION_TTL
+   * when shorter). The person's groups are read at sign-in only, so this is the longest a person
+   * removed from a group at the provider keeps its role. @default 3600000 (1h)
+   */
+  readonly sessionTtlMs: number;
   /**
    * CONSOLE_BREAK_GLASS: ADMIN_TOKEN and VIEWER_TOKEN still sign in to the console (audited as
    * break-glass, logged at warn). @default false (the tokens serve `/admin/*` only)
@@ -535,6 +550,7 @@ function oidcConfig(p: Parsed): OidcConfig | null {
     groupsClaim: p.OIDC_GROUPS_CLAIM,
     adminGroups: Object.freeze(p.OIDC_ADMIN_GROUPS),
     viewerGroups: Object.freeze(p.OIDC_VIEWER_GROUPS),
+    sessionTtlMs: p.OIDC_SESSION_TTL,
     breakGlass: p.CONSOLE_BREAK_GLASS === 'true',
   });
 }

@@ -73,6 +73,21 @@ export function consoleSessions(sql: StoreSql) {
     /** Removes every session its role's configured token did not open (rotated or removed); how many. */
     endOthers: (fps: TokenFingerprints): Promise<number> =>
       sql.write((q) => q.run(END_OTHER_SESSIONS, endOtherSessionsParams(fps))),
+    /**
+     * The console's key `name` (base64url), shared by every process on the log: the one kept, or
+     * `candidate` when none is yet (the first writer's wins; the others read it back).
+     */
+    key: (name: string, candidate: string, now: string): Promise<string> =>
+      sql.write(async (q) => {
+        await q.run(
+          'INSERT INTO console_keys (name, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING',
+          [name, candidate, now],
+        );
+        const [row] = await q.rows<{ secret: string }>('SELECT secret FROM console_keys WHERE name = $1', [
+          name,
+        ]);
+        return (row as { secret: string }).secret;
+      }),
     /** Removes every session (everyone signed out, at every replica); returns how many. */
     endAll: (): Promise<number> => sql.write(endAllSessions),
   };

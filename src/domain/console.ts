@@ -379,13 +379,32 @@ export interface TokenFingerprints {
   oidc?: string | null;
 }
 
+/** The settings a person's session was opened under: the provider, the client, and the groups. */
+export interface OidcSessionSettings {
+  issuer: string;
+  clientId: string;
+  groupsClaim: string;
+  adminGroups: readonly string[];
+  viewerGroups: readonly string[];
+}
+
 /**
- * What a session opened through the identity provider carries in `token_fp`: the issuer and client
- * id, keyed as a token's fingerprint is. Another provider or client configured ends those sessions
- * as a rotated token ends its own.
+ * What a session opened through the identity provider carries in `token_fp`: the issuer, the client
+ * id and the group settings (OIDC_GROUPS_CLAIM, OIDC_ADMIN_GROUPS, OIDC_VIEWER_GROUPS, each list in
+ * any order), keyed as a token's fingerprint is. Another provider or client, or other groups,
+ * configured ends those sessions as a rotated token ends its own (issue 44): a role is never kept
+ * under settings that would not give it now.
  */
-export function oidcFingerprint(oidc: { issuer: string; clientId: string }): string {
-  return tokenFingerprint(`oidc ${oidc.issuer} ${oidc.clientId}`);
+export function oidcFingerprint(oidc: OidcSessionSettings): string {
+  const groups = (g: readonly string[]) => [...g].sort();
+  const settings = [
+    oidc.issuer,
+    oidc.clientId,
+    oidc.groupsClaim,
+    groups(oidc.adminGroups),
+    groups(oidc.viewerGroups),
+  ];
+  return tokenFingerprint(`oidc ${JSON.stringify(settings)}`);
 }
 
 /**
@@ -396,7 +415,7 @@ export function oidcFingerprint(oidc: { issuer: string; clientId: string }): str
 export function consoleFingerprints(c: {
   adminToken: string | undefined;
   viewerToken: string | undefined;
-  oidc: { issuer: string; clientId: string; breakGlass: boolean } | null;
+  oidc: (OidcSessionSettings & { breakGlass: boolean }) | null;
 }): TokenFingerprints {
   const tokens = consoleTokens(c);
   return { ...tokenFingerprints(tokens), oidc: c.oidc === null ? null : oidcFingerprint(c.oidc) };

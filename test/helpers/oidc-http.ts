@@ -68,14 +68,21 @@ export async function step(
 /**
  * From the console's start to the provider's answer: signs `login` in at the provider and returns
  * the callback URL it sends the browser to (not yet followed), the jar holding the pending cookie.
+ * `publicUrl` (default `consoleUrl`): where the provider sends the browser back — PUBLIC_URL, an
+ * https address a TLS proxy would pass on to `consoleUrl`; the URL returned is then `consoleUrl`'s.
  */
-export async function toCallback(consoleUrl: string, login: string, jar = new CookieJar()): Promise<string> {
+export async function toCallback(
+  consoleUrl: string,
+  login: string,
+  jar = new CookieJar(),
+  publicUrl = consoleUrl,
+): Promise<string> {
   const started = await step(jar, `${consoleUrl}/console/oidc/start`);
   if (started.status !== 303 || started.location === undefined)
     throw new Error(`start answered ${started.status}: ${started.text.slice(0, 300)}`);
   let at = started.location;
   for (let hops = 0; hops < 10; hops++) {
-    if (at.startsWith(consoleUrl)) return at;
+    if (at.startsWith(publicUrl)) return `${consoleUrl}${at.slice(publicUrl.length)}`;
     const r = await step(jar, at);
     if (r.status === 200 && r.text.includes('name="login"')) {
       const posted = await step(

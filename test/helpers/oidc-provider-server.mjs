@@ -19,6 +19,14 @@ export const USERS = {
   both: { name: 'Bia Both', email: 'bia@lender.example', groups: ['consig-viewers', 'consig-admins'] },
   // No e-mail: the audit names her by subject.
   nomail: { name: 'Nem Mail', groups: ['consig-viewers'] },
+  // Issue 44: an address she typed and the provider never verified (email_verified false) — an
+  // admin's. It must name no one and grant nothing.
+  mallory: {
+    name: 'Mallory',
+    email: 'maria@lender.example',
+    emailVerified: false,
+    groups: ['consig-viewers'],
+  },
 };
 
 const escape = (s) =>
@@ -70,7 +78,9 @@ const provider = new Provider(issuer, {
       claims: async () => ({
         sub: id,
         name: user.name,
-        ...(user.email === undefined ? {} : { email: user.email, email_verified: true }),
+        ...(user.email === undefined
+          ? {}
+          : { email: user.email, email_verified: user.emailVerified ?? true }),
         groups: user.groups,
       }),
     };

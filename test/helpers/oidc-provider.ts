@@ -19,6 +19,8 @@ export const PEOPLE = {
   ana: { login: 'ana', name: 'Ana Costa', email: 'ana@lender.example' },
   both: { login: 'both', name: 'Bia Both', email: 'bia@lender.example' },
   nomail: { login: 'nomail', name: 'Nem Mail', email: undefined },
+  /** Claims maria's address, which the provider never verified (email_verified false); a viewer. */
+  mallory: { login: 'mallory', name: 'Mallory', email: 'maria@lender.example' },
 } as const;
 
 /** A user's password at the test provider: the login reversed. */

@@ -23,7 +23,12 @@ type Mode =
   | 'expired'
   | 'unknown-key'
   | 'forged-signature'
-  | 'unsigned';
+  | 'unsigned'
+  | 'aud-list-of-one'
+  | 'audiences-with-azp'
+  | 'audiences-without-azp'
+  | 'audiences-wrong-azp'
+  | 'one-aud-wrong-azp';
 
 let hostile: Server;
 let issuer: string;
@@ -35,13 +40,35 @@ type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
 const keys = { published: undefined as unknown as PrivateKey, unknown: undefined as unknown as PrivateKey };
 let jwks: unknown;
 
+/** The ID token's `aud` and `azp` in each mode (several audiences: issue 44). */
+function audience(): Pick<JWTPayload, 'aud'> & { azp?: string } {
+  const two = [CLIENT_ID, 'another-api'];
+  switch (mode) {
+    case 'wrong-aud':
+      return { aud: 'another-client' };
+    case 'aud-list-of-one':
+      return { aud: [CLIENT_ID] };
+    case 'audiences-with-azp':
+      return { aud: two, azp: CLIENT_ID };
+    case 'audiences-without-azp':
+      return { aud: two };
+    case 'audiences-wrong-azp':
+      return { aud: two, azp: 'another-api' };
+    case 'one-aud-wrong-azp':
+      return { aud: CLIENT_ID, azp: 'another-client' };
+    default:
+      return { aud: CLIENT_ID };
+  }
+}
+
 async function idToken(): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   const claims: JWTPayload = {
     iss: mode === 'wrong-iss' ? 'http://127.0.0.1:1/not-the-issuer' : issuer,
-    aud: mode === 'wrong-aud' ? 'another-client' : CLIENT_ID,
+    ...audience(),
     sub: 'mallory',
     email: 'mallory@evil.example',
+    email_verified: true,
     name: 'Mallory',
     groups: [ADMIN_GROUP],
     nonce: mode === 'wrong-nonce' ? 'a-nonce-of-another-sign-in' : lastNonce,
@@ -158,7 +185,22 @@ it('signs in with a good ID token from the same provider (so each refusal below 
   expect(row).toMatchObject({ action: 'sign_in', person: 'mallory@evil.example' });
 });
 
+it.each(['aud-list-of-one', 'audiences-with-azp'] as const)(
+  'signs in with several audiences when ours is one of them and azp names us: %s',
+  async (m) => {
+    const { done, sessions, row } = await signInWith(m);
+    expect(done.status).toBe(200);
+    expect(sessions).toBe(1);
+    expect(row).toMatchObject({ action: 'sign_in', person: 'mallory@evil.example' });
+  },
+);
+
 it.each([
+  // Several audiences: openid-client wants an azp, and ours (issue 44).
+  ['audiences-without-azp', /^OAUTH_JWT_CLAIM_COMPARISON_FAILED .*additional untrusted audiences/],
+  ['audiences-wrong-azp', /^OAUTH_JWT_CLAIM_COMPARISON_FAILED .*"azp"/],
+  // One audience (ours) but issued to another client: openid-client lets it through; the console does not.
+  ['one-aud-wrong-azp', /^wrong_azp .*"azp"/],
   ['wrong-nonce', /^OAUTH_JWT_CLAIM_COMPARISON_FAILED .*"nonce"/],
   ['wrong-iss', /^OAUTH_JWT_CLAIM_COMPARISON_FAILED .*"iss"/],
   ['wrong-aud', /^OAUTH_JWT_CLAIM_COMPARISON_FAILED .*"aud"/],

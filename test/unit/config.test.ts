@@ -264,6 +264,7 @@ describe('OpenID Connect sign-in (issue 34)', () => {
       groupsClaim: 'groups',
       adminGroups: ['consig-admins', 'ops'],
       viewerGroups: [],
+      sessionTtlMs: 3_600_000,
       breakGlass: false,
     });
     const c = loadConfig({
@@ -271,14 +272,20 @@ describe('OpenID Connect sign-in (issue 34)', () => {
       OIDC_SCOPES: 'openid  email groups',
       OIDC_GROUPS_CLAIM: 'roles',
       OIDC_VIEWER_GROUPS: 'support',
+      OIDC_SESSION_TTL: '15m',
       CONSOLE_BREAK_GLASS: 'true',
     });
     expect(c.oidc).toMatchObject({
       scopes: ['openid', 'email', 'groups'],
       groupsClaim: 'roles',
       viewerGroups: ['support'],
+      sessionTtlMs: 900_000,
       breakGlass: true,
     });
+  });
+
+  it.each(['4m', '31d', 'soon', '0'])('refuses OIDC_SESSION_TTL=%s (5m to 30d)', (value) => {
+    expect(error({ ...FULL, OIDC_SESSION_TTL: value }, false).variable).toBe('OIDC_SESSION_TTL');
   });
 
   it.each([

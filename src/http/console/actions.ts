@@ -1,10 +1,10 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Request, Response, Router } from 'express';
-import { actorOf, audit, contextOf, requireAdmin } from './console-auth';
+import { actorOf, audit, contextOf, requireAdmin, secureCookies } from './console-auth';
 import type { ConsoleDeps } from './deps';
 import { deadFilter, FilterError, positiveId, type Query, text } from './filters';
 import { messagePage } from './pages/login-page';
-import { clearedCookie, isSecureRequest } from './session';
+import { clearedCookie } from './session';
 import { confirmReplayPage, DEAD_FILTER_FIELDS } from './pages/dead-page';
 import { rawFilters } from './pages/events-page';
 
@@ -182,7 +182,7 @@ function endSessions(router: Router, d: ConsoleDeps): void {
   router.post('/sessions/end', async (req, res) => {
     const ended = await d.log.sessions.endAll();
     await audit(d, req, actorOf(res), 'end_sessions', 'console', { ended });
-    res.set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy))).redirect(303, '/console/login');
+    res.set('set-cookie', clearedCookie(secureCookies(d, req))).redirect(303, '/console/login');
   });
 }
 

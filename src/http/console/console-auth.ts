@@ -17,13 +17,15 @@ import { loginPage, messagePage, type SignInOptions } from './pages/login-page';
 import {
   type ConsoleSession,
   clearedCookie,
+  cookiesSecure,
+  cookieValues,
   csrfMatches,
   csrfToken,
   hashSessionId,
-  isSecureRequest,
   newSessionId,
   roleForToken,
   sessionCookie,
+  sessionCookieName,
   sessionIdFrom,
   sessionTag,
 } from './session';
@@ -60,6 +62,14 @@ export function contextOf(d: ConsoleDeps, res: Response): PageContext {
     now: d.clock.now(),
     person: session.person === null ? null : personDisplay(session.person),
   };
+}
+
+/**
+ * Whether this request's cookies are Secure and `__Host-` (session.ts): PUBLIC_URL is https, or the
+ * request came over TLS.
+ */
+export function secureCookies(d: ConsoleDeps, req: Request): boolean {
+  return cookiesSecure(req, d.trustProxy, d.httpsPublicUrl);
 }
 
 export function addressOf(d: ConsoleDeps, req: Request): string {
@@ -180,26 +190,27 @@ function signIn(d: ConsoleDeps, throttle: LoginThrottle): RequestHandler {
       return;
     }
     await throttle.succeeded(ip);
-    const { id, tag } = await openSession(d, role, tokenFingerprint(token), null);
+    const { id, tag } = await openSession(d, role, tokenFingerprint(token), null, d.sessionTtlMs);
     // While the identity provider is configured, a token signs in only as break-glass (issue 34).
     const breakGlass = d.oidc !== null;
     if (breakGlass) d.logger.warn({ role, session: tag, ip }, 'console: break-glass sign-in with a token');
     await audit(d, req, { role, tag }, breakGlass ? 'sign_in_break_glass' : 'sign_in', null);
-    res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, isSecureRequest(req, d.trustProxy)));
+    res.set('set-cookie', sessionCookie(id, d.sessionTtlMs, now, secureCookies(d, req)));
     res.redirect(303, next);
   };
 }
 
 /**
- * Opens a session (expired ones pruned first): its id for the cookie and its tag for the audit.
- * `tokenFp` says what opened it (a token's fingerprint, or the provider's); `person` who, when the
- * identity provider did.
+ * Opens a session (expired ones pruned first) lasting `ttlMs`: its id for the cookie and its tag
+ * for the audit. `tokenFp` says what opened it (a token's fingerprint, or the provider's); `person`
+ * who, when the identity provider did.
  */
 export async function openSession(
   d: ConsoleDeps,
   role: ConsoleRole,
   tokenFp: string,
   person: Person | null,
+  ttlMs: number,
 ): Promise<{ id: string; tag: string }> {
   const now = d.clock.now();
   const id = newSessionId();
@@ -209,7 +220,7 @@ export async function openSession(
     idHash,
     role,
     now: now.toISOString(),
-    expiresAt: new Date(now.getTime() + d.sessionTtlMs).toISOString(),
+    expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
     tokenFp,
     person,
   });
@@ -256,20 +267,21 @@ export function logoutRoute(router: Router, d: ConsoleDeps): void {
     await audit(d, req, session, 'sign_out', null);
     // A person leaves the provider's session too, when it offers an end-session endpoint.
     const away = session.person !== null ? await d.oidc?.endSessionUrl() : undefined;
-    res
-      .set('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)))
-      .redirect(303, away?.href ?? '/console/login');
+    res.set('set-cookie', clearedCookie(secureCookies(d, req))).redirect(303, away?.href ?? '/console/login');
   });
 }
 
 /**
- * Every path after this needs a live session: none, unknown, expired, or opened by a token that is
- * no longer its role's (rotated or removed: the row is deleted) → the sign-in page (303), the stale
- * cookie removed. Nothing is done for a request without one.
+ * Every path after this needs a live session: none, unknown, expired, opened by a token that is no
+ * longer its role's (rotated or removed) or through the provider under other settings (another
+ * provider, client or groups: the row is deleted), or a session cookie the request carries twice
+ * (one was planted, session.ts) → the sign-in page (303), the stale cookie removed. Nothing is done
+ * for a request without one.
  */
 export function requireSession(d: ConsoleDeps): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
-    const id = sessionIdFrom(req);
+    const secure = secureCookies(d, req);
+    const id = sessionIdFrom(req, secure);
     const now = d.clock.now();
     const idHash = id === undefined ? undefined : hashSessionId(id);
     let row = idHash === undefined ? undefined : await d.log.sessions.live(idHash, now.toISOString());
@@ -278,8 +290,8 @@ export function requireSession(d: ConsoleDeps): RequestHandler {
       row = undefined;
     }
     if (id === undefined || idHash === undefined || row === undefined) {
-      if (req.headers.cookie?.includes('consig_console='))
-        res.append('set-cookie', clearedCookie(isSecureRequest(req, d.trustProxy)));
+      if (cookieValues(req, sessionCookieName(secure)).length > 0)
+        res.append('set-cookie', clearedCookie(secure));
       const back = req.method === 'GET' ? `?next=${encodeURIComponent(req.originalUrl)}` : '';
       res.redirect(303, `/console/login${back}`);
       return;

@@ -34,6 +34,8 @@ export interface ConsoleDeps {
   sessionTtlMs: number;
   /** TRUST_PROXY: proxies whose X-Forwarded-For / X-Forwarded-Proto are believed. */
   trustProxy: number;
+  /** PUBLIC_URL is https (with the identity provider): the cookies are Secure and `__Host-` always. */
+  httpsPublicUrl: boolean;
   /** DELIVERY_SILENCE_ALARM_MS (0: off). */
   silenceMs: number;
   /** STUCK_AFTER. */
@@ -69,10 +71,11 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     viewerToken: config.viewerToken,
     oidc: config.oidc ?? null,
   };
+  const log = consoleStore(deps.storePort);
   return {
     clock: deps.clock,
     logger: deps.logger,
-    log: consoleStore(deps.storePort),
+    log,
     cluster: deps.relay !== undefined,
     relay: deps.relay,
     overload:
@@ -83,10 +86,16 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     oidc:
       signIn.oidc === null
         ? null
-        : new OidcClient(signIn.oidc, deps.logger, () => deps.clock.now().getTime()),
+        : new OidcClient(
+            signIn.oidc,
+            deps.logger,
+            () => deps.clock.now().getTime(),
+            (name, candidate) => log.sessions.key(name, candidate, deps.clock.now().toISOString()),
+          ),
     fingerprints: consoleFingerprints(signIn),
     sessionTtlMs: config.consoleSessionTtlMs ?? 8 * 3_600_000,
     trustProxy: config.trustProxy ?? 0,
+    httpsPublicUrl: signIn.oidc?.publicUrl.startsWith('https:') === true,
     silenceMs: config.deliverySilenceAlarmMs ?? 0,
     stuckAfter: config.stuckAfter ?? DEFAULT_STUCK_AFTER,
     destinations: deps.forwarding?.destinations ?? [],

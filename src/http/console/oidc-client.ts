@@ -1,6 +1,13 @@
 import * as client from 'openid-client';
 import type { OidcConfig } from '../../config';
-import { type PendingSignIn, PENDING_TTL_MS, pendingKey, sealPending } from '../../domain/oidc';
+import {
+  authorizedParty,
+  newPendingKey,
+  PENDING_KEY_NAME,
+  type PendingSignIn,
+  PENDING_TTL_MS,
+  sealPending,
+} from '../../domain/oidc';
 import type { Logger } from '../../logger';
 
 /**
@@ -43,23 +50,40 @@ export class OidcClient {
   private discovering: Promise<client.Configuration | undefined> | undefined;
   private failedAt = Number.NEGATIVE_INFINITY;
   private discoveredAt = Number.NEGATIVE_INFINITY;
-  private readonly key: Buffer;
+  private key: Promise<Buffer> | undefined;
 
+  /**
+   * `sharedKey(name, candidate)`: the console's key `name` from the log, `candidate` written when
+   * there is none yet (every replica reads the same one).
+   */
   constructor(
     readonly settings: OidcConfig,
     private readonly logger: Logger,
     private readonly now: () => number,
-  ) {
-    this.key = pendingKey(settings.clientSecret);
-  }
+    private readonly sharedKey: (name: string, candidate: string) => Promise<string>,
+  ) {}
 
   /** The redirect URI registered at the provider. */
   get redirectUri(): string {
     return `${this.settings.publicUrl}${CALLBACK_PATH}`;
   }
 
-  /** The key that seals a pending sign-in's cookie. */
-  get pendingKey(): Buffer {
+  /**
+   * The key that seals a pending sign-in's cookie: random, kept in the log (issue 44; not derived
+   * from the client secret), read once per process. A failed read is tried again at the next use.
+   */
+  pendingKey(): Promise<Buffer> {
+    if (this.key === undefined) {
+      const key = this.sharedKey(PENDING_KEY_NAME, newPendingKey().toString('base64url')).then((text) => {
+        const bytes = Buffer.from(text, 'base64url');
+        if (bytes.length !== 32) throw new Error(`console_keys ${PENDING_KEY_NAME} is not a 32-byte key`);
+        return bytes;
+      });
+      key.catch(() => {
+        if (this.key === key) this.key = undefined;
+      });
+      this.key = key;
+    }
     return this.key;
   }
 
@@ -132,7 +156,7 @@ export class OidcClient {
       state: pending.state,
       nonce: pending.nonce,
     });
-    return { url, sealed: sealPending(pending, this.key) };
+    return { url, sealed: sealPending(pending, await this.pendingKey()) };
   }
 
   /**
@@ -154,6 +178,8 @@ export class OidcClient {
       });
       const claims = tokens.claims();
       if (claims === undefined) throw new SignInRefused('no_id_token', 'The provider sent no ID token.');
+      if (!authorizedParty(claims, this.settings.clientId))
+        throw new SignInRefused('wrong_azp', 'the ID token was issued to another client (its "azp").');
       return { ...claims };
     } catch (err) {
       if (err instanceof SignInRefused) throw err;

@@ -9,13 +9,21 @@ import {
   personOf,
   roleForGroups,
 } from '../../domain/oidc';
-import { addressOf, audit, nextPath, openSession, refuse, signInOptions } from './console-auth';
+import {
+  addressOf,
+  audit,
+  nextPath,
+  openSession,
+  refuse,
+  secureCookies,
+  signInOptions,
+} from './console-auth';
 import type { ConsoleDeps } from './deps';
 import { html } from './html';
 import { bareDocument } from './layout';
 import { type OidcClient, SignInRefused } from './oidc-client';
 import { loginPage, messagePage } from './pages/login-page';
-import { cookieValue, isSecureRequest, PENDING_COOKIE, pendingCookie, sessionCookie } from './session';
+import { cookieValue, DUPLICATE, pendingCookie, pendingCookieName, sessionCookie } from './session';
 import type { LoginThrottle } from './throttle';
 
 /**
@@ -30,7 +38,7 @@ import type { LoginThrottle } from './throttle';
 const AUDIT_GROUPS = 20;
 
 function secure(d: ConsoleDeps, req: Request): boolean {
-  return isSecureRequest(req, d.trustProxy);
+  return secureCookies(d, req);
 }
 
 /** The sign-in page saying the provider cannot be reached (its own alert; the tokens if break-glass). */
@@ -108,9 +116,16 @@ function notInGroupPage(person: string, claim: string): string {
   );
 }
 
+/**
+ * Opens the session of a person in one of the console's groups, and only then clears the address's
+ * failed sign-ins (issue 44: an account the provider vouches for but in no group must not reset
+ * the throttle for forged callbacks from the same address). The session lasts OIDC_SESSION_TTL
+ * (CONSOLE_SESSION_TTL when shorter): the groups are read again at the next sign-in.
+ */
 async function signedIn(
   d: ConsoleDeps,
   oidc: OidcClient,
+  throttle: LoginThrottle,
   req: Request,
   res: Response,
   claims: Record<string, unknown>,
@@ -128,9 +143,11 @@ async function signedIn(
     res.status(403).send(notInGroupPage(personLabel(person), oidc.settings.groupsClaim));
     return;
   }
-  const { id, tag } = await openSession(d, role, oidcFingerprint(oidc.settings), person);
+  const ttlMs = Math.min(d.sessionTtlMs, oidc.settings.sessionTtlMs);
+  const { id, tag } = await openSession(d, role, oidcFingerprint(oidc.settings), person, ttlMs);
+  await throttle.succeeded(addressOf(d, req));
   await audit(d, req, { role, tag, person }, 'sign_in', null, { via: 'oidc' });
-  res.append('set-cookie', sessionCookie(id, d.sessionTtlMs, d.clock.now(), secure(d, req)));
+  res.append('set-cookie', sessionCookie(id, ttlMs, d.clock.now(), secure(d, req)));
   res.send(continuePage(pending.next));
 }
 
@@ -149,7 +166,14 @@ function callback(d: ConsoleDeps, oidc: OidcClient, throttle: LoginThrottle) {
         .send(messagePage('Too many attempts', `Try again in ${wait} s.`));
       return;
     }
-    const pending = openPending(cookieValue(req, PENDING_COOKIE), oidc.pendingKey, d.clock.now().getTime());
+    const sealed = cookieValue(req, pendingCookieName(secure(d, req)));
+    if (sealed === DUPLICATE) {
+      // Ours and one planted by a sibling subdomain (no `__Host-` without TLS): neither is trusted.
+      const message = 'this browser carries two pending sign-ins, one not set by this site: start again.';
+      await refused(d, req, res, throttle, { reason: 'pending_duplicate', message });
+      return;
+    }
+    const pending = openPending(sealed, await oidc.pendingKey(), d.clock.now().getTime());
     if ('problem' in pending) {
       const message = 'no sign-in was started in this browser, or it expired: start again.';
       await refused(d, req, res, throttle, { reason: `pending_${pending.problem}`, message });
@@ -159,8 +183,7 @@ function callback(d: ConsoleDeps, oidc: OidcClient, throttle: LoginThrottle) {
       // The provider answered PUBLIC_URL's callback: that, not this hop's Host, is the URL it checks.
       const current = new URL(`${oidc.settings.publicUrl}${req.originalUrl}`);
       const claims = await oidc.finish(pending, current);
-      await throttle.succeeded(ip);
-      await signedIn(d, oidc, req, res, claims, pending);
+      await signedIn(d, oidc, throttle, req, res, claims, pending);
     } catch (err) {
       if (!(err instanceof SignInRefused)) throw err;
       await refused(d, req, res, throttle, { reason: err.reason, message: err.message });

@@ -5,13 +5,34 @@ import type { ConsoleRole } from '../../domain/console';
 import type { Person } from '../../domain/oidc';
 
 /**
- * Console sessions: a random 32-byte id in the `consig_console` cookie; the database keeps its
- * SHA-256 only. The CSRF token of a session is HMAC-SHA256(session id, "csrf"): nothing to store,
- * unguessable without the cookie, and compared in constant time.
+ * Console sessions: a random 32-byte id in the session cookie; the database keeps its SHA-256 only.
+ * The CSRF token of a session is HMAC-SHA256(session id, "csrf"): nothing to store, unguessable
+ * without the cookie, and compared in constant time.
+ *
+ * The cookies' names (issue 44): where they are `Secure` (PUBLIC_URL is https, or the request came
+ * over TLS), `__Host-consig_console` and `__Host-consig_oidc` with `Path=/` and no `Domain` — a
+ * browser takes a `__Host-` cookie only from this very host over https, so a sibling subdomain
+ * cannot plant one. Without TLS (an http PUBLIC_URL on loopback, a development setup) no prefix is
+ * possible: `consig_console` (Path=/console) and `consig_oidc` (Path=/console/oidc), and a request
+ * carrying either name twice — ours and one planted for the parent domain — is refused rather than
+ * trusting whichever came first.
  */
 
+/** The session cookie's name without TLS; with it, {@link HOST_PREFIX} + this. */
 export const COOKIE_NAME = 'consig_console';
 export const COOKIE_PATH = '/console';
+/** A cookie the browser takes only from this host, over https, with Path=/ and no Domain. */
+export const HOST_PREFIX = '__Host-';
+
+/** A cookie's name and path: prefixed, at `/`, where it is Secure; else as named, at `path`. */
+function placed(name: string, path: string, secure: boolean): { name: string; path: string } {
+  return secure ? { name: `${HOST_PREFIX}${name}`, path: '/' } : { name, path };
+}
+
+/** The session cookie's name where cookies are (not) Secure. */
+export function sessionCookieName(secure: boolean): string {
+  return placed(COOKIE_NAME, COOKIE_PATH, secure).name;
+}
 
 export interface ConsoleSession {
   role: ConsoleRole;
@@ -47,32 +68,50 @@ export function csrfMatches(sessionId: string, given: unknown): boolean {
   return typeof given === 'string' && given !== '' && constantTimeEqual(given, csrfToken(sessionId));
 }
 
-/** The value of cookie `name` from the Cookie header, if any. */
-export function cookieValue(req: IncomingMessage, name: string): string | undefined {
+/** Every value of cookie `name` in the Cookie header, in its order (a browser sends one per path and domain). */
+export function cookieValues(req: IncomingMessage, name: string): string[] {
   const header = req.headers.cookie;
-  if (header === undefined) return undefined;
+  if (header === undefined) return [];
+  const values: string[] = [];
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq >= 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq >= 0 && part.slice(0, eq).trim() === name) values.push(part.slice(eq + 1).trim());
   }
-  return undefined;
+  return values;
 }
 
-/** The session id from the Cookie header, if it has the console's cookie with a plausible value. */
-export function sessionIdFrom(req: IncomingMessage): string | undefined {
-  const value = cookieValue(req, COOKIE_NAME);
-  return value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
+/** What {@link cookieValue} gives for a cookie the request has more than once. */
+export const DUPLICATE = Symbol('duplicate cookie');
+
+/**
+ * The value of cookie `name`: undefined when absent, and {@link DUPLICATE} when the header has it
+ * more than once — one of them was set by someone else (a sibling subdomain's `Domain=` cookie),
+ * and which is ours cannot be told.
+ */
+export function cookieValue(req: IncomingMessage, name: string): string | undefined | typeof DUPLICATE {
+  const values = cookieValues(req, name);
+  return values.length > 1 ? DUPLICATE : values[0];
+}
+
+/**
+ * The session id from the Cookie header, if it has the console's cookie once with a plausible value
+ * (its name where cookies are `secure`, {@link sessionCookieName}).
+ */
+export function sessionIdFrom(req: IncomingMessage, secure: boolean): string | undefined {
+  const value = cookieValue(req, sessionCookieName(secure));
+  return typeof value === 'string' && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
 }
 
 /**
  * The Set-Cookie value: HttpOnly (no script reads it), SameSite=Strict (no other site's page sends
- * it), Path=/console, Secure when the request came over TLS, expiring with the session.
+ * it), expiring with the session; where `secure`, Secure and `__Host-` at Path=/, else Path=/console.
  */
 export function sessionCookie(id: string, ttlMs: number, now: Date, secure: boolean): string {
   const expires = new Date(now.getTime() + ttlMs).toUTCString();
+  const { name, path } = placed(COOKIE_NAME, COOKIE_PATH, secure);
   return [
-    `${COOKIE_NAME}=${id}`,
-    `Path=${COOKIE_PATH}`,
+    `${name}=${id}`,
+    `Path=${path}`,
     `Max-Age=${Math.floor(ttlMs / 1000)}`,
     `Expires=${expires}`,
     'HttpOnly',
@@ -83,15 +122,25 @@ export function sessionCookie(id: string, ttlMs: number, now: Date, secure: bool
 
 /** Removes the cookie (sign-out, or an unknown or expired session). */
 export function clearedCookie(secure: boolean): string {
+  const { name, path } = placed(COOKIE_NAME, COOKIE_PATH, secure);
   return [
-    `${COOKIE_NAME}=`,
-    `Path=${COOKIE_PATH}`,
+    `${name}=`,
+    `Path=${path}`,
     'Max-Age=0',
     'Expires=Thu, 01 Jan 1970 00:00:00 GMT',
     'HttpOnly',
     'SameSite=Strict',
     ...(secure ? ['Secure'] : []),
   ].join('; ');
+}
+
+/**
+ * Whether the console's cookies are Secure (and `__Host-`): always when PUBLIC_URL is https — the
+ * browser is on https whatever the last hop was (a TLS proxy with TRUST_PROXY unset) — else when
+ * the request came over TLS ({@link isSecureRequest}).
+ */
+export function cookiesSecure(req: IncomingMessage, trustProxy: number, httpsPublicUrl: boolean): boolean {
+  return httpsPublicUrl || isSecureRequest(req, trustProxy);
 }
 
 /**
@@ -123,15 +172,22 @@ export function roleForToken(
 export const PENDING_COOKIE = 'consig_oidc';
 const PENDING_PATH = '/console/oidc';
 
+/** The pending sign-in cookie's name where cookies are (not) Secure. */
+export function pendingCookieName(secure: boolean): string {
+  return placed(PENDING_COOKIE, PENDING_PATH, secure).name;
+}
+
 /**
- * The pending sign-in's Set-Cookie: HttpOnly, Path=/console/oidc, SameSite=Lax — the provider's
- * answer is a top-level navigation from its site, which a Strict cookie would not follow — and
- * short-lived; `value` undefined removes it (the callback uses it once).
+ * The pending sign-in's Set-Cookie: HttpOnly, SameSite=Lax — the provider's answer is a top-level
+ * navigation from its site, which a Strict cookie would not follow — and short-lived; where
+ * `secure`, Secure and `__Host-` at Path=/, else Path=/console/oidc. `value` undefined removes it
+ * (the callback uses it once).
  */
 export function pendingCookie(value: string | undefined, maxAgeMs: number, secure: boolean): string {
+  const { name, path } = placed(PENDING_COOKIE, PENDING_PATH, secure);
   return [
-    `${PENDING_COOKIE}=${value ?? ''}`,
-    `Path=${PENDING_PATH}`,
+    `${name}=${value ?? ''}`,
+    `Path=${path}`,
     `Max-Age=${value === undefined ? 0 : Math.floor(maxAgeMs / 1000)}`,
     'HttpOnly',
     'SameSite=Lax',

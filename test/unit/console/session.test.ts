@@ -8,8 +8,10 @@ import {
   clearedCookie,
   csrfMatches,
   csrfToken,
+  cookiesSecure,
   hashSessionId,
   isSecureRequest,
+  pendingCookie,
   newSessionId,
   roleForToken,
   sessionCookie,
@@ -43,19 +45,47 @@ describe('session ids and CSRF', () => {
     ['consig_console=short', undefined],
     ['consig_console=' + '<'.repeat(43), undefined],
     ['xconsig_console=' + 'a'.repeat(43), undefined],
-  ])('reads the cookie %s', (cookie, expected) => {
-    expect(sessionIdFrom(req({ cookie }))).toBe(expected);
+    // Twice (one planted for the parent domain by a sibling subdomain): neither is trusted.
+    ['consig_console=' + 'a'.repeat(43) + '; consig_console=' + 'b'.repeat(43), undefined],
+    ['__Host-consig_console=' + 'a'.repeat(43), undefined],
+  ])('reads the cookie %s without TLS', (cookie, expected) => {
+    expect(sessionIdFrom(req({ cookie }), false)).toBe(expected);
+  });
+
+  it.each([
+    ['__Host-consig_console=' + 'a'.repeat(43), 'a'.repeat(43)],
+    // A sibling's consig_console is not the __Host- cookie, which it cannot set.
+    ['consig_console=' + 'b'.repeat(43) + '; __Host-consig_console=' + 'a'.repeat(43), 'a'.repeat(43)],
+    ['consig_console=' + 'b'.repeat(43), undefined],
+    ['__Host-consig_console=' + 'a'.repeat(43) + '; __Host-consig_console=' + 'b'.repeat(43), undefined],
+  ])('reads the cookie %s with TLS', (cookie, expected) => {
+    expect(sessionIdFrom(req({ cookie }), true)).toBe(expected);
   });
 });
 
 describe('cookies', () => {
   const now = new Date('2026-11-21T10:00:00Z');
-  it('sets HttpOnly, SameSite=Strict, Path=/console, Max-Age and Expires; Secure only over TLS', () => {
+  it('sets HttpOnly, SameSite=Strict, Max-Age and Expires; without TLS Path=/console, with it __Host-, Path=/ and Secure', () => {
     expect(sessionCookie('ID', 8 * 3_600_000, now, false)).toBe(
       'consig_console=ID; Path=/console; Max-Age=28800; Expires=Sat, 21 Nov 2026 18:00:00 GMT; HttpOnly; SameSite=Strict',
     );
-    expect(sessionCookie('ID', 60_000, now, true)).toMatch(/; Secure$/);
-    expect(clearedCookie(true)).toMatch(/^consig_console=; Path=\/console; Max-Age=0; .*; Secure$/);
+    expect(sessionCookie('ID', 60_000, now, true)).toBe(
+      '__Host-consig_console=ID; Path=/; Max-Age=60; Expires=Sat, 21 Nov 2026 10:01:00 GMT; HttpOnly; SameSite=Strict; Secure',
+    );
+    expect(clearedCookie(false)).toMatch(/^consig_console=; Path=\/console; Max-Age=0; .*; SameSite=Strict$/);
+    expect(clearedCookie(true)).toMatch(/^__Host-consig_console=; Path=\/; Max-Age=0; .*; Secure$/);
+    expect(pendingCookie('S', 600_000, false)).toBe(
+      'consig_oidc=S; Path=/console/oidc; Max-Age=600; HttpOnly; SameSite=Lax',
+    );
+    expect(pendingCookie(undefined, 600_000, true)).toBe(
+      '__Host-consig_oidc=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure',
+    );
+  });
+
+  it('makes the cookies Secure whenever PUBLIC_URL is https, whatever the last hop', () => {
+    expect(cookiesSecure(req({}), 0, true)).toBe(true);
+    expect(cookiesSecure(req({}), 0, false)).toBe(false);
+    expect(cookiesSecure(req({}, true), 0, false)).toBe(true);
   });
 
   it.each([

@@ -5,11 +5,14 @@ import {
   tokenFingerprint,
 } from '../../../src/domain/console';
 import {
+  authorizedParty,
+  emailVerified,
   groupsOf,
+  newPendingKey,
   openPending,
+  PENDING_KEY_NAME,
   type PendingSignIn,
   PENDING_TTL_MS,
-  pendingKey,
   personDisplay,
   personLabel,
   personOf,
@@ -37,7 +40,13 @@ describe('groupsOf', () => {
   it.each([
     [{ groups: ['a', 'b'] }, 'groups', ['a', 'b']],
     [{ groups: ['a', 7, null, 'b'] }, 'groups', ['a', 'b']],
-    [{ email: 'maria@lender.example' }, 'email', ['maria@lender.example']], // a string claim is one value
+    // A string claim is one value; the e-mail only when the provider verified it (issue 44).
+    [{ email: 'maria@lender.example', email_verified: true }, 'email', ['maria@lender.example']],
+    [{ email: 'maria@lender.example', email_verified: 'true' }, 'email', ['maria@lender.example']],
+    [{ email: 'maria@lender.example', email_verified: false }, 'email', []],
+    [{ email: 'maria@lender.example', email_verified: 'false' }, 'email', []],
+    [{ email: 'maria@lender.example' }, 'email', []],
+    [{ hd: 'lender.example' }, 'hd', ['lender.example']], // another string claim needs no verification
     [{ groups: { a: true } }, 'groups', []],
     [{}, 'groups', []],
     [{}, 'toString', []], // an inherited property is no claim
@@ -50,14 +59,32 @@ describe('groupsOf', () => {
 describe('personOf and how a person is named', () => {
   it.each([
     [
-      { sub: 'u1', name: 'Maria Souza', email: 'maria@x' },
+      { sub: 'u1', name: 'Maria Souza', email: 'maria@x', email_verified: true },
       { subject: 'u1', name: 'Maria Souza', email: 'maria@x' },
       'maria@x',
       'Maria Souza',
     ],
     [{ sub: 'u2', preferred_username: 'joao' }, { subject: 'u2', name: 'joao', email: null }, 'u2', 'joao'],
-    [{ sub: 'u3', email: '  ' }, { subject: 'u3', name: null, email: null }, 'u3', 'u3'],
-    [{ sub: 'u4', email: 'a@x', name: 42 }, { subject: 'u4', name: null, email: 'a@x' }, 'a@x', 'a@x'],
+    [
+      { sub: 'u3', email: '  ', email_verified: true },
+      { subject: 'u3', name: null, email: null },
+      'u3',
+      'u3',
+    ],
+    [
+      { sub: 'u4', email: 'a@x', email_verified: true, name: 42 },
+      { subject: 'u4', name: null, email: 'a@x' },
+      'a@x',
+      'a@x',
+    ],
+    // An address the provider did not verify names no one (issue 44): the subject does.
+    [
+      { sub: 'u5', email: 'maria@x', email_verified: false },
+      { subject: 'u5', name: null, email: null },
+      'u5',
+      'u5',
+    ],
+    [{ sub: 'u6', email: 'maria@x', name: 'M' }, { subject: 'u6', name: 'M', email: null }, 'u6', 'M'],
   ])('%j', (claims, person, label, display) => {
     const p = personOf(claims);
     expect(p).toEqual(person);
@@ -72,8 +99,31 @@ describe('personOf and how a person is named', () => {
   });
 });
 
+describe('email_verified and azp', () => {
+  it.each<[unknown, boolean]>([
+    [true, true],
+    ['true', true],
+    [false, false],
+    ['false', false],
+    [undefined, false],
+    [1, false],
+    ['yes', false],
+  ])('email_verified %j → %p', (value, verified) => {
+    expect(emailVerified({ email: 'a@x', email_verified: value })).toBe(verified);
+  });
+
+  it.each<[unknown, boolean]>([
+    [undefined, true],
+    ['consig-console', true],
+    ['another-client', false],
+    ['', false],
+  ])('azp %j → %p', (azp, ok) => {
+    expect(authorizedParty(azp === undefined ? {} : { azp }, 'consig-console')).toBe(ok);
+  });
+});
+
 describe('the sealed pending sign-in', () => {
-  const key = pendingKey('client-secret-a');
+  const key = newPendingKey();
   const now = 1_700_000_000_000;
   const pending: PendingSignIn = {
     state: 's',
@@ -96,7 +146,7 @@ describe('the sealed pending sign-in', () => {
     expect(Buffer.from(a, 'base64url').toString('latin1')).not.toContain('/console/dead');
   });
 
-  it('refuses it missing, altered anywhere, truncated, or sealed with another client secret', () => {
+  it('refuses it missing, altered anywhere, truncated, or sealed with another key', () => {
     const sealed = sealPending(pending, key);
     expect(openPending(undefined, key, now)).toEqual({ problem: 'missing' });
     expect(openPending('', key, now)).toEqual({ problem: 'missing' });
@@ -108,7 +158,13 @@ describe('the sealed pending sign-in', () => {
     }
     expect(openPending(sealed.slice(0, 30), key, now)).toEqual({ problem: 'tampered' });
     expect(openPending('not base64 at all!', key, now)).toEqual({ problem: 'tampered' });
-    expect(openPending(sealed, pendingKey('client-secret-b'), now)).toEqual({ problem: 'tampered' });
+    expect(openPending(sealed, newPendingKey(), now)).toEqual({ problem: 'tampered' });
+  });
+
+  // Shorter than IV ‖ tag, or exactly that (no ciphertext): an empty IV, a short tag, an empty text.
+  it.each([0, 1, 11, 12, 15, 16, 20, 27, 28, 29])('refuses a value of %i bytes', (n) => {
+    const raw = Buffer.from(sealPending(pending, key), 'base64url').subarray(0, n);
+    expect(openPending(raw.toString('base64url') || '=', key, now)).toEqual({ problem: 'tampered' });
   });
 
   // Sealed with the right key, so only its shape can refuse it (issue 37: nothing fed it these).
@@ -126,18 +182,29 @@ describe('the sealed pending sign-in', () => {
     expect(openPending(sealPending(value as PendingSignIn, key), key, now)).toEqual({ problem: 'tampered' });
   });
 
-  // Every replica derives the same key from the client secret, across versions too: a sign-in
-  // begun on a replica still on the previous version ends on one on the next.
-  it('derives the key as it always has (HKDF-SHA256, its salt and label)', () => {
-    expect(pendingKey('client-secret').toString('hex')).toBe(
-      'd7f0462e6f038419a1c182b3cd6cbc23fea612ef144bf4702e3f8abe364efefc',
-    );
+  // Random, not derived from anything (issue 44): the log keeps the one every replica uses.
+  it('makes a new random 32-byte key each time', () => {
+    const a = newPendingKey();
+    expect(a).toHaveLength(32);
+    expect(newPendingKey().equals(a)).toBe(false);
+  });
+
+  // The row's name in console_keys: another name would void the sign-ins pending at an upgrade.
+  it('keeps its key in the log under the name oidc-pending', () => {
+    expect(PENDING_KEY_NAME).toBe('oidc-pending');
   });
 });
 
 describe('which sessions stay open (consoleFingerprints)', () => {
   const ADMIN = 'admin-token-0123456789';
-  const oidc = { issuer: 'https://idp.example', clientId: 'c', breakGlass: false };
+  const oidc = {
+    issuer: 'https://idp.example',
+    clientId: 'c',
+    groupsClaim: 'groups',
+    adminGroups: ['consig-admins', 'ops'],
+    viewerGroups: ['consig-viewers'],
+    breakGlass: false,
+  };
   const person = (fps: ReturnType<typeof consoleFingerprints>) => ({
     role: 'viewer' as const,
     token_fp: fps.oidc ?? null,
@@ -177,6 +244,30 @@ describe('which sessions stay open (consoleFingerprints)', () => {
     });
     expect(sessionTokenCurrent(person(withOidc), other)).toBe(false);
     expect(sessionTokenCurrent(person(withOidc), before)).toBe(false);
+  });
+
+  // Issue 44: a person's role is never kept under group settings that would not give it now.
+  it.each<[string, Partial<typeof oidc>]>([
+    ['another issuer', { issuer: 'https://idp2.example' }],
+    ['another groups claim', { groupsClaim: 'roles' }],
+    ['a group taken out of OIDC_ADMIN_GROUPS', { adminGroups: ['ops'] }],
+    ['a group added to OIDC_ADMIN_GROUPS', { adminGroups: ['consig-admins', 'ops', 'all'] }],
+    [
+      'a group moved from admin to viewer',
+      { adminGroups: ['ops'], viewerGroups: ['consig-viewers', 'consig-admins'] },
+    ],
+    ['OIDC_VIEWER_GROUPS emptied', { viewerGroups: [] }],
+  ])("ends a person's session under %s", (_name, change) => {
+    const fps = (o: typeof oidc) =>
+      consoleFingerprints({ adminToken: undefined, viewerToken: undefined, oidc: o });
+    expect(sessionTokenCurrent(person(fps(oidc)), fps({ ...oidc, ...change }))).toBe(false);
+  });
+
+  it("keeps a person's session when the same groups are listed in another order", () => {
+    const fps = (o: typeof oidc) =>
+      consoleFingerprints({ adminToken: undefined, viewerToken: undefined, oidc: o });
+    const reordered = { ...oidc, adminGroups: ['ops', 'consig-admins'] };
+    expect(sessionTokenCurrent(person(fps(oidc)), fps(reordered))).toBe(true);
   });
 
   // A session row without a fingerprint never matches a fingerprint that is not there either.
