@@ -61,7 +61,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   const partner = mode.partnerHandlers();
   const file = mode.open();
   const { store } = file;
-  const { metrics, answers } = buildMetrics(options, file, clock);
+  const { metrics, answers } = buildMetrics(config, options, file, clock);
   const tracing = buildTracing(config, logger, metrics, clock);
   const traces = tracing?.handle.traces;
   const feedWaiters = new FeedWaiters(); // long-polls of the change feed, woken after every commit
@@ -119,6 +119,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
  * deferral in them.
  */
 function buildMetrics(
+  config: Config,
   options: StartOptions,
   file: LocalFile,
   clock: Clock,
@@ -134,6 +135,7 @@ function buildMetrics(
     ...file.gauges,
     nowMs: () => clock.now().getTime(),
     deferring: () => answers.snapshot().deferring,
+    destinations: config.forwarding.destinations.map((d) => d.name),
   });
   return { metrics, answers };
 }

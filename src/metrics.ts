@@ -1,4 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { EVENTOS } from './domain/catalogue';
+import type { EventKind } from './domain/event-status';
 
 export interface MetricsOptions {
   /**
@@ -27,7 +29,21 @@ export interface MetricsOptions {
   nowMs?: () => number;
   /** Cluster mode: the spool's deliveries not relayed yet, and the oldest one's received_at. */
   relayBacklog?: () => { count: number; oldestReceivedAt: string | null };
+  /**
+   * The destinations' names (FORWARD_URL's and DESTINATIONS_FILE's): their circuit state is
+   * exported from the start, closed (0) until this process's sender reports it.
+   * @default none
+   */
+  destinations?: readonly string[];
 }
+
+/**
+ * The `evento` label of a handler run (pipeline.ts, cluster/kick.ts: `event.evento ?? event.kind`):
+ * the catalogue's eventos, and the kind of an event that has none.
+ */
+const KINDS_WITHOUT_EVENTO: Record<Exclude<EventKind, 'event'>, null> = { registry: null, poll: null };
+const HANDLER_RUN_EVENTOS: readonly string[] = [...EVENTOS, ...Object.keys(KINDS_WITHOUT_EVENTO)];
+const HANDLER_RUN_OUTCOMES = ['done', 'retry', 'dead'] as const;
 
 /**
  * Prometheus metrics. One Registry per running app (not prom-client's global one), so tests can
@@ -365,6 +381,19 @@ export function createMetrics(options: MetricsOptions = {}) {
     labelNames: ['reason'] as const,
     registers: [registry],
   });
+
+  // Issue 44: every labelled series an alerting rule reads (deploy/prometheus/alerts.yml) exists
+  // from the start, at 0, for each label value known here, in both modes: `increase()` and `rate()`
+  // see no increase in a series that first appears at 1, so a rule on a series born at its first
+  // event misses that event (ConsigOrderClockStepped never paged on a replica's first step). In
+  // SQLite mode the cluster series read 0 like the unlabelled ones: no relay, no step.
+  // consig_webhook_deliveries_total's are the webhook routes' (http/webhook-handler.ts); the
+  // gauges read from the store are set at each scrape, every known label value included.
+  // test/integration/alert-series.test.ts and cluster-alert-series.test.ts check it rule by rule.
+  for (const clock of ['wall', 'order'] as const) clockSteps.inc({ clock }, 0);
+  for (const evento of HANDLER_RUN_EVENTOS)
+    for (const outcome of HANDLER_RUN_OUTCOMES) eventsProcessed.inc({ evento, outcome }, 0);
+  for (const destination of options.destinations ?? []) forwardCircuit.set({ destination }, 0);
 
   return {
     registry,

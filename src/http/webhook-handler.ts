@@ -76,6 +76,18 @@ const RETRY_AFTER_SECONDS = 5;
 
 const ROUTE_PATHS: Record<Route, string> = { events: '/webhooks', registry: '/webhooks/registry' };
 
+/** Every answer a webhook route gives (`consig_webhook_deliveries_total`'s outcome label). */
+const OUTCOMES: Record<DeliveryOutcome, null> = {
+  accepted: null,
+  duplicate: null,
+  quarantined: null,
+  invalid_signature: null,
+  payload_too_large: null,
+  storage_unavailable: null,
+  aborted: null,
+  forbidden: null,
+};
+
 /** What the answer, the audit row and the log line of one request all carry. */
 interface RequestFacts {
   route: Route;
@@ -98,6 +110,10 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
   const headerName = options.signatureHeader.toLowerCase();
   // Every answer reaches the watch through measure(), which each answer passes exactly once.
   const deps = { ...options, watch: options.watch ?? new DeliveryWatch(options) };
+  // Every outcome of every route at 0 from the start (issue 44, src/metrics.ts): the first 503 is an
+  // increase that ConsigWebhookStorageUnavailable's `increase()` sees.
+  for (const route of Object.values(ROUTE_PATHS))
+    for (const outcome of Object.keys(OUTCOMES)) deps.metrics.deliveries.inc({ outcome, route }, 0);
   const handle = (req: IncomingMessage, res: ServerResponse, route: Route, trace?: RequestTrace): void => {
     const request = describeRequest(deps, req, route, trace);
     if (deps.allowList && !deps.allowList.allows(request.remote)) {

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { alertExpressions, selectorsIn } from '../helpers/alert-series';
 import { FakeDestination } from '../helpers/destination';
 import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
@@ -205,6 +206,14 @@ describe('the alerting rules', () => {
     expect(check).toEqual({ status: 0, output: expect.stringContaining('SUCCESS') });
     expect(check.output).toContain(`SUCCESS: ${rules.length} rules found`);
     expect(rules.length).toBeGreaterThan(15);
+  });
+
+  it('are read alike by test/helpers/alert-series.ts, whose selectors /metrics is checked against at startup', () => {
+    // Two readers of the same file: the rules, and the metric names of their selectors, agree.
+    expect(alertExpressions().map((r) => r.alert)).toEqual(rules.map((r) => r.name));
+    const names = new Set(rules.flatMap((r) => metricNamesIn(r.expr)));
+    const selected = new Set(alertExpressions().flatMap((r) => selectorsIn(r.expr).map((s) => s.metric)));
+    expect([...selected].sort()).toEqual([...names].sort());
   });
 
   it('pass their promtool unit tests', () => {
