@@ -10,14 +10,16 @@
  * boolean, and then fails where a string is wanted), and checked with the model of its apiVersion
  * and kind: `kubernetes-models` (the API's OpenAPI schemas, validated by @kubernetes-models/validate)
  * and `@kubernetes-models/prometheus-operator` for the ServiceMonitor and PrometheusRule (the
- * operator's CRD schemas). A kind with no model is an error, not a pass. What the schemas do not
- * catch: fields they do not know (the API server refuses those; the project's assertions in
- * test/unit/deploy-kubernetes.test.ts read the fields that matter by name).
+ * operator's CRD schemas). A kind with no model is an error, not a pass. The schemas say nothing of
+ * fields they do not know (`readinesProbe` passes them), which the API server refuses: those are
+ * found by TypeScript, the object written as a literal of the model's type (`IStatefulSet`, ...),
+ * whose excess-property check names the first unknown field of each object.
  *
  * These packages are ES modules only, which jest (CommonJS here) does not load: the unit test runs
  * this script in a child process. Exit code 1 when any document is invalid.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -34,6 +36,48 @@ function modelModule(apiVersion, kind) {
   return `kubernetes-models/${apiVersion}/${kind}`;
 }
 
+/**
+ * For each [object, model module] entry, TypeScript's complaints about the object as a literal of
+ * the model's type (unknown fields first of all); one program for all of them.
+ */
+function typeProblems(entries) {
+  const ts = createRequire(import.meta.url)('typescript');
+  // A file that does not exist, in the repository so that its imports resolve from node_modules.
+  const file = join(root, 'scripts', '.validate-kubernetes-types.mts');
+  const spans = [];
+  let text = '';
+  entries.forEach(([object, module], i) => {
+    const start = text.length;
+    text += `import type { I${object.kind} as T${i} } from '${module}';\n`;
+    text += `export const x${i}: T${i} = ${JSON.stringify(object, null, 1)};\n`;
+    spans.push([start, text.length]);
+  });
+  const options = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  };
+  const host = ts.createCompilerHost(options);
+  const getSourceFile = host.getSourceFile.bind(host);
+  const fileExists = host.fileExists.bind(host);
+  host.getSourceFile = (name, version, ...rest) =>
+    name === file ? ts.createSourceFile(name, text, version) : getSourceFile(name, version, ...rest);
+  host.fileExists = (name) => name === file || fileExists(name);
+  const program = ts.createProgram([file], options, host);
+  const problems = entries.map(() => []);
+  for (const d of ts.getPreEmitDiagnostics(program)) {
+    const message = ts.flattenDiagnosticMessageText(d.messageText, ' ');
+    const i = d.file?.fileName === file ? spans.findIndex(([a, b]) => d.start >= a && d.start < b) : -1;
+    if (i >= 0) problems[i].push(message);
+    else for (const p of problems) p.push(`TypeScript: ${message}`);
+  }
+  return problems;
+}
+
 async function check(object) {
   const spec = modelModule(object?.apiVersion, object?.kind);
   if (spec === null) return `no schema known for apiVersion ${object?.apiVersion} kind ${object?.kind}`;
@@ -47,7 +91,7 @@ async function check(object) {
     return `no schema known for apiVersion ${object.apiVersion} kind ${object.kind}`;
   try {
     new Model(object).validate();
-    return null;
+    return { error: null, module: spec };
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
@@ -61,13 +105,15 @@ async function validateFile(file) {
     const problems = [...doc.errors, ...doc.warnings].map((e) => e.message);
     const object = doc.toJS({ maxAliasCount: 100 });
     if (object === null || object === undefined) continue;
-    const error = problems.length > 0 ? `YAML: ${problems.join('; ')}` : await check(object);
+    const checked = problems.length > 0 ? `YAML: ${problems.join('; ')}` : await check(object);
     results.push({
       file: name,
       document: index,
       kind: object.kind ?? null,
       name: object.metadata?.name ?? null,
-      error,
+      error: typeof checked === 'string' ? checked : null,
+      // Valid against the schema: its fields are checked by TypeScript next (main).
+      typed: typeof checked === 'string' ? null : [object, checked.module],
     });
   }
   if (results.length === 0)
@@ -86,6 +132,11 @@ async function main(argv) {
           .sort()
           .map((f) => join(DEFAULT_DIR, f));
   const results = (await Promise.all(files.map(validateFile))).flat();
+  const typed = results.filter((r) => r.typed !== null);
+  typeProblems(typed.map((r) => r.typed)).forEach((found, i) => {
+    if (found.length > 0) typed[i].error = `unknown or mistyped field: ${found.join('; ')}`;
+  });
+  for (const r of results) delete r.typed;
   if (json) console.log(JSON.stringify(results, null, 2));
   else
     for (const r of results)
