@@ -155,6 +155,13 @@ export class Relay {
   private failures = 0;
   private cursor: number;
   private readonly maxMs: number;
+  /**
+   * The highest watermark this relay has read. A delivery relayed below it is late even when the
+   * watermark stands lower now: a dropped replica's first beat back (an idle turn) republishes its
+   * oldest unrelayed delivery and moves the watermark back, but what it passed meanwhile may have
+   * been processed. Read before this spool's own beat is written, so a dropped spool sees the others'.
+   */
+  private passed: Date | null = null;
 
   constructor(
     private readonly pool: Pool,
@@ -291,10 +298,12 @@ export class Relay {
     const reading = mark === undefined ? null : (this.options.orderClock?.read(mark, read.now) ?? null);
     const mine = read.beats.find((b) => b.spool === this.spool.id) ?? null;
     this.reconcile(read.recorded.get(this.spool.id) ?? null);
+    const before = watermarkOf(read.beats, read.now, this.maxMs);
+    if (before.at !== null && (this.passed === null || before.at > this.passed)) this.passed = before.at;
     const observed = {
       now: read.now,
       others: read.beats.filter((b) => b.spool !== this.spool.id),
-      before: watermarkOf(read.beats, read.now, this.maxMs),
+      before,
       liveSince: liveSinceAfterBeat(mine, read.now, this.maxMs),
       clockOffsetMs: reading?.wallOffsetMs ?? clockOffsetMs(sentAt, read.now, receivedAt),
       reading,
@@ -433,12 +442,13 @@ export class Relay {
         .filter((e) => (e.shared === null ? plan.due(e.order_at) : kicked.has(e.key)))
         .map((e) => e.key),
     );
-    // Below the watermark before this batch: another spool's later events may have been processed.
-    const late = o.before.at === null ? 0 : inserted.filter((e) => e.order_at < (o.before.at as Date)).length;
+    // Below the highest watermark read: another spool's later events may have been processed.
+    const passed = this.passed;
+    const late = passed === null ? 0 : inserted.filter((e) => e.order_at < passed).length;
     if (late > 0) {
       this.options.onLate?.(late);
       this.options.logger.warn(
-        { late, spool: this.spool.id, watermark: o.before.at?.toISOString() ?? null },
+        { late, spool: this.spool.id, watermark: passed?.toISOString() ?? null },
         'relay: deliveries relayed after the watermark had passed them (this replica was silent longer than ' +
           'CLUSTER_HOLDBACK_MAX_MS and was dropped from it): processed now, possibly after later events of their proposals',
       );
