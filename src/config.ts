@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { type Destination, resolveDestinations } from './domain/forwarding/destinations';
+import { secretKey } from './domain/forwarding/standard-webhooks';
 import { type IpAllowList, parseAllowList } from './domain/cidr';
 import { parseDuration } from './domain/duration';
 import { ConfigError } from './domain/errors';
@@ -591,6 +592,40 @@ function weakSecrets(p: Parsed, secrets: readonly string[]): string[] {
   );
 }
 
+/**
+ * Forwarding secrets whose HMAC key has fewer than {@link MIN_TOKEN_CHARS} bytes: a lender's system
+ * that trusts our signature would take a message signed with a key found offline from one forwarded
+ * request. A warning for the same reason as {@link weakSecrets}: a refusal would stop the receiver
+ * itself. Standard Webhooks asks for 24 to 64 bytes (`whsec_` + base64 of `openssl rand 32`).
+ */
+function weakSigningKeys(p: Parsed, list: readonly Destination[]): string[] {
+  return list.flatMap((d) =>
+    d.secrets.flatMap((secret, i) => {
+      const bytes = keyBytes(secret);
+      if (bytes === null || bytes >= MIN_TOKEN_CHARS) return [];
+      const from =
+        d.name === 'default' && p.FORWARD_SECRET !== undefined ? 'FORWARD_SECRET' : 'DESTINATIONS_FILE';
+      return [
+        `${from}: destination "${d.name}": secret ${i + 1} of ${d.secrets.length} is a key of ${bytes} bytes, fewer than ${MIN_TOKEN_CHARS}: a short key can be found offline from one forwarded message; rotate to a long random one (e.g. whsec_ and openssl rand -base64 32)`,
+      ];
+    }),
+  );
+}
+
+/** What startup logs at warn: settings ignored, and secrets too short to be safe. */
+function warningsOf(p: Parsed, secrets: readonly string[], forwardTo: readonly Destination[]): string[] {
+  return [...ignoredSettings(p), ...weakSecrets(p, secrets), ...weakSigningKeys(p, forwardTo)];
+}
+
+/** The key's length, or null for a secret that cannot sign (each send says so, in its attempt). */
+function keyBytes(secret: string): number | null {
+  try {
+    return secretKey(secret).length;
+  } catch {
+    return null;
+  }
+}
+
 /** OTEL_TRACES_EXPORTER=otlp (and the SDK not disabled): tracing's settings; null otherwise. */
 function tracingConfig(p: Parsed): TracingConfig | null {
   if (p.OTEL_TRACES_EXPORTER !== 'otlp' || p.OTEL_SDK_DISABLED === 'true') return null;
@@ -615,6 +650,7 @@ export function loadConfig(
   }
   const p = result.data;
   const secrets = check(p, options);
+  const forwardTo = destinations(p, options);
   const config: Config = {
     port: p.PORT,
     host: p.HOST,
@@ -651,7 +687,7 @@ export function loadConfig(
     trustProxy: p.TRUST_PROXY,
     deliverySilenceAlarmMs: p.DELIVERY_SILENCE_ALARM_MS,
     forwarding: Object.freeze({
-      destinations: Object.freeze(destinations(p, options)),
+      destinations: Object.freeze(forwardTo),
       feedFullCpf: p.FEED_FULL_CPF === 'true',
       feedEnabled: p.FEED_ENABLED === 'true',
     }),
@@ -676,7 +712,7 @@ export function loadConfig(
             holdbackMaxMs: p.CLUSTER_HOLDBACK_MAX_MS,
           }),
     tracing: tracingConfig(p),
-    warnings: Object.freeze([...ignoredSettings(p), ...weakSecrets(p, secrets)]),
+    warnings: Object.freeze(warningsOf(p, secrets, forwardTo)),
   };
   return Object.freeze(config);
 }

@@ -71,6 +71,33 @@ describe('loadConfig', () => {
     for (const secret of value.split(',')) expect(warnings.join('\n')).not.toContain(secret.trim());
   });
 
+  it('a forwarding secret whose key has under 16 bytes is named in a warning, never shown', () => {
+    const file = JSON.stringify({
+      destinations: [
+        {
+          name: 'crm',
+          url: 'https://crm.example/hook',
+          secrets: ['whsec_QUJD', `whsec_${'QUJD'.repeat(8)}`],
+        },
+        { name: 'dw', url: 'https://dw.example/hook', secret: 'Kp4-long-enough-16' },
+      ],
+    });
+    const { warnings } = loadConfig(
+      {
+        FORWARD_URL: 'https://lender.example/hook',
+        FORWARD_SECRET: 'Zx8q',
+        DESTINATIONS_FILE: '/etc/d.json',
+      },
+      { readFile: () => file },
+    );
+    const tail = 'rotate to a long random one (e.g. whsec_ and openssl rand -base64 32)';
+    expect(warnings).toEqual([
+      `FORWARD_SECRET: destination "default": secret 1 of 1 is a key of 4 bytes, fewer than 16: a short key can be found offline from one forwarded message; ${tail}`,
+      `DESTINATIONS_FILE: destination "crm": secret 1 of 2 is a key of 3 bytes, fewer than 16: a short key can be found offline from one forwarded message; ${tail}`,
+    ]);
+    expect(warnings.join('\n')).not.toMatch(/Zx8q|QUJD/);
+  });
+
   it.each([
     ['SERVICE_BASE_URL', 'http://api.service.example', false],
     ['SERVICE_TOKEN_URL', 'http://10.0.0.7:8080/oauth/token', false],
