@@ -35,8 +35,8 @@ import type { TracingHooks, TracingSettings, TracingHandle } from './settings';
 /** At most one warning from the SDK (exporter errors, dropped spans) per interval. */
 export const WARN_INTERVAL_MS = 60_000;
 
-/** How long a stop waits for the spans still queued to be sent. */
-const SHUTDOWN_FLUSH_MS = 2000;
+/** How long a stop waits for the spans still queued to be sent (docs/operating.md: "at most 2 s"). */
+export const SHUTDOWN_FLUSH_MS = 2000;
 
 /** The SDK's own counter of finished spans (semantic conventions' otel.sdk.processor.span.processed). */
 const PROCESSED = 'otel.sdk.processor.span.processed';
@@ -56,13 +56,32 @@ export function startSdk(settings: TracingSettings, hooks: TracingHooks): Tracin
   provider.register();
   return {
     traces: spanTraces(provider.getTracer('consig-receiver', settings.serviceVersion)),
-    // Bounded: a collector that is down must not hold the receiver's stop.
-    shutdown: () =>
-      Promise.race([
-        provider.shutdown().catch(() => undefined),
-        new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_FLUSH_MS).unref()),
-      ]),
+    shutdown: () => boundedShutdown(provider, hooks),
   };
+}
+
+/**
+ * The provider's shutdown (the queued spans sent, the exporter stopped), bounded: a collector that
+ * is down or does not answer must not hold the receiver's stop. When the bound cuts it short, the
+ * log says so, once, outside the warnings' rate limit (it is the process's last word on its spans).
+ */
+async function boundedShutdown(provider: NodeTracerProvider, hooks: TracingHooks): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const flushed = provider.shutdown().then(
+    () => 'flushed' as const,
+    () => 'flushed' as const,
+  );
+  const bound = new Promise<'bound'>((resolve) => {
+    timer = setTimeout(resolve, SHUTDOWN_FLUSH_MS, 'bound');
+    timer.unref();
+  });
+  const outcome = await Promise.race([flushed, bound]);
+  clearTimeout(timer);
+  if (outcome === 'bound')
+    hooks.warn(
+      { timeout_ms: SHUTDOWN_FLUSH_MS },
+      'tracing: the stop did not wait longer for the collector; spans not yet exported are dropped',
+    );
 }
 
 /** service.name (OTEL_SERVICE_NAME), service.version, the replica (cluster mode), OTEL_RESOURCE_ATTRIBUTES. */

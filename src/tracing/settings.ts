@@ -23,6 +23,6 @@ export interface TracingHooks {
 /** Tracing, started: the seams' {@link Traces}, and the flush at shutdown. */
 export interface TracingHandle {
   readonly traces: Traces;
-  /** Sends what is queued (bounded by OTEL_BSP_EXPORT_TIMEOUT) and stops the exporter. */
+  /** Sends what is queued and stops the exporter, waiting at most 2 s (sdk.ts, SHUTDOWN_FLUSH_MS). */
   shutdown(): Promise<void>;
 }

@@ -84,7 +84,10 @@ it('SIGKILL while forwarding under load, three times: every message delivered at
           name: 'lender',
           url: d.url,
           secret: SECRET,
-          timeout_ms: 2000,
+          // Far beyond the slowest answer (300 ms) on any machine: an answer that came after the
+          // sender's timeout is a failed attempt to it and is sent again by the same process
+          // (2000 did that under load: a 200 written by this test's busy event loop after 2 s).
+          timeout_ms: 30_000,
           retry: { base_ms: 20, max_ms: 200, max_attempts: 100 },
         },
       ],

@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { FakeDestination } from '../helpers/destination';
 import {
@@ -9,6 +8,7 @@ import {
   OtlpCollector,
   SPAN_KIND,
 } from '../helpers/otlp-collector';
+import { SHUTDOWN_FLUSH_MS, WARN_INTERVAL_MS } from '../../src/tracing/sdk';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';
 import { eventually } from '../helpers/receiver';
@@ -18,8 +18,10 @@ import { eventually } from '../helpers/receiver';
  * endpoint on loopback (test/helpers/otlp-collector.ts decodes what the SDK's exporter sent, as
  * JSON or protobuf): one trace from the service's `traceparent` through the answer, the processing
  * and its stages, to the forwarded requests' `traceparent`; the resource; the outcomes; log lines
- * that carry the ids; no CPF, secret or signature in any span; a collector that is down stops
- * nothing and floods nothing; and with tracing off, nothing is exported and nothing is added.
+ * that carry the ids; no CPF, secret or signature in any span; a collector that takes no export
+ * delays no answer and floods nothing; a stop sends what is queued, and gives up on a collector that
+ * does not take it at its bound; and with tracing off, nothing is exported and nothing is added.
+ * What tracing costs is measured by the bench (`receiver-traced`, docs/benchmark.md), not here.
  */
 
 const files = serveOnOneFile();
@@ -184,15 +186,6 @@ async function waitFor(probe: () => Promise<boolean>, what: string, timeoutMs = 
   }
 }
 
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 /** `consig_trace_spans_dropped_total{reason}` as /metrics shows it (0 when absent). */
 async function dropped(s: ServerProcess, reason: string): Promise<number> {
   const text = await (await fetch(`${s.url}/metrics`)).text();
@@ -202,30 +195,67 @@ async function dropped(s: ServerProcess, reason: string): Promise<number> {
   return Number(match?.[1] ?? 0);
 }
 
-it('a collector that is down answers nothing and costs nothing: every delivery answered, spans dropped and counted, one warning, a clean stop', async () => {
-  const port = await closedPort();
+/** The process's log lines whose message is one of `messages`. */
+function logLines(s: ServerProcess, messages: readonly string[]): Record<string, unknown>[] {
+  return s
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => messages.includes(String(l.msg)));
+}
+
+/** What the SDK's complaints are logged as, rate-limited (src/tracing/sdk.ts). */
+const SDK_WARNINGS = ['tracing: span export failed', 'tracing: the OpenTelemetry SDK complained'];
+/** Logged once when a stop's flush is cut at its bound (SHUTDOWN_FLUSH_MS). */
+const STOP_BOUND =
+  'tracing: the stop did not wait longer for the collector; spans not yet exported are dropped';
+
+it('a collector that takes no export (never answers): every delivery still answered, spans beyond the queue dropped and counted, failed exports counted, one warning a minute at most, and the stop cut at its flush bound with exit code 0', async () => {
+  // The collector reads each export and never answers, so each export holds its batch (4 spans)
+  // until the exporter's timeout (5 s), while each delivery adds at least its SERVER span: the queue
+  // (8) overflows by counting, not by speed, unless the 40 deliveries took more than 7 timeouts.
+  collector.mode = 'hold';
+  const started = Date.now();
   const s = await files.serve({
     ...tracingEnv({
-      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
-      OTEL_EXPORTER_OTLP_TIMEOUT: '500',
-      // A small queue, so that what the collector never takes overflows it.
+      OTEL_EXPORTER_OTLP_TIMEOUT: '5000',
       OTEL_BSP_MAX_QUEUE_SIZE: '8',
       OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4',
     }),
   });
   for (let i = 0; i < 40; i++) expect((await send(s, delivery('proposta.aprovada'))).status).toBe(200);
   await waitFor(async () => (await dropped(s, 'queue_full')) > 0, 'spans dropped from the full queue');
+  // The first export times out and fails: its spans are counted too.
   await waitFor(async () => (await dropped(s, 'export_failed')) > 0, 'failed exports counted');
   // Still answering, after the failures.
   expect((await send(s, delivery('proposta.aprovada'))).status).toBe(200);
-  const warnings = s
-    .output()
-    .split('\n')
-    .filter((l) => l.includes('"msg":"tracing:'));
-  expect(warnings).toHaveLength(1);
-  // The stop does not wait for the collector beyond its bound.
+  expect(collector.held).toBeGreaterThan(0);
+  expect(collector.spans).toEqual([]);
+
+  // The stop's flush sends the queue to the same collector, which holds it: each of those exports
+  // would wait its 5 s; the stop does not, it gives up at its bound, says so, and exits 0.
   s.child.kill('SIGTERM');
   expect((await s.exited).code).toBe(0);
+  const lifetime = Date.now() - started;
+  expect(logLines(s, [STOP_BOUND])).toEqual([expect.objectContaining({ timeout_ms: SHUTDOWN_FLUSH_MS })]);
+  // The SDK's complaints (a failed export, dropped spans) reached the log, and at most once per
+  // WARN_INTERVAL_MS of the process's life (which the test's count outlasts).
+  const warnings = logLines(s, SDK_WARNINGS);
+  expect(warnings.length).toBeGreaterThanOrEqual(1);
+  expect(warnings.length).toBeLessThanOrEqual(1 + Math.floor(lifetime / WARN_INTERVAL_MS));
+}, 120_000);
+
+it('a stop sends the spans still queued to a collector that takes them, before their schedule, and is not cut at its bound', async () => {
+  // A schedule far beyond the test: only the stop's flush can send the spans.
+  const s = await files.serve(tracingEnv({ OTEL_BSP_SCHEDULE_DELAY: '600000' }));
+  expect((await send(s, delivery('proposta.aprovada'), { traceparent: TRACEPARENT })).status).toBe(200);
+  expect(collector.contentTypes).toEqual([]);
+  s.child.kill('SIGTERM');
+  expect((await s.exited).code).toBe(0);
+  expect(collector.trace(TRACE_ID).filter((x) => x.kind === SPAN_KIND.server)).toHaveLength(1);
+  expect(logLines(s, [STOP_BOUND])).toEqual([]);
+  expect(logLines(s, SDK_WARNINGS)).toEqual([]);
 }, 60_000);
 
 it('off by default: nothing exported, no traceparent forwarded, no ids in the log', async () => {

@@ -34,8 +34,14 @@ export class OtlpCollector {
   readonly spans: CollectedSpan[] = [];
   /** Content types of the export requests received, in order. */
   readonly contentTypes: string[] = [];
-  /** What the collector answers: `refuse` answers 503 to every export (a collector in trouble). */
-  mode: 'accept' | 'refuse' = 'accept';
+  /**
+   * What the collector answers: `refuse` answers 503 to every export (a collector in trouble);
+   * `hold` reads each export and never answers it (a collector that hangs, or an endpoint that
+   * swallows what is sent to it): the exporter waits until its own timeout.
+   */
+  mode: 'accept' | 'refuse' | 'hold' = 'accept';
+  /** Exports received and never answered (`hold`), counted as they arrive. */
+  held = 0;
   private server: Server | null = null;
   url = '';
 
@@ -48,6 +54,10 @@ export class OtlpCollector {
         }
         const type = String(req.headers['content-type'] ?? '');
         this.contentTypes.push(type);
+        if (this.mode === 'hold') {
+          this.held += 1;
+          return; // never answered: the client's timeout, or stop(), ends it
+        }
         if (this.mode === 'refuse') {
           res.writeHead(503).end();
           return;

@@ -26,6 +26,7 @@ export interface ServerProcess {
   child: ChildProcess;
   url: string;
   output: () => string;
+  /** Resolves once the process has exited and its output has been read to the end. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -44,8 +45,11 @@ export function spawnServe(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  // 'close', not 'exit': the child has exited and its stdout and stderr are read to their end, so
+  // that output() holds every line it wrote (a line written just before the exit can arrive after
+  // 'exit').
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
-    child.once('exit', (code, signal) => res({ code, signal })),
+    child.once('close', (code, signal) => res({ code, signal })),
   );
   const ready = new Promise<ServerProcess>((resolvePromise, reject) => {
     const timer = setTimeout(() => {

@@ -689,7 +689,9 @@ describe('chaos', () => {
 describe('lifecycle', () => {
   it('close() ends promptly with a delivery in flight, retries pending and timers armed', async () => {
     const r = await receiver(() => 'hang');
-    const s = await sim({ delivery: { timeoutMs: 30_000 }, registry: { completeAfterMs: 60_000 } });
+    // The attempt's own timeout and the registry's timer lie beyond the test's (60 s): a close()
+    // that waited for either would fail it, whatever the machine's speed.
+    const s = await sim({ delivery: { timeoutMs: 600_000 }, registry: { completeAfterMs: 600_000 } });
     await register(s, `${r.url}/webhooks`, ['proposta.criada']);
     await propose(s);
     await call(`${s.url}/contract/averbacao`, { token: s.token, body: {} });
