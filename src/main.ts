@@ -105,7 +105,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     feedWaiters.close();
     await closeServer(server, config.shutdownTimeoutMs, logger);
     await release(config.shutdownTimeoutMs);
-    // What the batch processor still holds is sent (bounded by OTEL_BSP_EXPORT_TIMEOUT).
+    // What the batch processor still holds is sent, cut at SHUTDOWN_FLUSH_MS (2 s, src/tracing/sdk.ts).
     await tracing?.handle.shutdown();
     logger.info('consig-receiver stopped');
   });

@@ -93,7 +93,11 @@ function openWritable(config: Config, create: boolean): Store {
 export function migrateFile(config: Config): ReturnType<typeof migrate> {
   const db = openDatabase(config.databasePath, {
     synchronous: config.sqlite.synchronous,
-    busyTimeoutMs: config.sqlite.busyTimeoutMs,
+    // A start waits for the write lock longer than a request would: another process starting at the
+    // same moment (a rolling restart, `migrate` beside `serve`) may hold it for a whole migration, and
+    // 1 s (SQLITE_BUSY_TIMEOUT_MS's default) failed first starts with "database is locked" on a loaded
+    // host (test/e2e/concurrent-migrations.test.ts). Nothing answers on this connection meanwhile.
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, MIGRATION_BUSY_TIMEOUT_MS),
   });
   try {
     return migrate(db, loadMigrations());
@@ -101,6 +105,9 @@ export function migrateFile(config: Config): ReturnType<typeof migrate> {
     db.close();
   }
 }
+
+/** How long a migration waits for SQLite's write lock at least. */
+export const MIGRATION_BUSY_TIMEOUT_MS = 30_000;
 
 /**
  * The delivery alarm's stored run (http/delivery-watch.ts), on a connection of its own to
