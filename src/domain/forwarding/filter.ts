@@ -283,15 +283,14 @@ function lookup(root: unknown, path: readonly string[]): unknown {
   let current = root;
   for (const segment of path) {
     if (Array.isArray(current)) {
-      // Only an index reads an array: `items.length` is a missing path, not a number.
-      current =
-        // Stryker disable next-line LogicalOperator: equivalent, an array's one own non-index key is length, and current[NaN] is undefined too
-        ARRAY_INDEX.test(segment) && Object.hasOwn(current, segment) ? current[Number(segment)] : undefined;
+      // Only an index reads an array (`items.length` is a missing path, not a number), and only an
+      // element it has (past the end is missing, whatever Array.prototype holds).
+      current = ARRAY_INDEX.test(segment)
+        ? (Object.getOwnPropertyDescriptor(current, segment)?.value as unknown)
+        : undefined;
     } else {
       current = own(current, segment);
     }
-    // Stryker disable next-line ConditionalExpression: equivalent, own(undefined, …) is undefined, so the walk ends in undefined all the same
-    if (current === undefined) return undefined;
   }
   return current;
 }

@@ -1,6 +1,7 @@
 import {
   ACCEPTED_ANSWERS,
   alarmRaised,
+  alarmSpeaksAt,
   type DeliveryAlarmState,
   type DeliveryAnswer,
   describeRun,
@@ -152,6 +153,25 @@ describe('judgeSilence', () => {
       inFlight: null,
     });
     expect(after).toEqual({ state: noSilence, silentMs: 1, log: 'cleared' });
+  });
+});
+
+describe('alarmSpeaksAt: the third failure of a run, then every tenth', () => {
+  it.each([
+    [1, false],
+    [2, false],
+    [3, true],
+    [4, false],
+    [12, false],
+    [13, true],
+    [23, true],
+    [24, false],
+    // Below the threshold nothing speaks, whatever the number: without that test, (-7 - 3) % 10
+    // is -0, which === 0.
+    [0, false],
+    [-7, false],
+  ])('failure %i: %s', (consecutive, speaks) => {
+    expect(alarmSpeaksAt(consecutive)).toBe(speaks);
   });
 });
 

@@ -64,6 +64,7 @@ describe('secretKey', () => {
     // Decodable, but not as base64 writes it: bits set past the last byte, too much padding.
     ['base64 with stray bits in its last character', 'whsec_YR', NOT_BASE64],
     ['base64 with three padding characters', 'whsec_YQ===', NOT_BASE64],
+    ['base64 padded where no padding is due', 'whsec_YWJj==', NOT_BASE64],
   ])('refuses %s', (_name, secret, message) => {
     expect(() => secretKey(secret)).toThrow(new RangeError(message));
   });
