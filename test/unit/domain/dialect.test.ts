@@ -1,6 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Dialect, perDialect, postgresDialect, sqliteDialect } from '../../../src/domain/sql/dialect';
+import * as Dialects from '../../../src/domain/sql/dialect';
+import type { Dialect } from '../../../src/domain/sql/dialect';
+import { loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test: the dialects are object literals built when the module loads, so
+// their members are mutated only so (fresh-module.ts).
+const dialects = loadedInEachTest(Dialects, join(__dirname, '../../../src/domain/sql/dialect'));
 
 /**
  * Each store's dialect (domain/sql/dialect.ts): every primitive pinned, SQLite's beside
@@ -85,6 +91,15 @@ const cases: Case[] = [
     { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['a', 'b'], '"x"'] },
   ],
   [
+    'jsonLeaf (null: its JSON type)',
+    (d) => d.jsonLeaf({ path: '$."gone"', keys: ['gone'], value: null }),
+    {
+      condition: `CASE WHEN typeof(e.body) = 'text' AND json_valid(e.body) THEN json_type(e.body, ?) END = ?`,
+      values: ['$."gone"', 'null'],
+    },
+    { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['gone'], 'null'] },
+  ],
+  [
     'jsonLeaf (a boolean: its JSON type)',
     (d) => d.jsonLeaf({ path: '$."ok"', keys: ['ok'], value: true }),
     {
@@ -118,14 +133,38 @@ const cases: Case[] = [
   ],
   [
     'raw',
-    (d) => [d.raw.nu('4242'), d.raw.flag(true), d.raw.flag(1), d.raw.amount('12.5')],
-    ['4242', 0, 1, '12.5'],
-    [4242, 1, 1, 12.5],
+    (d) => [
+      d.raw.nu('4242'),
+      d.raw.flag(true),
+      d.raw.flag(1),
+      d.raw.flag(false),
+      d.raw.flag(0),
+      d.raw.amount('12.5'),
+    ],
+    ['4242', 0, 1, 0, 0, '12.5'],
+    [4242, 1, 1, 0, 0, 12.5],
+  ],
+  ['raw.amount (null)', (d) => d.raw.amount(null), null, null],
+  [
+    // An integer only in its canonical decimal, of at most 15 digits (a safe integer).
+    'raw.nu (text that is no canonical integer)',
+    (d) =>
+      ['-7', '0042', '-0', '12x', 'x12', '1 2', '123456789012345', '1234567890123456'].map((v) =>
+        d.raw.nu(v),
+      ),
+    ['-7', '0042', '-0', '12x', 'x12', '1 2', '123456789012345', '1234567890123456'],
+    [-7, '0042', '-0', '12x', 'x12', '1 2', 123456789012345, '1234567890123456'],
   ],
   [
     'raw.instant',
     (d) => d.raw.instant('2026-11-26T12:00:00.000Z'),
     '2026-11-26T12:00:00.000Z',
+    '2026-11-26T12:00:00.000Z',
+  ],
+  [
+    'raw.instant (a Date, as node-postgres gives a timestamptz)',
+    (d) => (d.name === 'postgres' ? d.raw.instant(new Date('2026-11-26T12:00:00.000Z')) : null),
+    null,
     '2026-11-26T12:00:00.000Z',
   ],
   [
@@ -157,11 +196,13 @@ const cases: Case[] = [
 
 describe('each dialect', () => {
   it.each(cases)('%s', (_member, of, sqlite, postgres) => {
+    const { sqliteDialect, postgresDialect } = dialects();
     expect(of(sqliteDialect)).toEqual(sqlite);
     expect(of(postgresDialect)).toEqual(postgres);
   });
 
   it('has every member pinned above, and both the same members', () => {
+    const { sqliteDialect, postgresDialect } = dialects();
     const pinned = new Set(cases.map(([member]) => member.split(/[ .]/)[0]));
     expect(Object.keys(sqliteDialect).sort()).toEqual(Object.keys(postgresDialect).sort());
     expect([...pinned].sort()).toEqual(Object.keys(sqliteDialect).sort());
@@ -170,6 +211,7 @@ describe('each dialect', () => {
 
 describe('perDialect', () => {
   it('builds once per dialect, and apart for each', () => {
+    const { perDialect, sqliteDialect, postgresDialect } = dialects();
     let built = 0;
     const of = perDialect((d) => ({ built: ++built, name: d.name }));
     expect(of(sqliteDialect)).toBe(of(sqliteDialect));

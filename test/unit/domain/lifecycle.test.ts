@@ -1,16 +1,20 @@
+import { join } from 'node:path';
+
 import { EVENTOS, EVENT_STAGES, type Evento, type Stage } from '../../../src/domain/catalogue';
+import * as Lifecycle from '../../../src/domain/lifecycle';
 import {
   EVENT_EFFECTS,
   HAPPY_PATH,
-  FINAL_STATUSES,
-  isFinal,
-  replay,
-  stageOf,
-  transition,
   type ProposalStatus,
   type Transition,
 } from '../../../src/domain/lifecycle';
 import { seededRandom } from '../../../src/domain/random';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that its tables are mutated too (fresh-module.ts); the tables
+// imported above serve the expectations.
+const lifecycle = loadedInEachTest(Lifecycle, join(__dirname, '../../../src/domain/lifecycle'));
+const { isFinal, replay, stageOf, transition } = callsTo(lifecycle);
 
 // contract §6 table, copied row by row so the module is checked against the text, not against itself.
 const SPEC_TABLE: [Evento, Stage, ProposalStatus, boolean][] = [
@@ -60,19 +64,29 @@ const appliedCount = (ts: readonly Transition[]) => ts.filter((t) => t.applied).
 
 describe('EVENT_EFFECTS (contract §6 table)', () => {
   it.each(SPEC_TABLE)('%s → stage %s, status %s (final: %s)', (evento, stage, status, final) => {
-    expect(EVENT_EFFECTS[evento]).toEqual({ stage, status });
+    expect(lifecycle().EVENT_EFFECTS[evento]).toEqual({ stage, status });
     expect(EVENT_STAGES[evento]).toBe(stage);
     expect(isFinal(status)).toBe(final);
     expect(stageOf(status)).toBe(stage);
   });
 
   it('has exactly the 13 catalogue events and sets 13 distinct statuses', () => {
-    expect(Object.keys(EVENT_EFFECTS).sort()).toEqual([...EVENTOS].sort());
-    expect(new Set(Object.values(EVENT_EFFECTS).map((e) => e.status)).size).toBe(13);
+    const { EVENT_EFFECTS: effects } = lifecycle();
+    expect(Object.keys(effects).sort()).toEqual([...EVENTOS].sort());
+    expect(new Set(Object.values(effects).map((e) => e.status)).size).toBe(13);
+  });
+
+  it('NON_FINAL_STATUSES are the others, in the order contract §6 lists them', () => {
+    expect(lifecycle().NON_FINAL_STATUSES).toEqual(ORDER.map(([status]) => status));
   });
 
   it('FINAL_STATUSES are the four statuses marked final', () => {
-    expect([...FINAL_STATUSES].sort()).toEqual(['averbacao_negada', 'cancelada', 'negada', 'paga']);
+    expect([...lifecycle().FINAL_STATUSES].sort()).toEqual([
+      'averbacao_negada',
+      'cancelada',
+      'negada',
+      'paga',
+    ]);
   });
 });
 

@@ -1,10 +1,12 @@
-import {
-  firstPollAt,
-  isFinalRegistryStatus,
-  isStale,
-  mergeRegistryStatus,
-  nextPollAt,
-} from '../../../src/domain/registry';
+import { join } from 'node:path';
+
+import * as Registry from '../../../src/domain/registry';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that RANK is mutated too (fresh-module.ts).
+const { firstPollAt, isFinalRegistryStatus, isStale, mergeRegistryStatus, nextPollAt } = callsTo(
+  loadedInEachTest(Registry, join(__dirname, '../../../src/domain/registry')),
+);
 
 describe('mergeRegistryStatus', () => {
   it.each([

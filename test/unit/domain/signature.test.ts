@@ -1,11 +1,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import {
-  constantTimeEqual,
-  type DigestEqual,
-  parseSignatureHeader,
-  sign,
-  verifySignature,
-} from '../../../src/domain/signature';
+import { join } from 'node:path';
+
+import * as Signature from '../../../src/domain/signature';
+import type { DigestEqual } from '../../../src/domain/signature';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that its header pattern is mutated too (fresh-module.ts).
+const { constantTimeEqual, parseSignatureHeader, sign, verifySignature } = callsTo(
+  loadedInEachTest(Signature, join(__dirname, '../../../src/domain/signature')),
+);
 
 // Published vectors of the same sha256= scheme (GitHub's webhook docs and octokit/webhooks-methods).
 const VECTORS = [
