@@ -93,7 +93,9 @@ const RANK: Readonly<Record<NonFinalStatus, number>> = {
  * The non-final statuses in the order of contract §6 (the order an event moves a proposal through
  * them): RANK's keys, written in that order.
  */
-export const NON_FINAL_STATUSES: readonly NonFinalStatus[] = Object.freeze(Object.keys(RANK) as NonFinalStatus[]);
+export const NON_FINAL_STATUSES: readonly NonFinalStatus[] = Object.freeze(
+  Object.keys(RANK) as NonFinalStatus[],
+);
 
 /** Every status, in the rows' order of the contract §6 table. */
 export const PROPOSAL_STATUSES: readonly ProposalStatus[] = Object.freeze(
