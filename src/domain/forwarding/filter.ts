@@ -123,7 +123,6 @@ interface Budget {
 const IDENTIFIER = /^\$?[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** Segments that would walk into the prototype chain, were a lookup ever to use `obj[seg]`. */
 const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
-const ARRAY_INDEX = /^(0|[1-9][0-9]*)$/;
 const ALLOWED = FILTER_OPERATORS.join(', ');
 
 /** `.key` for a plain name, `["data.to"]` for anything else (quoted, one line, cut when long). */
@@ -283,11 +282,12 @@ function lookup(root: unknown, path: readonly string[]): unknown {
   let current = root;
   for (const segment of path) {
     if (Array.isArray(current)) {
-      // Only an index reads an array (`items.length` is a missing path, not a number), and only an
-      // element it has (past the end is missing, whatever Array.prototype holds).
-      current = ARRAY_INDEX.test(segment)
-        ? (Object.getOwnPropertyDescriptor(current, segment)?.value as unknown)
-        : undefined;
+      // Only an element the array has: its own properties are its indexes and `length`, which is a
+      // missing path, not a number (and past the end is missing, whatever Array.prototype holds).
+      current =
+        segment === 'length'
+          ? undefined
+          : (Object.getOwnPropertyDescriptor(current, segment)?.value as unknown);
     } else {
       current = own(current, segment);
     }

@@ -110,7 +110,9 @@ export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: Ef
       ? { ...processed, nu_proposta: v.nu(tracked) }
       : processed;
   const toStatus = row[T.to_status] as ProposalStatus | null;
-  const proposal = toStatus === null ? null : proposalFrom(v, row);
+  // The proposal is joined on the transition, and its latest averbação on the proposal: without
+  // one, the next is null in the row.
+  const proposal = proposalFrom(v, row);
   return {
     event,
     transition:
@@ -123,7 +125,7 @@ export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: Ef
             reason: row[T.reason] as string,
           },
     proposal,
-    proposalAverbacao: proposal === null ? null : averbacaoFrom(v, row, PA),
+    proposalAverbacao: averbacaoFrom(v, row, PA),
     // Never for a life-cycle event: effectsParams binds it no registration.
     finishedAverbacao: row[FINISHED] === 1 ? averbacaoFrom(v, row, RA) : null,
   };

@@ -1,22 +1,28 @@
+import { join } from 'node:path';
+
+import * as DeliveryAlarm from '../../../src/domain/delivery-alarm';
 import {
-  ACCEPTED_ANSWERS,
-  alarmRaised,
-  alarmSpeaksAt,
   type DeliveryAlarmState,
   type DeliveryAnswer,
-  describeRun,
-  FAILED_ANSWERS,
   type FailedAnswer,
-  judgeSilence,
-  likelyCause,
-  noFailures,
-  noSilence,
-  recordAnswer,
-  runOfAnswers,
-  runSpeaksSince,
   type SilenceState,
 } from '../../../src/domain/delivery-alarm';
 import type { DeliveryOutcome } from '../../../src/domain/delivery';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that its module-level tables and patterns are mutated too
+// (fresh-module.ts); the values read below are those of the copy imported above.
+const {
+  alarmRaised,
+  alarmSpeaksAt,
+  describeRun,
+  judgeSilence,
+  likelyCause,
+  recordAnswer,
+  runOfAnswers,
+  runSpeaksSince,
+} = callsTo(loadedInEachTest(DeliveryAlarm, join(__dirname, '../../../src/domain/delivery-alarm')));
+const { ACCEPTED_ANSWERS, FAILED_ANSWERS, noFailures, noSilence } = DeliveryAlarm;
 
 /** Replays answers one second apart; returns where the alarm spoke and the final state. */
 function run(answers: readonly DeliveryAnswer[], from: DeliveryAlarmState = noFailures) {

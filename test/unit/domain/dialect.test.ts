@@ -108,7 +108,16 @@ const cases: Case[] = [
     },
     { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['ok'], 'true'] },
   ],
-  ['proposalOrder.keys', (d) => d.proposalOrder.keys.length, 1, 3],
+  [
+    'proposalOrder.keys',
+    (d) => d.proposalOrder.keys,
+    ['nu_proposta'],
+    [
+      "(nu_proposta !~ '^(0|[1-9][0-9]{0,14})$')",
+      "(CASE WHEN nu_proposta ~ '^(0|[1-9][0-9]{0,14})$' THEN length(nu_proposta) ELSE 0 END)",
+      'nu_proposta COLLATE "C"',
+    ],
+  ],
   [
     'proposalOrder.bound (an integer)',
     (d) => d.proposalOrder.bound(KEY, 3),

@@ -1,6 +1,15 @@
+import { join } from 'node:path';
+
 import fc from 'fast-check';
 import { cnpj, cpf } from 'cpf-cnpj-validator';
-import { cnpjChars, cpfDigits, isValidCnpj, isValidCpf } from '../../../src/domain/documents';
+import * as Documents from '../../../src/domain/documents';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that its module-level tables and patterns are mutated too
+// (fresh-module.ts); the values read below are those of the copy imported above.
+const { cnpjChars, cpfDigits, isValidCnpj, isValidCpf } = callsTo(
+  loadedInEachTest(Documents, join(__dirname, '../../../src/domain/documents')),
+);
 
 describe('isValidCpf', () => {
   it.each([
@@ -72,6 +81,9 @@ describe('shapes', () => {
   ])('cpfDigits(%p) → %p: 11 digits and nothing else', (input, expected) => {
     expect(cpfDigits(input)).toBe(expected);
     expect(cnpjChars('12ABC34501DEXX')).toBeNull();
+    // Exactly 14 characters: one more before or after is not a CNPJ.
+    expect(cnpjChars('112ABC34501DE35')).toBeNull();
+    expect(cnpjChars('12ABC34501DE351')).toBeNull();
   });
 });
 

@@ -216,6 +216,13 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
     });
   });
 
+  it('a result finishing a registration tracked without a proposal', () => {
+    const row = rowOf({ ...averbacaoColumns('ra', store as 'sqlite' | 'postgres', true, null), finished: 1 });
+    const effects = outbox().effectsFrom(dialect, registryResult, row);
+    expect(effects.event).toBe(registryResult);
+    expect(effects.finishedAverbacao).toEqual(averbacao('ra', true, null));
+  });
+
   it("a result that names its proposal keeps it, whatever the registration's row says", () => {
     const row = rowOf({
       ...averbacaoColumns('ra', store as 'sqlite' | 'postgres', true, pg ? '999' : 999),

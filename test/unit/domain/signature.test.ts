@@ -66,6 +66,7 @@ describe('verifySignature', () => {
     ['empty header', body, '', [secret], 'missing'],
     ['no sha256= prefix', body, good.slice('sha256='.length), [secret], 'malformed'],
     ['another algorithm prefix', body, good.replace('sha256=', 'sha1='), [secret], 'malformed'],
+    ['text before the prefix', body, `v1,${good}`, [secret], 'malformed'],
     ['short digest', body, good.slice(0, -2), [secret], 'malformed'],
     ['long digest', body, `${good}00`, [secret], 'malformed'],
     ['non-hex digest', body, `${good.slice(0, -1)}g`, [secret], 'malformed'],

@@ -1,13 +1,15 @@
+import { join } from 'node:path';
+
 import { FINAL_STATUSES, NON_FINAL_STATUSES, PROPOSAL_STATUSES } from '../../../src/domain/lifecycle';
-import {
-  DEFAULT_STUCK_AFTER,
-  formatLimit,
-  isStuck,
-  limitOf,
-  parseStuckAfter,
-  stuckCutoffs,
-  stuckSince,
-} from '../../../src/domain/stuck';
+import * as Stuck from '../../../src/domain/stuck';
+import { callsTo, loadedInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that its module-level tables and patterns are mutated too
+// (fresh-module.ts); the values read below are those of the copy imported above.
+const { formatLimit, isStuck, limitOf, parseStuckAfter, stuckCutoffs, stuckSince } = callsTo(
+  loadedInEachTest(Stuck, join(__dirname, '../../../src/domain/stuck')),
+);
+const { DEFAULT_STUCK_AFTER } = Stuck;
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

@@ -1,14 +1,16 @@
-import {
-  CLOSED,
-  DEFAULT_CIRCUIT,
-  HALF_OPEN_RECHECK_MS,
-  circuitAfter,
-  circuitProbing,
-  mayAttempt,
-  type CircuitOptions,
-  type CircuitState,
-} from '../../../../src/domain/forwarding/circuit';
+import { join } from 'node:path';
+
+import * as Circuit from '../../../../src/domain/forwarding/circuit';
+import { type CircuitOptions, type CircuitState } from '../../../../src/domain/forwarding/circuit';
 import type { AttemptOutcome } from '../../../../src/domain/forwarding/retry';
+import { callsTo, loadedInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that its module-level tables and patterns are mutated too
+// (fresh-module.ts); the values read below are those of the copy imported above.
+const { circuitAfter, circuitProbing, mayAttempt } = callsTo(
+  loadedInEachTest(Circuit, join(__dirname, '../../../../src/domain/forwarding/circuit')),
+);
+const { CLOSED, DEFAULT_CIRCUIT, HALF_OPEN_RECHECK_MS } = Circuit;
 
 const OPTIONS: CircuitOptions = {
   failureThreshold: 3,

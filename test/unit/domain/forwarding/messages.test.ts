@@ -1,24 +1,33 @@
+import { join } from 'node:path';
+
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import type { Evento } from '../../../../src/domain/catalogue';
 import { compileFilter, type Filter } from '../../../../src/domain/forwarding/filter';
+import * as Messages from '../../../../src/domain/forwarding/messages';
 import {
   type AverbacaoSnapshot,
-  bodyFor,
-  destinationWants,
   type EventEffects,
-  messagesFor,
-  messageWebhookId,
-  orderKeyOf,
   type OutgoingMessage,
   type ProcessedEvent,
   type ProposalSnapshot,
   type RecordedTransition,
+} from '../../../../src/domain/forwarding/messages';
+import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
+import { callsTo, loadedInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that its module-level tables and patterns are mutated too
+// (fresh-module.ts); the values read below are those of the copy imported above.
+const {
+  bodyFor,
+  destinationWants,
+  messagesFor,
+  messageWebhookId,
+  orderKeyOf,
   isStored,
   outboxEntries,
   serializeMessage,
-} from '../../../../src/domain/forwarding/messages';
-import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
+} = callsTo(loadedInEachTest(Messages, join(__dirname, '../../../../src/domain/forwarding/messages')));
 
 /**
  * The messages the receiver forwards (contract §8): one valid processed event, then one thing
