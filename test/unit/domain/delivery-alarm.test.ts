@@ -8,10 +8,11 @@ import {
   type SilenceState,
 } from '../../../src/domain/delivery-alarm';
 import type { DeliveryOutcome } from '../../../src/domain/delivery';
-import { callsTo, loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(DeliveryAlarm, join(__dirname, '../../../src/domain/delivery-alarm'));
 const {
   alarmRaised,
   alarmSpeaksAt,
@@ -21,7 +22,7 @@ const {
   recordAnswer,
   runOfAnswers,
   runSpeaksSince,
-} = callsTo(loadedInEachTest(DeliveryAlarm, join(__dirname, '../../../src/domain/delivery-alarm')));
+} = DeliveryAlarm;
 const { ACCEPTED_ANSWERS, FAILED_ANSWERS, noFailures, noSilence } = DeliveryAlarm;
 
 /** Replays answers one second apart; returns where the alarm spoke and the final state. */

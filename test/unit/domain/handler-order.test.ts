@@ -3,13 +3,12 @@ import { join } from 'node:path';
 import { EVENTOS } from '../../../src/domain/catalogue';
 import { Router } from '../../../src/domain/event-router';
 import * as HandlerOrder from '../../../src/domain/handler-order';
-import { callsTo, loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
-const { registerInOrder, stagesFor } = callsTo(
-  loadedInEachTest(HandlerOrder, join(__dirname, '../../../src/domain/handler-order')),
-);
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(HandlerOrder, join(__dirname, '../../../src/domain/handler-order'));
+const { registerInOrder, stagesFor } = HandlerOrder;
 
 describe('the order of handlers, stated once for both modes', () => {
   it.each([

@@ -1,13 +1,12 @@
 import { join } from 'node:path';
 
 import * as MigrationFiles from '../../../src/domain/migration-files';
-import { callsTo, loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
-const { migrationFileName, orderMigrationFiles, unknownVersions } = callsTo(
-  loadedInEachTest(MigrationFiles, join(__dirname, '../../../src/domain/migration-files')),
-);
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(MigrationFiles, join(__dirname, '../../../src/domain/migration-files'));
+const { migrationFileName, orderMigrationFiles, unknownVersions } = MigrationFiles;
 
 const f = (file: string) => ({ file, sql: `-- ${file}` });
 

@@ -3,20 +3,20 @@ import { join } from 'node:path';
 import type { ProcessedEvent } from '../../../src/domain/forwarding/messages';
 import { type Dialect, postgresDialect, sqliteDialect } from '../../../src/domain/sql/dialect';
 import * as OutboxEffects from '../../../src/domain/sql/outbox-effects';
-import { loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
 /**
  * The outbox's read-back mapped into the pure rules' types (domain/sql/outbox-effects.ts). Its
  * statement runs against both databases in test/integration/store-conformance.test.ts; here each
  * value is put in the column the statement selects it in (its SELECT list, read from the text), as
  * each store's driver hands it over, and the mapping must find it there. Loaded again in each test,
- * so that the column tables are mutated too (fresh-module.ts).
+ * so that Stryker runs these tests against the column tables too (fresh-module.ts).
  */
-const outbox = loadedInEachTest(OutboxEffects, join(__dirname, '../../../src/domain/sql/outbox-effects'));
+loadAgainInEachTest(OutboxEffects, join(__dirname, '../../../src/domain/sql/outbox-effects'));
 
 /** The SELECT list of OUTBOX_EFFECTS: `t.to_status`, `p.uuid`, …, then the `finished` CASE. */
 function selectList(): string[] {
-  const text = outbox().OUTBOX_EFFECTS;
+  const text = OutboxEffects.OUTBOX_EFFECTS;
   return text.slice('SELECT '.length, text.indexOf('\nFROM ')).split(', ');
 }
 const FINISHED = 'CASE WHEN ra.result_event_id = e.event_id THEN 1 ELSE 0 END';
@@ -102,7 +102,7 @@ describe('effectsParams', () => {
     ['a registry result binds its request id', registryResult, [42, 'req-ra']],
     ['a poll answer binds its request id', { ...registryResult, kind: 'poll' as const }, [42, 'req-ra']],
   ])('%s', (_name, event, params) => {
-    expect(outbox().effectsParams(event)).toEqual(params);
+    expect(OutboxEffects.effectsParams(event)).toEqual(params);
   });
 });
 
@@ -129,7 +129,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
       ...averbacaoColumns('pa', store as 'sqlite' | 'postgres', false, pg ? '123' : 123),
       finished: 0,
     });
-    expect(outbox().effectsFrom(dialect, lifeCycleEvent, row)).toEqual({
+    expect(OutboxEffects.effectsFrom(dialect, lifeCycleEvent, row)).toEqual({
       event: lifeCycleEvent,
       transition: { from_status: 'pre_aprovada', to_status: 'aprovada', applied: true, reason: 'forward' },
       proposal: {
@@ -163,7 +163,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
       'p.created_at': pg ? new Date('2026-03-01T08:00:00.000Z') : '2026-03-01T08:00:00.000Z',
       'p.updated_at': pg ? new Date('2026-03-01T08:00:00.000Z') : '2026-03-01T08:00:00.000Z',
     });
-    const effects = outbox().effectsFrom(dialect, { ...lifeCycleEvent, nu_proposta: 'ABC-7' }, row);
+    const effects = OutboxEffects.effectsFrom(dialect, { ...lifeCycleEvent, nu_proposta: 'ABC-7' }, row);
     expect(effects.transition).toEqual({
       from_status: null,
       to_status: 'paga',
@@ -182,7 +182,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
 
   it('a transition whose proposal row is missing shows no proposal', () => {
     const row = rowOf({ 't.to_status': 'aprovada', 't.applied': pg ? true : 1, 't.reason': 'forward' });
-    const effects = outbox().effectsFrom(dialect, lifeCycleEvent, row);
+    const effects = OutboxEffects.effectsFrom(dialect, lifeCycleEvent, row);
     expect(effects.transition).not.toBeNull();
     expect(effects.proposal).toBeNull();
     expect(effects.proposalAverbacao).toBeNull();
@@ -193,7 +193,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
       ...averbacaoColumns('ra', store as 'sqlite' | 'postgres', true, pg ? '456' : 456),
       finished: 1,
     });
-    expect(outbox().effectsFrom(dialect, registryResult, row)).toEqual({
+    expect(OutboxEffects.effectsFrom(dialect, registryResult, row)).toEqual({
       event: { ...registryResult, nu_proposta: 456 },
       transition: null,
       proposal: null,
@@ -207,7 +207,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
       ...averbacaoColumns('ra', store as 'sqlite' | 'postgres', false, null),
       finished: 0,
     });
-    expect(outbox().effectsFrom(dialect, registryResult, row)).toEqual({
+    expect(OutboxEffects.effectsFrom(dialect, registryResult, row)).toEqual({
       event: registryResult,
       transition: null,
       proposal: null,
@@ -218,7 +218,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
 
   it('a result finishing a registration tracked without a proposal', () => {
     const row = rowOf({ ...averbacaoColumns('ra', store as 'sqlite' | 'postgres', true, null), finished: 1 });
-    const effects = outbox().effectsFrom(dialect, registryResult, row);
+    const effects = OutboxEffects.effectsFrom(dialect, registryResult, row);
     expect(effects.event).toBe(registryResult);
     expect(effects.finishedAverbacao).toEqual(averbacao('ra', true, null));
   });
@@ -229,7 +229,7 @@ describe.each(STORES)('effectsFrom on %s', (store, dialect) => {
       finished: 1,
     });
     const named = { ...registryResult, nu_proposta: 456 };
-    const effects = outbox().effectsFrom(dialect, named, row);
+    const effects = OutboxEffects.effectsFrom(dialect, named, row);
     expect(effects.event).toBe(named);
     expect(effects.finishedAverbacao).toEqual(averbacao('ra', true, 999));
   });

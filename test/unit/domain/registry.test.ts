@@ -1,12 +1,11 @@
 import { join } from 'node:path';
 
 import * as Registry from '../../../src/domain/registry';
-import { callsTo, loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
-// Loaded again in each test, so that RANK is mutated too (fresh-module.ts).
-const { firstPollAt, isFinalRegistryStatus, isStale, mergeRegistryStatus, nextPollAt } = callsTo(
-  loadedInEachTest(Registry, join(__dirname, '../../../src/domain/registry')),
-);
+// Loaded again in each test, so that Stryker runs these tests against RANK too (fresh-module.ts).
+loadAgainInEachTest(Registry, join(__dirname, '../../../src/domain/registry'));
+const { firstPollAt, isFinalRegistryStatus, isStale, mergeRegistryStatus, nextPollAt } = Registry;
 
 describe('mergeRegistryStatus', () => {
   it.each([

@@ -2,13 +2,12 @@ import { join } from 'node:path';
 
 import { FINAL_STATUSES, NON_FINAL_STATUSES, PROPOSAL_STATUSES } from '../../../src/domain/lifecycle';
 import * as Stuck from '../../../src/domain/stuck';
-import { callsTo, loadedInEachTest } from './fresh-module';
+import { loadAgainInEachTest } from './fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
-const { formatLimit, isStuck, limitOf, parseStuckAfter, stuckCutoffs, stuckSince } = callsTo(
-  loadedInEachTest(Stuck, join(__dirname, '../../../src/domain/stuck')),
-);
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Stuck, join(__dirname, '../../../src/domain/stuck'));
+const { formatLimit, isStuck, limitOf, parseStuckAfter, stuckCutoffs, stuckSince } = Stuck;
 const { DEFAULT_STUCK_AFTER } = Stuck;
 
 const MIN = 60_000;

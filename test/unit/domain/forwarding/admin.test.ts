@@ -3,10 +3,11 @@ import { join } from 'node:path';
 import * as Admin from '../../../../src/domain/forwarding/admin';
 import { type AttemptRow, type ForwardRow } from '../../../../src/domain/forwarding/admin';
 import { parseDestinationsFile } from '../../../../src/domain/forwarding/destinations';
-import { callsTo, loadedInEachTest } from '../fresh-module';
+import { loadAgainInEachTest } from '../fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Admin, join(__dirname, '../../../../src/domain/forwarding/admin'));
 const {
   addReplayCounts,
   destinationSummaries,
@@ -18,7 +19,7 @@ const {
   replayCounts,
   shownForward,
   shownForwardRow,
-} = callsTo(loadedInEachTest(Admin, join(__dirname, '../../../../src/domain/forwarding/admin')));
+} = Admin;
 
 /**
  * A delivery as operators see it (admin API, commands, console): every CPF masked, in its message

@@ -3,13 +3,12 @@ import { join } from 'node:path';
 import * as Circuit from '../../../../src/domain/forwarding/circuit';
 import { type CircuitOptions, type CircuitState } from '../../../../src/domain/forwarding/circuit';
 import type { AttemptOutcome } from '../../../../src/domain/forwarding/retry';
-import { callsTo, loadedInEachTest } from '../fresh-module';
+import { loadAgainInEachTest } from '../fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
-const { circuitAfter, circuitProbing, mayAttempt } = callsTo(
-  loadedInEachTest(Circuit, join(__dirname, '../../../../src/domain/forwarding/circuit')),
-);
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Circuit, join(__dirname, '../../../../src/domain/forwarding/circuit'));
+const { circuitAfter, circuitProbing, mayAttempt } = Circuit;
 const { CLOSED, DEFAULT_CIRCUIT, HALF_OPEN_RECHECK_MS } = Circuit;
 
 const OPTIONS: CircuitOptions = {

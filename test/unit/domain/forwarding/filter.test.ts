@@ -3,13 +3,12 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import * as FilterModule from '../../../../src/domain/forwarding/filter';
 import { type Filter } from '../../../../src/domain/forwarding/filter';
-import { callsTo, loadedInEachTest } from '../fresh-module';
+import { loadAgainInEachTest } from '../fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
-const { compileFilter, matchesFilter } = callsTo(
-  loadedInEachTest(FilterModule, join(__dirname, '../../../../src/domain/forwarding/filter')),
-);
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(FilterModule, join(__dirname, '../../../../src/domain/forwarding/filter'));
+const { compileFilter, matchesFilter } = FilterModule;
 const { FILTER_LIMITS } = FilterModule;
 
 const WHERE = 'destinations[0].filter';

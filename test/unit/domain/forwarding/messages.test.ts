@@ -14,10 +14,11 @@ import {
   type RecordedTransition,
 } from '../../../../src/domain/forwarding/messages';
 import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
-import { callsTo, loadedInEachTest } from '../fresh-module';
+import { loadAgainInEachTest } from '../fresh-module';
 
-// Loaded again in each test, so that its module-level tables and patterns are mutated too
-// (fresh-module.ts); the values read below are those of the copy imported above.
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Messages, join(__dirname, '../../../../src/domain/forwarding/messages'));
 const {
   bodyFor,
   destinationWants,
@@ -27,7 +28,7 @@ const {
   isStored,
   outboxEntries,
   serializeMessage,
-} = callsTo(loadedInEachTest(Messages, join(__dirname, '../../../../src/domain/forwarding/messages')));
+} = Messages;
 
 /**
  * The messages the receiver forwards (contract §8): one valid processed event, then one thing
