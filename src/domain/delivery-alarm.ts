@@ -126,8 +126,8 @@ export function runOfAnswers(
  * a point {@link alarmSpeaksAt} reports since it was last seen: a new run counts from zero.
  */
 export function runSpeaksSince(seen: DeliveryAlarmState, now: DeliveryAlarmState): boolean {
-  // Stryker disable next-line ConditionalExpression: equivalent, a null first failure is no run at all, whose count is 0: `from` is 0 either way
-  const sameRun = seen.firstFailureAt !== null && seen.firstFailureAt === now.firstFailureAt;
+  // Two states without a run (a null first failure) are the same run, of 0 failures: `from` is 0.
+  const sameRun = seen.firstFailureAt === now.firstFailureAt;
   const from = sameRun ? seen.consecutive : 0;
   for (let n = from + 1; n <= now.consecutive; n++) if (alarmSpeaksAt(n)) return true;
   return false;
@@ -135,7 +135,6 @@ export function runSpeaksSince(seen: DeliveryAlarmState, now: DeliveryAlarmState
 
 /** Whether the failure numbered `consecutive` in a run is reported: the third, then every tenth. */
 export function alarmSpeaksAt(consecutive: number): boolean {
-  // Stryker disable next-line ConditionalExpression: equivalent, for the counts below the threshold (1 and 2; never negative) the step test below is false too
   if (consecutive < ALARM_THRESHOLD) return false;
   return (consecutive - ALARM_THRESHOLD) % ALARM_REPEAT_EVERY === 0;
 }

@@ -89,9 +89,12 @@ const RANK: Readonly<Record<NonFinalStatus, number>> = {
   pagamento_falhou: 8,
 };
 
-/** The non-final statuses in the order of contract §6 (the order an event moves a proposal through them). */
+/**
+ * The non-final statuses in the order of contract §6 (the order an event moves a proposal through
+ * them): RANK's keys, written in that order.
+ */
 export const NON_FINAL_STATUSES: readonly NonFinalStatus[] = Object.freeze(
-  (Object.keys(RANK) as NonFinalStatus[]).sort((a, b) => RANK[a] - RANK[b]),
+  Object.keys(RANK) as NonFinalStatus[],
 );
 
 /** Every status, in the rows' order of the contract §6 table. */

@@ -44,8 +44,8 @@ export function normalizeCnpj(value: unknown): string | null {
 
 export function normalizeAmount(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
-  // Stryker disable next-line MethodExpression: equivalent, Number() ignores the same blanks trim() removes
-  if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim())) return Number(value.trim());
+  // Number() ignores the blanks trim() removes (both: WhiteSpace and LineTerminator, ECMA-262).
+  if (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim())) return Number(value);
   return null;
 }
 

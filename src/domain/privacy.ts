@@ -28,9 +28,8 @@ export function withMaskedCpf<T extends { nu_cpf: unknown }>(
  * never less).
  */
 export function maskCpfsInJsonText(text: string): string {
-  return text.replace(/"(?:[^"\\]|\\.)*"|(?<![\w.])\d{11}(?![\w.])/g, (match) =>
-    // Stryker disable next-line MethodExpression: equivalent, a match starts with a quote exactly when it ends with one (the pattern)
-    match.startsWith('"') ? maskCpfsInText(match) : JSON.stringify(maskCpf(match)),
+  return text.replace(/("(?:[^"\\]|\\.)*")|(?<![\w.])\d{11}(?![\w.])/g, (match, quoted?: string) =>
+    quoted !== undefined ? maskCpfsInText(match) : JSON.stringify(maskCpf(match)),
   );
 }
 

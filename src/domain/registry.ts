@@ -30,9 +30,10 @@ export function mergeRegistryStatus(
   if (!isRegistryStatus(reported)) return { apply: false, status: current, reason: 'unknown_status' };
   if (current === null) return { apply: true, status: reported, reason: 'forward' };
   if (isFinalRegistryStatus(current)) return { apply: false, status: current, reason: 'after_final' };
-  if (reported === current) return { apply: false, status: current, reason: 'same' };
-  // Stryker disable next-line EqualityOperator: equivalent, the only equal ranks are two final statuses, answered earlier
-  if (RANK[reported] < RANK[current]) return { apply: false, status: current, reason: 'older' };
+  // Below a final status, an equal rank is the same status.
+  if (RANK[reported] <= RANK[current]) {
+    return { apply: false, status: current, reason: reported === current ? 'same' : 'older' };
+  }
   return { apply: true, status: reported, reason: 'forward' };
 }
 

@@ -52,7 +52,7 @@ export function watermarkOf(beats: readonly RelayBeat[], now: Date, maxMs: numbe
   const settled = beats.some((b) => isFresh(b, now, maxMs) && now.getTime() - b.liveSince.getTime() >= maxMs);
   const waiting: string[] = [];
   const dropped: string[] = [];
-  let at: Date | null = null;
+  let atMs: number | null = null;
   for (const b of beats) {
     if (!isFresh(b, now, maxMs)) {
       if (settled) {
@@ -61,10 +61,9 @@ export function watermarkOf(beats: readonly RelayBeat[], now: Date, maxMs: numbe
       }
       waiting.push(b.spool);
     }
-    // Stryker disable next-line EqualityOperator: equivalent, on a tie either one gives the same instant
-    if (at === null || b.coveredThrough.getTime() < at.getTime()) at = b.coveredThrough;
+    atMs = Math.min(atMs ?? Number.POSITIVE_INFINITY, b.coveredThrough.getTime());
   }
-  return { at, waiting, dropped };
+  return { at: atMs === null ? null : new Date(atMs), waiting, dropped };
 }
 
 /**

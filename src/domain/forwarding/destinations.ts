@@ -182,13 +182,14 @@ function parseJson(text: string): unknown {
 /**
  * The parser's message on one line, without the excerpt of the text V8 quotes in some messages
  * (`Unexpected token 'w', ..."secret": whsec_c2Vj"... is not valid JSON`): that excerpt may hold a
- * secret. Everything from `, "` or `, ..."` on is that excerpt.
+ * secret. Everything from `, "` or `, ..."` on is that excerpt. What is kept may name one unexpected
+ * character, a line break among them (`Unexpected token '\n'`), which becomes a blank; V8 quotes that
+ * one character, so there is never a run of blanks to fold.
  */
 function jsonErrorText(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   const excerpt = message.search(/, (\.\.\.)?"/);
-  // Stryker disable next-line Regex: equivalent, V8 quotes the one unexpected character, so the kept part never has two blanks in a row
-  return (excerpt === -1 ? message : message.slice(0, excerpt)).replace(/\s+/g, ' ');
+  return (excerpt === -1 ? message : message.slice(0, excerpt)).replace(/\s/g, ' ');
 }
 
 function destinationList(root: unknown): unknown[] {

@@ -123,7 +123,6 @@ interface Budget {
 const IDENTIFIER = /^\$?[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** Segments that would walk into the prototype chain, were a lookup ever to use `obj[seg]`. */
 const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
-const ARRAY_INDEX = /^(0|[1-9][0-9]*)$/;
 const ALLOWED = FILTER_OPERATORS.join(', ');
 
 /** `.key` for a plain name, `["data.to"]` for anything else (quoted, one line, cut when long). */
@@ -283,15 +282,15 @@ function lookup(root: unknown, path: readonly string[]): unknown {
   let current = root;
   for (const segment of path) {
     if (Array.isArray(current)) {
-      // Only an index reads an array: `items.length` is a missing path, not a number.
+      // Only an element the array has: its own properties are its indexes and `length`, which is a
+      // missing path, not a number (and past the end is missing, whatever Array.prototype holds).
       current =
-        // Stryker disable next-line LogicalOperator: equivalent, an array's one own non-index key is length, and current[NaN] is undefined too
-        ARRAY_INDEX.test(segment) && Object.hasOwn(current, segment) ? current[Number(segment)] : undefined;
+        segment === 'length'
+          ? undefined
+          : (Object.getOwnPropertyDescriptor(current, segment)?.value as unknown);
     } else {
       current = own(current, segment);
     }
-    // Stryker disable next-line ConditionalExpression: equivalent, own(undefined, …) is undefined, so the walk ends in undefined all the same
-    if (current === undefined) return undefined;
   }
   return current;
 }

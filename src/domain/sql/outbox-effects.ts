@@ -101,14 +101,18 @@ export type EffectsRow = readonly unknown[];
 export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: EffectsRow): EventEffects {
   const v = dialect.raw;
   // A registry result rarely names its proposal; the tracked registration does, and puts all of
-  // that registration's messages in the proposal's line (their order kept with its changes).
+  // that registration's messages in the proposal's line (their order kept with its changes). An
+  // event without a registration (a life-cycle event, a result without request_id) reads none
+  // back: effectsParams binds it none, so `tracked` is null.
   const tracked = row[RA.nu_proposta];
   const event =
-    processed.nu_proposta === null && processed.request_id !== null && processed.kind !== 'event'
-      ? { ...processed, nu_proposta: tracked === null ? null : v.nu(tracked) }
+    processed.nu_proposta === null && tracked !== null
+      ? { ...processed, nu_proposta: v.nu(tracked) }
       : processed;
   const toStatus = row[T.to_status] as ProposalStatus | null;
-  const proposal = toStatus === null ? null : proposalFrom(v, row);
+  // The proposal is joined on the transition, and its latest averbação on the proposal: without
+  // one, the next is null in the row.
+  const proposal = proposalFrom(v, row);
   return {
     event,
     transition:
@@ -121,7 +125,7 @@ export function effectsFrom(dialect: Dialect, processed: ProcessedEvent, row: Ef
             reason: row[T.reason] as string,
           },
     proposal,
-    proposalAverbacao: proposal === null ? null : averbacaoFrom(v, row, PA),
+    proposalAverbacao: averbacaoFrom(v, row, PA),
     // Never for a life-cycle event: effectsParams binds it no registration.
     finishedAverbacao: row[FINISHED] === 1 ? averbacaoFrom(v, row, RA) : null,
   };

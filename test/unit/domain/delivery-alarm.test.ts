@@ -1,21 +1,29 @@
+import { join } from 'node:path';
+
+import * as DeliveryAlarm from '../../../src/domain/delivery-alarm';
 import {
-  ACCEPTED_ANSWERS,
-  alarmRaised,
   type DeliveryAlarmState,
   type DeliveryAnswer,
-  describeRun,
-  FAILED_ANSWERS,
   type FailedAnswer,
-  judgeSilence,
-  likelyCause,
-  noFailures,
-  noSilence,
-  recordAnswer,
-  runOfAnswers,
-  runSpeaksSince,
   type SilenceState,
 } from '../../../src/domain/delivery-alarm';
 import type { DeliveryOutcome } from '../../../src/domain/delivery';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(DeliveryAlarm, join(__dirname, '../../../src/domain/delivery-alarm'));
+const {
+  alarmRaised,
+  alarmSpeaksAt,
+  describeRun,
+  judgeSilence,
+  likelyCause,
+  recordAnswer,
+  runOfAnswers,
+  runSpeaksSince,
+} = DeliveryAlarm;
+const { ACCEPTED_ANSWERS, FAILED_ANSWERS, noFailures, noSilence } = DeliveryAlarm;
 
 /** Replays answers one second apart; returns where the alarm spoke and the final state. */
 function run(answers: readonly DeliveryAnswer[], from: DeliveryAlarmState = noFailures) {
@@ -152,6 +160,25 @@ describe('judgeSilence', () => {
       inFlight: null,
     });
     expect(after).toEqual({ state: noSilence, silentMs: 1, log: 'cleared' });
+  });
+});
+
+describe('alarmSpeaksAt: the third failure of a run, then every tenth', () => {
+  it.each([
+    [1, false],
+    [2, false],
+    [3, true],
+    [4, false],
+    [12, false],
+    [13, true],
+    [23, true],
+    [24, false],
+    // Below the threshold nothing speaks, whatever the number: without that test, (-7 - 3) % 10
+    // is -0, which === 0.
+    [0, false],
+    [-7, false],
+  ])('failure %i: %s', (consecutive, speaks) => {
+    expect(alarmSpeaksAt(consecutive)).toBe(speaks);
   });
 });
 

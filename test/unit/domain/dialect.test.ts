@@ -1,6 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Dialect, perDialect, postgresDialect, sqliteDialect } from '../../../src/domain/sql/dialect';
+import * as Dialects from '../../../src/domain/sql/dialect';
+import type { Dialect } from '../../../src/domain/sql/dialect';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test: the dialects are object literals built when the module loads, so
+// that only so does Stryker run these tests against their members (fresh-module.ts).
+loadAgainInEachTest(Dialects, join(__dirname, '../../../src/domain/sql/dialect'));
 
 /**
  * Each store's dialect (domain/sql/dialect.ts): every primitive pinned, SQLite's beside
@@ -85,6 +91,15 @@ const cases: Case[] = [
     { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['a', 'b'], '"x"'] },
   ],
   [
+    'jsonLeaf (null: its JSON type)',
+    (d) => d.jsonLeaf({ path: '$."gone"', keys: ['gone'], value: null }),
+    {
+      condition: `CASE WHEN typeof(e.body) = 'text' AND json_valid(e.body) THEN json_type(e.body, ?) END = ?`,
+      values: ['$."gone"', 'null'],
+    },
+    { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['gone'], 'null'] },
+  ],
+  [
     'jsonLeaf (a boolean: its JSON type)',
     (d) => d.jsonLeaf({ path: '$."ok"', keys: ['ok'], value: true }),
     {
@@ -93,7 +108,16 @@ const cases: Case[] = [
     },
     { condition: 'console_body_json(e.body) #> ?::text[] = ?::jsonb', values: [['ok'], 'true'] },
   ],
-  ['proposalOrder.keys', (d) => d.proposalOrder.keys.length, 1, 3],
+  [
+    'proposalOrder.keys',
+    (d) => d.proposalOrder.keys,
+    ['nu_proposta'],
+    [
+      "(nu_proposta !~ '^(0|[1-9][0-9]{0,14})$')",
+      "(CASE WHEN nu_proposta ~ '^(0|[1-9][0-9]{0,14})$' THEN length(nu_proposta) ELSE 0 END)",
+      'nu_proposta COLLATE "C"',
+    ],
+  ],
   [
     'proposalOrder.bound (an integer)',
     (d) => d.proposalOrder.bound(KEY, 3),
@@ -118,14 +142,38 @@ const cases: Case[] = [
   ],
   [
     'raw',
-    (d) => [d.raw.nu('4242'), d.raw.flag(true), d.raw.flag(1), d.raw.amount('12.5')],
-    ['4242', 0, 1, '12.5'],
-    [4242, 1, 1, 12.5],
+    (d) => [
+      d.raw.nu('4242'),
+      d.raw.flag(true),
+      d.raw.flag(1),
+      d.raw.flag(false),
+      d.raw.flag(0),
+      d.raw.amount('12.5'),
+    ],
+    ['4242', 0, 1, 0, 0, '12.5'],
+    [4242, 1, 1, 0, 0, 12.5],
+  ],
+  ['raw.amount (null)', (d) => d.raw.amount(null), null, null],
+  [
+    // An integer only in its canonical decimal, of at most 15 digits (a safe integer).
+    'raw.nu (text that is no canonical integer)',
+    (d) =>
+      ['-7', '0042', '-0', '12x', 'x12', '1 2', '123456789012345', '1234567890123456'].map((v) =>
+        d.raw.nu(v),
+      ),
+    ['-7', '0042', '-0', '12x', 'x12', '1 2', '123456789012345', '1234567890123456'],
+    [-7, '0042', '-0', '12x', 'x12', '1 2', 123456789012345, '1234567890123456'],
   ],
   [
     'raw.instant',
     (d) => d.raw.instant('2026-11-26T12:00:00.000Z'),
     '2026-11-26T12:00:00.000Z',
+    '2026-11-26T12:00:00.000Z',
+  ],
+  [
+    'raw.instant (a Date, as node-postgres gives a timestamptz)',
+    (d) => (d.name === 'postgres' ? d.raw.instant(new Date('2026-11-26T12:00:00.000Z')) : null),
+    null,
     '2026-11-26T12:00:00.000Z',
   ],
   [
@@ -157,11 +205,13 @@ const cases: Case[] = [
 
 describe('each dialect', () => {
   it.each(cases)('%s', (_member, of, sqlite, postgres) => {
+    const { sqliteDialect, postgresDialect } = Dialects;
     expect(of(sqliteDialect)).toEqual(sqlite);
     expect(of(postgresDialect)).toEqual(postgres);
   });
 
   it('has every member pinned above, and both the same members', () => {
+    const { sqliteDialect, postgresDialect } = Dialects;
     const pinned = new Set(cases.map(([member]) => member.split(/[ .]/)[0]));
     expect(Object.keys(sqliteDialect).sort()).toEqual(Object.keys(postgresDialect).sort());
     expect([...pinned].sort()).toEqual(Object.keys(sqliteDialect).sort());
@@ -170,6 +220,7 @@ describe('each dialect', () => {
 
 describe('perDialect', () => {
   it('builds once per dialect, and apart for each', () => {
+    const { perDialect, sqliteDialect, postgresDialect } = Dialects;
     let built = 0;
     const of = perDialect((d) => ({ built: ++built, name: d.name }));
     expect(of(sqliteDialect)).toBe(of(sqliteDialect));

@@ -1,6 +1,14 @@
+import { join } from 'node:path';
+
 import fc from 'fast-check';
 import { cnpj, cpf } from 'cpf-cnpj-validator';
-import { cnpjChars, cpfDigits, isValidCnpj, isValidCpf } from '../../../src/domain/documents';
+import * as Documents from '../../../src/domain/documents';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Documents, join(__dirname, '../../../src/domain/documents'));
+const { cnpjChars, cpfDigits, isValidCnpj, isValidCpf } = Documents;
 
 describe('isValidCpf', () => {
   it.each([
@@ -72,6 +80,9 @@ describe('shapes', () => {
   ])('cpfDigits(%p) → %p: 11 digits and nothing else', (input, expected) => {
     expect(cpfDigits(input)).toBe(expected);
     expect(cnpjChars('12ABC34501DEXX')).toBeNull();
+    // Exactly 14 characters: one more before or after is not a CNPJ.
+    expect(cnpjChars('112ABC34501DE35')).toBeNull();
+    expect(cnpjChars('12ABC34501DE351')).toBeNull();
   });
 });
 

@@ -1,4 +1,12 @@
-import { formatAge, formatDuration, parseDuration } from '../../../src/domain/duration';
+import { join } from 'node:path';
+
+import * as Duration from '../../../src/domain/duration';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Duration, join(__dirname, '../../../src/domain/duration'));
+const { formatAge, formatDuration, parseDuration } = Duration;
 
 // Rows for the survivors of issue 37's mutation run (a spaced value, a zero duration), with the
 // grammar around them.
@@ -14,6 +22,8 @@ describe('parseDuration', () => {
     ['90', null],
     ['5 d', null],
     ['1.5h', null],
+    ['5mx', null],
+    ['x5m', null],
     ['-5d', null],
     ['12345678m', null],
     ['', null],

@@ -1,6 +1,14 @@
+import { join } from 'node:path';
+
 import { EVENTOS } from '../../../src/domain/catalogue';
 import { Router } from '../../../src/domain/event-router';
-import { registerInOrder, stagesFor } from '../../../src/domain/handler-order';
+import * as HandlerOrder from '../../../src/domain/handler-order';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(HandlerOrder, join(__dirname, '../../../src/domain/handler-order'));
+const { registerInOrder, stagesFor } = HandlerOrder;
 
 describe('the order of handlers, stated once for both modes', () => {
   it.each([

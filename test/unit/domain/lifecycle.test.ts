@@ -1,9 +1,13 @@
+import { join } from 'node:path';
+
 import { EVENTOS, EVENT_STAGES, type Evento, type Stage } from '../../../src/domain/catalogue';
+import * as Lifecycle from '../../../src/domain/lifecycle';
 import {
   EVENT_EFFECTS,
-  HAPPY_PATH,
   FINAL_STATUSES,
+  HAPPY_PATH,
   isFinal,
+  NON_FINAL_STATUSES,
   replay,
   stageOf,
   transition,
@@ -11,6 +15,11 @@ import {
   type Transition,
 } from '../../../src/domain/lifecycle';
 import { seededRandom } from '../../../src/domain/random';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its tables too
+// (fresh-module.ts).
+loadAgainInEachTest(Lifecycle, join(__dirname, '../../../src/domain/lifecycle'));
 
 // contract §6 table, copied row by row so the module is checked against the text, not against itself.
 const SPEC_TABLE: [Evento, Stage, ProposalStatus, boolean][] = [
@@ -69,6 +78,10 @@ describe('EVENT_EFFECTS (contract §6 table)', () => {
   it('has exactly the 13 catalogue events and sets 13 distinct statuses', () => {
     expect(Object.keys(EVENT_EFFECTS).sort()).toEqual([...EVENTOS].sort());
     expect(new Set(Object.values(EVENT_EFFECTS).map((e) => e.status)).size).toBe(13);
+  });
+
+  it('NON_FINAL_STATUSES are the others, in the order contract §6 lists them', () => {
+    expect(NON_FINAL_STATUSES).toEqual(ORDER.map(([status]) => status));
   });
 
   it('FINAL_STATUSES are the four statuses marked final', () => {

@@ -1,4 +1,12 @@
-import { migrationFileName, orderMigrationFiles, unknownVersions } from '../../../src/domain/migration-files';
+import { join } from 'node:path';
+
+import * as MigrationFiles from '../../../src/domain/migration-files';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(MigrationFiles, join(__dirname, '../../../src/domain/migration-files'));
+const { migrationFileName, orderMigrationFiles, unknownVersions } = MigrationFiles;
 
 const f = (file: string) => ({ file, sql: `-- ${file}` });
 
@@ -14,6 +22,8 @@ describe('orderMigrationFiles', () => {
   it.each([
     [['0001_a.sql', '2_b.sql'], /2_b\.sql is not named NNNN_name\.sql/],
     [['0001_a.sql', '0002_B.sql'], /0002_B\.sql is not named/],
+    [['0001_a.sql', 'x0002_b.sql'], /x0002_b\.sql is not named/],
+    [['0001_a.sql', '0002_b.sql.sql'], /0002_b\.sql\.sql is not named/],
     [['0001_a.sql', '0003_c.sql'], /migrations-pg must be numbered .* found 3 at position 2/],
     [['0002_b.sql'], /found 2 at position 1/],
     [['0001_a.sql', '0001_again.sql'], /found 1 at position 2/],

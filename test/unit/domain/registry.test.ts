@@ -1,10 +1,11 @@
-import {
-  firstPollAt,
-  isFinalRegistryStatus,
-  isStale,
-  mergeRegistryStatus,
-  nextPollAt,
-} from '../../../src/domain/registry';
+import { join } from 'node:path';
+
+import * as Registry from '../../../src/domain/registry';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against RANK too (fresh-module.ts).
+loadAgainInEachTest(Registry, join(__dirname, '../../../src/domain/registry'));
+const { firstPollAt, isFinalRegistryStatus, isStale, mergeRegistryStatus, nextPollAt } = Registry;
 
 describe('mergeRegistryStatus', () => {
   it.each([

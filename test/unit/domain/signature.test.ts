@@ -1,11 +1,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import {
-  constantTimeEqual,
-  type DigestEqual,
-  parseSignatureHeader,
-  sign,
-  verifySignature,
-} from '../../../src/domain/signature';
+import { join } from 'node:path';
+
+import * as Signature from '../../../src/domain/signature';
+import type { DigestEqual } from '../../../src/domain/signature';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its header pattern too
+// (fresh-module.ts).
+loadAgainInEachTest(Signature, join(__dirname, '../../../src/domain/signature'));
+const { constantTimeEqual, parseSignatureHeader, sign, verifySignature } = Signature;
 
 // Published vectors of the same sha256= scheme (GitHub's webhook docs and octokit/webhooks-methods).
 const VECTORS = [
@@ -63,6 +66,7 @@ describe('verifySignature', () => {
     ['empty header', body, '', [secret], 'missing'],
     ['no sha256= prefix', body, good.slice('sha256='.length), [secret], 'malformed'],
     ['another algorithm prefix', body, good.replace('sha256=', 'sha1='), [secret], 'malformed'],
+    ['text before the prefix', body, `v1,${good}`, [secret], 'malformed'],
     ['short digest', body, good.slice(0, -2), [secret], 'malformed'],
     ['long digest', body, `${good}00`, [secret], 'malformed'],
     ['non-hex digest', body, `${good.slice(0, -1)}g`, [secret], 'malformed'],

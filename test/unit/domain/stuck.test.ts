@@ -1,13 +1,14 @@
+import { join } from 'node:path';
+
 import { FINAL_STATUSES, NON_FINAL_STATUSES, PROPOSAL_STATUSES } from '../../../src/domain/lifecycle';
-import {
-  DEFAULT_STUCK_AFTER,
-  formatLimit,
-  isStuck,
-  limitOf,
-  parseStuckAfter,
-  stuckCutoffs,
-  stuckSince,
-} from '../../../src/domain/stuck';
+import * as Stuck from '../../../src/domain/stuck';
+import { loadAgainInEachTest } from './fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Stuck, join(__dirname, '../../../src/domain/stuck'));
+const { formatLimit, isStuck, limitOf, parseStuckAfter, stuckCutoffs, stuckSince } = Stuck;
+const { DEFAULT_STUCK_AFTER } = Stuck;
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

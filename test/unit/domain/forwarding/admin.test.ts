@@ -1,8 +1,16 @@
-import {
+import { join } from 'node:path';
+
+import * as Admin from '../../../../src/domain/forwarding/admin';
+import { type AttemptRow, type ForwardRow } from '../../../../src/domain/forwarding/admin';
+import { parseDestinationsFile } from '../../../../src/domain/forwarding/destinations';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Admin, join(__dirname, '../../../../src/domain/forwarding/admin'));
+const {
   addReplayCounts,
-  type AttemptRow,
   destinationSummaries,
-  type ForwardRow,
   isEmptyFilter,
   isMessageType,
   listLimit,
@@ -11,8 +19,7 @@ import {
   replayCounts,
   shownForward,
   shownForwardRow,
-} from '../../../../src/domain/forwarding/admin';
-import { parseDestinationsFile } from '../../../../src/domain/forwarding/destinations';
+} = Admin;
 
 /**
  * A delivery as operators see it (admin API, commands, console): every CPF masked, in its message
@@ -111,6 +118,10 @@ describe('shownForward: the message, the errors and the answers masked', () => {
 });
 
 describe('filters and listings', () => {
+  it("the change feed's types when none are asked: the two a feed reader follows", () => {
+    expect(Admin.FEED_DEFAULT_TYPES).toEqual(['proposal.changed', 'averbacao.result']);
+  });
+
   it.each<[Parameters<typeof isEmptyFilter>[0], boolean]>([
     [{}, true],
     [{ destination: '', status: undefined, nuProposta: '', since: '', until: '' }, true],
@@ -151,6 +162,10 @@ describe('filters and listings', () => {
     ['0050-02-29', null],
     ['0000-02-29', '0000-02-29T00:00:00.000Z'], // year 0 is a leap year; 1900 is not
     ['x2026-11-21', null],
+    // Date.parse reads these, the pattern does not.
+    ['Sat 2026-11-21', null],
+    [' 2026-11-21', null],
+    ['2026-11-21T10:00:00.123456789Z', '2026-11-21T10:00:00.123Z'],
     ['2026-11-21x', null],
     ['21/11/2026', null],
     ['', null],

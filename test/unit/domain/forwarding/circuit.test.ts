@@ -1,14 +1,15 @@
-import {
-  CLOSED,
-  DEFAULT_CIRCUIT,
-  HALF_OPEN_RECHECK_MS,
-  circuitAfter,
-  circuitProbing,
-  mayAttempt,
-  type CircuitOptions,
-  type CircuitState,
-} from '../../../../src/domain/forwarding/circuit';
+import { join } from 'node:path';
+
+import * as Circuit from '../../../../src/domain/forwarding/circuit';
+import { type CircuitOptions, type CircuitState } from '../../../../src/domain/forwarding/circuit';
 import type { AttemptOutcome } from '../../../../src/domain/forwarding/retry';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Circuit, join(__dirname, '../../../../src/domain/forwarding/circuit'));
+const { circuitAfter, circuitProbing, mayAttempt } = Circuit;
+const { CLOSED, DEFAULT_CIRCUIT, HALF_OPEN_RECHECK_MS } = Circuit;
 
 const OPTIONS: CircuitOptions = {
   failureThreshold: 3,

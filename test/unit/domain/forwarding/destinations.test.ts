@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+
 import { ConfigError, ConsigError } from '../../../../src/domain/errors';
 import {
   type Destination,
@@ -8,6 +10,12 @@ import {
   resolveDestinations,
 } from '../../../../src/domain/forwarding/destinations';
 import { compileFilter, type Filter, matchesFilter } from '../../../../src/domain/forwarding/filter';
+import * as Destinations from '../../../../src/domain/forwarding/destinations';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its tables and patterns too
+// (fresh-module.ts).
+loadAgainInEachTest(Destinations, join(__dirname, '../../../../src/domain/forwarding/destinations'));
 
 const SOURCE = 'DESTINATIONS_FILE /etc/x.json';
 /** A Standard Webhooks secret: `whsec_` + base64 of 24 bytes. */

@@ -1,10 +1,15 @@
+import { join } from 'node:path';
+
 import fc from 'fast-check';
-import {
-  compileFilter,
-  type Filter,
-  FILTER_LIMITS,
-  matchesFilter,
-} from '../../../../src/domain/forwarding/filter';
+import * as FilterModule from '../../../../src/domain/forwarding/filter';
+import { type Filter } from '../../../../src/domain/forwarding/filter';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(FilterModule, join(__dirname, '../../../../src/domain/forwarding/filter'));
+const { compileFilter, matchesFilter } = FilterModule;
+const { FILTER_LIMITS } = FilterModule;
 
 const WHERE = 'destinations[0].filter';
 

@@ -1,24 +1,34 @@
+import { join } from 'node:path';
+
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import type { Evento } from '../../../../src/domain/catalogue';
 import { compileFilter, type Filter } from '../../../../src/domain/forwarding/filter';
+import * as Messages from '../../../../src/domain/forwarding/messages';
 import {
   type AverbacaoSnapshot,
-  bodyFor,
-  destinationWants,
   type EventEffects,
-  messagesFor,
-  messageWebhookId,
-  orderKeyOf,
   type OutgoingMessage,
   type ProcessedEvent,
   type ProposalSnapshot,
   type RecordedTransition,
+} from '../../../../src/domain/forwarding/messages';
+import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(Messages, join(__dirname, '../../../../src/domain/forwarding/messages'));
+const {
+  bodyFor,
+  destinationWants,
+  messagesFor,
+  messageWebhookId,
+  orderKeyOf,
   isStored,
   outboxEntries,
   serializeMessage,
-} from '../../../../src/domain/forwarding/messages';
-import { type ProposalStatus, transition } from '../../../../src/domain/lifecycle';
+} = Messages;
 
 /**
  * The messages the receiver forwards (contract §8): one valid processed event, then one thing

@@ -1,12 +1,17 @@
+import { join } from 'node:path';
+
+import * as Retry from '../../../../src/domain/forwarding/retry';
 import {
-  classifyAttempt,
   MAX_RETRY_AFTER_MS,
-  maxAttempts,
-  nextAttemptDelayMs,
-  parseRetryAfter,
   type AttemptResult,
   type RetryPolicy,
 } from '../../../../src/domain/forwarding/retry';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against the HTTP-date patterns too
+// (fresh-module.ts).
+loadAgainInEachTest(Retry, join(__dirname, '../../../../src/domain/forwarding/retry'));
+const { classifyAttempt, maxAttempts, nextAttemptDelayMs, parseRetryAfter } = Retry;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const ALMOST_ONE = 0.9999999;
@@ -94,6 +99,19 @@ describe('parseRetryAfter', () => {
     ['a date with trailing text', 'Wed, 15 Jan 2025 12:02:00 GMT; later', null],
   ])('%s', (_name, value, expected) => {
     expect(parseRetryAfter(value, now)).toBe(expected);
+  });
+
+  // Every month's name, read as that month (a date one minute after a `now` in that month).
+  it.each(
+    ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'].map((m, i) => [
+      m,
+      i,
+    ]),
+  )('%s is month %i', (month, index) => {
+    const inMonth = Date.UTC(2025, index as number, 10, 12, 0, 0);
+    expect(parseRetryAfter(`Mon, 10 ${month} 2025 12:01:00 GMT`, inMonth)).toBe(60_000);
+    expect(parseRetryAfter(`Monday, 10-${month}-25 12:01:00 GMT`, inMonth)).toBe(60_000);
+    expect(parseRetryAfter(`Mon ${month} 10 12:01:00 2025`, inMonth)).toBe(60_000);
   });
 });
 

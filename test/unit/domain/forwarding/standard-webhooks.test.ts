@@ -1,10 +1,13 @@
+import { join } from 'node:path';
+
 import { Webhook } from 'standardwebhooks';
-import {
-  secretKey,
-  signStandardWebhook,
-  standardWebhookHeaders,
-  verifyStandardWebhook,
-} from '../../../../src/domain/forwarding/standard-webhooks';
+import * as StandardWebhooks from '../../../../src/domain/forwarding/standard-webhooks';
+import { loadAgainInEachTest } from '../fresh-module';
+
+// Loaded again in each test, so that Stryker runs these tests against its module-level tables and
+// patterns too (fresh-module.ts).
+loadAgainInEachTest(StandardWebhooks, join(__dirname, '../../../../src/domain/forwarding/standard-webhooks'));
+const { secretKey, signStandardWebhook, standardWebhookHeaders, verifyStandardWebhook } = StandardWebhooks;
 
 // The specification's own vector (standard-webhooks/libraries/javascript, "sign function works").
 const SPEC = {
@@ -64,6 +67,7 @@ describe('secretKey', () => {
     // Decodable, but not as base64 writes it: bits set past the last byte, too much padding.
     ['base64 with stray bits in its last character', 'whsec_YR', NOT_BASE64],
     ['base64 with three padding characters', 'whsec_YQ===', NOT_BASE64],
+    ['base64 padded where no padding is due', 'whsec_YWJj==', NOT_BASE64],
   ])('refuses %s', (_name, secret, message) => {
     expect(() => secretKey(secret)).toThrow(new RangeError(message));
   });
