@@ -3,6 +3,7 @@ import { isObject, own, type JsonObject } from '../json';
 import { compileFilter, type Filter } from './filter';
 import { globMatches } from './glob';
 import type { RetryPolicy } from './retry';
+import { secretKey } from './standard-webhooks';
 
 /**
  * Where forwarded messages go (contract §8): `FORWARD_URL` + `FORWARD_SECRET` for one destination,
@@ -322,20 +323,20 @@ function checkSecret(value: unknown, at: string): string {
   if (value !== value.trim()) {
     throw new FieldError(at, 'starts or ends with white space (value not shown)');
   }
-  if (value.startsWith('whsec_') && !isBase64(value.slice('whsec_'.length))) {
+  if (value.startsWith('whsec_') && !canSign(value)) {
     throw new FieldError(at, 'a whsec_ secret must be non-empty base64 after the prefix (value not shown)');
   }
   return value;
 }
 
-/** Standard base64 (`+/`), padding optional but never wrong; at least one byte. */
-function isBase64(text: string): boolean {
-  const match = /^([A-Za-z0-9+/]+)(={0,2})$/.exec(text);
-  if (!match) return false;
-  const body = (match[1] as string).length;
-  const padding = (match[2] as string).length;
-  if (padding > 0) return (body + padding) % 4 === 0;
-  return body % 4 !== 1;
+/** Whether the signer takes the secret: one rule, {@link secretKey}'s, at startup and at each send. */
+function canSign(secret: string): boolean {
+  try {
+    secretKey(secret);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A list of globs; `types` globs must each match a known message type, or they never would. */

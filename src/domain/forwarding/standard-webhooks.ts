@@ -56,7 +56,9 @@ export function secretKey(secret: string): Buffer {
   if (secret.startsWith(WHSEC_PREFIX)) {
     const encoded = secret.slice(WHSEC_PREFIX.length);
     key = Buffer.from(encoded, 'base64');
-    if (key.toString('base64') !== encoded.padEnd(Math.ceil(encoded.length / 4) * 4, '=')) {
+    // Canonical base64 (Node's decoder skips what is not), its padding optional but never wrong.
+    const padded = encoded.padEnd(Math.ceil(encoded.length / 4) * 4, '=');
+    if (key.toString('base64') !== padded || (encoded.includes('=') && encoded !== padded)) {
       throw new RangeError('a whsec_ secret must be base64 after the prefix');
     }
   } else {

@@ -314,13 +314,20 @@ describe('parseDestinationsFile', () => {
       fileWith(0, { secrets: [`${SECRET}\n`] }),
       ': destinations[0].secrets[0]: starts or ends with white space (value not shown)',
     ],
-    ...['whsec_', 'whsec_not base64', 'whsec_YQ=', 'whsec_a', 'whsec_YQ===', 'whsec_YQ-_'].map(
-      (secret): [string, string, string] => [
-        `the whsec_ secret ${JSON.stringify(secret)}`,
-        fileWith(0, { secrets: [SECRET, secret] }),
-        ': destinations[0].secrets[1]: a whsec_ secret must be non-empty base64 after the prefix (value not shown)',
-      ],
-    ),
+    ...[
+      'whsec_',
+      'whsec_not base64',
+      'whsec_YQ=',
+      'whsec_a',
+      'whsec_YQ===',
+      'whsec_YQ-_',
+      'whsec_AB',
+      'whsec_YWJj==',
+    ].map((secret): [string, string, string] => [
+      `the whsec_ secret ${JSON.stringify(secret)}`,
+      fileWith(0, { secrets: [SECRET, secret] }),
+      ': destinations[0].secrets[1]: a whsec_ secret must be non-empty base64 after the prefix (value not shown)',
+    ]),
     // types and eventos
     [
       'no types',
