@@ -20,12 +20,16 @@ describe('backoffDelayMs', () => {
     expect(backoffDelayMs(3, { ...opts, jitter: 1 }, () => 0)).toBe(0);
   });
 
-  it('grows monotonically in expectation and stays within bounds', () => {
-    for (let attempt = 1; attempt < 30; attempt++) {
-      for (const r of [0, 0.3, 0.99, 1]) {
+  it('for any one draw, never shorter than the attempt before, and between half its ceiling and the ceiling', () => {
+    for (const r of [0, 0.3, 0.99, 1]) {
+      let previous = 0;
+      for (let attempt = 1; attempt < 30; attempt++) {
         const d = backoffDelayMs(attempt, opts, () => r);
-        expect(d).toBeGreaterThanOrEqual(0);
-        expect(d).toBeLessThanOrEqual(opts.maxMs);
+        const ceiling = Math.min(opts.maxMs, opts.baseMs * 2 ** (attempt - 1));
+        expect(d).toBeGreaterThanOrEqual(previous);
+        expect(d).toBeGreaterThanOrEqual(ceiling / 2); // the default jitter takes off half at most
+        expect(d).toBeLessThanOrEqual(ceiling);
+        previous = d;
       }
     }
   });
