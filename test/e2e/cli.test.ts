@@ -119,7 +119,11 @@ it('refuses a database with migrations this code does not know', () => {
   db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 'x')").run();
   db.close();
   expectOneLineError(runCli(['migrate'], env()), 1, /migration\(s\) 9999 that this version does not know/);
-  expectOneLineError(runCli(['serve'], { ...env(), WEBHOOK_SECRETS: 's' }), 1, /9999/);
+  expectOneLineError(
+    runCli(['serve'], { ...env(), WEBHOOK_SECRETS: 'cli-test-secret-0123456789' }),
+    1,
+    /9999/,
+  );
   expectOneLineError(runCli(['events'], env()), 1, /9999/);
 });
 
