@@ -323,7 +323,8 @@ function checkSecret(value: unknown, at: string): string {
   if (value !== value.trim()) {
     throw new FieldError(at, 'starts or ends with white space (value not shown)');
   }
-  if (value.startsWith('whsec_') && !canSign(value)) {
+  // Only a whsec_ secret can fail here: any other non-empty string is keyed by its bytes.
+  if (!canSign(value)) {
     throw new FieldError(at, 'a whsec_ secret must be non-empty base64 after the prefix (value not shown)');
   }
   return value;
