@@ -259,7 +259,7 @@ async function runPass(
   if (careful === null) {
     await sql.query('SAVEPOINT consig_batch');
     const nus = [...new Set([...facts.values()].map(proposalKey).filter((nu) => nu !== null))];
-    env = { ...env, statuses: await lockProposals(sql, nus) };
+    env = { ...env, ...(await lockProposals(sql, nus)) };
   }
   const [step, ops] = [stepOptionsOf(options, options.handlers), pgStepOps(sql, options, pass.outbox, done)];
   let threw: Threw | null = null;
@@ -445,16 +445,25 @@ function toFacts(row: EventRow): HandlerEvent {
 
 /**
  * Locks the proposals `nus` name (FOR UPDATE, in nu_proposta order) and returns their statuses,
- * null for a proposal with no row yet: an {@link EffectsEnv.statuses} for a batch of events.
+ * null for a proposal with no row yet, and those whose personal data was erased: an
+ * {@link EffectsEnv.statuses} and {@link EffectsEnv.erased} for a batch of events.
  */
-async function lockProposals(sql: Sql, nus: readonly string[]): Promise<Map<string, ProposalStatus | null>> {
+async function lockProposals(
+  sql: Sql,
+  nus: readonly string[],
+): Promise<{ statuses: Map<string, ProposalStatus | null>; erased: Set<string> }> {
   const statuses = new Map<string, ProposalStatus | null>(nus.map((nu) => [nu, null]));
-  if (nus.length === 0) return statuses;
+  const erased = new Set<string>();
+  if (nus.length === 0) return { statuses, erased };
   // Plain text, planned at each run: a batch runs it once (the note on SQL above).
-  const rows = await sql.query<{ nu_proposta: string; status: ProposalStatus }>(
-    'SELECT nu_proposta, status FROM proposals WHERE nu_proposta = ANY($1::text[]) ORDER BY nu_proposta FOR UPDATE',
+  const rows = await sql.query<{ nu_proposta: string; status: ProposalStatus; erased: boolean }>(
+    `SELECT nu_proposta, status, personal_erased_at IS NOT NULL AS erased FROM proposals
+     WHERE nu_proposta = ANY($1::text[]) ORDER BY nu_proposta FOR UPDATE`,
     [nus],
   );
-  for (const r of rows) statuses.set(r.nu_proposta, r.status);
-  return statuses;
+  for (const r of rows) {
+    statuses.set(r.nu_proposta, r.status);
+    if (r.erased) erased.add(r.nu_proposta);
+  }
+  return { statuses, erased };
 }

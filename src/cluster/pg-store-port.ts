@@ -101,7 +101,32 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
     // The server listens through its forwarder (cluster/forwarder.ts), not through the port.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
+    scrub: async (_forms, { vacuum }) => {
+      const client = await options.pool.connect();
+      try {
+        return await vacuumErased(client, vacuum);
+      } finally {
+        client.release();
+      }
+    },
   };
+}
+
+/**
+ * An erasure's physical step on PostgreSQL (docs/privacy.md "Physically"): VACUUM of the tables an
+ * erasure rewrites, so the dead versions' space is reclaimed and reused; FULL when asked, which
+ * rewrites each table under an exclusive lock (the relays wait, the spools answer: acknowledgements
+ * are not held). PostgreSQL's own WAL, its standbys and its backups keep what they hold until they
+ * recycle it: that is the database's operator's, and docs/privacy.md says so.
+ */
+export async function vacuumErased(
+  client: Pick<Client, 'query'>,
+  full: boolean,
+): Promise<{ files: []; walTruncated: null; vacuum: 'plain' | 'full' }> {
+  const tables =
+    'events, proposals, averbacoes, forward_messages, forward_attempts, forward_deliveries, console_audit';
+  await client.query(`VACUUM ${full ? '(FULL) ' : ''}${tables}`);
+  return { files: [], walTruncated: null, vacuum: full ? 'full' : 'plain' };
 }
 
 export type PgCommandAccess = 'read' | 'follow' | 'write';
@@ -188,6 +213,7 @@ function pgCommandStorePort(
       const summary = await prunePass(commandSql, cutoff, now);
       return { summary, spool: { path: local.path, removed: local.prune?.(cutoff) ?? null } };
     },
+    scrub: (_forms, { vacuum }) => vacuumErased(client, vacuum),
   };
 }
 

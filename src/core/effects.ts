@@ -59,6 +59,12 @@ export interface EffectsEnv {
    * @default none (each event reads its proposal)
    */
   readonly statuses?: Map<string, ProposalStatus | null>;
+  /**
+   * Of the proposals in {@link statuses}, those whose personal data was erased
+   * (`proposals.personal_erased_at`, issue 45). Read with them.
+   * @default none
+   */
+  readonly erased?: ReadonlySet<string>;
 }
 
 const statement = (name: string, text: string): EffectStatement => ({ name: `consig_effects_${name}`, text });
@@ -70,7 +76,7 @@ const statement = (name: string, text: string): EffectStatement => ({ name: `con
 const LOCKING = perDialect((dialect) => ({
   proposalStatus: statement(
     'proposal_status',
-    `SELECT status FROM proposals WHERE nu_proposta = $1${dialect.rowLock('UPDATE')}`,
+    `SELECT status, personal_erased_at FROM proposals WHERE nu_proposta = $1${dialect.rowLock('UPDATE')}`,
   ),
   averbacaoState: statement(
     'averbacao_state',
@@ -88,10 +94,16 @@ const RECORD = `INSERT INTO proposal_transitions (nu_proposta, event_id, evento,
 const CREATE = `INSERT INTO proposals (nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada,
     stage, status, last_evento, first_event_id, last_event_id, created_at, updated_at)
   VALUES ($1, $9, $10, $11, $12, $13, $14, $5, $3, $2, $2, $8, $8)`;
-// The data fields: the newest non-null value wins, whether or not the event moved the status.
-const MOVE = `UPDATE proposals SET uuid = coalesce($9, uuid), nu_cpf = coalesce($10, nu_cpf),
-    nu_cnpj_conveniada = coalesce($11, nu_cnpj_conveniada), vl_emprestimo = coalesce($12, vl_emprestimo),
-    no_conveniada = coalesce($13, no_conveniada), updated_at = $8,
+// The data fields: the newest non-null value wins, whether or not the event moved the status; the
+// personal ones never come back to a proposal whose personal data was erased (issue 45), and a CPF
+// that changes leaves the proposal to the subject index again (core/subject-index.ts).
+const MOVE = `UPDATE proposals SET uuid = coalesce($9, uuid),
+    nu_cpf = CASE WHEN personal_erased_at IS NULL THEN coalesce($10, nu_cpf) END,
+    subject_hash = CASE WHEN personal_erased_at IS NULL AND coalesce($10 <> nu_cpf, $10 IS NOT NULL) THEN NULL
+      ELSE subject_hash END,
+    nu_cnpj_conveniada = CASE WHEN personal_erased_at IS NULL THEN coalesce($11, nu_cnpj_conveniada) END,
+    vl_emprestimo = coalesce($12, vl_emprestimo),
+    no_conveniada = CASE WHEN personal_erased_at IS NULL THEN coalesce($13, no_conveniada) END, updated_at = $8,
     stage = CASE WHEN $6 THEN $14 ELSE stage END, status = CASE WHEN $6 THEN $5 ELSE status END,
     last_evento = CASE WHEN $6 THEN $3 ELSE last_evento END,
     last_event_id = CASE WHEN $6 THEN $2 ELSE last_event_id END
@@ -148,38 +160,60 @@ export function proposalKey(event: EventFacts): string | null {
   return input.move ? String(input.nu) : null;
 }
 
-/** A built-in stage of domain/handler-order.ts. */
-export function* stageEffects(stage: BuiltInStage, event: EventFacts, env: EffectsEnv): EffectProgram {
+/**
+ * A built-in stage of domain/handler-order.ts. The life cycle's returns whether the event's proposal
+ * had its personal data erased (the event step then erases it from the event too).
+ */
+export function* stageEffects(
+  stage: BuiltInStage,
+  event: EventFacts,
+  env: EffectsEnv,
+): EffectProgram<boolean | undefined> {
   const nowMs = env.now.getTime();
   switch (stage) {
     case 'lifecycle':
       return yield* lifecycleEffects(event, env);
     case 'registry_tracking':
-      return yield* registryEffects(trackFromEventEffects(event, nowMs, env.schedule), env);
+      yield* registryEffects(trackFromEventEffects(event, nowMs, env.schedule), env);
+      return undefined;
     case 'registry_results': {
       const requestId = registrationOf('registry_results', event);
-      if (requestId === null) return;
+      if (requestId === null) return undefined;
       const [current] = yield run(LOCKING(env.dialect).averbacaoState, [requestId]);
       const state = (current as AverbacaoState | undefined) ?? null;
-      return yield* registryEffects(registryResultEffects(event, state, nowMs, env.schedule), env);
+      yield* registryEffects(registryResultEffects(event, state, nowMs, env.schedule), env);
+      return undefined;
     }
   }
 }
 
-function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram {
+/** The proposal's status, locked, and whether its personal data was erased. */
+function* proposalState(
+  key: string,
+  nu: number | string | null,
+  env: EffectsEnv,
+): EffectProgram<{ status: ProposalStatus | null; erased: boolean }> {
+  const { statuses } = env;
+  if (statuses?.has(key))
+    return { status: statuses.get(key) as ProposalStatus | null, erased: env.erased?.has(key) ?? false };
+  const [row] = (yield run(LOCKING(env.dialect).proposalStatus, [nu])) as {
+    status: ProposalStatus;
+    personal_erased_at: unknown;
+  }[];
+  return { status: row?.status ?? null, erased: row !== undefined && row.personal_erased_at !== null };
+}
+
+function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram<boolean> {
   const input = lifecycleInput(event);
   if (!input.move) {
     const skip = lifecycleSkipLog(event, input);
     if (skip !== null) env.logger.warn(skip.fields, skip.message);
-    return;
+    return false;
   }
   const { dialect, statuses } = env;
   const key = String(input.nu);
   const nu = nuValue(dialect, input.nu);
-  const current = statuses?.has(key)
-    ? (statuses.get(key) as ProposalStatus | null)
-    : (((yield run(LOCKING(dialect).proposalStatus, [nu]))[0] as { status: ProposalStatus } | undefined)
-        ?.status ?? null);
+  const { status: current, erased } = yield* proposalState(key, nu, env);
   const t = transition(current, input.evento);
   const d = input.data;
   const values = [nu, event.id, t.evento, t.from, t.to, t.applied, t.reason, env.now.toISOString()];
@@ -192,6 +226,7 @@ function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram {
     if (recorded) yield run(t.from === null ? SQL.create : SQL.move, all);
   }
   statuses?.set(key, recorded && t.applied ? t.to : t.from);
+  return erased;
 }
 
 /**

@@ -5,6 +5,7 @@ import { type OutboxEntry, outboxEntries, type ProcessedEvent } from '../domain/
 import { asError, type HandlerFailure, handlerFailure } from '../domain/handler-failure';
 import { type HandlerStage, stagesFor } from '../domain/handler-order';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
+import { erasedEvent } from '../domain/subject';
 import { processingAttributes, processingName, type TraceAttributes, type Traces } from '../domain/tracing';
 import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } from './effects';
 
@@ -85,6 +86,8 @@ export const STEP_SQL = {
        WHERE id = $1`,
   ),
   outbox: { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS, rowMode: 'array' } as EffectStatement,
+  // An event of a proposal whose personal data was erased, stored erased (domain/subject.ts).
+  erasedBody: statement('erased_body', 'UPDATE events SET body = $1 WHERE id = $2'),
 } as const;
 
 const SET = { savepoint: 'set' } as const;
@@ -120,8 +123,13 @@ export function* eventStep(e: StepEvent, env: EffectsEnv, options: StepOptions):
   }
 }
 
-/** Every stage of domain/handler-order.ts that handles the event, then its `done` mark. */
-function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
+/**
+ * Every stage of domain/handler-order.ts that handles the event, then its `done` mark. When the life
+ * cycle finds the proposal's personal data erased (issue 45), the event is erased too, stored so,
+ * and the later stages see it so.
+ */
+function* eventWork(received: HandlerEvent, env: EffectsEnv, options: StepOptions): StepProgram<void> {
+  let event = received;
   for (const stage of stagesOf(event)) {
     if (stage === 'partner' && !options.partnerFor(event)) continue;
     // Nor a registry stage with nothing to do (most events carry no requestId).
@@ -134,14 +142,17 @@ function* eventWork(event: HandlerEvent, env: EffectsEnv, options: StepOptions):
     if (stage === 'forwarding' && !makesMessages(options.outbox)) continue;
     if (stage === 'partner' && !options.traced) yield { partner: event, now: env.now };
     else {
-      const work: StepProgram<void> =
+      const work: StepProgram<boolean | undefined | void> =
         stage === 'partner'
           ? partnerWork(event, env.now)
           : stage === 'forwarding'
             ? forwardingWork(event, env, options)
             : stageEffects(stage, event, env);
-      if (options.traced) yield { span: { stage }, program: work };
-      else yield* work;
+      const erased = options.traced ? yield { span: { stage }, program: work } : yield* work;
+      if (erased === true && event.rawBody !== null) {
+        event = erasedEvent(event);
+        yield { statement: STEP_SQL.erasedBody, params: [env.dialect.body(event.rawBody!), event.id] };
+      }
     }
   }
   yield { statement: STEP_SQL.done, params: [env.now.toISOString(), event.id] };

@@ -27,7 +27,7 @@ import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /** One committed batch, for measurements (bench/pg-retention.ts: how long a batch held its locks). */
 export interface BatchReport {
-  kind: 'bodies' | 'messages' | 'spool';
+  kind: 'bodies' | 'messages' | 'spool' | 'subjects';
   /** Rows the batch changed (bodies removed, messages removed, spool deliveries removed). */
   rows: number;
   ms: number;

@@ -25,6 +25,9 @@ import { forwardAdmin, type SenderWake } from './forward-admin';
 import { type StoreFigures, storeFigures, storeReads } from './store-reads';
 import { latestProposals, proposalPage, stuckProposals } from './proposal-lists';
 import { replayEvents, replayWanted } from './replay';
+import { type EraseRequest, eraseSubject } from './subject-erase';
+import { findSubject } from './subject-find';
+import { indexSubjects, subjectKey } from './subject-index';
 
 /**
  * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
@@ -68,6 +71,23 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
    * messages out of the store; in cluster mode then the relayed rows of the local spool.
    */
   prune(cutoff: Date, now: Date): Promise<PruneOutcome>;
+  /**
+   * An erasure's physical step (issue 45, docs/privacy.md): the old versions of the rows it rewrote
+   * made unreadable where the store can (SQLite: the WAL truncated and the file's bytes searched for
+   * `forms`, VACUUM when asked and needed, store/scrub.ts; PostgreSQL: VACUUM of the tables, FULL
+   * when asked).
+   */
+  scrub(forms: readonly string[], options: { vacuum: boolean }): Promise<ScrubOutcome>;
+}
+
+/** What {@link StorePort.scrub} did and found. */
+export interface ScrubOutcome {
+  /** The files searched and the copies of the person's CPF left in each (none for PostgreSQL). */
+  files: { path: string; copies: number }[];
+  /** Whether the WAL was checkpointed and truncated; null where the store's WAL is its own. */
+  walTruncated: boolean | null;
+  /** The rewrite run: none, VACUUM (PostgreSQL's plain one), or a full rewrite. */
+  vacuum: 'none' | 'plain' | 'full';
 }
 
 /** What {@link StorePort.statsFigures} adds to {@link StoreFigures}. */
@@ -109,8 +129,29 @@ export function adminStore(port: StorePort<StoreQuery>) {
     forwards: forwardAdmin(port.sql, port.senderWake),
     /** A page of the change feed. */
     feed: feedReader(port.sql),
+    /** The people in the data (issue 45): their index, find, export and erasure. */
+    subjects: subjectsOf(port),
   };
 }
+
+/** The subject commands' and routes' calls on `port` (core/subject-*.ts). */
+function subjectsOf(port: StorePort<StoreQuery>) {
+  const { sql } = port;
+  return {
+    key: (now: Date) => subjectKey(sql, now),
+    index: (key: Buffer) => indexSubjects(sql, key),
+    find: (hash: string) => findSubject(sql, hash),
+    erase: (request: EraseRequest) => eraseSubject(sql, port.senderWake, request),
+    scrub: (forms: readonly string[], options: { vacuum: boolean }) => port.scrub(forms, options),
+    /** A row of `console_audit` (who looked the person up, exported or erased them). */
+    audit: (entry: NewAuditEntry) => consoleAudit(sql).record(entry),
+    /** The backups `backup` made of this log (SQLite), so an erasure reaches them. */
+    backups: () => sql.read((q) => q.rows<{ path: string }>('SELECT path FROM backups ORDER BY path')),
+  };
+}
+
+/** {@link adminStore}'s `subjects`. */
+export type SubjectStore = ReturnType<typeof subjectsOf>;
 
 /**
  * Everything the console's pages and actions read and write (core/console-reads.ts and its

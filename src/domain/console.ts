@@ -467,6 +467,10 @@ export const AUDIT_ACTIONS = [
   'sign_in_refused',
   'end_sessions',
   'refused',
+  // The people in the data (issue 45): a person looked up, their data exported, erased.
+  'subject_find',
+  'subject_export',
+  'subject_erase',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -80,20 +80,38 @@ export function migrate(
   const done: Migration[] = [];
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
+    const keysOff = FOREIGN_KEYS_OFF.test(m.sql);
     const run = db.transaction((): boolean => {
       if (isApplied.get(m.version)) return false;
       record.run(m.version, m.name, now().toISOString());
       db.exec(m.sql);
+      if (keysOff) refuseBrokenKeys(db);
       return true;
     });
     try {
+      if (keysOff) db.pragma('foreign_keys = OFF');
       if (run.immediate()) done.push(m);
     } catch (err) {
       throw new MigrationError(
         `migration ${String(m.version).padStart(4, '0')}_${m.name} failed: ${(err as Error).message}`,
         { cause: err },
       );
+    } finally {
+      if (keysOff) db.pragma('foreign_keys = ON');
     }
   }
   return done;
+}
+
+/**
+ * A migration whose first line is `-- sqlite: foreign_keys off` runs with foreign keys off: SQLite's
+ * procedure for a change ALTER TABLE cannot make (a CHECK, a NOT NULL), which rebuilds a table that
+ * other tables reference (https://www.sqlite.org/lang_altertable.html#otheralter). The pragma is a
+ * no-op inside a transaction, so it is set around it; every key is checked before the commit.
+ */
+const FOREIGN_KEYS_OFF = /^-- sqlite: foreign_keys off\r?\n/;
+
+function refuseBrokenKeys(db: Db): void {
+  const broken = db.pragma('foreign_key_check') as unknown[];
+  if (broken.length > 0) throw new Error(`foreign_key_check found ${broken.length} broken reference(s)`);
 }

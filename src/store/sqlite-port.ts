@@ -5,6 +5,7 @@ import { prunePass } from '../core/prune-pass';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { statOrNull } from './database-errors';
 import { deliveryAlarmRepo } from './delivery-alarm-repo';
+import { scrubSqlite } from './scrub';
 import { sqliteStoreSql } from './sqlite-store-sql';
 import { sqliteStepOps } from './step-ops';
 import type { Store } from './store';
@@ -47,5 +48,13 @@ export function sqliteStorePort(
     // The file has no notifications: `feed --follow` finds new messages at its next look.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
+    scrub: async (forms, options) => {
+      const report = await scrubSqlite(store.db, store.path, forms, options);
+      return {
+        files: report.files,
+        walTruncated: report.walTruncated,
+        vacuum: report.vacuumed ? 'full' : 'none',
+      };
+    },
   };
 }

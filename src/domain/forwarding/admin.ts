@@ -2,7 +2,7 @@ import { parseJsonOrUndefined } from '../json';
 import { maskCpfsInJsonText, maskCpfsInText } from '../privacy';
 import type { CircuitState } from './circuit';
 import { type Destination, MESSAGE_TYPES, type MessageType } from './destinations';
-import { bodyFor } from './messages';
+import { bodyFor, FEED_TYPES } from './messages';
 
 /**
  * The shapes and rules of the operators' tools over the forwarding tables (contract §8), whichever
@@ -17,8 +17,8 @@ export const CHUNK_ROWS = 1000;
 export const DELIVERY_STATUS_FILTERS = ['pending', 'retrying', 'delivered', 'dead'] as const;
 export type DeliveryStatusFilter = (typeof DELIVERY_STATUS_FILTERS)[number];
 
-/** What the change feed serves when no `types` are asked for: the receiver's own understanding. */
-export const FEED_DEFAULT_TYPES: readonly MessageType[] = ['proposal.changed', 'averbacao.result'];
+/** What the change feed serves when no `types` are asked for: everything it serves (messages.ts). */
+export const FEED_DEFAULT_TYPES: readonly MessageType[] = FEED_TYPES;
 
 /**
  * Which deliveries a replay (or a count) means. Times are ISO instants (see {@link parseInstant})

@@ -13,7 +13,11 @@ import { secretKey } from './standard-webhooks';
  */
 
 /** The message types a destination can subscribe to (contract §8, body of each forwarded request). */
-export const MESSAGE_TYPES = ['event.received', 'proposal.changed', 'averbacao.result'] as const;
+/**
+ * `subject.erased` comes from no event: an erasure (issue 45) tells it to every destination that was
+ * sent the person's data, whatever its `types` (src/core/subject-erase.ts).
+ */
+export const MESSAGE_TYPES = ['event.received', 'proposal.changed', 'averbacao.result', 'subject.erased'] as const;
 export type MessageType = (typeof MESSAGE_TYPES)[number];
 
 export interface Destination {

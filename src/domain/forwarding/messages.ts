@@ -254,7 +254,7 @@ export function destinationWants(
 }
 
 /** What the change feed serves: the receiver's own understanding, not the raw deliveries. */
-export const FEED_TYPES: readonly MessageType[] = ['proposal.changed', 'averbacao.result'];
+export const FEED_TYPES: readonly MessageType[] = ['proposal.changed', 'averbacao.result', 'subject.erased'];
 
 /**
  * Whether a message is stored at all: when a destination wants it, or when the change feed is on

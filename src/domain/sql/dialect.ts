@@ -43,6 +43,8 @@ export interface Dialect {
   batchParams<T>(rows: readonly T[], values: (row: T) => unknown[]): unknown[][];
   /** Text as the store can keep it: PostgreSQL's text holds no NUL (they are dropped). */
   text(value: string | null): string | null;
+  /** A body (an event's) as the store keeps it: SQLite's TEXT, PostgreSQL's bytea. */
+  body(text: string): unknown;
 
   /**
    * `column` in SQLite's order of text (by bytes): SQLite's default; PostgreSQL's default collation
@@ -144,6 +146,7 @@ export const sqliteDialect: Dialect = {
   },
   batchParams: (rows, values) => rows.map(values),
   text: (value) => value,
+  body: (text) => text,
   bytewise: (column) => column,
   unindexed: (column) => `+${column}`,
   utcHour: (column) => `substr(${column}, 1, 13)`,
@@ -199,6 +202,7 @@ export const postgresDialect: Dialect = {
     return [columns];
   },
   text: (value) => (value === null ? null : value.replaceAll('\u0000', '')),
+  body: (text) => Buffer.from(text, 'utf8'),
   bytewise: (column) => `${column} COLLATE "C"`,
   // No `+` on text, and no need of one.
   unindexed: (column) => column,
