@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
 import { knownSpools, verifySpool } from './cluster/pg-reads';
 import type { Config } from './config';
@@ -6,6 +6,7 @@ import { type CommandStore, commandStore } from './core/store-port';
 import { StorageError, UsageError } from './domain/errors';
 import type { SpoolVerdict } from './domain/relay-gap';
 import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
+import { privateDatabaseFile, stderrModeNotice } from './store/file-mode';
 import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
 import { loadMigrations, migrate } from './store/migrate';
 import { openSpool } from './store/spool';
@@ -87,6 +88,25 @@ function openWritable(config: Config, create: boolean): Store {
     migrate: create,
     busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
   });
+}
+
+/**
+ * `backup <file>`: SQLite's online backup of the file into `target`, which is created 0600 first
+ * (store/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
+ * overwrites a file readable by others. A target this created is removed if the copy fails.
+ */
+export async function backupDatabase(config: Config, target: string): Promise<{ totalPages: number }> {
+  const store = openReadOnly(config);
+  const created = !existsSync(target);
+  try {
+    privateDatabaseFile(target, { create: true, notice: stderrModeNotice });
+    return await store.db.backup(target);
+  } catch (err) {
+    if (created) rmSync(target, { force: true });
+    throw err;
+  } finally {
+    store.close();
+  }
 }
 
 /** `migrate`: applies the SQLite file's pending migrations; returns those it applied. */
