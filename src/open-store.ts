@@ -1,11 +1,15 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
 import { knownSpools, verifySpool } from './cluster/pg-reads';
 import type { Config } from './config';
-import { type CommandStore, commandStore } from './core/store-port';
+import { consoleAudit } from './core/console-session-queries';
+import { type CommandStore, commandStore, type StorePort } from './core/store-port';
+import type { NewAuditEntry } from './domain/console';
+import type { StoreQuery } from './domain/sql/store-sql';
 import { StorageError, UsageError } from './domain/errors';
 import type { SpoolVerdict } from './domain/relay-gap';
 import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
+import { privateDatabaseFile, stderrModeNotice } from './store/file-mode';
 import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
 import { loadMigrations, migrate } from './store/migrate';
 import { openSpool } from './store/spool';
@@ -41,25 +45,48 @@ export interface CommandSession {
 }
 
 /** Opens the store of `config`, runs `use` on its facade and closes it, whatever happens. */
-export async function withCommandStore<T>(
+export function withCommandStore<T>(
   config: Config,
   session: CommandSession,
   use: (store: CommandStore) => Promise<T>,
 ): Promise<T> {
+  return withStorePort(config, session, (port) => use(commandStore(port)));
+}
+
+/**
+ * Records a command's row in `console_audit` (contract §9), through the console's own writer
+ * (core/console-session-queries.ts), on the log of `config`: PostgreSQL with DATABASE_URL, else the
+ * SQLite file at DATABASE_PATH. Returns the log's name, or null when there is no log to record in
+ * (no DATABASE_URL, no file at DATABASE_PATH: none is created for it). A log that exists but takes
+ * no write throws, so the command stops before it does what it would have recorded.
+ */
+export async function recordCommandAudit(
+  config: Config,
+  command: string,
+  entry: NewAuditEntry,
+): Promise<string | null> {
+  if (!config.cluster && !existsSync(config.databasePath)) return null;
+  return withStorePort(config, { access: 'write', command }, async (port) => {
+    await consoleAudit(port.sql).record(entry);
+    return port.name;
+  });
+}
+
+/** Opens the store port of `config` (the mode chosen here), runs `use` on it and closes it. */
+async function withStorePort<T>(
+  config: Config,
+  session: CommandSession,
+  use: <Q extends StoreQuery>(port: StorePort<Q>) => Promise<T>,
+): Promise<T> {
   const cluster = config.cluster; // the one place the commands look at the mode
   if (cluster) {
     const checked = session.spool ? spoolBeside(config) : null;
-    return withPgCommandStore(
-      cluster.databaseUrl,
-      session,
-      () => checked ?? spoolBeside(config),
-      (port) => use(commandStore(port)),
-    );
+    return withPgCommandStore(cluster.databaseUrl, session, () => checked ?? spoolBeside(config), use);
   }
   const store =
     session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
   try {
-    return await use(commandStore(sqliteStorePort(store)));
+    return await use(sqliteStorePort(store));
   } finally {
     store.close();
   }
@@ -87,6 +114,25 @@ function openWritable(config: Config, create: boolean): Store {
     migrate: create,
     busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
   });
+}
+
+/**
+ * `backup <file>`: SQLite's online backup of the file into `target`, which is created 0600 first
+ * (store/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
+ * overwrites a file readable by others. A target this created is removed if the copy fails.
+ */
+export async function backupDatabase(config: Config, target: string): Promise<{ totalPages: number }> {
+  const store = openReadOnly(config);
+  const created = !existsSync(target);
+  try {
+    privateDatabaseFile(target, { create: true, notice: stderrModeNotice });
+    return await store.db.backup(target);
+  } catch (err) {
+    if (created) rmSync(target, { force: true });
+    throw err;
+  } finally {
+    store.close();
+  }
 }
 
 /** `migrate`: applies the SQLite file's pending migrations; returns those it applied. */

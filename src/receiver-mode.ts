@@ -37,6 +37,7 @@ import { processingLease } from './store/processing-lease';
 import { sqliteStoreSql } from './store/sqlite-store-sql';
 import { sqliteStorePort } from './store/sqlite-port';
 import { openSpool, type Spool } from './store/spool';
+import { modeNoticeMessage } from './store/file-mode';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
 import { openStore, type Store } from './store/store';
 
@@ -134,7 +135,7 @@ export function sqliteMode(config: Config, options: StartOptions): ReceiverMode 
 }
 
 function openSqlite(config: Config, options: StartOptions): LocalFile {
-  const store = openMigrated(config, (s) => endRotatedSessions(config, s, options.logger));
+  const store = openMigrated(config, options.logger, (s) => endRotatedSessions(config, s, options.logger));
   const pipelineDb = openPipelineDb(config);
   const forwardGauges = sqliteForwardGauges(pipelineDb, config);
   let partnerDb: Db | null = null;
@@ -302,7 +303,7 @@ export function clusterMode(config: Config, cluster: ClusterConfig, options: Sta
 function openCluster(config: Config, cluster: ClusterConfig, options: StartOptions): LocalFile {
   // One spool, one replica; a second one on the same file stops here (spool-lock.ts).
   const spoolLock = config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
-  const store = openMigratedOrRelease(config, spoolLock);
+  const store = openMigratedOrRelease(config, options.logger, spoolLock);
   const spool = openSpool(store.db);
   // As the last /metrics read them from PostgreSQL (the spool has no outbox).
   const forwarding: { gauges: DestinationGauges[] } = { gauges: [] };
@@ -389,19 +390,24 @@ function partnerRouter(options: StartOptions): HandlerRouter | undefined {
 }
 
 /** openMigrated, giving the spool's lock back when the file cannot be used (a test's process goes on). */
-function openMigratedOrRelease(config: Config, spoolLock: SpoolLock | null): Store {
+function openMigratedOrRelease(config: Config, logger: Logger, spoolLock: SpoolLock | null): Store {
   try {
-    return openMigrated(config, () => {});
+    return openMigrated(config, logger, () => {});
   } catch (err) {
     spoolLock?.release();
     throw err;
   }
 }
 
-/** The SQLite file, migrated (then `migrated` runs on it). */
-function openMigrated(config: Config, migrated: (store: Store) => void): Store {
+/**
+ * The SQLite file, migrated (then `migrated` runs on it). The first connection the receiver opens
+ * to it: a file or companion readable by others is tightened to 0600 here (store/file-mode.ts),
+ * told in one log line naming the path.
+ */
+function openMigrated(config: Config, logger: Logger, migrated: (store: Store) => void): Store {
   const store = openStore(config.databasePath, {
     migrate: true,
+    modeNotice: (n) => logger.warn({ path: n.path, mode: n.was }, modeNoticeMessage(n)),
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
   });

@@ -3,12 +3,13 @@ import { dirname, resolve } from 'node:path';
 import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import type { Output } from './log-commands';
-import { openReadOnly } from '../open-store';
+import { backupDatabase } from '../open-store';
 
 /**
  * `backup <file>`: a consistent online copy of the database while the receiver runs, with SQLite's
  * online backup API (pages are copied in steps; writes that happen meanwhile restart the copy of
- * what changed, so the result is one consistent snapshot). The copy is a plain SQLite file.
+ * what changed, so the result is one consistent snapshot). The copy is a plain SQLite file, owner
+ * only (0600), as the log is.
  */
 export async function backupCommand(
   config: Config,
@@ -21,14 +22,9 @@ export async function backupCommand(
     throw new UsageError('the backup file must not be the database itself');
   if (existsSync(target) && !opts.force) throw new UsageError(`${target} exists (use --force to overwrite)`);
   if (!existsSync(dirname(target))) throw new UsageError(`directory ${dirname(target)} does not exist`);
-  const store = openReadOnly(config);
-  try {
-    const started = performance.now();
-    const result = await store.db.backup(target);
-    const ms = Math.round(performance.now() - started);
-    if (opts.json) return io.out(JSON.stringify({ file: target, pages: result.totalPages, ms }));
-    io.out(`backed up ${config.databasePath} to ${target}: ${result.totalPages} pages in ${ms} ms`);
-  } finally {
-    store.close();
-  }
+  const started = performance.now();
+  const result = await backupDatabase(config, target);
+  const ms = Math.round(performance.now() - started);
+  if (opts.json) return io.out(JSON.stringify({ file: target, pages: result.totalPages, ms }));
+  io.out(`backed up ${config.databasePath} to ${target}: ${result.totalPages} pages in ${ms} ms`);
 }

@@ -232,6 +232,7 @@ function registerServiceCommands(program: Command): void {
     )
     .argument('<name>')
     .option('--param <key=value...>', 'query parameters, passed through')
+    .option('--full-cpf', 'print every CPF in full (audited in console_audit; default: masked)')
     .action((name: string, opts) => reportCommand(config(program), name, opts, io));
 
   program

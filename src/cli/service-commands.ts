@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import {
   type AverbacaoAccepted,
   type ProposalRequest,
@@ -10,9 +11,10 @@ import type { Config } from '../config';
 import { EVENTOS } from '../domain/catalogue';
 import { ConfigError, UsageError } from '../domain/errors';
 import { isObject, type JsonObject, parseJsonOrUndefined } from '../domain/json';
+import { maskCpfsInJsonText } from '../domain/privacy';
 import { createLogger } from '../logger';
 import { parseNuProposta } from '../domain/log-rows';
-import { withCommandStore } from '../open-store';
+import { recordCommandAudit, withCommandStore } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -167,17 +169,57 @@ function listOption(value: string): string[] {
     .filter((item) => item !== '');
 }
 
+/**
+ * `report <name>`: the service's answer as JSON, every CPF in it masked (domain/privacy.ts): the
+ * reports list borrowers with their salary, employer and dates (LGPD, issue 45). `--full-cpf`
+ * prints them in full: recorded first in `console_audit` (`report_full_cpf`, target the report, the
+ * OS user as `person`) when there is a log, and said on stderr. A log that takes no write stops
+ * the command before anything is printed.
+ */
 export async function reportCommand(
   config: Config,
   name: string,
-  o: { param?: string[] },
+  o: { param?: string[]; fullCpf?: boolean },
   io: Output,
+  err: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): Promise<void> {
   if (!Object.hasOwn(REPORT_PATHS, name)) {
     throw new UsageError(`unknown report "${name}" (reports: ${Object.keys(REPORT_PATHS).join(', ')})`);
   }
   const query = paramOptions(o.param ?? []);
-  io.out(JSON.stringify(await serviceClient(config, 'report').report(name as ReportName, query), null, 2));
+  const answer = JSON.stringify(
+    await serviceClient(config, 'report').report(name as ReportName, query),
+    null,
+    2,
+  );
+  if (o.fullCpf !== true) return io.out(maskCpfsInJsonText(answer));
+  const recordedIn = await recordCommandAudit(config, 'report', {
+    at: new Date().toISOString(),
+    role: 'admin',
+    session: null,
+    person: osUser(),
+    action: 'report_full_cpf',
+    target: name,
+    detail: { params: query },
+    ip: null,
+  });
+  err(
+    `consig-receiver: warning: this output holds CPFs in full (personal data, LGPD); ` +
+      (recordedIn === null
+        ? `not recorded: no log at ${config.databasePath} (set DATABASE_PATH or DATABASE_URL)`
+        : `recorded in console_audit at ${recordedIn}`),
+  );
+  io.out(answer);
+}
+
+/** Who ran the command, as the audit names them: the OS user, else the uid. */
+function osUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    // A uid with no entry in the password database (a container's arbitrary user).
+    return `uid ${process.getuid?.() ?? 'unknown'}`;
+  }
 }
 
 /** Repeated `--param key=value` → `{ key: value }`; the value may contain `=`. */

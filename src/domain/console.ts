@@ -466,6 +466,8 @@ export const AUDIT_ACTIONS = [
   // A person the provider vouched for, in neither group: no session.
   'sign_in_refused',
   'end_sessions',
+  // `report --full-cpf`: a portfolio report printed with its CPFs in full (a command, issue 45).
+  'report_full_cpf',
   'refused',
   // The people in the data (issue 45): a person looked up, their data exported, erased.
   'subject_find',

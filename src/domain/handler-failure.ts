@@ -1,10 +1,15 @@
 import { backoffDelayMs } from './backoff';
+import { maskCpfsInText } from './privacy';
 
 /**
  * What a failing handler does to its event, in either store (SQLite mode's pipeline, cluster mode's
  * kick): the attempt is counted; below `maxAttempts` the event is `failed` and waits for its retry
  * (its proposal waits with it, order is kept), at `maxAttempts` it is `dead` (replayable) and its
  * proposal moves on. The store only records it and writes the log line given here.
+ *
+ * A handler's message may name a CPF (`cpf 52998224725 not found`): the text kept in `last_error`
+ * and the log line's `err` have every CPF masked (domain/privacy.ts), here, for both stores. The
+ * `error` itself goes unchanged to the partner's own `onError` handlers.
  */
 
 export interface HandlerFailureInput {
@@ -31,7 +36,7 @@ export interface HandlerFailure {
   readonly attempts: number;
   /** ISO-8601; null when dead. */
   readonly nextAttemptAt: string | null;
-  /** For the event's `last_error` column. */
+  /** For the event's `last_error` column: the message with every CPF masked. */
   readonly lastError: string;
   readonly error: Error;
   /** The one log line of this failure, the same in both modes. */
@@ -56,6 +61,8 @@ export function asError(thrown: unknown): Error {
 
 export function handlerFailure(input: HandlerFailureInput): HandlerFailure {
   const error = asError(input.error);
+  // Masked before it is cut: a cut first could leave the first digits of a CPF whole.
+  const message = maskCpfsInText(error.message);
   const attempts = input.attempts + 1;
   const dead = attempts >= input.maxAttempts;
   const nextAttemptAt = dead
@@ -67,14 +74,14 @@ export function handlerFailure(input: HandlerFailureInput): HandlerFailure {
     nu_proposta: input.event.nuProposta,
     attempts,
     next_attempt_at: nextAttemptAt,
-    err: error.message.slice(0, LOG_ERROR_CHARS),
+    err: message.slice(0, LOG_ERROR_CHARS),
   };
   return {
     status: dead ? 'dead' : 'failed',
     outcome: dead ? 'dead' : 'retry',
     attempts,
     nextAttemptAt,
-    lastError: error.message.slice(0, LAST_ERROR_CHARS),
+    lastError: message.slice(0, LAST_ERROR_CHARS),
     error,
     log: dead
       ? { level: 'error', fields, message: HANDLER_DEAD_MESSAGE }

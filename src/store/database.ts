@@ -1,9 +1,15 @@
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from './sqlite-driver';
 import { DatabaseFileError, isLockBusy } from '../domain/errors';
 import { databaseFileError, refuseUnwritableFile } from './database-errors';
+import {
+  type ModeNotice,
+  type ModeTightened,
+  privateDatabaseFile,
+  privateDirectory,
+  stderrModeNotice,
+} from './file-mode';
 
 export type Db = BetterSqlite3.Database;
 
@@ -45,6 +51,13 @@ export interface OpenOptions {
    * @default true unless readonly
    */
   create?: boolean;
+  /**
+   * Told, once the file is open, of the file or a companion that was readable by others and is now
+   * 0600 (store/file-mode.ts): the receiver's log line. A file that cannot be opened gets its one
+   * error line alone (its mode is tightened all the same).
+   * @default a line on stderr
+   */
+  modeNotice?: ModeNotice;
 }
 
 /**
@@ -66,7 +79,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   if (!readonly && path !== ':memory:') refuseUnwritableFile(path);
   if (create && path !== ':memory:') makeDirectory(path);
   let db: Db | null = null;
+  // Told once the file is open: a file that cannot be used gets its one error line, nothing more.
+  const tightened: ModeTightened[] = [];
   try {
+    // Owner only, whatever the umask (store/file-mode.ts): created 0600, or tightened to it.
+    if (!readonly && path !== ':memory:')
+      privateDatabaseFile(path, { create, notice: (n) => tightened.push(n) });
     db = new Database(path, { readonly, fileMustExist: !create });
     setBusyTimeout(db, options.busyTimeoutMs ?? 1000);
     if (!readonly) {
@@ -79,6 +97,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     // the file's free pages. Per connection, so on every one; measured in docs/privacy.md.
     db.pragma('secure_delete = ON');
     db.pragma(`cache_size = -${Math.round(options.cacheKib ?? DEFAULT_CACHE_KIB)}`);
+    for (const n of tightened) (options.modeNotice ?? stderrModeNotice)(n);
     return db;
   } catch (err) {
     db?.close();
@@ -88,7 +107,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
 function makeDirectory(path: string): void {
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    privateDirectory(dirname(path));
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw new DatabaseFileError(

@@ -1,6 +1,7 @@
 import { DatabaseFileError } from '../domain/errors';
 import Database from './sqlite-driver';
 import type { Db } from './database';
+import { privateFile } from './file-mode';
 
 /**
  * One spool, one replica (cluster mode, issue 22 item 4). Two replicas given the same spool file
@@ -30,6 +31,8 @@ export function lockSpool(spoolPath: string): SpoolLock {
   const path = `${spoolPath}.replica-lock`;
   let db: Db | null = null;
   try {
+    // Owner only, as the spool (store/file-mode.ts); it holds a pid, no personal data.
+    privateFile(path);
     db = new Database(path);
     db.pragma('busy_timeout = 0');
     db.pragma('locking_mode = EXCLUSIVE');

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { runCli, runCliAsync, startServe } from '../helpers/process';
@@ -296,6 +296,12 @@ it('backup takes a consistent copy while serve is writing', async () => {
     const r = await runCliAsync(['backup', copy], env());
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^backed up .* pages in \d+ ms/);
+    // Issue 45: owner only, whatever the umask: the directory serve created, the log and its
+    // companions, the backup.
+    const modeOf = (path: string) => statSync(path).mode & 0o777;
+    expect(modeOf(dirname(dbPath))).toBe(0o700);
+    for (const file of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`, copy])
+      expect([file, modeOf(file)]).toEqual([file, 0o600]);
     const db = new Database(copy, { readonly: true });
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     const n = (db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;

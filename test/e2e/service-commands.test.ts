@@ -1,4 +1,9 @@
+import { existsSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
+import { createLogger } from '../../src/logger';
+import { type Simulator, startSimulator } from '../../src/simulator';
+import Database from '../../src/store/sqlite-driver';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { runCli, runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
@@ -195,4 +200,91 @@ it('offers sends the --body, stops at --max-pages and says the result is incompl
   const sent = fake.requestsTo('POST', '/offers/search');
   expect(sent.map((req) => req.json)).toEqual([{ prazo: 24 }, { prazo: 24 }]);
   expect(sent[0]?.headers.authorization).toBeUndefined();
+});
+
+describe('report against the real simulator: CPFs masked unless --full-cpf, which is audited (issue 45)', () => {
+  let sim: Simulator;
+  let simEnv: Record<string, string>;
+  beforeEach(async () => {
+    sim = await startSimulator({ logger: createLogger('silent') });
+    simEnv = {
+      DATABASE_PATH: env.DATABASE_PATH as string,
+      SERVICE_BASE_URL: sim.url,
+      SERVICE_TOKEN_URL: sim.tokenUrl,
+      SERVICE_CLIENT_ID: 'partner',
+      SERVICE_CLIENT_SECRET: 'partner-secret',
+    };
+  });
+  afterEach(() => sim.close());
+
+  /** The 11 digits of a CPF, bare or formatted. */
+  const CPF_IN_CLEAR = /(?<!\d)(\d{11}|\d{3}\.\d{3}\.\d{3}-\d{2})(?!\d)/;
+
+  const auditRows = () => {
+    const db = new Database(env.DATABASE_PATH as string, { readonly: true });
+    try {
+      return db.prepare('SELECT role, session, person, action, target, detail, ip FROM console_audit').all();
+    } finally {
+      db.close();
+    }
+  };
+
+  it('prints every CPF masked by default, the rest of the answer as it was', async () => {
+    for (const name of ['new-relationships', 'relationship-ended']) {
+      const r = await runCliAsync(['report', name], simEnv);
+      expect([name, r.status, r.stderr]).toEqual([name, 0, '']);
+      expect(r.stdout).not.toMatch(CPF_IN_CLEAR);
+      const items = Object.values((JSON.parse(r.stdout) as { _embedded: object })._embedded)[0] as Record<
+        string,
+        unknown
+      >[];
+      expect(items.length).toBeGreaterThan(0);
+      for (const item of items) expect(item.nu_cpf).toMatch(/^\*\*\*\.\d{3}\.\d{3}-\*\*$/);
+    }
+    const r = await runCliAsync(['report', 'new-relationships'], simEnv);
+    expect(JSON.parse(r.stdout)._embedded.relationships[0]).toEqual({
+      nu_cpf: '***.982.247-**',
+      nu_cnpj_conveniada: '11222333000181',
+      dt_admissao: '2026-10-01',
+      vl_salario: 4200,
+    });
+  });
+
+  it('--full-cpf prints them in full, warns on stderr, and leaves one audit row naming the OS user', async () => {
+    expect(runCli(['migrate'], simEnv).status).toBe(0);
+    const r = await runCliAsync(
+      ['report', 'new-relationships', '--full-cpf', '--param', 'dataInicio=2026-10-01'],
+      simEnv,
+    );
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('"nu_cpf": "52998224725"');
+    expect(JSON.parse(r.stdout)._embedded.relationships).toHaveLength(2);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(
+        /^consig-receiver: warning: this output holds CPFs in full .*recorded in console_audit/,
+      ),
+    ]);
+    expect(auditRows()).toEqual([
+      {
+        role: 'admin',
+        session: null,
+        person: userInfo().username,
+        action: 'report_full_cpf',
+        target: 'new-relationships',
+        detail: '{"params":{"dataInicio":"2026-10-01"}}',
+        ip: null,
+      },
+    ]);
+    // The default leaves no row.
+    expect((await runCliAsync(['report', 'new-relationships'], simEnv)).status).toBe(0);
+    expect(auditRows()).toHaveLength(1);
+  });
+
+  it('--full-cpf without a log says on stderr that it was not recorded, and creates none', async () => {
+    const r = await runCliAsync(['report', 'relationship-ended', '--full-cpf'], simEnv);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('52998224725');
+    expect(r.stderr).toMatch(/holds CPFs in full .*not recorded: no log at /);
+    expect(existsSync(env.DATABASE_PATH as string)).toBe(false);
+  });
 });

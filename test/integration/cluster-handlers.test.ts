@@ -172,3 +172,34 @@ describe('one handler API (configureHandlers): one definition, run unchanged in 
       });
   });
 });
+
+it("a handler's error names a CPF: masked in the log line and in last_error, in both modes (issue 45)", async () => {
+  const throwing = (router: HandlerRouter) =>
+    router.on('proposta.criada', () => {
+      throw new Error('cpf 52998224725 not found');
+    });
+  const env = { HANDLER_MAX_ATTEMPTS: '1' };
+  const lite = await bed.sqliteReceiver(env, { configureHandlers: throwing });
+  const replica = await bed.replica({ REPLICA_ID: 'a', ...env }, { configureHandlers: throwing });
+  const body = delivery('proposta.criada', { nu_proposta: 4545 });
+  expect((await lite.send(body)).status).toBe(200);
+  expect((await sendSigned(replica.url, body)).status).toBe(200);
+  await finished(pool, 1);
+  const liteDead = () =>
+    lite.store.db.prepare("SELECT last_error FROM events WHERE status = 'dead'").all() as {
+      last_error: string;
+    }[];
+  await waitFor(() => liteDead().length === 1, 'the SQLite receiver’s event dead');
+  const masked = 'cpf ***.982.247-** not found';
+  expect(liteDead()).toEqual([{ last_error: masked }]);
+  expect(await rows(pool, "SELECT last_error FROM events WHERE status = 'dead'")).toEqual([
+    { last_error: masked },
+  ]);
+  for (const r of [lite, replica]) {
+    const line = r.logs.lines.find(
+      (l) => l.msg === 'handler failed for the last time: event is dead (replayable)',
+    );
+    expect(line).toMatchObject({ nu_proposta: 4545, err: masked });
+    expect(r.logs.raw).not.toContain('52998224725');
+  }
+});

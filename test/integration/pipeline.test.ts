@@ -205,6 +205,28 @@ describe('retries and the dead letter', () => {
 });
 
 describe('the one handler API in SQLite mode (configureHandlers)', () => {
+  it("masks the CPF in a handler's error: in the log line and in the event's last_error (issue 45)", async () => {
+    r = await startTestReceiver({
+      env: { HANDLER_MAX_ATTEMPTS: '2' },
+      configureHandlers: (router) =>
+        router.on('proposta.criada', () => {
+          throw new Error('cpf 52998224725 not found (also 529.982.247-25)');
+        }),
+    });
+    const res = await r.send(delivery('proposta.criada', { nu_proposta: 45 }));
+    const rec = r;
+    const id = res.body.event_id as number;
+    await eventually(() => eventById(rec.store.db, id)?.status === 'dead', 'event dead');
+    const masked = 'cpf ***.982.247-** not found (also ***.982.247-**)';
+    expect(eventById(r.store.db, id)).toMatchObject({ attempts: 2, last_error: masked });
+    const failures = r.logs.lines.filter((l) => String(l.msg).startsWith('handler failed'));
+    expect(failures.map((l) => [l.msg, l.err])).toEqual([
+      ['handler failed: will retry', masked],
+      ['handler failed for the last time: event is dead (replayable)', masked],
+    ]);
+    expect(r.logs.raw).not.toMatch(/52998224725|529\.982\.247-25/);
+  });
+
   it("runs PostgreSQL's $n statements in the event's transaction, in order with the built-in path", async () => {
     const seen: unknown[] = [];
     r = await startTestReceiver({

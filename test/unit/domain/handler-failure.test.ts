@@ -50,4 +50,30 @@ describe('handlerFailure: what a failing handler does, in both modes', () => {
     expect(long.lastError).toHaveLength(1000);
     expect(long.log.fields.err).toHaveLength(200);
   });
+
+  it.each([
+    ['cpf 52998224725 not found', 'cpf ***.982.247-** not found'],
+    [
+      'no borrower 529.982.247-25 (employer 11222333000181)',
+      'no borrower ***.982.247-** (employer 11222333000181)',
+    ],
+    ['proposal 100001: boom', 'proposal 100001: boom'],
+  ])('masks every CPF of %j in last_error and the log line', (thrown, shown) => {
+    const f = handlerFailure({ ...base, attempts: 0, error: new Error(thrown) });
+    expect(f.lastError).toBe(shown);
+    expect(f.log.fields.err).toBe(shown);
+    // The partner's onError handlers get the error as thrown.
+    expect(f.error.message).toBe(thrown);
+  });
+
+  it('masks before it cuts: a CPF across the cut leaves none of its digits', () => {
+    const atLog = handlerFailure({ ...base, attempts: 0, error: new Error(`${'x'.repeat(195)}52998224725`) });
+    expect(atLog.log.fields.err).toBe(`${'x'.repeat(195)}***.9`);
+    const atColumn = handlerFailure({
+      ...base,
+      attempts: 0,
+      error: new Error(`${'x'.repeat(995)}52998224725`),
+    });
+    expect(atColumn.lastError).toBe(`${'x'.repeat(995)}***.9`);
+  });
 });
