@@ -126,10 +126,42 @@ export async function backupDatabase(config: Config, target: string): Promise<{ 
   const created = !existsSync(target);
   try {
     privateDatabaseFile(target, { create: true, notice: stderrModeNotice });
-    return await store.db.backup(target);
+    const result = await store.db.backup(target);
+    recordBackup(config, target);
+    return result;
   } catch (err) {
     if (created) rmSync(target, { force: true });
     throw err;
+  } finally {
+    store.close();
+  }
+}
+
+/**
+ * Writes the backup's path in the log's `backups` (migration 0016), so that `subject erase` reaches
+ * it too (issue 45). A log not migrated that far has no table: the backup stands, unrecorded.
+ */
+function recordBackup(config: Config, target: string): void {
+  try {
+    recordBackupIn(config, target);
+  } catch (err) {
+    process.stderr.write(
+      `consig-receiver: backup written, but not recorded in the log's backups (an erasure will not reach it): ${(err as Error).message}\n`,
+    );
+  }
+}
+
+function recordBackupIn(config: Config, target: string): void {
+  const store = openStore(config.databasePath, {
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, 5000),
+  });
+  try {
+    store.db
+      .prepare(
+        `INSERT INTO backups (path, created_at) VALUES (?, ?)
+         ON CONFLICT (path) DO UPDATE SET created_at = excluded.created_at`,
+      )
+      .run(target, new Date().toISOString());
   } finally {
     store.close();
   }

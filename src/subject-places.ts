@@ -71,7 +71,7 @@ const AUDIT: Record<SubjectRun['action'], AuditAction> = {
 };
 
 export async function subjectEverywhere(config: Config, run: SubjectRun): Promise<SubjectReport> {
-  const cluster = config.cluster !== undefined;
+  const cluster = Boolean(config.cluster);
   const { log, backups } = await withCommandStore(
     config,
     { access: 'write', command: 'subject', spool: run.action === 'erase' },

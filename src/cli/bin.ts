@@ -31,6 +31,7 @@ import {
 } from './service-commands';
 import { serve } from './serve';
 import { endSessionsCommand } from './session-commands';
+import { subjectCommand } from './subject-command';
 import { packageVersion } from './version';
 
 /**
@@ -143,6 +144,37 @@ function registerLogCommands(program: Command): void {
     .option('--limit <n>', 'rows (default 50)')
     .option('--json', 'JSON for scripts')
     .action((opts) => proposalsCommand(config(program), opts, io));
+
+  const subject = program
+    .command('subject')
+    .description(
+      "one person's data (LGPD), by CPF: find where it is, export it, erase it — in the log, the spool, the backups `backup` made; audited",
+    );
+  for (const [action, about] of [
+    ['find', 'where the receiver holds the data of the person with this CPF, with counts per place'],
+    ['export', 'everything held about the person, with the ledger of sharing, as JSON (docs/privacy.md)'],
+    [
+      'erase',
+      "remove the person's data from every place; what the law makes the lender keep stays (docs/privacy.md)",
+    ],
+  ] as const) {
+    const command = subject
+      .command(action)
+      .description(about)
+      .argument('<cpf>')
+      .option('--by <name>', 'who asks, for the audit (default: the system user)')
+      .option('--json', 'JSON for scripts');
+    if (action === 'export') command.option('--out <file>', 'write the JSON to this file (mode 0600)');
+    if (action === 'erase')
+      command
+        .option('--reason <text>', 'why: the request this answers (required, recorded)')
+        .option('--yes', 'do not ask to confirm (scripts)')
+        .option(
+          '--vacuum',
+          'rewrite the file when stale copies are left in its free space (holds the write lock while it runs)',
+        );
+    command.action((cpf: string, opts) => subjectCommand(config(program), action, cpf, opts, io));
+  }
 
   program
     .command('end-sessions')

@@ -163,3 +163,23 @@ export function noticeBody(notice: {
     data: { erasure_id: notice.erasureId, nu_propostas: notice.proposals, request_ids: notice.requests },
   });
 }
+
+/**
+ * What an access request is answered with beside the data (LGPD art. 19 §1: origin, the absence of
+ * records, the criteria used and the purpose), as `subject export` states it; docs/privacy.md says
+ * the same at length.
+ */
+export const EXPORT_STATEMENT = {
+  controller:
+    'The lender operating this receiver is the controller; consig-receiver is the system that received the data on its behalf.',
+  origin:
+    'Every record came from the consignado service: its signed webhook deliveries (events of the proposal and of the payroll registration) and the answers to the registration status query. Nothing was collected from the person directly.',
+  purpose:
+    "To follow the person's payroll-deductible loan proposal through analysis, payroll registration (averbação), formalisation, contract and payment, and to tell the lender's own systems (the destinations listed under sharing).",
+  criteria:
+    "Kept as the service sent it; the CPF read as its 11 digits. No automated decision about the person is taken here: the status of each proposal is the service's, in the order its events arrived.",
+  legal_basis:
+    "Performance of the loan contract and its preliminary steps (LGPD art. 7 V), and the lender's legal and regulatory obligations for the records kept after an erasure (art. 7 II, art. 16 I).",
+  retention:
+    "Raw bodies of finished events and delivered messages: RETENTION_DAYS. A proposal's CPF, employer and CNPJ: RETENTION_DAYS after it reached a final status. Ids, statuses, dates and amounts: kept (legal hold). See docs/privacy.md.",
+} as const;

@@ -58,9 +58,9 @@ export class DemoDriver {
   }
 
   /** Creates a proposal through the service client, as a partner would; answers its nu_proposta. */
-  async createProposal(amount: number): Promise<number> {
+  async createProposal(amount: number, cpf: string): Promise<number> {
     const created = await this.options.client.createProposal({
-      nu_cpf: '52998224725',
+      nu_cpf: cpf,
       nu_cnpj_conveniada: '12.ABC.345/01DE-35',
       vl_emprestimo: amount,
       qt_parcela: 48,

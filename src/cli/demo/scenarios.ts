@@ -12,11 +12,16 @@ export interface Scenario {
   expect: { status: string; averbacao?: { status: string; source: 'webhook' | 'poll' } };
   /** Loan amount. @default {@link DEFAULT_AMOUNT} */
   amount?: number;
+  /** The worker's CPF: the demo has two people, so that erasing one leaves the other. @default {@link DEMO_PEOPLE}[0] */
+  cpf?: string;
   /** Runs once the proposal has been analysed (pre_aprovada or negada). */
   run: (demo: DemoDriver, nu: number) => Promise<void>;
 }
 
 export const DEFAULT_AMOUNT = 15_000.5;
+
+/** The demo's two workers (valid CPFs, made up): `subject erase` one, the other stays whole. */
+export const DEMO_PEOPLE = ['52998224725', '16899535009'] as const;
 
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -30,6 +35,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     label: 'denied by credit analysis',
+    cpf: DEMO_PEOPLE[1],
     // Above the simulator's denyAboveAmount (200 000 by default): its analysis denies it.
     amount: 250_000,
     expect: { status: 'negada' },
@@ -46,6 +52,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     label: 'registry webhook lost, resolved by polling',
+    cpf: DEMO_PEOPLE[1],
     expect: { status: 'paga', averbacao: { status: 'completed', source: 'poll' } },
     run: async (demo, nu) => {
       await demo.advance(nu, 'proposta.aprovada', 'aprovada');
@@ -88,7 +95,7 @@ export async function driveScenarios(
 ): Promise<DrivenProposal[]> {
   const driven: DrivenProposal[] = [];
   for (const scenario of scenarios) {
-    const nu = await demo.createProposal(scenario.amount ?? DEFAULT_AMOUNT);
+    const nu = await demo.createProposal(scenario.amount ?? DEFAULT_AMOUNT, scenario.cpf ?? DEMO_PEOPLE[0]);
     progress.follow(nu, scenario.label);
     driven.push({ nu, scenario });
     demo.say(`created proposal ${nu}: ${scenario.label}`);
