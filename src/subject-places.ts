@@ -10,7 +10,7 @@ import { withCommandStore } from './open-store';
 import { countInFile } from './store/scrub';
 import { openStore } from './store/store';
 import { sqliteStorePort } from './store/sqlite-port';
-import { appendJournal, journalPath, keyCheck } from './store/subject-journal';
+import { appendJournal, journalPath, keyCheck, readJournal } from './store/subject-journal';
 
 /**
  * One person, everywhere the receiver put their data (issue 45, docs/privacy.md): the log (the
@@ -164,4 +164,48 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
     },
     ip: null,
   };
+}
+
+/**
+ * A restored copy of a SQLite log holds the people erased after it was taken: each erasure of the
+ * journal beside the file (store/subject-journal.ts) that the log does not record is made again,
+ * by the subject hash it holds (no CPF: the audit's details are not searched). Run by `serve` when
+ * it starts processing. An entry under another key (a copy older than the key) cannot be matched:
+ * it is logged as an error naming the erasure, for the operator to erase the person again by CPF.
+ */
+export async function reapplyJournal(
+  databasePath: string,
+  subjects: SubjectStore,
+  logger: { info(fields: object, message: string): void; error(fields: object, message: string): void },
+  now: () => Date = () => new Date(),
+): Promise<number> {
+  const entries = readJournal(databasePath);
+  if (entries.length === 0) return 0;
+  const known = new Set((await subjects.erasures()).map((e) => e.erasure_id));
+  const key = await subjects.key(now());
+  let applied = 0;
+  for (const entry of entries) {
+    if (known.has(entry.erasure_id)) continue;
+    if (entry.key_check !== keyCheck(key)) {
+      logger.error(
+        { erasure_id: entry.erasure_id },
+        'privacy: an erasure of the journal cannot be re-applied (this log has another subject key): erase the person again with `subject erase`',
+      );
+      continue;
+    }
+    await subjects.index(key);
+    const summary = await subjects.erase({
+      hash: entry.subject_hash,
+      key,
+      cpf: null,
+      erasureId: entry.erasure_id,
+      reason: 're-applied from the erasure journal',
+      by: 'journal',
+      now: now(),
+    });
+    await subjects.scrub([], { vacuum: false });
+    logger.info({ ...summary }, 'privacy: re-applied an erasure this log lacked (a restored copy)');
+    applied += 1;
+  }
+  return applied;
 }

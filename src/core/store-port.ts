@@ -145,6 +145,9 @@ function subjectsOf(port: StorePort<StoreQuery>) {
     scrub: (forms: readonly string[], options: { vacuum: boolean }) => port.scrub(forms, options),
     /** A row of `console_audit` (who looked the person up, exported or erased them). */
     audit: (entry: NewAuditEntry) => consoleAudit(sql).record(entry),
+    /** Every erasure the log records (ids only), oldest first. */
+    erasures: () =>
+      sql.read((q) => q.rows<{ erasure_id: string }>('SELECT erasure_id FROM erasures ORDER BY id')),
     /** The backups `backup` made of this log (SQLite), so an erasure reaches them. */
     backups: () => sql.read((q) => q.rows<{ path: string }>('SELECT path FROM backups ORDER BY path')),
   };
