@@ -473,6 +473,11 @@ export const AUDIT_ACTIONS = [
   'subject_find',
   'subject_export',
   'subject_erase',
+  // Reads of personal data (LGPD, issue 45): an /admin GET serving a body or a proposal, the change
+  // feed, and the console's event and proposal pages.
+  'admin_read',
+  'feed_read',
+  'console_read',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -106,6 +106,30 @@ async function idsOf(r: TestReceiver): Promise<{ ids: Ids; keyOf: Map<number, st
   return { ids, keyOf: new Map(events.map((e) => [e.id, e.dedup_key])) };
 }
 
+/** A `console_audit` row as both stores hold it. */
+interface Audited {
+  role: string | null;
+  session: string | null;
+  person: string | null;
+  action: string;
+  target: string | null;
+  detail: string | null;
+  ip: string | null;
+}
+
+/** The rows with each mode's own ids in their targets named as both modes name them. */
+function auditOf(audited: Audited[], mode: { ids: Ids; keyOf: Map<number, string> }): Audited[] {
+  const forwardName = (id: number) =>
+    id === mode.ids.forwards[0] ? 'first' : id === mode.ids.forwards.at(-1) ? 'last' : String(id);
+  return audited.map((a) => ({
+    ...a,
+    target:
+      a.target
+        ?.replace(/^event:(\d+)$/, (_m, id: string) => `event:${mode.keyOf.get(Number(id)) ?? id}`)
+        .replace(/^forward:(\d+)$/, (_m, id: string) => `forward:${forwardName(Number(id))}`) ?? null,
+  }));
+}
+
 /** Every GET route, its filters and paging, as each mode names the same rows. */
 const READS: ((ids: Ids) => string)[] = [
   () => '/events',
@@ -197,6 +221,37 @@ describe('one admin API, two stores', () => {
         body: clean.lite(lites.body),
       });
     }
+
+    // The reads that serve personal data were audited alike (one row each, the same targets and
+    // details), in the SQLite file and in PostgreSQL.
+    const audits = {
+      lite: auditOf(
+        lite.store.db
+          .prepare('SELECT role, session, person, action, target, detail, ip FROM console_audit ORDER BY id')
+          .all() as Audited[],
+        modes.lite,
+      ),
+      node: auditOf(
+        await rows<Audited>(
+          bed.pool,
+          'SELECT role, session, person, action, target, detail, ip FROM console_audit ORDER BY id',
+        ),
+        modes.node,
+      ),
+    };
+    expect(audits.node).toEqual(audits.lite);
+    expect(audits.node.map((a) => [a.action, a.target])).toEqual([
+      ...[0, 1, 2].map(() => ['admin_read', expect.stringMatching(/^event:/)]),
+      ['admin_read', 'proposal:9101'],
+      ['admin_read', 'proposal:ADE-77'],
+      ['admin_read', 'proposal:9103'],
+      ...[0, 1, 2].map(() => ['admin_read', 'averbacoes']),
+      ['admin_read', 'averbacao:req-9101'],
+      ['admin_read', 'forward:first'],
+      ['admin_read', 'forward:last'],
+      ['feed_read', 'feed'],
+      ['feed_read', 'feed'],
+    ]);
 
     // Not vacuous: the answers hold the rows (spot checks on cluster mode's).
     const detail = await admin(node, `/events/${modes.node.ids.byEvento(null, 'invalid')}`);

@@ -10,6 +10,7 @@ import { eventRoutes } from './event-routes';
 import { feedRoutes } from './feed-routes';
 import { forwardRoutes } from './forward-routes';
 import { proposalRoutes } from './proposal-routes';
+import { adminReadAudit } from './read-audit';
 
 /**
  * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the store (the SQLite file or, in
@@ -18,15 +19,17 @@ import { proposalRoutes } from './proposal-routes';
  */
 export function adminRouter(deps: AppDeps): Router {
   const log = adminStore(deps.storePort);
+  // The reads that serve personal data record themselves (read-audit.ts): the routes name their target.
+  const audited = adminReadAudit(deps);
   const router = Router();
   router.use(requireAdminToken(deps.config.adminToken));
-  router.use(eventRoutes(deps, log));
-  router.use(proposalRoutes(log));
-  router.use(averbacaoRoutes(log));
+  router.use(eventRoutes(deps, log, audited));
+  router.use(proposalRoutes(log, audited));
+  router.use(averbacaoRoutes(log, audited));
   router.use(averbacaoWriteRoutes(deps, log));
   router.use(deliveryRoutes(log));
-  router.use(forwardRoutes(deps, log.forwards));
-  router.use(feedRoutes(deps, log.feed));
+  router.use(forwardRoutes(deps, log.forwards, audited));
+  router.use(feedRoutes(deps, log.feed, adminReadAudit(deps, 'feed_read')));
   if (deps.relay !== undefined) router.use(storeUnavailableAs503);
   return router;
 }

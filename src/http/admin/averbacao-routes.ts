@@ -6,14 +6,17 @@ import { parseNuProposta } from '../../domain/log-rows';
 import type { AppDeps } from '../app-deps';
 import type { AdminStore } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
+import type { ReadAudit } from './read-audit';
 
 type AverbacaoDeps = Pick<AppDeps, 'clock' | 'serviceClient' | 'registryGraceMs'>;
 
 /**
  * The tracked registrations (averbações, interface §4.2–§4.4): `GET /admin/averbacoes` and
- * `GET /admin/averbacoes/:requestId`, from whichever store holds the log.
+ * `GET /admin/averbacoes/:requestId`, from whichever store holds the log. Both audited
+ * (read-audit.ts): a row carries the registry's answer as the service sent it (`result_body`, a
+ * payload interface §4.4 does not show, kept whole), as an event's body.
  */
-export function averbacaoRoutes(log: AdminStore): Router {
+export function averbacaoRoutes(log: AdminStore, audited: ReadAudit): Router {
   const router = Router();
   router.get('/averbacoes', async (req, res) => {
     const stale = textParam(req, 'stale');
@@ -23,8 +26,10 @@ export function averbacaoRoutes(log: AdminStore): Router {
       nuProposta: nuPropostaParam(req),
       limit: integerParam(req, 'limit'),
     };
+    const rows = await log.averbacoes(filter);
+    await audited(req, { target: 'averbacoes', served: { rows: rows.length } });
     // The registry's answers are the service's text: any CPF in them masked (contract §5).
-    res.json({ averbacoes: (await log.averbacoes(filter)).map(withMaskedResultBody) });
+    res.json({ averbacoes: rows.map(withMaskedResultBody) });
   });
   router.get('/averbacoes/:requestId', async (req, res) => {
     const row = await log.averbacao(String(req.params.requestId));
@@ -34,6 +39,7 @@ export function averbacaoRoutes(log: AdminStore): Router {
         .json({ error: 'not_found', message: `requestId ${req.params.requestId} is not tracked` });
       return;
     }
+    await audited(req, { target: `averbacao:${row.request_id}` });
     res.json({ averbacao: withMaskedResultBody(row) });
   });
   return router;

@@ -4,9 +4,14 @@ import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
 import type { AdminStore } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
+import type { ReadAudit } from './read-audit';
 
-/** `GET /admin/events`, `GET /admin/events/:id` (with its body as received, CPF masked), `POST /admin/events/:id/replay`. */
-export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminStore): Router {
+/**
+ * `GET /admin/events`, `GET /admin/events/:id` (with its body as received, CPF masked, audited:
+ * read-audit.ts), `POST /admin/events/:id/replay`. The list is not audited: its rows carry no body
+ * and no CPF.
+ */
+export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminStore, audited: ReadAudit): Router {
   const router = Router();
 
   router.get('/events', async (req, res) => {
@@ -27,6 +32,7 @@ export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminStore): Rout
     // A body that is not valid UTF-8 was stored as bytes: it travels as base64. Either way every
     // CPF in it is masked (contract §5: admin answers never show one in full).
     const { body } = found;
+    await audited(req, { target: `event:${found.event.id}` });
     const json =
       body === null
         ? null

@@ -8,6 +8,7 @@ import type { AppDeps } from '../app-deps';
 import { type FeedReader, FeedWaiters } from './feed-waiters';
 import { HttpError } from '../errors';
 import { integerParam, textParam } from './params';
+import type { ReadAudit } from './read-audit';
 
 /**
  * The change feed (contract §8): `GET /admin/feed?after=&limit=&wait=&types=` serves the stored
@@ -37,8 +38,16 @@ interface FeedQuery {
 export const FEED_DISABLED =
   'the change feed is off: set FEED_ENABLED=true (proposal.changed and averbacao.result are stored for it from then on)';
 
-/** `GET /admin/feed`, reading the file's outbox or (cluster mode) PostgreSQL's with `readPage`. */
-export function feedRoutes(deps: Pick<AppDeps, 'clock' | 'forwarding'>, readPage: FeedReader): Router {
+/**
+ * `GET /admin/feed`, reading the file's outbox or (cluster mode) PostgreSQL's with `readPage`. Each
+ * answer is audited (`feed_read`, read-audit.ts) once its page is known, after any long-poll and
+ * before it is sent: one row per request, none for a client that went away while it waited.
+ */
+export function feedRoutes(
+  deps: Pick<AppDeps, 'clock' | 'forwarding'>,
+  readPage: FeedReader,
+  audited: ReadAudit,
+): Router {
   // Without the composition root's waiters (tests, a bare app) nothing notifies: the 500 ms
   // re-check alone finds new messages.
   const waiters = deps.forwarding?.waiters ?? new FeedWaiters();
@@ -54,6 +63,10 @@ export function feedRoutes(deps: Pick<AppDeps, 'clock' | 'forwarding'>, readPage
     const read = () => readPage(query.afterId, query.limit, query.types);
     const page = await longPoll(read, query.waitMs, waiters, deps.clock, clientGone(res));
     if (res.destroyed) return;
+    await audited(req, {
+      target: 'feed',
+      served: { limit: query.limit, messages: page.messages.length },
+    });
     // The bodies are spliced in as the JSON text they are stored as: no parse and re-serialise
     // of every message on the way out (bodyFor parses only to mask the CPF).
     const messages = page.messages.map((m) => bodyFor(m.body, fullCpf)).join(',');

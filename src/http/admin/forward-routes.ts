@@ -17,12 +17,15 @@ import type { AppDeps } from '../app-deps';
 import { HttpError } from '../errors';
 import type { ForwardAdmin as AdminForwards } from '../../core/store-port';
 import { integerParam, nuPropostaParam, textParam } from './params';
+import type { ReadAudit } from './read-audit';
 
 /**
  * The operators' side of forwarding (contract §8): `GET /admin/forwards` (list), `GET
  * /admin/forwards/:id` (with its message and every attempt), `POST /admin/forwards/:id/replay`,
  * `POST /admin/forwards/replay` (by filter, or a dry run), `POST /admin/forwards/backfill`,
- * `GET /admin/destinations`, `POST /admin/destinations/:name/pause` and `/resume`.
+ * `GET /admin/destinations`, `POST /admin/destinations/:name/pause` and `/resume`. `GET
+ * /admin/forwards/:id` is audited (read-audit.ts): it serves the message's body; the list serves
+ * rows without one.
  */
 
 type ForwardDeps = Pick<AppDeps, 'clock' | 'forwarding'>;
@@ -31,15 +34,15 @@ type ForwardDeps = Pick<AppDeps, 'clock' | 'forwarding'>;
 const MAX_LIST_LIMIT = 1000;
 
 /** The routes above, on `admin`: the SQLite file's forwarding tables, or PostgreSQL's in cluster mode. */
-export function forwardRoutes(deps: ForwardDeps, admin: AdminForwards): Router {
+export function forwardRoutes(deps: ForwardDeps, admin: AdminForwards, audited: ReadAudit): Router {
   const router = Router();
-  deliveryRoutes(router, deps, admin);
+  deliveryRoutes(router, deps, admin, audited);
   bulkRoutes(router, deps, admin);
   destinationRoutes(router, deps, admin);
   return router;
 }
 
-function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards): void {
+function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards, audited: ReadAudit): void {
   router.get('/forwards', async (req, res) => {
     const limit = integerParam(req, 'limit') ?? 50;
     if (limit < 1 || limit > MAX_LIST_LIMIT) {
@@ -68,6 +71,7 @@ function deliveryRoutes(router: Router, deps: ForwardDeps, admin: AdminForwards)
   router.get('/forwards/:id', async (req, res) => {
     const detail = await admin.show(deliveryId(req));
     if (detail === undefined) throw new HttpError(404, 'not_found', `no forward ${req.params.id}`);
+    await audited(req, { target: `forward:${detail.delivery.id}` });
     res.json(shownForward(detail));
   });
 

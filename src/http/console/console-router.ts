@@ -9,7 +9,7 @@ import { StorageError } from '../../domain/errors';
 import type { Logger } from '../../logger';
 import { isLockBusy } from '../../domain/errors';
 import type { AppDeps } from '../app-deps';
-import { notFound } from '../errors';
+import { HttpError, notFound } from '../errors';
 import { actionRoutes } from './actions';
 import { CONSOLE_CSS, FAVICON_SVG } from './assets';
 import { contextOf, loginRoutes, logoutRoute, requireCsrf, requireSession } from './console-auth';
@@ -73,6 +73,8 @@ function unavailablePage(err: unknown, cluster: boolean): string | undefined {
       'Busy',
       'The database is locked by another connection: try again in a moment. Nothing was changed.',
     );
+  // A page that would show personal data whose audit row could not be written (page-routes.ts).
+  if (err instanceof HttpError && err.status === 503) return messagePage('Unavailable', err.message);
   if (cluster && err instanceof StorageError)
     return messagePage(
       'Unavailable',

@@ -1,6 +1,9 @@
 import type { Request, Response, Router } from 'express';
 import { parseNuProposta } from '../../domain/log-rows';
-import { contextOf } from './console-auth';
+import { isLockBusy, StorageError } from '../../domain/errors';
+import { HttpError } from '../errors';
+import { auditTarget } from '../admin/read-audit';
+import { actorOf, audit, contextOf } from './console-auth';
 import type { ConsoleDeps } from './deps';
 import {
   averbacaoFilter,
@@ -24,7 +27,32 @@ import { overviewPage } from './pages/overview-page';
 import { proposalPage } from './pages/proposal-page';
 import { proposalsPage } from './pages/proposals-page';
 
-/** The console's GET pages: each parses its filters, renders, and sends; no page writes but the rollup. */
+/**
+ * The console's GET pages: each parses its filters, renders, and sends; no page writes but the
+ * rollup and the audit of the two that show one person's data (an event's body, a proposal).
+ */
+
+/** Why a page that would show personal data is not shown: its audit row could not be written. */
+export const PAGE_NOT_AUDITED =
+  'This page could not be recorded in the audit, so it is not shown: try again in a moment.';
+
+/**
+ * Records that the session was shown `target` (`console_read`, contract §9), before the page is
+ * sent. A page whose row is not written is not sent: a busy or unreachable log is the console's
+ * usual 503 page, any other failure a 503 saying why (as `/admin` answers, http/admin/read-audit.ts).
+ */
+async function auditedPage(d: ConsoleDeps, req: Request, res: Response, target: string): Promise<void> {
+  try {
+    await audit(d, req, actorOf(res), 'console_read', auditTarget(target));
+  } catch (err) {
+    if (isLockBusy(err) || err instanceof StorageError) throw err;
+    d.logger.error(
+      { err: (err as Error).message, target: auditTarget(target) },
+      'console: read not audited: refused',
+    );
+    throw new HttpError(503, 'audit_unavailable', PAGE_NOT_AUDITED);
+  }
+}
 
 function notFoundPage(d: ConsoleDeps, res: Response, what: string): void {
   res.status(404).send(
@@ -55,8 +83,9 @@ function proposalRoutes(router: Router, d: ConsoleDeps): void {
     const raw = String(req.params.nu);
     const nu = parseNuProposta(raw.slice(0, 40));
     const html = await proposalPage(d, contextOf(d, res), nu);
-    if (html === undefined) notFoundPage(d, res, `No proposal ${raw.slice(0, 40)}.`);
-    else res.send(html);
+    if (html === undefined) return notFoundPage(d, res, `No proposal ${raw.slice(0, 40)}.`);
+    await auditedPage(d, req, res, `proposal:${String(nu)}`);
+    res.send(html);
   });
 }
 
@@ -72,8 +101,9 @@ function eventRoutes(router: Router, d: ConsoleDeps): void {
         ? 'Queued for replay: the status below changes once the pipeline has run it (reload).'
         : null;
     const html = await eventPage(d, contextOf(d, res), id, notice);
-    if (html === undefined) notFoundPage(d, res, `No event ${id}.`);
-    else res.send(html);
+    if (html === undefined) return notFoundPage(d, res, `No event ${id}.`);
+    await auditedPage(d, req, res, `event:${id}`);
+    res.send(html);
   });
   router.get('/deliveries', async (req, res) => {
     const q = req.query as Query;

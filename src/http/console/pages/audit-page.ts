@@ -5,8 +5,9 @@ import { html, type SafeHtml } from '../html';
 import { actionForm, hrefWith, page, type PageContext, pager, table } from '../layout';
 
 /**
- * `/console/audit`: what was done through the console, and what it refused, newest first (both roles
- * may read it); an admin ends every session here.
+ * `/console/audit`: what was done through the console, what it refused, and who read one person's
+ * data through it or the admin API, newest first (both roles may read it); an admin ends every
+ * session here.
  */
 
 const PAGE_SIZE = 100;
@@ -69,8 +70,10 @@ export async function auditPage(
       A person signed in through the identity provider is named by e-mail (else the provider's subject); a
       token's session by its role. Sessions are named by a short tag, never by their id. Refused attempts (a
       missing or wrong CSRF token, another site's request, a viewer's action, a throttled sign-in) are counted
-      per hour.
+      per hour. Reads of one person's data are recorded too: <code>console_read</code> (an event's or a
+      proposal's page), <code>admin_read</code> and <code>feed_read</code> (the admin API and the change feed,
+      by its token: <code>admin-token</code>).
     </p>
-    ${table('Console actions, newest first', ['id', 'at', 'action', 'who', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}${endSessions(ctx)}`;
+    ${table('Actions and reads, newest first', ['id', 'at', 'action', 'who', 'session', 'target', 'detail', 'from'], shown.map(row), 'nothing recorded yet')}${pager(next)}${endSessions(ctx)}`;
   return page({ title: 'Audit', current: 'audit', ctx, body });
 }
