@@ -36,6 +36,8 @@ import type { NewEvent } from './domain/event-status';
 import { processingLease } from './store/processing-lease';
 import { sqliteStoreSql } from './store/sqlite-store-sql';
 import { sqliteStorePort } from './store/sqlite-port';
+import { adminStore } from './core/store-port';
+import { reapplyJournal } from './subject-places';
 import { openSpool, type Spool } from './store/spool';
 import { modeNoticeMessage } from './store/file-mode';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
@@ -502,6 +504,11 @@ function buildLeadership(
       processing.pipeline.start();
       processing.poller?.start();
       processing.sender.start();
+      // A restored copy of the log erases again whom the journal beside it says were erased.
+      void reapplyJournal(config.databasePath, adminStore(sqliteStorePort(store)).subjects, logger).catch(
+        (err: unknown) =>
+          logger.error({ err: (err as Error).message }, 'privacy: could not re-apply the erasure journal'),
+      );
       if (config.retentionDays !== undefined)
         retention = scheduleRetention(storePass(sqliteStoreSql(store.db)), {
           days: config.retentionDays,
