@@ -614,7 +614,23 @@ function weakSigningKeys(p: Parsed, list: readonly Destination[]): string[] {
 
 /** What startup logs at warn: settings ignored, and secrets too short to be safe. */
 function warningsOf(p: Parsed, secrets: readonly string[], forwardTo: readonly Destination[]): string[] {
-  return [...ignoredSettings(p), ...weakSecrets(p, secrets), ...weakSigningKeys(p, forwardTo)];
+  return [
+    ...ignoredSettings(p),
+    ...weakSecrets(p, secrets),
+    ...weakSigningKeys(p, forwardTo),
+    ...keptForever(p),
+  ];
+}
+
+/**
+ * Without RETENTION_DAYS nothing personal is ever removed on its own (issue 45): the operator is told,
+ * not overruled, since only the lender knows how long its obligations keep the data (docs/privacy.md).
+ */
+function keptForever(p: Parsed): string[] {
+  if (p.RETENTION_DAYS !== undefined) return [];
+  return [
+    'RETENTION_DAYS is not set: the bodies of finished events, delivered messages and the CPF, employer and CNPJ of final proposals are kept for good; set it to the days your obligations require (docs/privacy.md)',
+  ];
 }
 
 /** The key's length, or null for a secret that cannot sign (each send says so, in its attempt). */

@@ -63,5 +63,6 @@ function summaryLines(s: PruneSummary): string[] {
   return [
     `removed the bodies of ${s.pruned} finished event(s) received before ${s.cutoff} (rows and dedup keys kept)`,
     `removed ${s.forwarded} forwarded message(s) created before then and delivered to every destination`,
+    `removed the personal data (CPF, employer, CNPJ) of ${s.anonymised} proposal(s) in a final status since before then (ids, statuses, dates, amounts kept)`,
   ];
 }

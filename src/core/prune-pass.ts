@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { FINAL_STATUSES } from '../domain/lifecycle';
 import { BODY_PRUNABLE_STATUSES, type PruneSummary, removableMessages } from '../domain/retention';
 import { inList } from '../domain/sql/read-statements';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
@@ -27,7 +28,7 @@ import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 
 /** One committed batch, for measurements (bench/pg-retention.ts: how long a batch held its locks). */
 export interface BatchReport {
-  kind: 'bodies' | 'messages' | 'spool' | 'subjects';
+  kind: 'bodies' | 'messages' | 'proposals' | 'spool' | 'subjects';
   /** Rows the batch changed (bodies removed, messages removed, spool deliveries removed). */
   rows: number;
   ms: number;
@@ -51,7 +52,7 @@ export class PassInterrupted extends Error {
   }
 }
 
-/** One pass: bodies, then messages (the order of domain/retention.ts). */
+/** One pass: bodies, then messages, then proposals' personal data (the order of domain/retention.ts). */
 export async function prunePass(
   log: StoreSql,
   cutoff: Date,
@@ -60,7 +61,43 @@ export async function prunePass(
 ): Promise<PruneSummary> {
   const { pruned } = await pruneBodies(log, cutoff, now, options);
   const { pruned: forwarded } = await pruneForwarded(log, cutoff, options);
-  return { pruned, forwarded, cutoff: cutoff.toISOString() };
+  const anonymised = await prunePersonal(log, cutoff, now, options);
+  return { pruned, forwarded, anonymised, cutoff: cutoff.toISOString() };
+}
+
+/**
+ * Removes the personal fields of proposals final and unchanged since before `cutoff` (issue 45,
+ * domain/retention.ts), marking them as an erasure does (`personal_erased_at`, no erasure id), a
+ * batch per transaction; on PostgreSQL a proposal a kick holds is left for the next pass.
+ */
+export async function prunePersonal(
+  log: StoreSql,
+  cutoff: Date,
+  now: Date,
+  options: PruneOptions = {},
+): Promise<number> {
+  const size = log.dialect.retentionBatch.proposals;
+  const finals = [...FINAL_STATUSES];
+  const statuses = inList(finals.length, 3);
+  const select = `SELECT nu_proposta FROM proposals WHERE personal_erased_at IS NULL AND updated_at < $1
+    AND (nu_cpf IS NOT NULL OR nu_cnpj_conveniada IS NOT NULL OR no_conveniada IS NOT NULL)
+    AND status IN ${statuses} LIMIT $2${log.dialect.rowLock('NO KEY UPDATE SKIP LOCKED')}`;
+  return walk(options, 'proposals', () =>
+    log.write(async (q) => {
+      const rows = await q.rows<{ nu_proposta: number | string }>(select, [
+        cutoff.toISOString(),
+        size,
+        ...finals,
+      ]);
+      for (const { nu_proposta } of rows)
+        await q.run(
+          `UPDATE proposals SET nu_cpf = NULL, nu_cnpj_conveniada = NULL, no_conveniada = NULL,
+             personal_erased_at = $1 WHERE nu_proposta = $2`,
+          [now.toISOString(), nu_proposta],
+        );
+      return { rows: rows.length, done: rows.length < size };
+    }),
+  );
 }
 
 /**

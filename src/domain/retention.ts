@@ -11,6 +11,10 @@ import type { EventStatus } from './event-status';
  *   events keep their bodies: they may still be processed or replayed.
  * - A forwarded message created before the cutoff whose every delivery is `delivered`, with its
  *   deliveries and their attempts. A message still pending or dead somewhere stays whole.
+ * - The personal fields of a proposal (nu_cpf, nu_cnpj_conveniada, no_conveniada) once it has been in
+ *   a final status, unchanged, since before the cutoff (issue 45: their purpose ended). Ids,
+ *   statuses, dates and amounts stay (docs/privacy.md, the legal-hold set); the proposal is marked
+ *   `personal_erased_at`, so no later event brings them back.
  * - In cluster mode, a replica's spool: deliveries relayed and received before the cutoff, and the
  *   events they stored (store/spool.ts; never a row not relayed yet, never the newest row).
  *
@@ -60,8 +64,8 @@ export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
  * answers on the thread that sends them (store/spool.ts `pruneSpoolPaced`).
  */
 export const RETENTION_BATCH = {
-  sqlite: { bodies: 2000, messages: 500 },
-  postgres: { bodies: 1000, messages: 250 },
+  sqlite: { bodies: 2000, messages: 500, proposals: 500 },
+  postgres: { bodies: 1000, messages: 250, proposals: 250 },
   /** `prune` walks a spool back to back; a running replica a batch per turn of its event loop. */
   spool: { command: 2000, replica: 500 },
 } as const;
@@ -97,6 +101,8 @@ export function spoolDeliveryOwnsEvent(outcome: string, eventId: number | null):
 export interface PruneSummary {
   pruned: number;
   forwarded: number;
+  /** Proposals whose personal fields were removed. */
+  anonymised: number;
   cutoff: string;
 }
 
@@ -116,6 +122,7 @@ export interface SpoolPruneStep extends SpoolPruneSummary {
 export const RETENTION_LOG = {
   bodies: 'retention: removed bodies of old finished events',
   forwarded: 'retention: removed old messages delivered everywhere',
+  anonymised: 'retention: removed the personal data of proposals final for longer than RETENTION_DAYS',
   spool: 'retention: removed relayed rows from the spool',
 } as const;
 
@@ -124,7 +131,7 @@ export const RETENTION_LOG = {
  * `fields` is what every line carries: `retention_days`, and `replica` in cluster mode.
  */
 export function retentionLog(
-  removed: { pruned?: number; forwarded?: number; spool?: SpoolPruneSummary },
+  removed: { pruned?: number; forwarded?: number; anonymised?: number; spool?: SpoolPruneSummary },
   fields: Readonly<Record<string, unknown>>,
 ): { fields: Record<string, unknown>; message: string }[] {
   const lines: { fields: Record<string, unknown>; message: string }[] = [];
@@ -132,6 +139,8 @@ export function retentionLog(
     lines.push({ fields: { pruned: removed.pruned, ...fields }, message: RETENTION_LOG.bodies });
   if (removed.forwarded)
     lines.push({ fields: { forwarded: removed.forwarded, ...fields }, message: RETENTION_LOG.forwarded });
+  if (removed.anonymised)
+    lines.push({ fields: { anonymised: removed.anonymised, ...fields }, message: RETENTION_LOG.anonymised });
   const spool = removed.spool;
   if (spool && (spool.deliveries > 0 || spool.events > 0))
     lines.push({ fields: { ...spool, ...fields }, message: RETENTION_LOG.spool });

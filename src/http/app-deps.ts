@@ -27,7 +27,9 @@ export interface AppDeps {
      * The console (contract §9): VIEWER_TOKEN, CONSOLE_SESSION_TTL, and the silence alarm's
      * threshold it shows. @default no viewer token, 8 h, silence alarm off
      */
-    Partial<Pick<Config, 'viewerToken' | 'consoleSessionTtlMs' | 'deliverySilenceAlarmMs'>> &
+    Partial<
+      Pick<Config, 'viewerToken' | 'consoleSessionTtlMs' | 'deliverySilenceAlarmMs' | 'retentionDays'>
+    > &
     /** The console's sign-in through the identity provider (OIDC_*). @default null (tokens only) */
     Partial<Pick<Config, 'oidc'>>;
   /** The local SQLite file (the store in SQLite mode, the spool in cluster mode): /readyz probes it. */

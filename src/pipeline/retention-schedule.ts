@@ -25,7 +25,7 @@ export type RetentionPass = (run: {
   cutoff: Date;
   now: Date;
   shouldStop(): boolean;
-  removed: { pruned: number; forwarded: number; spool: SpoolPruneSummary };
+  removed: { pruned: number; forwarded: number; anonymised: number; spool: SpoolPruneSummary };
 }) => Promise<unknown>;
 
 export interface RetentionScheduleOptions {
@@ -72,7 +72,7 @@ export function scheduleRetention(pass: RetentionPass, options: RetentionSchedul
   const run = async () => {
     if (running || stopped) return;
     running = true;
-    const removed = { pruned: 0, forwarded: 0, spool: { deliveries: 0, events: 0 } };
+    const removed = { pruned: 0, forwarded: 0, anonymised: 0, spool: { deliveries: 0, events: 0 } };
     const now = clock.now();
     try {
       await pass({ cutoff: retentionCutoff(now, days), now, shouldStop: () => stopped, removed });
@@ -95,12 +95,15 @@ export function scheduleRetention(pass: RetentionPass, options: RetentionSchedul
   };
 }
 
-/** SQLite mode's log: old bodies, then old messages delivered everywhere (core/prune-pass.ts). */
+/** Where each kind of batch of the log's pass is counted. */
+const SUMMED = { bodies: 'pruned', messages: 'forwarded', proposals: 'anonymised' } as const;
+
+/** SQLite mode's log: old bodies, old messages delivered everywhere, old proposals' personal data. */
 export function storePass(log: StoreSql): RetentionPass {
   return ({ cutoff, now, shouldStop, removed }) =>
     prunePass(log, cutoff, now, {
       shouldStop,
-      onBatch: (b) => void (removed[b.kind === 'bodies' ? 'pruned' : 'forwarded'] += b.rows),
+      onBatch: (b) => void (removed[SUMMED[b.kind as keyof typeof SUMMED]] += b.rows),
     });
 }
 

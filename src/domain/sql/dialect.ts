@@ -100,7 +100,7 @@ export interface Dialect {
   /** Whether replicas relay their spools to this store (`relay_spools`). */
   readonly relaysSpools: boolean;
   /** Rows a retention batch looks at (domain/retention.ts). */
-  readonly retentionBatch: { readonly bodies: number; readonly messages: number };
+  readonly retentionBatch: { readonly bodies: number; readonly messages: number; readonly proposals: number };
 }
 
 /** The row locks src/core/ takes. */

@@ -47,6 +47,8 @@ export interface ConsoleDeps {
    * is set (main.ts). Off, the pages say so instead of "being polled" and a "next poll" that never comes.
    */
   registryPolling: boolean;
+  /** RETENTION_DAYS; null: unset, personal data kept for good (the overview says so, issue 45). */
+  retentionDays: number | null;
   /** Answers first (issue 23): whether background work waits for the answers; undefined: not known. */
   overload: (() => OverloadSnapshot) | undefined;
 }
@@ -100,5 +102,6 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     stuckAfter: config.stuckAfter ?? DEFAULT_STUCK_AFTER,
     destinations: deps.forwarding?.destinations ?? [],
     registryPolling: deps.serviceClient !== undefined && deps.serviceClient !== null,
+    retentionDays: config.retentionDays ?? null,
   };
 }

@@ -62,6 +62,8 @@ export interface OverviewData {
   relay: RelayData | null;
   /** Answers first (issue 23): this process's deferral of background work; null when not known. */
   overload: OverloadSnapshot | null;
+  /** RETENTION_DAYS; null: unset. */
+  retentionDays: number | null;
 }
 
 export interface RelayData {
@@ -104,6 +106,7 @@ export async function loadOverview(d: ConsoleDeps, now: Date): Promise<OverviewD
     stuck,
     destinations: f.destinations,
     pollingOff: d.registryPolling ? null : POLLING_OFF_SHORT,
+    retentionDays: d.retentionDays,
     relay:
       d.relay === undefined
         ? null
@@ -388,6 +391,15 @@ function overloadBlock(o: OverloadSnapshot): SafeHtml {
 }
 // ---- end of Overload -------------------------------------------------------------------------
 
+/** Without RETENTION_DAYS, personal data stays for good: said where operators look (issue 45). */
+function retentionNote(days: number | null): SafeHtml | string {
+  if (days !== null) return '';
+  return html`<p class="note retention-off">
+    RETENTION_DAYS is not set: the bodies of finished events, delivered messages and the CPF, employer and
+    CNPJ of final proposals are kept for good (docs/privacy.md).
+  </p>`;
+}
+
 export function renderOverview(data: OverviewData, ctx: PageContext): string {
   const { hourly, daily } = deliveryBars(data.hours, data.now);
   const behind =
@@ -408,7 +420,7 @@ export function renderOverview(data: OverviewData, ctx: PageContext): string {
       <a href="/console/deliveries?outcome=storage_unavailable">503s</a>
     </p>
     <h2>Processing</h2>
-    ${backlogCards(data)}${
+    ${backlogCards(data)}${retentionNote(data.retentionDays)}${
       data.relay === null
         ? ''
         : html`<h2>Relay (cluster mode)</h2>
