@@ -43,7 +43,7 @@ CREATE TABLE sharing_ledger (
   channel         text        NOT NULL CHECK (channel IN ('destination', 'feed')),
   webhook_id      text        NOT NULL,
   type            text        NOT NULL,
-  nu_proposta     bigint,
+  nu_proposta     text, -- text, as forward_messages.nu_proposta (0001's note)
   request_id      text,
   first_sent_at   timestamptz NOT NULL,
   acknowledged_at timestamptz,
