@@ -299,9 +299,11 @@ async function finish(
     summary.notified = destinations;
     if (id !== undefined && destinations.length > 0) await wake.inWrite?.(q);
   }
-  await q.run('UPDATE erasures SET completed_at = $1, summary = $2 WHERE erasure_id = $3', [
-    at,
-    JSON.stringify(summary),
-    r.erasureId,
-  ]);
+  // The first completion's summary stands: running the erasure again (it is idempotent) finds nothing
+  // left, and would otherwise write zeros over what each place lost.
+  await q.run(
+    `UPDATE erasures SET summary = CASE WHEN completed_at IS NULL THEN $2 ELSE summary END,
+       completed_at = coalesce(completed_at, $1) WHERE erasure_id = $3`,
+    [at, JSON.stringify(summary), r.erasureId],
+  );
 }

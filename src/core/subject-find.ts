@@ -125,7 +125,7 @@ export async function subjectHoldings(q: StoreQuery, hash: string): Promise<Subj
      FROM averbacoes WHERE nu_proposta = $1`,
     nus.map((nu) => q.dialect.storedNu(nu)),
     (a) => a.request_id,
-  );
+  ).then((rows) => rows.map((a) => ({ ...a, nu_proposta: q.dialect.logNu(a.nu_proposta) })));
   const requests = averbacoes.map((a) => a.request_id);
   const events = await linked<EventHeld>(q, 'events', EVENT_COLUMNS, nus, requests, hash);
   const messages = await linked<MessageHeld>(q, 'forward_messages', MESSAGE_COLUMNS, nus, requests);

@@ -22,7 +22,7 @@ export const SUBJECT_KEY_NAME = 'subject-hash';
 /** The marker an erased value is replaced by (Portuguese, as the data it replaces). */
 export const ERASED = '[apagado]';
 
-/** A person's hash under `key` (base64url, 43 characters), from a CPF in any of its forms. */
+/** A person's hash under `key` (base64url, 43 characters), from the 11 digits of their CPF. */
 export function subjectHash(key: Buffer, cpf: string): string {
   return createHmac('sha256', key).update(`cpf:${cpf}`).digest('base64url');
 }
@@ -102,15 +102,22 @@ export function eraseFromText(text: string, isSubject: (cpf: string) => boolean)
   return JSON.stringify(eraseFromValue(parsed, isSubject));
 }
 
+/** A CPF written in a text or a value: valid check digits (so a plain number is no CPF), and theirs. */
+function isTheirs(digits: string, isSubject: (cpf: string) => boolean): boolean {
+  return isValidCpf(digits) && isSubject(digits);
+}
+
 function eraseCpfsIn(text: string, isSubject: (cpf: string) => boolean): string {
-  return text.replace(CPF_IN_TEXT, (match) => (isSubject(match.replace(/\D/g, '')) ? ERASED : match));
+  return text.replace(CPF_IN_TEXT, (match) =>
+    isTheirs(match.replace(/\D/g, ''), isSubject) ? ERASED : match,
+  );
 }
 
 function eraseFromValue(value: unknown, isSubject: (cpf: string) => boolean): unknown {
   if (typeof value === 'string') return eraseCpfsIn(value, isSubject);
   if (typeof value === 'number') {
     const cpf = normalizeCpf(value);
-    return cpf !== null && isSubject(cpf) ? ERASED : value;
+    return cpf !== null && isTheirs(cpf, isSubject) ? ERASED : value;
   }
   if (Array.isArray(value)) return value.map((v) => eraseFromValue(v, isSubject));
   if (!isObject(value)) return value;

@@ -120,7 +120,7 @@ it('refuses a database with migrations this code does not know', () => {
   db.close();
   expectOneLineError(runCli(['migrate'], env()), 1, /migration\(s\) 9999 that this version does not know/);
   expectOneLineError(
-    runCli(['serve'], { ...env(), WEBHOOK_SECRETS: 'cli-test-secret-0123456789' }),
+    runCli(['serve'], { ...env(), WEBHOOK_SECRETS: 'cli-test-secret-0123456789', RETENTION_DAYS: '30' }),
     1,
     /9999/,
   );

@@ -351,7 +351,7 @@ const DRIVERS: Driver[] = [
         },
       };
     },
-    knownWrong: [ERASE_AGAIN, LATE_EVENT_NUMBERS],
+    knownWrong: [],
   },
   {
     name: 'PostgreSQL',
@@ -427,7 +427,7 @@ const DRIVERS: Driver[] = [
         close: () => pool.end(),
       };
     },
-    knownWrong: [ERASE_AGAIN, LATE_EVENT_NUMBERS, FIND_SHAPE],
+    knownWrong: [],
   },
 ];
 

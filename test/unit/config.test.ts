@@ -15,6 +15,9 @@ function error(env: Record<string, string>, requireSecrets = true): ConfigError 
   throw new Error('expected a ConfigError');
 }
 
+
+/** A retention set, so that the warning of its absence does not mix with the one a test looks at. */
+const KEEPS = { RETENTION_DAYS: '30' };
 describe('loadConfig', () => {
   it('applies contract §3 defaults', () => {
     const c = loadConfig({ WEBHOOK_SECRETS: 's1' }, { requireSecrets: true });
@@ -39,10 +42,17 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('RETENTION_DAYS unset: startup is told that personal data is kept for good (issue 45)', () => {
+    expect(loadConfig({}).warnings).toEqual([
+      'RETENTION_DAYS is not set: the bodies of finished events, delivered messages and the CPF, employer and CNPJ of final proposals are kept for good; set it to the days your obligations require (docs/privacy.md)',
+    ]);
+    expect(loadConfig(KEEPS).warnings).toEqual([]);
+  });
+
   it('QUEUE_CONCURRENCY does nothing, so it is accepted whatever its value and named as ignored', () => {
-    expect(loadConfig({}).warnings).toEqual([]);
+    expect(loadConfig(KEEPS).warnings).toEqual([]);
     for (const value of ['4', '0', 'many']) {
-      const c = loadConfig({ QUEUE_CONCURRENCY: value });
+      const c = loadConfig({ ...KEEPS, QUEUE_CONCURRENCY: value });
       expect(c.warnings).toHaveLength(1);
       expect(c.warnings[0]).toMatch(/^QUEUE_CONCURRENCY is ignored: the pipeline runs one turn at a time/);
       expect(c).not.toHaveProperty('queueConcurrency');
@@ -61,7 +71,7 @@ describe('loadConfig', () => {
     ['WEBHOOK_SECRET', '0123456789abcde', [[1, 1, 15]]],
     ['WEBHOOK_SECRETS', '0123456789abcdef', []],
   ])('%s=%j: each secret under 16 characters is named in a warning, never shown', (name, value, expected) => {
-    const { warnings } = loadConfig({ [name]: value }, { requireSecrets: true });
+    const { warnings } = loadConfig({ ...KEEPS, [name]: value }, { requireSecrets: true });
     expect(warnings).toEqual(
       expected.map(
         ([i, of, length]) =>
@@ -84,6 +94,7 @@ describe('loadConfig', () => {
     });
     const { warnings } = loadConfig(
       {
+        ...KEEPS,
         FORWARD_URL: 'https://lender.example/hook',
         FORWARD_SECRET: 'Zx8q',
         DESTINATIONS_FILE: '/etc/d.json',
@@ -346,7 +357,7 @@ describe('OpenID Connect sign-in (issue 34)', () => {
   });
 
   it('names CONSOLE_BREAK_GLASS as ignored without an identity provider', () => {
-    expect(loadConfig({ CONSOLE_BREAK_GLASS: 'true' }).warnings).toEqual([
+    expect(loadConfig({ ...KEEPS, CONSOLE_BREAK_GLASS: 'true' }).warnings).toEqual([
       expect.stringMatching(/^CONSOLE_BREAK_GLASS is ignored: OIDC_ISSUER is not set/),
     ]);
   });

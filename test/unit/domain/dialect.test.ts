@@ -73,6 +73,7 @@ const cases: Case[] = [
   ['batchParams (no rows)', (d) => d.batchParams([], () => []), [], []],
   ['text', (d) => d.text('a\u0000b'), 'a\u0000b', 'ab'],
   ['text (null)', (d) => d.text(null), null, null],
+  ['body', (d) => d.body('{"a":"é"}'), '{"a":"é"}', Buffer.from('{"a":"é"}', 'utf8')],
   ['bytewise', (d) => d.bytewise('status'), 'status', 'status COLLATE "C"'],
   ['unindexed', (d) => d.unindexed('outcome'), '+outcome', 'outcome'],
   [
@@ -198,8 +199,8 @@ const cases: Case[] = [
   [
     'retentionBatch',
     (d) => d.retentionBatch,
-    { bodies: 2000, messages: 500 },
-    { bodies: 1000, messages: 250 },
+    { bodies: 2000, messages: 500, proposals: 500 },
+    { bodies: 1000, messages: 250, proposals: 250 },
   ],
 ];
 

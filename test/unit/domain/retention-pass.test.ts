@@ -40,8 +40,8 @@ describe('the spool and the batches', () => {
 
   it('the batch sizes each store walks with', () => {
     expect(RETENTION_BATCH).toEqual({
-      sqlite: { bodies: 2000, messages: 500 },
-      postgres: { bodies: 1000, messages: 250 },
+      sqlite: { bodies: 2000, messages: 500, proposals: 500 },
+      postgres: { bodies: 1000, messages: 250, proposals: 250 },
       spool: { command: 2000, replica: 500 },
     });
   });

@@ -314,7 +314,7 @@ describe('erasedEvent', () => {
   // about every number normalizeCpf accepts, i.e. every integer from 0 to 99 999 999 999 padded to
   // 11 digits: nu_proposta, vl_emprestimo, qt_parcela become "[apagado]" (the legal-hold set lost,
   // and what later stages read from `dados` with them).
-  it.failing('keeps the numbers that are not CPFs: ids and amounts (the legal-hold set)', () => {
+  it('keeps the numbers that are not CPFs: ids and amounts (the legal-hold set)', () => {
     const raw = JSON.stringify({
       dados: { nu_proposta: 41, vl_emprestimo: 5000, qt_parcela: 84, nu_cpf: A },
     });

@@ -118,8 +118,8 @@ describe('shownForward: the message, the errors and the answers masked', () => {
 });
 
 describe('filters and listings', () => {
-  it("the change feed's types when none are asked: the two a feed reader follows", () => {
-    expect(Admin.FEED_DEFAULT_TYPES).toEqual(['proposal.changed', 'averbacao.result']);
+  it("the change feed's types when none are asked: what a feed reader follows, erasures included", () => {
+    expect(Admin.FEED_DEFAULT_TYPES).toEqual(['proposal.changed', 'averbacao.result', 'subject.erased']);
   });
 
   it.each<[Parameters<typeof isEmptyFilter>[0], boolean]>([

@@ -162,7 +162,7 @@ describe('parseDestinationsFile', () => {
   });
 
   it('names every message type in MESSAGE_TYPES', () => {
-    expect(MESSAGE_TYPES).toEqual(['event.received', 'proposal.changed', 'averbacao.result']);
+    expect(MESSAGE_TYPES).toEqual(['event.received', 'proposal.changed', 'averbacao.result', 'subject.erased']);
   });
 
   const DESTINATION_KEYS =
@@ -347,12 +347,12 @@ describe('parseDestinationsFile', () => {
     [
       'a misspelt type',
       fileWith(1, { types: ['proposal.changed', 'proposal.change'] }),
-      ': destinations[1].types[1]: "proposal.change" matches no message type (event.received, proposal.changed, averbacao.result)',
+      ': destinations[1].types[1]: "proposal.change" matches no message type (event.received, proposal.changed, averbacao.result, subject.erased)',
     ],
     [
       'a type glob matching nothing',
       fileWith(0, { types: ['averbacao.*.x'] }),
-      ': destinations[0].types[0]: "averbacao.*.x" matches no message type (event.received, proposal.changed, averbacao.result)',
+      ': destinations[0].types[0]: "averbacao.*.x" matches no message type (event.received, proposal.changed, averbacao.result, subject.erased)',
     ],
     [
       'an empty type',
