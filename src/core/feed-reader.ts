@@ -59,3 +59,23 @@ export function feedReader(log: StoreSql) {
       return { messages, lastId: Math.max(afterId, rows[0]?.newest ?? 0) };
     });
 }
+
+/**
+ * The messages of a page the change feed served, in the ledger of sharing (issue 45): the feed's
+ * reader (`recipient`: `feed`, or a command's name) was sent them. Once per message and reader.
+ */
+export function feedSharing(log: StoreSql) {
+  return (ids: readonly number[], recipient: string, at: string): Promise<number> =>
+    ids.length === 0
+      ? Promise.resolve(0)
+      : log.write((q) =>
+          q.run(
+            `INSERT INTO sharing_ledger (recipient, channel, webhook_id, type, nu_proposta, request_id,
+               first_sent_at, acknowledged_at)
+             SELECT $1, 'feed', webhook_id, type, nu_proposta, request_id, $2, $2 FROM forward_messages
+             WHERE ${q.dialect.inIds('id', '$3')} AND type <> 'subject.erased'
+             ON CONFLICT (recipient, webhook_id) DO NOTHING`,
+            [recipient, at, q.dialect.idList(ids)],
+          ),
+        );
+}

@@ -20,7 +20,7 @@ import {
   proposalStory,
 } from './console-reads';
 import { consoleAudit, consoleSessions, endSessionsAudited, signInFailures } from './console-session-queries';
-import { feedReader } from './feed-reader';
+import { feedReader, feedSharing } from './feed-reader';
 import { forwardAdmin, type SenderWake } from './forward-admin';
 import { type StoreFigures, storeFigures, storeReads } from './store-reads';
 import { latestProposals, proposalPage, stuckProposals } from './proposal-lists';
@@ -129,6 +129,8 @@ export function adminStore(port: StorePort<StoreQuery>) {
     forwards: forwardAdmin(port.sql, port.senderWake),
     /** A page of the change feed. */
     feed: feedReader(port.sql),
+    /** The ledger of sharing's rows for a page the feed served (issue 45). */
+    feedShared: feedSharing(port.sql),
     /** The people in the data (issue 45): their index, find, export and erasure. */
     subjects: subjectsOf(port),
   };

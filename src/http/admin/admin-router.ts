@@ -29,7 +29,7 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(averbacaoWriteRoutes(deps, log));
   router.use(deliveryRoutes(log));
   router.use(forwardRoutes(deps, log.forwards, audited));
-  router.use(feedRoutes(deps, log.feed, adminReadAudit(deps, 'feed_read')));
+  router.use(feedRoutes(deps, log.feed, adminReadAudit(deps, 'feed_read'), log.feedShared));
   if (deps.relay !== undefined) router.use(storeUnavailableAs503);
   return router;
 }

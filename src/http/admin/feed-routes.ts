@@ -6,6 +6,7 @@ import { FEED_DEFAULT_TYPES, isMessageType } from '../../domain/forwarding/admin
 import type { FeedPage } from '../../domain/forwarding/messages';
 import type { AppDeps } from '../app-deps';
 import { type FeedReader, FeedWaiters } from './feed-waiters';
+import type { AdminStore } from '../../core/store-port';
 import { HttpError } from '../errors';
 import { integerParam, textParam } from './params';
 import type { ReadAudit } from './read-audit';
@@ -47,6 +48,7 @@ export function feedRoutes(
   deps: Pick<AppDeps, 'clock' | 'forwarding'>,
   readPage: FeedReader,
   audited: ReadAudit,
+  shared: AdminStore['feedShared'] = async () => 0,
 ): Router {
   // Without the composition root's waiters (tests, a bare app) nothing notifies: the 500 ms
   // re-check alone finds new messages.
@@ -67,6 +69,12 @@ export function feedRoutes(
       target: 'feed',
       served: { limit: query.limit, messages: page.messages.length },
     });
+    // Who was sent what (LGPD art. 18 VII): before the answer, like the audit row.
+    await shared(
+      page.messages.map((m) => m.id),
+      'feed',
+      deps.clock.now().toISOString(),
+    );
     // The bodies are spliced in as the JSON text they are stored as: no parse and re-serialise
     // of every message on the way out (bodyFor parses only to mask the CPF).
     const messages = page.messages.map((m) => bodyFor(m.body, fullCpf)).join(',');
