@@ -32,7 +32,8 @@ export function subjectHash(key: Buffer, cpf: string): string {
  * why not: the check digits must hold, so a typo cannot erase (or find) someone else.
  */
 export function parseSubjectCpf(input: string): { cpf: string } | { error: string } {
-  const digits = cpfDigits(input.trim());
+  // cpfDigits drops blanks with the punctuation.
+  const digits = cpfDigits(input);
   if (digits === null) return { error: 'expected a CPF: 11 digits, or 000.000.000-00' };
   if (!isValidCpf(digits)) return { error: 'not a valid CPF (its check digits do not match)' };
   return { cpf: digits };
@@ -59,7 +60,7 @@ export function cpfsInText(text: string): string[] {
 export function bodySubject(text: string): string | null {
   const parsed = parseJsonOrUndefined(text);
   const named = normalizeCpf(own(own(parsed, 'dados'), 'nu_cpf'));
-  if (named !== null && isValidCpf(named)) return named;
+  if (isValidCpf(named)) return named;
   return cpfsInText(text)[0] ?? null;
 }
 

@@ -186,6 +186,10 @@ describe('PERSONAL_KEYS', () => {
 });
 
 describe('eraseFromText', () => {
+  it('writes the documented marker, in Portuguese as the data it replaces (docs/privacy.md)', () => {
+    expect(eraseFromText(JSON.stringify({ ref: A }), isA)).toBe('{"ref":"[apagado]"}');
+  });
+
   const isA = subjectMatcher(KEY, subjectHash(KEY, A));
   const isZ = subjectMatcher(KEY, subjectHash(KEY, Z));
   const json = (value: unknown) => JSON.stringify(value);
