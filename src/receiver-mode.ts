@@ -37,7 +37,7 @@ import { processingLease } from './store/processing-lease';
 import { sqliteStoreSql } from './store/sqlite-store-sql';
 import { sqliteStorePort } from './store/sqlite-port';
 import { adminStore } from './core/store-port';
-import { reapplyJournal } from './subject-places';
+import { reapplyJournal, subjectsOnServer } from './subject-places';
 import { openSpool, type Spool } from './store/spool';
 import { modeNoticeMessage } from './store/file-mode';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
@@ -120,7 +120,14 @@ export interface ModeParts {
   /** What the HTTP server shows that differs: processing, readiness, the logs, the shared gauges. */
   readonly http: Pick<
     AppDeps,
-    'isProcessing' | 'readiness' | 'storePort' | 'relay' | 'sharedGauges' | 'inFlight' | 'pipeline'
+    | 'isProcessing'
+    | 'readiness'
+    | 'storePort'
+    | 'relay'
+    | 'sharedGauges'
+    | 'inFlight'
+    | 'pipeline'
+    | 'subjects'
   >;
   /** Makes the sender look at once, after a replay, a backfill or a resume (SQLite mode's log). */
   nudgeSender(): void;
@@ -183,6 +190,12 @@ function composeSqlite(
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`; // in the processing lease
   const processing = buildProcessing(config, options, file, { ...shared, holder });
   const leadership = buildLeadership(config, options.logger, file.store, { ...shared, holder, processing });
+  // The store the admin API and the console use: a replay makes the pipeline look at once, a
+  // write to the forwarding tables wakes the sender's thread.
+  const storePort = sqliteStorePort(file.store, {
+    sweep: () => processing.pipeline.sweep(),
+    nudge: () => processing.sender.nudge(),
+  });
   return {
     cluster: null,
     sqlite: { ...processing, leadership },
@@ -198,12 +211,9 @@ function composeSqlite(
     http: {
       isProcessing: () => leadership.isHolder,
       pipeline: processing.pipeline,
-      // The store the admin API and the console use: a replay makes the pipeline look at once, a
-      // write to the forwarding tables wakes the sender's thread.
-      storePort: sqliteStorePort(file.store, {
-        sweep: () => processing.pipeline.sweep(),
-        nudge: () => processing.sender.nudge(),
-      }),
+      storePort,
+      // One person's data (issue 45): the file, its backups and the erasure journal beside it.
+      subjects: subjectsOnServer(config, storePort, null),
     },
     nudgeSender: () => processing.sender.nudge(),
     // Stops processing (waiting for the running turn), then hands the lease to a standby.
@@ -312,7 +322,7 @@ function openCluster(config: Config, cluster: ClusterConfig, options: StartOptio
   return {
     store,
     gauges: { forwardingGauges: () => forwarding.gauges, relayBacklog: () => spool.backlog() },
-    compose: (shared) => composeCluster(config, cluster, options, { spool, forwarding, shared }),
+    compose: (shared) => composeCluster(config, cluster, options, { store, spool, forwarding, shared }),
     close: () => {
       store.close();
       spoolLock?.release();
@@ -324,9 +334,9 @@ function composeCluster(
   config: Config,
   cluster: ClusterConfig,
   options: StartOptions,
-  deps: { spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
+  deps: { store: Store; spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
 ): ModeParts {
-  const { spool, forwarding, shared } = deps;
+  const { store, spool, forwarding, shared } = deps;
   const { metrics } = shared;
   // The overload line's backlog: what this replica's spool holds for the relay.
   shared.answers.backlogFrom(() => ({ spool: spool.backlog().count }));
@@ -359,6 +369,8 @@ function composeCluster(
       readiness: () => node.readiness(),
       // The admin API and the console on PostgreSQL; the console's overview shows this replica's relay.
       storePort: node.storePort,
+      // One person's data (issue 45): PostgreSQL's log, and this replica's spool.
+      subjects: subjectsOnServer(config, node.storePort, sqliteStorePort(store)),
       relay: spool,
       sharedGauges: (cutoffs) => {
         // A replica processes once connected with its kick workers: an ingest-only one

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import type { Config } from './config';
-import type { ScrubOutcome, SubjectStore } from './core/store-port';
+import type { StorePort, SubjectStore } from './core/store-port';
 import { adminStore } from './core/store-port';
-import type { ErasureSummary } from './core/subject-erase';
 import type { SubjectHoldings } from './core/subject-find';
+import type { PlaceReport, SubjectReport, SubjectRun, SubjectService } from './core/subject-report';
+import type { StoreQuery } from './domain/sql/store-sql';
 import type { AuditAction } from './domain/console';
 import { subjectHash } from './domain/subject';
 import { withCommandStore } from './open-store';
@@ -17,46 +18,12 @@ import { appendJournal, journalPath, keyCheck, readJournal } from './store/subje
  * SQLite file, or PostgreSQL with DATABASE_URL), the spool beside a replica (cluster mode: the file
  * at DATABASE_PATH), the backups `backup` made (SQLite mode), and the erasure journal. The rules
  * are core/subject-*.ts's, run on each place's port; each place hashes the CPF under its own key
- * (a backup older than the key has another), which the command can, holding the CPF.
+ * (a backup older than the key has another), which the command can, holding the CPF. The command
+ * ({@link subjectEverywhere}) opens its own store; a running server ({@link subjectsOnServer}) uses
+ * the ports it has; both go through {@link subjectOnPort} and the same backup and journal steps.
  */
 
-export interface SubjectRun {
-  action: 'find' | 'export' | 'erase';
-  /** 11 digits, check digits verified (domain/subject.ts parseSubjectCpf). */
-  cpf: string;
-  /** Erase: why (recorded with the erasure and in the audit). */
-  reason?: string;
-  /** Who asked: recorded in the audit and the erasure. */
-  by: string;
-  /** Erase: rewrite the files (VACUUM) when the raw scan still finds copies. */
-  vacuum: boolean;
-  erasureId?: string;
-  now: Date;
-}
-
-/** What one place holds, and (erase) what it lost. */
-export interface PlaceReport {
-  /** The log's name, or a file's path. */
-  place: string;
-  hash: string;
-  /** Which key the hash is under (store/subject-journal.ts keyCheck). */
-  keyCheck: string;
-  holdings: SubjectHoldings;
-  /** Copies of the CPF in the file's raw bytes (SQLite files); null for PostgreSQL. */
-  rawCopies: number | null;
-  erasure?: ErasureSummary;
-  scrub?: ScrubOutcome;
-  /** After the erasure: what is left (the legal-hold set). */
-  after?: SubjectHoldings;
-}
-
-export interface SubjectReport {
-  log: PlaceReport;
-  spool: PlaceReport | null;
-  backups: (PlaceReport | { place: string; missing: true })[];
-  /** The journal appended to (SQLite mode, erase). */
-  journal: string | null;
-}
+export type { PlaceReport, SubjectReport, SubjectRun } from './core/subject-report';
 
 /** The text forms the raw scans look for: 11 digits, and 000.000.000-00. */
 export const cpfForms = (cpf: string): string[] => [
@@ -70,36 +37,78 @@ const AUDIT: Record<SubjectRun['action'], AuditAction> = {
   erase: 'subject_erase',
 };
 
+/** `subject find|export|erase` (the command): the log it opens, the spool beside it, the backups. */
 export async function subjectEverywhere(config: Config, run: SubjectRun): Promise<SubjectReport> {
   const cluster = Boolean(config.cluster);
   const { log, backups } = await withCommandStore(
     config,
     { access: 'write', command: 'subject', spool: run.action === 'erase' },
     async (store) => ({
-      log: await onPlace(store.subjects, store.name, run, {
-        files: cluster ? [] : [config.databasePath],
-        log: true,
-      }),
+      log: await subjectOnPort(store.subjects, store.name, run, logWhere(config)),
       backups: cluster ? [] : await store.subjects.backups(),
     }),
   );
   // A replica's spool is live (it answers deliveries): rewritten only when asked, like the log.
   const spool =
     cluster && existsSync(config.databasePath) ? await onFile(config.databasePath, run, true) : null;
+  return { log, spool, backups: await backupPlaces(backups, run), journal: journalled(config, run, log) };
+}
+
+/**
+ * The same on a running server (`/admin/subjects/*`, `/console/subjects`), on the ports it already
+ * has: the log (the SQLite file, or PostgreSQL in cluster mode), this replica's spool (cluster mode,
+ * the file it holds open), the backups `backup` recorded in a SQLite log, and the journal beside it.
+ */
+export function subjectsOnServer(
+  config: Config,
+  log: StorePort<StoreQuery>,
+  spool: StorePort<StoreQuery> | null,
+): SubjectService {
+  const subjects = adminStore(log).subjects;
+  const spoolSubjects = spool === null ? null : adminStore(spool).subjects;
+  const cluster = Boolean(config.cluster);
+  return async (run) => {
+    const logPlace = await subjectOnPort(subjects, log.name, run, logWhere(config));
+    const spoolPlace =
+      spool === null || spoolSubjects === null
+        ? null
+        : await subjectOnPort(spoolSubjects, spool.name, run, { files: [spool.name], log: false });
+    const backups = cluster ? [] : await subjects.backups();
+    return {
+      log: logPlace,
+      spool: spoolPlace,
+      backups: await backupPlaces(backups, run),
+      journal: journalled(config, run, logPlace),
+    };
+  };
+}
+
+/** Where the log's bytes are searched: the SQLite file (SQLite mode); nowhere on PostgreSQL. */
+function logWhere(config: Config): { files: readonly string[]; log: boolean } {
+  return { files: config.cluster ? [] : [config.databasePath], log: true };
+}
+
+/** Each backup `backup` recorded: the person on it, or that it is gone. */
+async function backupPlaces(backups: readonly { path: string }[], run: SubjectRun) {
   const copies: SubjectReport['backups'] = [];
   for (const { path } of backups)
     copies.push(existsSync(path) ? await onFile(path, run, false) : { place: path, missing: true });
-  let journal: string | null = null;
-  if (!cluster && log.erasure !== undefined) {
-    journal = journalPath(config.databasePath);
-    appendJournal(config.databasePath, {
-      erasure_id: log.erasure.erasure_id,
-      subject_hash: log.hash,
-      requested_at: run.now.toISOString(),
-      key_check: log.keyCheck,
-    });
-  }
-  return { log, spool, backups: copies, journal };
+  return copies;
+}
+
+/**
+ * An erasure of a SQLite log, appended to the journal beside it (a restored copy of the log erases
+ * it again, {@link reapplyJournal}); the journal's path, or null when nothing was appended.
+ */
+function journalled(config: Config, run: SubjectRun, log: PlaceReport): string | null {
+  if (config.cluster || log.erasure === undefined) return null;
+  appendJournal(config.databasePath, {
+    erasure_id: log.erasure.erasure_id,
+    subject_hash: log.hash,
+    requested_at: run.now.toISOString(),
+    key_check: log.keyCheck,
+  });
+  return journalPath(config.databasePath);
 }
 
 /** The person on one SQLite file other than the log: a spool (`live`), a backup. */
@@ -108,7 +117,7 @@ async function onFile(path: string, run: SubjectRun, live: boolean): Promise<Pla
   try {
     const subjects = adminStore(sqliteStorePort(store)).subjects;
     // A backup is read by no one: rewriting it costs no answer.
-    return await onPlace(subjects, path, live ? run : { ...run, vacuum: true }, {
+    return await subjectOnPort(subjects, path, live ? run : { ...run, vacuum: true }, {
       files: [path],
       log: false,
     });
@@ -117,7 +126,12 @@ async function onFile(path: string, run: SubjectRun, live: boolean): Promise<Pla
   }
 }
 
-async function onPlace(
+/**
+ * The person on one place, through its port's subject calls: the index brought up to date, what it
+ * holds, the audit row (the log only), and for an erasure the erasure, the scrub and what is left.
+ * `where.files`: the SQLite files whose raw bytes are searched for the CPF (none for PostgreSQL).
+ */
+export async function subjectOnPort(
   subjects: SubjectStore,
   place: string,
   run: SubjectRun,
@@ -153,8 +167,8 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
   return {
     at: run.now.toISOString(),
     role: 'admin' as const,
-    session: null,
-    person: run.by,
+    session: run.audit?.session ?? null,
+    person: run.audit === undefined ? run.by : run.audit.person,
     action: AUDIT[run.action],
     target: run.erasureId ?? `subject:${hash.slice(0, 12)}`,
     detail: {
@@ -162,7 +176,7 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
       proposals: h.proposals.length,
       events: h.events.length,
     },
-    ip: null,
+    ip: run.audit?.ip ?? null,
   };
 }
 

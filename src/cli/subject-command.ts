@@ -6,8 +6,14 @@ import type { Config } from '../config';
 import { UsageError } from '../domain/errors';
 import { maskCpf } from '../domain/privacy';
 import { erasureId, parseSubjectCpf } from '../domain/subject';
-import { subjectExport } from '../core/subject-export';
-import { type PlaceReport, type SubjectReport, subjectEverywhere } from '../subject-places';
+import {
+  countsOf,
+  type PlaceReport,
+  type SubjectReport,
+  subjectExportOf,
+  subjectJson,
+} from '../core/subject-report';
+import { subjectEverywhere } from '../subject-places';
 import type { Output } from './log-commands';
 
 /**
@@ -58,7 +64,7 @@ export async function subjectCommand(
     now: new Date(),
   });
   if (action === 'export') return exportTo(report, cpf, opts, io);
-  if (opts.json) return io.out(JSON.stringify(jsonOf(report, action)));
+  if (opts.json) return io.out(JSON.stringify(subjectJson(report, action)));
   for (const line of linesOf(report, cpf)) io.out(line);
 }
 
@@ -90,49 +96,10 @@ async function confirm(
 }
 
 function exportTo(report: SubjectReport, cpf: string, opts: SubjectOptions, io: Output): void {
-  const places = [report.log, ...(report.spool === null ? [] : [report.spool])];
-  for (const b of report.backups) if (!('missing' in b)) places.push(b);
-  const text = `${JSON.stringify(subjectExport(cpf, places, new Date().toISOString()), null, 2)}\n`;
+  const text = `${JSON.stringify(subjectExportOf(report, cpf, new Date().toISOString()), null, 2)}\n`;
   if (opts.out === undefined) return io.out(text.trimEnd());
   writeFileSync(opts.out, text, { mode: 0o600 });
   io.out(`wrote ${opts.out}: everything held about ${maskCpf(cpf)} (mode 0600: it holds their data in full)`);
-}
-
-/** Counts per place of one {@link PlaceReport}, as `find` shows them. */
-export function countsOf(p: PlaceReport) {
-  const h = p.after ?? p.holdings;
-  return {
-    proposals: h.proposals.length,
-    proposals_with_personal_data: h.proposals.filter((r) => r.nu_cpf !== null).length,
-    events: h.events.length,
-    events_with_body: h.events.filter((e) => e.body !== null).length,
-    averbacoes: h.averbacoes.length,
-    messages: h.messages.length,
-    deliveries: h.deliveries.length,
-    recipients: [...new Set(h.sharing.map((s) => `${s.channel}:${s.recipient}`))].sort(),
-    erasures: h.erasures.map((e) => e.erasure_id),
-    notices: h.notices.map((n) => ({
-      erasure_id: n.erasure_id,
-      destination: n.destination,
-      status: n.status,
-    })),
-    raw_copies: p.rawCopies,
-  };
-}
-
-function jsonOf(report: SubjectReport, action: string) {
-  const place = (p: PlaceReport) => ({
-    place: p.place,
-    ...countsOf(p),
-    ...(p.erasure === undefined ? {} : { erasure: p.erasure, scrub: p.scrub }),
-  });
-  return {
-    action,
-    log: place(report.log),
-    spool: report.spool && place(report.spool),
-    backups: report.backups.map((b) => ('missing' in b ? b : place(b))),
-    journal: report.journal,
-  };
 }
 
 function linesOf(report: SubjectReport, cpf: string): string[] {

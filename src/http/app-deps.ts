@@ -6,6 +6,7 @@ import type { Destination } from '../domain/forwarding/destinations';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
 import type { StorePort } from '../core/store-port';
+import type { SubjectService } from '../core/subject-report';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
@@ -78,6 +79,13 @@ export interface AppDeps {
    * @default undefined (SQLite mode)
    */
   relay?: ConsoleRelay | undefined;
+  /**
+   * One person's data (issue 45, LGPD): find, export and erase them everywhere this process reaches
+   * (src/subject-places.ts `subjectsOnServer`: the log, this replica's spool, the backups and the
+   * erasure journal of a SQLite log), for `/admin/subjects/*` and `/console/subjects`.
+   * @default undefined (those answer 503 `subjects_unavailable`)
+   */
+  subjects?: SubjectService | undefined;
   /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
   sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**

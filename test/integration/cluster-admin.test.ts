@@ -193,6 +193,10 @@ const REFUSALS: { path: string; method?: string; json?: unknown }[] = [
   { path: '/forwards/999999' },
   { path: '/forwards/999999/replay', method: 'POST' },
   { path: '/nope' },
+  { path: '/subjects/find', method: 'POST', json: {} },
+  { path: '/subjects/find', method: 'POST', json: { cpf: '12345678900' } },
+  { path: '/subjects/export', method: 'POST', json: { cpf: 'abc' } },
+  { path: '/subjects/erase', method: 'POST', json: { cpf: '11144477735' } },
 ];
 
 describe('one admin API, two stores', () => {
@@ -276,6 +280,24 @@ describe('one admin API, two stores', () => {
         body: lites.body,
       });
     }
+
+    // One person found alike (issue 45): the same counts in the log; cluster mode adds this
+    // replica's spool, and PostgreSQL has no file whose bytes are searched.
+    const found = {
+      lite: await admin(lite, '/subjects/find', { method: 'POST', json: { cpf: '111.444.777-35' } }),
+      node: await admin(node, '/subjects/find', { method: 'POST', json: { cpf: '111.444.777-35' } }),
+    };
+    const logCounts = (b: { log: Record<string, unknown> }) => ({
+      ...b.log,
+      place: '<place>',
+      raw_copies: '<raw>',
+    });
+    expect(found.node.status).toBe(200);
+    expect(logCounts(found.node.body)).toEqual(logCounts(found.lite.body));
+    expect(found.node.body.log.raw_copies).toBeNull();
+    expect(found.lite.body.log.raw_copies).toBe(0);
+    expect(found.node.body.spool).toMatchObject({ proposals: 0, events: 0 });
+    expect(found.lite.body.spool).toBeNull();
 
     // An event with no handler to run is not replayed, in either store.
     const refused = {

@@ -11,6 +11,7 @@ import { feedRoutes } from './feed-routes';
 import { forwardRoutes } from './forward-routes';
 import { proposalRoutes } from './proposal-routes';
 import { adminReadAudit } from './read-audit';
+import { subjectRoutes } from './subject-routes';
 
 /**
  * `/admin/*`, behind `Authorization: Bearer $ADMIN_TOKEN`, on the store (the SQLite file or, in
@@ -30,6 +31,7 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(deliveryRoutes(log));
   router.use(forwardRoutes(deps, log.forwards, audited));
   router.use(feedRoutes(deps, log.feed, adminReadAudit(deps, 'feed_read'), log.feedShared));
+  router.use(subjectRoutes(deps));
   if (deps.relay !== undefined) router.use(storeUnavailableAs503);
   return router;
 }

@@ -62,7 +62,7 @@ export function adminReadAudit(
         action,
         target: auditTarget(target),
         detail: readDetail(req, served),
-        ip: clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trustProxy),
+        ip: adminAddress(req, trustProxy),
       });
     } catch (err) {
       deps.logger.error(
@@ -72,6 +72,11 @@ export function adminReadAudit(
       throw unauditedAnswer(err);
     }
   };
+}
+
+/** The client's address as the admin API's audit rows keep it (TRUST_PROXY as the webhook routes read it). */
+export function adminAddress(req: Pick<Request, 'socket' | 'headers'>, trustProxy: number): string {
+  return clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trustProxy);
 }
 
 /**

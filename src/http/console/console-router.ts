@@ -19,6 +19,7 @@ import { page } from './layout';
 import { messagePage } from './pages/login-page';
 import { oidcRoutes } from './oidc-routes';
 import { pageRoutes } from './page-routes';
+import { subjectRoutes } from './subject-routes';
 import { LoginThrottle } from './throttle';
 
 /**
@@ -158,6 +159,7 @@ export function consoleRouter(deps: AppDeps): Router {
   router.use(requireCsrf(d));
   logoutRoute(router, d);
   actionRoutes(router, d);
+  subjectRoutes(router, d);
   pageRoutes(router, d);
   router.use((_req: Request, res: Response) => {
     res.status(404).send(

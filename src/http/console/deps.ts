@@ -6,6 +6,7 @@ import { DEFAULT_STUCK_AFTER, type StuckLimits } from '../../domain/stuck';
 import type { Logger } from '../../logger';
 import type { AppDeps, ConsoleRelay } from '../app-deps';
 import { type ConsoleStore, consoleStore } from '../../core/store-port';
+import type { SubjectService } from '../../core/subject-report';
 import { OidcClient } from './oidc-client';
 
 /** What the console's pages and actions need, read once from the app's dependencies. */
@@ -51,6 +52,8 @@ export interface ConsoleDeps {
   retentionDays: number | null;
   /** Answers first (issue 23): whether background work waits for the answers; undefined: not known. */
   overload: (() => OverloadSnapshot) | undefined;
+  /** One person's data, found and erased everywhere this server reaches (AppDeps.subjects). */
+  subjects: SubjectService | undefined;
 }
 
 /**
@@ -103,5 +106,6 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     destinations: deps.forwarding?.destinations ?? [],
     registryPolling: deps.serviceClient !== undefined && deps.serviceClient !== null,
     retentionDays: config.retentionDays ?? null,
+    subjects: deps.subjects,
   };
 }

@@ -7,7 +7,15 @@ import { html, type HtmlValue, labelCells, type SafeHtml } from './html';
  */
 
 export type NavKey =
-  'overview' | 'proposals' | 'events' | 'deliveries' | 'dead' | 'averbacoes' | 'forwards' | 'audit';
+  | 'overview'
+  | 'proposals'
+  | 'events'
+  | 'deliveries'
+  | 'dead'
+  | 'averbacoes'
+  | 'forwards'
+  | 'audit'
+  | 'subjects';
 
 /** Who is looking, and what a page needs to render for them. */
 export interface PageContext {
@@ -37,6 +45,9 @@ const NAV: readonly [NavKey, string, string][] = [
   ['audit', 'Audit', '/console/audit'],
 ];
 
+/** The pages only an admin may open (issue 45: one person's data, their erasure). */
+const ADMIN_NAV: readonly [NavKey, string, string][] = [['subjects', 'Personal data', '/console/subjects']];
+
 export const STYLESHEET_PATH = '/console/assets/console.css';
 export const FAVICON_PATH = '/console/assets/favicon.svg';
 
@@ -52,8 +63,8 @@ function head(title: string, extra: HtmlValue = ''): SafeHtml {
   </head>`;
 }
 
-function nav(current: NavKey | null): SafeHtml {
-  const items = NAV.map(
+function nav(current: NavKey | null, role: ConsoleRole): SafeHtml {
+  const items = [...NAV, ...(role === 'admin' ? ADMIN_NAV : [])].map(
     ([key, label, href]) =>
       html`<li><a href="${href}" ${key === current ? html` aria-current="page"` : ''}>${label}</a></li>`,
   );
@@ -81,7 +92,7 @@ export function page(o: {
     o.title,
     html`<header class="top">
         <p class="brand"><a href="/console">consig-receiver</a></p>
-        ${nav(o.current)}${who}
+        ${nav(o.current, o.ctx.role)}${who}
       </header>
       <main id="main" tabindex="-1">
         <h1>${o.title}</h1>
