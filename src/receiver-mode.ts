@@ -37,7 +37,12 @@ import { processingLease } from './store/processing-lease';
 import { sqliteStoreSql } from './store/sqlite-store-sql';
 import { sqliteStorePort } from './store/sqlite-port';
 import { adminStore } from './core/store-port';
-import { reapplyJournal, subjectsOnServer } from './subject-places';
+import {
+  applyErasuresToSpool,
+  reapplyJournal,
+  SPOOL_ERASURES_EVERY_MS,
+  subjectsOnServer,
+} from './subject-places';
 import { openSpool, type Spool } from './store/spool';
 import { modeNoticeMessage } from './store/file-mode';
 import { lockSpool, type SpoolLock } from './store/spool-lock';
@@ -347,12 +352,14 @@ function composeCluster(
   // RETENTION_DAYS on this replica's spool: local, so from start whether PostgreSQL answers or not.
   let spoolRetention: { stop(): void } | null = null;
   const days = config.retentionDays;
+  const erasures = spoolErasures(node, store, options.logger);
   return {
     cluster: node,
     sqlite: null,
     afterStore: () => node.nudge(),
     start: () => {
       node.start();
+      erasures.start();
       if (days !== undefined)
         spoolRetention ??= scheduleRetention(spoolPass(spool), {
           days,
@@ -391,7 +398,42 @@ function composeCluster(
     // The relay finishes its batch, the workers their kicks (the rest is taken over).
     stop: (timeoutMs) => {
       spoolRetention?.stop();
+      erasures.stop();
       return node.stop(timeoutMs);
+    },
+  };
+}
+
+/**
+ * Erasures made anywhere reach this replica's spool (issue 45, subject-places.ts
+ * `applyErasuresToSpool`): every {@link SPOOL_ERASURES_EVERY_MS} while connected, never two at once.
+ */
+function spoolErasures(node: ClusterNode, store: Store, logger: Logger) {
+  const log = adminStore(node.storePort).subjects;
+  const spool = adminStore(sqliteStorePort(store)).subjects;
+  let running = false;
+  let timer: NodeJS.Timeout | null = null;
+  const run = async () => {
+    if (running || !node.connected) return;
+    running = true;
+    try {
+      await applyErasuresToSpool(log, spool, logger);
+    } catch (err) {
+      logger.warn(
+        { err: (err as Error).message },
+        'privacy: could not apply the erasures to the spool; trying again',
+      );
+    } finally {
+      running = false;
+    }
+  };
+  return {
+    start: () => {
+      timer ??= setInterval(() => void run(), SPOOL_ERASURES_EVERY_MS).unref();
+    },
+    stop: () => {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
     },
   };
 }

@@ -40,17 +40,19 @@ const AUDIT: Record<SubjectRun['action'], AuditAction> = {
 /** `subject find|export|erase` (the command): the log it opens, the spool beside it, the backups. */
 export async function subjectEverywhere(config: Config, run: SubjectRun): Promise<SubjectReport> {
   const cluster = Boolean(config.cluster);
-  const { log, backups } = await withCommandStore(
+  const { log, backups, key } = await withCommandStore(
     config,
     { access: 'write', command: 'subject', spool: run.action === 'erase' },
     async (store) => ({
       log: await subjectOnPort(store.subjects, store.name, run, logWhere(config)),
       backups: cluster ? [] : await store.subjects.backups(),
+      key: await store.subjects.key(run.now),
     }),
   );
-  // A replica's spool is live (it answers deliveries): rewritten only when asked, like the log.
+  // A replica's spool is live (it answers deliveries): rewritten only when asked, like the log. It
+  // hashes under PostgreSQL's key, so that one person has one hash in both.
   const spool =
-    cluster && existsSync(config.databasePath) ? await onFile(config.databasePath, run, true) : null;
+    cluster && existsSync(config.databasePath) ? await onFile(config.databasePath, run, true, key) : null;
   return { log, spool, backups: await backupPlaces(backups, run), journal: journalled(config, run, log) };
 }
 
@@ -69,6 +71,7 @@ export function subjectsOnServer(
   const cluster = Boolean(config.cluster);
   return async (run) => {
     const logPlace = await subjectOnPort(subjects, log.name, run, logWhere(config));
+    if (spoolSubjects !== null) await spoolSubjects.adoptKey(await subjects.key(run.now), run.now);
     const spoolPlace =
       spool === null || spoolSubjects === null
         ? null
@@ -111,11 +114,15 @@ function journalled(config: Config, run: SubjectRun, log: PlaceReport): string |
   return journalPath(config.databasePath);
 }
 
-/** The person on one SQLite file other than the log: a spool (`live`), a backup. */
-async function onFile(path: string, run: SubjectRun, live: boolean): Promise<PlaceReport> {
+/**
+ * The person on one SQLite file other than the log: a spool (`live`, hashing under the log's `key`),
+ * a backup (its own key).
+ */
+async function onFile(path: string, run: SubjectRun, live: boolean, key?: Buffer): Promise<PlaceReport> {
   const store = openStore(path, { migrate: true, busyTimeoutMs: 5000 });
   try {
     const subjects = adminStore(sqliteStorePort(store)).subjects;
+    if (key !== undefined) await subjects.adoptKey(key, run.now);
     // A backup is read by no one: rewriting it costs no answer.
     return await subjectOnPort(subjects, path, live ? run : { ...run, vacuum: true }, {
       files: [path],
@@ -222,4 +229,54 @@ export async function reapplyJournal(
     applied += 1;
   }
   return applied;
+}
+
+/** How often a replica looks for erasures its spool has not applied yet. */
+export const SPOOL_ERASURES_EVERY_MS = 10_000;
+
+/**
+ * Every erasure recorded in PostgreSQL, applied to this replica's spool (issue 45): the spool keeps
+ * relayed deliveries until retention (a failover to a standby that lagged is repaired from them), so
+ * an erasure run elsewhere must reach it. The spool hashes under PostgreSQL's key; each erasure it
+ * lacks is made again there by its subject hash (the same erasure id, so it is done once), then the
+ * spool's WAL is truncated. Run by a replica once connected, then every
+ * {@link SPOOL_ERASURES_EVERY_MS}: a replica that was down when the erasure ran applies it on its
+ * return. Returns how many it applied.
+ */
+export async function applyErasuresToSpool(
+  log: SubjectStore,
+  spool: SubjectStore,
+  logger: { info(fields: object, message: string): void },
+  now: () => Date = () => new Date(),
+): Promise<number> {
+  const wanted = await log.erasures();
+  if (wanted.length === 0) return 0;
+  const done = new Set((await spool.erasures()).map((e) => e.erasure_id));
+  const key = await log.key(now());
+  const rekeyed = await spool.adoptKey(key, now());
+  const indexed = await spool.index(key);
+  // New rows since the last look may be a late delivery of someone erased: every erasure again
+  // (idempotent, and cheap: a few index lookups each, no write where nothing is left).
+  const due = rekeyed || indexed.events > 0 ? wanted : wanted.filter((e) => !done.has(e.erasure_id));
+  let changed = 0;
+  for (const e of due) {
+    const summary = await spool.erase({
+      hash: e.subject_hash,
+      key,
+      cpf: null,
+      erasureId: e.erasure_id,
+      reason: e.reason,
+      by: 'replica',
+      now: now(),
+    });
+    if (summary.events > 0 || !done.has(e.erasure_id)) {
+      changed += 1;
+      logger.info(
+        { erasure_id: e.erasure_id, events: summary.events },
+        "privacy: applied an erasure to this replica's spool",
+      );
+    }
+  }
+  if (changed > 0) await spool.scrub([], { vacuum: false });
+  return changed;
 }

@@ -27,7 +27,7 @@ import { latestProposals, proposalPage, stuckProposals } from './proposal-lists'
 import { replayEvents, replayWanted } from './replay';
 import { type EraseRequest, eraseSubject } from './subject-erase';
 import { findSubject } from './subject-find';
-import { indexSubjects, subjectKey } from './subject-index';
+import { adoptSubjectKey, indexSubjects, subjectKey } from './subject-index';
 
 /**
  * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
@@ -149,7 +149,13 @@ function subjectsOf(port: StorePort<StoreQuery>) {
     audit: (entry: NewAuditEntry) => consoleAudit(sql).record(entry),
     /** Every erasure the log records (ids only), oldest first. */
     erasures: () =>
-      sql.read((q) => q.rows<{ erasure_id: string }>('SELECT erasure_id FROM erasures ORDER BY id')),
+      sql.read((q) =>
+        q.rows<{ erasure_id: string; subject_hash: string; reason: string }>(
+          'SELECT erasure_id, subject_hash, reason FROM erasures ORDER BY id',
+        ),
+      ),
+    /** Makes `key` the store's subject-hash key (a spool takes PostgreSQL's). */
+    adoptKey: (key: Buffer, now: Date) => adoptSubjectKey(sql, key, now),
     /** The backups `backup` made of this log (SQLite), so an erasure reaches them. */
     backups: () => sql.read((q) => q.rows<{ path: string }>('SELECT path FROM backups ORDER BY path')),
   };

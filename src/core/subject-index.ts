@@ -21,6 +21,29 @@ export async function subjectKey(sql: StoreSql, now: Date): Promise<Buffer> {
   return Buffer.from(kept, 'base64url');
 }
 
+/**
+ * Makes `key` this store's subject-hash key (a replica's spool takes PostgreSQL's, so that one
+ * person has one hash in both); when the store had another, its hashes are dropped, for the index
+ * pass to write them again under this one. Returns whether the key changed.
+ */
+export async function adoptSubjectKey(sql: StoreSql, key: Buffer, now: Date): Promise<boolean> {
+  const secret = key.toString('base64url');
+  return sql.write(async (q) => {
+    const [row] = await q.rows<{ secret: string }>('SELECT secret FROM console_keys WHERE name = $1', [
+      SUBJECT_KEY_NAME,
+    ]);
+    if (row?.secret === secret) return false;
+    await q.run(
+      `INSERT INTO console_keys (name, secret, created_at) VALUES ($1, $2, $3)
+       ON CONFLICT (name) DO UPDATE SET secret = excluded.secret, created_at = excluded.created_at`,
+      [SUBJECT_KEY_NAME, secret, now.toISOString()],
+    );
+    await q.run('UPDATE events SET subject_hash = NULL WHERE subject_hash IS NOT NULL');
+    await q.run('UPDATE proposals SET subject_hash = NULL WHERE subject_hash IS NOT NULL');
+    return true;
+  });
+}
+
 /** Rows hashed by a pass, per table. */
 export interface IndexSummary {
   proposals: number;
