@@ -8,7 +8,7 @@ import type { StoreQuery } from './domain/sql/store-sql';
 import type { AuditAction } from './domain/console';
 import { subjectHash } from './domain/subject';
 import { withCommandStore } from './open-store';
-import { countInFile } from './store/scrub';
+import { countInFileYielding } from './store/scrub';
 import { openStore } from './store/store';
 import { sqliteStorePort } from './store/sqlite-port';
 import { appendJournal, journalPath, keyCheck, readJournal } from './store/subject-journal';
@@ -149,14 +149,17 @@ export async function subjectOnPort(
   const hash = subjectHash(key, run.cpf);
   const holdings = await subjects.find(hash);
   const forms = cpfForms(run.cpf);
-  const raw = () =>
-    where.files.length === 0
-      ? null
-      : where.files.reduce((n, f) => n + countInFile(f, forms) + countInFile(`${f}-wal`, forms), 0);
+  const raw = async () => {
+    if (where.files.length === 0) return null;
+    let copies = 0;
+    for (const f of where.files)
+      copies += (await countInFileYielding(f, forms)) + (await countInFileYielding(`${f}-wal`, forms));
+    return copies;
+  };
   // The log's audit says who asked; a spool's or a backup's would only copy it.
   if (where.log) await subjects.audit(auditEntry(run, hash, holdings));
   const found = { place, hash, keyCheck: keyCheck(key), holdings };
-  if (run.action !== 'erase') return { ...found, rawCopies: raw() };
+  if (run.action !== 'erase') return { ...found, rawCopies: await raw() };
   const erasure = await subjects.erase({
     hash,
     key,
@@ -167,7 +170,7 @@ export async function subjectOnPort(
     now: run.now,
   });
   const scrub = await subjects.scrub(forms, { vacuum: run.vacuum });
-  return { ...found, rawCopies: raw(), erasure, scrub, after: await subjects.find(hash) };
+  return { ...found, rawCopies: await raw(), erasure, scrub, after: await subjects.find(hash) };
 }
 
 function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
