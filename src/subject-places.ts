@@ -194,8 +194,10 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
  * A restored copy of a SQLite log holds the people erased after it was taken: each erasure of the
  * journal beside the file (store/subject-journal.ts) that the log does not record is made again,
  * by the subject hash it holds (no CPF: the audit's details are not searched). Run by `serve` when
- * it starts processing. An entry under another key (a copy older than the key) cannot be matched:
- * it is logged as an error naming the erasure, for the operator to erase the person again by CPF.
+ * it starts processing, which first makes sure the log has its subject key: every backup taken from
+ * then on carries it, so the journal's hashes match a restored copy. An entry under another key (a
+ * copy older than the key) cannot be matched: it is logged as an error naming the erasure, for the
+ * operator to erase the person again by CPF.
  */
 export async function reapplyJournal(
   databasePath: string,
@@ -203,10 +205,10 @@ export async function reapplyJournal(
   logger: { info(fields: object, message: string): void; error(fields: object, message: string): void },
   now: () => Date = () => new Date(),
 ): Promise<number> {
+  const key = await subjects.key(now());
   const entries = readJournal(databasePath);
   if (entries.length === 0) return 0;
   const known = new Set((await subjects.erasures()).map((e) => e.erasure_id));
-  const key = await subjects.key(now());
   let applied = 0;
   for (const entry of entries) {
     if (known.has(entry.erasure_id)) continue;

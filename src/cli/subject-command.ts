@@ -120,6 +120,12 @@ function linesOf(report: SubjectReport, cpf: string): string[] {
     for (const n of c.notices) lines.push(`  ${n.erasure_id} told to ${n.destination}: ${n.status}`);
     if (p.scrub?.walTruncated === false)
       lines.push('  the WAL could not be truncated yet (a reader held it): run again');
+    // SQLite may leave old bytes in the unused gap of a page it rearranged, which secure_delete
+    // does not zero (docs/privacy.md §6): the raw search finds them, and the answer is a rewrite.
+    if (p.erasure !== undefined && (p.rawCopies ?? 0) > 0 && p.scrub?.vacuum === 'none')
+      lines.push(
+        `  ${p.rawCopies} cop(ies) left in unused space inside the file's pages: run again with --vacuum at a quiet moment (it holds the write lock while it rewrites the file)`,
+      );
   };
   describe('log', report.log);
   if (report.spool !== null) describe('spool', report.spool);

@@ -9,9 +9,10 @@ import { type PruneOptions, walk } from './prune-pass';
  * event gets the subject hash of the CPF it holds (domain/subject.ts), or '' when it names nobody,
  * so that `subject find` reaches a person through two indexes instead of reading every body. The
  * pass walks the rows that have no hash yet (the partial indexes `*_unindexed`, migrations 0016 and
- * pg 0012) in short batches, like a retention pass (core/prune-pass.ts): run by `serve` every
- * minute where it processes, and by every `subject` command before it reads. A proposal whose CPF
- * changes loses its hash (core/effects.ts) and is hashed again.
+ * pg 0012) in short batches, like a retention pass (core/prune-pass.ts): run by every `subject`
+ * command and route before it reads (what arrived since the last one; bench: the erasure rows), and
+ * on a replica's spool while erasures exist. A proposal whose CPF changes loses its hash
+ * (core/effects.ts) and is hashed again.
  */
 
 /** The subject-hash key of the log, written by the first process that needs one. */

@@ -229,15 +229,13 @@ function copiesIn(path: string): { gap: number; elsewhere: number } {
 }
 
 /**
- * TODO(issue 45, bug): docs/privacy.md §6 says `secure_delete` leaves no copy and the erasure's count
- * is 0 without `--vacuum`. Not always: when SQLite rebalances a b-tree page (a row that grows on
- * update, e.g. an event marked done, no longer fits), it rebuilds the page with its cells at the end
- * and leaves the gap between the cell pointers and the cells as it was: bytes of cells that moved,
- * which `secure_delete` never zeroes. A copy of the person's CPF found there survives the rewrite of
- * every row, the checkpoint and the truncation (about one run in three here; seen: 1 copy in a leaf
- * of `events`, the body of an `averbacao.solicitada`). The erasure's count says so (it reads the
- * bytes), and `subject erase --vacuum` clears it (the last test). Until the erasure zeroes those gaps
- * (or VACUUMs when its count is not 0), the log's file is held to: no copy outside such gaps.
+ * What `secure_delete` does not zero (docs/privacy.md §6): when SQLite rebalances a b-tree page (a
+ * row that grows on update, e.g. an event marked done, no longer fits), it rebuilds the page with
+ * its cells at the end and leaves the gap between the cell pointers and the cells as it was. A copy
+ * of the person's CPF found there survives the rewrite of every row, the checkpoint and the
+ * truncation (about one run in three here; seen: 1 copy in a leaf of `events`). The erasure's count
+ * says so (it reads the bytes) and tells the operator to run it again with `--vacuum`, which clears
+ * it (the last test). The log's file is therefore held to: no copy outside such gaps.
  */
 function expectNoCopyOutsideGaps(path: string): void {
   expect({ path, ...copiesIn(path), gap: 0 }).toEqual({ path, gap: 0, elsewhere: 0 });
@@ -573,28 +571,20 @@ it('7. a restored copy made after the log had its subject key: serve erases A ag
   expect(hasA(second.output())).toBe(false);
 });
 
-// TODO(issue 45): fails today. The backup of step 3 was taken while serve ran, before any `subject`
-// command, and the log had no subject key then: nothing but a `subject` command (and the journal's
-// re-application) ever creates it. src/core/subject-index.ts (lines 12-13) says the index pass, which
-// takes the key, is "run by `serve` every minute where it processes"; no code of serve calls it
-// (indexSubjects is called only from src/subject-places.ts). So serve logs "an erasure of the journal
-// cannot be re-applied (this log has another subject key)" (docs/privacy.md §7's case of a copy made
-// before the key), and every backup taken before the log's first `subject` command comes back with
-// the erased person in it. Remove `.failing` once serve takes the key (and indexes) as it says.
-it.failing(
-  '7. a restored copy of the backup taken before any subject command: serve erases A again from the journal',
-  async () => {
-    const third = await restore(pristine.beforeKey);
-    try {
-      await until(() => JOURNAL_LINE.test(third.output()), "serve's verdict on the erasure journal");
-      expect(third.output()).toMatch(/privacy: re-applied an erasure/);
-    } finally {
-      expect(await stop(third, 'serve-3')).toBe(0);
-    }
-    expect(rawCount(`${dbPath}-wal`)).toBe(0);
-    expectNoCopyOutsideGaps(dbPath);
-  },
-);
+// Found by this file's first version: the log had no subject key until a `subject` command made
+// one, so a backup taken before that came back unerasable by the journal. serve now makes the key
+// when it starts processing (subject-places.ts reapplyJournal), and every backup carries it.
+it('7. a restored copy of the backup taken before any subject command: serve erases A again from the journal', async () => {
+  const third = await restore(pristine.beforeKey);
+  try {
+    await until(() => JOURNAL_LINE.test(third.output()), "serve's verdict on the erasure journal");
+    expect(third.output()).toMatch(/privacy: re-applied an erasure/);
+  } finally {
+    expect(await stop(third, 'serve-3')).toBe(0);
+  }
+  expect(rawCount(`${dbPath}-wal`)).toBe(0);
+  expectNoCopyOutsideGaps(dbPath);
+});
 
 it('7. whatever the journal could do, `subject erase` by CPF on the restored copy leaves no raw copy', async () => {
   const fourth = await restore(pristine.beforeKey);
