@@ -58,6 +58,7 @@ export function buildProgram(): Command {
 
   registerDatabaseCommands(program);
   registerLogCommands(program);
+  registerSubjectCommands(program);
   registerForwardCommands(program, () => config(program), {
     ...io,
     err: (text: string) => process.stderr.write(`${text}\n`),
@@ -145,6 +146,25 @@ function registerLogCommands(program: Command): void {
     .option('--json', 'JSON for scripts')
     .action((opts) => proposalsCommand(config(program), opts, io));
 
+  program
+    .command('end-sessions')
+    .description(
+      'sign everyone out of the console: every session ends at once (with DATABASE_URL: at every replica); audited',
+    )
+    .option('--json', 'JSON for scripts')
+    .action((opts) => endSessionsCommand(config(program), opts, io));
+
+  program
+    .command('replay')
+    .description('put events back in the queue (a running receiver picks them up)')
+    .argument('[event-ids...]')
+    .option('--status <status>', 'every event with this status: dead | failed | done')
+    .option('--json', 'JSON for scripts')
+    .action((ids: string[], opts) => replayCommand(config(program), ids, opts, io));
+}
+
+/** `subject find|export|erase <cpf>`: one person's data (issue 45, docs/privacy.md). */
+function registerSubjectCommands(program: Command): void {
   const subject = program
     .command('subject')
     .description(
@@ -175,22 +195,6 @@ function registerLogCommands(program: Command): void {
         );
     command.action((cpf: string, opts) => subjectCommand(config(program), action, cpf, opts, io));
   }
-
-  program
-    .command('end-sessions')
-    .description(
-      'sign everyone out of the console: every session ends at once (with DATABASE_URL: at every replica); audited',
-    )
-    .option('--json', 'JSON for scripts')
-    .action((opts) => endSessionsCommand(config(program), opts, io));
-
-  program
-    .command('replay')
-    .description('put events back in the queue (a running receiver picks them up)')
-    .argument('[event-ids...]')
-    .option('--status <status>', 'every event with this status: dead | failed | done')
-    .option('--json', 'JSON for scripts')
-    .action((ids: string[], opts) => replayCommand(config(program), ids, opts, io));
 }
 
 /** Averbação tracking and the service's API (interface §4). */

@@ -1,5 +1,5 @@
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
-import { messageWebhookId } from '../domain/forwarding/messages';
+import { messageWebhookId, type ProposalSnapshot } from '../domain/forwarding/messages';
 
 /**
  * `subject find` and `subject export` (issue 45, docs/privacy.md), written once for both stores:
@@ -22,18 +22,8 @@ export interface SubjectHoldings {
   notices: NoticeRow[];
 }
 
-export interface ProposalHeld {
-  nu_proposta: number | string;
-  uuid: string | null;
-  nu_cpf: string | null;
-  nu_cnpj_conveniada: string | null;
-  vl_emprestimo: number | null;
-  no_conveniada: string | null;
-  stage: string;
-  status: string;
-  last_evento: string | null;
-  created_at: string;
-  updated_at: string;
+/** A proposal of the person: its snapshot (as `proposal.changed` shows it) and its erasure marks. */
+export interface ProposalHeld extends ProposalSnapshot {
   personal_erased_at: string | null;
   erasure_id: string | null;
 }
