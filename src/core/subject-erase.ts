@@ -2,7 +2,7 @@ import { eraseFromText, noticeBody, subjectMatcher } from '../domain/subject';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { SenderWake } from './forward-admin';
 import { type PruneOptions, walk } from './prune-pass';
-import { noticeOrderKey, noticeWebhookId, type SubjectHoldings, subjectHoldings } from './subject-find';
+import { BY_HASH, noticeOrderKey, noticeWebhookId, type SubjectHoldings, subjectHoldings } from './subject-find';
 import { readBody } from './subject-index';
 
 /**
@@ -98,7 +98,7 @@ async function begin(q: StoreQuery, r: EraseRequest) {
   const proposals = await q.run(
     `UPDATE proposals SET nu_cpf = NULL, nu_cnpj_conveniada = NULL, no_conveniada = NULL,
        personal_erased_at = coalesce(personal_erased_at, $2), erasure_id = coalesce(erasure_id, $3)
-     WHERE subject_hash = $1`,
+     WHERE ${BY_HASH}`,
     [r.hash, at, r.erasureId],
   );
   return { proposals, holdings: await subjectHoldings(q, r.hash) };

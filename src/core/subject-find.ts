@@ -91,6 +91,15 @@ export interface NoticeRow {
   delivered_at: string | null;
 }
 
+/**
+ * The person's rows by hash, through the partial indexes `*_subject` (migrations 0016, pg 0012):
+ * SQLite uses a partial index only when the query implies its WHERE, which `= $1` alone does not
+ * (a bound value could be ''), so the query says it. Without it, a scan of the whole table, in the
+ * erasure's first transaction (bench/erasure.ts found it: 0.3–0.4 s on a million events; the
+ * query-plans test now runs the subject commands).
+ */
+export const BY_HASH = "subject_hash = $1 AND subject_hash <> ''";
+
 const PROPOSAL_COLUMNS = `nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage, status,
   last_evento, created_at, updated_at, personal_erased_at, erasure_id`;
 const EVENT_COLUMNS = 'id, kind, evento, nu_proposta, request_id, status, received_at, body';
@@ -106,7 +115,7 @@ export function findSubject(sql: StoreSql, hash: string): Promise<SubjectHolding
 /** {@link findSubject} on `q` (an erasure reads it inside its own transaction). */
 export async function subjectHoldings(q: StoreQuery, hash: string): Promise<SubjectHoldings> {
   const proposals = (
-    await q.rows<ProposalHeld>(`SELECT ${PROPOSAL_COLUMNS} FROM proposals WHERE subject_hash = $1`, [hash])
+    await q.rows<ProposalHeld>(`SELECT ${PROPOSAL_COLUMNS} FROM proposals WHERE ${BY_HASH}`, [hash])
   ).map((p) => ({ ...p, nu_proposta: q.dialect.logNu(p.nu_proposta)! }));
   const nus = proposals.map((p) => p.nu_proposta);
   const averbacoes = await byKeys<AverbacaoHeld>(
@@ -167,7 +176,7 @@ async function linked<R extends { id: number; nu_proposta: number | string | nul
       (r) => r.id,
     )),
     ...(await byKeys<R>(q, `${select} request_id = $1`, requests, (r) => r.id)),
-    ...(hash === undefined ? [] : await q.rows<R>(`${select} subject_hash = $1`, [hash])),
+    ...(hash === undefined ? [] : await q.rows<R>(`${select} ${BY_HASH}`, [hash])),
   ];
   const unique = new Map(
     rows.map((r) => [Number(r.id), { ...r, id: Number(r.id), nu_proposta: q.dialect.logNu(r.nu_proposta) }]),

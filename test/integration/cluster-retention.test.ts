@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import { ClusterNode } from '../../src/cluster/node';
@@ -571,6 +571,8 @@ describe('prune, the command, in cluster mode', () => {
     const path = join(tmp.dir, 'spool.db');
     await app.store.db.backup(path);
     await app.close();
+    // As the receiver creates a spool (owner only): a 0644 copy would be tightened, and said so.
+    chmodSync(path, 0o600);
     return path;
   }
 
