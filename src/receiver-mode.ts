@@ -40,6 +40,7 @@ import { adminStore } from './core/store-port';
 import {
   applyErasuresToSpool,
   reapplyJournal,
+  scheduleSubjectIndex,
   SPOOL_ERASURES_EVERY_MS,
   subjectsOnServer,
 } from './subject-places';
@@ -353,6 +354,7 @@ function composeCluster(
   let spoolRetention: { stop(): void } | null = null;
   const days = config.retentionDays;
   const erasures = spoolErasures(node, store, options.logger);
+  let subjectIndex: { stop(): void } | null = null;
   return {
     cluster: node,
     sqlite: null,
@@ -360,6 +362,11 @@ function composeCluster(
     start: () => {
       node.start();
       erasures.start();
+      subjectIndex ??= scheduleSubjectIndex(
+        adminStore(node.storePort).subjects,
+        options.logger,
+        () => node.connected,
+      );
       if (days !== undefined)
         spoolRetention ??= scheduleRetention(spoolPass(spool), {
           days,
@@ -399,6 +406,7 @@ function composeCluster(
     stop: (timeoutMs) => {
       spoolRetention?.stop();
       erasures.stop();
+      subjectIndex?.stop();
       return node.stop(timeoutMs);
     },
   };
@@ -542,6 +550,8 @@ function buildLeadership(
 ): ProcessingLeadership {
   const { clock, metrics, holder, processing } = shared;
   let retention: { stop(): void } | null = null;
+  let subjectIndex: { stop(): void } | null = null;
+  const subjects = adminStore(sqliteStorePort(store)).subjects;
   // Its own connection: a renewal that finds the file locked fails at once and is tried at the
   // next tick (the lease stays fresh until it expires).
   const leaseDb = openDatabase(config.databasePath, {
@@ -559,9 +569,9 @@ function buildLeadership(
       processing.poller?.start();
       processing.sender.start();
       // A restored copy of the log erases again whom the journal beside it says were erased.
-      void reapplyJournal(config.databasePath, adminStore(sqliteStorePort(store)).subjects, logger).catch(
-        (err: unknown) =>
-          logger.error({ err: (err as Error).message }, 'privacy: could not re-apply the erasure journal'),
+      subjectIndex = scheduleSubjectIndex(subjects, logger);
+      void reapplyJournal(config.databasePath, subjects, logger).catch((err: unknown) =>
+        logger.error({ err: (err as Error).message }, 'privacy: could not re-apply the erasure journal'),
       );
       if (config.retentionDays !== undefined)
         retention = scheduleRetention(storePass(sqliteStoreSql(store.db)), {
@@ -575,6 +585,8 @@ function buildLeadership(
       metrics.processingHolder.set(0);
       retention?.stop();
       retention = null;
+      subjectIndex?.stop();
+      subjectIndex = null;
       await processing.poller?.stop(config.shutdownTimeoutMs);
       await processing.sender.stop(config.shutdownTimeoutMs);
       const finished = await processing.pipeline.stop(config.shutdownTimeoutMs);

@@ -285,3 +285,41 @@ export async function applyErasuresToSpool(
   if (changed > 0) await spool.scrub([], { vacuum: false });
   return changed;
 }
+
+/** How often `serve` brings the subject index up to date where it processes. */
+export const SUBJECT_INDEX_EVERY_MS = 60_000;
+
+/**
+ * The subject index kept up to date by `serve` (SQLite mode's processing holder; in cluster mode each
+ * replica, PostgreSQL's SKIP LOCKED keeping them apart), so that a `subject` command or route hashes
+ * only the last minute's rows before it reads: its cost is spread over the day instead of landing on
+ * the erasure (bench/erasure.ts). Never two passes at once; `stop()` ends a pass after its batch.
+ */
+export function scheduleSubjectIndex(
+  subjects: SubjectStore,
+  logger: { warn(fields: object, message: string): void },
+  ready: () => boolean = () => true,
+  everyMs = SUBJECT_INDEX_EVERY_MS,
+): { stop(): void } {
+  let running = false;
+  let stopped = false;
+  const run = async () => {
+    if (running || stopped || !ready()) return;
+    running = true;
+    try {
+      await subjects.index(await subjects.key(new Date()), { shouldStop: () => stopped });
+    } catch (err) {
+      if (!stopped)
+        logger.warn({ err: (err as Error).message }, 'privacy: the subject index pass stopped; trying again');
+    } finally {
+      running = false;
+    }
+  };
+  const timer = setInterval(() => void run(), everyMs).unref();
+  return {
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}

@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { FINAL_STATUSES } from '../domain/lifecycle';
 import { BODY_PRUNABLE_STATUSES, type PruneSummary, removableMessages } from '../domain/retention';
 import { inList } from '../domain/sql/read-statements';
@@ -41,6 +41,13 @@ export interface PruneOptions {
   messageBatch?: number;
   /** Asked between batches: true ends the pass there (it throws {@link PassInterrupted}). */
   shouldStop?(): boolean;
+  /**
+   * A pause between batches, for a pass run beside another process on the same SQLite file (a
+   * `subject` command beside `serve`): SQLite hands its write lock to no one in particular, and
+   * without a pause the pass takes it back before the server's writer, retrying every 10 ms, gets in.
+   * @default none (a turn of the event loop)
+   */
+  pauseMs?: number;
   onBatch?(batch: BatchReport): void;
 }
 
@@ -105,13 +112,13 @@ export async function prunePersonal(
  * before each: every retention walk (the log's tables here, a replica's spool in store/spool.ts).
  */
 export async function walk(
-  options: Pick<PruneOptions, 'shouldStop' | 'onBatch'>,
+  options: Pick<PruneOptions, 'shouldStop' | 'onBatch' | 'pauseMs'>,
   kind: BatchReport['kind'],
   batch: () => Promise<{ rows: number; done: boolean }>,
 ): Promise<number> {
   let total = 0;
   for (let first = true; ; first = false) {
-    if (!first) await nextTurn();
+    if (!first) await (options.pauseMs ? sleep(options.pauseMs) : nextTurn());
     if (options.shouldStop?.()) throw new PassInterrupted();
     const started = performance.now();
     const { rows, done } = await batch();

@@ -141,7 +141,7 @@ function subjectsOf(port: StorePort<StoreQuery>) {
   const { sql } = port;
   return {
     key: (now: Date) => subjectKey(sql, now),
-    index: (key: Buffer) => indexSubjects(sql, key),
+    index: (key: Buffer, options?: Parameters<typeof indexSubjects>[2]) => indexSubjects(sql, key, options),
     find: (hash: string) => findSubject(sql, hash),
     erase: (request: EraseRequest) => eraseSubject(sql, port.senderWake, request),
     scrub: (forms: readonly string[], options: { vacuum: boolean }) => port.scrub(forms, options),

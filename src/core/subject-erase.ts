@@ -2,8 +2,14 @@ import { eraseFromText, noticeBody, subjectMatcher } from '../domain/subject';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { SenderWake } from './forward-admin';
 import { type PruneOptions, walk } from './prune-pass';
-import { BY_HASH, noticeOrderKey, noticeWebhookId, type SubjectHoldings, subjectHoldings } from './subject-find';
-import { readBody } from './subject-index';
+import {
+  BY_HASH,
+  noticeOrderKey,
+  noticeWebhookId,
+  type SubjectHoldings,
+  subjectHoldings,
+} from './subject-find';
+import { readBody, SUBJECT_PAUSE_MS } from './subject-index';
 
 /**
  * `subject erase` (issue 45, docs/privacy.md), written once for both stores: the person's data out
@@ -58,8 +64,9 @@ export async function eraseSubject(
   sql: StoreSql,
   wake: SenderWake,
   request: EraseRequest,
-  options: Pick<PruneOptions, 'shouldStop'> & { batch?: number } = {},
+  options: Pick<PruneOptions, 'shouldStop' | 'pauseMs'> & { batch?: number } = {},
 ): Promise<ErasureSummary> {
+  options = { pauseMs: SUBJECT_PAUSE_MS, ...options };
   const isSubject = subjectMatcher(request.key, request.hash);
   const size = options.batch ?? ERASE_BATCH;
   const { proposals, holdings } = await sql.write((q) => begin(q, request));
@@ -135,7 +142,7 @@ async function eraseRows(
   isSubject: Matcher,
   size: number,
   summary: ErasureSummary,
-  options: Pick<PruneOptions, 'shouldStop'>,
+  options: Pick<PruneOptions, 'shouldStop' | 'pauseMs'>,
 ): Promise<void> {
   summary.events += await inBatches(rows.events, size, options, (q, ids) => eraseEvents(q, ids, isSubject));
   summary.messages += await inBatches(rows.messages, size, options, (q, ids) =>
@@ -159,7 +166,7 @@ async function eraseRows(
   async function inBatches(
     ids: readonly number[],
     n: number,
-    opts: Pick<PruneOptions, 'shouldStop'>,
+    opts: Pick<PruneOptions, 'shouldStop' | 'pauseMs'>,
     fn: (q: StoreQuery, ids: readonly number[]) => Promise<number>,
   ): Promise<number> {
     let at = 0;

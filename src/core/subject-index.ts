@@ -52,15 +52,19 @@ export interface IndexSummary {
 }
 
 /** Rows a batch of the pass looks at. */
-export const INDEX_BATCH = 500;
+export const INDEX_BATCH = 200;
+
+/** The pause between an index or erasure pass's batches (PruneOptions.pauseMs). */
+export const SUBJECT_PAUSE_MS = 5;
 
 /** Hashes every proposal, then every event, that has no hash yet. */
 export async function indexSubjects(
   sql: StoreSql,
   key: Buffer,
-  options: Pick<PruneOptions, 'shouldStop'> & { batch?: number } = {},
+  options: Pick<PruneOptions, 'shouldStop' | 'pauseMs'> & { batch?: number } = {},
 ): Promise<IndexSummary> {
   const size = options.batch ?? INDEX_BATCH;
+  options = { pauseMs: SUBJECT_PAUSE_MS, ...options };
   const proposals = await walk(options, 'subjects', () => sql.write((q) => indexProposals(q, key, size)));
   const events = await walk(options, 'subjects', () => sql.write((q) => indexEvents(q, key, size)));
   return { proposals, events };
