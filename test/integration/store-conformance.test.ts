@@ -13,7 +13,13 @@ import { prepareShared } from '../../src/store/handler-sql';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
 import { sqlOf } from '../../src/cluster/pg-sql';
 import { type Config, loadConfig } from '../../src/config';
-import { type BatchReport, PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
+import {
+  type BatchReport,
+  PassInterrupted,
+  pruneBodies,
+  pruneForwarded,
+  prunePass,
+} from '../../src/core/prune-pass';
 import {
   type ConsoleRole,
   type NewAuditEntry,
@@ -2623,9 +2629,60 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
         { access: 'write', command: 'prune' },
         (log) => log.prune(CUTOFF, NOW),
       );
-      expect(outcome.summary).toEqual({ pruned: PRUNED.length, forwarded: GONE.length, cutoff: T0 });
+      expect(outcome.summary).toEqual({
+        pruned: PRUNED.length,
+        forwarded: GONE.length,
+        anonymised: 0,
+        cutoff: T0,
+      });
       expect(await messagesLeft()).toEqual(KEPT);
     });
+
+    behaviour(
+      'removes the personal data of proposals final since before the cutoff, keeps the rest (issue 45)',
+      async () => {
+        const old = new Date(CUTOFF.getTime() - 3_600_000).toISOString();
+        const recent = new Date(CUTOFF.getTime() + 3_600_000).toISOString();
+        const proposals: [number, string, string][] = [
+          [1, 'paga', old],
+          [2, 'negada', old],
+          [3, 'aprovada', old],
+          [4, 'paga', recent],
+        ];
+        for (const [nu, status, at] of proposals)
+          await store.exec(
+            `INSERT INTO proposals (nu_proposta, uuid, nu_cpf, nu_cnpj_conveniada, vl_emprestimo, no_conveniada, stage,
+               status, created_at, updated_at) VALUES (?, 'u', '52998224725', '11222333000181', 1000, 'Empresa', 'Pagamento', ?, ?, ?)`,
+            [nu, status, at, at],
+          );
+        const summary = await prunePass(store.storeSql, CUTOFF, NOW);
+        expect(summary.anonymised).toBe(2);
+        const rows = await store.all(
+          'SELECT nu_proposta, nu_cpf, nu_cnpj_conveniada, no_conveniada, vl_emprestimo, uuid, personal_erased_at, erasure_id FROM proposals ORDER BY nu_proposta',
+        );
+        const erased = {
+          nu_cpf: null,
+          nu_cnpj_conveniada: null,
+          no_conveniada: null,
+          uuid: 'u',
+          erasure_id: null,
+        };
+        const kept = {
+          nu_cpf: '52998224725',
+          nu_cnpj_conveniada: '11222333000181',
+          no_conveniada: 'Empresa',
+          personal_erased_at: null,
+        };
+        expect(rows[0]).toMatchObject(erased);
+        expect(rows[1]).toMatchObject(erased);
+        expect(rows[0]!.personal_erased_at).not.toBeNull();
+        // Amounts are the legal hold's (PostgreSQL's numeric reads as text here).
+        expect(rows.map((r) => Number(r.vl_emprestimo))).toEqual([1000, 1000, 1000, 1000]);
+        expect(rows[2]).toMatchObject(kept);
+        expect(rows[3]).toMatchObject(kept);
+        expect((await prunePass(store.storeSql, CUTOFF, NOW)).anonymised).toBe(0);
+      },
+    );
   });
 
   /** The people in the data (issue 45): the subject index, find, erase, and the ledger of sharing. */
