@@ -160,8 +160,14 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   inlineSigned = 0;
 
   const samples: number[] = [];
+  const answers: [number, number, number][] = [];
+  if (spec.announceWindow === true) process.send?.({ type: 'window' } satisfies LoadMessage);
+  const windowNs = process.hrtime.bigint();
   await phase(spec.durationMs, (o, inWindow) => {
-    if (inWindow && o.status === 200) samples.push(Number(o.endNs - o.startNs) / 1e6);
+    if (!inWindow) return;
+    const ms = Number(o.endNs - o.startNs) / 1e6;
+    if (o.status === 200) samples.push(ms);
+    if (spec.keepAnswers === true) answers.push([Number(o.endNs - windowNs) / 1e6, ms, o.status]);
   });
   agent.destroy();
 
@@ -179,6 +185,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     socketErrors,
     errorSamples,
     signedInline: inlineSigned,
+    ...(spec.keepAnswers === true ? { answers } : {}),
   };
 }
 

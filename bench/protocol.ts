@@ -15,6 +15,10 @@ export interface LoadSpec {
   secret: string;
   /** Makes every `metadata.webhook_id` of this run unique: `wh_<prefix>_<seq>`. */
   idPrefix: string;
+  /** Sends `{ type: 'window' }` when the measured window starts (its bodies signed, its loops about to run). */
+  announceWindow?: boolean;
+  /** Returns each answer of the measured window (see {@link LoadResult.answers}). */
+  keepAnswers?: boolean;
 }
 
 export interface LoadResult {
@@ -37,9 +41,12 @@ export interface LoadResult {
   errorSamples: string[];
   /** Bodies signed during the measured window because the pre-generated pool ran out (should be 0). */
   signedInline: number;
+  /** With `keepAnswers`: each answer of the window, [ms from the window's start to it, its latency ms, its status (0: none)]. */
+  answers?: [number, number, number][];
 }
 
-export type LoadMessage = { type: 'result'; result: LoadResult } | { type: 'error'; message: string };
+export type LoadMessage =
+  { type: 'result'; result: LoadResult } | { type: 'error'; message: string } | { type: 'window' };
 
 export interface ForwardingHarness {
   /** A directory of this bench run, removed at its end. */
@@ -81,6 +88,9 @@ export interface ClusterHarness extends ForwardingHarness {
     idPrefix: string;
     /** Pins the load generator to these cores (taskset's list form). */
     cpus?: string;
+    /** Called when the measured window starts (after the warm-up and the signing of its bodies). */
+    onWindow?: () => void;
+    keepAnswers?: boolean;
   }): Promise<LoadResult>;
 }
 

@@ -45,7 +45,7 @@ export interface Target {
 }
 
 /** What `--only` names beside the targets: sections of figures. */
-const SECTIONS: readonly string[] = ['forwarding', 'console', 'cluster', 'starved'];
+const SECTIONS: readonly string[] = ['forwarding', 'console', 'cluster', 'starved', 'erasure'];
 
 export const TARGETS: readonly Target[] = [
   { name: 'bare', kind: 'bare', description: 'node:http, reads the body, 200' },
@@ -138,6 +138,13 @@ export interface Options {
   clusterLatencyMs: number;
   clusterEvents: number;
   clusterConcurrencies: number[];
+  /** --erasure: the erasure figures (issue 45, bench/erasure.ts). */
+  erasure: boolean;
+  erasureWindowMs: number;
+  /** --erasure-events: the log of the erasure row (the person's 10 000 among them). */
+  erasureEvents: number;
+  /** --find-events: the log `subject find` is timed on (0: that row skipped). */
+  findEvents: number;
 }
 
 export class BenchError extends Error {}
@@ -198,6 +205,14 @@ export const USAGE = `usage: npm run bench -- [options]
                        is the before/after ratio of a change, measured in the same run; the
                        pipeline drain, cluster processing (row 3), forwarding throughput and the
                        starved rows run both builds too, alternating
+  --erasure <0|1>      the erasure figures (issue 45): answers' p50/p99 under the c=50 load without and
+                       with \`subject erase\` of a person's 10 000 events running beside \`serve\`, and
+                       \`subject find\` timed on a large log, first run (index pass) and second (default
+                       1; with --only, 1 only when "erasure" is named)
+  --erasure-window <s> measured seconds of each window of the erasure row (default 15, --quick 5)
+  --erasure-events <n> events of the erasure row's log, the person's 10 000 among them (default 100000)
+  --find-events <n>    events of the log \`subject find\` is timed on (default 200000, --quick 50000, 0
+                       skips that row; 1000000 measured once in docs/benchmark.md)
   --json               print the results as JSON instead of the table`;
 
 export function parseOptions(argv: string[]): Options {
@@ -233,6 +248,10 @@ export function parseOptions(argv: string[]): Options {
       starved: { type: 'string' },
       'starved-duration': { type: 'string' },
       'starved-cluster': { type: 'string' },
+      erasure: { type: 'string' },
+      'erasure-window': { type: 'string' },
+      'erasure-events': { type: 'string' },
+      'find-events': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -258,18 +277,16 @@ export function parseOptions(argv: string[]): Options {
   const rounds = Number(values.rounds ?? '1');
   if (!Number.isSafeInteger(rounds) || rounds < 1 || rounds > 20)
     throw new BenchError(`--rounds: expected an integer from 1 to 20, got ${values.rounds}`);
-  if (values.forwarding !== undefined && values.forwarding !== '0' && values.forwarding !== '1')
-    throw new BenchError(`--forwarding: expected 0 or 1, got ${values.forwarding}`);
-  if (values.console !== undefined && values.console !== '0' && values.console !== '1')
-    throw new BenchError(`--console: expected 0 or 1, got ${values.console}`);
-  if (values.cluster !== undefined && values.cluster !== '0' && values.cluster !== '1')
-    throw new BenchError(`--cluster: expected 0 or 1, got ${values.cluster}`);
+  for (const name of ['forwarding', 'console', 'cluster', 'erasure'] as const)
+    if (values[name] !== undefined && values[name] !== '0' && values[name] !== '1')
+      throw new BenchError(`--${name}: expected 0 or 1, got ${values[name]}`);
   let targets = [...TARGETS];
   let forwarding = values.forwarding !== '0';
   let onlyForwarding = false;
   let onlyStarved = false;
   let consoleFigure = values.console !== '0';
   let clusterFigures = values.cluster !== '0';
+  let erasureFigures = values.erasure !== '0';
   const names = values.only?.split(',').map((s) => s.trim()) ?? [];
   if (values.only !== undefined) {
     for (const n of names)
@@ -281,6 +298,7 @@ export function parseOptions(argv: string[]): Options {
     onlyForwarding = names.includes('forwarding');
     consoleFigure = values.console === undefined ? names.includes('console') : values.console === '1';
     clusterFigures = values.cluster === undefined ? names.includes('cluster') : values.cluster === '1';
+    erasureFigures = values.erasure === undefined ? names.includes('erasure') : values.erasure === '1';
     onlyStarved = names.includes('starved') && !onlyForwarding;
     forwarding = values.forwarding === undefined ? onlyForwarding || onlyStarved : values.forwarding === '1';
     if (onlyForwarding) targets = withForwardingRows(targets);
@@ -303,7 +321,7 @@ export function parseOptions(argv: string[]): Options {
     pipelineEvents: (() => {
       const n = Number(
         values.pipeline ??
-          (onlyForwarding || onlyStarved || names.includes('console') || names.includes('cluster')
+          (onlyForwarding || onlyStarved || ['console', 'cluster', 'erasure'].some((n) => names.includes(n))
             ? 0
             : quick
               ? 20_000
@@ -316,7 +334,7 @@ export function parseOptions(argv: string[]): Options {
     pollerTracked: (() => {
       const n = Number(
         values.poller ??
-          (onlyForwarding || onlyStarved || names.includes('console') || names.includes('cluster')
+          (onlyForwarding || onlyStarved || ['console', 'cluster', 'erasure'].some((n) => names.includes(n))
             ? 0
             : 10_000),
       );
@@ -361,6 +379,10 @@ export function parseOptions(argv: string[]): Options {
         throw new BenchError(`--cluster-concurrency: expected integers from 1 to 64, got ${s}`);
       return n;
     }),
+    erasure: erasureFigures,
+    erasureWindowMs: seconds('erasure-window', values['erasure-window'], quick ? 5000 : 15_000, 1),
+    erasureEvents: count('erasure-events', values['erasure-events'], 100_000, 20_000),
+    findEvents: count('find-events', values['find-events'], quick ? 50_000 : 200_000, 0),
   };
 }
 

@@ -21,6 +21,7 @@ import {
   stopProcess,
 } from '../rigs/harness';
 import { consoleReport, runConsoleFigures } from './console';
+import { type ErasureSpec, erasureReport, runErasureFigures } from './erasure';
 import { prefillDatabase } from './prefill';
 import { type PollerIdleResult, runPollerIdle } from './poller-idle';
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -284,7 +285,8 @@ function clusterHarness(secret: string, options: Options): ClusterHarness {
   };
 }
 
-async function runLoad(spec: LoadSpec & { cpus?: string }): Promise<LoadResult> {
+async function runLoad(spec: LoadSpec & { cpus?: string; onWindow?: () => void }): Promise<LoadResult> {
+  const { onWindow, ...load } = spec;
   const child = track(
     fork(join(__dirname, 'load.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
   );
@@ -293,7 +295,8 @@ async function runLoad(spec: LoadSpec & { cpus?: string }): Promise<LoadResult> 
   try {
     return await new Promise<LoadResult>((done, fail) => {
       const timer = setTimeout(() => fail(new BenchError('load generator timed out')), limitMs);
-      child.once('message', (m: LoadMessage) => {
+      child.on('message', (m: LoadMessage) => {
+        if (m.type === 'window') return onWindow?.();
         clearTimeout(timer);
         if (m.type === 'result') done(m.result);
         else fail(new BenchError(`load generator: ${m.message}`));
@@ -302,7 +305,7 @@ async function runLoad(spec: LoadSpec & { cpus?: string }): Promise<LoadResult> 
         clearTimeout(timer);
         fail(new BenchError(`load generator exited (${code}) without a result`));
       });
-      child.send(spec);
+      child.send({ ...load, announceWindow: onWindow !== undefined });
     });
   } finally {
     await stop(child);
@@ -681,6 +684,18 @@ async function main(): Promise<number> {
     options.cluster && baselineBin !== undefined
       ? await clusterDrainAgainst(clusterHarness(secret, options), baselineBin, options, errors)
       : null;
+  const erasureSpec: ErasureSpec = {
+    concurrency: 50,
+    warmupMs: options.warmupMs,
+    windowMs: options.erasureWindowMs,
+    events: options.erasureEvents,
+    subjectEvents: 10_000,
+    subjectProposals: 100,
+    findEvents: options.findEvents,
+  };
+  const erasure = options.erasure
+    ? await runErasureFigures(clusterHarness(secret, options), erasureSpec, errors)
+    : null;
   if (options.json) {
     const config = {
       warmupMs: options.warmupMs,
@@ -692,11 +707,11 @@ async function main(): Promise<number> {
     };
     const all = options.rounds > 1 ? { runs } : {};
     process.stdout.write(
-      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, starvedCluster, console: consolePages, cluster: cluster?.figures ?? null, errors, ...all }, null, 2)}\n`,
+      `${JSON.stringify({ config, results, summary, pipeline, poller, forwarding, starved, starvedCluster, console: consolePages, cluster: cluster?.figures ?? null, erasure, errors, ...all }, null, 2)}\n`,
     );
   } else {
     // --only cluster or starved: no HTTP rows, so no table of them (what was measured and the errors still print).
-    if (results.length > 0 || (cluster === null && !options.starvedOnly))
+    if (results.length > 0 || (cluster === null && erasure === null && !options.starvedOnly))
       process.stdout.write(`${report(results, summary, options, errors)}\n`);
     else {
       process.stdout.write(`consig-receiver bench: node ${process.version}, source ${options.source}\n`);
@@ -724,6 +739,7 @@ async function main(): Promise<number> {
       );
     if (consolePages !== null) process.stdout.write(`\n${consoleReport(consolePages)}\n`);
     if (cluster !== null) process.stdout.write(`\n${clusterReport(cluster.figures, cluster.options)}\n`);
+    if (erasure !== null) process.stdout.write(`\n${erasureReport(erasure, erasureSpec)}\n`);
     for (const ab of [pipelineAb, clusterAb])
       if (ab !== null) process.stdout.write(`\n${abReport(ab, options.baseline ?? '')}\n`);
   }
