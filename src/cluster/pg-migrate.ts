@@ -226,9 +226,9 @@ export function assertCompatible(
  */
 export async function inspectPostgres(
   pool: Pool,
-  dir?: string,
+  from: string | readonly PgMigration[] = loadPgMigrations(),
 ): Promise<{ verdict: SchemaVerdict; pending: PgMigration[] }> {
-  const migrations = loadPgMigrations(dir);
+  const migrations = typeof from === 'string' ? loadPgMigrations(from) : from;
   const client = await checkOut(pool);
   try {
     const rows = await readApplied(client);
