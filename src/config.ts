@@ -186,6 +186,8 @@ const schema = z.object({
   SQLITE_BUSY_TIMEOUT_MS: int(0, 60000, 1000),
   GROUP_COMMIT_MAX_BATCH: int(1, 10000, 512),
   SHUTDOWN_TIMEOUT_MS: int(0, 600000, 10000),
+  // Issue 46: `false` for a deployment that runs `consig-receiver migrate` as a step of its own.
+  MIGRATE_ON_START: oneOf(['false', 'true'] as const, 'true'),
   RETENTION_DAYS: optionalText().superRefine((v, ctx) => {
     if (v !== undefined && !(/^\d{1,5}$/.test(v) && Number(v) >= 1)) {
       ctx.addIssue({
@@ -313,6 +315,13 @@ export interface Config {
   };
   readonly groupCommitMaxBatch: number;
   readonly shutdownTimeoutMs: number;
+  /**
+   * MIGRATE_ON_START: `serve` migrates the SQLite file (the spool in cluster mode) and PostgreSQL
+   * before it runs. false: it migrates neither, and refuses a schema that is behind, naming the
+   * missing migrations and `consig-receiver migrate` (a cluster replica stays not ready and checks
+   * again). @default true
+   */
+  readonly migrateOnStart: boolean;
   /** Raw bodies of finished events older than this are removed (row and dedup key stay); undefined keeps all. */
   readonly retentionDays: number | undefined;
   /** Who may POST to the webhook routes; undefined allows everyone (the signature still decides). */
@@ -652,10 +661,8 @@ function tracingConfig(p: Parsed): TracingConfig | null {
 }
 
 /** Reads contract §3's variables from `env`. Throws ConfigError naming the first bad one. */
-export function loadConfig(
-  env: NodeJS.ProcessEnv | Record<string, string | undefined>,
-  options: LoadOptions = {},
-): Config {
+/** The variables, each checked; ConfigError naming the first that is not valid. */
+function parseEnv(env: NodeJS.ProcessEnv | Record<string, string | undefined>): z.infer<typeof schema> {
   const input: Record<string, string | undefined> = {};
   for (const key of Object.keys(schema.shape)) input[key] = env[key];
   const result = schema.safeParse(input);
@@ -664,7 +671,14 @@ export function loadConfig(
     const variable = String(issue?.path[0] ?? 'environment');
     throw new ConfigError(variable, issue?.message ?? 'invalid');
   }
-  const p = result.data;
+  return result.data;
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv | Record<string, string | undefined>,
+  options: LoadOptions = {},
+): Config {
+  const p = parseEnv(env);
   const secrets = check(p, options);
   const forwardTo = destinations(p, options);
   const config: Config = {
@@ -698,6 +712,7 @@ export function loadConfig(
     sqlite: Object.freeze({ synchronous: p.SQLITE_SYNCHRONOUS, busyTimeoutMs: p.SQLITE_BUSY_TIMEOUT_MS }),
     groupCommitMaxBatch: p.GROUP_COMMIT_MAX_BATCH,
     shutdownTimeoutMs: p.SHUTDOWN_TIMEOUT_MS,
+    migrateOnStart: p.MIGRATE_ON_START === 'true',
     retentionDays: p.RETENTION_DAYS === undefined ? undefined : Number(p.RETENTION_DAYS),
     allowedCidrs: p.ALLOWED_CIDRS === undefined ? undefined : parseAllowList(p.ALLOWED_CIDRS),
     trustProxy: p.TRUST_PROXY,

@@ -369,6 +369,13 @@ export function createMetrics(options: MetricsOptions = {}) {
     help: 'Cluster mode: 1 while this replica reaches PostgreSQL (a heartbeat every 5 s) with its relay and workers started; 0 within about 10 s of losing it',
     registers: [registry],
   });
+  const schemaCompatible = new Gauge({
+    name: 'consig_schema_compatible',
+    help: "1 while this receiver runs on its database's schema; cluster mode: 0 while this replica refuses PostgreSQL's (a newer one with a breaking migration its code does not know, or one behind while MIGRATE_ON_START=false): not ready, webhooks answered 503, nothing relayed or processed",
+    registers: [registry],
+  });
+  // SQLite mode refuses at start instead (the process does not run): 1 from the start.
+  schemaCompatible.set(1);
   const relaySpoolReplaced = new Gauge({
     name: 'consig_relay_spool_replaced',
     help: 'Cluster mode: 1 when this replica started on a spool PostgreSQL did not know while it knew another one of the same REPLICA_ID (a lost or replaced volume: what the old spool acknowledged and never relayed is lost); stays 1 until the process stops',
@@ -414,6 +421,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     relayGaps,
     relayResent,
     clusterConnected,
+    schemaCompatible,
     relaySpoolReplaced,
     deliveries,
     ackLatency,

@@ -1,6 +1,9 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
-import { knownSpools, verifySpool } from './cluster/pg-reads';
+import { describePgTarget, knownSpools, pgError, pgTarget, verifySpool } from './cluster/pg-reads';
+import { inspectPostgres, migratePostgres, type PgMigration } from './cluster/pg-migrate';
+import { migrationFileName } from './domain/migration-files';
+import { Pool } from 'pg';
 import type { Config } from './config';
 import { consoleAudit } from './core/console-session-queries';
 import { type CommandStore, commandStore, type StorePort } from './core/store-port';
@@ -11,7 +14,7 @@ import type { SpoolVerdict } from './domain/relay-gap';
 import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
 import { privateDatabaseFile, stderrModeNotice } from './store/file-mode';
 import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
-import { loadMigrations, migrate } from './store/migrate';
+import { appliedVersions, assertKnown, loadMigrations, type Migration, migrate } from './store/migrate';
 import { openSpool } from './store/spool';
 import { openStore, type Store } from './store/store';
 import { sqliteStorePort } from './store/sqlite-port';
@@ -252,4 +255,85 @@ export async function verifySpools(config: Config, paths: readonly string[]): Pr
       return { database: port.name, verdicts, known: await knownSpools(q) };
     }),
   );
+}
+
+/** What one store got (or would get). */
+export interface StoreMigration {
+  store: 'postgres' | 'sqlite';
+  /** postgres://host:port/database, or the SQLite file's path. */
+  target: string;
+  /** The migrations applied (or, dry run, to apply), in order; PostgreSQL's with their compat. */
+  applied: { file: string; compat?: string }[];
+  /** Set when nothing was done to this store, and why (no file there). */
+  skipped?: string;
+  /** Said once when PostgreSQL's schema is newer than this code and every newer migration is `previous`. */
+  note?: string;
+}
+
+/**
+ * `migrate` (cli/migrate-command.ts, issue 46): with DATABASE_URL, PostgreSQL under the runner's
+ * advisory lock, then the spool at DATABASE_PATH when that file exists (a Job run without the
+ * replica's volume creates no stray spool); without it, the SQLite file, created when missing.
+ * `dryRun`: what would be applied, nothing changed (schema_migrations read, the file read-only).
+ */
+export async function migrateStores(config: Config, dryRun: boolean): Promise<StoreMigration[]> {
+  if (config.cluster === null) return [migrateSqlite(config, dryRun)];
+  const pg = await migratePg(config.cluster.databaseUrl, dryRun);
+  if (existsSync(config.databasePath)) return [pg, migrateSqlite(config, dryRun)];
+  const skipped = 'no spool there (a replica migrates its own at start, or run `migrate` beside it)';
+  return [pg, { store: 'sqlite', target: config.databasePath, applied: [], skipped }];
+}
+
+async function migratePg(databaseUrl: string, dryRun: boolean): Promise<StoreMigration> {
+  const target = pgTarget(databaseUrl);
+  const pool = new Pool({
+    connectionString: databaseUrl,
+    max: 1,
+    connectionTimeoutMillis: 10_000,
+    application_name: 'consig-receiver migrate',
+  });
+  pool.on('error', () => {});
+  let note: string | undefined;
+  try {
+    let applied: PgMigration[];
+    if (dryRun) {
+      const { verdict, pending } = await inspectPostgres(pool);
+      if (verdict.kind === 'newer') note = verdict.message;
+      applied = pending;
+    } else
+      applied = await migratePostgres(pool, {
+        onVerdict: (v) => {
+          if (v.kind === 'newer') note = v.message;
+        },
+      });
+    const files = applied.map((m) => ({ file: migrationFileName(m), compat: m.compat }));
+    return { store: 'postgres', target: describePgTarget(target), applied: files, ...(note ? { note } : {}) };
+  } catch (err) {
+    throw pgError(err, target, databaseUrl, false);
+  } finally {
+    await pool.end().catch(() => {});
+  }
+}
+
+function migrateSqlite(config: Config, dryRun: boolean): StoreMigration {
+  const path = config.databasePath;
+  const applied = dryRun ? pendingSqlite(config) : migrateFile(config);
+  return { store: 'sqlite', target: path, applied: applied.map((m) => ({ file: migrationFileName(m) })) };
+}
+
+/** What `migrate` would apply to the SQLite file, read without writing (all of them for no file). */
+function pendingSqlite(config: Config): Migration[] {
+  const migrations = loadMigrations();
+  if (!existsSync(config.databasePath)) return migrations;
+  const db = openDatabase(config.databasePath, {
+    readonly: true,
+    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, MIGRATION_BUSY_TIMEOUT_MS),
+  });
+  try {
+    assertKnown(db, migrations);
+    const done = new Set(appliedVersions(db));
+    return migrations.filter((m) => !done.has(m.version));
+  } finally {
+    db.close();
+  }
 }

@@ -390,6 +390,7 @@ function composeCluster(
         // A replica processes once connected with its kick workers: an ingest-only one
         // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
         metrics.clusterConnected.set(node.connected ? 1 : 0);
+        metrics.schemaCompatible.set(node.schemaCompatible ? 1 : 0);
         metrics.processingHolder.set(node.processing ? 1 : 0);
         return node
           .sharedGauges((q) => storeGauges(q, cutoffs))
@@ -470,7 +471,8 @@ function openMigratedOrRelease(config: Config, logger: Logger, spoolLock: SpoolL
  */
 function openMigrated(config: Config, logger: Logger, migrated: (store: Store) => void): Store {
   const store = openStore(config.databasePath, {
-    migrate: true,
+    // MIGRATE_ON_START=false (issue 46): a file behind is refused, naming what it lacks.
+    migrate: config.migrateOnStart,
     modeNotice: (n) => logger.warn({ path: n.path, mode: n.was }, modeNoticeMessage(n)),
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
@@ -657,6 +659,7 @@ function buildCluster(
     retention: config.retentionDays === undefined ? undefined : { days: config.retentionDays },
     outbox: { destinations: config.forwarding.destinations, feedEnabled: config.forwarding.feedEnabled },
     consoleTokens: consoleFingerprints(config),
+    migrateOnStart: config.migrateOnStart,
     sender: clusterSender(config, cluster, options, deps),
     logger: options.logger,
     now: () => clock.now(),

@@ -2,7 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { type Config, loadConfig } from '../config';
 import { ConsigError } from '../domain/errors';
-import { migrateFile } from '../open-store';
+import { migrateCommand } from './migrate-command';
 import {
   averbacoesCommand,
   deliveriesCommand,
@@ -81,16 +81,12 @@ function registerDatabaseCommands(program: Command): void {
 
   program
     .command('migrate')
-    .description('apply pending migrations from migrations/ and exit')
-    .action(() => {
-      const c = config(program);
-      const applied = migrateFile(c);
-      io.out(
-        applied.length === 0
-          ? `${c.databasePath}: up to date`
-          : `${c.databasePath}: applied ${applied.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`).join(', ')}`,
-      );
-    });
+    .description(
+      'apply pending migrations and exit: with DATABASE_URL, PostgreSQL (migrations-pg/, under an advisory lock) then the spool at DATABASE_PATH if it exists; else the SQLite file (migrations/)',
+    )
+    .option('--dry-run', 'list what would be applied (files and their compat), change nothing')
+    .option('--json', 'JSON for scripts')
+    .action((opts: { dryRun?: boolean; json?: boolean }) => migrateCommand(config(program), opts, io));
 }
 
 /**

@@ -15,7 +15,13 @@ import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
 import { inPoolTransaction, pgStoreQuery, pgStoreSql } from './pg-store-sql';
 import { readSharedAnswers } from './pg-delivery-alarm';
-import { migratePostgres } from './pg-migrate';
+import {
+  inspectPostgres,
+  loadPgMigrations,
+  migratePostgres,
+  type PgMigration,
+  SchemaRefused,
+} from './pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { type PollJobDeps, runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
@@ -85,6 +91,16 @@ export interface ClusterNodeOptions
   /** Seconds a dead replica's kick stays claimed. @default 10 */
   kickExpireSeconds?: number;
   /**
+   * MIGRATE_ON_START (issue 46): false: PostgreSQL is not migrated here; a schema behind this code
+   * keeps the replica not ready (webhooks 503), checked again every `schemaCheckMs`. @default true
+   */
+  migrateOnStart?: boolean;
+  /**
+   * How often a running replica reads `schema_migrations` for a breaking migration a newer replica
+   * applied, and how often a refused one checks again. @default 5000
+   */
+  schemaCheckMs?: number;
+  /**
    * Issue 36: this replica's estimate of PostgreSQL's clock (order-clock.ts), which the webhook
    * route stamps each request with; the relay reads PostgreSQL's clock into it at every heartbeat.
    * @default none (order on this replica's own clock, as before)
@@ -125,6 +141,9 @@ export interface ClusterNodeOptions
 
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
 const READ_SHORT_MS = 2500;
+const SCHEMA_CHECK_MS = 5000;
+/** How long a replica that finds a breaking migration while it runs waits for its kicks to finish. */
+const REFUSAL_STOP_MS = 10_000;
 
 export class ClusterNode {
   private readonly pool: Pool;
@@ -149,6 +168,15 @@ export class ClusterNode {
   private beaten = false;
   /** The PostgreSQL timeline this process last saw (a promotion starts a new one). */
   private timeline: number | null = null;
+  /**
+   * Why this replica refuses PostgreSQL's schema (issue 46): a newer one with a breaking migration,
+   * or, with MIGRATE_ON_START=false, one behind; null while it runs on it. While set, `/readyz` and
+   * the webhook routes answer 503 with it.
+   */
+  private refusal: string | null = null;
+  private schemaTimer: NodeJS.Timeout | null = null;
+  /** The migrations this code knows (migrations-pg/), read once. */
+  private readonly migrations: PgMigration[] = loadPgMigrations();
   /**
    * The store port (core/store-port.ts) on this replica's pool, for the admin API and the console
    * (pg-store-port.ts); each call rejects with a StorageError while PostgreSQL is away.
@@ -198,10 +226,16 @@ export class ClusterNode {
    * replicas goes (domain/watermark.ts `readyForTraffic`): once its relay has published a heartbeat
    * in this run, or CLUSTER_HOLDBACK_MAX_MS after it started whatever PostgreSQL says.
    */
-  readiness(): { ready: boolean; ordered: boolean } {
+  readiness(): { ready: boolean; ordered: boolean; refused?: string } {
+    if (this.refusal !== null) return { ready: false, ordered: this.beaten, refused: this.refusal };
     const sinceStartMs = this.startedAt === null ? 0 : Date.now() - this.startedAt;
     const maxMs = this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
     return { ready: readyForTraffic({ beaten: this.beaten, sinceStartMs, maxMs }), ordered: this.beaten };
+  }
+
+  /** Whether this replica runs on PostgreSQL's schema (`consig_schema_compatible`); see {@link refusal}. */
+  get schemaCompatible(): boolean {
+    return this.refusal === null;
   }
 
   /**
@@ -284,9 +318,11 @@ export class ClusterNode {
   async stop(timeoutMs: number): Promise<void> {
     this.stopping = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.schemaTimer) clearTimeout(this.schemaTimer);
     this.retention?.stop();
     await this.liveness.stop();
     await this.relay?.stop();
+    await this.drainSpool(timeoutMs);
     // Senders first record what was answered, then give their destinations' locks back.
     await this.options.sender?.stop(timeoutMs).catch(() => undefined);
     await this.engine?.stop(timeoutMs).catch(() => undefined);
@@ -294,10 +330,94 @@ export class ClusterNode {
     this.state = 'stopped';
   }
 
+  /**
+   * SIGTERM (issue 46): what the spool holds is relayed before the process exits, within
+   * `timeoutMs` (SHUTDOWN_TIMEOUT_MS), so that a replica replaced mid-roll leaves nothing for the next
+   * version to carry late. A replica that never ran on PostgreSQL (away, or its schema refused)
+   * relays nothing; what is left stays in the spool for its next start, and is said.
+   */
+  private async drainSpool(timeoutMs: number): Promise<void> {
+    const { relay, options } = this;
+    const drained = relay !== null && this.refusal === null ? await relay.drain(timeoutMs) : false;
+    const left = options.spool.backlog?.().count ?? 0;
+    if (drained || left === 0) return;
+    options.logger.warn(
+      { left, replica: options.replicaId, timeout_ms: timeoutMs },
+      'cluster mode: stopping with deliveries not relayed to PostgreSQL; they stay in the spool and are relayed when a replica starts on it again',
+    );
+  }
+
+  /**
+   * PostgreSQL's schema, before anything runs on it: migrated (under the runner's lock), or with
+   * MIGRATE_ON_START=false only read. A schema this replica refuses (newer and breaking, or behind
+   * without migrating) sets the refusal and throws SchemaRefused.
+   */
+  private async prepareSchema(): Promise<void> {
+    const { logger } = this.options;
+    try {
+      if (this.options.migrateOnStart === false) {
+        const { verdict } = await inspectPostgres(this.pool, this.migrations);
+        if (verdict.kind === 'behind') throw new SchemaRefused(verdict.message);
+        if (verdict.kind === 'newer') logger.info({ replica: this.options.replicaId }, verdict.message);
+      } else await migratePostgres(this.pool, { logger });
+      this.refusal = null;
+    } catch (err) {
+      if (err instanceof SchemaRefused) this.refusal = err.message;
+      throw err;
+    }
+  }
+
+  /**
+   * Issue 46: a running replica reads `schema_migrations` every `schemaCheckMs`; a breaking
+   * migration it does not know (another, newer replica migrated) makes it stop taking work.
+   */
+  private watchSchema(): void {
+    const every = this.options.schemaCheckMs ?? SCHEMA_CHECK_MS;
+    const tick = async (): Promise<void> => {
+      this.schemaTimer = null;
+      if (this.stopping || this.state !== 'running') return;
+      try {
+        await inspectPostgres(this.pool, this.migrations);
+      } catch (err) {
+        if (err instanceof SchemaRefused) return this.refuseWhileRunning(err.message);
+        // PostgreSQL away (liveness says so), or a changed file (said at the next start): not ours.
+      }
+      if (this.stopping || this.state !== 'running') return;
+      this.schemaTimer = setTimeout(() => void tick(), every);
+      this.schemaTimer.unref();
+    };
+    this.schemaTimer = setTimeout(() => void tick(), every);
+    this.schemaTimer.unref();
+  }
+
+  /**
+   * A breaking migration landed while this replica ran: it stops relaying and processing (its code
+   * would write what the new schema does not mean), answers `/readyz` and the webhooks 503, and
+   * checks again as a replica that starts on that schema does. Its spool keeps what it holds for the
+   * next version started on it.
+   */
+  private async refuseWhileRunning(message: string): Promise<void> {
+    this.refusal = message;
+    this.state = 'connecting';
+    this.options.logger.error(
+      { err: message, replica: this.options.replicaId },
+      'cluster mode: a breaking migration landed while this replica ran (a newer replica migrated): it stops relaying and processing, and answers /readyz and webhooks 503',
+    );
+    this.retention?.stop();
+    this.retention = null;
+    await this.liveness.stop();
+    await this.relay?.stop();
+    this.relay = null;
+    await this.options.sender?.stop(REFUSAL_STOP_MS).catch(() => undefined);
+    await this.engine?.stop(REFUSAL_STOP_MS).catch(() => undefined);
+    this.engine = null;
+    if (!this.stopping) this.starting = this.connect(1);
+  }
+
   private async connect(attempt: number): Promise<void> {
     const { logger } = this.options;
     try {
-      await migratePostgres(this.pool, { logger });
+      await this.prepareSchema();
       await this.checkSpoolIdentity();
       await this.endRotatedSessions();
       this.engine = await startEngine(this.options.databaseUrl, {
@@ -317,6 +437,7 @@ export class ClusterNode {
       this.options.sender?.start();
       this.state = 'running';
       this.liveness.start(true);
+      this.watchSchema();
       logger.info(
         { replica: this.options.replicaId, concurrency: this.options.concurrency },
         this.options.concurrency === 0
@@ -327,19 +448,38 @@ export class ClusterNode {
       if (this.stopping) return;
       await this.engine?.stop(1000).catch(() => undefined);
       this.engine = null;
-      const delay = Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5));
+      const delay = this.retryDelay(err, attempt);
       // An error, at most 30 s apart: a replica that never reaches PostgreSQL (a wrong host or
       // password, a firewall) processes and relays nothing, and only its log says why.
       const url = this.options.databaseUrl;
-      logger.error(
-        { err: redactedMessage(err, url), database: describeDatabase(url), attempt, retry_in_ms: delay },
-        'cluster mode: cannot start on PostgreSQL yet; acknowledging from the spool meanwhile',
-      );
+      const fields = {
+        err: redactedMessage(err, url),
+        database: describeDatabase(url),
+        attempt,
+        retry_in_ms: delay,
+      };
+      if (!(err instanceof SchemaRefused))
+        logger.error(
+          fields,
+          'cluster mode: cannot start on PostgreSQL yet; acknowledging from the spool meanwhile',
+        );
+      else if (attempt === 1 || attempt % 12 === 0)
+        logger.error(
+          fields,
+          'cluster mode: this replica refuses the PostgreSQL schema: not ready (/readyz 503), webhooks answered 503, nothing relayed or processed; checked again',
+        );
       await new Promise<void>((resolve) => {
         this.retryTimer = setTimeout(resolve, delay);
       });
       if (!this.stopping) await this.connect(attempt + 1);
     }
+  }
+
+  /** The pause before connect() tries again: a refused schema is checked every `schemaCheckMs`. */
+  private retryDelay(err: unknown, attempt: number): number {
+    const backoff = Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5));
+    if (!(err instanceof SchemaRefused)) return backoff;
+    return Math.min(backoff, this.options.schemaCheckMs ?? SCHEMA_CHECK_MS);
   }
 
   /**

@@ -97,7 +97,7 @@ export function isPgUnavailable(err: unknown): boolean {
 }
 
 /** One line for what went wrong at PostgreSQL; errors of other kinds pass through. */
-function pgError(err: unknown, t: PgTarget, url: string, connecting: boolean): unknown {
+export function pgError(err: unknown, t: PgTarget, url: string, connecting: boolean): unknown {
   if (err instanceof ConsigError || !(err instanceof Error)) return err;
   const where = `${t.host}:${t.port}`;
   // A message of the server or the driver names no password; this is in case one ever does.

@@ -55,6 +55,8 @@ export interface RelaySpool {
   rewind(toId: number, at: string): number;
   /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
   oldestAfter(afterId: number): string | null;
+  /** Deliveries acknowledged here and not relayed yet (store/spool.ts); what a stop leaves is logged. */
+  backlog?(): { count: number };
 }
 
 export interface RelayOptions {
@@ -148,6 +150,9 @@ class SpoolRewound extends Error {
   }
 }
 
+/** The pause between two tries of a failed batch while draining at shutdown. */
+const DRAIN_RETRY_MS = 100;
+
 export class Relay {
   private running: Promise<void> | null = null;
   private stopped = true;
@@ -188,6 +193,49 @@ export class Relay {
     this.stopped = true;
     this.wake?.();
     await this.running;
+  }
+
+  /**
+   * After stop() (issue 46): relays what the spool still holds, batch after batch, until it is empty
+   * (true) or `timeoutMs` has passed (false). A batch that fails (PostgreSQL away a moment) is tried
+   * again after a short pause, within the same bound. A replica told to stop leaves nothing for the
+   * next version to carry late; SHUTDOWN_TIMEOUT_MS bounds it.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    const until = performance.now() + timeoutMs;
+    let failures = 0;
+    for (;;) {
+      const left = until - performance.now();
+      if (left <= 0) return false;
+      const moved = await this.drainBatch(left).catch((err: unknown) => {
+        failures += 1;
+        if (failures === 1)
+          this.options.logger.warn(
+            { err: (err as Error).message },
+            'relay: a batch failed while draining the spool at shutdown; tried again within SHUTDOWN_TIMEOUT_MS',
+          );
+        return null;
+      });
+      if (moved === 'late') return false;
+      if (moved === 0) return true;
+      if (moved === null) await new Promise((resolve) => setTimeout(resolve, Math.min(DRAIN_RETRY_MS, left)));
+    }
+  }
+
+  /** One batch of drain(), or 'late' when `leftMs` passes first (the batch then ends by itself). */
+  private async drainBatch(leftMs: number): Promise<number | 'late'> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(resolve, leftMs, 'late');
+    });
+    const batch = this.relayOnce();
+    try {
+      const moved = await Promise.race([batch, late]);
+      if (moved === 'late') batch.catch(() => undefined);
+      return moved;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

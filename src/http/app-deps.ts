@@ -71,8 +71,12 @@ export interface AppDeps {
    * @default undefined (not reported)
    */
   isProcessing?: (() => boolean) | undefined;
-  /** Cluster mode: `/readyz` waits for this replica's first relay heartbeat (health-routes.ts). */
-  readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
+  /**
+   * Cluster mode: `/readyz` waits for this replica's first relay heartbeat (health-routes.ts);
+   * `refused`: the replica refuses PostgreSQL's schema (issue 46), and `/readyz` and the webhook
+   * routes answer 503 with why.
+   */
+  readiness?: (() => { ready: boolean; ordered: boolean; refused?: string }) | undefined;
   /**
    * Cluster mode (DATABASE_URL): this replica's relay, which the console's overview shows (the
    * spool's backlog and lag); its presence tells the routes that `storePort` is PostgreSQL.

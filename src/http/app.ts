@@ -42,5 +42,7 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     inFlight: deps.inFlight,
     answers: deps.answers,
     traces: deps.traces,
+    // Cluster mode: a replica refusing PostgreSQL's schema acknowledges nothing (issue 46).
+    refusing: deps.readiness === undefined ? undefined : () => deps.readiness?.().refused,
   });
 }

@@ -11,7 +11,9 @@ import { BUSY_RETRY_AFTER_SECONDS } from './errors';
  * another connection's lock for a short slice only (it runs on the event loop that answers
  * webhooks): a locked file answers 503 with `Retry-After` at once. A cluster replica is ready once
  * its relay has published a heartbeat (others then wait for what it takes; docs/cluster.md §10), or
- * CLUSTER_HOLDBACK_MAX_MS after it started: `ordered` says which.
+ * CLUSTER_HOLDBACK_MAX_MS after it started: `ordered` says which. A replica that refuses
+ * PostgreSQL's schema (issue 46: newer and breaking, or behind while MIGRATE_ON_START=false) is not
+ * ready, whatever else holds: 503 `refused` with the reason.
  */
 export function healthRoutes(deps: {
   store: LocalFile;
@@ -19,7 +21,7 @@ export function healthRoutes(deps: {
   clock: Clock;
   isProcessing?: (() => boolean) | undefined;
   /** Cluster mode: whether this replica takes part in the order across replicas yet (ClusterNode). */
-  readiness?: (() => { ready: boolean; ordered: boolean }) | undefined;
+  readiness?: (() => { ready: boolean; ordered: boolean; refused?: string }) | undefined;
 }): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
@@ -30,6 +32,16 @@ export function healthRoutes(deps: {
       deps.store.probeWrite(deps.clock.now());
       const processing = deps.isProcessing?.();
       const order = deps.readiness?.();
+      if (order?.refused !== undefined) {
+        // Issue 46: out of rotation, with why; the webhook routes answer 503 too.
+        res.status(503).set('retry-after', '5').json({
+          status: 'refused',
+          error: 'schema_incompatible',
+          message: order.refused,
+          processing,
+        });
+        return;
+      }
       if (order !== undefined && !order.ready) {
         res.status(503).set('retry-after', '1').json({
           status: 'starting',

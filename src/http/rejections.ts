@@ -10,7 +10,10 @@ import type { DeliveryOutcome } from '../domain/delivery';
 
 /** A request refused before anything was stored. */
 export interface Rejection {
-  outcome: Extract<DeliveryOutcome, 'forbidden' | 'aborted' | 'payload_too_large' | 'invalid_signature'>;
+  outcome: Extract<
+    DeliveryOutcome,
+    'forbidden' | 'aborted' | 'payload_too_large' | 'invalid_signature' | 'storage_unavailable'
+  >;
   status: number;
   error: string;
   message: string;
@@ -19,6 +22,27 @@ export interface Rejection {
   bodyBytes: number | null;
   /** Why, in a few words: the audit row's `detail` and the log line's `reason`. */
   reason: string;
+  /** Seconds the service should wait before it tries again (a `Retry-After` header). @default none */
+  retryAfter?: number;
+}
+
+/**
+ * Cluster mode (issue 46): this replica refuses PostgreSQL's schema (a newer one with a breaking
+ * migration, or one behind while MIGRATE_ON_START=false), so it acknowledges nothing it could not
+ * relay: 503 before the body is read, and the service retries (the balancer, following `/readyz`,
+ * sends it elsewhere). Counted as `storage_unavailable`: the delivery was not stored.
+ */
+export function schemaRefused(why: string, retryAfter: number): Rejection {
+  return {
+    outcome: 'storage_unavailable',
+    status: 503,
+    error: 'schema_incompatible',
+    message: `this replica does not take deliveries now: ${why}`,
+    close: true,
+    bodyBytes: null,
+    reason: 'schema_incompatible',
+    retryAfter,
+  };
 }
 
 /** ALLOWED_CIDRS does not hold the client's address (checked before the body is read). */

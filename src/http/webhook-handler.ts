@@ -12,7 +12,7 @@ import type { Metrics } from '../metrics';
 import type { DeliveryOutcome } from '../domain/delivery';
 import type { NewEvent } from '../domain/event-status';
 import type { DeliveryWriter, IngestResult } from '../domain/delivery';
-import { badSignature, forbidden, type Rejection, unreadBody } from './rejections';
+import { badSignature, forbidden, type Rejection, schemaRefused, unreadBody } from './rejections';
 import { DeliveryWatch } from './delivery-watch';
 import type { InFlightRequests } from './in-flight';
 
@@ -55,6 +55,12 @@ export interface WebhookDeps {
    * @default undefined (not tracked)
    */
   inFlight?: InFlightRequests | undefined;
+  /**
+   * Cluster mode (issue 46): why this replica takes no delivery now (it refuses PostgreSQL's schema),
+   * or null while it does. Refused: 503 with Retry-After before the body is read.
+   * @default undefined (never refuses)
+   */
+  refusing?: (() => string | null | undefined) | undefined;
   /**
    * Answers first (issue 23): told when each answer begins and when it left, so that background
    * work (processing, forwarding) waits meanwhile.
@@ -119,6 +125,8 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
     if (deps.allowList && !deps.allowList.allows(request.remote)) {
       return reject(deps, res, request, forbidden());
     }
+    const refusal = deps.refusing?.();
+    if (refusal) return reject(deps, res, request, schemaRefused(refusal, RETRY_AFTER_SECONDS));
     getRawBody(req, { length: req.headers['content-length'], limit: deps.maxBodyBytes }, (err, body) => {
       if (err) return reject(deps, res, request, unreadBody(err, req, deps.maxBodyBytes));
       // From the whole body to the answer, the request needs this process's CPU: background work
@@ -171,7 +179,15 @@ function describeRequest(
 
 /** Answers a refused request, counts it, writes its `deliveries` row (no body, no event) and logs it. */
 function reject(deps: WebhookDeps, res: ServerResponse, request: RequestFacts, r: Rejection): void {
-  sendJson(res, r.status, { error: r.error, message: r.message }, r.close ? { connection: 'close' } : {});
+  sendJson(
+    res,
+    r.status,
+    { error: r.error, message: r.message },
+    {
+      ...(r.close ? { connection: 'close' } : {}),
+      ...(r.retryAfter === undefined ? {} : { 'retry-after': String(r.retryAfter) }),
+    },
+  );
   const ms = measure(deps, request, r.outcome, r.status);
   deps.writer.audit({
     receivedAt: request.receivedAt,

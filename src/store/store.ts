@@ -14,6 +14,7 @@ import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements'
 import { type Db, type OpenOptions, openDatabase } from './database';
 import { prepareShared } from './handler-sql';
 import { assertKnown, loadMigrations, type Migration, migrate } from './migrate';
+import { migrationFileName } from '../domain/migration-files';
 
 /** The SQLite log: one file, its repositories, and the checks /readyz needs. */
 export type Store = ReturnType<typeof buildStore>;
@@ -31,8 +32,9 @@ export function openStore(path: string, options: OpenStoreOptions = {}) {
     if (options.migrate) migrate(db, migrations);
     const applied = assertKnown(db, migrations);
     if (applied.length < migrations.length) {
+      const missing = migrations.filter((m) => !applied.includes(m.version)).map(migrationFileName);
       throw new MigrationError(
-        `the database at ${path} is not migrated (${applied.length} of ${migrations.length} migrations applied): run \`consig-receiver migrate\``,
+        `the database at ${path} is not migrated (${applied.length} of ${migrations.length} migrations applied; missing ${missing.join(', ')}): run \`consig-receiver migrate\``,
       );
     }
   } catch (err) {

@@ -77,6 +77,7 @@ describe('migratePostgres', () => {
       name: 'init',
       applied_at: expect.any(Date),
       checksum: expect.stringMatching(/^[0-9a-f]{64}$/),
+      compat: 'breaking',
     });
   });
 
@@ -138,7 +139,8 @@ describe('migratePostgres', () => {
     // 0002 holds the lock until the two other runners are blocked on it, so the race is certain,
     // not a matter of timing; each migration logs its run in migration_runs.
     const dir = folder({
-      [`${next(1)}_runs.sql`]: `CREATE TABLE migration_runs (version int, pid int);
+      [`${next(1)}_runs.sql`]: `-- compat: previous
+        CREATE TABLE migration_runs (version int, pid int);
         INSERT INTO migration_runs VALUES (${realCount + 1}, pg_backend_pid());
         DO $$ BEGIN
           FOR i IN 1..400 LOOP
@@ -147,7 +149,7 @@ describe('migratePostgres', () => {
             PERFORM pg_sleep(0.025);
           END LOOP;
         END $$;`,
-      [`${next(2)}_more.sql`]: `INSERT INTO migration_runs VALUES (${realCount + 2}, pg_backend_pid());`,
+      [`${next(2)}_more.sql`]: `-- compat: previous\nINSERT INTO migration_runs VALUES (${realCount + 2}, pg_backend_pid());`,
     });
     const build = tempDir('consig-pg-child-');
     const module = transpileForChild('src/cluster/pg-migrate.ts', build.dir);
@@ -179,10 +181,13 @@ describe('migratePostgres', () => {
       c.query("INSERT INTO schema_migrations (version, name, checksum) VALUES (42, 'from_newer_code', 'x')"),
     );
     const refused = migrateUrl(url, {
-      dir: folder({ [`${next(1)}_pending.sql`]: 'CREATE TABLE pending (n int);' }),
+      dir: folder({ [`${next(1)}_pending.sql`]: '-- compat: previous\nCREATE TABLE pending (n int);' }),
     });
     await expect(refused).rejects.toThrow(MigrationError);
-    await expect(refused).rejects.toThrow(/0042_from_newer_code.*does not know/);
+    // Recorded by no runner that knew compat: read as breaking (issue 46).
+    await expect(refused).rejects.toThrow(
+      /schema is at 0042 \(0042_from_newer_code breaking\); this replica's code knows up to/,
+    );
     expect(await tableExists(url, 'pending')).toBe(false);
   });
 
@@ -209,7 +214,8 @@ describe('migratePostgres', () => {
     const url = await createTestDatabase(pg);
     const broken = `${next(1)}_broken.sql`;
     const dir = folder({
-      [broken]: 'CREATE TABLE half_done (n int);\nINSERT INTO half_done VALUES (1);\nSELECT 1 / 0;',
+      [broken]:
+        '-- compat: previous\nCREATE TABLE half_done (n int);\nINSERT INTO half_done VALUES (1);\nSELECT 1 / 0;',
     });
     await expect(migrateUrl(url, { dir })).rejects.toThrow(
       new RegExp(`${broken.replace('.', '\\.')} failed: division by zero`),
@@ -220,7 +226,7 @@ describe('migratePostgres', () => {
     );
 
     // Fixed before release: it applies, and only it.
-    writeFileSync(join(dir, broken), 'CREATE TABLE half_done (n int);');
+    writeFileSync(join(dir, broken), '-- compat: previous\nCREATE TABLE half_done (n int);');
     expect((await migrateUrl(url, { dir })).map((m) => m.version)).toEqual([realCount + 1]);
     const locks = await withClient(
       url,
