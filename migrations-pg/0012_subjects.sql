@@ -1,8 +1,10 @@
--- compat: previous
+-- compat: breaking
 -- 0012: the people in the data (issue 45): SQLite's migrations/0016_subjects.sql (see its notes) in
--- PostgreSQL's types. The previous release runs on it: it never reads the new columns and tables,
--- its sends are recorded in the ledger by the triggers, and the wider CHECK on forward_messages
--- refuses nothing it writes. The statements that lock a live table do so for a moment (ADD COLUMN
+-- PostgreSQL's types. Breaking: the previous release could run on its tables (it never reads the
+-- new ones, and the triggers record its sends in the ledger), but a replica of it processing a late
+-- event of an erased proposal would write the CPF back (its MOVE knows no personal_erased_at), and
+-- its feed and sender would meet subject.erased rows without an event. So it stops at this schema
+-- (issue 46: it refuses, out of rotation) until replaced. The statements that lock a live table do so for a moment (ADD COLUMN
 -- without a default, DROP NOT NULL, a CHECK added NOT VALID) and give up after 5 s rather than queue
 -- ingest behind them. The partial indexes on events and proposals are built in the transaction
 -- (the migration runner has no step outside one yet, issue 46): on a log of a million events the

@@ -471,8 +471,10 @@ function openMigratedOrRelease(config: Config, logger: Logger, spoolLock: SpoolL
  */
 function openMigrated(config: Config, logger: Logger, migrated: (store: Store) => void): Store {
   const store = openStore(config.databasePath, {
-    // MIGRATE_ON_START=false (issue 46): a file behind is refused, naming what it lacks.
-    migrate: config.migrateOnStart,
+    // MIGRATE_ON_START=false (issue 46): a SQLite log behind is refused, naming what it lacks. A
+    // replica's spool is its own (no other process or version opens it): always migrated, so a new
+    // volume needs no step of its own.
+    migrate: config.migrateOnStart || config.cluster !== null,
     modeNotice: (n) => logger.warn({ path: n.path, mode: n.was }, modeNoticeMessage(n)),
     synchronous: config.sqlite.synchronous,
     busyTimeoutMs: config.sqlite.busyTimeoutMs,
