@@ -15,7 +15,6 @@ function error(env: Record<string, string>, requireSecrets = true): ConfigError 
   throw new Error('expected a ConfigError');
 }
 
-
 /** A retention set, so that the warning of its absence does not mix with the one a test looks at. */
 const KEEPS = { RETENTION_DAYS: '30' };
 describe('loadConfig', () => {

@@ -17,7 +17,12 @@ import { secretKey } from './standard-webhooks';
  * `subject.erased` comes from no event: an erasure (issue 45) tells it to every destination that was
  * sent the person's data, whatever its `types` (src/core/subject-erase.ts).
  */
-export const MESSAGE_TYPES = ['event.received', 'proposal.changed', 'averbacao.result', 'subject.erased'] as const;
+export const MESSAGE_TYPES = [
+  'event.received',
+  'proposal.changed',
+  'averbacao.result',
+  'subject.erased',
+] as const;
 export type MessageType = (typeof MESSAGE_TYPES)[number];
 
 export interface Destination {

@@ -162,7 +162,12 @@ describe('parseDestinationsFile', () => {
   });
 
   it('names every message type in MESSAGE_TYPES', () => {
-    expect(MESSAGE_TYPES).toEqual(['event.received', 'proposal.changed', 'averbacao.result', 'subject.erased']);
+    expect(MESSAGE_TYPES).toEqual([
+      'event.received',
+      'proposal.changed',
+      'averbacao.result',
+      'subject.erased',
+    ]);
   });
 
   const DESTINATION_KEYS =
