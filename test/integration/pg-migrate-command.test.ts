@@ -33,7 +33,7 @@ it('--dry-run lists what it would apply (files and compat) and changes nothing',
   const lines = run.stdout.trim().split('\n');
   expect(lines).toHaveLength(2);
   expect(lines[0]).toMatch(
-    /^PostgreSQL postgres:\/\/[^ ]+: would apply 0001_init\.sql \(breaking\), .*0012_subjects\.sql \(previous\)$/,
+    /^PostgreSQL postgres:\/\/[^ ]+: would apply 0001_init\.sql \(breaking\), .*0012_subjects\.sql \(breaking\)$/,
   );
   expect(lines[1]).toMatch(/^SQLite .*spool\.db: skipped, no spool there/);
   expect(
