@@ -76,12 +76,12 @@ export const RELEASED_COMPAT: Readonly<Record<number, { compat: Compat; reason: 
 /** The last migration released before files had to say their compat (0011_console_keys.sql). */
 export const LAST_UNMARKED = 11;
 
-const LINE = /^-- compat: (previous|breaking)[ \t]*\r?$/;
+// The first line of the text, whole: the pattern stops at its end (a newline, or the end of the text).
+const LINE = /^-- compat: (previous|breaking)[ \t]*\r?(?:\n|$)/;
 
 /** The compat a file's first line declares; null when that line is not a compat line. */
 export function declaredCompat(sql: string): Compat | null {
-  const first = sql.split('\n', 1)[0] ?? '';
-  const m = LINE.exec(first);
+  const m = LINE.exec(sql);
   return m ? (m[1] as Compat) : null;
 }
 
@@ -91,7 +91,8 @@ export function declaredCompat(sql: string): Compat | null {
  */
 export function migrationCompat(m: { version: number; name: string; sql: string }): Compat {
   const listed = RELEASED_COMPAT[m.version];
-  if (m.version <= LAST_UNMARKED && listed !== undefined) return listed.compat;
+  // The list holds 0001–0011 only (LAST_UNMARKED): a later file always says it on its first line.
+  if (listed !== undefined) return listed.compat;
   const declared = declaredCompat(m.sql);
   if (declared !== null) return declared;
   throw new MigrationError(
