@@ -1,5 +1,5 @@
 import Database from '../../src/store/sqlite-driver';
-import { delivery, postRaw, signed } from '../helpers/payloads';
+import { delivery, HAPPY_PATH, postRaw, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';
 
 /**
@@ -9,20 +9,6 @@ import { type ServerProcess, serveOnOneFile } from '../helpers/process';
  * everything: nothing pending, each event processed once, every proposal's events applied in the
  * order they were sent.
  */
-
-// The order the service sends a proposal's events in (interface §6.2); written out here, not taken
-// from the receiver's life-cycle table.
-const HAPPY_PATH = [
-  'proposta.criada',
-  'proposta.pre_aprovada',
-  'proposta.aprovada',
-  'averbacao.solicitada',
-  'averbacao.aprovada',
-  'formalizacao.iniciada',
-  'formalizacao.concluida',
-  'efetivacao.concluida',
-  'pagamento.realizado',
-];
 
 const files = serveOnOneFile({ PROCESSING_LEASE_MS: '1000' }, 'consig.db');
 const serve = () => files.serve();

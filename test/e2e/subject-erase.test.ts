@@ -2,7 +2,7 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, w
 import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { bodyOf, FakeDestination, type Received } from '../helpers/destination';
-import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
+import { delivery, HAPPY_PATH, postRaw, SECRET, signed } from '../helpers/payloads';
 import { runCliAsync, type ServerProcess, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
@@ -38,17 +38,7 @@ const SECRETS = {
 };
 
 /** The life cycle each proposal goes through (interface §6.2), in order. */
-const LIFE_CYCLE = [
-  'proposta.criada',
-  'proposta.pre_aprovada',
-  'proposta.aprovada',
-  'averbacao.solicitada',
-  'averbacao.aprovada',
-  'formalizacao.iniciada',
-  'formalizacao.concluida',
-  'efetivacao.concluida',
-  'pagamento.realizado',
-] as const;
+const LIFE_CYCLE = HAPPY_PATH;
 
 let tmp: ReturnType<typeof tempDir>;
 let dataDir: string;

@@ -2,6 +2,22 @@ import { sign } from '../../src/domain/signature';
 
 export const SECRET = 'test-secret-0123456789';
 
+/**
+ * The order the service sends a proposal's events in on its happy path (interface §6.2); written out
+ * here, not taken from the receiver's life-cycle table, so tests do not check the code against itself.
+ */
+export const HAPPY_PATH = [
+  'proposta.criada',
+  'proposta.pre_aprovada',
+  'proposta.aprovada',
+  'averbacao.solicitada',
+  'averbacao.aprovada',
+  'formalizacao.iniciada',
+  'formalizacao.concluida',
+  'efetivacao.concluida',
+  'pagamento.realizado',
+] as const;
+
 let counter = 0;
 
 /** A realistic delivery of interface §2.5, with a fresh webhook_id unless one is given. */
