@@ -61,6 +61,16 @@ describe('retentionLog (the same lines in both modes)', () => {
       ],
     ],
     [
+      "bodies, messages and proposals' personal data, in the pass order (issue 45)",
+      { anonymised: 3, forwarded: 2, pruned: 5 },
+      [
+        { fields: { pruned: 5, ...fields }, message: RETENTION_LOG.bodies },
+        { fields: { forwarded: 2, ...fields }, message: RETENTION_LOG.forwarded },
+        { fields: { anonymised: 3, ...fields }, message: RETENTION_LOG.anonymised },
+      ],
+    ],
+    ['no personal data removed, counted: no line', { anonymised: 0 }, []],
+    [
       'the spool',
       { spool: { deliveries: 3, events: 0 } },
       [{ fields: { deliveries: 3, events: 0, ...fields }, message: RETENTION_LOG.spool }],
