@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import Database from '../src/store/sqlite-driver';
 import { countInFile } from '../src/store/scrub';
-import { cpfForms } from '../src/subject-places';
+import { cpfForms } from '../src/domain/subject';
 import { fixed, percentile } from '../rigs/harness';
 import { prefillDatabase, SUBJECT_NU } from './prefill';
 import type { ClusterHarness, LoadResult } from './protocol';

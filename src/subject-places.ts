@@ -6,7 +6,7 @@ import type { SubjectHoldings } from './core/subject-find';
 import type { PlaceReport, SubjectReport, SubjectRun, SubjectService } from './core/subject-report';
 import type { StoreQuery } from './domain/sql/store-sql';
 import type { AuditAction } from './domain/console';
-import { subjectHash } from './domain/subject';
+import { cpfForms, subjectHash } from './domain/subject';
 import { withCommandStore } from './open-store';
 import { countInFileYielding } from './store/scrub';
 import { openStore } from './store/store';
@@ -24,12 +24,6 @@ import { appendJournal, journalPath, keyCheck, readJournal } from './store/subje
  */
 
 export type { PlaceReport, SubjectReport, SubjectRun } from './core/subject-report';
-
-/** The text forms the raw scans look for: 11 digits, and 000.000.000-00. */
-export const cpfForms = (cpf: string): string[] => [
-  cpf,
-  `${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`,
-];
 
 const AUDIT: Record<SubjectRun['action'], AuditAction> = {
   find: 'subject_find',

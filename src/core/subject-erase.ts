@@ -1,4 +1,4 @@
-import { eraseFromText, noticeBody, subjectMatcher } from '../domain/subject';
+import { cpfForms, eraseFromText, noticeBody, subjectMatcher } from '../domain/subject';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { SenderWake } from './forward-admin';
 import { type PruneOptions, walk } from './prune-pass';
@@ -251,12 +251,12 @@ async function eraseAttempts(q: StoreQuery, ids: readonly number[], isSubject: M
  */
 async function eraseAudit(sql: StoreSql, cpf: string | null, isSubject: Matcher): Promise<number> {
   if (cpf === null) return 0;
-  const formatted = `${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`;
+  const [digits, formatted] = cpfForms(cpf);
   return sql.write(async (q) => {
     const rows = await q.rows<{ id: number; target: string | null; detail: string | null }>(
       `SELECT id, target, detail FROM console_audit
        WHERE detail LIKE $1 OR detail LIKE $2 OR target LIKE $1 OR target LIKE $2`,
-      [`%${cpf}%`, `%${formatted}%`],
+      [`%${digits}%`, `%${formatted}%`],
     );
     for (const row of rows)
       await q.run('UPDATE console_audit SET target = $1, detail = $2 WHERE id = $3', [

@@ -39,6 +39,11 @@ export function parseSubjectCpf(input: string): { cpf: string } | { error: strin
   return { cpf: digits };
 }
 
+/** The two ways a CPF is written in a text: 11 digits, and 000.000.000-00 (what raw searches look for). */
+export function cpfForms(cpf: string): string[] {
+  return [cpf, `${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`];
+}
+
 /** A CPF written in a text: 11 digits, or `000.000.000-00`, not inside a longer run of digits. */
 const CPF_IN_TEXT = /(?<!\d)(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})(?!\d)/g;
 

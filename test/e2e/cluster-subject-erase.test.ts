@@ -2,7 +2,7 @@ import { closeSync, openSync, readdirSync, readSync, statSync, writeFileSync } f
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { countInFile } from '../../src/store/scrub';
-import { cpfForms } from '../../src/subject-places';
+import { cpfForms } from '../../src/domain/subject';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { bodyOf, FakeDestination, type Received } from '../helpers/destination';

@@ -1,3 +1,4 @@
+import type { AuditRow } from '../../src/domain/console';
 import { count, listenOutbox, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { FakeDestination } from '../helpers/destination';
 import { delivery } from '../helpers/payloads';
@@ -107,15 +108,7 @@ async function idsOf(r: TestReceiver): Promise<{ ids: Ids; keyOf: Map<number, st
 }
 
 /** A `console_audit` row as both stores hold it. */
-interface Audited {
-  role: string | null;
-  session: string | null;
-  person: string | null;
-  action: string;
-  target: string | null;
-  detail: string | null;
-  ip: string | null;
-}
+type Audited = Pick<AuditRow, 'role' | 'session' | 'person' | 'action' | 'target' | 'detail' | 'ip'>;
 
 /** The rows with each mode's own ids in their targets named as both modes name them. */
 function auditOf(audited: Audited[], mode: { ids: Ids; keyOf: Map<number, string> }): Audited[] {

@@ -1,3 +1,4 @@
+import type { AuditRow as ConsoleAuditRow } from '../../src/domain/console';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/store/database';
@@ -18,16 +19,11 @@ const VIEWER = 'viewer-token-read-audit';
 const CPF = '12345678909';
 const MASKED = '***.456.789-**';
 
-interface AuditRow {
-  id: number;
-  role: string | null;
-  session: string | null;
-  person: string | null;
-  action: string;
-  target: string | null;
-  detail: string | null;
-  ip: string | null;
-}
+/** The columns these tests read of a `console_audit` row. */
+type AuditRow = Pick<
+  ConsoleAuditRow,
+  'id' | 'role' | 'session' | 'person' | 'action' | 'target' | 'detail' | 'ip'
+>;
 
 let r: TestReceiver;
 let tmp: ReturnType<typeof tempDir>;

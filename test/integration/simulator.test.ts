@@ -6,6 +6,7 @@ import { simulateCommand } from '../../src/cli/simulate-command';
 import { verifySignature } from '../../src/domain/signature';
 import { createLogger } from '../../src/logger';
 import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/simulator';
+import { HAPPY_PATH } from '../helpers/payloads';
 
 /** The simulator over real HTTP on 127.0.0.1, with a tiny receiver of its deliveries. */
 
@@ -485,17 +486,7 @@ describe('proposals', () => {
     const rest = await call(`${s.url}/_sim/proposals/${nu}/advance`, { body: { to: 'pagamento.realizado' } });
     expect(rest.status).toBe(202);
     await waitFor(() => r.received.length === 9, 'the whole happy path');
-    expect(eventos(r)).toEqual([
-      'proposta.criada',
-      'proposta.pre_aprovada',
-      'proposta.aprovada',
-      'averbacao.solicitada',
-      'averbacao.aprovada',
-      'formalizacao.iniciada',
-      'formalizacao.concluida',
-      'efetivacao.concluida',
-      'pagamento.realizado',
-    ]);
+    expect(eventos(r)).toEqual([...HAPPY_PATH]);
     expect(r.received.at(-1)?.json.dados.st_proposta).toBe('paga');
     expect((await call(`${s.url}/_sim/proposals/${nu}/advance`, { body: {} })).status).toBe(409);
 

@@ -9,6 +9,7 @@ import { loadAgainInEachTest } from './fresh-module';
 loadAgainInEachTest(Subject, join(__dirname, '../../../src/domain/subject'));
 const {
   bodySubject,
+  cpfForms,
   cpfsInText,
   ERASED,
   erasedEvent,
@@ -62,6 +63,12 @@ describe('subjectHash', () => {
 
   it('names the key in console_keys', () => {
     expect(SUBJECT_KEY_NAME).toBe('subject-hash');
+  });
+});
+
+describe('cpfForms', () => {
+  it('the digits and the punctuated form, what a raw search looks for', () => {
+    expect(cpfForms('52998224725')).toEqual(['52998224725', '529.982.247-25']);
   });
 });
 
