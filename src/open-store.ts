@@ -276,15 +276,23 @@ export interface StoreMigration {
  * replica's volume creates no stray spool); without it, the SQLite file, created when missing.
  * `dryRun`: what would be applied, nothing changed (schema_migrations read, the file read-only).
  */
-export async function migrateStores(config: Config, dryRun: boolean): Promise<StoreMigration[]> {
+export async function migrateStores(
+  config: Config,
+  dryRun: boolean,
+  say: (line: string) => void = () => {},
+): Promise<StoreMigration[]> {
   if (config.cluster === null) return [migrateSqlite(config, dryRun)];
-  const pg = await migratePg(config.cluster.databaseUrl, dryRun);
+  const pg = await migratePg(config.cluster.databaseUrl, dryRun, say);
   if (existsSync(config.databasePath)) return [pg, migrateSqlite(config, dryRun)];
   const skipped = 'no spool there (a replica migrates its own at start, or run `migrate` beside it)';
   return [pg, { store: 'sqlite', target: config.databasePath, applied: [], skipped }];
 }
 
-async function migratePg(databaseUrl: string, dryRun: boolean): Promise<StoreMigration> {
+async function migratePg(
+  databaseUrl: string,
+  dryRun: boolean,
+  say: (line: string) => void,
+): Promise<StoreMigration> {
   const target = pgTarget(databaseUrl);
   const pool = new Pool({
     connectionString: databaseUrl,
@@ -302,6 +310,7 @@ async function migratePg(databaseUrl: string, dryRun: boolean): Promise<StoreMig
       applied = pending;
     } else
       applied = await migratePostgres(pool, {
+        logger: migrationLines(say),
         onVerdict: (v) => {
           if (v.kind === 'newer') note = v.message;
         },
@@ -313,6 +322,29 @@ async function migratePg(databaseUrl: string, dryRun: boolean): Promise<StoreMig
   } finally {
     await pool.end().catch(() => {});
   }
+}
+
+/**
+ * What the runner logs while it waits (another runner's lock, a lock conflict tried again), as
+ * lines: its message, then which file, which try, how long. What it applied is the command's result.
+ */
+function migrationLines(say: (line: string) => void) {
+  const line = (fields: Record<string, unknown>, message: string) => {
+    const { migration, attempt, retry_in_ms: retryIn, err } = fields;
+    const detail = [
+      migration === undefined ? '' : `${String(migration)}`,
+      attempt === undefined ? '' : `try ${String(attempt)}`,
+      retryIn === undefined ? '' : `again in ${String(retryIn)} ms`,
+      err === undefined ? '' : String(err),
+    ].filter((d) => d !== '');
+    say(detail.length === 0 ? message : `${message} (${detail.join('; ')})`);
+  };
+  return {
+    info: (fields: Record<string, unknown>, message: string) => {
+      if (fields.lockKey !== undefined) line({}, message);
+    },
+    warn: line,
+  };
 }
 
 function migrateSqlite(config: Config, dryRun: boolean): StoreMigration {

@@ -86,7 +86,9 @@ function registerDatabaseCommands(program: Command): void {
     )
     .option('--dry-run', 'list what would be applied (files and their compat), change nothing')
     .option('--json', 'JSON for scripts')
-    .action((opts: { dryRun?: boolean; json?: boolean }) => migrateCommand(config(program), opts, io));
+    .action((opts: { dryRun?: boolean; json?: boolean }) =>
+      migrateCommand(config(program), opts, { ...io, err: (text) => process.stderr.write(`${text}\n`) }),
+    );
 }
 
 /**

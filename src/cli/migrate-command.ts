@@ -17,10 +17,12 @@ import type { Output } from './log-commands';
 export async function migrateCommand(
   config: Config,
   opts: { dryRun?: boolean; json?: boolean },
-  io: Output,
+  io: Output & { err: (text: string) => void },
 ): Promise<void> {
   const dryRun = opts.dryRun === true;
-  const results = await migrateStores(config, dryRun);
+  // While it waits (another runner's lock, a lock conflict tried again): one line each on stderr,
+  // so that a Job's log says why it takes long; stdout keeps the result alone (--json).
+  const results = await migrateStores(config, dryRun, (line) => io.err(`consig-receiver migrate: ${line}`));
   if (opts.json) io.out(JSON.stringify({ dryRun, stores: results }));
   else for (const r of results) io.out(lineOf(r, dryRun));
 }

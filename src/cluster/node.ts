@@ -40,6 +40,7 @@ import { Liveness } from './liveness';
 import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
+import { MigrationError } from '../domain/errors';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 
 /**
@@ -175,6 +176,8 @@ export class ClusterNode {
    */
   private refusal: string | null = null;
   private schemaTimer: NodeJS.Timeout | null = null;
+  /** Migrating PostgreSQL at start, or waiting for another runner's lock: not ready (issue 46). */
+  private migrating = false;
   /** The migrations this code knows (migrations-pg/), read once. */
   private readonly migrations: PgMigration[] = loadPgMigrations();
   /**
@@ -226,8 +229,10 @@ export class ClusterNode {
    * replicas goes (domain/watermark.ts `readyForTraffic`): once its relay has published a heartbeat
    * in this run, or CLUSTER_HOLDBACK_MAX_MS after it started whatever PostgreSQL says.
    */
-  readiness(): { ready: boolean; ordered: boolean; refused?: string } {
+  readiness(): { ready: boolean; ordered: boolean; refused?: string; migrating?: boolean } {
     if (this.refusal !== null) return { ready: false, ordered: this.beaten, refused: this.refusal };
+    // Issue 46: not ready until the schema is in place, however long a migration waits for its locks.
+    if (this.migrating) return { ready: false, ordered: this.beaten, migrating: true };
     const sinceStartMs = this.startedAt === null ? 0 : Date.now() - this.startedAt;
     const maxMs = this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
     return { ready: readyForTraffic({ beaten: this.beaten, sinceStartMs, maxMs }), ordered: this.beaten };
@@ -359,10 +364,18 @@ export class ClusterNode {
         const { verdict } = await inspectPostgres(this.pool, this.migrations);
         if (verdict.kind === 'behind') throw new SchemaRefused(verdict.message);
         if (verdict.kind === 'newer') logger.info({ replica: this.options.replicaId }, verdict.message);
-      } else await migratePostgres(this.pool, { logger });
+      } else {
+        this.migrating = true;
+        await migratePostgres(this.pool, { logger });
+      }
       this.refusal = null;
+      this.migrating = false;
     } catch (err) {
       if (err instanceof SchemaRefused) this.refusal = err.message;
+      // A migration PostgreSQL answered but that did not finish (it failed, or its lock conflicts
+      // outlasted the runner's retries) keeps the replica not ready until a later try succeeds; a
+      // PostgreSQL out of reach does not (the spool acknowledges meanwhile, as at any start).
+      if (!(err instanceof MigrationError) || err instanceof SchemaRefused) this.migrating = false;
       throw err;
     }
   }

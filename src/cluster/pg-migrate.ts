@@ -1,9 +1,18 @@
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { migrationFolder, readMigrationFiles } from '../core/migration-folder';
 import { MigrationError } from '../domain/errors';
+import {
+  isLockConflict,
+  type MigrationMode,
+  migrationMode,
+  migrationRetryDelayMs,
+  outsideStatement,
+} from '../domain/migration-steps';
 import { checkOut, type ClusterLogger } from './pg-sql';
 import { transactionOn } from './pg-store-sql';
+import { RELAY_LOCK_KEY } from './relay';
 import { type MigrationFile, migrationFileName } from '../domain/migration-files';
 import {
   type AppliedCompat,
@@ -25,7 +34,13 @@ import {
  *   every one of them is recorded `previous`, and refused otherwise (issue 46,
  *   domain/migration-compat.ts): each file says its compat, recorded in `schema_migrations.compat`;
  * - a file whose content changed since it was applied is refused (a checksum is recorded), since
- *   replicas running different texts of "the same" migration would not share one schema.
+ *   replicas running different texts of "the same" migration would not share one schema;
+ * - on a live database (issue 46, item 2, domain/migration-steps.ts): each transaction takes the
+ *   relays' own lock first (so it never holds a table a relay's batch then waits for: the deadlock
+ *   the issue saw), sets a short `lock_timeout` (behind a long read it gives up instead of queueing
+ *   ingest behind its ACCESS EXCLUSIVE request) and is tried again after a pause when it met a lock
+ *   conflict; a file marked `-- migrate: outside-transaction` (one statement, such as
+ *   `CREATE INDEX CONCURRENTLY`) runs on its own and is recorded once it succeeded.
  */
 
 export interface PgMigration extends MigrationFile {
@@ -33,10 +48,12 @@ export interface PgMigration extends MigrationFile {
   checksum: string;
   /** Whether the previous release runs on the schema this makes (domain/migration-compat.ts). */
   compat: Compat;
+  /** In a transaction of its own, or alone outside one (its second line; domain/migration-steps.ts). */
+  mode: MigrationMode;
 }
 
 /** What migratePostgres logs. */
-type MigrationLogger = Pick<ClusterLogger, 'info'>;
+type MigrationLogger = Pick<ClusterLogger, 'info' | 'warn'>;
 
 export interface MigratePostgresOptions {
   /** The folder of `NNNN_name.sql` files. @default `migrations-pg/` next to the package */
@@ -48,6 +65,17 @@ export interface MigratePostgresOptions {
    * runs on: `newer`). @default nothing
    */
   onVerdict?: (verdict: SchemaVerdict) => void;
+  /**
+   * The longest one migration waits for a lock (`lock_timeout`) before it rolls back and is tried
+   * again: how long relays and kicks can queue behind its request. Under PostgreSQL's
+   * `deadlock_timeout` (1 s by default), so that in a cycle with a relay the migration gives up
+   * first. @default 800
+   */
+  lockTimeoutMs?: number;
+  /** How long a migration that keeps meeting lock conflicts is tried again before the runner gives up. @default 600000 */
+  retryForMs?: number;
+  /** The jitter of the pauses between tries. @default Math.random */
+  random?: () => number;
 }
 
 /**
@@ -74,11 +102,12 @@ export function checksum(sql: string): string {
  * gaps, each after 0011 starting with its `-- compat:` line (MigrationError naming the file).
  */
 export function loadPgMigrations(dir: string = migrationFolder('migrations-pg')): PgMigration[] {
-  return readMigrationFiles('migrations-pg', dir).map((m) => ({
-    ...m,
-    checksum: checksum(m.sql),
-    compat: migrationCompat(m),
-  }));
+  return readMigrationFiles('migrations-pg', dir).map((m) => {
+    const mode = migrationMode(m.sql);
+    // Checked when read, as the compat line is: a file refused before anything of the run applies.
+    if (mode === 'outside-transaction') outsideStatement(m);
+    return { ...m, checksum: checksum(m.sql), compat: migrationCompat(m), mode };
+  });
 }
 
 /** A row of `schema_migrations`, as far as the checks need it (compat null: not recorded). */
@@ -149,7 +178,7 @@ async function migrateLocked(
   const done: PgMigration[] = [];
   for (const m of migrations) {
     if (applied.has(m.version)) continue;
-    await applyOne(client, m);
+    await applyWithRetries(client, m, options);
     logger?.info({ migration: migrationFileName(m) }, 'applied PostgreSQL migration');
     done.push(m);
   }
@@ -243,17 +272,87 @@ export async function inspectPostgres(
   }
 }
 
-/** Records the version first, then runs the file, in one transaction: both happen or neither. */
-async function applyOne(client: Queryable, m: PgMigration): Promise<void> {
+/**
+ * One migration, tried again while it meets lock conflicts (a long read on a table it alters, a
+ * deadlock with a kick), each pause logged, until `retryForMs` has passed: then the last conflict
+ * is thrown, naming the file. Any other failure is thrown at once.
+ */
+async function applyWithRetries(
+  client: Queryable,
+  m: PgMigration,
+  options: MigratePostgresOptions,
+): Promise<void> {
+  const started = Date.now();
+  const retryForMs = options.retryForMs ?? 600_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      if (m.mode === 'outside-transaction') await applyOutside(client, m);
+      else await applyInTransaction(client, m, options.lockTimeoutMs ?? 800);
+      return;
+    } catch (err) {
+      const cause = (err as { cause?: { code?: unknown } }).cause;
+      const delay = migrationRetryDelayMs(attempt, options.random ?? Math.random);
+      if (!isLockConflict(cause?.code) || Date.now() - started + delay > retryForMs) throw err;
+      options.logger?.warn(
+        { migration: migrationFileName(m), attempt, retry_in_ms: delay, err: (cause as Error).message },
+        'PostgreSQL migration met a lock it could not have in time (a long transaction on a table it changes, or a deadlock with a relay or kick): rolled back whole, tried again after a pause',
+      );
+      await sleep(delay);
+    }
+  }
+}
+
+/**
+ * Records the version first, then runs the file, in one transaction: both happen or neither. The
+ * relays' lock first: a relay's batch takes it before it writes `deliveries` and `events`, so this
+ * transaction never holds a table lock such a batch is waiting for, nor waits for one it holds.
+ */
+async function applyInTransaction(client: Queryable, m: PgMigration, lockTimeoutMs: number): Promise<void> {
   try {
     await transactionOn(client, async () => {
+      await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+      await client.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
       const record = `INSERT INTO ${TABLE} (version, name, checksum, compat) VALUES ($1, $2, $3, $4)`;
       await client.query(record, [m.version, m.name, m.checksum, m.compat]);
       // No parameters: the simple query protocol, which runs a file of several statements.
       await client.query(m.sql);
     });
   } catch (err) {
-    const message = `PostgreSQL migration ${migrationFileName(m)} failed: ${(err as Error).message}`;
-    throw new MigrationError(message, { cause: err });
+    throw failed(m, err);
   }
+}
+
+/**
+ * The one statement of an outside-transaction file, then its record. No `lock_timeout`: what runs
+ * this way (CREATE INDEX CONCURRENTLY) waits without blocking writes. A stop between the two runs
+ * the statement again next time, which the file's IF NOT EXISTS makes harmless; an index whose
+ * build was cut short is INVALID and dropped (concurrently too) before it is built again.
+ */
+async function applyOutside(client: Queryable, m: PgMigration): Promise<void> {
+  const { statement, index } = outsideStatement(m);
+  try {
+    if (index !== null) {
+      const { rows } = await client.query<{ invalid: boolean }>(
+        `SELECT NOT i.indisvalid AS invalid FROM pg_index i
+         JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relname = $1 AND n.nspname = current_schema()`,
+        [index],
+      );
+      if (rows[0]?.invalid) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS "${index}"`);
+    }
+    await client.query(statement);
+    await client.query(`INSERT INTO ${TABLE} (version, name, checksum, compat) VALUES ($1, $2, $3, $4)`, [
+      m.version,
+      m.name,
+      m.checksum,
+      m.compat,
+    ]);
+  } catch (err) {
+    throw failed(m, err);
+  }
+}
+
+function failed(m: PgMigration, err: unknown): MigrationError {
+  const message = `PostgreSQL migration ${migrationFileName(m)} failed: ${(err as Error).message}`;
+  return new MigrationError(message, { cause: err });
 }

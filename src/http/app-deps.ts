@@ -21,6 +21,16 @@ import type { WebhookHandler } from './webhook-handler';
  */
 import type { Traces } from '../domain/tracing';
 
+/** A cluster replica's readiness (ClusterNode.readiness), as `/readyz` reports it. */
+export interface Readiness {
+  ready: boolean;
+  ordered: boolean;
+  /** Why the replica refuses PostgreSQL's schema (issue 46): out of rotation, webhooks 503. */
+  refused?: string;
+  /** Its schema is not in place yet: it is migrating, or waiting for another replica's migration (issue 46). */
+  migrating?: boolean;
+}
+
 export interface AppDeps {
   config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
     Partial<Pick<Config, 'allowedCidrs' | 'trustProxy' | 'stuckAfter'>> &
@@ -76,7 +86,7 @@ export interface AppDeps {
    * `refused`: the replica refuses PostgreSQL's schema (issue 46), and `/readyz` and the webhook
    * routes answer 503 with why.
    */
-  readiness?: (() => { ready: boolean; ordered: boolean; refused?: string }) | undefined;
+  readiness?: (() => Readiness) | undefined;
   /**
    * Cluster mode (DATABASE_URL): this replica's relay, which the console's overview shows (the
    * spool's backlog and lag); its presence tells the routes that `storePort` is PostgreSQL.

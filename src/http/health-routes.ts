@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Clock } from '../clock';
 import type { Logger } from '../logger';
-import type { LocalFile } from './app-deps';
+import type { LocalFile, Readiness } from './app-deps';
 import { BUSY_RETRY_AFTER_SECONDS } from './errors';
 
 /**
@@ -13,7 +13,8 @@ import { BUSY_RETRY_AFTER_SECONDS } from './errors';
  * its relay has published a heartbeat (others then wait for what it takes; docs/cluster.md §10), or
  * CLUSTER_HOLDBACK_MAX_MS after it started: `ordered` says which. A replica that refuses
  * PostgreSQL's schema (issue 46: newer and breaking, or behind while MIGRATE_ON_START=false) is not
- * ready, whatever else holds: 503 `refused` with the reason.
+ * ready, whatever else holds: 503 `refused` with the reason; nor is one whose schema is not in
+ * place yet (migrating, or waiting for another replica's migration): 503 `schema_migrating`.
  */
 export function healthRoutes(deps: {
   store: LocalFile;
@@ -21,7 +22,7 @@ export function healthRoutes(deps: {
   clock: Clock;
   isProcessing?: (() => boolean) | undefined;
   /** Cluster mode: whether this replica takes part in the order across replicas yet (ClusterNode). */
-  readiness?: (() => { ready: boolean; ordered: boolean; refused?: string }) | undefined;
+  readiness?: (() => Readiness) | undefined;
 }): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
@@ -38,6 +39,16 @@ export function healthRoutes(deps: {
           status: 'refused',
           error: 'schema_incompatible',
           message: order.refused,
+          processing,
+        });
+        return;
+      }
+      if (order?.migrating === true) {
+        res.status(503).set('retry-after', '1').json({
+          status: 'starting',
+          error: 'schema_migrating',
+          message:
+            "this replica is migrating PostgreSQL's schema, or waiting for another replica's migration: it relays nothing until the schema is in place (it acknowledges webhooks into its spool meanwhile)",
           processing,
         });
         return;

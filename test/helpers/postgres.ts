@@ -186,7 +186,7 @@ const logged = [];
 const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 1 });
 migratePostgres(pool, {
   dir: process.env.MIGRATIONS_DIR,
-  logger: { info: (_fields, message) => logged.push(message) },
+  logger: { info: (_fields, message) => logged.push(message), warn: (_fields, message) => logged.push(message) },
 }).finally(() => pool.end()).then(
   (applied) => console.log(JSON.stringify({ applied: applied.map((m) => m.version), logged })),
   (err) => { console.error(err.message); process.exit(1); },

@@ -1,3 +1,4 @@
+import { MIGRATION_LOCK_KEY } from '../../src/cluster/pg-migrate';
 import { clusterBed } from '../helpers/cluster-bed';
 import { sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
@@ -56,4 +57,46 @@ it('PostgreSQL there: ready once the relay has published its heartbeat, ordered:
     retryAfter: null,
     body: { status: 'ready', processing: true, ordered: true },
   });
+});
+
+it('migrating: 503 "schema_migrating" while it waits for the migration lock, past CLUSTER_HOLDBACK_MAX_MS; ready once the schema is in place (issue 46)', async () => {
+  // Another runner (a migrate Job, a newer replica) holds the migration lock: this replica's schema
+  // is not in place until it has run after it. The session lock is held on a connection of the test's.
+  const holder = await bed.pool.connect();
+  const key = MIGRATION_LOCK_KEY.toString();
+  try {
+    await holder.query('SELECT pg_advisory_lock($1)', [key]);
+    const r = await bed.receiver({
+      DATABASE_URL: bed.url,
+      REPLICA_ID: 'replica-m',
+      RELAY_INTERVAL_MS: '20',
+      // Lowered: without the migrating rule this replica would be ready 300 ms after its start.
+      CLUSTER_HOLDBACK_MAX_MS: '300',
+    });
+    let last = await readyz(r);
+    await waitFor(
+      async () =>
+        (last = await readyz(r)).status === 503 &&
+        (last.body as { error?: string }).error === 'schema_migrating',
+      '/readyz 503 schema_migrating',
+    );
+    // Well past the 300 ms bound: still out of rotation, as the schema still waits for the lock.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    last = await readyz(r);
+    expect([last.status, last.retryAfter]).toEqual([503, '1']);
+    expect(last.body).toMatchObject({ status: 'starting', error: 'schema_migrating', processing: false });
+    // It still acknowledges into its spool meanwhile (relayed once the schema is in place).
+    expect((await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 9902 }))).status).toBe(200);
+
+    await holder.query('SELECT pg_advisory_unlock($1)', [key]);
+    // Past the bound, it is ready as soon as the schema is in place; ordered once its relay beats.
+    await waitFor(
+      async () =>
+        (last = await readyz(r)).status === 200 && (last.body as { ordered?: boolean }).ordered === true,
+      '/readyz 200 ordered once migrated',
+    );
+    expect(last.body).toEqual({ status: 'ready', processing: true, ordered: true });
+  } finally {
+    holder.release();
+  }
 });

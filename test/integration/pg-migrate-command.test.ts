@@ -1,9 +1,9 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadPgMigrations } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations, MIGRATION_LOCK_KEY } from '../../src/cluster/pg-migrate';
 import { loadMigrations } from '../../src/store/migrate';
 import { pgBed } from '../helpers/cluster-bed';
-import { count } from '../helpers/cluster-db';
+import { count, waitFor } from '../helpers/cluster-db';
 import { runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 
@@ -87,4 +87,28 @@ it('a spool behind is migrated with PostgreSQL; --dry-run on it reads only', asy
   expect(dry.stdout).toMatch(/SQLite .*spool\.db: would apply 0001_init\.sql, /);
   const run = await runCliAsync(['migrate'], env());
   expect(run.stdout).toMatch(/SQLite .*spool\.db: applied 0001_init\.sql, /);
+});
+
+it('says on stderr why it waits (another runner holds the lock), and migrates once it is let go', async () => {
+  const holder = await bed.pool.connect();
+  const key = MIGRATION_LOCK_KEY.toString();
+  try {
+    await holder.query('SELECT pg_advisory_lock($1)', [key]);
+    const running = runCliAsync(['migrate', '--json'], env());
+    // The command is at the lock once PostgreSQL shows its session waiting on the advisory lock.
+    await waitFor(
+      () => count(bed.pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"),
+      'migrate waiting for the lock',
+    );
+    await holder.query('SELECT pg_advisory_unlock($1)', [key]);
+    const run = await running;
+    expect(run.status).toBe(0);
+    expect(run.stderr).toBe(
+      'consig-receiver migrate: another process is migrating the PostgreSQL database; waiting for it\n',
+    );
+    const parsed = JSON.parse(run.stdout) as { stores: { store: string; applied: unknown[] }[] };
+    expect(parsed.stores[0]?.applied).toHaveLength(pgCount);
+  } finally {
+    holder.release();
+  }
 });
