@@ -21,7 +21,7 @@ import {
   sqliteMode,
 } from './receiver-mode';
 import type { StartOptions } from './start-options';
-import { packageVersion } from './cli/version';
+import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
 import type { ClusterNode } from './cluster/node';

@@ -32,7 +32,7 @@ import {
 import { serve } from './serve';
 import { endSessionsCommand } from './session-commands';
 import { subjectCommand } from './subject-command';
-import { packageVersion } from './version';
+import { packageVersion } from '../package-version';
 
 /**
  * `consig-receiver` (contract §2). Each command is a thin wrapper over the modules; errors become one

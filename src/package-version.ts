@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-/** The package's version, from the package.json above this file: src/cli (tests) or dist/src/cli (built). */
+/** The package's version, from the package.json above this file: src/ (tests) or dist/src/ (built); the server and the commands both report it. */
 export function packageVersion(): string {
   let dir = __dirname;
   for (let i = 0; i < 5; i++) {
