@@ -6,7 +6,6 @@ import { type LocalPostgres, startLocalPostgres } from './local-postgres';
 import { seededRandom } from '../src/domain/random';
 import { defaultBin, stablePort } from './harness';
 import {
-  type ForwardChecks,
   type ForwardDestination,
   forwardHolder,
   type HolderChange,
@@ -41,7 +40,13 @@ import {
   waitForHolder,
   waitForwarded,
 } from './cluster-crash-fleet';
-import { checkPostgres, checkSpools, failuresOf, formatClusterCrash } from './cluster-crash-checks';
+import {
+  checkPostgres,
+  checkSpools,
+  type ClusterCrashResult,
+  failuresOf,
+  formatClusterCrash,
+} from './cluster-crash-checks';
 
 export { ANSWER_DEADLINE_MS } from './cluster-crash-fleet';
 export { formatClusterCrash };
@@ -100,154 +105,8 @@ export interface ClusterCrashOptions {
   log?: (line: string) => void;
 }
 
-/** What PostgreSQL holds after the run, checked against the answers. */
-export interface ClusterChecks extends ForwardChecks {
-  /** Distinct webhook_ids acknowledged with a 200 by any replica. */
-  acknowledgedKeys: number;
-  /** Events whose dedup_key is one of those (must equal acknowledgedKeys). */
-  storedAcknowledged: number;
-  /** Acknowledged, no event (must be 0). */
-  lost: number;
-  /** Events of a delivery that never got a 200 (its answers lost, retries exhausted): allowed. */
-  storedWithoutAck: number;
-  /** Events for a bad signature, or for a key this run never sent (must be 0). */
-  badSignaturesStored: number;
-  unexpectedStored: number;
-  /** Events whose evento or nu_proposta is not what was sent under that webhook_id (must be 0). */
-  eventMismatches: number;
-  /** Rows in events. */
-  events: number;
-  /** sum(events.duplicates): further copies stored by any replica. */
-  duplicatesSum: number;
-  /** Σ (200s of a webhook_id − 1): copies acknowledged beyond the first. The lower bound of duplicatesSum. */
-  ackedExtraCopies: number;
-  /** Requests of signed deliveries that got no answer (each may have been stored): the slack above. */
-  unansweredSignedRequests: number;
-  /** Events whose duplicates + 1 differs from their 200-answered `deliveries` rows (must be 0). */
-  duplicateRowMismatches: number;
-  /** Life-cycle events not 'done' (must be 0). */
-  notDone: number;
-  /** Life-cycle events without exactly one proposal_transitions row (must be 0). */
-  transitionsNotOne: number;
-  /** Transition rows − distinct event_ids, plus events whose last error is a unique violation (must be 0). */
-  processedTwice: number;
-  /** Transition rows whose event is not one of this run's life-cycle events (must be 0). */
-  strayTransitions: number;
-  transitions: number;
-  /** Events that needed more than one handler run, or hold an error: information (a kick cut by the restart). */
-  retriedEvents: number;
-  proposals: number;
-  /** Proposals whose transitions, by id, do not have strictly increasing event_id (must be 0). */
-  orderViolations: number;
-  /** Proposals whose transitions or status differ from replay() of their events in event-id order (must be 0). */
-  stateMismatches: number;
-  /** Proposals whose status differs from replay() of their events in the order they were sent (must be 0). */
-  endStateMismatches: number;
-  /** Proposals rows without events, or life-cycle proposals without a row (must be 0). */
-  proposalRowMismatches: number;
-  /** Proposals whose event ids in PostgreSQL are not in the order they were sent (arrival reordered by the relays). */
-  proposalsReordered: number;
-  /** Transitions recorded with applied = false (late or repeated). */
-  notApplied: number;
-  /** `deliveries` rows per replica. */
-  deliveriesByReplica: Record<string, number>;
-  /**
-   * Replicas whose 200-answered `deliveries` rows in PostgreSQL are fewer than the 200s they gave,
-   * or more than those plus their unanswered requests (must be none).
-   */
-  relayGaps: string[];
-}
-
-export interface ClusterCrashResult {
-  seed: number;
-  sent: number;
-  firstSends: number;
-  duplicatesSent: number;
-  badSignaturesSent: number;
-  /** Re-sends answered 200 by a replica that had not received any earlier copy of that delivery. */
-  crossReplicaDuplicates: number;
-  /** HTTP requests, retries included. */
-  requests: number;
-  networkErrors: number;
-  serverErrors: number;
-  ok200: number;
-  accepted: number;
-  duplicateAnswers: number;
-  rejected401: number;
-  /** Deliveries never answered within maxAttempts (must be 0). */
-  unanswered: number;
-  /** Answers other than 200 accepted/duplicate (signed) or 401 (bad signature) (must be 0). */
-  wrongAnswers: number;
-  /** Slowest answer, request start to end of the response (the service waits 5 s: must be below). */
-  maxAnswerMs: number;
-  /** 200s per replica. */
-  ok200ByReplica: Record<string, number>;
-  replicaKilled: string;
-  /** Requests in flight to it at the SIGKILL. */
-  inFlightAtKill: number;
-  /** SIGKILL to ready again. */
-  replicaDownMs: number;
-  /** The SIGKILL and the PostgreSQL restart, in ms from the load's start. */
-  killAtMs: number;
-  pgRestartAtMs: number | null;
-  /** The replica SIGKILLed held the destination's lock then (must be true). */
-  forwardHolderKilled: boolean;
-  /** Who held the destination's lock, each change with its time from the load's start (null: nobody). */
-  forwardHolders: HolderChange[];
-  /** From the SIGKILL of the holder to another holder (or the restarted one) seen. */
-  forwardTakeoverMs: number | null;
-  /**
-   * Requests the destination held unanswered when their sender was SIGKILLed (in flight there; must
-   * be > 0), and of their webhook-ids those not received again afterwards (must be 0: at least once).
-   */
-  forwardHeldAtKill: number;
-  forwardHeldNotResent: number;
-  /** Copies of a webhook-id received again before the PostgreSQL restart (so after the SIGKILL of the sender). */
-  forwardResentBeforePgRestart: number;
-  /** From processing done to no delivery pending; the wait gave up (must be false). */
-  forwardCatchUpMs: number | null;
-  forwardTimedOut: boolean;
-  /** The restart's pg_ctl call, start to end (down, WAL replay, accepting connections again). */
-  pgRestartMs: number;
-  /** Requests of signed deliveries overlapping the PostgreSQL restart. */
-  pgRestartRequests: number;
-  /** Of those, answered anything but 200 (must be 0), or not answered at all (must be 0). */
-  pgRestartNon200: number;
-  pgRestartNoAnswer: number;
-  /** Highest sum of consig_relay_backlog over the replicas seen while sampling every 250 ms, and during the restart. */
-  maxBacklog: number | null;
-  maxBacklogDuringPgRestart: number | null;
-  maxLagSeconds: number | null;
-  /** From max(load end, PostgreSQL back) to every replica's backlog 0; to processing done too. */
-  relayCatchUpMs: number | null;
-  catchUpMs: number | null;
-  /** From PostgreSQL back, and from the load's end, to caught up (relay and processing). */
-  catchUpAfterPgMs: number | null;
-  catchUpAfterLoadMs: number | null;
-  loadMs: number;
-  /** The end-of-state query gave up waiting (must be false). */
-  catchUpTimedOut: boolean;
-  /** When it did: the first events still open, with every kick of their keys. */
-  openAtTimeout: string[];
-  /** Replica exits nobody asked for (must be none). */
-  unexpectedExits: string[];
-  /** Exit codes of the final SIGTERMs (all must be 0). */
-  gracefulExitCodes: (number | null)[];
-  /** Permutations of a workload path's events that end elsewhere than its life order (must be 0). */
-  orderDependentPaths: number;
-  /**
-   * Each replica's own spool (SQLite) against its answers: webhook_ids it answered 200 that its
-   * `events` lacks, and 200-answered `deliveries` rows outside [its 200s, + its unanswered requests]
-   * (must be none). Checks the spool and the harness's own bookkeeping.
-   */
-  spoolGaps: string[];
-  pg: ClusterChecks;
-  durationMs: number;
-  dir: string;
-  databaseUrl: string;
-  /** The checks that failed, by name; empty when the run passed. */
-  failures: string[];
-}
+// The run's result and checks are typed where they are checked; tests import them from here.
+export type { ClusterChecks, ClusterCrashResult } from './cluster-crash-checks';
 
 // ---------------------------------------------------------------------------------------------
 // The run
