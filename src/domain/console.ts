@@ -2,7 +2,6 @@ import { createHmac } from 'node:crypto';
 import { type DeliveryAlarmState, silenceDue } from './delivery-alarm';
 import type { DestinationSummary } from './forwarding/admin';
 import type { Destination } from './forwarding/destinations';
-import type { Person } from './oidc';
 import { maskCpfsInText } from './privacy';
 import type { StuckCutoff } from './stuck';
 
@@ -12,6 +11,19 @@ import type { StuckCutoff } from './stuck';
  * Rows are given in the SQLite log's representation (ISO-8601 text times, 0/1 flags, an integer
  * `nu_proposta` as a number), so that one set of pages renders either. Pure.
  */
+
+/**
+ * Who signed in through the lender's identity provider, as the session keeps them: never a token
+ * (domain/oidc.ts reads it from the claims).
+ */
+export interface Person {
+  /** `sub`: the provider's stable id of the person. */
+  subject: string;
+  /** `name` (else `preferred_username`), null when the provider gave none. */
+  name: string | null;
+  /** `email`, null when the provider gave none or did not say it verified it (`email_verified`). */
+  email: string | null;
+}
 
 // ---- events lists --------------------------------------------------------------------------------
 

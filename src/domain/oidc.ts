@@ -1,5 +1,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import type { ConsoleRole } from './console';
+import type { ConsoleRole, Person } from './console';
+
+// Person is the console's (a session keeps one): oidc.ts makes one from a provider's claims.
+export type { Person } from './console';
 
 /**
  * The console's OpenID Connect sign-in (contract §9, issue 34), its rules: which role a person's
@@ -8,16 +11,6 @@ import type { ConsoleRole } from './console';
  * does it (http/console/oidc-client.ts). Pure: the clock and the randomness's results are passed in
  * or drawn from node:crypto alone.
  */
-
-/** Who signed in, as the session keeps them: never a token. */
-export interface Person {
-  /** `sub`: the provider's stable id of the person. */
-  subject: string;
-  /** `name` (else `preferred_username`), null when the provider gave none. */
-  name: string | null;
-  /** `email`, null when the provider gave none or did not say it verified it (`email_verified`). */
-  email: string | null;
-}
 
 /** Characters kept of any claim (a hostile or broken provider must not fill a row). */
 const MAX_CLAIM_CHARS = 256;
