@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import jest from 'eslint-plugin-jest';
 import tseslint from 'typescript-eslint';
 
-// Layering (STYLE.md "The shape we want"): dependencies point one way,
+// Layering (CONTRIBUTING.md, "Layout"): dependencies point one way,
 // main → http, pipeline, registry, cli → store, client, domain. Each block names what a layer must
 // not import, with the reason in the message.
 const restrict = (...patterns) => ({
@@ -40,8 +40,8 @@ const layers = [
     files: ['src/store/**/*.ts'],
     rules: restrict(
       [
-        '(^|/)(http|pipeline|handlers|registry|client|cli|simulator)(/|$)|^\\.\\./forwarding(/|$)|/(main|metrics)$',
-        'store/ knows no HTTP, queue, handlers or client',
+        '(^|/)(http|pipeline|registry|client|cli|simulator)(/|$)|^\\.\\./forwarding(/|$)|/(main|metrics)$',
+        'store/ knows no HTTP, queue, processing or client',
       ],
       ['^(express|p-queue|raw-body|node:http|http)$', 'store/ knows no HTTP or queue'],
     ),
@@ -73,7 +73,7 @@ const layers = [
     files: ['src/simulator/**/*.ts'],
     rules: restrict(
       [
-        '(^|/)(store|pipeline|handlers|registry|http|client|cli)(/|$)|^\\.\\./forwarding(/|$)|/(main|config|metrics)$',
+        '(^|/)(store|pipeline|registry|http|client|cli)(/|$)|^\\.\\./forwarding(/|$)|/(main|config|metrics)$',
         "simulator/ is the service's side of the wire: it shares nothing with the receiver's processing",
       ],
       [
