@@ -1,9 +1,16 @@
 import { spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { Client, Pool } from 'pg';
-import { migratePostgres, type MigratePostgresOptions, type PgMigration } from '../../src/cluster/pg-migrate';
+import {
+  loadPgMigrations,
+  migratePostgres,
+  type MigratePostgresOptions,
+  type PgMigration,
+} from '../../src/cluster/pg-migrate';
+import { migrationFolder } from '../../src/core/migration-folder';
+import { migrationFileName } from '../../src/domain/migration-files';
 import ts from 'typescript';
 import { type LocalPostgres, type LocalPostgresOptions, startLocalPostgres } from '../../rigs/local-postgres';
 
@@ -154,6 +161,15 @@ export function runNode(script: string, env: Record<string, string> = {}): Promi
     child.once('error', reject);
     child.once('close', (code) => resolvePromise({ code, stdout, stderr }));
   });
+}
+
+/** A migrations folder in `dir`: the real files of migrations-pg/, then `extra` (file name → SQL). */
+export function pgMigrationsWith(dir: string, extra: Record<string, string> = {}): string {
+  const real = migrationFolder('migrations-pg');
+  for (const m of loadPgMigrations(real))
+    copyFileSync(join(real, migrationFileName(m)), join(dir, migrationFileName(m)));
+  for (const [file, sql] of Object.entries(extra)) writeFileSync(join(dir, file), sql);
+  return dir;
 }
 
 /** migratePostgres on a pool of its own to `url`, ended after it (a replica migrates on its pool). */

@@ -1,12 +1,16 @@
-import { copyFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Client } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { loadPgMigrations } from '../../src/cluster/pg-migrate';
 import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { waitFor } from '../helpers/cluster-db';
-import { createTestDatabase, migrateUrl, workerPostgres, withClient } from '../helpers/postgres';
+import {
+  createTestDatabase,
+  migrateUrl,
+  pgMigrationsWith,
+  workerPostgres,
+  withClient,
+} from '../helpers/postgres';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -34,15 +38,7 @@ beforeEach(() => {
 });
 afterEach(() => tmp.cleanup());
 
-/** A migrations folder: the real ones, then the given extra files. */
-function folder(extra: Record<string, string> = {}): string {
-  for (const m of loadPgMigrations(REAL)) {
-    const file = `${String(m.version).padStart(4, '0')}_${m.name}.sql`;
-    copyFileSync(join(REAL, file), join(tmp.dir, file));
-  }
-  for (const [file, sql] of Object.entries(extra)) writeFileSync(join(tmp.dir, file), sql);
-  return tmp.dir;
-}
+const folder = (extra: Record<string, string> = {}): string => pgMigrationsWith(tmp.dir, extra);
 
 /** A database migrated with the real files, and a session of the test's on it. */
 async function migratedDatabase(): Promise<string> {

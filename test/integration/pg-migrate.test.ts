@@ -1,4 +1,4 @@
-import { appendFileSync, copyFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from '../../src/store/sqlite-driver';
 import { Pool } from 'pg';
@@ -14,6 +14,7 @@ import {
   transpileForChild,
   withClient,
   migrateUrl,
+  pgMigrationsWith,
 } from '../helpers/postgres';
 import { tempDir } from '../helpers/tmp';
 
@@ -38,15 +39,7 @@ beforeEach(() => {
 });
 afterEach(() => tmp.cleanup());
 
-/** A migrations folder: the real ones, then the given extra files. */
-function folder(extra: Record<string, string> = {}): string {
-  for (const m of loadPgMigrations(REAL)) {
-    const file = `${String(m.version).padStart(4, '0')}_${m.name}.sql`;
-    copyFileSync(join(REAL, file), join(tmp.dir, file));
-  }
-  for (const [file, sql] of Object.entries(extra)) writeFileSync(join(tmp.dir, file), sql);
-  return tmp.dir;
-}
+const folder = (extra: Record<string, string> = {}): string => pgMigrationsWith(tmp.dir, extra);
 
 const next = (n: number): string => String(realCount + n).padStart(4, '0');
 
