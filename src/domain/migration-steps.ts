@@ -52,7 +52,6 @@ export function outsideStatement(m: { version: number; name: string; sql: string
     .split('\n')
     .filter((line) => !line.trim().startsWith('--'))
     .join('\n')
-    .trim()
     .replace(/;\s*$/, '')
     .trim();
   const file = `migrations-pg/${migrationFileName(m)}`;

@@ -51,6 +51,7 @@ describe('outsideStatement', () => {
     ],
     ['DROP INDEX CONCURRENTLY IF EXISTS events_x;', 'DROP INDEX CONCURRENTLY IF EXISTS events_x', null],
     ['  -- only a note\nVACUUM events', 'VACUUM events', null],
+    ['\n\nVACUUM events ;\n\n', 'VACUUM events', null],
   ])('%j', (sql, statement, index) => {
     expect(outsideStatement(file(sql))).toEqual({ statement, index });
   });
@@ -61,6 +62,8 @@ describe('outsideStatement', () => {
       /exactly one statement/,
     ],
     ['CREATE INDEX CONCURRENTLY IF NOT EXISTS a ON e (id);;', /exactly one statement/],
+    // A `;` inside, none at the end: still two statements.
+    ['CREATE INDEX CONCURRENTLY IF NOT EXISTS a ON e (id); VACUUM e', /exactly one statement/],
     ['-- compat: previous\n-- migrate: outside-transaction\n', /exactly one statement/],
     [';', /exactly one statement/],
     ['CREATE INDEX CONCURRENTLY a ON e (id)', /CONCURRENTLY IF NOT EXISTS <name>/],
