@@ -5,6 +5,7 @@
  *   postgres                 PostgreSQL's server binaries            `npm run test:all`: every tier
  *   browser                  Chromium (and PostgreSQL for one file)
  *   promtool                 Prometheus's promtool
+ *   upgrade                  PostgreSQL, HAProxy, and the previous release built (scripts/build-release.sh)
  *
  * One tier: `npx jest --selectProjects postgres` (build first for e2e: the child processes run
  * dist/). Which file needs what is checked by test/unit/tiers.test.ts. The patterns are regular
@@ -20,6 +21,8 @@ const POSTGRES = [
   '/test/integration/(console-security|cpf-admin-answers|store-conformance)\\.test\\.ts$',
 ];
 const PROMTOOL = ['/test/integration/alerts\\.test\\.ts$'];
+/** The upgrade tier (issue 46 item 5): the previous release built beside this one, HAProxy in front. */
+const UPGRADE = ['/test/upgrade/.*\\.test\\.ts$'];
 
 const base = {
   testEnvironment: 'node',
@@ -59,6 +62,7 @@ module.exports = {
     tier('postgres', POSTGRES, [], withPostgres),
     tier('browser', ['/test/browser/.*\\.test\\.ts$'], [], withPostgres),
     tier('promtool', PROMTOOL),
+    tier('upgrade', UPGRADE, [], withPostgres),
   ],
   testTimeout: 60000,
 };

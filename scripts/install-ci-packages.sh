@@ -4,7 +4,8 @@
 # installs may set PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 all the same), `prometheus` (its `promtool`
 # tests deploy/prometheus/alerts.yml) and `postgresql` (the server binaries initdb, pg_ctl and
 # postgres: the cluster-mode tests start their own throwaway server with them, see
-# rigs/local-postgres.ts; on Debian 12 the package brings postgresql-15). Idempotent: a
+# rigs/local-postgres.ts; on Debian 12 the package brings postgresql-15) and `haproxy` (the upgrade
+# tier's balancer, test/helpers/haproxy.ts, on deploy/compose/haproxy.cfg). Idempotent: a
 # package already there is left alone, and `apt-get update` runs only when something is missing.
 # Runs as root, or through sudo when it can.
 set -euo pipefail
@@ -13,6 +14,7 @@ set -euo pipefail
 declare -A PROVIDES=(
   [chromium]=/usr/bin/chromium
   [prometheus]=/usr/bin/promtool
+  [haproxy]=/usr/sbin/haproxy
 )
 
 # The PostgreSQL server, looked for where rigs/local-postgres.ts looks: PG_BIN, then
@@ -37,7 +39,7 @@ installed() {
 }
 
 missing=()
-for pkg in chromium prometheus postgresql; do
+for pkg in chromium prometheus postgresql haproxy; do
   if installed "$pkg"; then
     echo "install-ci-packages: $pkg already installed"
   else

@@ -57,7 +57,8 @@ export interface FailoverFigures {
   feedMessages: number;
 }
 
-interface Snapshot {
+/** What the checks read from PostgreSQL once everything drained (the upgrade tier's checks too). */
+export interface Snapshot {
   events: Map<string, { id: string; status: string }>;
   eventKeyById: Map<string, string>;
   proposals: Map<string, string>;
@@ -71,7 +72,7 @@ interface Snapshot {
   }[];
 }
 
-async function snapshot(client: Client): Promise<Snapshot> {
+export async function snapshot(client: Client): Promise<Snapshot> {
   const q = async <T>(sql: string): Promise<T[]> => (await client.query(sql)).rows as T[];
   const events = await q<{ id: string; dedup_key: string; status: string }>(
     'SELECT id::text AS id, dedup_key, status FROM events',
@@ -120,19 +121,34 @@ export async function checkFailover(
   };
 }
 
-function checkProposals(s: Snapshot, load: Load) {
+/**
+ * Proposals at another status than the events answered 200 end at, those created from a later
+ * event, and how many proposals are either (out of order), of those with an event answered 200.
+ */
+export function checkProposals(s: Snapshot, load: Load) {
   let wrongEndStatus = 0;
+  let outOfOrder = 0;
+  let proposals = 0;
   const createdFromLaterAckedAt: number[] = [];
   for (const p of load.proposals) {
     const sent = p.keys.filter((k) => load.sent.get(k)?.ackedAt != null).map((k) => load.sent.get(k)?.evento);
     if (sent.length === 0) continue;
+    proposals += 1;
     const expected = replay(sent as Parameters<typeof replay>[0]).status;
-    if (s.proposals.get(String(p.nu)) !== expected) wrongEndStatus += 1;
+    const wrong = s.proposals.get(String(p.nu)) !== expected;
+    if (wrong) wrongEndStatus += 1;
     const creator = s.creators.get(String(p.nu));
-    if (creator !== undefined && creator !== p.eventos[0])
-      createdFromLaterAckedAt.push(load.sent.get(p.keys[0] as string)?.ackedAt ?? 0);
+    const later = creator !== undefined && creator !== p.eventos[0];
+    if (later) createdFromLaterAckedAt.push(load.sent.get(p.keys[0] as string)?.ackedAt ?? 0);
+    if (wrong || later) outOfOrder += 1;
   }
-  return { wrongEndStatus, createdFromLater: createdFromLaterAckedAt.length, createdFromLaterAckedAt };
+  return {
+    wrongEndStatus,
+    createdFromLater: createdFromLaterAckedAt.length,
+    createdFromLaterAckedAt,
+    outOfOrder,
+    proposals,
+  };
 }
 
 /** What the destination got, each request tied to the delivery it is about (its fact). */

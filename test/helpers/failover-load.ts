@@ -70,6 +70,8 @@ export interface LoadOptions {
   seed: number;
   perSecond: number;
   durationMs: number;
+  /** When given, the load also goes on until it settles (a scenario's steps, run under the load). */
+  until?: Promise<unknown>;
 }
 
 /** Starts the load now; see {@link Load}. */
@@ -86,10 +88,13 @@ export function startLoad(options: LoadOptions): Load {
   const agents = options.ports.map(() => new Agent({ keepAlive: true, maxSockets: 64 }));
   const open: LoadProposal[] = [];
   const inFlight = new Set<Promise<void>>();
+  let settled = options.until === undefined;
+  const settle = () => (settled = true);
+  void options.until?.then(settle, settle);
   const run = async () => {
     const start = Date.now();
     const interval = 1000 / options.perSecond;
-    for (let i = 0; Date.now() - start < options.durationMs; i++) {
+    for (let i = 0; Date.now() - start < options.durationMs || !settled; i++) {
       const wait = start + i * interval - Date.now();
       if (wait > 0) await sleep(wait);
       const p = pickProposal(open, state.proposals, rng, options.seed);

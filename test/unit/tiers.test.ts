@@ -6,12 +6,12 @@ import { dirname, join, relative, resolve } from 'node:path';
  * nothing beyond Node, so no file there may reach PostgreSQL, Chromium or promtool; each file is in
  * exactly one tier, and the others' files need what their tier is named after. What a file needs
  * is read from what it imports, following test/'s own modules: test/helpers/postgres.ts or
- * rigs/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), and a run of
- * promtool.
+ * rigs/local-postgres.ts (a PostgreSQL server), playwright-core (Chromium), a run of promtool, and
+ * test/helpers/haproxy.ts (HAProxy: the upgrade tier, which also builds the previous release).
  */
 
 const root = resolve(__dirname, '..', '..');
-type Need = 'postgres' | 'browser' | 'promtool';
+type Need = 'postgres' | 'browser' | 'promtool' | 'haproxy';
 
 interface Tier {
   displayName: string;
@@ -36,6 +36,7 @@ function tiersOf(file: string): string[] {
 }
 
 const POSTGRES_MODULES = [join(root, 'test/helpers/postgres.ts'), join(root, 'rigs/local-postgres.ts')];
+const HAPROXY_MODULE = join(root, 'test/helpers/haproxy.ts');
 
 /** What `file` needs, through its imports of test/'s modules. */
 function needsOf(file: string, seen = new Set<string>()): Set<Need> {
@@ -50,6 +51,7 @@ function needsOf(file: string, seen = new Set<string>()): Set<Need> {
   for (const spec of imports.filter((i) => i.startsWith('.'))) {
     const target = resolve(dirname(file), `${spec}.ts`);
     if (POSTGRES_MODULES.includes(target)) needs.add('postgres');
+    if (target === HAPROXY_MODULE) needs.add('haproxy');
     if (target.startsWith(join(root, 'test'))) for (const n of needsOf(target, seen)) needs.add(n);
   }
   return needs;
@@ -75,9 +77,11 @@ describe('the test tiers of jest.config.js', () => {
       postgres: ['postgres'],
       browser: ['browser', 'postgres'],
       promtool: ['promtool'],
+      upgrade: ['postgres', 'haproxy'],
     };
     expect(needs.filter((n) => !provides[tier]?.includes(n))).toEqual([]);
-    // A file is in a slow tier only for what that tier is named after.
+    // A file is in a slow tier only for what that tier is named after (the upgrade tier: HAProxy).
     if (tier === 'postgres' || tier === 'browser' || tier === 'promtool') expect(needs).toContain(tier);
+    if (tier === 'upgrade') expect(needs).toContain('haproxy');
   });
 });
