@@ -240,6 +240,7 @@ describe('rolling back one slot', () => {
             first.kind === 'exited' && first.exit.code !== 0 && /does not know/.test(first.log),
             JSON.stringify(first),
           );
+          await ctx.bed.stop(s1); // when it ran after all (the check above failed)
           await setSpoolAside(ctx, s1, next);
           ctx.bed.launch(s1, previous);
           await expectRuns(ctx, s1, true);
