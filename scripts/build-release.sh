@@ -12,7 +12,8 @@
 #
 # The commit's files come from `git archive` (no checkout, the work tree is untouched). Its
 # node_modules: a hard-link copy of this tree's when the commit's package-lock.json is byte-equal
-# to this tree's (the same packages, seconds instead of minutes), else `npm ci` there. Then its own
+# to this tree's (the same packages, seconds instead of minutes; the files are shared, so nothing may
+# write into them in place: the build writes dist/ only), else `npm ci` there. Then its own
 # `npm run build`. Idempotent: a finished build (the marker, written last) is reused; an unfinished
 # one is started again. Runs one at a time per directory (flock), so jest workers may call it at
 # once. A commit missing from the clone (a shallow CI clone) is fetched from origin once; when that
@@ -51,14 +52,17 @@ rm -rf "$dir"
 mkdir -p "$dir"
 git archive "$sha" | tar -x -C "$dir"
 
-if cmp -s "$dir/package-lock.json" "$here/package-lock.json" && [ -d "$here/node_modules" ]; then
+if ! cmp -s "$dir/package-lock.json" "$here/package-lock.json"; then
+  say "$sha has another package-lock.json than this tree: npm ci in $dir"
+  (cd "$dir" && npm ci --no-audit --no-fund >&2)
+elif [ ! -d "$here/node_modules" ]; then
+  say "$sha has this tree's package-lock.json, but this tree has no node_modules to link: npm ci in $dir"
+  (cd "$dir" && npm ci --no-audit --no-fund >&2)
+else
   say "$sha has this tree's package-lock.json: node_modules as a hard-link copy of this tree's"
   mkdir "$dir/node_modules"
   # Everything but .cache, which holds the releases themselves (this one among them).
   find "$here/node_modules" -mindepth 1 -maxdepth 1 ! -name .cache -exec cp -al {} "$dir/node_modules/" \;
-else
-  say "$sha has another package-lock.json: npm ci in $dir"
-  (cd "$dir" && npm ci --no-audit --no-fund >&2)
 fi
 
 say "npm run build in $dir"
