@@ -143,21 +143,27 @@ export async function refusedWithin(ctx: StepContext, slot: Slot, timeoutMs: num
 }
 
 /**
- * A breaking migration rolled out as the docs say (docs/cluster-mode.md "Upgrades and mixed
- * versions": `migrate`, then roll promptly): the first slot replaced by the next release at once;
- * the old replicas refuse the new schema as it lands (each checks every 5 s).
+ * A release with a breaking migration is rolled out with MIGRATE_ON_START=true on every new replica
+ * and no `migrate` Job first (docs/operating.md "Upgrading and rolling back": a Job would take
+ * every old replica out at once): the first new replica migrates as it starts.
+ */
+export const BREAKING_ROLLOUT: Readonly<Record<string, string>> = { MIGRATE_ON_START: 'true' };
+
+/**
+ * A breaking migration rolled out as the docs say: the first slot replaced by the next release,
+ * which migrates as it starts; the old replicas refuse the new schema as it lands (each checks
+ * every 5 s).
  */
 export async function breakingMigrationLands(ctx: StepContext, next: Release): Promise<void> {
   const { bed, note, check } = ctx;
   const [first, ...old] = bed.slots;
   if (first === undefined) throw new Error('no slot');
-  await migrateStep(ctx, next);
-  await rollTo(ctx, next, [first]);
+  await rollTo(ctx, next, [first], BREAKING_ROLLOUT);
   for (const slot of old) {
     const after = await refusedWithin(ctx, slot, 15_000);
     const run = slot.runs.at(-1) as SlotRun;
     note(
-      `${slot.name} (${run.release.name}, running): refused after the migration`,
+      `${slot.name} (${run.release.name}, running): refused once ${first.name} was UP`,
       after === null ? 'never' : `within ${after} ms`,
     );
     check(

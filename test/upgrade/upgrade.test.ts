@@ -10,6 +10,7 @@ import {
   type StepContext,
 } from '../helpers/upgrade-scenario';
 import {
+  BREAKING_ROLLOUT,
   breakingMigrationLands,
   expectProcesses,
   expectRuns,
@@ -164,7 +165,7 @@ describe('an old replica restarted mid-roll', () => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
           await restartRefused(ctx, s3, previous, next.pgVersion);
-          await rollTo(ctx, next, [s2, s3]);
+          await rollTo(ctx, next, [s2, s3], BREAKING_ROLLOUT);
         },
       });
     },
@@ -206,9 +207,9 @@ describe('rolling back one slot', () => {
         steps: async (ctx) => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
-          await rollTo(ctx, next, [s2, s3]);
+          await rollTo(ctx, next, [s2, s3], BREAKING_ROLLOUT);
           await restartRefused(ctx, s3, previous, next.pgVersion);
-          await rollTo(ctx, next, [s3]);
+          await rollTo(ctx, next, [s3], BREAKING_ROLLOUT);
         },
       });
     },
