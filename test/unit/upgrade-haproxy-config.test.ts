@@ -41,10 +41,10 @@ describe('the upgrade tier’s HAProxy configuration, derived from deploy/compos
     for (const line of [
       'option httpchk GET /readyz',
       'http-check expect status 200',
-      'default-server inter 2s fall 2 rise 2',
+      'default-server inter 2s fall 2 rise 2 resolvers docker init-addr last,libc,none',
       'retry-on conn-failure empty-response 503',
       'retries 2',
-      'option redispatch',
+      'option redispatch 1',
     ]) {
       expect(directives(shipped)).toContain(line);
       expect(directives(derived)).toContain(line);
