@@ -41,6 +41,18 @@ export function previousCommit(env: NodeJS.ProcessEnv = process.env): string {
   return file.commit;
 }
 
+/**
+ * What the previous release is known to get wrong (previous-release.json `defects`, each with why):
+ * for the file's commit only, none under UPGRADE_FROM (a measurement takes a release as it is).
+ */
+export function previousDefects(env: NodeJS.ProcessEnv = process.env): string[] {
+  if (env.UPGRADE_FROM) return [];
+  const file = JSON.parse(readFileSync(PREVIOUS_RELEASE_FILE, 'utf8')) as {
+    defects?: Record<string, string>;
+  };
+  return Object.keys(file.defects ?? {});
+}
+
 /** `commit` built by scripts/build-release.sh (reused when already built); throws with its output when it fails. */
 export function buildRelease(commit: string): Release {
   const run = spawnSync('bash', [join(REPO, 'scripts', 'build-release.sh'), commit], {
@@ -166,15 +178,23 @@ export interface UpgradeReleases {
   compatible: Release;
   /** next + a `-- compat: breaking` migration: the previous release refuses its schema. */
   breaking: Release;
+  /**
+   * The old replica the restart scenarios (b2, d2) restart on a schema it must refuse: the previous
+   * release, or this tree's own build when the previous one is known to acknowledge before it has
+   * read the schema (`defects`): what those scenarios check is then what the next upgrade relies on.
+   */
+  restarted: Release;
 }
 
 /** Builds (or reuses) the previous release and makes the probe packages under `dir`. */
 export function upgradeReleases(dir: string): UpgradeReleases {
   const previous = buildRelease(previousCommit());
   const next = nextRelease();
+  const early = previousDefects().includes('acknowledges-before-schema-check');
   return {
     previous,
     next,
+    restarted: early ? next : previous,
     compatible: probePackage(next, 'previous', dir),
     breaking: probePackage(next, 'breaking', dir),
   };

@@ -26,7 +26,9 @@ import {
  * behind a real HAProxy (deploy/compose/haproxy.cfg), ~40 signed deliveries/s through it, and the
  * next release — this tree with one more migration, `-- compat: previous` or `-- compat: breaking`
  * (release.ts) — rolled out, mixed with the previous one, and rolled back. Each scenario prints its
- * row of the issue's table and checks every bad column is 0. One file, so that its scenarios run one
+ * row of the issue's table and checks every bad column is 0. A defect the previous release is known
+ * to have (previous-release.json `defects`) is named there, and the scenario it spoils runs this
+ * tree's own build in its place (release.ts `restarted`). One file, so that its scenarios run one
  * after the other: on 2 cores, two at once slow each other into what they measure.
  *
  * Run: `npm run build && npx jest --selectProjects upgrade` (`-t d2` for one scenario);
@@ -156,15 +158,15 @@ describe('an old replica restarted mid-roll', () => {
   it(
     'b2. after a breaking migration it stays out of rotation and acknowledges nothing: nothing lost, nothing out of order',
     async () => {
-      const { previous, breaking: next } = releases;
+      const { previous, breaking: next, restarted } = releases;
       await run({
-        run: `b2. old replica restarted mid-roll, ${previous.name} → ${next.name}`,
+        run: `b2. old replica (${restarted.name}) restarted mid-roll, ${previous.name} → ${next.name}`,
         seed: 46_022,
         previous,
         steps: async (ctx) => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
-          await restartRefused(ctx, s3, previous, next.pgVersion);
+          await restartRefused(ctx, s3, restarted, next.pgVersion);
           await rollTo(ctx, next, [s2, s3], BREAKING_ROLLOUT);
         },
       });
@@ -199,16 +201,16 @@ describe('rolling back one slot', () => {
   it(
     'd2. across a breaking migration it is refused clearly and acknowledges nothing; forward again, nothing lost',
     async () => {
-      const { previous, breaking: next } = releases;
+      const { previous, breaking: next, restarted } = releases;
       await run({
-        run: `d2. rollback ${next.name} → ${previous.name}`,
+        run: `d2. rollback ${next.name} → ${restarted.name}`,
         seed: 46_042,
         previous,
         steps: async (ctx) => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
           await rollTo(ctx, next, [s2, s3], BREAKING_ROLLOUT);
-          await restartRefused(ctx, s3, previous, next.pgVersion);
+          await restartRefused(ctx, s3, restarted, next.pgVersion);
           await rollTo(ctx, next, [s3], BREAKING_ROLLOUT);
         },
       });
