@@ -41,6 +41,7 @@ import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-s
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { MigrationError } from '../domain/errors';
+import { type SchemaHold, schemaHold } from '../domain/migration-compat';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 
 /**
@@ -178,6 +179,10 @@ export class ClusterNode {
   private schemaTimer: NodeJS.Timeout | null = null;
   /** Migrating PostgreSQL at start, or waiting for another runner's lock: not ready (issue 46). */
   private migrating = false;
+  /** The schema was read (and run on) in this run: until then webhooks wait (domain/migration-compat.ts `schemaHold`). */
+  private schemaRead = false;
+  /** The last try to reach PostgreSQL failed: webhooks are acknowledged into the spool meanwhile. */
+  private unreachable = false;
   /** The migrations this code knows (migrations-pg/), read once. */
   private readonly migrations: PgMigration[] = loadPgMigrations();
   /**
@@ -229,13 +234,30 @@ export class ClusterNode {
    * replicas goes (domain/watermark.ts `readyForTraffic`): once its relay has published a heartbeat
    * in this run, or CLUSTER_HOLDBACK_MAX_MS after it started whatever PostgreSQL says.
    */
-  readiness(): { ready: boolean; ordered: boolean; refused?: string; migrating?: boolean } {
-    if (this.refusal !== null) return { ready: false, ordered: this.beaten, refused: this.refusal };
-    // Issue 46: not ready until the schema is in place, however long a migration waits for its locks.
-    if (this.migrating) return { ready: false, ordered: this.beaten, migrating: true };
+  readiness(): {
+    ready: boolean;
+    ordered: boolean;
+    refused?: string;
+    migrating?: boolean;
+    holdWebhooks?: SchemaHold;
+  } {
     const sinceStartMs = this.startedAt === null ? 0 : Date.now() - this.startedAt;
     const maxMs = this.options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS;
-    return { ready: readyForTraffic({ beaten: this.beaten, sinceStartMs, maxMs }), ordered: this.beaten };
+    const hold = schemaHold({
+      refusal: this.refusal,
+      migrating: this.migrating,
+      read: this.schemaRead,
+      unreachable: this.unreachable,
+      sinceStartMs,
+      holdbackMaxMs: maxMs,
+    });
+    const holding = hold === null ? {} : { holdWebhooks: hold };
+    if (this.refusal !== null)
+      return { ready: false, ordered: this.beaten, refused: this.refusal, ...holding };
+    // Issue 46: not ready until the schema is in place, however long a migration waits for its locks.
+    if (this.migrating) return { ready: false, ordered: this.beaten, migrating: true, ...holding };
+    const ready = readyForTraffic({ beaten: this.beaten, sinceStartMs, maxMs });
+    return { ready, ordered: this.beaten, ...holding };
   }
 
   /** Whether this replica runs on PostgreSQL's schema (`consig_schema_compatible`); see {@link refusal}. */
@@ -365,17 +387,24 @@ export class ClusterNode {
         if (verdict.kind === 'behind') throw new SchemaRefused(verdict.message);
         if (verdict.kind === 'newer') logger.info({ replica: this.options.replicaId }, verdict.message);
       } else {
-        this.migrating = true;
-        await migratePostgres(this.pool, { logger });
+        await migratePostgres(this.pool, {
+          logger,
+          onConnected: () => {
+            this.migrating = true;
+          },
+        });
       }
       this.refusal = null;
       this.migrating = false;
+      this.schemaRead = true;
+      this.unreachable = false;
     } catch (err) {
       if (err instanceof SchemaRefused) this.refusal = err.message;
       // A migration PostgreSQL answered but that did not finish (it failed, or its lock conflicts
       // outlasted the runner's retries) keeps the replica not ready until a later try succeeds; a
       // PostgreSQL out of reach does not (the spool acknowledges meanwhile, as at any start).
       if (!(err instanceof MigrationError) || err instanceof SchemaRefused) this.migrating = false;
+      if (!(err instanceof MigrationError)) this.unreachable = true;
       throw err;
     }
   }

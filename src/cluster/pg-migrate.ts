@@ -76,6 +76,8 @@ export interface MigratePostgresOptions {
   retryForMs?: number;
   /** The jitter of the pauses between tries. @default Math.random */
   random?: () => number;
+  /** Told once PostgreSQL answered (a connection is checked out), before the lock is waited for. @default nothing */
+  onConnected?: () => void;
 }
 
 /**
@@ -126,6 +128,7 @@ export async function migratePostgres(
 ): Promise<PgMigration[]> {
   const migrations = loadPgMigrations(options.dir);
   const client = await checkOut(pool);
+  options.onConnected?.();
   let broken = false;
   try {
     await lock(client, options.logger);

@@ -158,3 +158,47 @@ export function schemaVerdict(
     message: `the PostgreSQL schema lacks ${missing.join(', ')}, which this replica needs; run \`consig-receiver migrate\` (MIGRATE_ON_START=false: replicas do not migrate)`,
   };
 }
+
+/** A replica that takes no delivery for now: the webhook 503's `error`, and why. */
+export interface SchemaHold {
+  error: 'schema_incompatible' | 'schema_migrating' | 'schema_unread';
+  message: string;
+}
+
+/** What a replica knows of PostgreSQL's schema, for its webhook routes (ClusterNode). */
+export interface SchemaState {
+  /** Why it refuses the schema (newer and breaking, or behind without migrating); null: it does not. */
+  refusal: string | null;
+  /** Migrating at start, or waiting for another runner's lock. */
+  migrating: boolean;
+  /** It has read the schema in this run (and runs on it). */
+  read: boolean;
+  /** Its last try to reach PostgreSQL failed (not a migration's failure: PostgreSQL did not answer). */
+  unreachable: boolean;
+  /** Since the replica started, and CLUSTER_HOLDBACK_MAX_MS. */
+  sinceStartMs: number;
+  holdbackMaxMs: number;
+}
+
+/**
+ * Whether the webhook routes answer 503 now instead of acknowledging (issue 46), and why: a
+ * delivery acknowledged into the spool of a replica that then refuses the schema, or that relays it
+ * only after a long migration, reaches PostgreSQL after later events of its proposal were processed
+ * by the others. So: refused, migrating, or not read yet — except while PostgreSQL cannot be reached
+ * (a fleet restarted in an outage must take the service's deliveries, and its spools keep them), and
+ * once CLUSTER_HOLDBACK_MAX_MS has passed since the start without an answer either way, as `/readyz`.
+ */
+export function schemaHold(s: SchemaState): SchemaHold | null {
+  if (s.refusal !== null) return { error: 'schema_incompatible', message: s.refusal };
+  if (s.migrating)
+    return {
+      error: 'schema_migrating',
+      message: "it is migrating PostgreSQL's schema, or waiting for another replica's migration",
+    };
+  if (!s.read && !s.unreachable && s.sinceStartMs < s.holdbackMaxMs)
+    return {
+      error: 'schema_unread',
+      message: "it has not read PostgreSQL's schema yet (it is starting)",
+    };
+  return null;
+}

@@ -14,6 +14,7 @@ import type { DeliveryWatch } from './delivery-watch';
 import type { InFlightRequests } from './in-flight';
 import type { MetricsRouteDeps } from './metrics-route';
 import type { WebhookHandler } from './webhook-handler';
+import type { WebhookHold } from './rejections';
 
 /**
  * What the Express app is built from (createApp in app.ts). Its own file, so that the routers,
@@ -29,6 +30,11 @@ export interface Readiness {
   refused?: string;
   /** Its schema is not in place yet: it is migrating, or waiting for another replica's migration (issue 46). */
   migrating?: boolean;
+  /**
+   * Why the webhook routes answer 503 now instead of acknowledging, or undefined while they
+   * acknowledge: the schema refused, being migrated, or not read yet (issue 46).
+   */
+  holdWebhooks?: WebhookHold;
 }
 
 export interface AppDeps {

@@ -42,7 +42,8 @@ export function webhookHandlerFor(deps: AppDeps): WebhookHandler {
     inFlight: deps.inFlight,
     answers: deps.answers,
     traces: deps.traces,
-    // Cluster mode: a replica refusing PostgreSQL's schema acknowledges nothing (issue 46).
-    refusing: deps.readiness === undefined ? undefined : () => deps.readiness?.().refused,
+    // Cluster mode: a replica that refuses PostgreSQL's schema, migrates it, or has not read it yet
+    // acknowledges nothing (issue 46).
+    refusing: deps.readiness === undefined ? undefined : () => deps.readiness?.().holdWebhooks,
   });
 }

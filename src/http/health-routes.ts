@@ -48,7 +48,7 @@ export function healthRoutes(deps: {
           status: 'starting',
           error: 'schema_migrating',
           message:
-            "this replica is migrating PostgreSQL's schema, or waiting for another replica's migration: it relays nothing until the schema is in place (it acknowledges webhooks into its spool meanwhile)",
+            "this replica is migrating PostgreSQL's schema, or waiting for another replica's migration: it takes traffic once the schema is in place (webhooks are answered 503 meanwhile)",
           processing,
         });
         return;

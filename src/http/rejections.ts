@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { SchemaHold } from '../domain/migration-compat';
 import type { SignatureFailure } from '../domain/signature';
 import type { DeliveryOutcome } from '../domain/delivery';
 
@@ -26,22 +27,27 @@ export interface Rejection {
   retryAfter?: number;
 }
 
+/** A replica that takes no delivery for now (issue 46): the 503's `error`, and why. */
+export type WebhookHold = SchemaHold;
+
 /**
  * Cluster mode (issue 46): this replica refuses PostgreSQL's schema (a newer one with a breaking
- * migration, or one behind while MIGRATE_ON_START=false), so it acknowledges nothing it could not
- * relay: 503 before the body is read, and the service retries (the balancer, following `/readyz`,
- * sends it elsewhere). Counted as `storage_unavailable`: the delivery was not stored.
+ * migration, or one behind while MIGRATE_ON_START=false), migrates it, or has not read it yet, so
+ * it acknowledges nothing it might not relay in order: 503 before the body is read, and the service
+ * retries (the balancer, following `/readyz`, sends it elsewhere; HAProxy's `retry-on 503` at once).
+ * Counted as `storage_unavailable`: the delivery was not stored.
  */
-export function schemaRefused(why: string, retryAfter: number): Rejection {
+export function schemaRefused(hold: WebhookHold): Rejection {
   return {
     outcome: 'storage_unavailable',
     status: 503,
-    error: 'schema_incompatible',
-    message: `this replica does not take deliveries now: ${why}`,
+    error: hold.error,
+    message: `this replica does not take deliveries now: ${hold.message}`,
     close: true,
     bodyBytes: null,
-    reason: 'schema_incompatible',
-    retryAfter,
+    reason: hold.error,
+    // A refused schema lasts until the replica is replaced; the others, a moment.
+    retryAfter: hold.error === 'schema_incompatible' ? 5 : 1,
   };
 }
 

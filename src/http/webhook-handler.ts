@@ -12,7 +12,14 @@ import type { Metrics } from '../metrics';
 import type { DeliveryOutcome } from '../domain/delivery';
 import type { NewEvent } from '../domain/event-status';
 import type { DeliveryWriter, IngestResult } from '../domain/delivery';
-import { badSignature, forbidden, type Rejection, schemaRefused, unreadBody } from './rejections';
+import {
+  badSignature,
+  forbidden,
+  type Rejection,
+  schemaRefused,
+  unreadBody,
+  type WebhookHold,
+} from './rejections';
 import { DeliveryWatch } from './delivery-watch';
 import type { InFlightRequests } from './in-flight';
 
@@ -56,11 +63,12 @@ export interface WebhookDeps {
    */
   inFlight?: InFlightRequests | undefined;
   /**
-   * Cluster mode (issue 46): why this replica takes no delivery now (it refuses PostgreSQL's schema),
-   * or null while it does. Refused: 503 with Retry-After before the body is read.
+   * Cluster mode (issue 46): why this replica takes no delivery now (it refuses PostgreSQL's schema,
+   * migrates it, or has not read it yet), or undefined while it does. Refused: 503 with Retry-After
+   * before the body is read.
    * @default undefined (never refuses)
    */
-  refusing?: (() => string | null | undefined) | undefined;
+  refusing?: (() => WebhookHold | undefined) | undefined;
   /**
    * Answers first (issue 23): told when each answer begins and when it left, so that background
    * work (processing, forwarding) waits meanwhile.
@@ -126,7 +134,7 @@ export function createWebhookHandler(options: WebhookDeps): WebhookHandler {
       return reject(deps, res, request, forbidden());
     }
     const refusal = deps.refusing?.();
-    if (refusal) return reject(deps, res, request, schemaRefused(refusal, RETRY_AFTER_SECONDS));
+    if (refusal) return reject(deps, res, request, schemaRefused(refusal));
     getRawBody(req, { length: req.headers['content-length'], limit: deps.maxBodyBytes }, (err, body) => {
       if (err) return reject(deps, res, request, unreadBody(err, req, deps.maxBodyBytes));
       // From the whole body to the answer, the request needs this process's CPU: background work

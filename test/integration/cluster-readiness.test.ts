@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { MIGRATION_LOCK_KEY } from '../../src/cluster/pg-migrate';
 import { clusterBed } from '../helpers/cluster-bed';
 import { sendSigned, waitFor } from '../helpers/cluster-db';
@@ -33,8 +34,11 @@ it('PostgreSQL away: 503 "starting" with Retry-After while within the bound, web
   const first = await readyz(waiting);
   expect([first.status, first.retryAfter]).toEqual([503, '1']);
   expect(first.body).toMatchObject({ status: 'starting', error: 'not_ordered_yet', processing: false });
-  expect((await sendSigned(waiting.url, delivery('proposta.criada', { nu_proposta: 9901 }))).status).toBe(
-    200,
+  // PostgreSQL refused the connection: the spool acknowledges (once that first try has failed).
+  await waitFor(
+    async () =>
+      (await sendSigned(waiting.url, delivery('proposta.criada', { nu_proposta: 9901 }))).status === 200,
+    'a webhook acknowledged while PostgreSQL is away',
   );
 
   const bounded = await bed.receiver({
@@ -85,8 +89,14 @@ it('migrating: 503 "schema_migrating" while it waits for the migration lock, pas
     last = await readyz(r);
     expect([last.status, last.retryAfter]).toEqual([503, '1']);
     expect(last.body).toMatchObject({ status: 'starting', error: 'schema_migrating', processing: false });
-    // It still acknowledges into its spool meanwhile (relayed once the schema is in place).
-    expect((await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 9902 }))).status).toBe(200);
+    // Nor does it acknowledge: what it took would reach PostgreSQL after the migration, possibly after
+    // later events of the same proposal taken by the others (the upgrade tier's c2).
+    const held = await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 9902 }));
+    expect([held.status, held.headers['retry-after'], held.body.error]).toEqual([
+      503,
+      '1',
+      'schema_migrating',
+    ]);
 
     await holder.query('SELECT pg_advisory_unlock($1)', [key]);
     // Past the bound, it is ready as soon as the schema is in place; ordered once its relay beats.
@@ -98,5 +108,38 @@ it('migrating: 503 "schema_migrating" while it waits for the migration lock, pas
     expect(last.body).toEqual({ status: 'ready', processing: true, ordered: true });
   } finally {
     holder.release();
+  }
+});
+
+it('before it has read the schema (PostgreSQL answers nothing yet): webhooks 503 "schema_unread"; acknowledged once PostgreSQL is known away (issue 46)', async () => {
+  // A server that takes the connection and says nothing: the replica cannot know the schema yet.
+  const sockets = new Set<Socket>();
+  const silent = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const { port } = silent.address() as AddressInfo;
+  try {
+    const r = await bed.receiver({
+      DATABASE_URL: `postgres://consig@127.0.0.1:${port}/nowhere`,
+      REPLICA_ID: 'replica-u',
+      // Raised: the hold lasts at most this long since the start, whatever PostgreSQL says.
+      CLUSTER_HOLDBACK_MAX_MS: '600000',
+    });
+    await waitFor(() => sockets.size > 0, 'the replica connecting');
+    const held = await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 9903 }));
+    expect([held.status, held.headers['retry-after'], held.body.error]).toEqual([503, '1', 'schema_unread']);
+    // PostgreSQL turns out to be away (the connection is cut): the spool acknowledges, as at any outage.
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+    await waitFor(
+      async () =>
+        (await sendSigned(r.url, delivery('proposta.criada', { nu_proposta: 9903 }))).status === 200,
+      'acknowledged once PostgreSQL is known away',
+    );
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
   }
 });

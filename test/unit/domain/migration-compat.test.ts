@@ -6,8 +6,10 @@ import {
   LAST_UNMARKED,
   migrationCompat,
   RELEASED_COMPAT,
+  schemaHold,
   schemaVerdict,
   type AppliedCompat,
+  type SchemaState,
 } from '../../../src/domain/migration-compat';
 import { MigrationError } from '../../../src/domain/errors';
 import { migrationFolder } from '../../../src/core/migration-folder';
@@ -204,5 +206,43 @@ describe('schemaVerdict: run or refuse, given the rows applied and the files kno
     ],
   ])('%s', (_what, rows, knownCount, expected) => {
     expect(schemaVerdict(rows, known(knownCount))).toEqual(expected);
+  });
+});
+
+describe('schemaHold: when the webhook routes answer 503 instead of acknowledging', () => {
+  const base: SchemaState = {
+    refusal: null,
+    migrating: false,
+    read: true,
+    unreachable: false,
+    sinceStartMs: 10,
+    holdbackMaxMs: 5000,
+  };
+  it.each<[string, Partial<SchemaState>, string | null]>([
+    ['running on the schema', {}, null],
+    ['refused', { refusal: 'the schema is at 0014 (0014_x breaking)' }, 'schema_incompatible'],
+    [
+      'refused, whatever else holds',
+      { refusal: 'r', migrating: true, read: false, sinceStartMs: 9e9 },
+      'schema_incompatible',
+    ],
+    ['migrating', { migrating: true }, 'schema_migrating'],
+    ['migrating past the bound', { migrating: true, read: false, sinceStartMs: 9e9 }, 'schema_migrating'],
+    ['migrating with PostgreSQL gone since', { migrating: true, unreachable: true }, 'schema_migrating'],
+    ['not read yet', { read: false }, 'schema_unread'],
+    ['not read yet, just before the bound', { read: false, sinceStartMs: 4999 }, 'schema_unread'],
+    ['not read yet, at the bound', { read: false, sinceStartMs: 5000 }, null],
+    ['not read: PostgreSQL cannot be reached', { read: false, unreachable: true }, null],
+  ])('%s → %s', (_what, state, error) => {
+    expect(schemaHold({ ...base, ...state })?.error ?? null).toBe(error);
+  });
+
+  it('says why, the refusal in its own words', () => {
+    expect(schemaHold({ ...base, refusal: 'the schema is at 0014' })).toEqual({
+      error: 'schema_incompatible',
+      message: 'the schema is at 0014',
+    });
+    expect(schemaHold({ ...base, migrating: true })?.message).toMatch(/migrating PostgreSQL's schema/);
+    expect(schemaHold({ ...base, read: false })?.message).toMatch(/has not read PostgreSQL's schema yet/);
   });
 });
