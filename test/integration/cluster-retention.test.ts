@@ -517,6 +517,8 @@ describe('a replica with RETENTION_DAYS', () => {
     const env = { DATABASE_URL: url, REPLICA_ID: 'replica-a', RELAY_INTERVAL_MS: '20' };
     // A first run without retention: three deliveries, relayed.
     const first = await startTestReceiver({ dir, env });
+    // It acknowledges once it has read PostgreSQL's schema (issue 46).
+    await waitFor(() => first.cluster?.readiness().holdWebhooks === undefined, 'the schema read');
     for (let i = 0; i < 3; i += 1)
       expect((await first.send(delivery('proposta.criada'))).body.status).toBe('accepted');
     await waitFor(async () => (await count(pool, 'SELECT count(*) AS n FROM deliveries')) === 3, 'relayed');

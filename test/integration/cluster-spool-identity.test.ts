@@ -103,11 +103,17 @@ describe('one spool, one replica (real serve processes)', () => {
     await holder.exited;
     const next = await startServe(env('replica-lock-1', spool));
     children.push(next.child);
-    expect(
-      (await sendSigned(next.url, delivery('proposta.criada', { dados: { nu_proposta: 8902 } }))).status,
-    ).toBe(200);
+    // Acknowledged once it has read PostgreSQL's schema (503 `schema_unread` before: the service retries).
     await waitFor(
-      async () => (await count(bed.pool, 'SELECT count(*) AS n FROM deliveries')) === 2,
+      async () =>
+        (await sendSigned(next.url, delivery('proposta.criada', { dados: { nu_proposta: 8902 } }))).status ===
+        200,
+      'the successor acknowledges',
+    );
+    await waitFor(
+      // The acknowledged ones (the successor's 503s before it read the schema are audit rows too).
+      async () =>
+        (await count(bed.pool, 'SELECT count(*) AS n FROM deliveries WHERE http_status = 200')) === 2,
       'both deliveries relayed, the killed holder’s by its successor',
     );
   }, 90_000);
