@@ -37,7 +37,7 @@ const layers = [
     rules: restrict(['^\\.\\./\\.\\./', OUTSIDE_DOMAIN[1]], IO_MODULES),
   },
   {
-    files: ['src/store/**/*.ts'],
+    files: ['src/sqlite/**/*.ts'],
     rules: restrict(
       [
         '(^|/)(http|pipeline|registry|client|cli|simulator)(/|$)|^\\.\\./forwarding(/|$)|/(main|metrics)$',
@@ -176,7 +176,7 @@ export default tseslint.config(
     // 22, 12.x on 20), and only the one in use is built: a test that loads the package itself fails
     // on the other Nodes (as one did in CI on Node 24 and 26). Types may come from it.
     files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
-    ignores: ['src/store/sqlite-driver.ts'],
+    ignores: ['src/sqlite/sqlite-driver.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',

@@ -4,7 +4,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Client, Pool } from 'pg';
 import { EVENTS_QUEUE } from '../src/cluster/engine';
-import Database from '../src/store/sqlite-driver';
+import Database from '../src/sqlite/sqlite-driver';
 import type { ClusterBenchOptions, ClusterHarness } from './protocol';
 import type { ReceiverRun } from './protocol';
 import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from '../rigs/harness';

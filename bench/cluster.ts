@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { Client } from 'pg';
 import { startEngine } from '../src/cluster/engine';
-import { migratePostgres } from '../src/cluster/pg-migrate';
+import { migratePostgres } from '../src/postgres/pg-migrate';
 import { workKeyOf } from '../src/domain/work-key';
-import { sqlOf } from '../src/cluster/pg-sql';
+import { sqlOf } from '../src/postgres/pg-sql';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
 import {
   busyCores,

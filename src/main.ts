@@ -25,10 +25,10 @@ import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
 import type { ClusterNode } from './cluster/node';
-import { IngestWriter } from './store/ingest-writer';
+import { IngestWriter } from './sqlite/ingest-writer';
 import type { NewEvent } from './domain/event-status';
-import { SQLITE_DRIVER } from './store/sqlite-driver';
-import type { Store } from './store/store';
+import { SQLITE_DRIVER } from './sqlite/sqlite-driver';
+import type { Store } from './sqlite/store';
 
 export type { StartOptions } from './start-options';
 

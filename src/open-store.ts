@@ -1,7 +1,7 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
-import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
-import { describePgTarget, knownSpools, pgError, pgTarget, verifySpool } from './cluster/pg-reads';
-import { inspectPostgres, migratePostgres, type PgMigration } from './cluster/pg-migrate';
+import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './postgres/pg-port';
+import { describePgTarget, knownSpools, pgError, pgTarget, verifySpool } from './postgres/pg-reads';
+import { inspectPostgres, migratePostgres, type PgMigration } from './postgres/pg-migrate';
 import { migrationFileName } from './domain/migration-files';
 import { Pool } from 'pg';
 import type { Config } from './config';
@@ -11,13 +11,19 @@ import type { NewAuditEntry } from './domain/console';
 import type { StoreQuery } from './domain/sql/store-sql';
 import { StorageError, UsageError } from './domain/errors';
 import type { SpoolVerdict } from './domain/relay-gap';
-import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
-import { privateDatabaseFile, stderrModeNotice } from './store/file-mode';
-import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
-import { appliedVersions, assertKnown, loadMigrations, type Migration, migrate } from './store/migrate';
-import { openSpool } from './store/spool';
-import { openStore, type Store } from './store/store';
-import { sqliteStorePort } from './store/sqlite-port';
+import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './sqlite/database';
+import { privateDatabaseFile, stderrModeNotice } from './sqlite/file-mode';
+import { deliveryAlarmRepo } from './sqlite/sqlite-delivery-alarm';
+import {
+  appliedVersions,
+  assertKnown,
+  loadMigrations,
+  type Migration,
+  migrate,
+} from './sqlite/sqlite-migrate';
+import { openSpool } from './sqlite/spool';
+import { openStore, type Store } from './sqlite/store';
+import { sqliteStorePort } from './sqlite/sqlite-port';
 
 /**
  * The one place the commands open a store (issue 33): PostgreSQL when DATABASE_URL is set (cluster

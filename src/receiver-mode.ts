@@ -30,12 +30,12 @@ import { OrderClock, type OrderReading } from './cluster/order-clock';
 import { storeGauges } from './core/gauges';
 import { destinationGaugesQuery } from './core/sender-queries';
 import { sqliteDialect } from './domain/sql/dialect';
-import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './store/database';
-import { prepareShared } from './store/handler-sql';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './sqlite/database';
+import { prepareShared } from './sqlite/sqlite-prepare';
 import type { NewEvent } from './domain/event-status';
-import { processingLease } from './store/processing-lease';
-import { sqliteStoreSql } from './store/sqlite-store-sql';
-import { sqliteStorePort } from './store/sqlite-port';
+import { processingLease } from './sqlite/processing-lease';
+import { sqliteStoreSql } from './sqlite/sqlite-statements';
+import { sqliteStorePort } from './sqlite/sqlite-port';
 import { adminStore } from './core/store-port';
 import {
   applyErasuresToSpool,
@@ -44,10 +44,10 @@ import {
   SPOOL_ERASURES_EVERY_MS,
   subjectsOnServer,
 } from './subject-places';
-import { openSpool, type Spool } from './store/spool';
-import { modeNoticeMessage } from './store/file-mode';
-import { lockSpool, type SpoolLock } from './store/spool-lock';
-import { openStore, type Store } from './store/store';
+import { openSpool, type Spool } from './sqlite/spool';
+import { modeNoticeMessage } from './sqlite/file-mode';
+import { lockSpool, type SpoolLock } from './sqlite/spool-lock';
+import { openStore, type Store } from './sqlite/store';
 
 /*
  * What differs between SQLite mode and cluster mode (contract §10) when the receiver is composed,

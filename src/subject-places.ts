@@ -8,10 +8,10 @@ import type { StoreQuery } from './domain/sql/store-sql';
 import type { AuditAction } from './domain/console';
 import { cpfForms, subjectHash } from './domain/subject';
 import { withCommandStore } from './open-store';
-import { countInFileYielding } from './store/scrub';
-import { openStore } from './store/store';
-import { sqliteStorePort } from './store/sqlite-port';
-import { appendJournal, journalPath, keyCheck, readJournal } from './store/subject-journal';
+import { countInFileYielding } from './sqlite/scrub';
+import { openStore } from './sqlite/store';
+import { sqliteStorePort } from './sqlite/sqlite-port';
+import { appendJournal, journalPath, keyCheck, readJournal } from './sqlite/subject-journal';
 
 /**
  * One person, everywhere the receiver put their data (issue 45, docs/privacy.md): the log (the

@@ -16,8 +16,8 @@ import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
-import { type OutboxOptions, storeOutbox } from './pg-outbox';
-import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
+import { type OutboxOptions, storeOutbox } from '../postgres/pg-outbox';
+import { type ClusterLogger, handlerSqlOf, type Sql } from '../postgres/pg-sql';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**

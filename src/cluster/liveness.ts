@@ -1,6 +1,11 @@
 import { Client } from 'pg';
-import { answeredWithin, type ConnectionSettings, describeDatabase, redactedMessage } from './connection';
-import type { ClusterLogger } from './pg-sql';
+import {
+  answeredWithin,
+  type ConnectionSettings,
+  describeDatabase,
+  redactedMessage,
+} from '../postgres/connection';
+import type { ClusterLogger } from '../postgres/pg-sql';
 
 /**
  * Whether this replica reaches PostgreSQL now (issue 22, item 2): `consig_cluster_connected`,

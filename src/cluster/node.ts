@@ -8,20 +8,20 @@ import { type KickOptions, runKicks } from './kick';
 import { destinationGauges } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import type { StorePort } from '../core/store-port';
-import type { PgQuery } from './pg-store-sql';
-import { pgPoolStorePort } from './pg-store-port';
-import { describePgTarget, pgTarget } from './pg-reads';
+import type { PgQuery } from '../postgres/pg-statements';
+import { pgPoolStorePort } from '../postgres/pg-port';
+import { describePgTarget, pgTarget } from '../postgres/pg-reads';
 import type { TokenFingerprints } from '../domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
-import { inPoolTransaction, pgStoreQuery, pgStoreSql } from './pg-store-sql';
-import { readSharedAnswers } from './pg-delivery-alarm';
+import { inPoolTransaction, pgStoreQuery, pgStoreSql } from '../postgres/pg-statements';
+import { readSharedAnswers } from '../postgres/pg-delivery-alarm';
 import {
   inspectPostgres,
   loadPgMigrations,
   migratePostgres,
   type PgMigration,
   SchemaRefused,
-} from './pg-migrate';
+} from '../postgres/pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { type PollJobDeps, runPollJob, type StatusClient } from './poll-job';
 import type { SpoolGap } from '../domain/relay-gap';
@@ -35,9 +35,9 @@ import {
   DEFAULT_CONNECTION_LIMITS,
   describeDatabase,
   redactedMessage,
-} from './connection';
+} from '../postgres/connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from './pg-sql';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from '../postgres/pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../domain/watermark';
 import { MigrationError } from '../domain/errors';

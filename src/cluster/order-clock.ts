@@ -9,7 +9,7 @@ import {
   wallStepMs,
   withinOrderBound,
 } from '../domain/order-time';
-import type { ClusterLogger } from './pg-sql';
+import type { ClusterLogger } from '../postgres/pg-sql';
 
 /**
  * A replica's estimate of PostgreSQL's clock (issue 36; the rules: src/domain/order-time.ts): the

@@ -11,7 +11,7 @@ import {
 } from '../domain/registry-poll';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import { holdKeys } from './kick-lock';
-import type { Sql } from './pg-sql';
+import type { Sql } from '../postgres/pg-sql';
 
 /**
  * A registry poll as a scheduled pg-boss job (cluster mode; the SQLite poller is

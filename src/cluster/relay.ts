@@ -12,10 +12,10 @@ import {
 } from '../domain/watermark';
 import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
 import { holdKeys } from './kick-lock';
-import type { ConnectionLimits } from './connection';
+import type { ConnectionLimits } from '../postgres/connection';
 import type { OrderClock, OrderReading } from './order-clock';
-import { type ClusterLogger, type Sql, sqlOf } from './pg-sql';
-import { inPoolTransaction } from './pg-store-sql';
+import { type ClusterLogger, type Sql, sqlOf } from '../postgres/pg-sql';
+import { inPoolTransaction } from '../postgres/pg-statements';
 import {
   type Beat,
   DEFAULT_HOLDBACK_MAX_MS,

@@ -1,7 +1,7 @@
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { AttemptOutcome } from '../domain/forwarding/retry';
-import type { ConnectionLimits } from '../cluster/connection';
+import type { ConnectionLimits } from '../postgres/connection';
 import type { TracingSettings } from '../tracing/settings';
 
 /**

@@ -18,14 +18,14 @@ import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../domain
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { Logger } from '../logger';
-import type { Db } from '../store/database';
-import { handlerSqlOn } from '../store/handler-sql';
-import { sqliteAsyncStepOps, sqliteStepOps } from '../store/step-ops';
+import type { Db } from '../sqlite/database';
+import { handlerSqlOn } from '../sqlite/sqlite-prepare';
+import { sqliteAsyncStepOps, sqliteStepOps } from '../sqlite/sqlite-step-ops';
 import type { Traces } from '../domain/tracing';
 import { sqliteDialect } from '../domain/sql/dialect';
 import { isLockBusy } from '../domain/errors';
 import { workKeyOf } from '../domain/work-key';
-import { type EventForWork, type PipelineQueries, pipelineQueries } from '../store/pipeline-queries';
+import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sqlite/pipeline-queries';
 
 /**
  * The event pipeline: stored events → handlers, in an in-process p-queue.

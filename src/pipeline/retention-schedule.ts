@@ -4,7 +4,7 @@ import { PassInterrupted, prunePass } from '../core/prune-pass';
 import { retentionCutoff, retentionLog, type SpoolPruneSummary } from '../domain/retention';
 import type { StoreSql } from '../domain/sql/store-sql';
 import { isLockBusy } from '../domain/errors';
-import { pruneSpoolPaced, type Spool } from '../store/spool';
+import { pruneSpoolPaced, type Spool } from '../sqlite/spool';
 
 /** How often RETENTION_DAYS is applied after the first pass at start. */
 const PRUNE_INTERVAL_MS = 3_600_000;

@@ -12,8 +12,8 @@ import {
 } from '../domain/registry-poll';
 import type { Logger } from '../logger';
 import type { AverbacaoRow } from '../domain/log-rows';
-import type { Db } from '../store/database';
-import { averbacoesRepo, type EventsRepo } from '../store/store';
+import type { Db } from '../sqlite/database';
+import { averbacoesRepo, type EventsRepo } from '../sqlite/store';
 
 /**
  * The registry poller (interface §4.3: the status query is the fallback when the registry webhook is

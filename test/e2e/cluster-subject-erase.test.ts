@@ -1,7 +1,7 @@
 import { closeSync, openSync, readdirSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { countInFile } from '../../src/store/scrub';
+import { countInFile } from '../../src/sqlite/scrub';
 import { cpfForms } from '../../src/domain/subject';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';

@@ -1,9 +1,9 @@
 import { Client, Pool } from 'pg';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
 import { Relay } from '../../src/cluster/relay';
-import type { Sql } from '../../src/cluster/pg-sql';
-import type { Db } from '../../src/store/database';
-import { openSpool, type Spool } from '../../src/store/spool';
+import type { Sql } from '../../src/postgres/pg-sql';
+import type { Db } from '../../src/sqlite/database';
+import { openSpool, type Spool } from '../../src/sqlite/spool';
 import { postRaw, type PostResult, SECRET, signed } from './payloads';
 import { withClient } from './postgres';
 

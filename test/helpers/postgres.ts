@@ -3,7 +3,11 @@ import { randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { Client, Pool } from 'pg';
-import { migratePostgres, type MigratePostgresOptions, type PgMigration } from '../../src/cluster/pg-migrate';
+import {
+  migratePostgres,
+  type MigratePostgresOptions,
+  type PgMigration,
+} from '../../src/postgres/pg-migrate';
 import ts from 'typescript';
 import { type LocalPostgres, type LocalPostgresOptions, startLocalPostgres } from '../../rigs/local-postgres';
 
@@ -175,7 +179,7 @@ export interface MigratorReport {
 
 /**
  * A separate process running migratePostgres on a pool of its own, as a replica does when it starts.
- * `module` is transpileForChild('src/cluster/pg-migrate.ts', …).
+ * `module` is transpileForChild('src/postgres/pg-migrate.ts', …).
  */
 export async function runMigratorProcess(module: string, url: string, dir: string): Promise<MigratorReport> {
   const result = await runNode(

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
-import { openSpool } from '../../src/store/spool';
+import { openSpool } from '../../src/sqlite/spool';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, waitFor } from '../helpers/cluster-db';
 import { FakeDestination, orderViolations } from '../helpers/destination';

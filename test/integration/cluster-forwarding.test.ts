@@ -1,9 +1,9 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
+import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
 import { destinationGauges, senderStore } from '../../src/core/sender-queries';
-import { checkOut } from '../../src/cluster/pg-sql';
+import { checkOut } from '../../src/postgres/pg-sql';
 import { systemClock } from '../../src/clock';
 import type { BackgroundGate } from '../../src/domain/answer-first';
 import { AnswerFirst } from '../../src/pipeline/answer-first';

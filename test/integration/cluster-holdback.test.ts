@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
 import { lockKeys } from '../../src/cluster/kick-lock';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';
-import { sqlOf } from '../../src/cluster/pg-sql';
-import { openSpool } from '../../src/store/spool';
+import { sqlOf } from '../../src/postgres/pg-sql';
+import { openSpool } from '../../src/sqlite/spool';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { count, memoryLogger, recordingKick, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';

@@ -4,8 +4,8 @@ import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engi
 import { runKicks } from '../../src/cluster/kick';
 import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/cluster/kick-lock';
-import { migratePostgres } from '../../src/cluster/pg-migrate';
-import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/cluster/pg-sql';
+import { migratePostgres } from '../../src/postgres/pg-migrate';
+import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/postgres/pg-sql';
 import {
   count,
   failEvent,

@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
 import { runKicks } from '../../src/cluster/kick';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,

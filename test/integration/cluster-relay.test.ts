@@ -3,10 +3,10 @@ import type { Pool } from 'pg';
 import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
 import { Relay } from '../../src/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
-import { openSpool } from '../../src/store/spool';
+import { openSpool } from '../../src/sqlite/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { lockKeys } from '../../src/cluster/kick-lock';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { runCliAsync } from '../helpers/process';
 import {

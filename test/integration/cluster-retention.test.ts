@@ -3,16 +3,16 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
 import { ClusterNode } from '../../src/cluster/node';
-import { pgStoreSql, transactionOn } from '../../src/cluster/pg-store-sql';
+import { pgStoreSql, transactionOn } from '../../src/postgres/pg-statements';
 import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
 import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
 import { EVENT_STATUSES } from '../../src/domain/event-status';
 import { retentionCutoff } from '../../src/domain/retention';
-import type { Db } from '../../src/store/database';
+import type { Db } from '../../src/sqlite/database';
 import type { StoreSql } from '../../src/domain/sql/store-sql';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openSpool } from '../../src/store/spool';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openSpool } from '../../src/sqlite/spool';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,

@@ -9,11 +9,11 @@ import { ForwardSender } from '../../src/forwarding/sender';
 import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { senderStore } from '../../src/core/sender-queries';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { forwardOutbox } from '../../src/store/forward-outbox';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { forwardOutbox } from '../../src/sqlite/sqlite-outbox';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { LogSink } from '../helpers/app';
 import {
   bodyOf,

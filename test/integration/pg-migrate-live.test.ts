@@ -2,7 +2,7 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { loadPgMigrations } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations } from '../../src/postgres/pg-migrate';
 import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { waitFor } from '../helpers/cluster-db';

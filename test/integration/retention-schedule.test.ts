@@ -8,9 +8,9 @@ import {
   type RetentionScheduleOptions,
   spoolPass,
 } from '../../src/pipeline/retention-schedule';
-import { openDatabase } from '../../src/store/database';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openSpool, type Spool } from '../../src/store/spool';
+import { openDatabase } from '../../src/sqlite/database';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openSpool, type Spool } from '../../src/sqlite/spool';
 import { LogSink, startTestApp, type TestApp } from '../helpers/app';
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { eventually } from '../helpers/receiver';

@@ -2,16 +2,16 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { type CommandSession, withCommandStore } from '../../src/open-store';
-import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
+import { pgPoolStorePort } from '../../src/postgres/pg-port';
 import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
-import { sqliteStorePort } from '../../src/store/sqlite-port';
-import { pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { sqliteStorePort } from '../../src/sqlite/sqlite-port';
+import { pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
+import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
 import { postgresDialect, sqliteDialect } from '../../src/domain/sql/dialect';
-import { prepareShared } from '../../src/store/handler-sql';
+import { prepareShared } from '../../src/sqlite/sqlite-prepare';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { type Config, loadConfig } from '../../src/config';
 import {
   type BatchReport,
@@ -48,9 +48,9 @@ import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll-stat
 import { storeGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-queries';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { averbacoesRepo, openStore, type Store } from '../../src/store/store';
-import { openDatabase } from '../../src/store/database';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { averbacoesRepo, openStore, type Store } from '../../src/sqlite/store';
+import { openDatabase } from '../../src/sqlite/database';
 import { runKicks } from '../../src/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';

@@ -88,7 +88,7 @@ const ALLOWED: [string, string][] = [
   ['src/main.ts', "import { sqliteMode } from './receiver-mode';"],
   ['src/core/x.ts', "import type { StoreSql } from '../domain/sql/log-sql';"],
   ['src/cluster/x.ts', "import { forwardAdmin } from '../core/forward-admin';"],
-  ['test/integration/x.test.ts', "import Database from '../../src/store/sqlite-driver';"],
+  ['test/integration/x.test.ts', "import Database from '../../src/sqlite/sqlite-driver';"],
   ['test/integration/x.test.ts', "import type BetterSqlite3 from 'better-sqlite3';"],
 ];
 

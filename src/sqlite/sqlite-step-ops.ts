@@ -4,8 +4,8 @@ import type { HandlerEvent } from '../domain/event-router';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import type { Traces } from '../domain/tracing';
 import type { Db } from './database';
-import { forwardOutbox } from './forward-outbox';
-import { prepareShared, type SharedStatement } from './handler-sql';
+import { forwardOutbox } from './sqlite-outbox';
+import { prepareShared, type SharedStatement } from './sqlite-prepare';
 
 /**
  * How SQLite answers the event step's requests (core/event-step.ts) on one connection, inside the

@@ -9,10 +9,10 @@ import { OUTBOX_CHANNEL } from './pg-outbox';
 import { describePgTarget, isPgUnavailable, pgTarget, readStoreFigures, withPgConnection } from './pg-reads';
 import type { ReplayHooks } from '../domain/event-status';
 import { workKeyOf } from '../domain/work-key';
-import { holdKeys } from './kick-lock';
+import { holdKeys } from '../cluster/kick-lock';
 import { drive } from '../core/event-step';
 import type { EffectProgram } from '../core/effects';
-import { pgStepOps, type SchedulePoll } from './kick';
+import { pgStepOps, type SchedulePoll } from '../cluster/kick';
 import {
   clientRunners,
   pgStoreQuery,
@@ -22,9 +22,9 @@ import {
   poolRunners,
   SNAPSHOT,
   transactionOn,
-} from './pg-store-sql';
+} from './pg-statements';
 import { type Sql, sqlOf } from './pg-sql';
-import { type Engine, startEngine } from './engine';
+import { type Engine, startEngine } from '../cluster/engine';
 
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two

@@ -6,7 +6,7 @@ import type { ReplicaDeliveries } from '../core/store-reads';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap';
 import { redactedMessage } from './connection';
-import { type PgClient, pgStoreQuery } from './pg-store-sql';
+import { type PgClient, pgStoreQuery } from './pg-statements';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, and the

@@ -12,8 +12,8 @@ import {
 } from '../domain/sql/read-statements';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
 import { type Db, type OpenOptions, openDatabase } from './database';
-import { prepareShared } from './handler-sql';
-import { assertKnown, loadMigrations, type Migration, migrate } from './migrate';
+import { prepareShared } from './sqlite-prepare';
+import { assertKnown, loadMigrations, type Migration, migrate } from './sqlite-migrate';
 import { migrationFileName } from '../domain/migration-files';
 
 /** The SQLite log: one file, its repositories, and the checks /readyz needs. */

@@ -11,8 +11,8 @@ import {
   outsideStatement,
 } from '../domain/migration-steps';
 import { checkOut, type ClusterLogger } from './pg-sql';
-import { transactionOn } from './pg-store-sql';
-import { RELAY_LOCK_KEY } from './relay';
+import { transactionOn } from './pg-statements';
+import { RELAY_LOCK_KEY } from '../cluster/relay';
 import { type MigrationFile, migrationFileName } from '../domain/migration-files';
 import {
   type AppliedCompat,

@@ -1,7 +1,7 @@
 import { sqliteDialect } from '../domain/sql/dialect';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { Db } from './database';
-import { preparedCache, prepareShared } from './handler-sql';
+import { preparedCache, prepareShared } from './sqlite-prepare';
 
 /**
  * The SQLite adapter of {@link StoreSql} (domain/sql/store-sql.ts) on `db`: statements prepared once

@@ -4,10 +4,10 @@ import { driveSync } from '../core/event-step';
 import { prunePass } from '../core/prune-pass';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { statOrNull } from './database-errors';
-import { deliveryAlarmRepo } from './delivery-alarm-repo';
+import { deliveryAlarmRepo } from './sqlite-delivery-alarm';
 import { scrubSqlite } from './scrub';
-import { sqliteStoreSql } from './sqlite-store-sql';
-import { sqliteStepOps } from './step-ops';
+import { sqliteStoreSql } from './sqlite-statements';
+import { sqliteStepOps } from './sqlite-step-ops';
 import type { Store } from './store';
 
 /**
