@@ -1,14 +1,5 @@
 import { type EffectsEnv, type EffectsLogger, proposalKey } from '../core/effects';
-import {
-  drive,
-  eventStep,
-  STEP_SQL,
-  type StepOps,
-  type StepReport,
-  stepTracing,
-  stepOptionsOf,
-  tellFailure,
-} from '../core/event-step';
+import { drive, eventStep, type StepReport, stepOptionsOf, tellFailure } from '../core/event-step';
 import type { ProposalStatus } from '../domain/lifecycle';
 import { canonicalNu, postgresDialect } from '../domain/sql/dialect';
 import type { Traces } from '../domain/tracing';
@@ -17,7 +8,8 @@ import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
 import { lockKeys, lockOrder } from './kick-lock';
 import { type OutboxOptions, storeOutbox } from '../postgres/pg-outbox';
-import { type ClusterLogger, handlerSqlOf, type Sql } from '../postgres/pg-sql';
+import { type ClusterLogger, type Sql } from '../postgres/pg-sql';
+import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../postgres/pg-step-ops';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
@@ -85,8 +77,6 @@ interface EventRow {
   tentativa: number | null;
   trace_context: string | null;
 }
-
-export type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
 
 const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_status, body, received_at,
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
@@ -302,9 +292,6 @@ async function runPass(
   return pass;
 }
 
-/** A `done` mark the fast pass writes with the batch's others: the event, and when it ran. */
-type Done = { id: unknown; at: unknown };
-
 type Step = 'next' | 'stop' | 'abort';
 
 /** Whether the watermark has reached `row` (null: no relay to wait for). */
@@ -355,63 +342,6 @@ async function eachInOrder(
   }
   const full = work.keys.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
   if (full.length > 0) await options.kick(sql, full);
-}
-
-const NO_ROWS: readonly unknown[] = [];
-
-/** The event's savepoint, on its own (the careful pass). */
-async function savepoint(sql: Sql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
-  if (kind === 'set') await sql.query('SAVEPOINT consig_event');
-  else {
-    if (kind === 'rollback') await sql.query('ROLLBACK TO SAVEPOINT consig_event');
-    await sql.query('RELEASE SAVEPOINT consig_event');
-  }
-}
-
-/** The fast pass's end: an event threw, and the batch is run again event by event. */
-class Aborted extends Error {
-  constructor(readonly error: Error) {
-    super(error.message);
-  }
-}
-
-/**
- * PostgreSQL's answers to the event step, or to an effect program alone (pg-store-port.ts
- * `effects`), on the caller's transaction: statements prepared, a first poll queued with pg-boss in
- * the transaction, the messages collected in `entries`. With `done` (the fast pass): the events'
- * savepoints are the batch's, their `done` marks collected to be written together, and a rollback
- * ends the pass ({@link Aborted}).
- */
-export function pgStepOps(
-  sql: Sql,
-  options: Pick<KickOptions, 'schedulePoll'> & Partial<Pick<KickOptions, 'traces' | 'handlers' | 'logger'>>,
-  entries: OutboxEntry[] = [],
-  done?: Done[],
-): StepOps<'async'> {
-  const tracing = stepTracing(options.traces);
-  return {
-    rows: (s, params) => {
-      if (done === undefined || s !== STEP_SQL.done) return sql.prepared(s, params);
-      done.push({ id: params[1], at: params[0] });
-      return NO_ROWS;
-    },
-    firstPoll: (requestId, at) => options.schedulePoll(sql, requestId, at),
-    savepoint: (kind, error) => {
-      if (done === undefined) return savepoint(sql, kind);
-      if (kind === 'rollback') throw new Aborted(error as Error);
-      return undefined;
-    },
-    // Asked for only when `handlers` has some for the event: a kick's, whose options have a logger.
-    partner: async (event, now) => {
-      const partner = { sql: handlerSqlOf(sql), now, logger: options.logger as KickOptions['logger'] };
-      for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);
-    },
-    outbox: (list) => {
-      const traceContext = tracing.context();
-      entries.push(...(traceContext === null ? list : list.map((e) => ({ ...e, traceContext }))));
-    },
-    span: tracing.span,
-  };
 }
 
 /** Whether a partner's handler would run for an event of the batch that the watermark has reached. */

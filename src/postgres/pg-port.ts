@@ -12,7 +12,7 @@ import { workKeyOf } from '../domain/work-key';
 import { holdKeys } from '../cluster/kick-lock';
 import { drive } from '../core/event-step';
 import type { EffectProgram } from '../core/effects';
-import { pgStepOps, type SchedulePoll } from '../cluster/kick';
+import { pgStepOps, type SchedulePoll } from './pg-step-ops';
 import {
   clientRunners,
   pgStoreQuery,
@@ -62,7 +62,7 @@ export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'
 }
 
 /**
- * An effect program on `sql`'s transaction, as the kicks run the event step's (kick.ts ops): a
+ * An effect program on `sql`'s transaction, as the kicks run the event step's (pg-step-ops.ts): a
  * first poll queued as a pg-boss job in the same transaction, so that exactly one replica polls it
  * (docs/cluster.md §5.5).
  */
