@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Client, Pool } from 'pg';
-import { EVENTS_QUEUE } from '../src/cluster/engine';
+import { EVENTS_QUEUE } from '../src/postgres/pg-queues';
 import Database from '../src/sqlite/sqlite-driver';
 import type { ClusterBenchOptions, ClusterHarness } from './protocol';
 import type { ReceiverRun } from './protocol';

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Client } from 'pg';
-import { startEngine } from '../src/cluster/engine';
+import { startEngine } from '../src/postgres/pg-queues';
 import { migratePostgres } from '../src/postgres/pg-migrate';
 import { workKeyOf } from '../src/domain/work-key';
 import { sqlOf } from '../src/postgres/pg-sql';

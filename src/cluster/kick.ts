@@ -6,7 +6,7 @@ import type { Traces } from '../domain/tracing';
 import type { EventFacts } from '../domain/event-effects';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
-import { lockKeys, lockOrder } from './kick-lock';
+import { lockKeys, lockOrder } from '../postgres/pg-locks';
 import { type OutboxOptions, storeOutbox } from '../postgres/pg-outbox';
 import { type ClusterLogger, type Sql } from '../postgres/pg-sql';
 import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../postgres/pg-step-ops';

@@ -3,7 +3,14 @@ import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
 import type { StoreQuery } from '../domain/sql/store-sql';
-import { EVENTS_QUEUE, type Engine, type KickData, POLL_QUEUE, type PollData, startEngine } from './engine';
+import {
+  EVENTS_QUEUE,
+  type Engine,
+  type KickData,
+  POLL_QUEUE,
+  type PollData,
+  startEngine,
+} from '../postgres/pg-queues';
 import { type KickOptions, runKicks } from './kick';
 import { destinationGauges } from '../core/sender-queries';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';

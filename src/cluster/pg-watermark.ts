@@ -1,5 +1,5 @@
 import { type RelayBeat, type Watermark, watermarkOf } from '../domain/watermark';
-import { lockOrder } from './kick-lock';
+import { lockOrder } from '../postgres/pg-locks';
 import type { Sql } from '../postgres/pg-sql';
 
 /**

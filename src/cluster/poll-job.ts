@@ -10,7 +10,7 @@ import {
   refusedAnswer,
 } from '../domain/registry-poll';
 import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
-import { holdKeys } from './kick-lock';
+import { holdKeys } from '../postgres/pg-locks';
 import type { Sql } from '../postgres/pg-sql';
 
 /**

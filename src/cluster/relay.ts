@@ -11,7 +11,7 @@ import {
   watermarkOf,
 } from '../domain/watermark';
 import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
-import { holdKeys } from './kick-lock';
+import { holdKeys } from '../postgres/pg-locks';
 import type { ConnectionLimits } from '../postgres/connection';
 import type { OrderClock, OrderReading } from './order-clock';
 import { type ClusterLogger, type Sql, sqlOf } from '../postgres/pg-sql';

@@ -9,7 +9,7 @@ import { OUTBOX_CHANNEL } from './pg-outbox';
 import { describePgTarget, isPgUnavailable, pgTarget, readStoreFigures, withPgConnection } from './pg-reads';
 import type { ReplayHooks } from '../domain/event-status';
 import { workKeyOf } from '../domain/work-key';
-import { holdKeys } from '../cluster/kick-lock';
+import { holdKeys } from './pg-locks';
 import { drive } from '../core/event-step';
 import type { EffectProgram } from '../core/effects';
 import { pgStepOps, type SchedulePoll } from './pg-step-ops';
@@ -24,7 +24,7 @@ import {
   transactionOn,
 } from './pg-statements';
 import { type Sql, sqlOf } from './pg-sql';
-import { type Engine, startEngine } from '../cluster/engine';
+import { type Engine, startEngine } from './pg-queues';
 
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two

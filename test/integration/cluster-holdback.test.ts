@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { lockKeys } from '../../src/cluster/kick-lock';
+import { lockKeys } from '../../src/postgres/pg-locks';
 import { Relay, type RelayOptions } from '../../src/cluster/relay';
 import { sqlOf } from '../../src/postgres/pg-sql';
 import { openSpool } from '../../src/sqlite/spool';

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { EVENTS_QUEUE, POLL_QUEUE } from '../../src/cluster/engine';
+import { EVENTS_QUEUE, POLL_QUEUE } from '../../src/postgres/pg-queues';
 import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
 import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
 import { clusterBed } from '../helpers/cluster-bed';

@@ -1,9 +1,9 @@
 import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
-import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
+import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/postgres/pg-queues';
 import { runKicks } from '../../src/cluster/kick';
 import { HandlerRouter } from '../../src/domain/event-router';
-import { holdKeys } from '../../src/cluster/kick-lock';
+import { holdKeys } from '../../src/postgres/pg-locks';
 import { migratePostgres } from '../../src/postgres/pg-migrate';
 import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/postgres/pg-sql';
 import {

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
+import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/postgres/pg-queues';
 import { Relay } from '../../src/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/sqlite/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { lockKeys } from '../../src/cluster/kick-lock';
+import { lockKeys } from '../../src/postgres/pg-locks';
 import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { runCliAsync } from '../helpers/process';

@@ -1,6 +1,6 @@
 import { PgBoss } from 'pg-boss';
-import type { ConnectionSettings } from '../postgres/connection';
-import { bossDbOf, type ClusterLogger, type Sql } from '../postgres/pg-sql';
+import type { ConnectionSettings } from './connection';
+import { bossDbOf, type ClusterLogger, type Sql } from './pg-sql';
 
 /**
  * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one

@@ -1,4 +1,4 @@
-import type { Sql, Statement } from '../postgres/pg-sql';
+import type { Sql, Statement } from './pg-sql';
 
 /**
  * The kick lock of a work key (`p:<nu>`, `r:<requestId>`, `e:<id>`): a transaction-scoped advisory
