@@ -22,12 +22,14 @@ const NOT_COMPOSITION = [
 // Issue 33: one store interface, opened in one place (src/open-store.ts for the commands,
 // src/receiver-mode.ts for the server); http/ and cli/ see only the port (core/store-port.ts).
 const STORE_THROUGH_PORT = [
-  '(^|/)(store|cluster)(/|$)',
+  '(^|/)(sqlite|postgres|cluster)(/|$)',
   'http/ and cli/ reach the store only through its port (core/store-port.ts), opened by src/open-store.ts or src/receiver-mode.ts',
 ];
 
+const POSTGRES_IMPORTS =
+  'postgres/ imports only domain/, core/ (written once for both stores), its own files, node: built-ins, pg and pg-boss';
 const CLUSTER_IMPORTS =
-  'cluster/ imports only domain/, core/ (written once for both stores), its own files, node: built-ins, pg and pg-boss';
+  'cluster/ imports only domain/, core/, the PostgreSQL adapter (postgres/), its own files, node: built-ins and pg-boss';
 
 const layers = [
   { files: ['src/domain/*.ts'], rules: restrict(OUTSIDE_DOMAIN, IO_MODULES) },
@@ -83,21 +85,24 @@ const layers = [
     ),
   },
   {
-    // Cluster mode on PostgreSQL (issue 13): the local server for tests and the demo, the PostgreSQL
-    // migrations. It sits beside store/ (SQLite) as the other store: it uses domain/ and core/ (the code written once for
-    // both stores, which knows only domain/) and nothing else of the receiver, and reaches PostgreSQL through pg alone (node: built-ins, always
-    // with the prefix). main composes it with the SQLite spool (store/spool.ts), passed in as an interface.
-    files: ['src/cluster/*.ts'],
+    // The PostgreSQL adapter (issue 47): beside sqlite/ (the SQLite adapter) as the other store. It
+    // uses domain/ and core/ (the code written once for both stores, which knows only domain/) and
+    // nothing else of the receiver, and reaches PostgreSQL through pg and pg-boss alone (node:
+    // built-ins, always with the prefix).
+    files: ['src/postgres/*.ts'],
     rules: restrict(
-      ['^\\.\\./(?!domain/|core/)', CLUSTER_IMPORTS],
-      ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
+      ['^\\.\\./(?!domain/|core/)', POSTGRES_IMPORTS],
+      ['^(?!\\.|node:|pg$|pg-boss$)', POSTGRES_IMPORTS],
     ),
   },
   {
-    files: ['src/cluster/*/*.ts'],
+    // Cluster mode's runtime (issue 13): the relay, the kicks, the node. It runs on the PostgreSQL
+    // adapter (postgres/) and pg-boss, with domain/ and core/; main composes it with the SQLite spool
+    // (sqlite/spool.ts), passed in as an interface.
+    files: ['src/cluster/*.ts'],
     rules: restrict(
-      ['^\\.\\./\\.\\./(?!domain/|core/)', CLUSTER_IMPORTS],
-      ['^(?!\\.|node:|pg$|pg-boss$)', CLUSTER_IMPORTS],
+      ['^\\.\\./(?!domain/|core/|postgres/)', CLUSTER_IMPORTS],
+      ['^(?!\\.|node:|pg-boss$)', CLUSTER_IMPORTS],
     ),
   },
   {

@@ -27,7 +27,7 @@ import { startTracing, type TracingHandle, type TracingSettings } from './tracin
 import type { ClusterNode } from './cluster/node';
 import { IngestWriter } from './sqlite/ingest-writer';
 import type { NewEvent } from './domain/event-status';
-import { SQLITE_DRIVER } from './sqlite/sqlite-driver';
+import { SQLITE_DRIVER } from './sqlite/database';
 import type { Store } from './sqlite/store';
 
 export type { StartOptions } from './start-options';

@@ -2,8 +2,8 @@ import { existsSync, rmSync, statSync } from 'node:fs';
 import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './postgres/pg-port';
 import { describePgTarget, knownSpools, pgError, pgTarget, verifySpool } from './postgres/pg-reads';
 import { inspectPostgres, migratePostgres, type PgMigration } from './postgres/pg-migrate';
+import { pgPool } from './postgres/connection';
 import { migrationFileName } from './domain/migration-files';
-import { Pool } from 'pg';
 import type { Config } from './config';
 import { consoleAudit } from './core/console-session-queries';
 import { type CommandStore, commandStore, type StorePort } from './core/store-port';
@@ -300,7 +300,7 @@ async function migratePg(
   say: (line: string) => void,
 ): Promise<StoreMigration> {
   const target = pgTarget(databaseUrl);
-  const pool = new Pool({
+  const pool = pgPool({
     connectionString: databaseUrl,
     max: 1,
     connectionTimeoutMillis: 10_000,

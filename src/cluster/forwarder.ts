@@ -1,5 +1,10 @@
-import { Client, type Pool } from 'pg';
-import { answeredWithin, type ConnectionSettings } from '../postgres/connection';
+import {
+  answeredWithin,
+  type ConnectionSettings,
+  type PgConnection,
+  pgConnection,
+  type PgPool,
+} from '../postgres/connection';
 import type { CircuitState } from '../domain/forwarding/circuit';
 import { asError } from '../domain/handler-failure';
 import type { Destination } from '../domain/forwarding/destinations';
@@ -61,7 +66,7 @@ export interface DestinationSender {
 
 export interface ClusterForwarderOptions {
   /** The pool the senders read and record on. */
-  pool: Pool;
+  pool: PgPool;
   /** Where the lock connection goes: the database `pool` reaches (`DATABASE_URL`). */
   connectionString: string;
   destinations: readonly Destination[];
@@ -130,7 +135,7 @@ export class ClusterForwarder {
   private readonly store: SenderStore;
   private readonly byName: Map<string, Destination>;
   private readonly senders = new Map<string, DestinationSender>();
-  private client: Client | null = null;
+  private client: PgConnection | null = null;
   private running = false;
   /** stop() has closed the lock connection: a tick still connecting closes what it opens. */
   private closed = false;
@@ -252,8 +257,8 @@ export class ClusterForwarder {
     }
   }
 
-  private async connect(): Promise<Client> {
-    const client = new Client({
+  private async connect(): Promise<PgConnection> {
+    const client = pgConnection({
       connectionString: this.options.connectionString,
       application_name: this.options.applicationName ?? 'consig-receiver:forwarder',
       keepAlive: true,
@@ -281,7 +286,7 @@ export class ClusterForwarder {
     return client;
   }
 
-  private async takeLocks(client: Client): Promise<void> {
+  private async takeLocks(client: PgConnection): Promise<void> {
     const wanted = [...this.byName.keys()].filter((name) => !this.senders.has(name));
     if (wanted.length === 0) {
       await this.timed(client.query('SELECT 1')); // the heartbeat: a dead connection fails it
@@ -306,7 +311,7 @@ export class ClusterForwarder {
   }
 
   /** The lock connection is gone (or failed a query): so are its locks. Stops every sender at once. */
-  private lost(client: Client | null, err: unknown): void {
+  private lost(client: PgConnection | null, err: unknown): void {
     if (client === null || client !== this.client) return;
     this.client = null;
     void client.end().catch(() => undefined);

@@ -1,8 +1,9 @@
-import { Client } from 'pg';
 import {
   answeredWithin,
   type ConnectionSettings,
   describeDatabase,
+  type PgConnection,
+  pgConnection,
   redactedMessage,
 } from '../postgres/connection';
 import type { ClusterLogger } from '../postgres/pg-sql';
@@ -32,7 +33,7 @@ export interface LivenessOptions {
 }
 
 export class Liveness {
-  private client: Client | null = null;
+  private client: PgConnection | null = null;
   private timer: NodeJS.Timeout | null = null;
   private running = false;
   private up = false;
@@ -85,8 +86,8 @@ export class Liveness {
     }
   }
 
-  private async connect(): Promise<Client> {
-    const client = new Client({
+  private async connect(): Promise<PgConnection> {
+    const client = pgConnection({
       connectionString: this.options.connectionString,
       application_name: this.options.applicationName,
       connectionTimeoutMillis: TIMEOUT_MS,
@@ -118,7 +119,7 @@ export class Liveness {
   }
 
   /** The connection failed (or never opened): disconnected now; said once, then every REPEAT_MS. */
-  private markDown(client: Client | null, err: unknown): void {
+  private markDown(client: PgConnection | null, err: unknown): void {
     if (client !== null && client === this.client) {
       this.client = null;
       void client.end().catch(() => undefined);

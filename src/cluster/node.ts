@@ -1,4 +1,3 @@
-import { Pool, type PoolClient } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { PollOutcome } from '../domain/registry';
 import type { SharedAnswers } from '../domain/delivery-alarm';
@@ -41,6 +40,9 @@ import {
   connectionSettings,
   DEFAULT_CONNECTION_LIMITS,
   describeDatabase,
+  type PgPool,
+  type PgPoolClient,
+  pgPool,
   redactedMessage,
 } from '../postgres/connection';
 import { Liveness } from './liveness';
@@ -154,7 +156,7 @@ const SCHEMA_CHECK_MS = 5000;
 const REFUSAL_STOP_MS = 10_000;
 
 export class ClusterNode {
-  private readonly pool: Pool;
+  private readonly pool: PgPool;
   /** Sending, as given (a thread of its own); null without. */
   readonly sending: NonNullable<ClusterNodeOptions['sender']> | null;
   private engine: Engine | null = null;
@@ -196,7 +198,7 @@ export class ClusterNode {
   constructor(private readonly options: ClusterNodeOptions) {
     this.settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
     this.sending = options.sender ?? null;
-    this.pool = new Pool({
+    this.pool = pgPool({
       connectionString: options.databaseUrl,
       max: 4,
       application_name: `consig-receiver:${options.replicaId}`,
@@ -305,7 +307,7 @@ export class ClusterNode {
    * partitioned) cannot enforce it, so the connection is also dropped here after READ_SHORT_MS:
    * a `/metrics` scrape never hangs on PostgreSQL.
    */
-  private async readShort<T>(read: (sql: Sql, client: PoolClient) => Promise<T>): Promise<T | null> {
+  private async readShort<T>(read: (sql: Sql, client: PgPoolClient) => Promise<T>): Promise<T | null> {
     if (!this.connected) return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
@@ -563,7 +565,7 @@ export class ClusterNode {
   private async startRetention(engine: Engine): Promise<{ stop(): void } | null> {
     const { options } = this;
     if (options.retention === undefined) return null;
-    const inTransaction = <T>(fn: (client: PoolClient) => Promise<T>) => this.onClient(fn);
+    const inTransaction = <T>(fn: (client: PgPoolClient) => Promise<T>) => this.onClient(fn);
     // This replica's id, clock and logger as given.
     return startClusterRetention(engine.boss, {
       ...options,
@@ -699,7 +701,7 @@ export class ClusterNode {
   }
 
   /** `fn` in one transaction on a connection of the pool (pg-store-sql.ts `inPoolTransaction`). */
-  private async onClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async onClient<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
     try {
       return await inPoolTransaction(this.pool, 'BEGIN', fn);
     } catch (err) {

@@ -1,4 +1,3 @@
-import type { Pool } from 'pg';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import { type SpoolGap, spoolGap } from '../domain/relay-gap';
 import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
@@ -11,8 +10,8 @@ import {
   watermarkOf,
 } from '../domain/watermark';
 import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
-import { holdKeys } from '../postgres/pg-locks';
-import type { ConnectionLimits } from '../postgres/connection';
+import { holdKeys, RELAY_LOCK_KEY } from '../postgres/pg-locks';
+import type { ConnectionLimits, PgPool } from '../postgres/connection';
 import type { OrderClock, OrderReading } from './order-clock';
 import { type ClusterLogger, type Sql, sqlOf } from '../postgres/pg-sql';
 import { inPoolTransaction } from '../postgres/pg-statements';
@@ -130,9 +129,6 @@ export interface BeatFigures {
  */
 const RETRY_MAX_MS = 1000;
 
-/** The advisory-lock key of the relays' batches (ASCII "consigRL"). */
-export const RELAY_LOCK_KEY = 0x636f6e736967524cn;
-
 /** Statuses the spool's events arrive with: only `pending` ones are processed in PostgreSQL. */
 function relayedStatus(local: string): 'pending' | 'ignored' | 'invalid' {
   // done/failed/dead only exist in a spool that ran in SQLite mode before: replayed here, so that
@@ -169,7 +165,7 @@ export class Relay {
   private passed: Date | null = null;
 
   constructor(
-    private readonly pool: Pool,
+    private readonly pool: PgPool,
     private readonly spool: RelaySpool,
     private readonly options: RelayOptions,
   ) {

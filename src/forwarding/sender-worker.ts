@@ -1,8 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { Pool } from 'pg';
 import pino from 'pino';
 import { systemClock } from '../clock';
-import { connectionSettings } from '../postgres/connection';
+import { connectionSettings, pgPool } from '../postgres/connection';
 import { ClusterForwarder } from '../cluster/forwarder';
 import { senderStore } from '../core/sender-queries';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
@@ -132,7 +131,7 @@ function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): S
  */
 function postgresSending(store: Extract<SenderThreadStore, { kind: 'postgres' }>): Sending {
   const settings = connectionSettings(store.limits);
-  const pool = new Pool({
+  const pool = pgPool({
     connectionString: store.databaseUrl,
     max: 3,
     application_name: `consig-receiver:${store.replicaId}:sender`,

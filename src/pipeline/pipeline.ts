@@ -1,4 +1,3 @@
-import type { Transaction } from 'better-sqlite3';
 import PQueue from 'p-queue';
 import { type Clock, settlesWithin } from '../clock';
 import type { EffectsEnv } from '../core/effects';
@@ -18,7 +17,7 @@ import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../domain
 import { asError, type HandlerFailure } from '../domain/handler-failure';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { Logger } from '../logger';
-import type { Db } from '../sqlite/database';
+import type { Db, SqliteTransaction } from '../sqlite/database';
 import { handlerSqlOn } from '../sqlite/sqlite-prepare';
 import { sqliteAsyncStepOps, sqliteStepOps } from '../sqlite/sqlite-step-ops';
 import type { Traces } from '../domain/tracing';
@@ -181,7 +180,7 @@ export class Pipeline {
   private lockRetry: NodeJS.Timeout | null = null;
   /** Whether the running turn got past BEGIN IMMEDIATE (its in-memory state may have changed). */
   private turnEntered = false;
-  private readonly runTurn: Transaction<(now: Date) => TurnResult>;
+  private readonly runTurn: SqliteTransaction<(now: Date) => TurnResult>;
   private readonly step: StepOptions;
   private readonly ops: StepOps<'sync'>;
   private readonly partners: (PartnerHandlers & { q: PipelineQueries; ops: StepOps<'async'> }) | null;

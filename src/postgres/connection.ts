@@ -1,4 +1,4 @@
-import { Client, type ClientConfig } from 'pg';
+import { Client, type ClientConfig, Pool, type PoolClient, type PoolConfig } from 'pg';
 
 /**
  * What every connection of a replica to PostgreSQL carries, so that no replica — frozen (SIGSTOP,
@@ -69,6 +69,25 @@ export class GuardedClient extends Client {
     super(config);
     this.on('error', () => undefined);
   }
+}
+
+/**
+ * node-postgres, the driver, as the rest of the receiver reaches it: only src/postgres/ imports
+ * `pg`. A pool of connections, one of its connections checked out, a connection of its own (a
+ * listener, a holder of session locks).
+ */
+export type PgPool = Pool;
+export type PgPoolClient = PoolClient;
+export type PgConnection = Client;
+
+/** A pool of connections to PostgreSQL, made with `config` (its connectionString, size, settings). */
+export function pgPool(config: PoolConfig): PgPool {
+  return new Pool(config);
+}
+
+/** A connection of its own to PostgreSQL, made with `config`, not yet connected. */
+export function pgConnection(config: ClientConfig): PgConnection {
+  return new Client(config);
 }
 
 /** The node-postgres settings of a replica's pools and clients (pg-boss's pool included). */

@@ -19,6 +19,12 @@ import type { Sql, Statement } from './pg-sql';
  * a row a kick waits for while it waits for that kick.
  */
 
+/**
+ * The advisory-lock key of the relays' batches (ASCII "consigRL"): a relay takes it before it writes
+ * `deliveries` and `events`, a migration takes it too (pg-migrate.ts).
+ */
+export const RELAY_LOCK_KEY = 0x636f6e736967524cn;
+
 /** The lock statement of a mode, over an array of keys. */
 const lock = (mode: 'exclusive' | 'shared', fn: string): Statement => ({
   name: `consig_kick_lock_${mode}`,

@@ -12,7 +12,7 @@ import {
 } from '../domain/migration-steps';
 import { checkOut, type ClusterLogger } from './pg-sql';
 import { transactionOn } from './pg-statements';
-import { RELAY_LOCK_KEY } from '../cluster/relay';
+import { RELAY_LOCK_KEY } from './pg-locks';
 import { type MigrationFile, migrationFileName } from '../domain/migration-files';
 import {
   type AppliedCompat,

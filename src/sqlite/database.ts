@@ -13,6 +13,12 @@ import {
 
 export type Db = BetterSqlite3.Database;
 
+/** A function `db.transaction(fn)` made: `fn` in one transaction (the driver's, typed here). */
+export type SqliteTransaction<F extends (...args: never[]) => unknown> = BetterSqlite3.Transaction<F>;
+
+/** Which better-sqlite3 this Node loads (sqlite-driver.ts), for the startup line. */
+export { SQLITE_DRIVER } from './sqlite-driver';
+
 /**
  * The busy timeout of every connection `serve` uses after startup. better-sqlite3 is synchronous:
  * a statement that finds the file locked by another connection (a second receiver, a backup, a

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
+import { RELAY_LOCK_KEY } from '../../src/postgres/pg-locks';
 import { FakeDestination } from '../helpers/destination';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
