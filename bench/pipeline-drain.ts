@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { EVENTOS } from '../src/domain/catalogue';
 import { createLogger } from '../src/logger';
-import { Pipeline } from '../src/pipeline/pipeline';
+import { Pipeline } from '../src/runtime/single/pipeline';
 import { openDatabase } from '../src/sqlite/database';
 import { openStore } from '../src/sqlite/store';
 

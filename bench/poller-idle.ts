@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { createLogger } from '../src/logger';
-import { RegistryPoller } from '../src/registry/poller';
+import { RegistryPoller } from '../src/runtime/single/poller';
 import { openStore } from '../src/sqlite/store';
 
 /**

@@ -12,19 +12,19 @@ import { FeedWaiters } from './http/admin/feed-waiters';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
-import { AnswerFirst } from './pipeline/answer-first';
+import { AnswerFirst } from './runtime/answer-first';
 import {
   clusterMode,
   type LocalFile,
   type ModeParts,
   type SqliteProcessing,
   sqliteMode,
-} from './receiver-mode';
+} from './runtime/receiver-mode';
 import type { StartOptions } from './start-options';
 import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
-import type { ClusterNode } from './cluster/node';
+import type { ClusterNode } from './runtime/cluster/node';
 import { IngestWriter } from './sqlite/ingest-writer';
 import type { NewEvent } from './domain/event-status';
 import { SQLITE_DRIVER } from './sqlite/database';

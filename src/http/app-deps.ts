@@ -11,7 +11,7 @@ import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
 import type { DeliveryWatch } from './delivery-watch';
-import type { InFlightRequests } from './in-flight';
+import type { InFlightRequests } from '../runtime/cluster/in-flight';
 import type { MetricsRouteDeps } from './metrics-route';
 import type { WebhookHandler } from './webhook-handler';
 

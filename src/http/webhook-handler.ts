@@ -14,7 +14,7 @@ import type { NewEvent } from '../domain/event-status';
 import type { DeliveryWriter, IngestResult } from '../domain/delivery';
 import { badSignature, forbidden, type Rejection, schemaRefused, unreadBody } from './rejections';
 import { DeliveryWatch } from './delivery-watch';
-import type { InFlightRequests } from './in-flight';
+import type { InFlightRequests } from '../runtime/cluster/in-flight';
 
 /**
  * The webhook path of contract §4: read the raw body (bounded while reading), verify the signature

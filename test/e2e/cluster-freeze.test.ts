@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
+import { FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
 import { RELAY_LOCK_KEY } from '../../src/postgres/pg-locks';
 import { FakeDestination } from '../helpers/destination';
 import { pgBed } from '../helpers/cluster-bed';

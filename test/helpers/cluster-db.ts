@@ -1,6 +1,6 @@
 import { Client, Pool } from 'pg';
 import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
-import { Relay } from '../../src/cluster/relay';
+import { Relay } from '../../src/runtime/cluster/relay';
 import type { Sql } from '../../src/postgres/pg-sql';
 import type { Db } from '../../src/sqlite/database';
 import { openSpool, type Spool } from '../../src/sqlite/spool';

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
+import type { ForwardSenderThread } from '../../src/runtime/sender-thread';
 import { openSpool } from '../../src/sqlite/spool';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, waitFor } from '../helpers/cluster-db';

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { lockKeys } from '../../src/postgres/pg-locks';
-import { Relay, type RelayOptions } from '../../src/cluster/relay';
+import { Relay, type RelayOptions } from '../../src/runtime/cluster/relay';
 import { sqlOf } from '../../src/postgres/pg-sql';
 import { openSpool } from '../../src/sqlite/spool';
 import { startTestApp, type TestApp } from '../helpers/app';

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { EVENTS_QUEUE, POLL_QUEUE } from '../../src/postgres/pg-queues';
-import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
+import { FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
+import { RETENTION_QUEUE } from '../../src/runtime/cluster/pg-retention';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { FakeDestination } from '../helpers/destination';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/postgres/pg-queues';
-import { Relay } from '../../src/cluster/relay';
+import { Relay } from '../../src/runtime/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
 import { openSpool } from '../../src/sqlite/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';

@@ -8,7 +8,7 @@ import { bodyFor, type MessageBody } from '../../src/domain/forwarding/messages'
 import { HandlerRouter } from '../../src/domain/event-router';
 import { type Db, openDatabase } from '../../src/sqlite/database';
 import { createLogger } from '../../src/logger';
-import { Pipeline } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/runtime/single/pipeline';
 import { workKeyOf } from '../../src/domain/work-key';
 import type { NewEvent } from '../../src/domain/event-status';
 import { IngestWriter } from '../../src/sqlite/ingest-writer';

@@ -6,7 +6,7 @@ import type { CircuitState } from '../../src/domain/forwarding/circuit';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import type { OutgoingMessage } from '../../src/domain/forwarding/messages';
 import { ForwardSender } from '../../src/forwarding/sender';
-import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
+import type { ForwardSenderThread } from '../../src/runtime/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import Database from '../../src/sqlite/sqlite-driver';

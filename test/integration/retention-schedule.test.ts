@@ -7,7 +7,7 @@ import {
   scheduleRetention,
   type RetentionScheduleOptions,
   spoolPass,
-} from '../../src/pipeline/retention-schedule';
+} from '../../src/runtime/retention-schedule';
 import { openDatabase } from '../../src/sqlite/database';
 import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
 import { openSpool, type Spool } from '../../src/sqlite/spool';

@@ -51,10 +51,10 @@ import { latestProposals, type ProposalKey, stuckProposals } from '../../src/cor
 import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
 import { averbacoesRepo, openStore, type Store } from '../../src/sqlite/store';
 import { openDatabase } from '../../src/sqlite/database';
-import { runKicks } from '../../src/cluster/kick';
+import { runKicks } from '../../src/runtime/cluster/kick';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';
-import { Pipeline } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/runtime/single/pipeline';
 import { workKeyOf } from '../../src/domain/work-key';
 import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
 import { createTestDatabase, withClient, workerPostgres, migrateUrl } from '../helpers/postgres';

@@ -1,15 +1,15 @@
-import { type EffectsEnv, type EffectsLogger, proposalKey } from '../core/effects';
-import { drive, eventStep, type StepReport, stepOptionsOf, tellFailure } from '../core/event-step';
-import type { ProposalStatus } from '../domain/lifecycle';
-import { canonicalNu, postgresDialect } from '../domain/sql/dialect';
-import type { Traces } from '../domain/tracing';
-import type { EventFacts } from '../domain/event-effects';
-import type { OutboxEntry } from '../domain/forwarding/messages';
-import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../domain/event-router';
-import { lockKeys, lockOrder } from '../postgres/pg-locks';
-import { type OutboxOptions, storeOutbox } from '../postgres/pg-outbox';
-import { type ClusterLogger, type Sql } from '../postgres/pg-sql';
-import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../postgres/pg-step-ops';
+import { type EffectsEnv, type EffectsLogger, proposalKey } from '../../core/effects';
+import { drive, eventStep, type StepReport, stepOptionsOf, tellFailure } from '../../core/event-step';
+import type { ProposalStatus } from '../../domain/lifecycle';
+import { canonicalNu, postgresDialect } from '../../domain/sql/dialect';
+import type { Traces } from '../../domain/tracing';
+import type { EventFacts } from '../../domain/event-effects';
+import type { OutboxEntry } from '../../domain/forwarding/messages';
+import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../../domain/event-router';
+import { lockKeys, lockOrder } from '../../postgres/pg-locks';
+import { type OutboxOptions, storeOutbox } from '../../postgres/pg-outbox';
+import { type ClusterLogger, type Sql } from '../../postgres/pg-sql';
+import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../../postgres/pg-step-ops';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**

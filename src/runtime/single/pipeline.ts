@@ -1,6 +1,6 @@
 import PQueue from 'p-queue';
-import { type Clock, settlesWithin } from '../clock';
-import type { EffectsEnv } from '../core/effects';
+import { type Clock, settlesWithin } from '../../clock';
+import type { EffectsEnv } from '../../core/effects';
 import {
   drive,
   driveSync,
@@ -11,20 +11,20 @@ import {
   type StepReport,
   stepOptionsOf,
   tellFailure,
-} from '../core/event-step';
-import { type BackgroundGate, whenGateClear } from '../domain/answer-first';
-import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../domain/event-router';
-import { asError, type HandlerFailure } from '../domain/handler-failure';
-import type { PollScheduleOptions } from '../domain/registry';
-import type { Logger } from '../logger';
-import type { Db, SqliteTransaction } from '../sqlite/database';
-import { handlerSqlOn } from '../sqlite/sqlite-prepare';
-import { sqliteAsyncStepOps, sqliteStepOps } from '../sqlite/sqlite-step-ops';
-import type { Traces } from '../domain/tracing';
-import { sqliteDialect } from '../domain/sql/dialect';
-import { isLockBusy } from '../domain/errors';
-import { workKeyOf } from '../domain/work-key';
-import { type EventForWork, type PipelineQueries, pipelineQueries } from '../sqlite/pipeline-queries';
+} from '../../core/event-step';
+import { type BackgroundGate, whenGateClear } from '../../domain/answer-first';
+import { type HandlerEvent, handlerEventOf, type HandlerRouter } from '../../domain/event-router';
+import { asError, type HandlerFailure } from '../../domain/handler-failure';
+import type { PollScheduleOptions } from '../../domain/registry';
+import type { Logger } from '../../logger';
+import type { Db, SqliteTransaction } from '../../sqlite/database';
+import { handlerSqlOn } from '../../sqlite/sqlite-prepare';
+import { sqliteAsyncStepOps, sqliteStepOps } from '../../sqlite/sqlite-step-ops';
+import type { Traces } from '../../domain/tracing';
+import { sqliteDialect } from '../../domain/sql/dialect';
+import { isLockBusy } from '../../domain/errors';
+import { workKeyOf } from '../../domain/work-key';
+import { type EventForWork, type PipelineQueries, pipelineQueries } from '../../sqlite/pipeline-queries';
 
 /**
  * The event pipeline: stored events → handlers, in an in-process p-queue.

@@ -6,7 +6,7 @@ import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { BackgroundGate } from '../domain/answer-first';
 import type { Logger } from '../logger';
-import type { SenderMetrics } from './sender';
+import type { SenderMetrics } from '../forwarding/sender';
 import type {
   FromWorker,
   Observation,
@@ -274,7 +274,7 @@ function relayLog(logger: Logger, line: string): void {
 function workerFile(): string {
   const beside = join(__dirname, 'sender-worker.js');
   if (existsSync(beside)) return beside;
-  const built = join(__dirname, '..', '..', 'dist', 'src', 'forwarding', 'sender-worker.js');
+  const built = join(__dirname, '..', '..', 'dist', 'src', 'runtime', 'sender-worker.js');
   if (existsSync(built)) return built;
   throw new Error(`forwarding: the sender's worker thread is not built (${built}); run \`npm run build\``);
 }

@@ -8,8 +8,8 @@ import {
   wallOffsetOf,
   wallStepMs,
   withinOrderBound,
-} from '../domain/order-time';
-import type { ClusterLogger } from '../postgres/pg-sql';
+} from '../../domain/order-time';
+import type { ClusterLogger } from '../../postgres/pg-sql';
 
 /**
  * A replica's estimate of PostgreSQL's clock (issue 36; the rules: src/domain/order-time.ts): the

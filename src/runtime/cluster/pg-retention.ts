@@ -1,8 +1,8 @@
 import type { PgBoss } from 'pg-boss';
-import { prunePass } from '../core/prune-pass';
-import { type PruneSummary, retentionCutoff, retentionLog } from '../domain/retention';
-import type { StoreSql } from '../domain/sql/store-sql';
-import type { ClusterLogger } from '../postgres/pg-sql';
+import { prunePass } from '../../core/prune-pass';
+import { type PruneSummary, retentionCutoff, retentionLog } from '../../domain/retention';
+import type { StoreSql } from '../../domain/sql/store-sql';
+import type { ClusterLogger } from '../../postgres/pg-sql';
 
 /**
  * RETENTION_DAYS in cluster mode (contract §10): when PostgreSQL's pass runs. The pass itself is

@@ -1,6 +1,6 @@
-import { type BackgroundGate, gateCleared } from '../domain/answer-first';
-import { type SpoolGap, spoolGap } from '../domain/relay-gap';
-import type { SpoolEvent, SpoolRow } from '../domain/spool-row';
+import { type BackgroundGate, gateCleared } from '../../domain/answer-first';
+import { type SpoolGap, spoolGap } from '../../domain/relay-gap';
+import type { SpoolEvent, SpoolRow } from '../../domain/spool-row';
 import {
   clockOffsetMs,
   coveredThrough,
@@ -8,13 +8,13 @@ import {
   type RelayBeat,
   type Watermark,
   watermarkOf,
-} from '../domain/watermark';
-import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../domain/work-key';
-import { holdKeys, RELAY_LOCK_KEY } from '../postgres/pg-locks';
-import type { ConnectionLimits, PgPool } from '../postgres/connection';
+} from '../../domain/watermark';
+import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../../domain/work-key';
+import { holdKeys, RELAY_LOCK_KEY } from '../../postgres/pg-locks';
+import type { ConnectionLimits, PgPool } from '../../postgres/connection';
 import type { OrderClock, OrderReading } from './order-clock';
-import { type ClusterLogger, type Sql, sqlOf } from '../postgres/pg-sql';
-import { inPoolTransaction } from '../postgres/pg-statements';
+import { type ClusterLogger, type Sql, sqlOf } from '../../postgres/pg-sql';
+import { inPoolTransaction } from '../../postgres/pg-statements';
 import {
   type Beat,
   DEFAULT_HOLDBACK_MAX_MS,

@@ -4,15 +4,15 @@ import {
   type PgConnection,
   pgConnection,
   type PgPool,
-} from '../postgres/connection';
-import type { CircuitState } from '../domain/forwarding/circuit';
-import { asError } from '../domain/handler-failure';
-import type { Destination } from '../domain/forwarding/destinations';
-import type { SenderStore } from '../domain/forwarding/sender-store';
-import { senderStore } from '../core/sender-queries';
-import { pgStoreSql, poolRunners } from '../postgres/pg-statements';
-import type { ClusterLogger } from '../postgres/pg-sql';
-import { OUTBOX_CHANNEL } from '../postgres/pg-outbox';
+} from '../../postgres/connection';
+import type { CircuitState } from '../../domain/forwarding/circuit';
+import { asError } from '../../domain/handler-failure';
+import type { Destination } from '../../domain/forwarding/destinations';
+import type { SenderStore } from '../../domain/forwarding/sender-store';
+import { senderStore } from '../../core/sender-queries';
+import { pgStoreSql, poolRunners } from '../../postgres/pg-statements';
+import type { ClusterLogger } from '../../postgres/pg-sql';
+import { OUTBOX_CHANNEL } from '../../postgres/pg-outbox';
 
 /**
  * Forwarding in cluster mode (contract §8 and §10): the outbox lives in PostgreSQL

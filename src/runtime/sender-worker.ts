@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { systemClock } from '../clock';
 import { connectionSettings, pgPool } from '../postgres/connection';
-import { ClusterForwarder } from '../cluster/forwarder';
+import { ClusterForwarder } from './cluster/forwarder';
 import { senderStore } from '../core/sender-queries';
 import { type BackgroundGate, gateCleared } from '../domain/answer-first';
 import type { SenderStore } from '../domain/forwarding/sender-store';
@@ -12,7 +12,7 @@ import { isLockBusy } from '../domain/errors';
 import { sqliteStoreSql } from '../sqlite/sqlite-statements';
 import { activeSpanIds, mergeSpanIds } from '../tracing/log-ids';
 import { startTracing } from '../tracing';
-import { ForwardSender, type Recorder, type SenderMetrics } from './sender';
+import { ForwardSender, type Recorder, type SenderMetrics } from '../forwarding/sender';
 import type { SenderControl } from './sender-thread';
 import type {
   FromWorker,

@@ -1,4 +1,4 @@
-import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import type { PollOutcome, PollScheduleOptions } from '../../domain/registry';
 import {
   decidePoll,
   type PollAnswer,
@@ -8,10 +8,10 @@ import {
   pollStart,
   type PollTarget,
   refusedAnswer,
-} from '../domain/registry-poll';
-import { MARK_STALE, RECORD_POLL } from '../domain/sql/registry-poll-statements';
-import { holdKeys } from '../postgres/pg-locks';
-import type { Sql } from '../postgres/pg-sql';
+} from '../../domain/registry-poll';
+import { MARK_STALE, RECORD_POLL } from '../../domain/sql/registry-poll-statements';
+import { holdKeys } from '../../postgres/pg-locks';
+import type { Sql } from '../../postgres/pg-sql';
 
 /**
  * A registry poll as a scheduled pg-boss job (cluster mode; the SQLite poller is

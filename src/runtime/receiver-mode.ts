@@ -1,53 +1,53 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { ServiceClient } from './client';
-import type { Clock } from './clock';
-import type { ClusterConfig, Config } from './config';
-import { consoleFingerprints } from './domain/console';
-import { END_OTHER_SESSIONS, endOtherSessionsParams } from './domain/sql/console-session-statements';
-import { HandlerRouter } from './domain/event-router';
-import type { DestinationGauges } from './domain/forwarding/sender-store';
-import type { Traces } from './domain/tracing';
-import type { TracingSettings } from './tracing';
-import type { PollScheduleOptions } from './domain/registry';
-import type { SenderMetrics } from './forwarding/sender';
-import { ForwardSenderThread, type SenderControl } from './forwarding/sender-thread';
-import type { AppDeps } from './http/app-deps';
-import type { FeedWaiters } from './http/admin/feed-waiters';
-import type { DeliveryWatchOptions } from './http/delivery-watch';
-import { InFlightRequests } from './http/in-flight';
-import type { Logger } from './logger';
-import type { Metrics, MetricsOptions } from './metrics';
-import type { AnswerFirst } from './pipeline/answer-first';
-import { ProcessingLeadership } from './pipeline/leadership';
-import { type PartnerHandlers, Pipeline } from './pipeline/pipeline';
-import { workKeyOf } from './domain/work-key';
-import { storePass, RETENTION_FAILED, scheduleRetention, spoolPass } from './pipeline/retention-schedule';
-import { RegistryPoller } from './registry/poller';
-import type { StartOptions } from './start-options';
+import type { ServiceClient } from '../client';
+import type { Clock } from '../clock';
+import type { ClusterConfig, Config } from '../config';
+import { consoleFingerprints } from '../domain/console';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
+import { HandlerRouter } from '../domain/event-router';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
+import type { Traces } from '../domain/tracing';
+import type { TracingSettings } from '../tracing';
+import type { PollScheduleOptions } from '../domain/registry';
+import type { SenderMetrics } from '../forwarding/sender';
+import { ForwardSenderThread, type SenderControl } from './sender-thread';
+import type { AppDeps } from '../http/app-deps';
+import type { FeedWaiters } from '../http/admin/feed-waiters';
+import type { DeliveryWatchOptions } from '../http/delivery-watch';
+import { InFlightRequests } from './cluster/in-flight';
+import type { Logger } from '../logger';
+import type { Metrics, MetricsOptions } from '../metrics';
+import type { AnswerFirst } from './answer-first';
+import { ProcessingLeadership } from './single/leadership';
+import { type PartnerHandlers, Pipeline } from './single/pipeline';
+import { workKeyOf } from '../domain/work-key';
+import { storePass, RETENTION_FAILED, scheduleRetention, spoolPass } from './retention-schedule';
+import { RegistryPoller } from './single/poller';
+import type { StartOptions } from '../start-options';
 import { ClusterNode } from './cluster/node';
 import { OrderClock, type OrderReading } from './cluster/order-clock';
-import { storeGauges } from './core/gauges';
-import { destinationGaugesQuery } from './core/sender-queries';
-import { sqliteDialect } from './domain/sql/dialect';
-import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from './sqlite/database';
-import { prepareShared } from './sqlite/sqlite-prepare';
-import type { NewEvent } from './domain/event-status';
-import { processingLease } from './sqlite/processing-lease';
-import { sqliteStoreSql } from './sqlite/sqlite-statements';
-import { sqliteStorePort } from './sqlite/sqlite-port';
-import { adminStore } from './core/store-port';
+import { storeGauges } from '../core/gauges';
+import { destinationGaugesQuery } from '../core/sender-queries';
+import { sqliteDialect } from '../domain/sql/dialect';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from '../sqlite/database';
+import { prepareShared } from '../sqlite/sqlite-prepare';
+import type { NewEvent } from '../domain/event-status';
+import { processingLease } from '../sqlite/processing-lease';
+import { sqliteStoreSql } from '../sqlite/sqlite-statements';
+import { sqliteStorePort } from '../sqlite/sqlite-port';
+import { adminStore } from '../core/store-port';
 import {
   applyErasuresToSpool,
   reapplyJournal,
   scheduleSubjectIndex,
   SPOOL_ERASURES_EVERY_MS,
   subjectsOnServer,
-} from './subject-places';
-import { openSpool, type Spool } from './sqlite/spool';
-import { modeNoticeMessage } from './sqlite/file-mode';
-import { lockSpool, type SpoolLock } from './sqlite/spool-lock';
-import { openStore, type Store } from './sqlite/store';
+} from '../subject-places';
+import { openSpool, type Spool } from '../sqlite/spool';
+import { modeNoticeMessage } from '../sqlite/file-mode';
+import { lockSpool, type SpoolLock } from '../sqlite/spool-lock';
+import { openStore, type Store } from '../sqlite/store';
 
 /*
  * What differs between SQLite mode and cluster mode (contract §10) when the receiver is composed,

@@ -1,6 +1,6 @@
 import PQueue from 'p-queue';
-import { type Clock, settlesWithin } from '../clock';
-import type { PollOutcome, PollScheduleOptions } from '../domain/registry';
+import { type Clock, settlesWithin } from '../../clock';
+import type { PollOutcome, PollScheduleOptions } from '../../domain/registry';
 import {
   decidePoll,
   type PollAnswer,
@@ -9,11 +9,11 @@ import {
   pollStart,
   type PollTarget,
   refusedAnswer,
-} from '../domain/registry-poll';
-import type { Logger } from '../logger';
-import type { AverbacaoRow } from '../domain/log-rows';
-import type { Db } from '../sqlite/database';
-import { averbacoesRepo, type EventsRepo } from '../sqlite/store';
+} from '../../domain/registry-poll';
+import type { Logger } from '../../logger';
+import type { AverbacaoRow } from '../../domain/log-rows';
+import type { Db } from '../../sqlite/database';
+import { averbacoesRepo, type EventsRepo } from '../../sqlite/store';
 
 /**
  * The registry poller (interface §4.3: the status query is the fallback when the registry webhook is
@@ -40,7 +40,7 @@ export interface StatusClient {
   requestStatus(requestId: string): Promise<StatusAnswer>;
 }
 
-export type { PollOutcome } from '../domain/registry';
+export type { PollOutcome } from '../../domain/registry';
 
 export interface PollerOptions {
   schedule: PollScheduleOptions;

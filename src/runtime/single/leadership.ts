@@ -1,6 +1,6 @@
-import type { Clock } from '../clock';
-import type { Logger } from '../logger';
-import type { ProcessingLease } from '../sqlite/processing-lease';
+import type { Clock } from '../../clock';
+import type { Logger } from '../../logger';
+import type { ProcessingLease } from '../../sqlite/processing-lease';
 
 /**
  * Who processes a database file when several receivers share it (a rolling deploy overlapping on

@@ -1,6 +1,6 @@
-import { type RelayBeat, type Watermark, watermarkOf } from '../domain/watermark';
-import { lockOrder } from '../postgres/pg-locks';
-import type { Sql } from '../postgres/pg-sql';
+import { type RelayBeat, type Watermark, watermarkOf } from '../../domain/watermark';
+import { lockOrder } from '../../postgres/pg-locks';
+import type { Sql } from '../../postgres/pg-sql';
 
 /**
  * The hold-back window on PostgreSQL (docs/cluster.md §10; the rule is src/domain/watermark.ts):

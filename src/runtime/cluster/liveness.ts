@@ -5,8 +5,8 @@ import {
   type PgConnection,
   pgConnection,
   redactedMessage,
-} from '../postgres/connection';
-import type { ClusterLogger } from '../postgres/pg-sql';
+} from '../../postgres/connection';
+import type { ClusterLogger } from '../../postgres/pg-sql';
 
 /**
  * Whether this replica reaches PostgreSQL now (issue 22, item 2): `consig_cluster_connected`,

@@ -1,7 +1,7 @@
-import { type BackgroundGate, gateCleared } from '../domain/answer-first';
-import type { PollOutcome } from '../domain/registry';
-import type { SharedAnswers } from '../domain/delivery-alarm';
-import type { StoreQuery } from '../domain/sql/store-sql';
+import { type BackgroundGate, gateCleared } from '../../domain/answer-first';
+import type { PollOutcome } from '../../domain/registry';
+import type { SharedAnswers } from '../../domain/delivery-alarm';
+import type { StoreQuery } from '../../domain/sql/store-sql';
 import {
   EVENTS_QUEUE,
   type Engine,
@@ -9,28 +9,28 @@ import {
   POLL_QUEUE,
   type PollData,
   startEngine,
-} from '../postgres/pg-queues';
+} from '../../postgres/pg-queues';
 import { type KickOptions, runKicks } from './kick';
-import { destinationGauges } from '../core/sender-queries';
-import type { DestinationGauges } from '../domain/forwarding/sender-store';
-import type { StorePort } from '../core/store-port';
-import type { PgQuery } from '../postgres/pg-statements';
-import { pgPoolStorePort } from '../postgres/pg-port';
-import { describePgTarget, pgTarget } from '../postgres/pg-reads';
-import type { TokenFingerprints } from '../domain/console';
-import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../domain/sql/console-session-statements';
-import { inPoolTransaction, pgStoreQuery, pgStoreSql } from '../postgres/pg-statements';
-import { readSharedAnswers } from '../postgres/pg-delivery-alarm';
+import { destinationGauges } from '../../core/sender-queries';
+import type { DestinationGauges } from '../../domain/forwarding/sender-store';
+import type { StorePort } from '../../core/store-port';
+import type { PgQuery } from '../../postgres/pg-statements';
+import { pgPoolStorePort } from '../../postgres/pg-port';
+import { describePgTarget, pgTarget } from '../../postgres/pg-reads';
+import type { TokenFingerprints } from '../../domain/console';
+import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../../domain/sql/console-session-statements';
+import { inPoolTransaction, pgStoreQuery, pgStoreSql } from '../../postgres/pg-statements';
+import { readSharedAnswers } from '../../postgres/pg-delivery-alarm';
 import {
   inspectPostgres,
   loadPgMigrations,
   migratePostgres,
   type PgMigration,
   SchemaRefused,
-} from '../postgres/pg-migrate';
+} from '../../postgres/pg-migrate';
 import { type ClusterRetentionOptions, startClusterRetention } from './pg-retention';
 import { type PollJobDeps, runPollJob, type StatusClient } from './poll-job';
-import type { SpoolGap } from '../domain/relay-gap';
+import type { SpoolGap } from '../../domain/relay-gap';
 import { type OrderClock, ReadingLog } from './order-clock';
 import { type BeatFigures, Relay, type RelayOptions, type RelaySpool } from './relay';
 import {
@@ -44,12 +44,12 @@ import {
   type PgPoolClient,
   pgPool,
   redactedMessage,
-} from '../postgres/connection';
+} from '../../postgres/connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from '../postgres/pg-sql';
+import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from '../../postgres/pg-sql';
 import type { Job } from 'pg-boss';
-import { readyForTraffic } from '../domain/watermark';
-import { MigrationError } from '../domain/errors';
+import { readyForTraffic } from '../../domain/watermark';
+import { MigrationError } from '../../domain/errors';
 import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 
 /**
