@@ -13,18 +13,13 @@ import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
 import { AnswerFirst } from './runtime/answer-first';
-import {
-  clusterMode,
-  type LocalFile,
-  type ModeParts,
-  type SqliteProcessing,
-  sqliteMode,
-} from './runtime/receiver-mode';
+import type { LocalFile, ModeParts, Runtime, ServerParts } from './runtime/receiver-mode';
+import { sqliteMode } from './runtime/single/single-mode';
+import { clusterMode } from './runtime/cluster/cluster-mode';
 import type { StartOptions } from './start-options';
 import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
-import type { ClusterNode } from './runtime/cluster/node';
 import { IngestWriter } from './sqlite/ingest-writer';
 import type { NewEvent } from './domain/event-status';
 import { SQLITE_DRIVER } from './sqlite/database';
@@ -40,12 +35,10 @@ export interface Receiver {
   readonly writer: IngestWriter;
   readonly metrics: Metrics;
   /**
-   * SQLite mode's processing on the file (the router, the pipeline, the poller, the forwarding
-   * sender, the processing lease); null in cluster mode, where `cluster` processes.
+   * The runtime, named for neither mode: SQLite mode's processing under the file's lease, or a
+   * replica's relay and workers (DATABASE_URL): its state, readiness, sender, ….
    */
-  readonly sqlite: SqliteProcessing | null;
-  /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
-  readonly cluster: ClusterNode | null;
+  readonly runtime: Runtime;
   /** Answers first (issue 23): background work waits while webhook answers are being made. */
   readonly answers: AnswerFirst;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
@@ -109,8 +102,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     await tracing?.handle.shutdown();
     logger.info('consig-receiver stopped');
   });
-  const { sqlite, cluster } = running;
-  return { server, url, store, writer, metrics, sqlite, cluster, answers, close };
+  return { server, url, store, writer, metrics, runtime: running.runtime, answers, close };
 }
 
 /**
@@ -204,7 +196,7 @@ function senderMetrics(metrics: Metrics): SenderMetrics {
 function buildServer(
   config: Config,
   deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock'> &
-    ModeParts['http'] & {
+    ServerParts & {
       // Answers first: the webhook handler reports each answer; the console shows the deferral.
       answers: AnswerFirst;
       serviceClient: ServiceClient | null;

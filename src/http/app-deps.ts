@@ -11,9 +11,8 @@ import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
 import type { DeliveryWatch } from './delivery-watch';
-import type { InFlightRequests } from '../runtime/cluster/in-flight';
 import type { MetricsRouteDeps } from './metrics-route';
-import type { WebhookHandler } from './webhook-handler';
+import type { InFlightAnswers, WebhookHandler } from './webhook-handler';
 
 /**
  * What the Express app is built from (createApp in app.ts). Its own file, so that the routers,
@@ -118,7 +117,7 @@ export interface AppDeps {
    * Cluster mode: the webhook requests being answered, which the relay's heartbeat may not cover yet.
    * @default undefined (not tracked)
    */
-  inFlight?: InFlightRequests | undefined;
+  inFlight?: InFlightAnswers | undefined;
   /**
    * Answers first (issue 23): the webhook handler reports each answer's start and end, and the
    * console's overview shows whether background work is deferred.

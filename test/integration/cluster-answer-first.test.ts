@@ -104,7 +104,7 @@ async function setPaused(r: TestReceiver, paused: boolean): Promise<void> {
 }
 
 /** The thread that sends for the replica (forwarding/sender-thread.ts), and the destinations it holds. */
-const sendingOf = (r: TestReceiver) => r.cluster!.sending as ForwardSenderThread;
+const sendingOf = (r: TestReceiver) => r.runtime.sender as ForwardSenderThread;
 
 it('the forwarding thread sends nothing while an answer is being made; once none is, it sends the backlog, in order', async () => {
   const d = await FakeDestination.start();

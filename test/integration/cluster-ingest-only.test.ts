@@ -93,8 +93,8 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
 
   // No kick or registry-poll worker in pg-boss; retention is still offered and taken (hourly, mostly
   // PostgreSQL's work); no destination's lock.
-  expect(a.cluster!.workerQueues()).toEqual([RETENTION_QUEUE]);
-  expect(a.cluster!.processing).toBe(false);
+  expect(a.runtime.workerQueues()).toEqual([RETENTION_QUEUE]);
+  expect(a.runtime.processing).toBe(false);
   expect(await readyz(a)).toEqual({
     status: 200,
     body: { status: 'ready', processing: false, ordered: true },
@@ -129,7 +129,7 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   expect(await count(pool, 'SELECT count(*) AS n FROM averbacoes')).toBe(0);
   expect(await kickStates()).toEqual([{ state: 'created', n: '3' }]);
   expect(service.requestsTo('GET', '/request/')).toEqual([]);
-  expect(a.cluster!.sending?.holding()).toEqual([]);
+  expect(a.runtime.sender?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(0);
   expect(destination.requests).toEqual([]);
   // Nothing processed, so nothing stored for the feed; the route answers all the same.
@@ -138,8 +138,8 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   expect(((await empty.json()) as { messages: unknown[] }).messages).toEqual([]);
 
   const b = await replica('processing-b', '2');
-  expect(b.cluster!.workerQueues()).toEqual([EVENTS_QUEUE, POLL_QUEUE]);
-  expect(b.cluster!.processing).toBe(true);
+  expect(b.runtime.workerQueues()).toEqual([EVENTS_QUEUE, POLL_QUEUE]);
+  expect(b.runtime.processing).toBe(true);
   expect(await readyz(b)).toEqual({
     status: 200,
     body: { status: 'ready', processing: true, ordered: true },
@@ -162,9 +162,9 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
     'the registration polled to completion',
   );
   // b sends the destination; a still holds nothing.
-  await waitFor(() => b.cluster!.sending?.holding().includes('default'), 'b holds the destination');
+  await waitFor(() => b.runtime.sender?.holding().includes('default'), 'b holds the destination');
   await waitFor(() => destination.requests.length > 0, 'messages sent to the destination');
-  expect(a.cluster!.sending?.holding()).toEqual([]);
+  expect(a.runtime.sender?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(1);
 
   // The ingest-only replica goes on answering; what it takes now is processed by b.
@@ -183,5 +183,5 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   const messages = ((await feed.json()) as { messages: { type: string }[] }).messages;
   expect(messages.filter((m) => m.type === 'proposal.changed').length).toBeGreaterThanOrEqual(7);
   expect(await scrape(a)).toEqual({ holder: 0, connected: 1 });
-  expect(a.cluster!.workerQueues()).toEqual([RETENTION_QUEUE]);
+  expect(a.runtime.workerQueues()).toEqual([RETENTION_QUEUE]);
 });

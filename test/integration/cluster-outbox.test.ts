@@ -56,7 +56,7 @@ async function replica(name: string, env: Record<string, string> = {}): Promise<
     },
   });
   receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', `replica ${name} connected to PostgreSQL`);
+  await waitFor(() => r.runtime.state === 'running', `replica ${name} connected to PostgreSQL`);
   return r;
 }
 
@@ -253,7 +253,7 @@ it('forwarding: two replicas, every change delivered to the destination once, in
       expect(path).toEqual(['em_analise', 'pre_aprovada', 'aprovada', 'averbacao_solicitada']);
     }
     // Exactly one replica holds the destination; the figures of /metrics come from PostgreSQL on both.
-    const holders = [a, b].filter((r) => r.cluster?.sending?.holding().includes('crm'));
+    const holders = [a, b].filter((r) => r.runtime.sender?.holding().includes('crm'));
     expect(holders).toHaveLength(1);
     for (const r of [a, b]) {
       const metrics = await (await fetch(`${r.url}/metrics`)).text();

@@ -75,7 +75,7 @@ async function clusterReplica(name: string, env: Record<string, string> = {}): P
     },
   });
   receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', `replica ${name} connected to PostgreSQL`);
+  await waitFor(() => r.runtime.state === 'running', `replica ${name} connected to PostgreSQL`);
   return r;
 }
 
@@ -83,7 +83,7 @@ async function clusterReplica(name: string, env: Record<string, string> = {}): P
 async function sqliteReceiver(env: Record<string, string> = {}): Promise<TestReceiver> {
   const r = await startTestReceiver({ env });
   receivers.push(r);
-  expect(r.cluster).toBeNull();
+  expect(r.clustered).toBe(false);
   return r;
 }
 
@@ -950,11 +950,11 @@ describe('what each mode builds', () => {
 
   it('cluster mode builds only what it runs: no SQLite processing, no pipeline or lease connection on its spool', async () => {
     const alone = await sqliteReceiver();
-    expect(alone.sqlite?.leadership).toBeDefined();
+    expect(alone.clustered).toBe(false);
     // SQLite mode: the store's, the pipeline's, the processing lease's and the delivery watch's.
     expect(connectionsTo(alone.dbPath)).toBe(4);
     const replica = await clusterReplica('spool-only');
-    expect(replica.sqlite).toBeNull();
+    expect(replica.clustered).toBe(true);
     // Cluster mode: the store's (the relay reads the spool on it) and the delivery watch's; no
     // pipeline's or lease's: processing is on PostgreSQL.
     expect(connectionsTo(replica.dbPath)).toBe(2);
