@@ -62,7 +62,7 @@ const layers = [
   {
     // The commands open their store with src/open-store.ts (the one factory) and use the facade
     // built from the port. The demo (cli/demo/) drives SQLite mode in process and reads the file it
-    // started with, synchronously: its four type imports of store/store.ts are the exception.
+    // started with, synchronously: its four type imports of sqlite/store.ts are the exception.
     files: ['src/cli/**/*.ts'],
     ignores: ['src/cli/demo/**'],
     rules: restrict(STORE_THROUGH_PORT),
@@ -107,7 +107,7 @@ const layers = [
   },
   {
     // Code written once for both stores (issue 24): it reaches the log only through StoreSql
-    // (domain/sql/store-sql.ts), whose adapters are store/sqlite-store-sql.ts and cluster/pg-store-sql.ts.
+    // (domain/sql/store-sql.ts), whose adapters are sqlite/sqlite-statements.ts and postgres/pg-statements.ts.
     files: ['src/core/**/*.ts'],
     rules: restrict(
       ['^\\.\\./(?!domain/)', 'core/ imports only domain/ and its own files: the stores come in as StoreSql'],
@@ -177,7 +177,7 @@ export default tseslint.config(
     rules: { 'jest/no-focused-tests': 'error', 'jest/no-disabled-tests': 'error' },
   },
   {
-    // Which better-sqlite3 runs depends on the Node major (src/store/sqlite-driver.ts: 13.x from Node
+    // Which better-sqlite3 runs depends on the Node major (src/sqlite/sqlite-driver.ts: 13.x from Node
     // 22, 12.x on 20), and only the one in use is built: a test that loads the package itself fails
     // on the other Nodes (as one did in CI on Node 24 and 26). Types may come from it.
     files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
@@ -190,7 +190,7 @@ export default tseslint.config(
             name,
             allowTypeImports: true,
             message:
-              "load SQLite through src/store/sqlite-driver.ts (its default export): it picks the package this Node's build has",
+              "load SQLite through src/sqlite/sqlite-driver.ts (its default export): it picks the package this Node's build has",
           })),
         },
       ],

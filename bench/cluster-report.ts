@@ -147,7 +147,7 @@ function drainReport(f: ClusterFigures, o: ClusterBenchOptions): string[] {
   const out = [
     `3. processing throughput on PostgreSQL: ${d0.events} pending life-cycle events (${d0.proposals} proposals × ${HAPPY_PATH.length} ` +
       `steps, interleaved), written with SQL in transactions of 2 000 with one kick per proposal queued through the real engine ` +
-      `(src/cluster/engine.ts) before the replica started (written in ${d0.prefillSeconds.toFixed(1)} s, not timed); one replica ` +
+      `(src/postgres/pg-queues.ts) before the replica started (written in ${d0.prefillSeconds.toFixed(1)} s, not timed); one replica ` +
       `(\`serve\`) drains them; timed from the first event's processed_at to the last processing commit`,
   ];
   for (const d of f.drains) {

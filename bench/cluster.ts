@@ -52,7 +52,7 @@ import type { LoadResult } from './protocol';
  *    PostgreSQL, computed per delivery from PostgreSQL (the commit timestamp of its `deliveries`
  *    row), at the load of row 1 and at a fixed rate (open loop);
  * 3. processing throughput: pending life-cycle events written with SQL and one kick per work key
- *    queued through the real engine (src/cluster/engine.ts) before the replica starts, then timed
+ *    queued through the real engine (src/postgres/pg-queues.ts) before the replica starts, then timed
  *    while one replica drains them (target ≥ 2 000 events/s), with the SQLite pipeline's drain of
  *    the same count as the baseline;
  * 4. end to end: for each delivery of the fixed-rate run, from its 200 at the sender to the commit

@@ -208,7 +208,7 @@ function buildServer(
 ): Server {
   const { feedWaiters, nudgeSender, ...rest } = deps;
   return createHttpServer({
-    // With what differs by mode: processing, readiness, the logs and the shared gauges (receiver-mode.ts).
+    // With what differs by mode: processing, readiness, the logs and the shared gauges (runtime/receiver-mode.ts `ServerParts`).
     ...rest,
     config,
     registryGraceMs: config.registry.webhookGraceMs,

@@ -38,7 +38,7 @@ export interface MetricsOptions {
 }
 
 /**
- * The `evento` label of a handler run (pipeline.ts, cluster/kick.ts: `event.evento ?? event.kind`):
+ * The `evento` label of a handler run (pipeline.ts, runtime/cluster/kick.ts: `event.evento ?? event.kind`):
  * the catalogue's eventos, and the kind of an event that has none.
  */
 const KINDS_WITHOUT_EVENTO: Record<Exclude<EventKind, 'event'>, null> = { registry: null, poll: null };

@@ -127,7 +127,7 @@ function openWritable(config: Config, create: boolean): Store {
 
 /**
  * `backup <file>`: SQLite's online backup of the file into `target`, which is created 0600 first
- * (store/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
+ * (sqlite/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
  * overwrites a file readable by others. A target this created is removed if the copy fails.
  */
 export async function backupDatabase(config: Config, target: string): Promise<{ totalPages: number }> {

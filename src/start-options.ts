@@ -5,8 +5,8 @@ import type { HandlerRouter } from './domain/event-router';
 import type { Logger } from './logger';
 
 /**
- * What startReceiver takes besides the configuration. Its own file so that main.ts and
- * receiver-mode.ts (what differs by mode) both read it without importing each other.
+ * What startReceiver takes besides the configuration. Its own file so that main.ts and the
+ * modes' composition (src/runtime/, what differs by mode) both read it without importing each other.
  */
 export interface StartOptions {
   logger: Logger;

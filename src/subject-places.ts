@@ -186,7 +186,7 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
 
 /**
  * A restored copy of a SQLite log holds the people erased after it was taken: each erasure of the
- * journal beside the file (store/subject-journal.ts) that the log does not record is made again,
+ * journal beside the file (sqlite/subject-journal.ts) that the log does not record is made again,
  * by the subject hash it holds (no CPF: the audit's details are not searched). Run by `serve` when
  * it starts processing, which first makes sure the log has its subject key: every backup taken from
  * then on carries it, so the journal's hashes match a restored copy. An entry under another key (a

@@ -54,7 +54,7 @@ export interface EffectsEnv {
   readonly schedule: PollScheduleOptions;
   /**
    * Proposal statuses the caller already holds, by {@link proposalKey} (null: no row), each row
-   * locked in this transaction (cluster/kick.ts locks a batch's at once). Read instead of the row,
+   * locked in this transaction (runtime/cluster/kick.ts locks a batch's at once). Read instead of the row,
    * and kept up to date with each event's effects. Only valid while nothing of it is rolled back.
    * @default none (each event reads its proposal)
    */

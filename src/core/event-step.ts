@@ -18,8 +18,8 @@ import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } 
  *
  * A store runs it with a driver ({@link driveSync}, {@link drive}) given its {@link StepOps}:
  * SQLite mode's turn synchronously on the pipeline's connection (an event a partner's async handler
- * handles runs on the async driver, in a transaction of its own: pipeline/pipeline.ts); cluster
- * mode's kick awaited in pg-boss's transaction (cluster/kick.ts, whose fast pass runs a batch's
+ * handles runs on the async driver, in a transaction of its own: runtime/single/pipeline.ts); cluster
+ * mode's kick awaited in pg-boss's transaction (runtime/cluster/kick.ts, whose fast pass runs a batch's
  * events under one savepoint, their done marks written together: its ops skip the per-event
  * savepoints, collect the done marks, and abort the pass at a rollback). What runs the events, and
  * when (the p-queue under the file lease; pg-boss kicks under the watermark), stays each store's.

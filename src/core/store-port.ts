@@ -32,9 +32,9 @@ import { adoptSubjectKey, indexSubjects, subjectKey } from './subject-index';
 /**
  * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
  * the commands — need of a store, narrowed to what differs between SQLite and PostgreSQL. Each
- * store has one adapter per way it is reached (store/sqlite-port.ts: the SQLite file; cluster/
- * pg-store-port.ts: a replica's pool, a command's own connection), opened in one place
- * (src/open-store.ts for the commands, src/receiver-mode.ts for the server). Everything the
+ * store has one adapter per way it is reached (sqlite/sqlite-port.ts: the SQLite file;
+ * postgres/pg-port.ts: a replica's pool, a command's own connection), opened in one place
+ * (src/open-store.ts for the commands, each mode's composition in src/runtime/ for the server). Everything the
  * consumers see is built from it once, below ({@link adminStore}, {@link consoleStore},
  * {@link commandStore}), with the code written once for both stores (src/core/): the stores differ
  * only in the members of this interface and in their {@link StoreQuery.dialect}.
@@ -74,7 +74,7 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /**
    * An erasure's physical step (issue 45, docs/privacy.md): the old versions of the rows it rewrote
    * made unreadable where the store can (SQLite: the WAL truncated and the file's bytes searched for
-   * `forms`, VACUUM when asked and needed, store/scrub.ts; PostgreSQL: VACUUM of the tables, FULL
+   * `forms`, VACUUM when asked and needed, sqlite/scrub.ts; PostgreSQL: VACUUM of the tables, FULL
    * when asked).
    */
   scrub(forms: readonly string[], options: { vacuum: boolean }): Promise<ScrubOutcome>;

@@ -3,7 +3,7 @@ import { MigrationError } from './errors';
 import { migrationFileName } from './migration-files';
 
 /**
- * How the PostgreSQL runner (cluster/pg-migrate.ts) applies one migration on a live database
+ * How the PostgreSQL runner (postgres/pg-migrate.ts) applies one migration on a live database
  * (issue 46, item 2), as rules it can ask: which files run outside a transaction, what a
  * lock conflict is, and how long to wait before trying again. Pure.
  *

@@ -145,14 +145,14 @@ export interface AppDeps {
     | undefined;
 }
 
-/** The local file as the HTTP server sees it (store/store.ts `Store` is one). */
+/** The local file as the HTTP server sees it (sqlite/store.ts `Store` is one). */
 export interface LocalFile {
   readonly path: string;
   /** Proves the file is open, migrated and takes a write; throws StorageError otherwise. */
   probeWrite(now: Date): void;
 }
 
-/** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
+/** This replica's relay as the overview shows it (sqlite/spool.ts `Spool` has both). */
 export interface ConsoleRelay {
   /** The spool's identity: its row in PostgreSQL's `relay_spools`. */
   readonly id: string;

@@ -35,7 +35,7 @@ import type { Metrics } from '../metrics';
  * in memory and is retried by the next check, so the alarm still speaks while the disk refuses.
  */
 
-/** The stored run of the alarm (store/delivery-alarm-repo.ts on the SQLite file). */
+/** The stored run of the alarm (sqlite/sqlite-delivery-alarm.ts on the SQLite file). */
 export interface DeliveryAlarmRepo {
   load(): DeliveryAlarmState;
   save(state: DeliveryAlarmState, now: Date): void;

@@ -3,7 +3,7 @@ import { Client, type ClientConfig, Pool, type PoolClient, type PoolConfig } fro
 /**
  * What every connection of a replica to PostgreSQL carries, so that no replica — frozen (SIGSTOP,
  * a long GC pause), partitioned or slow — can hold a lock the others wait for beyond a bound
- * (issue 22, item 3). The locks in play: the relay's advisory lock, the kick locks (kick-lock.ts),
+ * (issue 22, item 3). The locks in play: the relay's advisory lock, the kick locks (pg-locks.ts),
  * the outbox lock and row locks of a kick (pg-boss's transactions), the destinations' session locks
  * (forwarder.ts).
  *

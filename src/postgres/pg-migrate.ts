@@ -25,7 +25,7 @@ import {
 
 /**
  * The PostgreSQL migrations of cluster mode (`migrations-pg/0001_init.sql`, …), run the way
- * src/store/migrate.ts runs SQLite's and graphile-worker runs its own: numbered files, forward-only,
+ * src/sqlite/sqlite-migrate.ts runs SQLite's and graphile-worker runs its own: numbered files, forward-only,
  * each in its own transaction that records it first. On top of that, because replicas share the
  * database and start together:
  * - one session advisory lock serialises the runners: the first migrates, the others wait for it,
@@ -80,7 +80,7 @@ export interface MigratePostgresOptions {
 
 /**
  * A newer schema this replica's code must not run on (a breaking migration it does not know):
- * thrown by the runner, read by the replica (cluster/node.ts) as "not ready, webhooks 503".
+ * thrown by the runner, read by the replica (runtime/cluster/node.ts) as "not ready, webhooks 503".
  */
 export class SchemaRefused extends MigrationError {}
 

@@ -30,7 +30,7 @@ import { type Engine, startEngine } from './pg-queues';
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
  * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
  * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}),
- * on pg-store-sql.ts's statement handles (`PgQuery`: rows in the SQLite store's representation).
+ * on pg-statements.ts's statement handles (`PgQuery`: rows in the SQLite store's representation).
  *
  * Through the pool, every call rejects with a StorageError while the replica is not connected to
  * PostgreSQL or when PostgreSQL cannot serve it (down, restarting, failing over): the routes answer
@@ -72,7 +72,7 @@ function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgr
 
 /**
  * What a replay (core/replay.ts, the one rule) needs in cluster mode, in the replay's transaction
- * (`tx`): the events' work keys held before their rows are locked (kick-lock.ts), and a kick of
+ * (`tx`): the events' work keys held before their rows are locked (pg-locks.ts), and a kick of
  * each key queued with the replay (docs/cluster.md §5.2): committed together, so a replayed event
  * is never left without a kick, nor a kick sent for a replay that rolled back. A kick of a key that
  * already has one queued is absorbed by it (pg-boss `stately`).
@@ -98,7 +98,7 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
     effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
     ...pgFigures,
-    // The server listens through its forwarder (cluster/forwarder.ts), not through the port.
+    // The server listens through its forwarder (runtime/cluster/forwarder.ts), not through the port.
     listen: async () => undefined,
     prune: async (cutoff, now) => ({ summary: await prunePass(sql, cutoff, now) }),
     scrub: async (_forms, { vacuum }) => {

@@ -7,7 +7,7 @@ import { bossDbOf, type ClusterLogger, type Sql } from './pg-sql';
  * queued and one running per work key (`p:<nu>`, `r:<requestId>`, `e:<id>`, policy `stately`), and
  * one queue of registry polls, one per registration (`r:<requestId>`). The engine dispatches across
  * replicas, retries and takes over a crashed replica's work; the order of a proposal's events and
- * exactly-once effects come from our `events` table (src/cluster/kick.ts), never from the engine.
+ * exactly-once effects come from our `events` table (src/runtime/cluster/kick.ts), never from the engine.
  */
 
 export const EVENTS_QUEUE = 'consig_events';
@@ -102,7 +102,7 @@ export async function startEngine(url: string, options: EngineOptions) {
      * and polls claimed before it, whose workers died with the old primary, so that they run again
      * now rather than when their claims lapse (expireInSeconds: 10 s for kicks, 120 s for polls). A
      * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
-     * once more and finds nothing to do (kick-lock.ts). Returns how many claims it released.
+     * once more and finds nothing to do (pg-locks.ts). Returns how many claims it released.
      */
     async releaseClaimsBefore(sql: Sql, timeline: number): Promise<number> {
       const first = await sql.query(

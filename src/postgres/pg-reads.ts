@@ -11,7 +11,7 @@ import { type PgClient, pgStoreQuery } from './pg-statements';
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, and the
  * errors said in one line without the password. Rows read through StoreSql come in the SQLite
- * log's shapes (pg-store-sql.ts STORE_TYPES). The reads themselves are written once for both stores
+ * log's shapes (pg-statements.ts STORE_TYPES). The reads themselves are written once for both stores
  * (src/core/); here only `stats`' figures that PostgreSQL alone has ({@link readStoreFigures}), and
  * `relay verify`'s.
  */

@@ -45,7 +45,7 @@ export function sqlOf(client: Queryable): Sql {
   };
 }
 
-/** What cluster/ logs through, pino's `logger.level(fields, message)` shape (as a partner's handlers). */
+/** What the cluster runtime and postgres/ log through, pino's `logger.level(fields, message)` shape (as a partner's handlers). */
 export type ClusterLogger = HandlerLogger;
 
 /** pg-boss's database shape (`executeSql`), for its `db` option: its writes join our transaction. */

@@ -40,7 +40,7 @@ export interface PgRunners {
 
 /**
  * The PostgreSQL adapter of {@link StoreSql} (domain/sql/store-sql.ts), one for every way of reaching
- * PostgreSQL — a replica's guarded pool (pg-store-port.ts), a pool with no guard
+ * PostgreSQL — a replica's guarded pool (pg-port.ts), a pool with no guard
  * ({@link poolRunners}: the forwarding sender, which retries), a command's own connection
  * ({@link clientRunners}) — every row in the SQLite store's representation ({@link STORE_TYPES}).
  * `lone`: where lone statements run with no transaction around them.

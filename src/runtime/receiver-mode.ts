@@ -157,7 +157,7 @@ export function partnerRouter(options: StartOptions): HandlerRouter | undefined 
 /**
  * The SQLite file, migrated when `migrate` (then `migrated` runs on it). The first connection the
  * receiver opens to it: a file or companion readable by others is tightened to 0600 here
- * (store/file-mode.ts), told in one log line naming the path.
+ * (sqlite/file-mode.ts), told in one log line naming the path.
  */
 export function openMigrated(
   config: Config,

@@ -108,7 +108,7 @@ export function storePass(log: StoreSql): RetentionPass {
 }
 
 /**
- * Cluster mode: this replica's own spool, of relayed rows (store/spool.ts `pruneSpoolPaced`). Local
+ * Cluster mode: this replica's own spool, of relayed rows (sqlite/spool.ts `pruneSpoolPaced`). Local
  * only, so it runs whether PostgreSQL answers or not (it removes nothing not relayed yet).
  */
 export function spoolPass(spool: Pick<Spool, 'pruneBatch'>, batch?: number): RetentionPass {

@@ -76,7 +76,7 @@ export interface SenderThreadOptions {
  * main thread also answers the service's webhooks and runs the pipeline; `npm run bench` measured
  * ingest with forwarding on at 0.43× off with everything on one thread. The sender calls no
  * partner code and shares nothing with the pipeline but the database file, so it moves whole.
- * Cluster mode runs its whole forwarder there too (cluster/forwarder.ts: the destinations' locks,
+ * Cluster mode runs its whole forwarder there too (runtime/cluster/forwarder.ts: the destinations' locks,
  * the `LISTEN`, a sender per destination held): on the main thread it held the starved bench row's
  * answers for 50–100 ms at a time, p99 530 ms against 42 ms in a thread (`npm run bench -- --only
  * starved`, issue 23).

@@ -27,7 +27,7 @@ import type {
  * {@link ForwardSender} on a connection of its own, so that sending (signing, HTTP, recording
  * attempts) takes a core of its own instead of the event loop that answers the service's
  * webhooks. It runs no partner code: the sender only reads the outbox and writes delivery rows.
- * In cluster mode it runs the whole ClusterForwarder (cluster/forwarder.ts): its lock connection,
+ * In cluster mode it runs the whole ClusterForwarder (runtime/cluster/forwarder.ts): its lock connection,
  * its `LISTEN` and a sender per destination held, on a pool of its own (issue 23: on the main
  * thread, the senders' turns and their garbage held webhook answers for 50–100 ms at a time on a
  * starved core, and the starved bench row's p99 missed its target in half the runs).

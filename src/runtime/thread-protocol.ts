@@ -14,7 +14,7 @@ export type SenderThreadStore =
   /** SQLite mode: one ForwardSender for every destination, on a connection of the thread's own. */
   | { kind: 'sqlite'; databasePath: string }
   /**
-   * Cluster mode: the ClusterForwarder (cluster/forwarder.ts): the destinations' locks and the
+   * Cluster mode: the ClusterForwarder (runtime/cluster/forwarder.ts): the destinations' locks and the
    * `LISTEN` on a connection of the thread's own, a sender for each destination held, on a pool of
    * the thread's own.
    */

@@ -59,7 +59,7 @@ export interface OpenOptions {
   create?: boolean;
   /**
    * Told, once the file is open, of the file or a companion that was readable by others and is now
-   * 0600 (store/file-mode.ts): the receiver's log line. A file that cannot be opened gets its one
+   * 0600 (sqlite/file-mode.ts): the receiver's log line. A file that cannot be opened gets its one
    * error line alone (its mode is tightened all the same).
    * @default a line on stderr
    */
@@ -88,7 +88,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   // Told once the file is open: a file that cannot be used gets its one error line, nothing more.
   const tightened: ModeTightened[] = [];
   try {
-    // Owner only, whatever the umask (store/file-mode.ts): created 0600, or tightened to it.
+    // Owner only, whatever the umask (sqlite/file-mode.ts): created 0600, or tightened to it.
     if (!readonly && path !== ':memory:')
       privateDatabaseFile(path, { create, notice: (n) => tightened.push(n) });
     db = new Database(path, { readonly, fileMustExist: !create });

@@ -24,7 +24,7 @@ export interface ModeTightened {
   tightened: boolean;
 }
 
-/** Where a tightened mode is told: a log line naming the path (receiver-mode.ts), else stderr. */
+/** Where a tightened mode is told: a log line naming the path (runtime/receiver-mode.ts `openMigrated`), else stderr. */
 export type ModeNotice = (notice: ModeTightened) => void;
 
 /** The notice's words (the path and mode are beside them: a log line's fields, or stderr's line). */

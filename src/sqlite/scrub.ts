@@ -6,7 +6,7 @@ import type { Db } from './database';
 
 /**
  * An erasure's last step on a SQLite file (issue 45, docs/privacy.md "Physically"): the rows are
- * rewritten already, and every connection runs with `secure_delete` (store/database.ts), so the old
+ * rewritten already, and every connection runs with `secure_delete` (sqlite/database.ts), so the old
  * versions' space was zeroed as it was freed. Left are the WAL, which still holds the pages as they
  * were before the erasure until a checkpoint copies them back and truncates it, and, in a file
  * created before secure_delete was on, stale copies in free space that only a VACUUM rewrites. So:

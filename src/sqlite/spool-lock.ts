@@ -16,7 +16,7 @@ import { privateFile } from './file-mode';
  * not locked this way: its own connections (the writer, the relay, the console's reads) share it.
  *
  * SQLite mode does not take it: there several receivers share one file on purpose during a rolling
- * deploy, and the processing lease decides who processes (store/processing-lease.ts).
+ * deploy, and the processing lease decides who processes (sqlite/processing-lease.ts).
  */
 
 export interface SpoolLock {
@@ -31,7 +31,7 @@ export function lockSpool(spoolPath: string): SpoolLock {
   const path = `${spoolPath}.replica-lock`;
   let db: Db | null = null;
   try {
-    // Owner only, as the spool (store/file-mode.ts); it holds a pid, no personal data.
+    // Owner only, as the spool (sqlite/file-mode.ts); it holds a pid, no personal data.
     privateFile(path);
     db = new Database(path);
     db.pragma('busy_timeout = 0');

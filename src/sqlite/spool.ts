@@ -13,7 +13,7 @@ import type { Db } from './database';
 
 /**
  * The replica's side of cluster mode's relay (contract §10): this SQLite file is the spool the
- * replica acknowledges from, and the relay (src/cluster/relay.ts) copies its `deliveries` rows, in
+ * replica acknowledges from, and the relay (src/runtime/cluster/relay.ts) copies its `deliveries` rows, in
  * id order, with the events they stored, to PostgreSQL. The cursor (`relay_cursor`) is advanced only
  * after PostgreSQL committed a batch; a batch sent again after a crash is recognised there by
  * (spool, spool_id) and changes nothing.
@@ -71,7 +71,7 @@ export function openSpool(db: Db) {
     /** Records that PostgreSQL committed everything up to `throughId`. */
     advance: (throughId: number, at: string): void => void advance.run(throughId, at),
     /**
-     * What `relay verify` compares with PostgreSQL (cluster/pg-reads.ts): the spool's id, cursor,
+     * What `relay verify` compares with PostgreSQL (postgres/pg-reads.ts): the spool's id, cursor,
      * the ids it still holds at or below the cursor, and its backlog. Read in one snapshot.
      */
     facts: db.transaction((): SpoolFacts => {
@@ -101,7 +101,7 @@ export function openSpool(db: Db) {
     },
     /**
      * The oldest order time after `afterId` (`order_at`, else received_at; null when none): what the
-     * relay cannot say is in PostgreSQL yet (cluster/relay.ts's heartbeat). Not always the first
+     * relay cannot say is in PostgreSQL yet (runtime/cluster/relay.ts's heartbeat). Not always the first
      * row's: the order time is taken when a request arrives, its id when its group commit runs.
      */
     oldestAfter: (afterId: number): string | null => oldest.get(afterId)?.oldest ?? null,
@@ -178,7 +178,7 @@ function spoolPruneBatch(db: Db) {
 }
 
 /**
- * A running replica's pass (RETENTION_DAYS, on pipeline/retention-schedule.ts's timer): the batches
+ * A running replica's pass (RETENTION_DAYS, on runtime/retention-schedule.ts's timer): the batches
  * of `Spool.pruneBatch` a turn of the event loop apart (core/prune-pass.ts `walk`), because the
  * answers to the service run on this thread and this connection and wait for a batch (500 rows:
  * 6 ms on average, under 30 ms at most, measured on a spool of 100 000). What each batch removed is

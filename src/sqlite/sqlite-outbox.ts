@@ -3,7 +3,7 @@ import type { Db } from './database';
 
 /**
  * The outbox's writes (contract §8, migration 0007), run by the event step inside the transaction
- * that processes the event (store/step-ops.ts): its messages are stored with one delivery row per
+ * that processes the event (sqlite/sqlite-step-ops.ts): its messages are stored with one delivery row per
  * destination that wants them (what the event left behind is read back by the step itself). A message is stored once per event and
  * type (UNIQUE (event_id, type)), so processing an event again (a replay, a retry after a crash)
  * adds nothing.
@@ -11,7 +11,7 @@ import type { Db } from './database';
 
 export function forwardOutbox(db: Db) {
   // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
-  // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (cluster/pg-outbox.ts
+  // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (postgres/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
   const insertMessage = db.prepare<unknown[], { id: number }>(
     `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body,

@@ -31,7 +31,7 @@ export function sqliteStorePort(
       if (result.queued.length > 0) wake.sweep?.();
       return result;
     },
-    // The statements as the pipeline's event step runs them (step-ops.ts); no step for the first
+    // The statements as the pipeline's event step runs them (sqlite-step-ops.ts); no step for the first
     // poll: the poller reads the row's next_poll_at.
     effects: (program) => sql.write(async () => driveSync(program, ops)),
     // The sender thread reads on its own connection: woken once a write has committed.

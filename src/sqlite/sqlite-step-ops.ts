@@ -52,7 +52,7 @@ function common(db: Db, deps: SqliteStepDeps) {
 
 /**
  * The turn's ops. The partner's handlers are asynchronous: an event any of them handles leaves the
- * turn (pipeline/pipeline.ts) and runs on {@link sqliteAsyncStepOps}, so the turn has none to run.
+ * turn (runtime/single/pipeline.ts) and runs on {@link sqliteAsyncStepOps}, so the turn has none to run.
  */
 export function sqliteStepOps(db: Db, deps: SqliteStepDeps): StepOps<'sync'> {
   return { ...common(db, deps), partner: () => undefined };

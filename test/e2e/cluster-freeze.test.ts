@@ -21,7 +21,7 @@ import { tempDir } from '../helpers/tmp';
  *
  * What bounds it: idle_in_transaction_session_timeout (10 s by default) ends the frozen replica's
  * transaction on the server; the relay's lock_timeout (5 s) keeps a relay that waits behind it from
- * holding the relay lock for the others meanwhile (src/cluster/connection.ts).
+ * holding the relay lock for the others meanwhile (src/postgres/connection.ts).
  */
 
 const bed = pgBed({ prefix: 'freeze' });

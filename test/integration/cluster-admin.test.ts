@@ -64,7 +64,7 @@ function normaliser(keyOf: ReadonlyMap<number, string>) {
     if (typeof v !== 'object') return v;
     const row = v as Record<string, unknown>;
     // An event stored `ignored` or `invalid` is final on arrival: SQLite leaves its processed_at
-    // null, PostgreSQL's relay sets it (src/cluster/relay.ts). A difference of the tables, not of
+    // null, PostgreSQL's relay sets it (src/runtime/cluster/relay.ts). A difference of the tables, not of
     // the routes.
     const finalOnArrival = row.status === 'ignored' || row.status === 'invalid';
     return Object.fromEntries(

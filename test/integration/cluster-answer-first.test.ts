@@ -103,7 +103,7 @@ async function setPaused(r: TestReceiver, paused: boolean): Promise<void> {
   expect(res.status).toBe(200);
 }
 
-/** The thread that sends for the replica (forwarding/sender-thread.ts), and the destinations it holds. */
+/** The thread that sends for the replica (runtime/sender-thread.ts), and the destinations it holds. */
 const sendingOf = (r: TestReceiver) => r.runtime.sender as ForwardSenderThread;
 
 it('the forwarding thread sends nothing while an answer is being made; once none is, it sends the backlog, in order', async () => {

@@ -27,7 +27,7 @@ import { createTestDatabase, startTestPostgres, workerPostgres, migrateUrl } fro
 import { startLatencyProxy } from '../helpers/latency-proxy';
 
 /**
- * Forwarding in cluster mode (contract §8, §10; src/cluster/forwarder.ts), unmocked: a real
+ * Forwarding in cluster mode (contract §8, §10; src/runtime/cluster/forwarder.ts), unmocked: a real
  * PostgreSQL this file starts, the outbox filled with SQL as the kick fills it (messages and their
  * deliveries committed together, then `pg_notify('consig_forward', '')`), ClusterForwarders as the
  * replicas run them (the real ForwardSender on the PostgreSQL store), and destinations that are real

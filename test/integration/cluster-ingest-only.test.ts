@@ -82,7 +82,7 @@ const kickStates = () =>
 
 /**
  * How long the test watches an ingest-only replica do nothing. A replica with workers fetches a
- * kick at once on pg-boss's NOTIFY, and polls every 0.5 s besides (src/cluster/node.ts); the tests'
+ * kick at once on pg-boss's NOTIFY, and polls every 0.5 s besides (src/runtime/cluster/node.ts); the tests'
  * handler backoff is 10–40 ms. Three seconds is six polling intervals: with workers running, every
  * event here would be done long before.
  */

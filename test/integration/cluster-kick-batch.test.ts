@@ -20,7 +20,7 @@ import { pgBed } from '../helpers/cluster-bed';
 import { createTestDatabase, withClient, migrateUrl } from '../helpers/postgres';
 
 /**
- * A batch of kicks (src/cluster/kick.ts runKicks), run directly in a transaction of the test's:
+ * A batch of kicks (src/runtime/cluster/kick.ts runKicks), run directly in a transaction of the test's:
  * every event of the batch first runs under one savepoint; when one throws, the batch runs again
  * event by event. What must hold either way: the failing event alone is recorded as failed, the
  * others commit in their proposals' order, and nothing the first pass did (effects, log lines,
@@ -296,7 +296,7 @@ it.each([
   },
 );
 
-it('a kick waits for a transaction adding events to its key, then runs them too (kick-lock.ts)', async () => {
+it('a kick waits for a transaction adding events to its key, then runs them too (postgres/pg-locks.ts)', async () => {
   // What the crash test found: pg-boss absorbs the producer's kick into one already queued, and
   // that one must not load the key's events before the producer commits.
   const [first] = await store([delivery('proposta.criada', { nu_proposta: 8201 })]);

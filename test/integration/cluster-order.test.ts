@@ -276,7 +276,7 @@ it('at the default CLUSTER_HOLDBACK_MAX_MS: a replica cut off from PostgreSQL ho
   expect(late?.before).toBe(true);
   // Counted late by the cut replica's relay (ConsigRelayedLate), whether its first transaction back
   // is a batch or an idle turn that moves the watermark back below the delivery first: the relay
-  // compares with the highest watermark it read (src/cluster/relay.ts).
+  // compares with the highest watermark it read (src/runtime/cluster/relay.ts).
   expect(await lateRelayed(cut)).toBe(1);
   expect(await lateRelayed(near)).toBe(0);
 }, 120_000);

@@ -102,7 +102,7 @@ const webhookId = (body: Record<string, unknown>) => (body.metadata as { webhook
 
 /**
  * How long a due job (a handler retry, a registry poll) may take to be picked up before the test
- * calls it lost. The workers are configured to poll every 0.5–1 s (src/cluster/node.ts) and the
+ * calls it lost. The workers are configured to poll every 0.5–1 s (src/runtime/cluster/node.ts) and the
  * tests' backoff is 10–40 ms: this is a bound for a hang, far above either, not a performance figure.
  */
 const DUE_JOB_BOUND_MS = 15_000;

@@ -713,7 +713,7 @@ describe('relay verify (the built CLI)', () => {
   });
 });
 
-describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
+describe('a new PostgreSQL timeline (postgres/pg-queues.ts releaseClaimsBefore)', () => {
   it('the first replica to see it fails the claims left from before, so they run at once; once per timeline', async () => {
     const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
     engines.push(engine);
@@ -737,7 +737,7 @@ describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
   });
 });
 
-describe('the kick lock (kick-lock.ts)', () => {
+describe('the kick lock (postgres/pg-locks.ts)', () => {
   const waiting = () =>
     count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
 

@@ -73,7 +73,7 @@ let pipeline: Pipeline;
 let partnerDb: Db | null = null;
 
 /**
- * The processing side as receiver-mode.ts builds it; `partner` registers the partner's handlers
+ * The processing side as runtime/single/single-mode.ts builds it; `partner` registers the partner's handlers
  * (configureHandlers: the partner stage, before the outbox's), run on a connection of their own.
  */
 function start(partner?: (router: HandlerRouter) => void): void {

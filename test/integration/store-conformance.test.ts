@@ -151,7 +151,7 @@ const PROCESSING = {
   outbox: { destinations: [] as Destination[], feedEnabled: true },
 };
 
-/** SQLite mode's processing on the file at `path`: the pipeline as receiver-mode.ts builds it. */
+/** SQLite mode's processing on the file at `path`: the pipeline as runtime/single/single-mode.ts builds it. */
 function sqliteProcessing(path: string, store: Store): Processing {
   return {
     store: async (e) => {
@@ -340,7 +340,7 @@ const DRIVERS: Driver[] = [
             averbacoes.markStale(requestId, now);
           },
         },
-        // As the sender thread builds it (forwarding/sender-worker.ts).
+        // As the sender thread builds it (runtime/sender-worker.ts).
         sender: senderStore(sqliteStoreSql(store.db)),
         // As the event step runs it in the pipeline's turn (core/event-step.ts).
         outboxOf: async (event, now) => {
@@ -405,7 +405,7 @@ const DRIVERS: Driver[] = [
         notify: async () => {
           await pool.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']);
         },
-        // As the poll job runs them (cluster/poll-job.ts).
+        // As the poll job runs them (runtime/cluster/poll-job.ts).
         poll: {
           record: async (requestId, p) => {
             const { rows } = await pool.query<{ polling: boolean }>(RECORD_POLL, [
@@ -421,7 +421,7 @@ const DRIVERS: Driver[] = [
             await pool.query(MARK_STALE, [requestId, now]);
           },
         },
-        // As cluster/forwarder.ts builds it.
+        // As runtime/cluster/forwarder.ts builds it.
         sender: senderStore(pgStoreSql(poolRunners(pool), pool)),
         // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
         outboxOf: async (event, now) => {
@@ -1491,7 +1491,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The forwarding sender's outbox (domain/forwarding/sender-store.ts `SenderStore`):
-   * core/sender-queries.ts on each store's StoreSql, as the sender thread and cluster/forwarder.ts
+   * core/sender-queries.ts on each store's StoreSql, as the sender thread and runtime/cluster/forwarder.ts
    * build it, on the same outbox rows ({@link OUTBOX}).
    */
   describe("the forwarding sender's outbox", () => {

@@ -3,12 +3,12 @@ import type { Dialect } from './dialect';
 /**
  * The one shape through which code written once for both stores reaches the log (issue 24; the
  * pattern pg-boss uses for its backends: one SQL path, a one-method adapter per database, a few
- * capability flags). src/core/ holds that code; store/sqlite-store-sql.ts (SQLite) and
- * cluster/pg-store-sql.ts (PostgreSQL) are the two adapters. Statements use PostgreSQL's `$1`, `$2`, …
- * (SQLite runs them as store/handler-sql.ts `prepareShared` does).
+ * capability flags). src/core/ holds that code; sqlite/sqlite-statements.ts (SQLite) and
+ * postgres/pg-statements.ts (PostgreSQL) are the two adapters. Statements use PostgreSQL's `$1`, `$2`, …
+ * (SQLite runs them as sqlite/sqlite-prepare.ts `prepareShared` does).
  *
  * Rows come back in the SQLite log's representation in both stores: ids and counts as numbers,
- * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-store-sql.ts STORE_TYPES), so one mapper
+ * flags 0/1, instants as `Date#toISOString()` text (postgres/pg-statements.ts STORE_TYPES), so one mapper
  * serves both. Where the stores differ, the code asks {@link StoreQuery.dialect}, one value per store
  * of the primitives that differ (domain/sql/dialect.ts).
  */

@@ -64,7 +64,7 @@ function headersWith(policy: () => string): RequestHandler {
 
 /**
  * The log cannot answer now: the SQLite file is locked by another connection, or (cluster mode)
- * PostgreSQL does not answer this replica (a StorageError of src/cluster/pg-store-port.ts). A 503
+ * PostgreSQL does not answer this replica (a StorageError of src/postgres/pg-port.ts). A 503
  * page asking to come back, never a 500: the process stays up and nothing was changed (the write
  * that failed was its request's only one, or its transaction rolled back).
  */

@@ -194,7 +194,7 @@ function openMigratedOrRelease(config: Config, logger: Logger, spoolLock: SpoolL
 /**
  * Cluster mode's sending, in a thread of its own as in SQLite mode: the destinations' locks, the
  * `LISTEN` for new messages and a sender for each destination this replica holds
- * (cluster/forwarder.ts). An ingest-only replica (CLUSTER_CONCURRENCY=0) takes no destination; the
+ * (runtime/cluster/forwarder.ts). An ingest-only replica (CLUSTER_CONCURRENCY=0) takes no destination; the
  * thread still listens, for the feed's long-polls, when the feed is on.
  */
 function clusterSender(
@@ -286,7 +286,7 @@ function buildCluster(
   });
 }
 
-/** A heartbeat's reading of PostgreSQL's clock, into the metrics (issue 36, cluster/order-clock.ts). */
+/** A heartbeat's reading of PostgreSQL's clock, into the metrics (issue 36, runtime/cluster/order-clock.ts). */
 function clockReadingMetrics(metrics: Metrics, r: OrderReading): void {
   metrics.clockUncertainty.set(r.uncertaintyMs / 1000);
   if (r.wallStepMs !== null) metrics.clockSteps.inc({ clock: 'wall' });

@@ -28,7 +28,7 @@ import { OUTBOX_CHANNEL } from '../../postgres/pg-outbox';
  *   waiting); for each lock taken it starts a sender for that one destination (the same
  *   forwarding/sender.ts as SQLite mode, on the same store, core/sender-queries.ts). When every
  *   lock is held the same query is a heartbeat.
- * - The whole forwarder runs in the forwarding thread (forwarding/sender-worker.ts), as SQLite
+ * - The whole forwarder runs in the forwarding thread (runtime/sender-worker.ts), as SQLite
  *   mode's sender does: on the main thread its senders' turns and their garbage held webhook answers
  *   for 50–100 ms at a time on a starved core (issue 23).
  * - When the lock connection errors or ends (PostgreSQL restarted or failed over,

@@ -3,7 +3,7 @@
  * (before its body was read): in cluster mode the relay may not say "everything acknowledged before
  * T is in PostgreSQL" past the oldest of them, whose delivery is not in the spool yet
  * (src/domain/watermark.ts `coveredThrough`). The order time is PostgreSQL's clock as this replica
- * estimates it (`stamp`: cluster/order-clock.ts, issue 36), or its received_at before the relay's
+ * estimates it (`stamp`: runtime/cluster/order-clock.ts, issue 36), or its received_at before the relay's
  * first reading of PostgreSQL's clock.
  */
 export class InFlightRequests {

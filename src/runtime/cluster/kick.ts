@@ -24,7 +24,7 @@ import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg
  * leaves its events pending for the next one. How a batch of kicks gets there in few statements:
  * {@link runKicks}.
  *
- * The kick lock (kick-lock.ts) makes two kicks of one key never overlap even if the engine's
+ * The kick lock (postgres/pg-locks.ts) makes two kicks of one key never overlap even if the engine's
  * one-active-per-key rule were ever broken (a claim that expired while its kick was still running),
  * and makes a kick wait for any transaction still adding events to its keys.
  */
@@ -39,7 +39,7 @@ export interface KickOptions extends Pick<EffectsEnv, 'schedule'> {
   random?: () => number;
   /** Re-queues the key (more events waiting, or a retry due at `startAfter`), in `sql`'s transaction. */
   kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
-  /** Queues a registration's first poll in `sql`'s transaction (engine.ts `schedulePoll`). */
+  /** Queues a registration's first poll in `sql`'s transaction (postgres/pg-queues.ts `schedulePoll`). */
   schedulePoll: SchedulePoll;
   now(): Date;
   onProcessed?(evento: string, outcome: 'done' | 'retry' | 'dead'): void;
@@ -148,7 +148,7 @@ function byReceipt(a: EventRow, b: EventRow): number {
 }
 
 /**
- * Locks the keys (kick-lock.ts), reads the watermark and loads each key's due events, three
+ * Locks the keys (postgres/pg-locks.ts), reads the watermark and loads each key's due events, three
  * statements for the whole batch. The load is a statement of its own, after the lock: its snapshot
  * then sees whatever an earlier kick of the same keys, or a producer of their events, committed;
  * and after the watermark: every event at or below it is committed by then. An event is taken

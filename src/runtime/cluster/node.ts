@@ -81,7 +81,7 @@ export interface ClusterNodeOptions
   /** The service's status query; null: registry polls are not run (SERVICE_BASE_URL unset). */
   statusClient: StatusClient | null;
   /**
-   * Sending (forwarder.ts, in the forwarding thread: forwarding/sender-thread.ts): started once
+   * Sending (forwarder.ts, in the forwarding thread: runtime/sender-thread.ts): started once
    * connected, after the migrations (it reads tables they create); stopped before the kicks, so
    * that what was answered is recorded before the locks are given back.
    * @default none (nothing is sent; the outbox still fills for the feed)
@@ -191,7 +191,7 @@ export class ClusterNode {
   private readonly migrations: PgMigration[] = loadPgMigrations();
   /**
    * The store port (core/store-port.ts) on this replica's pool, for the admin API and the console
-   * (pg-store-port.ts); each call rejects with a StorageError while PostgreSQL is away.
+   * (postgres/pg-port.ts); each call rejects with a StorageError while PostgreSQL is away.
    */
   readonly storePort: StorePort<PgQuery>;
 
@@ -672,7 +672,7 @@ export class ClusterNode {
 
   /**
    * A timeline this process had not seen (its first beat, or after a promotion): the first replica
-   * to see it releases the job claims left from before (engine.ts `releaseClaimsBefore`). Tried
+   * to see it releases the job claims left from before (postgres/pg-queues.ts `releaseClaimsBefore`). Tried
    * again at the next beat if it fails.
    */
   private onTimeline(engine: Engine, timeline: number): void {
@@ -700,7 +700,7 @@ export class ClusterNode {
     return this.onClient((client) => fn(sqlOf(client)));
   }
 
-  /** `fn` in one transaction on a connection of the pool (pg-store-sql.ts `inPoolTransaction`). */
+  /** `fn` in one transaction on a connection of the pool (postgres/pg-statements.ts `inPoolTransaction`). */
   private async onClient<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
     try {
       return await inPoolTransaction(this.pool, 'BEGIN', fn);

@@ -109,7 +109,7 @@ export interface Hold {
 
 /**
  * Writes holds, keeping the earlier `until` of a key already held. Keys in the one sorted order
- * every writer uses (kick-lock.ts `lockOrder`): two writers of overlapping keys cannot deadlock.
+ * every writer uses (postgres/pg-locks.ts `lockOrder`): two writers of overlapping keys cannot deadlock.
  */
 export async function hold(sql: Sql, holds: readonly Hold[]): Promise<void> {
   if (holds.length === 0) return;

@@ -15,7 +15,7 @@ import type { Sql } from '../../postgres/pg-sql';
 
 /**
  * A registry poll as a scheduled pg-boss job (cluster mode; the SQLite poller is
- * src/registry/poller.ts): one job per registration that is not final (`r:<requestId>`, policy
+ * src/runtime/single/poller.ts): one job per registration that is not final (`r:<requestId>`, policy
  * stately), so exactly one replica polls it. The job is not transactional: the status query is an
  * HTTP call and must not hold a transaction open. After it, one transaction stores the answer as a
  * `poll` event (dedup key `poll:<requestId>:<status>`, as in SQLite mode) with a kick for its work
@@ -86,7 +86,7 @@ async function recordPoll(deps: PollJobDeps, requestId: string, d: PollDecision,
   const next = d.record.nextPollAt === null ? null : new Date(d.record.nextPollAt);
   await deps.transaction(async (sql) => {
     if (d.event) {
-      // Before the first write (kick-lock.ts): the answer's kick cannot be absorbed by one that
+      // Before the first write (postgres/pg-locks.ts): the answer's kick cannot be absorbed by one that
       // started without it.
       await holdKeys(sql, [d.event.workKey]);
       await storeAnswer(sql, deps, d.event, now);

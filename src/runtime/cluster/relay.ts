@@ -44,7 +44,7 @@ import {
  * acknowledging.
  */
 
-/** What the relay reads from the spool (src/store/spool.ts implements it on the SQLite file). */
+/** What the relay reads from the spool (src/sqlite/spool.ts implements it on the SQLite file). */
 export interface RelaySpool {
   readonly id: string;
   relayedThrough(): number;
@@ -54,7 +54,7 @@ export interface RelaySpool {
   rewind(toId: number, at: string): number;
   /** The oldest received_at among the deliveries after `afterId` (not relayed yet); null if none. */
   oldestAfter(afterId: number): string | null;
-  /** Deliveries acknowledged here and not relayed yet (store/spool.ts); what a stop leaves is logged. */
+  /** Deliveries acknowledged here and not relayed yet (sqlite/spool.ts); what a stop leaves is logged. */
   backlog?(): { count: number };
 }
 
@@ -451,7 +451,7 @@ export class Relay {
     const plan = planBatch(rows, this.withOwn(o, o.own).at);
     // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
     // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
-    // that starts now waits for this batch: kick-lock.ts), and the holds of the others.
+    // that starts now waits for this batch: postgres/pg-locks.ts), and the holds of the others.
     await holdKeys(sql, plan.kick);
     await hold(sql, plan.holds);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);

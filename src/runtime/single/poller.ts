@@ -154,7 +154,7 @@ export class RegistryPoller {
     this.options.logger[log.level](log.fields, log.message);
   }
 
-  /** Asks the service, then applies domain/registry-poll.ts's decision (as cluster/poll-job.ts does). */
+  /** Asks the service, then applies domain/registry-poll.ts's decision (as runtime/cluster/poll-job.ts does). */
   private async poll(row: AverbacaoRow): Promise<void> {
     const target = pollTarget(row);
     const answer: PollAnswer = await this.client.requestStatus(row.request_id).then(
