@@ -17,6 +17,7 @@ import type { LocalFile, ModeParts, Runtime, ServerParts } from './runtime/recei
 import { sqliteMode } from './runtime/single/single-mode';
 import { clusterMode } from './runtime/cluster/cluster-mode';
 import type { StartOptions } from './start-options';
+import { onStore, storeTarget } from './store-factory';
 import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
@@ -48,9 +49,11 @@ export interface Receiver {
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
-  // The one place the mode is chosen (contract §10); what differs by mode comes from it, stage by stage.
-  const mode =
-    config.cluster === null ? sqliteMode(config, options) : clusterMode(config, config.cluster, options);
+  // The mode, chosen once with the store (contract §10); what differs by mode comes from it, stage by stage.
+  const mode = onStore(storeTarget(config), {
+    sqlite: (target) => sqliteMode(config, target, options),
+    postgres: (target) => clusterMode(config, target, options),
+  });
   const partner = mode.partnerHandlers();
   const file = mode.open();
   const { store } = file;

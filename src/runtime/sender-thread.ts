@@ -99,7 +99,8 @@ export class ForwardSenderThread implements SenderControl {
 
   /** Starts the thread (once the processing lease is held). */
   start(): void {
-    const listens = this.options.store.kind === 'postgres' && this.options.onNotify !== undefined;
+    // Only a store that notifies its commits (PostgreSQL's LISTEN) is given onNotify.
+    const listens = this.options.onNotify !== undefined;
     if ((this.options.destinations.length === 0 && !listens) || this.started) return;
     this.started = true;
     this.spawn();

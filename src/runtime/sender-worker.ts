@@ -14,13 +14,8 @@ import { activeSpanIds, mergeSpanIds } from '../tracing/log-ids';
 import { startTracing } from '../tracing';
 import { ForwardSender, type Recorder, type SenderMetrics } from '../forwarding/sender';
 import type { SenderControl } from './sender-thread';
-import type {
-  FromWorker,
-  Observation,
-  SenderThreadStore,
-  SenderWorkerData,
-  ToWorker,
-} from './thread-protocol';
+import { onStore, type PostgresTarget, type SqliteTarget } from '../store-factory';
+import type { FromWorker, Observation, SenderWorkerData, ToWorker } from './thread-protocol';
 
 /**
  * The forwarding sender's worker thread (started by sender-thread.ts). It runs the same
@@ -99,7 +94,7 @@ interface Sending {
  * answers the service. The CPU per forwarded message is the same either way on a quiet machine (the
  * hop cost about what the writes here cost; docs/benchmark.md).
  */
-function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): Sending {
+function sqliteSending(store: SqliteTarget): Sending {
   const db = openDatabase(store.databasePath, {
     synchronous: 'NORMAL',
     busyTimeoutMs: WORKER_BUSY_TIMEOUT_MS,
@@ -129,7 +124,8 @@ function sqliteSending(store: Extract<SenderThreadStore, { kind: 'sqlite' }>): S
  * Cluster mode: the ClusterForwarder, on a pool and a lock connection of this thread's own. Its
  * records are PostgreSQL transactions, which hold no lock the answers need: they go at once.
  */
-function postgresSending(store: Extract<SenderThreadStore, { kind: 'postgres' }>): Sending {
+function postgresSending(target: PostgresTarget): Sending {
+  const store = target.cluster;
   const settings = connectionSettings(store.limits);
   const pool = pgPool({
     connectionString: store.databaseUrl,
@@ -281,8 +277,8 @@ function threadGate(hold: Int32Array | undefined): BackgroundGate | undefined {
 }
 
 const gate = threadGate(data.hold);
-const { sender, close } =
-  data.store.kind === 'sqlite' ? sqliteSending(data.store) : postgresSending(data.store);
+// The store the factory chose for the receiver (store-factory.ts), told to this thread as data.
+const { sender, close } = onStore(data.store, { sqlite: sqliteSending, postgres: postgresSending });
 
 port.on('message', (message: ToWorker) => {
   switch (message.type) {

@@ -1,7 +1,7 @@
 import type { CircuitState } from '../domain/forwarding/circuit';
 import type { Destination } from '../domain/forwarding/destinations';
 import type { AttemptOutcome } from '../domain/forwarding/retry';
-import type { ConnectionLimits } from '../postgres/connection';
+import type { StoreTarget } from '../store-factory';
 import type { TracingSettings } from '../tracing/settings';
 
 /**
@@ -9,16 +9,14 @@ import type { TracingSettings } from '../tracing/settings';
  * (sender-thread.ts ↔ sender-worker.ts). Everything in them is structured-cloneable data.
  */
 
-/** Where the thread's outbox is, and so what the thread runs. */
-export type SenderThreadStore =
-  /** SQLite mode: one ForwardSender for every destination, on a connection of the thread's own. */
-  | { kind: 'sqlite'; databasePath: string }
-  /**
-   * Cluster mode: the ClusterForwarder (runtime/cluster/forwarder.ts): the destinations' locks and the
-   * `LISTEN` on a connection of the thread's own, a sender for each destination held, on a pool of
-   * the thread's own.
-   */
-  | { kind: 'postgres'; databaseUrl: string; replicaId: string; limits: ConnectionLimits };
+/**
+ * Where the thread's outbox is, and so what the thread runs (sender-worker.ts): the store the
+ * factory chose (store-factory.ts). SQLite: one ForwardSender for every destination, on a
+ * connection of the thread's own. PostgreSQL: the ClusterForwarder (runtime/cluster/forwarder.ts):
+ * the destinations' locks and the `LISTEN` on a connection of the thread's own, a sender for each
+ * destination held, on a pool of the thread's own.
+ */
+export type SenderThreadStore = StoreTarget;
 
 /** What the worker is started with (`workerData`). */
 export interface SenderWorkerData {

@@ -1,4 +1,5 @@
 import type { ClusterConfig, Config } from '../../config';
+import type { PostgresTarget } from '../../store-factory';
 import { storeGauges } from '../../core/gauges';
 import { adminStore } from '../../core/store-port';
 import { consoleFingerprints } from '../../domain/console';
@@ -41,14 +42,14 @@ import { OrderClock, type OrderReading } from './order-clock';
  * Cluster mode (contract §10): this replica acknowledges from its SQLite file (the spool) as
  * always; the ClusterNode relays the spool to PostgreSQL and runs processing there.
  */
-export function clusterMode(config: Config, cluster: ClusterConfig, options: StartOptions): ReceiverMode {
+export function clusterMode(config: Config, target: PostgresTarget, options: StartOptions): ReceiverMode {
   return {
     partnerHandlers: () => partnerRouter(options),
-    open: () => openCluster(config, cluster, options),
+    open: () => openCluster(config, target, options),
   };
 }
 
-function openCluster(config: Config, cluster: ClusterConfig, options: StartOptions): LocalFile {
+function openCluster(config: Config, target: PostgresTarget, options: StartOptions): LocalFile {
   // One spool, one replica; a second one on the same file stops here (spool-lock.ts).
   const spoolLock = config.databasePath === ':memory:' ? null : lockSpool(config.databasePath);
   const store = openMigratedOrRelease(config, options.logger, spoolLock);
@@ -58,7 +59,7 @@ function openCluster(config: Config, cluster: ClusterConfig, options: StartOptio
   return {
     store,
     gauges: { forwardingGauges: () => forwarding.gauges, relayBacklog: () => spool.backlog() },
-    compose: (shared) => composeCluster(config, cluster, options, { store, spool, forwarding, shared }),
+    compose: (shared) => composeCluster(config, target, options, { store, spool, forwarding, shared }),
     close: () => {
       store.close();
       spoolLock?.release();
@@ -68,10 +69,11 @@ function openCluster(config: Config, cluster: ClusterConfig, options: StartOptio
 
 function composeCluster(
   config: Config,
-  cluster: ClusterConfig,
+  target: PostgresTarget,
   options: StartOptions,
   deps: { store: Store; spool: Spool; forwarding: { gauges: DestinationGauges[] }; shared: SharedParts },
 ): ModeParts {
+  const { cluster } = target;
   const { store, spool, forwarding, shared } = deps;
   const { metrics } = shared;
   // The overload line's backlog: what this replica's spool holds for the relay.
@@ -79,7 +81,7 @@ function composeCluster(
   // Issue 36: what this replica acknowledges is ordered on PostgreSQL's clock as it estimates it.
   const orderClock = new OrderClock(shared.clock);
   const inFlight = new InFlightRequests(() => orderClock.stamp());
-  const sender = clusterSender(config, cluster, options, shared);
+  const sender = clusterSender(config, target, options, shared);
   const node = buildCluster(config, cluster, options, { ...shared, spool, inFlight, orderClock, sender });
   // RETENTION_DAYS on this replica's spool: local, so from start whether PostgreSQL answers or not.
   let spoolRetention: { stop(): void } | null = null;
@@ -199,7 +201,7 @@ function openMigratedOrRelease(config: Config, logger: Logger, spoolLock: SpoolL
  */
 function clusterSender(
   config: Config,
-  cluster: ClusterConfig,
+  target: PostgresTarget,
   options: StartOptions,
   deps: SharedParts,
 ): ForwardSenderThread | undefined {
@@ -207,13 +209,8 @@ function clusterSender(
   if (destinations.length === 0 && !feedEnabled) return undefined;
   const { metrics } = deps;
   return new ForwardSenderThread({
-    store: {
-      kind: 'postgres',
-      databaseUrl: cluster.databaseUrl,
-      replicaId: cluster.replicaId,
-      limits: cluster.limits,
-    },
-    destinations: cluster.concurrency === 0 ? [] : destinations,
+    store: target,
+    destinations: target.cluster.concurrency === 0 ? [] : destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
     metrics: deps.senderMetrics,

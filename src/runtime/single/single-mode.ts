@@ -18,6 +18,7 @@ import { prepareShared } from '../../sqlite/sqlite-prepare';
 import { sqliteStoreSql } from '../../sqlite/sqlite-statements';
 import type { Store } from '../../sqlite/store';
 import type { StartOptions } from '../../start-options';
+import type { SqliteTarget } from '../../store-factory';
 import { reapplyJournal, scheduleSubjectIndex, subjectsOnServer } from '../../subject-places';
 import type { TracingSettings } from '../../tracing';
 import type { AnswerFirst } from '../answer-first';
@@ -56,14 +57,14 @@ interface SqliteProcessing {
 }
 
 /** SQLite mode: the file is the log, and processing runs on it while this process holds the lease. */
-export function sqliteMode(config: Config, options: StartOptions): ReceiverMode {
+export function sqliteMode(config: Config, target: SqliteTarget, options: StartOptions): ReceiverMode {
   return {
     partnerHandlers: () => partnerRouter(options),
-    open: () => openSqlite(config, options),
+    open: () => openSqlite(config, target, options),
   };
 }
 
-function openSqlite(config: Config, options: StartOptions): LocalFile {
+function openSqlite(config: Config, target: SqliteTarget, options: StartOptions): LocalFile {
   const store = openMigrated(config, options.logger, config.migrateOnStart, (s) =>
     endRotatedSessions(config, s, options.logger),
   );
@@ -71,6 +72,7 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
   const forwardGauges = sqliteForwardGauges(pipelineDb, config);
   let partnerDb: Db | null = null;
   const file: SqliteFile = {
+    target,
     store,
     pipelineDb,
     forwardGauges,
@@ -94,6 +96,8 @@ function openSqlite(config: Config, options: StartOptions): LocalFile {
 
 /** SQLite mode's file: the store, the pipeline's connection, and the partner's once opened. */
 interface SqliteFile {
+  /** The file, as the store factory named it (the sender's thread opens it too). */
+  target: SqliteTarget;
   store: Store;
   pipelineDb: Db;
   /** The configured destinations' gauges, read on the pipeline's connection. */
@@ -180,7 +184,7 @@ function buildProcessing(
   // (configureHandlers, file.partners) and the outbox.
   const partners = file.partners(shared.partner);
   const lease = processingLease(pipelineDb);
-  const sender = buildSender(config, options, {
+  const sender = buildSender(config, options, file.target, {
     answers,
     metrics: shared.senderMetrics,
     tracing: shared.tracing,
@@ -232,10 +236,11 @@ function buildProcessing(
 function buildSender(
   config: Config,
   options: StartOptions,
+  target: SqliteTarget,
   deps: { metrics: SenderMetrics; answers: AnswerFirst; tracing: TracingSettings | null },
 ): ForwardSenderThread {
   return new ForwardSenderThread({
-    store: { kind: 'sqlite', databasePath: config.databasePath },
+    store: target,
     destinations: config.forwarding.destinations,
     logger: options.logger,
     pollIntervalMs: options.forwardPollMs,
