@@ -6,7 +6,7 @@ import type { Config } from './config';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
-import { openDeliveryAlarm } from './open-store';
+import { openDeliveryAlarm } from './sqlite/sqlite-delivery-alarm';
 import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed-waiters';
 import { createHttpServer } from './http/server';
@@ -74,7 +74,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
   const deliveryWatch = startDeliveryWatch(config, {
     ...{ metrics, logger, clock, shared: running.sharedAnswers },
-    alarm: openDeliveryAlarm(config),
+    alarm: openDeliveryAlarm(config.databasePath),
   });
 
   const parts = { store, writer, metrics, logger, clock, serviceClient, deliveryWatch, feedWaiters, answers };

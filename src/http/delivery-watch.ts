@@ -327,7 +327,7 @@ export class DeliveryWatch {
 }
 
 /**
- * The watch `serve` runs, on `alarm` (open-store.ts `openDeliveryAlarm`: its own connection to
+ * The watch `serve` runs, on `alarm` (sqlite/sqlite-delivery-alarm.ts `openDeliveryAlarm`: its own connection to
  * DATABASE_PATH), loaded with the stored run and checking on a timer. `stop()` closes the alarm's
  * connection.
  */

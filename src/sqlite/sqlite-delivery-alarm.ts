@@ -7,7 +7,7 @@ import {
   noFailures,
 } from '../domain/delivery-alarm';
 import { NON_FINAL_STATUSES } from '../domain/lifecycle';
-import type { Db } from './database';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './database';
 
 /**
  * The deactivation alarm's persistent side (migration 0006): the one-row `delivery_alarm` table
@@ -120,4 +120,18 @@ function fromRow(row: AlarmRow): DeliveryAlarmState {
     lastFailureAt: epoch(row.last_failure_at),
     lastAnswer,
   };
+}
+
+/**
+ * The delivery alarm's stored run (http/delivery-watch.ts), on a connection of its own to the file
+ * at `databasePath` with a short busy timeout: a write of the alarm's row must not hold the event
+ * loop for SQLITE_BUSY_TIMEOUT_MS when another connection has the lock.
+ */
+export function openDeliveryAlarm(databasePath: string) {
+  const db = openDatabase(databasePath, {
+    // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.
+    synchronous: 'NORMAL',
+    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
+  });
+  return { repo: deliveryAlarmRepo(db), close: () => db.close() };
 }

@@ -6,7 +6,7 @@ import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import { DeliveryWatch, startDeliveryWatch } from '../../src/http/delivery-watch';
-import { openDeliveryAlarm } from '../../src/open-store';
+import { openDeliveryAlarm } from '../../src/sqlite/sqlite-delivery-alarm';
 import { createHttpServer } from '../../src/http/server';
 import { createWebhookHandler } from '../../src/http/webhook-handler';
 import { createLogger } from '../../src/logger';
@@ -74,7 +74,7 @@ async function startReceiver(
   // A timer far beyond the test: every check below is called by the test itself.
   const watch = startDeliveryWatch(config, {
     ...{ metrics, logger, clock, checkIntervalMs: 10 * HOUR },
-    alarm: openDeliveryAlarm(config),
+    alarm: openDeliveryAlarm(config.databasePath),
   });
   const webhook = createWebhookHandler({
     ...config,
