@@ -41,7 +41,7 @@ function loadedBinary(dir) {
 }
 
 function main() {
-  const { SQLITE_PACKAGE } = require(join(root, 'dist', 'src', 'store', 'sqlite-driver.js'));
+  const { SQLITE_PACKAGE } = require(join(root, 'dist', 'src', 'sqlite', 'sqlite-driver.js'));
   for (const name of ['better-sqlite3', 'better-sqlite3-napi'])
     if (name !== SQLITE_PACKAGE) remove(join(modules, name));
 
