@@ -6,6 +6,8 @@ import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
 import { trackEffect } from '../domain/event-effects';
 import { type EffectProgram, trackEffects } from './effects';
+import type { StoreGauges } from './gauges';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
 import {
   countBy,
@@ -45,6 +47,12 @@ import { adoptSubjectKey, indexSubjects, subjectKey } from './subject-index';
 export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
   readonly name: string;
+  /**
+   * Whether the store may be away while this process runs (PostgreSQL: a server elsewhere, which
+   * restarts and fails over): its calls then reject with a StorageError, which the routes answer 503
+   * (the client asks again). False for the SQLite file, this process's own.
+   */
+  readonly mayBeAway: boolean;
   /** Snapshots and transactions (domain/sql/store-sql.ts). */
   readonly sql: StoreSql<Q>;
   /**
@@ -62,6 +70,12 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   readonly senderWake: SenderWake;
   /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
   consoleFigures(q: Q): Promise<AlarmFigures>;
+  /**
+   * The log's figures `/metrics` shows (core/gauges.ts), with the destinations' gauges where the
+   * store reads them with the log's (PostgreSQL); null when the store does not answer now (the
+   * gauges keep their last values).
+   */
+  gauges(cutoffs: readonly StuckCutoff[]): Promise<LogGauges | null>;
   /** `stats`' figures each store keeps its own way (size on disk, forwarding), read with `q`. */
   statsFigures(q: Q, destinations: readonly string[]): Promise<StoreStats>;
   /** Calls `onChange` when the outbox may have more (PostgreSQL's NOTIFY; never on SQLite). */
@@ -79,6 +93,9 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
    */
   scrub(forms: readonly string[], options: { vacuum: boolean }): Promise<ScrubOutcome>;
 }
+
+/** What {@link StorePort.gauges} reads. */
+export type LogGauges = StoreGauges & { forwarding?: DestinationGauges[] };
 
 /** What {@link StorePort.scrub} did and found. */
 export interface ScrubOutcome {

@@ -11,7 +11,6 @@ import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
 import type { DeliveryWatch } from './delivery-watch';
-import type { MetricsRouteDeps } from './metrics-route';
 import type { InFlightAnswers, WebhookHandler } from './webhook-handler';
 
 /**
@@ -47,7 +46,8 @@ export interface AppDeps {
   /**
    * The store the admin API, the console and /metrics read and write (core/store-port.ts): the
    * SQLite file, or PostgreSQL in cluster mode (the ClusterNode's, rejecting with a StorageError
-   * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page).
+   * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page). The routes ask it
+   * what differs between stores (`mayBeAway`, `gauges`), never another dependency.
    */
   storePort: StorePort<StoreQuery>;
   writer: DeliveryWriter;
@@ -88,7 +88,7 @@ export interface AppDeps {
   readiness?: (() => Readiness) | undefined;
   /**
    * Cluster mode (DATABASE_URL): this replica's relay, which the console's overview shows (the
-   * spool's backlog and lag); its presence tells the routes that `storePort` is PostgreSQL.
+   * spool's backlog and lag).
    * @default undefined (SQLite mode)
    */
   relay?: ConsoleRelay | undefined;
@@ -99,8 +99,6 @@ export interface AppDeps {
    * @default undefined (those answer 503 `subjects_unavailable`)
    */
   subjects?: SubjectService | undefined;
-  /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
-  sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
    * The webhook handler to mount, so that the fast path and Express share one (and one run of the
    * deactivation alarm).

@@ -1,7 +1,9 @@
 import type { Client, Pool } from 'pg';
 import { StorageError } from '../domain/errors';
-import type { PruneOutcome, StorePort } from '../core/store-port';
+import type { LogGauges, PruneOutcome, StorePort } from '../core/store-port';
+import type { StuckCutoff } from '../domain/stuck';
 import { prunePass } from '../core/prune-pass';
+import { storeGauges } from '../core/gauges';
 import type { SpoolPruneSummary } from '../domain/retention';
 import { runOfAnswers } from '../domain/delivery-alarm';
 import { readSharedAnswers } from './pg-delivery-alarm';
@@ -59,6 +61,11 @@ export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'
   name: string;
   /** Whether the replica is connected and migrated (ClusterNode `state === 'running'`). */
   running(): boolean;
+  /**
+   * `/metrics`' figures, read short on the replica's pool (ClusterNode `sharedGauges`).
+   * @default read in a snapshot of the pool, as the port's other reads
+   */
+  gauges?: (cutoffs: readonly StuckCutoff[]) => Promise<LogGauges | null>;
 }
 
 /**
@@ -93,10 +100,12 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
   const sql = pgStoreSql({ read, writing });
   return {
     name: options.name,
+    mayBeAway: true,
     sql,
     replaying: (fn) =>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
     effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
+    gauges: options.gauges ?? ((cutoffs) => sql.read((q) => storeGauges(q, cutoffs))),
     ...pgFigures,
     // The server listens through its forwarder (runtime/cluster/forwarder.ts), not through the port.
     listen: async () => undefined,
@@ -190,6 +199,7 @@ function pgCommandStorePort(
   };
   return {
     name: describePgTarget(pgTarget(databaseUrl)),
+    mayBeAway: true,
     sql: commandSql,
     // Committed when it queued something.
     replaying: (fn) =>
@@ -202,6 +212,7 @@ function pgCommandStorePort(
         result: await pgEffects(sql, engine.schedulePoll, program),
         commit: true,
       })),
+    gauges: (cutoffs) => commandSql.read((q) => storeGauges(q, cutoffs)),
     ...pgFigures,
     // A message committed by any replica calls `onChange` (the outbox's NOTIFY).
     listen: async (onChange) => {

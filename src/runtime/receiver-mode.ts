@@ -1,7 +1,6 @@
 import type { ServiceClient } from '../client';
 import type { Clock } from '../clock';
 import type { Config } from '../config';
-import type { StoreGauges } from '../core/gauges';
 import type { StorePort } from '../core/store-port';
 import type { SubjectService } from '../core/subject-report';
 import type { SharedAnswers } from '../domain/delivery-alarm';
@@ -9,7 +8,6 @@ import { HandlerRouter } from '../domain/event-router';
 import type { NewEvent } from '../domain/event-status';
 import type { PollScheduleOptions } from '../domain/registry';
 import type { StoreQuery } from '../domain/sql/store-sql';
-import type { StuckCutoff } from '../domain/stuck';
 import type { Traces } from '../domain/tracing';
 import type { SenderMetrics } from '../forwarding/sender';
 import type { Logger } from '../logger';
@@ -130,12 +128,10 @@ export interface ServerParts {
   isProcessing(): boolean;
   /** A replica's readiness, which `/readyz` waits for; SQLite mode has none. */
   readiness?: () => Readiness;
-  /** The store the admin API, the console and `/metrics` read and write (core/store-port.ts). */
+  /** The store the admin API, the console and `/metrics` read and write (core/store-port.ts): they ask it what differs. */
   storePort: StorePort<StoreQuery>;
   /** This replica's relay (its spool's id and backlog), which the console's overview shows. */
   relay?: { readonly id: string; backlog(): { count: number; oldestReceivedAt: string | null } };
-  /** A replica's `/metrics` figures of the log, read from PostgreSQL; null when it does not answer. */
-  sharedGauges?: (cutoffs: readonly StuckCutoff[]) => Promise<StoreGauges | null>;
   /** The webhook requests being answered (a replica's relay may not cover them yet). */
   inFlight?: {
     begin(receivedAt: string): { token: number; orderAt: string | null };

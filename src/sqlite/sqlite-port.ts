@@ -2,6 +2,7 @@ import type { StorePort } from '../core/store-port';
 import { forwardingFigures } from '../core/sender-queries';
 import { driveSync } from '../core/event-step';
 import { prunePass } from '../core/prune-pass';
+import { storeGauges } from '../core/gauges';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { statOrNull } from './database-errors';
 import { deliveryAlarmRepo } from './sqlite-delivery-alarm';
@@ -25,6 +26,7 @@ export function sqliteStorePort(
   const ops = sqliteStepOps(store.db, { traces: undefined });
   return {
     name: store.path,
+    mayBeAway: false,
     sql,
     replaying: async (fn) => {
       const result = await sql.write((q) => fn(q));
@@ -41,6 +43,7 @@ export function sqliteStorePort(
       lastDeliveryAt: alarm.lastDeliveryAt(),
       proposalsInFlight: () => alarm.proposalsInFlight(),
     }),
+    gauges: (cutoffs) => sql.read((q) => storeGauges(q, cutoffs)),
     statsFigures: async (q, destinations) => ({
       databaseBytes: (statOrNull(store.path)?.size ?? 0) + (statOrNull(`${store.path}-wal`)?.size ?? 0),
       forwarding: await forwardingFigures(q, destinations),

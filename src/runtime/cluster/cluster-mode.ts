@@ -1,7 +1,7 @@
 import type { ClusterConfig, Config } from '../../config';
 import type { PostgresTarget } from '../../store-factory';
-import { storeGauges } from '../../core/gauges';
-import { adminStore } from '../../core/store-port';
+import { adminStore, type StorePort } from '../../core/store-port';
+import type { StoreQuery } from '../../domain/sql/store-sql';
 import { consoleFingerprints } from '../../domain/console';
 import type { DestinationGauges } from '../../domain/forwarding/sender-store';
 import type { Logger } from '../../logger';
@@ -113,24 +113,12 @@ function composeCluster(
     http: {
       isProcessing: () => node.processing,
       readiness: () => node.readiness(),
-      // The admin API and the console on PostgreSQL; the console's overview shows this replica's relay.
-      storePort: node.storePort,
+      // The admin API, the console and /metrics on PostgreSQL; the console's overview shows this
+      // replica's relay.
+      storePort: scrapedPort(node, metrics, forwarding),
       // One person's data (issue 45): PostgreSQL's log, and this replica's spool.
       subjects: subjectsOnServer(config, node.storePort, sqliteStorePort(store)),
       relay: spool,
-      sharedGauges: (cutoffs) => {
-        // A replica processes once connected with its kick workers: an ingest-only one
-        // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
-        metrics.clusterConnected.set(node.connected ? 1 : 0);
-        metrics.schemaCompatible.set(node.schemaCompatible ? 1 : 0);
-        metrics.processingHolder.set(node.processing ? 1 : 0);
-        return node
-          .sharedGauges((q) => storeGauges(q, cutoffs))
-          .then((figures) => {
-            if (figures?.forwarding) forwarding.gauges = figures.forwarding;
-            return figures;
-          });
-      },
       inFlight,
     },
     // The log the admin API and the console change is PostgreSQL's: its forwarder hears the NOTIFY.
@@ -141,6 +129,31 @@ function composeCluster(
       erasures.stop();
       subjectIndex?.stop();
       return node.stop(timeoutMs);
+    },
+  };
+}
+
+/**
+ * The node's port as the HTTP server uses it: each `/metrics` scrape sets this replica's own gauges
+ * first, then reads the log's from PostgreSQL, keeping the destinations' for the metrics' collect.
+ */
+function scrapedPort(
+  node: ClusterNode,
+  metrics: Metrics,
+  forwarding: { gauges: DestinationGauges[] },
+): StorePort<StoreQuery> {
+  return {
+    ...node.storePort,
+    gauges: (cutoffs) => {
+      // A replica processes once connected with its kick workers: an ingest-only one
+      // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
+      metrics.clusterConnected.set(node.connected ? 1 : 0);
+      metrics.schemaCompatible.set(node.schemaCompatible ? 1 : 0);
+      metrics.processingHolder.set(node.processing ? 1 : 0);
+      return node.storePort.gauges(cutoffs).then((figures) => {
+        if (figures?.forwarding) forwarding.gauges = figures.forwarding;
+        return figures;
+      });
     },
   };
 }

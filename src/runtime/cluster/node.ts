@@ -2,6 +2,7 @@ import { type BackgroundGate, gateCleared } from '../../domain/answer-first';
 import type { PollOutcome } from '../../domain/registry';
 import type { SharedAnswers } from '../../domain/delivery-alarm';
 import type { StoreQuery } from '../../domain/sql/store-sql';
+import { storeGauges } from '../../core/gauges';
 import {
   EVENTS_QUEUE,
   type Engine,
@@ -219,6 +220,7 @@ export class ClusterNode {
       running: () => this.state === 'running',
       kick: (sql, keys) => this.started().kick(sql, keys),
       schedulePoll: (sql, requestId, at) => this.started().schedulePoll(sql, requestId, at),
+      gauges: (cutoffs) => this.sharedGauges((q) => storeGauges(q, cutoffs)),
     });
   }
 
