@@ -53,6 +53,11 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
    * (the client asks again). False for the SQLite file, this process's own.
    */
   readonly mayBeAway: boolean;
+  /**
+   * The file that holds the log (the SQLite file: an erasure searches its bytes, appends to the
+   * journal beside it and reaches the backups it records); null where a server holds it (PostgreSQL).
+   */
+  readonly file: string | null;
   /** Snapshots and transactions (domain/sql/store-sql.ts). */
   readonly sql: StoreSql<Q>;
   /**
@@ -251,6 +256,8 @@ export function commandStore<Q extends StoreQuery>(port: StorePort<Q>) {
     ...adminStore(port),
     /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
     name: port.name,
+    /** {@link StorePort.file}. */
+    file: port.file,
     latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
       sql.read((q) => latestProposals(q, statuses, { limit })),
     stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>

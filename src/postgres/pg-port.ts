@@ -101,6 +101,7 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
   return {
     name: options.name,
     mayBeAway: true,
+    file: null,
     sql,
     replaying: (fn) =>
       writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
@@ -200,6 +201,7 @@ function pgCommandStorePort(
   return {
     name: describePgTarget(pgTarget(databaseUrl)),
     mayBeAway: true,
+    file: null,
     sql: commandSql,
     // Committed when it queued something.
     replaying: (fn) =>

@@ -27,6 +27,7 @@ export function sqliteStorePort(
   return {
     name: store.path,
     mayBeAway: false,
+    file: store.path,
     sql,
     replaying: async (fn) => {
       const result = await sql.write((q) => fn(q));

@@ -117,7 +117,7 @@ function composeCluster(
       // replica's relay.
       storePort: scrapedPort(node, metrics, forwarding),
       // One person's data (issue 45): PostgreSQL's log, and this replica's spool.
-      subjects: subjectsOnServer(config, node.storePort, sqliteStorePort(store)),
+      subjects: subjectsOnServer(node.storePort, sqliteStorePort(store)),
       relay: spool,
       inFlight,
     },

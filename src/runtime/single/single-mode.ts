@@ -139,7 +139,7 @@ function composeSqlite(
       pipeline: processing.pipeline,
       storePort,
       // One person's data (issue 45): the file, its backups and the erasure journal beside it.
-      subjects: subjectsOnServer(config, storePort, null),
+      subjects: subjectsOnServer(storePort, null),
     },
     nudgeSender: () => processing.sender.nudge(),
     // Stops processing (waiting for the running turn), then hands the lease to a standby.
