@@ -233,7 +233,7 @@ function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram<bo
  * Starts tracking a registration, its first poll queued in the same transaction; one already
  * tracked only gets its missing fields filled. Returns whether it was new.
  */
-export function* trackEffects(
+export function* startTracking(
   e: Extract<RegistryEffect, { type: 'track' }>,
   dialect: Dialect,
   now: string,
@@ -253,7 +253,7 @@ function* registryEffects(effects: readonly RegistryEffect[], env: EffectsEnv): 
   for (const e of effects) {
     switch (e.type) {
       case 'track':
-        yield* trackEffects(e, env.dialect, now);
+        yield* startTracking(e, env.dialect, now);
         break;
       case 'fill':
         yield run(SQL.fill, [e.correlationId, nuValue(env.dialect, e.nuProposta), now, e.requestId]);

@@ -4,8 +4,8 @@ import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { trackEffect } from '../domain/event-effects';
-import { type EffectProgram, trackEffects } from './effects';
+import { newTracking } from '../domain/event-effects';
+import { type EffectProgram, startTracking } from './effects';
 import type { StoreGauges } from './gauges';
 import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
@@ -139,12 +139,12 @@ export function adminStore(port: StorePort<StoreQuery>) {
       port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
     /**
      * Tracks a registration declared here or started through the service's client (`queued`, first
-     * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
+     * poll after `graceMs`, domain/event-effects.ts `newTracking`); one already tracked only gets its
      * missing fields. `created`: it was new.
      */
-    track: async (t: Parameters<typeof trackEffect>[0], now: Date, graceMs: number) => {
-      const effect = trackEffect(t, now.getTime(), { graceMs });
-      const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
+    track: async (t: Parameters<typeof newTracking>[0], now: Date, graceMs: number) => {
+      const tracking = newTracking(t, now.getTime(), { graceMs });
+      const created = await port.effects(startTracking(tracking, port.sql.dialect, now.toISOString()));
       return { created, averbacao: await reads.averbacao(t.requestId) };
     },
     /** The forwarding tables (contract §8); the writes wake the sender. */

@@ -122,11 +122,12 @@ const firstPoll = (nowMs: number, schedule: PollScheduleOptions): string =>
   new Date(firstPollAt(nowMs, schedule)).toISOString();
 
 /**
- * A registration declared here (the `track` command, `POST /admin/averbacoes/track`) or started
- * through the service's client: `queued` until the service says more, first poll after the
- * webhook's grace. Both stores write it through core/effects.ts `trackEffects`.
+ * The tracking a registration declared here (the `track` command, `POST /admin/averbacoes/track`)
+ * or started through the service's client begins with: `queued` until the service says more, first
+ * poll after the webhook's grace. A decision, as the other effects here: both stores write it
+ * through core/effects.ts `startTracking`.
  */
-export function trackEffect(
+export function newTracking(
   t: {
     requestId: string;
     correlationId: string | null;

@@ -186,7 +186,7 @@ const ALLOWED: [string, string][] = [
   ['src/domain/forwarding/x.ts', "import { isObject } from '../json';"],
   ['src/core/x.ts', "import type { StoreSql } from '../domain/sql/store-sql';"],
   ['src/sqlite/x.ts', "import { transition } from '../domain/lifecycle';"],
-  ['src/sqlite/x.ts', "import { trackEffects } from '../core/effects';"],
+  ['src/sqlite/x.ts', "import { startTracking } from '../core/effects';"],
   ['src/sqlite/x.ts', "import type BetterSqlite3 from 'better-sqlite3';"],
   ['src/postgres/x.ts', "import { forwardAdmin } from '../core/forward-admin';"],
   ['src/postgres/x.ts', "import { Pool } from 'pg';"],
