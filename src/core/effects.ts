@@ -24,8 +24,13 @@ import { type Dialect, perDialect } from '../domain/sql/dialect';
  * nothing, a registration already tracked is only filled in.
  */
 
-/** A statement of the effects: `$n` placeholders; PostgreSQL prepares it under `name`. */
-export interface EffectStatement {
+/**
+ * A statement with a name of its own (the effects', the event step's, the kick lock's): `$n`
+ * placeholders; PostgreSQL prepares it under `name` once per connection, SQLite once per connection
+ * by identity. A statement, not a runner: PgSql `prepared` and the step's ops run it. One name, one
+ * text: each is a module constant.
+ */
+export interface NamedStatement {
   readonly name: string;
   readonly text: string;
   /** Each row an array of its values, in column order (SQLite's `raw`, node-postgres's `rowMode`). */
@@ -38,7 +43,7 @@ export interface EffectStatement {
  * `next_poll_at`, written with it).
  */
 export type EffectStep =
-  | { readonly statement: EffectStatement; readonly params: readonly unknown[] }
+  | { readonly statement: NamedStatement; readonly params: readonly unknown[] }
   | { readonly firstPoll: { readonly requestId: string; readonly at: Date } };
 
 /** A program: yields its steps, is given each statement's rows back, returns `R`. */
@@ -67,7 +72,7 @@ export interface EffectsEnv {
   readonly erased?: ReadonlySet<string>;
 }
 
-const statement = (name: string, text: string): EffectStatement => ({ name: `consig_effects_${name}`, text });
+const statement = (name: string, text: string): NamedStatement => ({ name: `consig_effects_${name}`, text });
 
 /**
  * The reads that lock their row (PostgreSQL; SQLite's one writer already holds the file), built once
@@ -147,7 +152,7 @@ const SQL = {
   ),
 } as const;
 
-const run = (s: EffectStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
+const run = (s: NamedStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
 
 /** nu_proposta as the store keeps it ({@link Dialect.storedNu}). */
 function nuValue(dialect: Dialect, nu: number | string | null): number | string | null {

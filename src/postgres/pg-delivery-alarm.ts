@@ -8,7 +8,7 @@ import {
   type TimedAnswer,
 } from '../domain/delivery-alarm';
 import { NON_FINAL_STATUSES } from '../domain/lifecycle';
-import type { Sql } from './pg-sql';
+import type { PgSql } from './pg-sql';
 
 /** A value this version does not know (written by a newer one) is left out of the run. */
 const KNOWN_ANSWERS = new Set<string>([...ACCEPTED_ANSWERS, ...Object.keys(FAILED_ANSWERS)]);
@@ -38,7 +38,7 @@ const SHARED_ANSWERS_SQL = `
  * {@link SharedAnswers}), read from PostgreSQL's `deliveries`, where every replica's answers
  * arrive through its relay.
  */
-export async function readSharedAnswers(sql: Sql): Promise<SharedAnswers> {
+export async function readSharedAnswers(sql: PgSql): Promise<SharedAnswers> {
   const [row] = await sql.query<{
     last_at: Date | null;
     in_flight: string;

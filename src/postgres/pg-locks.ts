@@ -1,4 +1,5 @@
-import type { Sql, Statement } from './pg-sql';
+import type { NamedStatement } from '../core/effects';
+import type { PgSql } from './pg-sql';
 
 /**
  * The kick lock of a work key (`p:<nu>`, `r:<requestId>`, `e:<id>`): a transaction-scoped advisory
@@ -26,7 +27,7 @@ import type { Sql, Statement } from './pg-sql';
 export const RELAY_LOCK_KEY = 0x636f6e736967524cn;
 
 /** The lock statement of a mode, over an array of keys. */
-const lock = (mode: 'exclusive' | 'shared', fn: string): Statement => ({
+const lock = (mode: 'exclusive' | 'shared', fn: string): NamedStatement => ({
   name: `consig_kick_lock_${mode}`,
   text: `SELECT ${fn}(hashtextextended('consig-kick:' || k, 0)) FROM unnest($1::text[]) AS k`,
 });
@@ -38,13 +39,13 @@ export function lockOrder(keys: Iterable<string>): string[] {
   return [...new Set(keys)].sort();
 }
 
-async function take(sql: Sql, statement: Statement, keys: Iterable<string>): Promise<void> {
+async function take(sql: PgSql, statement: NamedStatement, keys: Iterable<string>): Promise<void> {
   const sorted = lockOrder(keys);
   if (sorted.length > 0) await sql.prepared(statement, [sorted]);
 }
 
 /** A kick's hold on its keys: waits for any producer of them to commit. */
-export const lockKeys = (sql: Sql, keys: readonly string[]): Promise<void> => take(sql, EXCLUSIVE, keys);
+export const lockKeys = (sql: PgSql, keys: readonly string[]): Promise<void> => take(sql, EXCLUSIVE, keys);
 
 /** A producer's hold on the keys it will make events due for: see the module's note. */
-export const holdKeys = (sql: Sql, keys: Iterable<string>): Promise<void> => take(sql, SHARED, keys);
+export const holdKeys = (sql: PgSql, keys: Iterable<string>): Promise<void> => take(sql, SHARED, keys);

@@ -1,6 +1,6 @@
 import type { StepOptions } from '../core/event-step';
 import { type OutboxEntry, serializeMessage } from '../domain/forwarding/messages';
-import type { Sql } from './pg-sql';
+import type { PgSql } from './pg-sql';
 
 /**
  * The outbox in cluster mode (contract §8, migrations-pg/0003_forwarding.sql): the same messages as
@@ -32,7 +32,7 @@ export type OutboxOptions = NonNullable<StepOptions['outbox']>;
  * {@link OUTBOX_LOCK_KEY} (held until the caller's transaction ends) and queues the notification,
  * which PostgreSQL sends at commit.
  */
-export async function storeOutbox(sql: Sql, entries: readonly OutboxEntry[]): Promise<number> {
+export async function storeOutbox(sql: PgSql, entries: readonly OutboxEntry[]): Promise<number> {
   if (entries.length === 0) return 0;
   await sql.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK_KEY.toString()]);
   const m = entries.map((e) => e.message);

@@ -17,22 +17,20 @@ import type { EffectProgram } from '../core/effects';
 import { pgStepOps, type SchedulePoll } from './pg-step-ops';
 import {
   clientRunners,
-  pgStoreQuery,
   pgStoreSql,
-  type PgQuery,
   type PgRunners,
   poolRunners,
   SNAPSHOT,
   transactionOn,
 } from './pg-statements';
-import { type Sql, sqlOf } from './pg-sql';
+import { type PgSql, sqlOf } from './pg-sql';
 import { type Engine, startEngine } from './pg-queues';
 
 /**
  * The store port (core/store-port.ts) on PostgreSQL, in cluster mode (contract §10), in its two
  * ways of being reached: a replica's pool ({@link pgPoolStorePort}, which the ClusterNode builds
  * for the admin API and the console) and a command's own connection ({@link withPgCommandStore}),
- * on pg-statements.ts's statement handles (`PgQuery`: rows in the SQLite store's representation).
+ * on pg-sql.ts's statement runner (`PgSql`: its `rows` in the SQLite store's representation).
  *
  * Through the pool, every call rejects with a StorageError while the replica is not connected to
  * PostgreSQL or when PostgreSQL cannot serve it (down, restarting, failing over): the routes answer
@@ -45,12 +43,12 @@ import { type Engine, startEngine } from './pg-queues';
  * replica sending a destination (and of the feed's long-polls) when a write commits.
  */
 const pgFigures = {
-  senderWake: { inWrite: (q: PgQuery) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']) },
-  consoleFigures: async (q: PgQuery) => {
-    const answers = await readSharedAnswers(sqlOf(q.client));
+  senderWake: { inWrite: (q: PgSql) => q.rows('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']) },
+  consoleFigures: async (q: PgSql) => {
+    const answers = await readSharedAnswers(q);
     return { ...answers, run: runOfAnswers(answers.run) };
   },
-  statsFigures: (q: PgQuery, destinations: readonly string[]) => readStoreFigures(q.client, destinations),
+  statsFigures: (q: PgSql, destinations: readonly string[]) => readStoreFigures(q, destinations),
 };
 
 /** The replica's engine (kick, schedulePoll) in the transactions of the port's calls. */
@@ -73,7 +71,7 @@ export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'
  * first poll queued as a pg-boss job in the same transaction, so that exactly one replica polls it
  * (docs/cluster.md §5.5).
  */
-function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
+function pgEffects<R>(sql: PgSql, schedulePoll: SchedulePoll, program: EffectProgram<R>): Promise<R> {
   return drive(program, pgStepOps(sql, { schedulePoll }));
 }
 
@@ -84,7 +82,7 @@ function pgEffects<R>(sql: Sql, schedulePoll: SchedulePoll, program: EffectProgr
  * is never left without a kick, nor a kick sent for a replay that rolled back. A kick of a key that
  * already has one queued is absorbed by it (pg-boss `stately`).
  */
-function pgReplayHooks(tx: Sql, kick: Engine['kick']): ReplayHooks {
+function pgReplayHooks(tx: PgSql, kick: Engine['kick']): ReplayHooks {
   return {
     hold: (events) => holdKeys(tx, events.map(workKeyOf)),
     queued: (events) => kick(tx, [...new Set(events.map(workKeyOf))]),
@@ -95,7 +93,7 @@ function pgReplayHooks(tx: Sql, kick: Engine['kick']): ReplayHooks {
 const READ_TIMEOUT = '10s';
 
 /** The port on a replica's pool (see the module's comment). */
-export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery> {
+export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgSql> {
   const { read, writing } = runners(options);
   const sql = pgStoreSql({ read, writing });
   return {
@@ -104,7 +102,10 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgQuery>
     file: null,
     sql,
     replaying: (fn) =>
-      writing((client) => fn(pgStoreQuery(client), pgReplayHooks(sqlOf(client), options.kick))),
+      writing((client) => {
+        const tx = sqlOf(client);
+        return fn(tx, pgReplayHooks(tx, options.kick));
+      }),
     effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
     gauges: options.gauges ?? ((cutoffs) => sql.read((q) => storeGauges(q, cutoffs))),
     ...pgFigures,
@@ -157,7 +158,7 @@ export function withPgCommandStore<T>(
   databaseUrl: string,
   session: { access: PgCommandAccess; command?: string | undefined },
   spool: () => LocalSpool,
-  use: (port: StorePort<PgQuery>) => Promise<T>,
+  use: (port: StorePort<PgSql>) => Promise<T>,
 ): Promise<T> {
   const name = session.command === undefined ? undefined : `consig-receiver ${session.command}`;
   return withPgConnection(
@@ -170,13 +171,8 @@ export function withPgCommandStore<T>(
   );
 }
 
-function pgCommandStorePort(
-  client: Client,
-  databaseUrl: string,
-  spool: () => LocalSpool,
-): StorePort<PgQuery> {
+function pgCommandStorePort(client: Client, databaseUrl: string, spool: () => LocalSpool): StorePort<PgSql> {
   const sql = sqlOf(client);
-  const q = pgStoreQuery(client);
   const commandSql = pgStoreSql(clientRunners(client));
   /**
    * `use` in one transaction on the command's connection, with a pg-boss started for the purpose
@@ -206,7 +202,7 @@ function pgCommandStorePort(
     // Committed when it queued something.
     replaying: (fn) =>
       inEngine(async (engine) => {
-        const result = await fn(q, pgReplayHooks(sql, engine.kick));
+        const result = await fn(sql, pgReplayHooks(sql, engine.kick));
         return { result, commit: result.queued.length > 0 };
       }),
     effects: (program) =>

@@ -1,6 +1,6 @@
 import { PgBoss } from 'pg-boss';
 import type { ConnectionSettings } from './connection';
-import { bossDbOf, type ClusterLogger, type Sql } from './pg-sql';
+import { bossDbOf, type ClusterLogger, type PgSql } from './pg-sql';
 
 /**
  * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one
@@ -80,7 +80,7 @@ export async function startEngine(url: string, options: EngineOptions) {
     boss,
     recoverFrom,
     /** Queues a kick for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
-    async kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void> {
+    async kick(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void> {
       if (keys.length === 0) return;
       const jobs = keys.map((key) => ({
         data: { key } satisfies KickData,
@@ -90,7 +90,7 @@ export async function startEngine(url: string, options: EngineOptions) {
       await boss.insert(EVENTS_QUEUE, jobs, { db: bossDbOf(sql) });
     },
     /** Schedules the next poll of a registration at `at`, in `sql`'s transaction (one per registration). */
-    async schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void> {
+    async schedulePoll(sql: PgSql, requestId: string, at: Date): Promise<void> {
       await boss.insert(
         POLL_QUEUE,
         [{ data: { requestId } satisfies PollData, singletonKey: `r:${requestId}`, startAfter: at }],
@@ -104,7 +104,7 @@ export async function startEngine(url: string, options: EngineOptions) {
      * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
      * once more and finds nothing to do (pg-locks.ts). Returns how many claims it released.
      */
-    async releaseClaimsBefore(sql: Sql, timeline: number): Promise<number> {
+    async releaseClaimsBefore(sql: PgSql, timeline: number): Promise<number> {
       const first = await sql.query(
         'INSERT INTO cluster_timelines (timeline) VALUES ($1) ON CONFLICT DO NOTHING RETURNING timeline',
         [timeline],

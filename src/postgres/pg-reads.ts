@@ -6,7 +6,6 @@ import type { ReplicaDeliveries } from '../core/store-reads';
 import type { StoreQuery } from '../domain/sql/store-sql';
 import { idRuns, type SpoolFacts, type SpoolVerdict } from '../domain/relay-gap';
 import { redactedMessage } from './connection';
-import { type PgClient, pgStoreQuery } from './pg-statements';
 
 /**
  * The log commands' way to PostgreSQL in cluster mode (contract §10): their connection, and the
@@ -127,8 +126,7 @@ export function pgError(err: unknown, t: PgTarget, url: string, connecting: bool
  * forwarding tables yet: migrated by replicas older than migrations-pg/0003). The rest of `stats`
  * is core/store-reads.ts `storeFigures`, the same in both stores.
  */
-export async function readStoreFigures(db: PgClient, destinations: readonly string[] = []) {
-  const q = pgStoreQuery(db);
+export async function readStoreFigures(q: StoreQuery, destinations: readonly string[] = []) {
   const [size] = await q.rows<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
   const replicas = await q.rows<ReplicaDeliveries>(
     `SELECT replica, count(*) AS deliveries, max(received_at) AS last_received_at

@@ -1,33 +1,7 @@
-import { type ClientBase, type Pool, type PoolClient, types } from 'pg';
+import type { ClientBase, Pool, PoolClient } from 'pg';
 import { postgresDialect } from '../domain/sql/dialect';
-import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
-import { checkOut } from './pg-sql';
-
-const { INT8, NUMERIC, BOOL, TIMESTAMPTZ } = types.builtins;
-const parseTimestamptz = types.getTypeParser(TIMESTAMPTZ, 'text') as (v: string) => Date;
-
-/**
- * The SQLite log's representation, applied by the driver to every column of these reads: given with
- * each query, so they read the same on any connection or pool, and the global parsers stay as they
- * are. bigint → number: ids and counts stay far below 2^53. numeric → number: SQLite keeps
- * vl_emprestimo as a REAL. timestamptz → its instant as `Date#toISOString()` writes it.
- */
-export const STORE_TYPES = {
-  getTypeParser: ((id: number, format?: 'text' | 'binary') => {
-    if (format === undefined || format === 'text') {
-      if (id === INT8 || id === NUMERIC) return (v: string) => Number(v);
-      if (id === BOOL) return (v: string) => (v === 't' ? 1 : 0);
-      if (id === TIMESTAMPTZ) return (v: string) => parseTimestamptz(v).toISOString();
-    }
-    return types.getTypeParser(id, format);
-  }) as typeof types.getTypeParser,
-};
-
-/**
- * A statement handle on one PostgreSQL connection, with the connection: PostgreSQL's own figures
- * read on it, in the same snapshot as the core's statements.
- */
-export type PgQuery = StoreQuery & { readonly client: PgClient };
+import type { StoreSql } from '../domain/sql/store-sql';
+import { checkOut, type PgSql, sqlOf } from './pg-sql';
 
 /** What the statements run on: a pg client (a pool's, or a command's own) or a pool. */
 export type PgClient = Pick<ClientBase, 'query'>;
@@ -42,15 +16,16 @@ export interface PgRunners {
  * The PostgreSQL adapter of {@link StoreSql} (domain/sql/store-sql.ts), one for every way of reaching
  * PostgreSQL — a replica's guarded pool (pg-port.ts), a pool with no guard
  * ({@link poolRunners}: the forwarding sender, which retries), a command's own connection
- * ({@link clientRunners}) — every row in the SQLite store's representation ({@link STORE_TYPES}).
- * `lone`: where lone statements run with no transaction around them.
+ * ({@link clientRunners}) — its statements on pg-sql.ts's {@link PgSql}, every row in the SQLite
+ * store's representation (pg-sql.ts STORE_TYPES). `lone`: where lone statements run with no
+ * transaction around them.
  */
-export function pgStoreSql(runners: PgRunners, lone?: PgClient): StoreSql<PgQuery> {
+export function pgStoreSql(runners: PgRunners, lone?: PgClient): StoreSql<PgSql> {
   return {
     dialect: postgresDialect,
-    read: (fn) => runners.read((client) => fn(pgStoreQuery(client))),
-    write: (fn) => runners.writing((client) => fn(pgStoreQuery(client))),
-    ...(lone === undefined ? {} : { lone: pgStoreQuery(lone) }),
+    read: (fn) => runners.read((client) => fn(sqlOf(client))),
+    write: (fn) => runners.writing((client) => fn(sqlOf(client))),
+    ...(lone === undefined ? {} : { lone: sqlOf(lone) }),
   };
 }
 
@@ -95,17 +70,6 @@ export async function inPoolTransaction<T>(
     // A client that failed mid-transaction may be broken (the server went away): not reused.
     client.release(!ok);
   }
-}
-
-/** Statements on one connection (a pool's client inside a transaction, or a command's own client). */
-export function pgStoreQuery(client: PgClient): PgQuery {
-  return {
-    client,
-    dialect: postgresDialect,
-    rows: async <R>(text: string, params: readonly unknown[] = []) =>
-      (await client.query({ text, values: [...params], types: STORE_TYPES })).rows as R[],
-    run: async (text, params = []) => (await client.query({ text, values: [...params] })).rowCount ?? 0,
-  };
 }
 
 /**

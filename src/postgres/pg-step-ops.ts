@@ -2,7 +2,7 @@ import { type StepOps, STEP_SQL, stepTracing } from '../core/event-step';
 import type { EventHandler, Router } from '../domain/event-router';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import type { Traces } from '../domain/tracing';
-import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
+import { type ClusterLogger, handlerSqlOf, type PgSql } from './pg-sql';
 
 /**
  * How PostgreSQL answers the event step's requests (core/event-step.ts), inside the transaction its
@@ -11,7 +11,7 @@ import { type ClusterLogger, handlerSqlOf, type Sql } from './pg-sql';
  */
 
 /** Queues a registration's first poll in `sql`'s transaction (the cluster runtime's engine). */
-export type SchedulePoll = (sql: Sql, requestId: string, at: Date) => Promise<void>;
+export type SchedulePoll = (sql: PgSql, requestId: string, at: Date) => Promise<void>;
 
 /** What the ops run with: the first polls' queue; a kick's tracing, partner's handlers and logger. */
 export interface PgStepDeps {
@@ -28,7 +28,7 @@ export type Done = { id: unknown; at: unknown };
 const NO_ROWS: readonly unknown[] = [];
 
 /** The event's savepoint, on its own (the careful pass). */
-async function savepoint(sql: Sql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
+async function savepoint(sql: PgSql, kind: 'set' | 'release' | 'rollback'): Promise<void> {
   if (kind === 'set') await sql.query('SAVEPOINT consig_event');
   else {
     if (kind === 'rollback') await sql.query('ROLLBACK TO SAVEPOINT consig_event');
@@ -51,7 +51,7 @@ export class Aborted extends Error {
  * ends the pass ({@link Aborted}).
  */
 export function pgStepOps(
-  sql: Sql,
+  sql: PgSql,
   options: PgStepDeps,
   entries: OutboxEntry[] = [],
   done?: Done[],

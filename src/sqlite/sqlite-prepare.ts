@@ -93,6 +93,3 @@ export function prepareShared<R = unknown>(db: Db, text: string, options: { raw?
     run: (params: readonly unknown[]): number => statement.run(...bind(params)).changes,
   };
 }
-
-/** A statement shared with PostgreSQL, prepared on SQLite, its values given in `$n` order. */
-export type SharedStatement<R> = ReturnType<typeof prepareShared<R>>;

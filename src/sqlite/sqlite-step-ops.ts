@@ -1,11 +1,11 @@
-import type { EffectStatement } from '../core/effects';
+import type { NamedStatement } from '../core/effects';
 import { type StepOps, stepTracing } from '../core/event-step';
 import type { HandlerEvent } from '../domain/event-router';
 import type { OutboxEntry } from '../domain/forwarding/messages';
 import type { Traces } from '../domain/tracing';
 import type { Db } from './database';
 import { forwardOutbox } from './sqlite-outbox';
-import { prepareShared, type SharedStatement } from './sqlite-prepare';
+import { prepareShared } from './sqlite-prepare';
 
 /**
  * How SQLite answers the event step's requests (core/event-step.ts) on one connection, inside the
@@ -23,7 +23,8 @@ const NO_ROWS: readonly unknown[] = [];
 
 /** The store's part of the ops, the partner stage left to the caller. */
 function common(db: Db, deps: SqliteStepDeps) {
-  const prepared = new Map<EffectStatement, SharedStatement<unknown>>();
+  // Each statement prepared once on this connection (a handle of prepareShared's).
+  const prepared = new Map<NamedStatement, ReturnType<typeof prepareShared>>();
   const outbox = forwardOutbox(db);
   const savepoint = {
     set: db.prepare('SAVEPOINT consig_event'),
@@ -32,7 +33,7 @@ function common(db: Db, deps: SqliteStepDeps) {
   };
   const tracing = stepTracing(deps.traces);
   return {
-    rows(s: EffectStatement, params: readonly unknown[]): readonly unknown[] {
+    rows(s: NamedStatement, params: readonly unknown[]): readonly unknown[] {
       let p = prepared.get(s);
       if (p === undefined) prepared.set(s, (p = prepareShared(db, s.text, { raw: s.rowMode === 'array' })));
       return p.reader ? p.all(params) : (p.run(params), NO_ROWS);

@@ -1,7 +1,7 @@
 import { Client, Pool } from 'pg';
 import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
 import { Relay } from '../../src/runtime/cluster/relay';
-import type { Sql } from '../../src/postgres/pg-sql';
+import type { PgSql } from '../../src/postgres/pg-sql';
 import type { Db } from '../../src/sqlite/database';
 import { openSpool, type Spool } from '../../src/sqlite/spool';
 import { postRaw, type PostResult, SECRET, signed } from './payloads';
@@ -83,7 +83,7 @@ export function memoryLogger(): {
   };
 }
 
-export type KickFn = (sql: Sql, keys: readonly string[]) => Promise<void>;
+export type KickFn = (sql: PgSql, keys: readonly string[]) => Promise<void>;
 
 /** A kick that only records the work keys each batch asked for (one array per committed or tried batch). */
 export function recordingKick(): { calls: string[][]; kick: KickFn } {

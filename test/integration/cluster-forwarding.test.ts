@@ -1,7 +1,8 @@
 import type { Pool } from 'pg';
 import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
+import { sqlOf } from '../../src/postgres/pg-sql';
+import { pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
 import { destinationGauges, senderStore } from '../../src/core/sender-queries';
 import { checkOut } from '../../src/postgres/pg-sql';
 import { systemClock } from '../../src/clock';
@@ -778,7 +779,7 @@ describe('the sender store on PostgreSQL (core/sender-queries.ts)', () => {
       ],
       [],
     );
-    const gauges = await destinationGauges(pgStoreQuery(db.pool), ['y', 'x', 'none']);
+    const gauges = await destinationGauges(sqlOf(db.pool), ['y', 'x', 'none']);
     expect(gauges.map((g) => [g.destination, g.pending, g.dead, g.paused])).toEqual([
       ['y', messages.length, 0, 1],
       ['x', messages.length - 1, 1, 0],

@@ -5,7 +5,8 @@ import { runKicks } from '../../src/runtime/cluster/kick';
 import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/postgres/pg-locks';
 import { migratePostgres } from '../../src/postgres/pg-migrate';
-import { type BossDb, type Sql, sqlOf, sqlOfBossDb, type Statement } from '../../src/postgres/pg-sql';
+import type { NamedStatement } from '../../src/core/effects';
+import { type BossDb, type PgSql, sqlOf, sqlOfBossDb } from '../../src/postgres/pg-sql';
 import {
   count,
   failEvent,
@@ -73,7 +74,7 @@ async function storeRegistry(requestId: string, status: string, correlationId: s
 }
 
 /** The named statements a batch prepared, by name (recorded on their way to the connection). */
-const preparedSeen = new Map<string, Statement>();
+const preparedSeen = new Map<string, NamedStatement>();
 
 /** One batch of kicks in a transaction of its own, with everything it reports recorded. */
 async function batch(keys: string[], handlers?: HandlerRouter) {
@@ -85,7 +86,8 @@ async function batch(keys: string[], handlers?: HandlerRouter) {
   try {
     await client.query('BEGIN');
     const sql = sqlOf(client);
-    const recording: Sql = {
+    const recording: PgSql = {
+      ...sql,
       query: (text, values) => sql.query(text, values),
       prepared: (statement, values) => {
         preparedSeen.set(statement.name, statement);
@@ -98,7 +100,7 @@ async function batch(keys: string[], handlers?: HandlerRouter) {
       now: () => new Date(),
       maxAttempts: 5,
       backoff: { baseMs: 10, maxMs: 40 },
-      kick: async (_sql: Sql, k: readonly string[], startAfter?: Date) =>
+      kick: async (_sql: PgSql, k: readonly string[], startAfter?: Date) =>
         void kicks.push({ keys: [...k], startAfter }),
       logger,
       onProcessed: (evento, outcome) => void processed.push([evento, outcome]),

@@ -8,7 +8,7 @@ import type { OutboxEntry } from '../../domain/forwarding/messages';
 import { type EventHandler, type HandlerEvent, handlerEventOf, type Router } from '../../domain/event-router';
 import { lockKeys, lockOrder } from '../../postgres/pg-locks';
 import { type OutboxOptions, storeOutbox } from '../../postgres/pg-outbox';
-import { type ClusterLogger, type Sql } from '../../postgres/pg-sql';
+import { type ClusterLogger, type PgSql } from '../../postgres/pg-sql';
 import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../../postgres/pg-step-ops';
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
@@ -38,7 +38,7 @@ export interface KickOptions extends Pick<EffectsEnv, 'schedule'> {
   backoff: { baseMs: number; maxMs: number };
   random?: () => number;
   /** Re-queues the key (more events waiting, or a retry due at `startAfter`), in `sql`'s transaction. */
-  kick(sql: Sql, keys: readonly string[], startAfter?: Date): Promise<void>;
+  kick(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void>;
   /** Queues a registration's first poll in `sql`'s transaction (postgres/pg-queues.ts `schedulePoll`). */
   schedulePoll: SchedulePoll;
   now(): Date;
@@ -154,7 +154,7 @@ function byReceipt(a: EventRow, b: EventRow): number {
  * and after the watermark: every event at or below it is committed by then. An event is taken
  * once, by the first key that selects it.
  */
-async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promise<Work> {
+async function loadWork(sql: PgSql, keys: readonly string[], maxMs: number): Promise<Work> {
   const sorted = lockOrder(keys);
   const parsed = sorted.map(parseKey);
   if (parsed.length === 0) return { keys: [], watermark: null };
@@ -195,7 +195,7 @@ async function loadWork(sql: Sql, keys: readonly string[], maxMs: number): Promi
  * `sql` (a counter, a call) would happen twice.
  * Either way an event's effects and its `done` mark commit together, or not at all.
  */
-export async function runKicks(sql: Sql, keys: readonly string[], options: KickOptions): Promise<number> {
+export async function runKicks(sql: PgSql, keys: readonly string[], options: KickOptions): Promise<number> {
   const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
   const first = await runPass(sql, work, options, partnerWork(work, options) ? { threw: null } : null);
   // The careful pass runs the batch again from the start, holds included, and never ends early.
@@ -226,7 +226,7 @@ interface Pass {
  * `careful.threw` threw in the fast pass is that event's attempt, recorded without running it again.
  */
 async function runPass(
-  sql: Sql,
+  sql: PgSql,
   work: Work,
   options: KickOptions,
   careful: { threw: Threw | null } | null,
@@ -317,7 +317,7 @@ function heldOf(work: Work): Hold[] {
  * nowhere and loaded a full batch is kicked again.
  */
 async function eachInOrder(
-  sql: Sql,
+  sql: PgSql,
   work: Work,
   options: KickOptions,
   holds: Hold[],
@@ -359,7 +359,7 @@ function notDue(row: EventRow, now: Date): boolean {
 }
 
 /** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
-async function retryLater(sql: Sql, options: KickOptions, key: string, at: Date | string): Promise<Step> {
+async function retryLater(sql: PgSql, options: KickOptions, key: string, at: Date | string): Promise<Step> {
   await options.kick(sql, [key], new Date(at));
   return 'stop';
 }
@@ -379,7 +379,7 @@ function toFacts(row: EventRow): HandlerEvent {
  * {@link EffectsEnv.statuses} and {@link EffectsEnv.erased} for a batch of events.
  */
 async function lockProposals(
-  sql: Sql,
+  sql: PgSql,
   nus: readonly string[],
 ): Promise<{ statuses: Map<string, ProposalStatus | null>; erased: Set<string> }> {
   const statuses = new Map<string, ProposalStatus | null>(nus.map((nu) => [nu, null]));

@@ -15,12 +15,11 @@ import { type KickOptions, runKicks } from './kick';
 import { destinationGauges } from '../../core/sender-queries';
 import type { DestinationGauges } from '../../domain/forwarding/sender-store';
 import type { StorePort } from '../../core/store-port';
-import type { PgQuery } from '../../postgres/pg-statements';
 import { pgPoolStorePort } from '../../postgres/pg-port';
 import { describePgTarget, pgTarget } from '../../postgres/pg-reads';
 import type { TokenFingerprints } from '../../domain/console';
 import { END_OTHER_SESSIONS, endOtherSessionsParams } from '../../domain/sql/console-session-statements';
-import { inPoolTransaction, pgStoreQuery, pgStoreSql } from '../../postgres/pg-statements';
+import { inPoolTransaction, pgStoreSql } from '../../postgres/pg-statements';
 import { readSharedAnswers } from '../../postgres/pg-delivery-alarm';
 import {
   inspectPostgres,
@@ -47,7 +46,7 @@ import {
   redactedMessage,
 } from '../../postgres/connection';
 import { Liveness } from './liveness';
-import { type BossDb, checkOut, iso, type Sql, sqlOf, sqlOfBossDb } from '../../postgres/pg-sql';
+import { type BossDb, checkOut, iso, type PgSql, sqlOf, sqlOfBossDb } from '../../postgres/pg-sql';
 import type { Job } from 'pg-boss';
 import { readyForTraffic } from '../../domain/watermark';
 import { MigrationError } from '../../domain/errors';
@@ -194,7 +193,7 @@ export class ClusterNode {
    * The store port (core/store-port.ts) on this replica's pool, for the admin API and the console
    * (postgres/pg-port.ts); each call rejects with a StorageError while PostgreSQL is away.
    */
-  readonly storePort: StorePort<PgQuery>;
+  readonly storePort: StorePort<PgSql>;
 
   constructor(private readonly options: ClusterNodeOptions) {
     this.settings = connectionSettings(options.limits ?? DEFAULT_CONNECTION_LIMITS);
@@ -289,8 +288,7 @@ export class ClusterNode {
   sharedGauges<T extends object>(
     gauges: (q: StoreQuery) => Promise<T>,
   ): Promise<(T & { forwarding?: DestinationGauges[] }) | null> {
-    return this.readShort(async (_sql, client) => {
-      const q = pgStoreQuery(client);
+    return this.readShort(async (q) => {
       const figures: T & { forwarding?: DestinationGauges[] } = await gauges(q);
       const names = this.options.outbox?.destinations.map((d) => d.name) ?? [];
       if (names.length > 0) figures.forwarding = await destinationGauges(q, names);
@@ -309,13 +307,13 @@ export class ClusterNode {
    * partitioned) cannot enforce it, so the connection is also dropped here after READ_SHORT_MS:
    * a `/metrics` scrape never hangs on PostgreSQL.
    */
-  private async readShort<T>(read: (sql: Sql, client: PgPoolClient) => Promise<T>): Promise<T | null> {
+  private async readShort<T>(read: (sql: PgSql) => Promise<T>): Promise<T | null> {
     if (!this.connected) return null;
     const client = await checkOut(this.pool).catch(() => null);
     if (client === null) return null;
     const work = (async () => {
       await client.query("SET statement_timeout = '2s'");
-      const result = await read(sqlOf(client), client);
+      const result = await read(sqlOf(client));
       await client.query('RESET statement_timeout');
       return result;
     })();
@@ -698,7 +696,7 @@ export class ClusterNode {
       });
   }
 
-  private transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+  private transaction<T>(fn: (sql: PgSql) => Promise<T>): Promise<T> {
     return this.onClient((client) => fn(sqlOf(client)));
   }
 

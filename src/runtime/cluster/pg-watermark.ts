@@ -1,6 +1,6 @@
 import { type RelayBeat, type Watermark, watermarkOf } from '../../domain/watermark';
 import { lockOrder } from '../../postgres/pg-locks';
-import type { Sql } from '../../postgres/pg-sql';
+import type { PgSql } from '../../postgres/pg-sql';
 
 /**
  * The hold-back window on PostgreSQL (docs/cluster.md §10; the rule is src/domain/watermark.ts):
@@ -32,7 +32,7 @@ export interface Beats {
   timeline: number;
 }
 
-export async function readBeats(sql: Sql): Promise<Beats> {
+export async function readBeats(sql: PgSql): Promise<Beats> {
   const rows = await sql.query<{
     now: Date;
     spool: string | null;
@@ -60,7 +60,7 @@ export async function readBeats(sql: Sql): Promise<Beats> {
 }
 
 /** The watermark now, as a kick sees it (one statement). */
-export async function currentWatermark(sql: Sql, maxMs: number): Promise<Watermark> {
+export async function currentWatermark(sql: PgSql, maxMs: number): Promise<Watermark> {
   const { beats, now } = await readBeats(sql);
   return watermarkOf(beats, now, maxMs);
 }
@@ -77,7 +77,7 @@ export interface Beat extends RelayBeat {
   clockOffsetMs: number;
 }
 
-export async function publishBeat(sql: Sql, b: Beat): Promise<void> {
+export async function publishBeat(sql: PgSql, b: Beat): Promise<void> {
   const batch = b.lastReceivedAt !== undefined;
   await sql.query(
     `INSERT INTO relay_spools (spool, replica, relayed_through, last_received_at, covered_through, heartbeat_at,
@@ -111,7 +111,7 @@ export interface Hold {
  * Writes holds, keeping the earlier `until` of a key already held. Keys in the one sorted order
  * every writer uses (postgres/pg-locks.ts `lockOrder`): two writers of overlapping keys cannot deadlock.
  */
-export async function hold(sql: Sql, holds: readonly Hold[]): Promise<void> {
+export async function hold(sql: PgSql, holds: readonly Hold[]): Promise<void> {
   if (holds.length === 0) return;
   const earliest = new Map<string, Date>();
   for (const h of holds) {
@@ -127,7 +127,7 @@ export async function hold(sql: Sql, holds: readonly Hold[]): Promise<void> {
 }
 
 /** Deletes the holds the watermark `at` has reached (skipping any another transaction holds); their keys. */
-export async function release(sql: Sql, at: Date | null): Promise<string[]> {
+export async function release(sql: PgSql, at: Date | null): Promise<string[]> {
   const rows = await sql.query<{ key: string }>(
     `DELETE FROM held_keys WHERE key IN (
        SELECT key FROM held_keys WHERE $1::timestamptz IS NULL OR until <= $1

@@ -11,7 +11,7 @@ import {
 } from '../../domain/registry-poll';
 import { MARK_STALE, RECORD_POLL } from '../../domain/sql/registry-poll-statements';
 import { holdKeys } from '../../postgres/pg-locks';
-import type { Sql } from '../../postgres/pg-sql';
+import type { PgSql } from '../../postgres/pg-sql';
 
 /**
  * A registry poll as a scheduled pg-boss job (cluster mode; the SQLite poller is
@@ -35,10 +35,10 @@ export interface PollJobDeps {
   now(): Date;
   random?: () => number;
   /** Runs `fn` in one PostgreSQL transaction. */
-  transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
-  query: Sql['query'];
-  kick(sql: Sql, keys: readonly string[]): Promise<void>;
-  schedulePoll(sql: Sql, requestId: string, at: Date): Promise<void>;
+  transaction<T>(fn: (sql: PgSql) => Promise<T>): Promise<T>;
+  query: PgSql['query'];
+  kick(sql: PgSql, keys: readonly string[]): Promise<void>;
+  schedulePoll(sql: PgSql, requestId: string, at: Date): Promise<void>;
   onPoll?(outcome: PollOutcome): void;
   logger: Record<PollLog['level'], (fields: Readonly<Record<string, unknown>>, message: string) => void>;
 }
@@ -103,7 +103,7 @@ async function recordPoll(deps: PollJobDeps, requestId: string, d: PollDecision,
 }
 
 /** The poll answer as an event (PostgreSQL's upsert: `xmax = 0` tells a new row from a duplicate). */
-async function storeAnswer(sql: Sql, deps: PollJobDeps, event: PollEvent, now: Date): Promise<void> {
+async function storeAnswer(sql: PgSql, deps: PollJobDeps, event: PollEvent, now: Date): Promise<void> {
   const body = Buffer.from(event.body);
   const stored = await sql.query<{ id: string; inserted: boolean }>(
     `INSERT INTO events AS e (dedup_key, kind, request_id, registry_status, received_at, body, body_bytes, status)

@@ -13,7 +13,7 @@ import { sharedWorkKeyOf, workKeyOf, type WorkKeyParts } from '../../domain/work
 import { holdKeys, RELAY_LOCK_KEY } from '../../postgres/pg-locks';
 import type { ConnectionLimits, PgPool } from '../../postgres/connection';
 import type { OrderClock, OrderReading } from './order-clock';
-import { type ClusterLogger, type Sql, sqlOf } from '../../postgres/pg-sql';
+import { type ClusterLogger, type PgSql, sqlOf } from '../../postgres/pg-sql';
 import { inPoolTransaction } from '../../postgres/pg-statements';
 import {
   type Beat,
@@ -63,7 +63,7 @@ export interface RelayOptions {
   batch: number;
   /** Pause when the spool is empty; a nudge (a new delivery) wakes the relay sooner. */
   intervalMs: number;
-  kick(sql: Sql, keys: readonly string[]): Promise<void>;
+  kick(sql: PgSql, keys: readonly string[]): Promise<void>;
   now(): Date;
   logger: ClusterLogger;
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
@@ -334,7 +334,7 @@ export class Relay {
    * offset); the watermark as it stands, and this spool's own heartbeat as of now, once everything
    * through `throughId` is in PostgreSQL.
    */
-  private async observe(sql: Sql, throughId: number): Promise<Observed> {
+  private async observe(sql: PgSql, throughId: number): Promise<Observed> {
     const mark = this.options.orderClock?.begin();
     const sentAt = this.options.now();
     const read = await readBeats(sql);
@@ -418,7 +418,7 @@ export class Relay {
    * `holds`, then kicks the held keys the watermark has now reached, with `keys`.
    */
   private async settle(
-    sql: Sql,
+    sql: PgSql,
     o: Observed,
     own: Beat,
     holds: readonly Hold[],
@@ -438,7 +438,7 @@ export class Relay {
     };
   }
 
-  private async write(sql: Sql, rows: readonly SpoolRow[]): Promise<BeatFigures> {
+  private async write(sql: PgSql, rows: readonly SpoolRow[]): Promise<BeatFigures> {
     const last = rows[rows.length - 1]!;
     // The spool's cursor moves once this commits, and then PostgreSQL holds the only copy the
     // cluster reads: durable whatever the server's default (docs/cluster.md §5.3 lets processing
@@ -501,7 +501,7 @@ export class Relay {
   }
 
   /** Returns the spool ids PostgreSQL did not have. */
-  private async insertDeliveries(sql: Sql, rows: readonly SpoolRow[]): Promise<Set<number>> {
+  private async insertDeliveries(sql: PgSql, rows: readonly SpoolRow[]): Promise<Set<number>> {
     const col = <K extends keyof SpoolRow>(k: K) => rows.map((r) => r[k]);
     const inserted = await sql.query<{ spool_id: string }>(
       `INSERT INTO deliveries (replica, spool, spool_id, received_at, path, outcome, http_status, dedup_key, duration_ms,
@@ -530,7 +530,7 @@ export class Relay {
   }
 
   /** Inserts the events; returns the new pending ones, with their work keys. */
-  private async insertEvents(sql: Sql, rows: readonly SpoolRow[]): Promise<InsertedEvent[]> {
+  private async insertEvents(sql: PgSql, rows: readonly SpoolRow[]): Promise<InsertedEvent[]> {
     if (rows.length === 0) return [];
     const events = rows.map((r) => r.event!);
     const col = <K extends keyof SpoolEvent>(k: K) => events.map((e) => e[k]);
@@ -583,7 +583,7 @@ export class Relay {
   }
 
   /** Local `duplicate` answers: each adds one to the event's count (grouped per dedup key). */
-  private async countDuplicates(sql: Sql, rows: readonly SpoolRow[]): Promise<void> {
+  private async countDuplicates(sql: PgSql, rows: readonly SpoolRow[]): Promise<void> {
     if (rows.length === 0) return;
     await sql.query(
       `UPDATE events e SET duplicates = e.duplicates + u.n, last_duplicate_at = greatest(e.last_duplicate_at, u.last)
