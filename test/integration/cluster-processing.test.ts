@@ -2,7 +2,7 @@ import { readdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import { POLL_QUEUE, startEngine } from '../../src/postgres/pg-queues';
-import { runKicks } from '../../src/runtime/cluster/kick';
+import { runKicks } from '../../src/runtime/cluster/turn';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';

@@ -51,7 +51,7 @@ import { latestProposals, type ProposalKey, stuckProposals } from '../../src/cor
 import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
 import { averbacoesRepo, openStore, type Store } from '../../src/sqlite/store';
 import { openDatabase } from '../../src/sqlite/database';
-import { runKicks } from '../../src/runtime/cluster/kick';
+import { runKicks } from '../../src/runtime/cluster/turn';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';
 import { Pipeline } from '../../src/runtime/single/pipeline';

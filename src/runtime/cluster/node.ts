@@ -11,7 +11,7 @@ import {
   type PollData,
   startEngine,
 } from '../../postgres/pg-queues';
-import { type KickOptions, runKicks } from './kick';
+import { type KickOptions, runKicks } from './turn';
 import { destinationGauges } from '../../core/sender-queries';
 import type { DestinationGauges } from '../../domain/forwarding/sender-store';
 import type { StorePort } from '../../core/store-port';

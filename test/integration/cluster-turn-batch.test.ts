@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
 import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/postgres/pg-queues';
-import { runKicks } from '../../src/runtime/cluster/kick';
+import { runKicks } from '../../src/runtime/cluster/turn';
 import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/postgres/pg-locks';
 import { migratePostgres } from '../../src/postgres/pg-migrate';
