@@ -387,8 +387,8 @@ export function transactions(db: RunDatabase): Promise<number> {
   return db.count('SELECT count(DISTINCT pg_xact_commit_timestamp(xmin)) AS n FROM proposal_transitions');
 }
 
-/** Kick jobs pg-boss completed. */
-export function kicks(db: RunDatabase): Promise<number> {
+/** Turn jobs pg-boss completed. */
+export function turns(db: RunDatabase): Promise<number> {
   return db.count(`SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [
     EVENTS_QUEUE,
   ]);

@@ -427,7 +427,7 @@ export interface ClusterConfig {
   readonly relayIntervalMs: number;
   /**
    * CLUSTER_CONCURRENCY: work keys this replica processes at once on PostgreSQL; 0 makes it
-   * ingest-only (it acknowledges and relays, runs no kick or registry-poll workers and sends no
+   * ingest-only (it acknowledges and relays, runs no turn or registry-poll workers and sends no
    * destination). @default 4
    */
   readonly concurrency: number;

@@ -15,7 +15,7 @@ export interface StartOptions {
   /**
    * A partner's own handlers, written once for both modes: `router.on(name, async (event, { sql,
    * now, logger }) => …)`, each awaited inside the event's transaction (SQLite mode: its own
-   * transaction on the file; cluster mode: the event's savepoint of the kick), after the built-in
+   * transaction on the file; cluster mode: the event's savepoint of the turn), after the built-in
    * handlers and before forwarding, writing with `sql.query(text, [$1, $2…])` (docs/handlers.md).
    * @default none
    */

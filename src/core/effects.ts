@@ -25,7 +25,7 @@ import { type Dialect, perDialect } from '../domain/sql/dialect';
  */
 
 /**
- * A statement with a name of its own (the effects', the event step's, the kick lock's): `$n`
+ * A statement with a name of its own (the effects', the event step's, the turn lock's): `$n`
  * placeholders; PostgreSQL prepares it under `name` once per connection, SQLite once per connection
  * by identity. A statement, not a runner: PgSql `prepared` and the step's ops run it. One name, one
  * text: each is a module constant.
@@ -59,7 +59,7 @@ export interface EffectsEnv {
   readonly schedule: PollScheduleOptions;
   /**
    * Proposal statuses the caller already holds, by {@link proposalKey} (null: no row), each row
-   * locked in this transaction (runtime/cluster/kick.ts locks a batch's at once). Read instead of the row,
+   * locked in this transaction (runtime/cluster/turn.ts locks a batch's at once). Read instead of the row,
    * and kept up to date with each event's effects. Only valid while nothing of it is rolled back.
    * @default none (each event reads its proposal)
    */

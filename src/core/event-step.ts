@@ -19,10 +19,10 @@ import { type EffectsEnv, type NamedStatement, type EffectStep, stageEffects } f
  * A store runs it with a driver ({@link driveSync}, {@link drive}) given its {@link StepOps}:
  * SQLite mode's turn synchronously on the pipeline's connection (an event a partner's async handler
  * handles runs on the async driver, in a transaction of its own: runtime/single/pipeline.ts); cluster
- * mode's kick awaited in pg-boss's transaction (runtime/cluster/kick.ts, whose fast pass runs a batch's
+ * mode's turn awaited in pg-boss's transaction (runtime/cluster/turn.ts, whose fast pass runs a batch's
  * events under one savepoint, their done marks written together: its ops skip the per-event
  * savepoints, collect the done marks, and abort the pass at a rollback). What runs the events, and
- * when (the p-queue under the file lease; pg-boss kicks under the watermark), stays each store's.
+ * when (the p-queue under the file lease; pg-boss turns under the watermark), stays each store's.
  */
 
 /** What the step asks of its store beyond effects.ts's statements and first polls. */
@@ -309,7 +309,7 @@ export function tellFailure(failure: HandlerFailure, event: HandlerEvent, sinks:
   sinks.logger[failure.log.level](failure.log.fields, failure.log.message);
 }
 
-/** What a store's processing settings make of the step's options (SQLite mode's and a kick's alike). */
+/** What a store's processing settings make of the step's options (SQLite mode's and a turn's alike). */
 export function stepOptionsOf(
   settings: Pick<StepOptions, 'maxAttempts' | 'backoff'> & {
     outbox?: StepOptions['outbox'] | undefined;

@@ -75,7 +75,7 @@ export async function prunePass(
 /**
  * Removes the personal fields of proposals final and unchanged since before `cutoff` (issue 45,
  * domain/retention.ts), marking them as an erasure does (`personal_erased_at`, no erasure id), a
- * batch per transaction; on PostgreSQL a proposal a kick holds is left for the next pass.
+ * batch per transaction; on PostgreSQL a proposal a turn holds is left for the next pass.
  */
 export async function prunePersonal(
   log: StoreSql,

@@ -63,7 +63,7 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /**
    * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
    * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
-   * a kick of each work key, in the transaction).
+   * a turn of each work key, in the transaction).
    */
   replaying(fn: (q: StoreQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
   /**

@@ -12,7 +12,7 @@ import {
 /**
  * What an event does, decided from the state its handler loaded (contract §6, interface §4.4),
  * as a list of effects for a store to apply in the event's transaction. The SQLite pipeline and the
- * PostgreSQL kick (cluster mode) load the same state and apply the same effects, each in its own
+ * PostgreSQL turn (cluster mode) load the same state and apply the same effects, each in its own
  * store: the rules live here once (issue 13: "one life cycle, two stores"). Pure: no I/O, no clock
  * (`nowMs` is passed in).
  */

@@ -47,7 +47,7 @@ export const RELEASED_COMPAT: Readonly<Record<number, { compat: Compat; reason: 
   6: {
     compat: 'breaking',
     reason:
-      'relay_spools gets NOT NULL heartbeat columns the previous relay does not fill, and kicks order by received_at up to a watermark it does not publish',
+      'relay_spools gets NOT NULL heartbeat columns the previous relay does not fill, and turns order by received_at up to a watermark it does not publish',
   },
   7: {
     compat: 'previous',

@@ -9,7 +9,7 @@ import { migrationFileName } from './migration-files';
  *
  * A migration runs in a transaction of its own, with a short `lock_timeout` and under the relays'
  * own lock: waiting behind a long read (a report, a `pg_dump`) it gives up after the timeout
- * instead of queueing every relay and kick behind its ACCESS EXCLUSIVE request, and it is tried
+ * instead of queueing every relay and turn behind its ACCESS EXCLUSIVE request, and it is tried
  * again later. Some statements cannot run in a transaction at all (`CREATE INDEX CONCURRENTLY`,
  * the way to index a live table without blocking its writes): a file says so on its second line,
  * `-- migrate: outside-transaction`, and then holds exactly one statement.
@@ -73,7 +73,7 @@ export function outsideStatement(m: { version: number; name: string; sql: string
 /**
  * PostgreSQL's codes for a lock a migration could not have in time: `lock_not_available` (its
  * `lock_timeout` ran out) and `deadlock_detected` (it was chosen to break a cycle with a relay or a
- * kick). Either rolls the migration back whole; trying again later is safe.
+ * turn). Either rolls the migration back whole; trying again later is safe.
  */
 export function isLockConflict(code: unknown): boolean {
   return code === '55P03' || code === '40P01';

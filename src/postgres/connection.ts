@@ -3,8 +3,8 @@ import { Client, type ClientConfig, Pool, type PoolClient, type PoolConfig } fro
 /**
  * What every connection of a replica to PostgreSQL carries, so that no replica — frozen (SIGSTOP,
  * a long GC pause), partitioned or slow — can hold a lock the others wait for beyond a bound
- * (issue 22, item 3). The locks in play: the relay's advisory lock, the kick locks (pg-locks.ts),
- * the outbox lock and row locks of a kick (pg-boss's transactions), the destinations' session locks
+ * (issue 22, item 3). The locks in play: the relay's advisory lock, the turn locks (pg-locks.ts),
+ * the outbox lock and row locks of a turn (pg-boss's transactions), the destinations' session locks
  * (forwarder.ts).
  *
  * - `idle_in_transaction_session_timeout`: the server ends a session that sits in an open
@@ -31,14 +31,14 @@ export interface ConnectionLimits {
   /**
    * PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: the longest a replica's transaction may sit between two
    * statements before the server ends it (and frees its locks). A partner's cluster handler that
-   * awaits longer than this inside a kick has its batch rolled back and retried.
+   * awaits longer than this inside a turn has its batch rolled back and retried.
    * @default 10000
    */
   idleInTransactionMs: number;
   /**
-   * PG_LOCK_TIMEOUT_MS: the longest the relay waits for a lock (the relay lock, a key's kick lock)
+   * PG_LOCK_TIMEOUT_MS: the longest the relay waits for a lock (the relay lock, a key's turn lock)
    * before it gives its batch up and tries again, so that it does not hold the relay lock for the
-   * others while it waits behind a slow kick. @default 5000
+   * others while it waits behind a slow turn. @default 5000
    */
   lockTimeoutMs: number;
 }

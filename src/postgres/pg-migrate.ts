@@ -67,7 +67,7 @@ export interface MigratePostgresOptions {
   onVerdict?: (verdict: SchemaVerdict) => void;
   /**
    * The longest one migration waits for a lock (`lock_timeout`) before it rolls back and is tried
-   * again: how long relays and kicks can queue behind its request. Under PostgreSQL's
+   * again: how long relays and turns can queue behind its request. Under PostgreSQL's
    * `deadlock_timeout` (1 s by default), so that in a cycle with a relay the migration gives up
    * first. @default 800
    */
@@ -274,7 +274,7 @@ export async function inspectPostgres(
 
 /**
  * One migration, tried again while it meets lock conflicts (a long read on a table it alters, a
- * deadlock with a kick), each pause logged, until `retryForMs` has passed: then the last conflict
+ * deadlock with a turn), each pause logged, until `retryForMs` has passed: then the last conflict
  * is thrown, naming the file. Any other failure is thrown at once.
  */
 async function applyWithRetries(
@@ -295,7 +295,7 @@ async function applyWithRetries(
       if (!isLockConflict(cause?.code) || Date.now() - started + delay > retryForMs) throw err;
       options.logger?.warn(
         { migration: migrationFileName(m), attempt, retry_in_ms: delay, err: (cause as Error).message },
-        'PostgreSQL migration met a lock it could not have in time (a long transaction on a table it changes, or a deadlock with a relay or kick): rolled back whole, tried again after a pause',
+        'PostgreSQL migration met a lock it could not have in time (a long transaction on a table it changes, or a deadlock with a relay or turn): rolled back whole, tried again after a pause',
       );
       await sleep(delay);
     }

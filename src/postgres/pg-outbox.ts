@@ -5,29 +5,29 @@ import type { PgSql } from './pg-sql';
 /**
  * The outbox in cluster mode (contract §8, migrations-pg/0003_forwarding.sql): the same messages as
  * SQLite mode, decided by the same pure
- * `outboxEntries`, written by the kick in the transaction that processes their events.
+ * `outboxEntries`, written by the turn in the transaction that processes their events.
  *
  * - The event step (core/event-step.ts) reads back, in the event's savepoint after its effects,
  *   what they recorded (one query) and gives the entries; an event whose savepoint is rolled back
- *   leaves none, because the kick keeps them only once the savepoint is released.
- * - {@link storeOutbox} writes a kick's entries last, under {@link OUTBOX_LOCK_KEY}, held until the
- *   kick commits: `forward_messages.id` then follows commit order, which the change feed's cursor
- *   relies on (two kicks allocating 10 and 11 could otherwise commit 11 first, and a reader past 11
- *   would never see 10). The lock covers only the inserts and the commit, not the kick's work.
+ *   leaves none, because the turn keeps them only once the savepoint is released.
+ * - {@link storeOutbox} writes a turn's entries last, under {@link OUTBOX_LOCK_KEY}, held until the
+ *   turn commits: `forward_messages.id` then follows commit order, which the change feed's cursor
+ *   relies on (two turns allocating 10 and 11 could otherwise commit 11 first, and a reader past 11
+ *   would never see 10). The lock covers only the inserts and the commit, not the turn's work.
  * - After the commit, `NOTIFY consig_forward` wakes the replica sending each destination and the
  *   feed's long-polls on every replica.
  */
 
 /** The advisory-lock key of the outbox's inserts (ASCII "consigOB"). */
 export const OUTBOX_LOCK_KEY = 0x636f6e7369674f42n;
-/** The channel a kick that stored messages notifies (its payload is empty). */
+/** The channel a turn that stored messages notifies (its payload is empty). */
 export const OUTBOX_CHANNEL = 'consig_forward';
 
 /** Forwarding's destinations and the change feed, as the event step takes them (core/event-step.ts). */
 export type OutboxOptions = NonNullable<StepOptions['outbox']>;
 
 /**
- * Writes a kick's entries, in order, each message once per (event, type) and one pending delivery
+ * Writes a turn's entries, in order, each message once per (event, type) and one pending delivery
  * per destination that wants it; returns how many messages were new. Takes
  * {@link OUTBOX_LOCK_KEY} (held until the caller's transaction ends) and queues the notification,
  * which PostgreSQL sends at commit.

@@ -51,8 +51,8 @@ const pgFigures = {
   statsFigures: (q: PgSql, destinations: readonly string[]) => readStoreFigures(q, destinations),
 };
 
-/** The replica's engine (kick, schedulePoll) in the transactions of the port's calls. */
-export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'> {
+/** The replica's engine (turn, schedulePoll) in the transactions of the port's calls. */
+export interface PgPoolStoreOptions extends Pick<Engine, 'queueTurns' | 'schedulePoll'> {
   /** The replica's pool (ClusterNode's), with an 'error' listener. */
   pool: Pool;
   /** postgres://host:port/database (no user, no password). */
@@ -67,7 +67,7 @@ export interface PgPoolStoreOptions extends Pick<Engine, 'kick' | 'schedulePoll'
 }
 
 /**
- * An effect program on `sql`'s transaction, as the kicks run the event step's (pg-step-ops.ts): a
+ * An effect program on `sql`'s transaction, as the turns run the event step's (pg-step-ops.ts): a
  * first poll queued as a pg-boss job in the same transaction, so that exactly one replica polls it
  * (docs/cluster.md §5.5).
  */
@@ -77,15 +77,15 @@ function pgEffects<R>(sql: PgSql, schedulePoll: SchedulePoll, program: EffectPro
 
 /**
  * What a replay (core/replay.ts, the one rule) needs in cluster mode, in the replay's transaction
- * (`tx`): the events' work keys held before their rows are locked (pg-locks.ts), and a kick of
+ * (`tx`): the events' work keys held before their rows are locked (pg-locks.ts), and a turn of
  * each key queued with the replay (docs/cluster.md §5.2): committed together, so a replayed event
- * is never left without a kick, nor a kick sent for a replay that rolled back. A kick of a key that
+ * is never left without a turn, nor a turn sent for a replay that rolled back. A turn of a key that
  * already has one queued is absorbed by it (pg-boss `stately`).
  */
-function pgReplayHooks(tx: PgSql, kick: Engine['kick']): ReplayHooks {
+function pgReplayHooks(tx: PgSql, queueTurns: Engine['queueTurns']): ReplayHooks {
   return {
     hold: (events) => holdKeys(tx, events.map(workKeyOf)),
-    queued: (events) => kick(tx, [...new Set(events.map(workKeyOf))]),
+    queued: (events) => queueTurns(tx, [...new Set(events.map(workKeyOf))]),
   };
 }
 
@@ -104,7 +104,7 @@ export function pgPoolStorePort(options: PgPoolStoreOptions): StorePort<PgSql> {
     replaying: (fn) =>
       writing((client) => {
         const tx = sqlOf(client);
-        return fn(tx, pgReplayHooks(tx, options.kick));
+        return fn(tx, pgReplayHooks(tx, options.queueTurns));
       }),
     effects: (program) => writing((client) => pgEffects(sqlOf(client), options.schedulePoll, program)),
     gauges: options.gauges ?? ((cutoffs) => sql.read((q) => storeGauges(q, cutoffs))),
@@ -202,7 +202,7 @@ function pgCommandStorePort(client: Client, databaseUrl: string, spool: () => Lo
     // Committed when it queued something.
     replaying: (fn) =>
       inEngine(async (engine) => {
-        const result = await fn(sql, pgReplayHooks(sql, engine.kick));
+        const result = await fn(sql, pgReplayHooks(sql, engine.queueTurns));
         return { result, commit: result.queued.length > 0 };
       }),
     effects: (program) =>

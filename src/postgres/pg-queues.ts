@@ -3,11 +3,11 @@ import type { ConnectionSettings } from './connection';
 import { bossDbOf, type ClusterLogger, type PgSql } from './pg-sql';
 
 /**
- * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "kicks", at most one
+ * pg-boss, configured for cluster mode (docs/cluster.md §5): one queue of "turns", at most one
  * queued and one running per work key (`p:<nu>`, `r:<requestId>`, `e:<id>`, policy `stately`), and
  * one queue of registry polls, one per registration (`r:<requestId>`). The engine dispatches across
  * replicas, retries and takes over a crashed replica's work; the order of a proposal's events and
- * exactly-once effects come from our `events` table (src/runtime/cluster/kick.ts), never from the engine.
+ * exactly-once effects come from our `events` table (src/runtime/cluster/turn.ts), never from the engine.
  */
 
 export const EVENTS_QUEUE = 'consig_events';
@@ -15,7 +15,7 @@ export const POLL_QUEUE = 'consig_registry_poll';
 /** pg-boss's own schema, beside ours. */
 export const BOSS_SCHEMA = 'pgboss';
 
-export interface KickData {
+export interface TurnData {
   key: string;
 }
 export interface PollData {
@@ -28,10 +28,10 @@ export interface EngineOptions {
   /** Connections pg-boss may open (its workers' transactions included). */
   max: number;
   logger: Pick<ClusterLogger, 'error' | 'warn'>;
-  /** A kick's claim lapses after this: a dead replica's kicks run elsewhere about then. @default 10 */
-  kickExpireSeconds?: number;
+  /** A turn's claim lapses after this: a dead replica's turns run elsewhere about then. @default 10 */
+  turnExpireSeconds?: number;
   /**
-   * connection.ts's settings for pg-boss's pool: a kick's transaction holds kick locks, the outbox
+   * connection.ts's settings for pg-boss's pool: a turn's transaction holds turn locks, the outbox
    * lock and proposals' rows, and a frozen replica's must end within the same bound as the relay's.
    * pg-boss bounds a transactional handler's transaction itself too (idle_in_transaction_session_timeout
    * of expireInSeconds + 5 s on PostgreSQL < 17), and keeps the tighter of its bound and the session's.
@@ -79,11 +79,11 @@ export async function startEngine(url: string, options: EngineOptions) {
   return {
     boss,
     recoverFrom,
-    /** Queues a kick for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
-    async kick(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void> {
+    /** Queues a turn for each work key, in `sql`'s transaction; `startAfter` delays them (a retry). */
+    async queueTurns(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void> {
       if (keys.length === 0) return;
       const jobs = keys.map((key) => ({
-        data: { key } satisfies KickData,
+        data: { key } satisfies TurnData,
         singletonKey: key,
         ...(startAfter ? { startAfter } : {}),
       }));
@@ -98,10 +98,10 @@ export async function startEngine(url: string, options: EngineOptions) {
       );
     },
     /**
-     * Once per timeline, by the first replica to see it (a `cluster_timelines` row): fails the kicks
+     * Once per timeline, by the first replica to see it (a `cluster_timelines` row): fails the turns
      * and polls claimed before it, whose workers died with the old primary, so that they run again
-     * now rather than when their claims lapse (expireInSeconds: 10 s for kicks, 120 s for polls). A
-     * claim a live worker took on the new primary in the meantime may be failed too: its kick runs
+     * now rather than when their claims lapse (expireInSeconds: 10 s for turns, 120 s for polls). A
+     * claim a live worker took on the new primary in the meantime may be failed too: its turn runs
      * once more and finds nothing to do (pg-locks.ts). Returns how many claims it released.
      */
     async releaseClaimsBefore(sql: PgSql, timeline: number): Promise<number> {
@@ -135,7 +135,7 @@ function isMissingQueue(err: unknown): boolean {
 
 /** Creates the two queues if missing (a no-op for a queue that exists). */
 async function createQueues(boss: PgBoss, options: EngineOptions): Promise<void> {
-  // Kick failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
+  // Turn failures are database errors (an event's own failures are ours: attempts, next_attempt_at,
   // dead letters in `events`): keep retrying them, with backoff, as polls. `events` is the log; a
   // completed job is worth nothing after an hour.
   const both = {
@@ -149,7 +149,7 @@ async function createQueues(boss: PgBoss, options: EngineOptions): Promise<void>
     ...both,
     retryDelay: 1,
     retryDelayMax: 60,
-    expireInSeconds: options.kickExpireSeconds ?? 10,
+    expireInSeconds: options.turnExpireSeconds ?? 10,
   });
   // Expiry: covers the service client's timeouts and retries.
   await boss.createQueue(POLL_QUEUE, { ...both, retryDelay: 5, retryDelayMax: 300, expireInSeconds: 120 });

@@ -16,10 +16,10 @@ export interface PgSql extends StoreQuery {
   query<R>(text: string, values?: readonly unknown[]): Promise<R[]>;
   /**
    * Runs `statement` as a named prepared statement: the connection parses it once, and after a few
-   * runs plans it once too. For the statements that run once per event (kick.ts, core/effects.ts):
+   * runs plans it once too. For the statements that run once per event (turn.ts, core/effects.ts):
    * parsing, analysis and planning were a third of PostgreSQL's CPU per event (measured with perf
    * on the processing benchmark). Only for statements whose generic plan stays right as tables
-   * grow: see the note on kick.ts's statements. One name, one text (core/effects.ts
+   * grow: see the note on turn.ts's statements. One name, one text (core/effects.ts
    * NamedStatement): node-postgres refuses a name it has seen with another text.
    */
   prepared<R>(statement: NamedStatement, values: readonly unknown[]): Promise<R[]>;
@@ -89,7 +89,7 @@ export function bossDbOf(sql: PgSql): BossDb {
  * pg-boss's transaction as a {@link PgSql}. It hands its first argument to node-postgres's
  * client.query as it is (pg-boss 12 dist/db.js beginTransaction), and client.query takes a query
  * config there: a named statement goes through unchanged. Tested
- * (test/integration/cluster-kick-batch.test.ts), so that a pg-boss that stopped passing it through
+ * (test/integration/cluster-turn-batch.test.ts), so that a pg-boss that stopped passing it through
  * would fail there, not in production.
  */
 export function sqlOfBossDb(db: BossDb): PgSql {

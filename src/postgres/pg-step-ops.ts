@@ -6,14 +6,14 @@ import { type ClusterLogger, handlerSqlOf, type PgSql } from './pg-sql';
 
 /**
  * How PostgreSQL answers the event step's requests (core/event-step.ts), inside the transaction its
- * caller opened: a kick's (the cluster runtime's kick.ts, in pg-boss's transaction) or a port's
+ * caller opened: a turn's (the cluster runtime's turn.ts, in pg-boss's transaction) or a port's
  * effect program (pg-port.ts `effects`). The parallel of sqlite/sqlite-step-ops.ts.
  */
 
 /** Queues a registration's first poll in `sql`'s transaction (the cluster runtime's engine). */
 export type SchedulePoll = (sql: PgSql, requestId: string, at: Date) => Promise<void>;
 
-/** What the ops run with: the first polls' queue; a kick's tracing, partner's handlers and logger. */
+/** What the ops run with: the first polls' queue; a turn's tracing, partner's handlers and logger. */
 export interface PgStepDeps {
   schedulePoll: SchedulePoll;
   traces?: Traces | undefined;
@@ -69,7 +69,7 @@ export function pgStepOps(
       if (kind === 'rollback') throw new Aborted(error as Error);
       return undefined;
     },
-    // Asked for only when `handlers` has some for the event: a kick's, whose options have a logger.
+    // Asked for only when `handlers` has some for the event: a turn's, whose options have a logger.
     partner: async (event, now) => {
       const partner = { sql: handlerSqlOf(sql), now, logger: options.logger as ClusterLogger };
       for (const handler of options.handlers?.handlersFor(event) ?? []) await handler(event, partner);

@@ -144,7 +144,7 @@ function postgresSending(target: PostgresTarget): Sending {
     applicationName: `consig-receiver:${store.replicaId}:forwarder`,
     settings,
     onHeld: (destination, held) => post({ type: 'held', destination, held }),
-    // A kick's commit notifies once; many in one turn of this thread make one message.
+    // A turn's commit notifies once; many in one turn of this thread make one message.
     onNotify: () => {
       if (notifying) return;
       notifying = true;

@@ -11,7 +11,7 @@ import type { Db } from './database';
 
 export function forwardOutbox(db: Db) {
   // The inserts stay SQLite's own: one message at a time, as the pipeline stores them, where
-  // PostgreSQL stores a kick's whole batch with `unnest` under the outbox's lock (postgres/pg-outbox.ts
+  // PostgreSQL stores a turn's whole batch with `unnest` under the outbox's lock (postgres/pg-outbox.ts
   // storeOutbox), which orders ids by commit for the change feed; SQLite's one writer needs no lock.
   const insertMessage = db.prepare<unknown[], { id: number }>(
     `INSERT INTO forward_messages (webhook_id, type, event_id, evento, nu_proposta, request_id, order_key, created_at, body,

@@ -29,7 +29,7 @@ import { startLatencyProxy } from '../helpers/latency-proxy';
 
 /**
  * Forwarding in cluster mode (contract §8, §10; src/runtime/cluster/forwarder.ts), unmocked: a real
- * PostgreSQL this file starts, the outbox filled with SQL as the kick fills it (messages and their
+ * PostgreSQL this file starts, the outbox filled with SQL as the turn fills it (messages and their
  * deliveries committed together, then `pg_notify('consig_forward', '')`), ClusterForwarders as the
  * replicas run them (the real ForwardSender on the PostgreSQL store), and destinations that are real
  * HTTP servers on loopback (test/helpers/destination.ts). Signatures are checked with the reference
@@ -155,7 +155,7 @@ function replica(
 }
 
 /**
- * Stores the messages of one life-cycle event per entry, as the kick does: the event, its messages
+ * Stores the messages of one life-cycle event per entry, as the turn does: the event, its messages
  * (the real `messagesFor`, bodies with the CPF in full) and a delivery per destination, due at once,
  * in one transaction; then the notification. Returns the messages in id order.
  */

@@ -13,7 +13,7 @@ import { bodyOf, FakeDestination } from '../helpers/destination';
 import { tempDir } from '../helpers/tmp';
 
 /**
- * The outbox in cluster mode, end to end (contract §8, issue 13): the kicks write it, the replica
+ * The outbox in cluster mode, end to end (contract §8, issue 13): the turns write it, the replica
  * holding a destination's lock sends it, `/admin/feed` on any replica reads it; its ids follow
  * commit order (the outbox lock), so a cursor never skips a message. Real receivers, a real
  * PostgreSQL this file starts, a real HTTP destination.

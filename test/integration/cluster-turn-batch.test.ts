@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import type { Job } from 'pg-boss';
-import { EVENTS_QUEUE, type KickData, startEngine } from '../../src/postgres/pg-queues';
-import { runKicks } from '../../src/runtime/cluster/turn';
+import { EVENTS_QUEUE, type TurnData, startEngine } from '../../src/postgres/pg-queues';
+import { runTurns } from '../../src/runtime/cluster/turn';
 import { HandlerRouter } from '../../src/domain/event-router';
 import { holdKeys } from '../../src/postgres/pg-locks';
 import { migratePostgres } from '../../src/postgres/pg-migrate';
@@ -21,7 +21,7 @@ import { pgBed } from '../helpers/cluster-bed';
 import { createTestDatabase, withClient, migrateUrl } from '../helpers/postgres';
 
 /**
- * A batch of kicks (src/runtime/cluster/kick.ts runKicks), run directly in a transaction of the test's:
+ * A batch of turns (src/runtime/cluster/turn.ts runTurns), run directly in a transaction of the test's:
  * every event of the batch first runs under one savepoint; when one throws, the batch runs again
  * event by event. What must hold either way: the failing event alone is recorded as failed, the
  * others commit in their proposals' order, and nothing the first pass did (effects, log lines,
@@ -76,12 +76,12 @@ async function storeRegistry(requestId: string, status: string, correlationId: s
 /** The named statements a batch prepared, by name (recorded on their way to the connection). */
 const preparedSeen = new Map<string, NamedStatement>();
 
-/** One batch of kicks in a transaction of its own, with everything it reports recorded. */
+/** One batch of turns in a transaction of its own, with everything it reports recorded. */
 async function batch(keys: string[], handlers?: HandlerRouter) {
   const logger = memoryLogger();
   const processed: [string, string][] = [];
   const errors: string[] = [];
-  const kicks: { keys: string[]; startAfter: Date | undefined }[] = [];
+  const turns: { keys: string[]; startAfter: Date | undefined }[] = [];
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -94,14 +94,14 @@ async function batch(keys: string[], handlers?: HandlerRouter) {
         return sql.prepared(statement, values);
       },
     };
-    const finished = await runKicks(recording, keys, {
+    const finished = await runTurns(recording, keys, {
       schedule: { graceMs: 60_000, intervalMs: 1000, maxIntervalMs: 2000, maxAgeMs: 3_600_000 },
       schedulePoll: async () => undefined,
       now: () => new Date(),
       maxAttempts: 5,
       backoff: { baseMs: 10, maxMs: 40 },
-      kick: async (_sql: PgSql, k: readonly string[], startAfter?: Date) =>
-        void kicks.push({ keys: [...k], startAfter }),
+      queueTurns: async (_sql: PgSql, k: readonly string[], startAfter?: Date) =>
+        void turns.push({ keys: [...k], startAfter }),
       logger,
       onProcessed: (evento, outcome) => void processed.push([evento, outcome]),
       onError: (err) => void errors.push(err.message),
@@ -109,7 +109,7 @@ async function batch(keys: string[], handlers?: HandlerRouter) {
       handlers,
     });
     await client.query('COMMIT');
-    return { finished, logger, processed, errors, kicks };
+    return { finished, logger, processed, errors, turns };
   } catch (err) {
     await client.query('ROLLBACK');
     throw err;
@@ -193,8 +193,8 @@ it('one event of a batch fails: it alone is recorded, the others commit in order
     next_attempt_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     err: expect.stringMatching(/injected failure/),
   });
-  // The failing key is kicked again for its retry, once; the others are not.
-  expect(first.kicks).toEqual([{ keys: ['p:8101'], startAfter: expect.any(Date) }]);
+  // The failing key is queued again for its retry, once; the others are not.
+  expect(first.turns).toEqual([{ keys: ['p:8101'], startAfter: expect.any(Date) }]);
   // Messages only for the events that committed, in their order.
   const messages = await rows<{ event_id: string }>(
     pool,
@@ -298,8 +298,8 @@ it.each([
   },
 );
 
-it('a kick waits for a transaction adding events to its key, then runs them too (postgres/pg-locks.ts)', async () => {
-  // What the crash test found: pg-boss absorbs the producer's kick into one already queued, and
+it('a turn waits for a transaction adding events to its key, then runs them too (postgres/pg-locks.ts)', async () => {
+  // What the crash test found: pg-boss absorbs the producer's turn into one already queued, and
   // that one must not load the key's events before the producer commits.
   const [first] = await store([delivery('proposta.criada', { nu_proposta: 8201 })]);
   const producer = await pool.connect();
@@ -320,7 +320,7 @@ it('a kick waits for a transaction adding events to its key, then runs them too 
     const running = batch(['p:8201']);
     await waitFor(
       () => count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"),
-      'the kick waiting for the producer',
+      'the turn waiting for the producer',
     );
     await producer.query('COMMIT');
     const done = await running;
@@ -361,7 +361,7 @@ it('a replayed event in a batch changes nothing, and the next event moves on fro
   expect(proposal).toEqual({ status: 'aprovada', last_event_id: x3!.id });
 });
 
-it("pg-boss's transaction runs the kick's named prepared statements (pg-sql.ts sqlOfBossDb)", async () => {
+it("pg-boss's transaction runs the turn's named prepared statements (pg-sql.ts sqlOfBossDb)", async () => {
   const silent = { error: () => undefined, warn: () => undefined };
   const engine = await startEngine(url, { max: 3, logger: silent });
   try {
@@ -369,7 +369,7 @@ it("pg-boss's transaction runs the kick's named prepared statements (pg-sql.ts s
       void engine.boss.work(
         EVENTS_QUEUE,
         { transactional: true, batchSize: 1, pollingIntervalSeconds: 0.5 },
-        async (_jobs: Job<KickData>[], tx: BossDb) => {
+        async (_jobs: Job<TurnData>[], tx: BossDb) => {
           try {
             const sql = sqlOfBossDb(tx);
             const [row] = await sql.prepared<{ n: number }>(
@@ -386,7 +386,7 @@ it("pg-boss's transaction runs the kick's named prepared statements (pg-sql.ts s
         },
       );
     });
-    await engine.kick(sqlOf(pool), ['p:probe']);
+    await engine.queueTurns(sqlOf(pool), ['p:probe']);
     expect(await seen).toEqual({ n: 7, prepared: ['consig_test_probe'] });
   } finally {
     await engine.stop(5000);
@@ -394,7 +394,7 @@ it("pg-boss's transaction runs the kick's named prepared statements (pg-sql.ts s
 });
 
 it('the prepared statements keep an index plan even when their generic plan is made on empty tables', async () => {
-  // Every kind of statement a kick prepares: a life cycle (created, moved), a registration tracked
+  // Every kind of statement a turn prepares: a life cycle (created, moved), a registration tracked
   // from an event, registry results (a status, a correlation id filled in, the final result), the
   // outbox read-back, and a failure (an event retried, each in its savepoint).
   await installFailureTrigger(pool);

@@ -51,7 +51,7 @@ import { latestProposals, type ProposalKey, stuckProposals } from '../../src/cor
 import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
 import { averbacoesRepo, openStore, type Store } from '../../src/sqlite/store';
 import { openDatabase } from '../../src/sqlite/database';
-import { runKicks } from '../../src/runtime/cluster/turn';
+import { runTurns } from '../../src/runtime/cluster/turn';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';
 import { Pipeline } from '../../src/runtime/single/pipeline';
@@ -102,7 +102,7 @@ interface Opened {
   sender: SenderStore;
   /**
    * The outbox's read-back (domain/sql/outbox-effects.ts) and the entries it gives, as the
-   * forwarding handler (SQLite) or the kick (PostgreSQL) runs it: feed on, no destination.
+   * forwarding handler (SQLite) or the turn (PostgreSQL) runs it: feed on, no destination.
    */
   outboxOf(event: ProcessedEvent, now: Date): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
@@ -137,7 +137,7 @@ interface Processing {
   /**
    * Runs every runnable event as the store's scheduler does, the clock at `now`, until none is left
    * runnable: SQLite mode's pipeline started on the file (its backlog recovered) until idle, then
-   * stopped; cluster mode's kicks of every key with work, in one transaction (a batch of kicks).
+   * stopped; cluster mode's turns of every key with work, in one transaction (a batch of turns).
    */
   run(now: Date, handlers?: HandlerRouter): Promise<RunReport>;
 }
@@ -209,7 +209,7 @@ function sqliteProcessing(path: string, store: Store): Processing {
   };
 }
 
-/** Cluster mode's processing on `pool`: a batch of kicks of every key with work, as ClusterNode runs it. */
+/** Cluster mode's processing on `pool`: a batch of turns of every key with work, as ClusterNode runs it. */
 function postgresProcessing(pool: Pool): Processing {
   return {
     store: async (e) => {
@@ -243,9 +243,9 @@ function postgresProcessing(pool: Pool): Processing {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        await runKicks(sqlOf(client), keys, {
+        await runTurns(sqlOf(client), keys, {
           ...PROCESSING,
-          kick: async () => undefined,
+          queueTurns: async () => undefined,
           schedulePoll: async () => undefined,
           now: () => now,
           logger,
@@ -379,7 +379,7 @@ const DRIVERS: Driver[] = [
         pool,
         name: 'conformance',
         running: () => true,
-        kick: async () => undefined,
+        queueTurns: async () => undefined,
         schedulePoll: async () => undefined,
       });
       let spoolId = 0;
@@ -423,7 +423,7 @@ const DRIVERS: Driver[] = [
         },
         // As runtime/cluster/forwarder.ts builds it.
         sender: senderStore(pgStoreSql(poolRunners(pool), pool)),
-        // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
+        // As the event step runs it in a turn (core/event-step.ts): a named prepared statement.
         outboxOf: async (event, now) => {
           const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
           return outboxEntries(effectsFrom(postgresDialect, event, row!), now.toISOString(), [], true);
@@ -2158,7 +2158,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   /**
    * Processing (issue 33): the same deliveries through each store give the same transitions,
    * outbox messages, retries, dead letters and handler calls. The event step is written once
-   * (core/event-step.ts); what runs it is each store's (SQLite mode's pipeline, cluster mode's kicks).
+   * (core/event-step.ts); what runs it is each store's (SQLite mode's pipeline, cluster mode's turns).
    */
   describe('processing', () => {
     const T = new Date(T0);
@@ -3259,7 +3259,7 @@ const OUTBOX: [number, string, string, 'pending' | 'delivered' | 'dead', string 
 const traceContextOf = (id: number): string | null =>
   id === 2 ? '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 vendor=abc' : null;
 
-/** Writes {@link OUTBOX}: messages as the pipeline or a kick stores them, their deliveries, erp's pause. */
+/** Writes {@link OUTBOX}: messages as the pipeline or a turn stores them, their deliveries, erp's pause. */
 async function seedOutbox(store: Opened): Promise<void> {
   for (const [id, destination, orderKey, status, next] of OUTBOX) {
     const created = at((id - 60) * MINUTE);

@@ -123,7 +123,7 @@ function composeCluster(
     },
     // The log the admin API and the console change is PostgreSQL's: its forwarder hears the NOTIFY.
     nudgeSender: () => undefined,
-    // The relay finishes its batch, the workers their kicks (the rest is taken over).
+    // The relay finishes its batch, the workers their turns (the rest is taken over).
     stop: (timeoutMs) => {
       spoolRetention?.stop();
       erasures.stop();
@@ -145,7 +145,7 @@ function scrapedPort(
   return {
     ...node.storePort,
     gauges: (cutoffs) => {
-      // A replica processes once connected with its kick workers: an ingest-only one
+      // A replica processes once connected with its turn workers: an ingest-only one
       // (CLUSTER_CONCURRENCY=0) reports 0, so ConsigNoProcessingHolder sees a cluster without workers.
       metrics.clusterConnected.set(node.connected ? 1 : 0);
       metrics.schemaCompatible.set(node.schemaCompatible ? 1 : 0);

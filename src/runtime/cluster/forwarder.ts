@@ -22,7 +22,7 @@ import { OUTBOX_CHANNEL } from '../../postgres/pg-outbox';
  *
  * - The locks are taken on a dedicated connection (a `pg.Client`, never a pool's: a pool hands its
  *   connections round and ends idle ones, and a session lock lives and dies with its connection).
- *   The same connection `LISTEN`s on `consig_forward`, which the kick notifies after committing new
+ *   The same connection `LISTEN`s on `consig_forward`, which the turn notifies after committing new
  *   messages, and each notification nudges the senders.
  * - Every `lockRetryMs` the replica tries the locks it does not hold (`pg_try_advisory_lock`, never
  *   waiting); for each lock taken it starts a sender for that one destination (the same
@@ -50,7 +50,7 @@ import { OUTBOX_CHANNEL } from '../../postgres/pg-outbox';
  * exclusivity, and PostgreSQL frees it the moment the holder's connection dies.
  *
  * Lock keys: the two-int form `(FORWARD_LOCK_CLASS, hashtext(name))`, a key space PostgreSQL keeps
- * apart from the one-bigint form the relay, the migrations and the kicks use. Two destination names
+ * apart from the one-bigint form the relay, the migrations and the turns use. Two destination names
  * with the same hash share one lock: one replica then sends both, which is still exclusive.
  */
 

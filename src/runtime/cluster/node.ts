@@ -6,12 +6,12 @@ import { storeGauges } from '../../core/gauges';
 import {
   EVENTS_QUEUE,
   type Engine,
-  type KickData,
+  type TurnData,
   POLL_QUEUE,
   type PollData,
   startEngine,
 } from '../../postgres/pg-queues';
-import { type KickOptions, runKicks } from './turn';
+import { type TurnOptions, runTurns } from './turn';
 import { destinationGauges } from '../../core/sender-queries';
 import type { DestinationGauges } from '../../domain/forwarding/sender-store';
 import type { StorePort } from '../../core/store-port';
@@ -55,25 +55,25 @@ import { DEFAULT_HOLDBACK_MAX_MS } from './pg-watermark';
 /**
  * One replica's part of cluster mode (contract §10): once PostgreSQL answers, migrate it (replicas
  * starting together wait for one another), start pg-boss, the relay from this replica's spool, the
- * kick workers and, when the service's API is configured, the registry-poll workers. Until then,
+ * turn workers and, when the service's API is configured, the registry-poll workers. Until then,
  * and whenever PostgreSQL is away later, the replica keeps acknowledging from its spool: nothing
  * here is on the path of an answer.
  *
- * An ingest-only replica (`concurrency` 0, CLUSTER_CONCURRENCY=0) relays and queues kicks but runs
- * no kick or registry-poll worker and sends no destination: its event loop answers webhooks and
+ * An ingest-only replica (`concurrency` 0, CLUSTER_CONCURRENCY=0) relays and queues turns but runs
+ * no turn or registry-poll worker and sends no destination: its event loop answers webhooks and
  * moves them to PostgreSQL, and the replicas with workers process and send everything.
  */
 
-/** The kicks' and the relay's settings, passed on as they are (kick.ts, relay.ts). */
+/** The turns' and the relay's settings, passed on as they are (turn.ts, relay.ts). */
 export interface ClusterNodeOptions
   extends
-    Omit<KickOptions, 'kick' | 'schedulePoll' | 'onProcessed' | 'onError' | 'random'>,
+    Omit<TurnOptions, 'queueTurns' | 'schedulePoll' | 'onProcessed' | 'onError' | 'random'>,
     Pick<RelayOptions, 'replicaId' | 'oldestInFlight'> {
   databaseUrl: string;
   relayBatch: number;
   relayIntervalMs: number;
   /**
-   * Kick workers in this replica. 0: an ingest-only replica (no kick or registry-poll workers, no
+   * Turn workers in this replica. 0: an ingest-only replica (no turn or registry-poll workers, no
    * destination's lock); another replica must process.
    */
   concurrency: number;
@@ -82,7 +82,7 @@ export interface ClusterNodeOptions
   statusClient: StatusClient | null;
   /**
    * Sending (forwarder.ts, in the forwarding thread: runtime/sender-thread.ts): started once
-   * connected, after the migrations (it reads tables they create); stopped before the kicks, so
+   * connected, after the migrations (it reads tables they create); stopped before the turns, so
    * that what was answered is recorded before the locks are given back.
    * @default none (nothing is sent; the outbox still fills for the feed)
    */
@@ -98,8 +98,8 @@ export interface ClusterNodeOptions
    * @default undefined (sessions are left as they are)
    */
   consoleTokens?: TokenFingerprints;
-  /** Seconds a dead replica's kick stays claimed. @default 10 */
-  kickExpireSeconds?: number;
+  /** Seconds a dead replica's turn stays claimed. @default 10 */
+  turnExpireSeconds?: number;
   /**
    * MIGRATE_ON_START (issue 46): false: PostgreSQL is not migrated here; a schema behind this code
    * keeps the replica not ready (webhooks 503), checked again every `schemaCheckMs`. @default true
@@ -117,9 +117,9 @@ export interface ClusterNodeOptions
    */
   orderClock?: OrderClock;
   /**
-   * Answers first (issue 23): the relay's batches, the kicks and the registry polls wait while a
+   * Answers first (issue 23): the relay's batches, the turns and the registry polls wait while a
    * webhook answer is being made on this replica, as SQLite mode's pipeline does. Waiting drops
-   * nothing: rows wait in the spool, kicks in pg-boss, events pending in PostgreSQL.
+   * nothing: rows wait in the spool, turns in pg-boss, events pending in PostgreSQL.
    * @default none (never waits)
    */
   gate?: BackgroundGate;
@@ -152,7 +152,7 @@ export interface ClusterNodeOptions
 /** The longest a read for `/metrics` or the alarms waits for PostgreSQL, client side. */
 const READ_SHORT_MS = 2500;
 const SCHEMA_CHECK_MS = 5000;
-/** How long a replica that finds a breaking migration while it runs waits for its kicks to finish. */
+/** How long a replica that finds a breaking migration while it runs waits for its turns to finish. */
 const REFUSAL_STOP_MS = 10_000;
 
 export class ClusterNode {
@@ -165,8 +165,8 @@ export class ClusterNode {
   private stopping = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private bossErrors = 0;
-  /** Batches of kicks whose transaction failed, since start (logged the first and every 30th time). */
-  private kickFailures = 0;
+  /** Batches of turns whose transaction failed, since start (logged the first and every 30th time). */
+  private turnFailures = 0;
   private retention: { stop(): void } | null = null;
   /** Whether PostgreSQL answers now, once started (a heartbeat on a connection of its own). */
   private readonly liveness: Liveness;
@@ -217,7 +217,7 @@ export class ClusterNode {
       pool: this.pool,
       name: describePgTarget(pgTarget(options.databaseUrl)),
       running: () => this.state === 'running',
-      kick: (sql, keys) => this.started().kick(sql, keys),
+      queueTurns: (sql, keys) => this.started().queueTurns(sql, keys),
       schedulePoll: (sql, requestId, at) => this.started().schedulePoll(sql, requestId, at),
       gauges: (cutoffs) => this.sharedGauges((q) => storeGauges(q, cutoffs)),
     });
@@ -254,7 +254,7 @@ export class ClusterNode {
   }
 
   /**
-   * Whether this replica processes: connected, with its kick workers registered in pg-boss (false
+   * Whether this replica processes: connected, with its turn workers registered in pg-boss (false
    * on an ingest-only replica). `/readyz` `processing` and `consig_processing_holder` say it.
    */
   get processing(): boolean {
@@ -449,7 +449,7 @@ export class ClusterNode {
           error: (fields, message) => this.bossError(fields, message),
           warn: (fields, message) => logger.warn(fields, message),
         },
-        kickExpireSeconds: this.options.kickExpireSeconds,
+        turnExpireSeconds: this.options.turnExpireSeconds,
       });
       if (this.stopping) return;
       await this.startWorkers(this.engine);
@@ -463,7 +463,7 @@ export class ClusterNode {
       logger.info(
         { replica: this.options.replicaId, concurrency: this.options.concurrency },
         this.options.concurrency === 0
-          ? 'cluster mode: connected to PostgreSQL; relay running; ingest-only (CLUSTER_CONCURRENCY=0): no kick or registry-poll workers, no destinations'
+          ? 'cluster mode: connected to PostgreSQL; relay running; ingest-only (CLUSTER_CONCURRENCY=0): no turn or registry-poll workers, no destinations'
           : 'cluster mode: connected to PostgreSQL; relay and workers running',
       );
     } catch (err) {
@@ -583,7 +583,7 @@ export class ClusterNode {
       ...options,
       batch: options.relayBatch,
       intervalMs: options.relayIntervalMs,
-      kick: (sql, keys) => engine.kick(sql, keys),
+      queueTurns: (sql, keys) => engine.queueTurns(sql, keys),
       lockTimeoutMs: (options.limits ?? DEFAULT_CONNECTION_LIMITS).lockTimeoutMs,
       onBatch: (rows, delays) => options.metrics?.relayed?.(rows, delays),
       onBeat: (beat) => {
@@ -603,13 +603,13 @@ export class ClusterNode {
     return relay;
   }
 
-  /** The kick and registry-poll workers; none on an ingest-only replica. */
+  /** The turn and registry-poll workers; none on an ingest-only replica. */
   private async startWorkers(engine: Engine): Promise<void> {
     const { options } = this;
     if (options.concurrency === 0) return;
-    const kicks: KickOptions = {
+    const turns: TurnOptions = {
       ...options,
-      kick: (s, k, startAfter) => engine.kick(s, k, startAfter),
+      queueTurns: (s, k, startAfter) => engine.queueTurns(s, k, startAfter),
       schedulePoll: (sql, requestId, at) => engine.schedulePoll(sql, requestId, at),
       onProcessed: options.metrics?.processed,
       onError: (_err, event) => options.metrics?.handlerFailure?.(event.evento ?? event.kind),
@@ -623,12 +623,12 @@ export class ClusterNode {
         burstWhenBatchFull: true,
         pollingIntervalSeconds: 0.5,
         // With LISTEN/NOTIFY on, this is the polling interval (30 s by default). NOTIFY fires only
-        // when a job is inserted: a retry whose startAfter comes due, or a kick freed by an expired
+        // when a job is inserted: a retry whose startAfter comes due, or a turn freed by an expired
         // claim after a crash, is found only by polling (docs/cluster.md §5.6).
         notifyPollingIntervalSeconds: 2,
         transactional: true,
       },
-      async (jobs: Job<KickData>[], tx: BossDb) => {
+      async (jobs: Job<TurnData>[], tx: BossDb) => {
         // Answers first: the batch is claimed and its transaction begun (pg-boss offers no hook
         // before the claim), but nothing is read or locked yet. The wait is bounded by the gate's
         // floor (DEFAULT_DEFERRAL: 500 ms), well inside the claim's expiry and the idle-in-transaction
@@ -637,24 +637,24 @@ export class ClusterNode {
         const sql = sqlOfBossDb(tx);
         const keys = jobs.map((job) => job.data.key);
         try {
-          await runKicks(sql, keys, kicks);
+          await runTurns(sql, keys, turns);
         } catch (err) {
           // Not an event's failure (those are recorded in `events`): the batch's transaction failed,
-          // and pg-boss retries its kicks with backoff. Said, so that a key held back is visible.
-          this.kickFailures += 1;
-          if (this.kickFailures === 1 || this.kickFailures % 30 === 0)
+          // and pg-boss retries its turns with backoff. Said, so that a key held back is visible.
+          this.turnFailures += 1;
+          if (this.turnFailures === 1 || this.turnFailures % 30 === 0)
             options.logger.warn(
-              { err: (err as Error).message, keys: keys.length, count: this.kickFailures },
-              'a batch of kicks failed; pg-boss retries it',
+              { err: (err as Error).message, keys: keys.length, count: this.turnFailures },
+              'a batch of turns failed; pg-boss retries it',
             );
           throw err;
         }
       },
     );
     if (options.statusClient === null) return;
-    // The kicks' clock, schedule, logger and queues.
+    // The turns' clock, schedule, logger and queues.
     const polls: PollJobDeps = {
-      ...kicks,
+      ...turns,
       client: options.statusClient,
       transaction: (fn) => this.transaction(fn),
       query: (text, values) => sqlOf(this.pool).query(text, values),

@@ -7,7 +7,7 @@ import type { ClusterLogger } from '../../postgres/pg-sql';
 /**
  * RETENTION_DAYS in cluster mode (contract §10): when PostgreSQL's pass runs. The pass itself is
  * core/prune-pass.ts's, the same statements as SQLite mode's, in batches of one short transaction
- * each (row locks that skip what another transaction holds), so that the relay and the kicks never
+ * each (row locks that skip what another transaction holds), so that the relay and the turns never
  * wait on it for long. A pass that stops half-way (a replica dies, shuts down, loses PostgreSQL)
  * leaves only whole batches behind; the next pass walks the table again and finds what is left.
  *

@@ -5,21 +5,21 @@ import type { PgSql } from '../../postgres/pg-sql';
 /**
  * The hold-back window on PostgreSQL (docs/cluster.md §10; the rule is src/domain/watermark.ts):
  * each relay's heartbeat in `relay_spools`, and `held_keys`, the work keys whose pending events are
- * above the watermark. Every pending event is either processed, or its key has a queued kick, or a
- * row in `held_keys` that a relay's turn releases (kicks) once the watermark reaches it:
+ * above the watermark. Every pending event is either processed, or its key has a queued turn, or a
+ * row in `held_keys` that a relay's beat releases (queueing its turn) once the watermark reaches it:
  * - the relay writes a row for each key of its batch whose events are all above the watermark, and
- *   kicks the others (relay.ts);
- * - a kick stops a key at its first event above the watermark and writes that event's received_at;
- * - every relay's turn (a batch, or an idle pause) deletes the rows the watermark has reached and
- *   kicks their keys, in one transaction.
- * A row may be released, or written, once too often (a kick then finds nothing to do); none is lost:
- * a release skips the rows another transaction has locked, which are left for the next turn.
+ *   queues a turn for the others (relay.ts);
+ * - a turn stops a key at its first event above the watermark and writes that event's received_at;
+ * - every relay's beat (a batch, or an idle pause) deletes the rows the watermark has reached and
+ *   queues their keys' turns, in one transaction.
+ * A row may be released, or written, once too often (a turn then finds nothing to do); none is lost:
+ * a release skips the rows another transaction has locked, which are left for the next beat.
  */
 
 /** CLUSTER_HOLDBACK_MAX_MS's default: a silent relay is waited for this long, then dropped. */
 export const DEFAULT_HOLDBACK_MAX_MS = 5000;
 
-/** Keys released per turn; the next turn (RELAY_INTERVAL_MS at most) takes the rest. */
+/** Keys released per beat; the next beat (RELAY_INTERVAL_MS at most) takes the rest. */
 const RELEASE_LIMIT = 2000;
 
 /** The heartbeats of every spool, and PostgreSQL's clock as it read them. */
@@ -59,14 +59,14 @@ export async function readBeats(sql: PgSql): Promise<Beats> {
   return { beats, now: rows[0]?.now ?? new Date(), recorded, timeline: Number(rows[0]?.timeline ?? 0) };
 }
 
-/** The watermark now, as a kick sees it (one statement). */
+/** The watermark now, as a turn sees it (one statement). */
 export async function currentWatermark(sql: PgSql, maxMs: number): Promise<Watermark> {
   const { beats, now } = await readBeats(sql);
   return watermarkOf(beats, now, maxMs);
 }
 
 /**
- * A spool's heartbeat, as its relay publishes it (in the batch's transaction, or a turn's):
+ * A spool's heartbeat, as its relay publishes it (in the batch's transaction, or an idle beat's):
  * `heartbeatAt` is PostgreSQL's clock, read in the same transaction.
  */
 export interface Beat extends RelayBeat {

@@ -18,7 +18,7 @@ import type { PgSql } from '../../postgres/pg-sql';
  * src/runtime/single/poller.ts): one job per registration that is not final (`r:<requestId>`, policy
  * stately), so exactly one replica polls it. The job is not transactional: the status query is an
  * HTTP call and must not hold a transaction open. After it, one transaction stores the answer as a
- * `poll` event (dedup key `poll:<requestId>:<status>`, as in SQLite mode) with a kick for its work
+ * `poll` event (dedup key `poll:<requestId>:<status>`, as in SQLite mode) with a turn for its work
  * key, records the poll, and schedules the next one unless the answer is final or the registration
  * went stale. A replica that dies mid-poll: the job runs again elsewhere; the repeated GET is
  * harmless and its answer deduplicates. Every decision is domain/registry-poll.ts's, as in SQLite
@@ -37,7 +37,7 @@ export interface PollJobDeps {
   /** Runs `fn` in one PostgreSQL transaction. */
   transaction<T>(fn: (sql: PgSql) => Promise<T>): Promise<T>;
   query: PgSql['query'];
-  kick(sql: PgSql, keys: readonly string[]): Promise<void>;
+  queueTurns(sql: PgSql, keys: readonly string[]): Promise<void>;
   schedulePoll(sql: PgSql, requestId: string, at: Date): Promise<void>;
   onPoll?(outcome: PollOutcome): void;
   logger: Record<PollLog['level'], (fields: Readonly<Record<string, unknown>>, message: string) => void>;
@@ -81,12 +81,12 @@ export async function runPollJob(requestId: string, deps: PollJobDeps): Promise<
   return d.outcome;
 }
 
-/** In one transaction: the answer (with its kick) if any, the row's poll fields, the next poll's job. */
+/** In one transaction: the answer (with its turn) if any, the row's poll fields, the next poll's job. */
 async function recordPoll(deps: PollJobDeps, requestId: string, d: PollDecision, now: Date): Promise<void> {
   const next = d.record.nextPollAt === null ? null : new Date(d.record.nextPollAt);
   await deps.transaction(async (sql) => {
     if (d.event) {
-      // Before the first write (postgres/pg-locks.ts): the answer's kick cannot be absorbed by one that
+      // Before the first write (postgres/pg-locks.ts): the answer's turn cannot be absorbed by one that
       // started without it.
       await holdKeys(sql, [d.event.workKey]);
       await storeAnswer(sql, deps, d.event, now);
@@ -112,7 +112,7 @@ async function storeAnswer(sql: PgSql, deps: PollJobDeps, event: PollEvent, now:
      RETURNING e.id, (e.xmax = 0) AS inserted`,
     [event.dedupKey, event.kind, event.requestId, event.registryStatus, now.toISOString(), body, body.length],
   );
-  if (stored[0]?.inserted) await deps.kick(sql, [event.workKey]);
+  if (stored[0]?.inserted) await deps.queueTurns(sql, [event.workKey]);
 }
 
 async function markStale(deps: PollJobDeps, requestId: string, log: PollLog): Promise<void> {

@@ -30,16 +30,16 @@ import {
  * SQLite spool into PostgreSQL, in batches, so that the answer to the service never waits for the
  * network. Each batch is one PostgreSQL transaction:
  * 1. an advisory lock shared by every replica's relay, so `events.id` follows commit order (a
- *    kick that processed a proposal's id 10 never later finds a committed id 9 behind it);
+ *    turn that processed a proposal's id 10 never later finds a committed id 9 behind it);
  * 2. the delivery rows, keyed by (spool, spool_id): a batch sent again after a lost commit
  *    acknowledgement inserts nothing, and only the rows new to PostgreSQL go on;
  * 3. their events, deduplicated on dedup_key across replicas: a copy already there (acknowledged by
  *    another replica) adds 1 to its `duplicates`; a local `duplicate` answer adds 1 as well;
- * 4. for each work key that got a new pending event: a kick (pg-boss, same transaction) when the
+ * 4. for each work key that got a new pending event: a turn (pg-boss, same transaction) when the
  *    watermark is already past one of its events, else a hold until it is (watermark.ts).
  * The batch also publishes the spool's heartbeat (what it now covers) and releases the holds the
  * watermark has now reached; an idle pass of the loop does both in a transaction of its own
- * (`turn`; docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
+ * (`beat`; docs/cluster.md §10, the hold-back window). The spool's cursor moves only after the commit.
  * PostgreSQL down or failing over: the batch is tried again with backoff while the spool keeps
  * acknowledging.
  */
@@ -63,7 +63,7 @@ export interface RelayOptions {
   batch: number;
   /** Pause when the spool is empty; a nudge (a new delivery) wakes the relay sooner. */
   intervalMs: number;
-  kick(sql: PgSql, keys: readonly string[]): Promise<void>;
+  queueTurns(sql: PgSql, keys: readonly string[]): Promise<void>;
   now(): Date;
   logger: ClusterLogger;
   /** After each committed batch: rows, and each delivery's seconds from acknowledgement to commit. */
@@ -88,7 +88,7 @@ export interface RelayOptions {
    * @default none (never waits)
    */
   gate?: BackgroundGate;
-  /** After each heartbeat: the watermark as this turn saw it, this replica's clock offset, keys released. */
+  /** After each heartbeat: the watermark as this beat saw it, this replica's clock offset, keys released. */
   onBeat?(beat: BeatFigures): void;
   /** Deliveries relayed below the watermark (this spool had been dropped from it): processed late. */
   onLate?(rows: number): void;
@@ -113,7 +113,7 @@ interface Observed extends Pick<BeatFigures, 'timeline' | 'clockOffsetMs' | 'rea
 }
 
 export interface BeatFigures {
-  /** PostgreSQL's timeline as this turn read it (a promotion starts a new one). */
+  /** PostgreSQL's timeline as this beat read it (a promotion starts a new one). */
   timeline: number;
   watermark: Watermark;
   /** This replica's clock minus PostgreSQL's, ms. */
@@ -158,7 +158,7 @@ export class Relay {
   private readonly maxMs: number;
   /**
    * The highest watermark this relay has read. A delivery relayed below it is late even when the
-   * watermark stands lower now: a dropped replica's first beat back (an idle turn) republishes its
+   * watermark stands lower now: a dropped replica's first beat back (an idle beat) republishes its
    * oldest unrelayed delivery and moves the watermark back, but what it passed meanwhile may have
    * been processed. Read before this spool's own beat is written, so a dropped spool sees the others'.
    */
@@ -266,10 +266,10 @@ export class Relay {
 
   /**
    * One heartbeat and release, in a transaction of its own: publishes what this spool covers now,
-   * then kicks the held keys the watermark has reached. Returns how many it released (0 when it
+   * then queues the turns of the held keys the watermark has reached. Returns how many it released (0 when it
    * found PostgreSQL behind the spool: it published nothing, and the next batch sends the gap).
    */
-  async turn(): Promise<number> {
+  async beat(): Promise<number> {
     try {
       const figures = await inPoolTransaction(this.pool, 'BEGIN', async (client) => {
         const sql = sqlOf(client);
@@ -292,7 +292,7 @@ export class Relay {
       try {
         moved = await this.relayOnce();
         // A batch published the heartbeat and released what it could; an idle pass does it alone.
-        if (moved === 0) await this.turn();
+        if (moved === 0) await this.beat();
         if (this.failures > 0)
           this.options.logger.info(
             { failures: this.failures },
@@ -415,7 +415,7 @@ export class Relay {
 
   /**
    * Publishes `own`, this spool's heartbeat (the watermark moves as far as it lets it), writes
-   * `holds`, then kicks the held keys the watermark has now reached, with `keys`.
+   * `holds`, then queues the turns of the held keys the watermark has now reached, and of `keys`.
    */
   private async settle(
     sql: PgSql,
@@ -428,7 +428,7 @@ export class Relay {
     const after = this.withOwn(o, own);
     await hold(sql, holds);
     const released = await release(sql, after.at);
-    await this.options.kick(sql, [...new Set([...released, ...keys])]);
+    await this.options.queueTurns(sql, [...new Set([...released, ...keys])]);
     return {
       timeline: o.timeline,
       watermark: after,
@@ -449,10 +449,10 @@ export class Relay {
     );
     const o = await this.observe(sql, last.id);
     const plan = planBatch(rows, this.withOwn(o, o.own).at);
-    // Before the relay lock, so that waiting for a kick never holds up the other replicas' relays:
-    // the kick locks of the keys this batch kicks (a kick running on one commits first, and one
+    // Before the relay lock, so that waiting for a turn never holds up the other replicas' relays:
+    // the turn locks of the keys this batch queues turns for (a turn running on one commits first, and one
     // that starts now waits for this batch: postgres/pg-locks.ts), and the holds of the others.
-    await holdKeys(sql, plan.kick);
+    await holdKeys(sql, plan.turns);
     await hold(sql, plan.holds);
     await sql.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK_KEY.toString()]);
     const fresh = await this.insertDeliveries(sql, rows);
@@ -471,8 +471,8 @@ export class Relay {
          AND d.outcome IN ('accepted', 'quarantined', 'duplicate')`,
       [this.spool.id, news.map((r) => r.id)],
     );
-    const kicked = new Set(plan.kick);
-    // The heartbeat last, as late as it can be said; what it lets go is kicked with the batch's keys:
+    const queued = new Set(plan.turns);
+    // The heartbeat last, as late as it can be said; what it lets go gets its turn queued with the batch's keys:
     // a turn's work, done here so that a busy relay pays one transaction per batch, not two. An
     // event without a shared key is its own (`e:<id>`), known only now; nobody else can hold it.
     const figures = await this.settle(
@@ -483,7 +483,7 @@ export class Relay {
         .filter((e) => e.shared === null && !plan.due(e.order_at))
         .map((e) => ({ key: e.key, until: e.order_at })),
       inserted
-        .filter((e) => (e.shared === null ? plan.due(e.order_at) : kicked.has(e.key)))
+        .filter((e) => (e.shared === null ? plan.due(e.order_at) : queued.has(e.key)))
         .map((e) => e.key),
     );
     // Below the highest watermark read: another spool's later events may have been processed.
@@ -614,15 +614,15 @@ function orderTimeOf(r: SpoolRow): string {
 }
 
 /**
- * Which shared keys the batch kicks at once (one of their events, that processing will see, is at
- * or below the watermark `at`: a kick processes it now, and holds the rest itself) and which it
+ * Which shared keys the batch queues a turn for at once (one of their events, that processing will see, is at
+ * or below the watermark `at`: a turn processes it now, and holds the rest itself) and which it
  * holds until the watermark reaches their oldest event. A duplicate may be planned for too: its
- * hold or kick finds nothing.
+ * hold or turn finds nothing.
  */
 function planBatch(
   rows: readonly SpoolRow[],
   at: Date | null,
-): { kick: string[]; holds: Hold[]; due(receivedAt: Date): boolean } {
+): { turns: string[]; holds: Hold[]; due(receivedAt: Date): boolean } {
   const due = (receivedAt: Date) => at === null || receivedAt.getTime() <= at.getTime();
   const oldest = new Map<string, Date>();
   for (const r of rows) {
@@ -633,11 +633,11 @@ function planBatch(
     const e = new Date(orderTimeOf(r));
     if (seen === undefined || e.getTime() < seen.getTime()) oldest.set(key, e);
   }
-  const kick: string[] = [];
+  const turns: string[] = [];
   const holds: Hold[] = [];
   for (const [key, until] of oldest) {
-    if (due(until)) kick.push(key);
+    if (due(until)) turns.push(key);
     else holds.push({ key, until });
   }
-  return { kick, holds, due };
+  return { turns, holds, due };
 }

@@ -13,32 +13,32 @@ import { Aborted, type Done, pgStepOps, type SchedulePoll } from '../../postgres
 import { currentWatermark, DEFAULT_HOLDBACK_MAX_MS, hold, type Hold } from './pg-watermark';
 
 /**
- * A kick: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
+ * A turn: processes one work key's due events in order time (`order_at`: PostgreSQL's clock when a
  * replica acknowledged each, as that replica estimated it, issue 36; `received_at` for an event
  * without one), those at or below the watermark only (docs/cluster.md §10: a key's events wait
  * until every relay has moved past them; the first one above it is held, watermark.ts), inside the
- * transaction pg-boss opened for the kick and commits with the kick's completion (docs/cluster.md
+ * transaction pg-boss opened for the turn and commits with the turn's completion (docs/cluster.md
  * §5.2). An event's effects and its `done` mark commit together, or, when a handler throws, roll
  * back together while the failure itself is recorded (attempts, backoff, dead letter). So an
- * event's effects happen once however often a kick runs, and a kick that dies before its commit
- * leaves its events pending for the next one. How a batch of kicks gets there in few statements:
- * {@link runKicks}.
+ * event's effects happen once however often a turn runs, and a turn that dies before its commit
+ * leaves its events pending for the next one. How a batch of turns gets there in few statements:
+ * {@link runTurns}.
  *
- * The kick lock (postgres/pg-locks.ts) makes two kicks of one key never overlap even if the engine's
- * one-active-per-key rule were ever broken (a claim that expired while its kick was still running),
- * and makes a kick wait for any transaction still adding events to its keys.
+ * The turn lock (postgres/pg-locks.ts) makes two turns of one key never overlap even if the engine's
+ * one-active-per-key rule were ever broken (a claim that expired while its turn was still running),
+ * and makes a turn wait for any transaction still adding events to its keys.
  */
 
-/** Events per kick: a key with more is kicked again in the same transaction. */
-export const KICK_BATCH = 64;
+/** Events per queueTurns: a key with more is queued again in the same transaction. */
+export const TURN_BATCH = 64;
 
-/** What a kick runs with: core/effects.ts's poll schedule, the step's settings, the clock, the queues. */
-export interface KickOptions extends Pick<EffectsEnv, 'schedule'> {
+/** What a turn runs with: core/effects.ts's poll schedule, the step's settings, the clock, the queues. */
+export interface TurnOptions extends Pick<EffectsEnv, 'schedule'> {
   maxAttempts: number;
   backoff: { baseMs: number; maxMs: number };
   random?: () => number;
   /** Re-queues the key (more events waiting, or a retry due at `startAfter`), in `sql`'s transaction. */
-  kick(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void>;
+  queueTurns(sql: PgSql, keys: readonly string[], startAfter?: Date): Promise<void>;
   /** Queues a registration's first poll in `sql`'s transaction (postgres/pg-queues.ts `schedulePoll`). */
   schedulePoll: SchedulePoll;
   now(): Date;
@@ -82,14 +82,14 @@ const EVENT_COLUMNS = `id, kind, evento, nu_proposta, request_id, registry_statu
   coalesce(order_at, received_at) AS order_at, status, attempts, next_attempt_at, webhook_id, dedup_key, tentativa,
   trace_context`;
 
-const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${KICK_BATCH}`;
+const BY_ORDER_TIME = `ORDER BY coalesce(order_at, received_at), id LIMIT ${TURN_BATCH}`;
 
 /*
  * The statements an event runs are prepared (pg-sql.ts `prepared`): the event step's
  * (core/event-step.ts) and the effects'. Those a batch runs once are sent as plain text, planned at
  * each run: a generic plan made while a table is still small (a new database) is kept by the
  * connection until the table is next analysed, and for an `= ANY` or an `unnest` join it is a
- * sequential scan. test/integration/cluster-kick-batch.test.ts checks the generic plans of the
+ * sequential scan. test/integration/cluster-turn-batch.test.ts checks the generic plans of the
  * prepared ones.
  */
 
@@ -106,7 +106,7 @@ const KEY_CONDITION = {
 } as const;
 
 /**
- * Each key's due events, up to KICK_BATCH, for the kinds of keys the batch has (parameter $n is
+ * Each key's due events, up to TURN_BATCH, for the kinds of keys the batch has (parameter $n is
  * the array of the n-th kind's values): `slot` is the key's place in its array.
  */
 function dueSql(kinds: readonly (keyof typeof KEY_CONDITION)[]): string {
@@ -135,14 +135,14 @@ function parseKey(key: string): Key {
   throw new Error(`not a work key: ${key}`);
 }
 
-/** What a batch of kicks loaded: each key's due events in order time, and the watermark read before them. */
+/** What a batch of turns loaded: each key's due events in order time, and the watermark read before them. */
 interface Work {
   keys: { key: string; rows: EventRow[] }[];
   /** null: no relay has published a heartbeat, nothing to wait for. */
   watermark: Date | null;
 }
 
-/** The order a kick runs events in: order time (PostgreSQL's clock, as estimated), then id. */
+/** The order a turn runs events in: order time (PostgreSQL's clock, as estimated), then id. */
 function byReceipt(a: EventRow, b: EventRow): number {
   return a.order_at.getTime() - b.order_at.getTime() || Number(a.id) - Number(b.id);
 }
@@ -150,7 +150,7 @@ function byReceipt(a: EventRow, b: EventRow): number {
 /**
  * Locks the keys (postgres/pg-locks.ts), reads the watermark and loads each key's due events, three
  * statements for the whole batch. The load is a statement of its own, after the lock: its snapshot
- * then sees whatever an earlier kick of the same keys, or a producer of their events, committed;
+ * then sees whatever an earlier turn of the same keys, or a producer of their events, committed;
  * and after the watermark: every event at or below it is committed by then. An event is taken
  * once, by the first key that selects it.
  */
@@ -178,7 +178,7 @@ async function loadWork(sql: PgSql, keys: readonly string[], maxMs: number): Pro
 }
 
 /**
- * Processes each key's due events, in one transaction (a batch of kicks pg-boss handed one
+ * Processes each key's due events, in one transaction (a batch of turns pg-boss handed one
  * worker). The messages they cause are stored last, once for the batch: the outbox's lock
  * (pg-outbox.ts) is then held only for those inserts and the commit, never while events run.
  *
@@ -195,7 +195,7 @@ async function loadWork(sql: PgSql, keys: readonly string[], maxMs: number): Pro
  * `sql` (a counter, a call) would happen twice.
  * Either way an event's effects and its `done` mark commit together, or not at all.
  */
-export async function runKicks(sql: PgSql, keys: readonly string[], options: KickOptions): Promise<number> {
+export async function runTurns(sql: PgSql, keys: readonly string[], options: TurnOptions): Promise<number> {
   const work = await loadWork(sql, keys, options.holdbackMaxMs ?? DEFAULT_HOLDBACK_MAX_MS);
   const first = await runPass(sql, work, options, partnerWork(work, options) ? { threw: null } : null);
   // The careful pass runs the batch again from the start, holds included, and never ends early.
@@ -219,7 +219,7 @@ interface Pass {
 }
 
 /**
- * One pass over the batch ({@link runKicks}). Fast (`careful` null): under the batch's savepoint;
+ * One pass over the batch ({@link runTurns}). Fast (`careful` null): under the batch's savepoint;
  * log lines, metrics, messages and done marks kept until the pass is, so that a pass run again
  * counts once; the first event that throws ends it, returned (the savepoint is then rolled back, and
  * nothing of the pass remains). Careful: each event in a savepoint of its own, told at once; what
@@ -228,7 +228,7 @@ interface Pass {
 async function runPass(
   sql: PgSql,
   work: Work,
-  options: KickOptions,
+  options: TurnOptions,
   careful: { threw: Threw | null } | null,
 ): Promise<Pass | Threw> {
   const facts = new Map(
@@ -312,14 +312,14 @@ function heldOf(work: Work): Hold[] {
  * acknowledged them, SQLite mode's order, so that an event of one key never runs before an earlier
  * event of another key in the same batch (a registry result before its proposal's next event). A
  * key stops at its first event above the watermark (pushed to `holds`), at a retry not due yet (it
- * holds its proposal's later events back, and is kicked again when due), and at the first step that
+ * holds its proposal's later events back, and is queued again when due), and at the first step that
  * says 'stop' (a failure to retry later); 'abort' ends the whole batch. Each key that stopped
- * nowhere and loaded a full batch is kicked again.
+ * nowhere and loaded a full batch is queued again.
  */
 async function eachInOrder(
   sql: PgSql,
   work: Work,
-  options: KickOptions,
+  options: TurnOptions,
   holds: Hold[],
   step: (row: EventRow, now: Date, key: string) => Promise<Step>,
 ): Promise<void> {
@@ -340,12 +340,12 @@ async function eachInOrder(
     if (next === 'abort') return;
     if (next === 'stop') stopped.add(key);
   }
-  const full = work.keys.filter((w) => w.rows.length === KICK_BATCH && !stopped.has(w.key)).map((w) => w.key);
-  if (full.length > 0) await options.kick(sql, full);
+  const full = work.keys.filter((w) => w.rows.length === TURN_BATCH && !stopped.has(w.key)).map((w) => w.key);
+  if (full.length > 0) await options.queueTurns(sql, full);
 }
 
 /** Whether a partner's handler would run for an event of the batch that the watermark has reached. */
-function partnerWork(work: Work, options: KickOptions): boolean {
+function partnerWork(work: Work, options: TurnOptions): boolean {
   const handlers = options.handlers;
   if (handlers === undefined || handlers.empty) return false;
   return work.keys.some((w) =>
@@ -358,9 +358,9 @@ function notDue(row: EventRow, now: Date): boolean {
   return row.next_attempt_at !== null && row.next_attempt_at.getTime() > now.getTime();
 }
 
-/** `key` kicked again at `at` (a retry's time), and stopped in this kick. */
-async function retryLater(sql: PgSql, options: KickOptions, key: string, at: Date | string): Promise<Step> {
-  await options.kick(sql, [key], new Date(at));
+/** `key` queued again at `at` (a retry's time), and stopped in this turn. */
+async function retryLater(sql: PgSql, options: TurnOptions, key: string, at: Date | string): Promise<Step> {
+  await options.queueTurns(sql, [key], new Date(at));
   return 'stop';
 }
 

@@ -289,7 +289,7 @@ export class Pipeline {
    * Loads every pending/failed event not tracked yet, whoever stored it; returns how many were
    * added. One read transaction, so the backlog and the watermark come from one snapshot. A retry
    * not due yet holds its proposal back as it did before the restart (the sweep lets it go when
-   * due), as a kick waits for its `next_attempt_at` in cluster mode.
+   * due), as a turn waits for its `next_attempt_at` in cluster mode.
    */
   private recover(): number {
     const before = this.tracked.size;
