@@ -3,8 +3,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Client, Pool } from 'pg';
-import { EVENTS_QUEUE } from '../src/cluster/engine';
-import Database from '../src/store/sqlite-driver';
+import { EVENTS_QUEUE } from '../src/postgres/pg-queues';
+import Database from '../src/sqlite/sqlite-driver';
 import type { ClusterBenchOptions, ClusterHarness } from './protocol';
 import type { ReceiverRun } from './protocol';
 import { cpuMicros, httpGet, metric, percentile, pinToCpus, until } from '../rigs/harness';
@@ -387,8 +387,8 @@ export function transactions(db: RunDatabase): Promise<number> {
   return db.count('SELECT count(DISTINCT pg_xact_commit_timestamp(xmin)) AS n FROM proposal_transitions');
 }
 
-/** Kick jobs pg-boss completed. */
-export function kicks(db: RunDatabase): Promise<number> {
+/** Turn jobs pg-boss completed. */
+export function turns(db: RunDatabase): Promise<number> {
   return db.count(`SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [
     EVENTS_QUEUE,
   ]);

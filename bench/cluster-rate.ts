@@ -7,7 +7,7 @@ import {
   cpuSnapshot,
   cpuUse,
   type CpuUse,
-  kicks,
+  turns,
   machineLoad,
   type MachineLoad,
   metricsOf,
@@ -62,10 +62,10 @@ export interface RateRun {
   /** 200 → commit of the event's transition; 200 → proposal_transitions.at. */
   endToEnd: Spread;
   endToEndAt: Spread;
-  /** 200 → relay commit; relay commit → the kick ran the event; the event → its commit (p50/p99). */
-  parts: { toRelay: Spread; toKick: Spread; toCommit: Spread };
-  /** Kick jobs completed and processing transactions, for the events of the run. */
-  kicks: number;
+  /** 200 → relay commit; relay commit → the turn ran the event; the event → its commit (p50/p99). */
+  parts: { toRelay: Spread; toTurn: Spread; toCommit: Spread };
+  /** Turn jobs completed and processing transactions, for the events of the run. */
+  turns: number;
   transactions: number;
   /** From the first delivery sent to every event processed, per delivery. */
   cpu: CpuUse;
@@ -193,7 +193,7 @@ async function rateFigures(
      LEFT JOIN proposal_transitions t ON t.event_id = e.id`,
   );
   const byKey = new Map(rows.rows.map((r) => [r.dedup_key, r]));
-  const series = { toRelay: [] as number[], toKick: [] as number[], toCommit: [] as number[] };
+  const series = { toRelay: [] as number[], toTurn: [] as number[], toCommit: [] as number[] };
   const e2e: number[] = [];
   const e2eAt: number[] = [];
   const answers: number[] = [];
@@ -209,7 +209,7 @@ async function rateFigures(
     e2e.push(committed - answered);
     e2eAt.push(at - answered);
     series.toRelay.push(relayed - answered);
-    series.toKick.push(at - relayed);
+    series.toTurn.push(at - relayed);
     series.toCommit.push(committed - at);
   }
   return {
@@ -234,10 +234,10 @@ async function rateFigures(
     endToEndAt: spread(e2eAt),
     parts: {
       toRelay: spread(series.toRelay),
-      toKick: spread(series.toKick),
+      toTurn: spread(series.toTurn),
       toCommit: spread(series.toCommit),
     },
-    kicks: await kicks(db),
+    turns: await turns(db),
     transactions: await transactions(db),
     cpu: after.cpu,
     machine: machineLoad(),

@@ -67,11 +67,11 @@ function ingestReport(f: ClusterFigures, o: ClusterBenchOptions): string[] {
     const processed = of(mode).map((r) => cpu(r.processedPerSecond));
     const beside =
       mode === 'cluster'
-        ? 'the relay and the kick workers run beside the load'
+        ? 'the relay and the turn workers run beside the load'
         : 'CLUSTER_CONCURRENCY=0: the relay alone runs beside the load';
     const after =
       mode === 'cluster'
-        ? `processing (one kick per event: each delivery of load.ts is a new proposal) ran ${processed.join(', ')} events/s ` +
+        ? `processing (one turn per event: each delivery of load.ts is a new proposal) ran ${processed.join(', ')} events/s ` +
           `from the first event done to the last, and caught up ${catchUp.join(', ')} s after each load`
         : `events processed before a replica with workers started: ${of(mode)
             .map((r) => r.doneBeforeProcessing ?? '-')
@@ -146,15 +146,15 @@ function drainReport(f: ClusterFigures, o: ClusterBenchOptions): string[] {
   if (d0 === undefined) return ['3. processing throughput: not run'];
   const out = [
     `3. processing throughput on PostgreSQL: ${d0.events} pending life-cycle events (${d0.proposals} proposals × ${HAPPY_PATH.length} ` +
-      `steps, interleaved), written with SQL in transactions of 2 000 with one kick per proposal queued through the real engine ` +
-      `(src/cluster/engine.ts) before the replica started (written in ${d0.prefillSeconds.toFixed(1)} s, not timed); one replica ` +
+      `steps, interleaved), written with SQL in transactions of 2 000 with one turn per proposal queued through the real engine ` +
+      `(src/postgres/pg-queues.ts) before the replica started (written in ${d0.prefillSeconds.toFixed(1)} s, not timed); one replica ` +
       `(\`serve\`) drains them; timed from the first event's processed_at to the last processing commit`,
   ];
   for (const d of f.drains) {
     out.push(
       `   CLUSTER_CONCURRENCY=${d.concurrency}: ${Math.round(d.eventsPerSecond)} events/s (${d.seconds.toFixed(2)} s); ` +
         `${d.done}/${d.events} done, ${d.transitions} transitions, ${d.orderViolations} out of order ${drainOk(d, o.drainEvents) ? 'ok' : 'MISMATCH'}; ` +
-        `${d.kicks} kicks (${(d.events / Math.max(1, d.kicks)).toFixed(1)} events each) in ${d.transactions} transactions ` +
+        `${d.turns} turns (${(d.events / Math.max(1, d.turns)).toFixed(1)} events each) in ${d.transactions} transactions ` +
         `(${(d.events / Math.max(1, d.transactions)).toFixed(1)} events each); ${cpuText(d.cpu, 'event', d.machine)}`,
     );
   }
@@ -186,15 +186,15 @@ function endToEndReport(r: RateRun, row = 4): string[] {
       `(${HAPPY_PATH.length} life-cycle steps per proposal, 50 proposals interleaved), ${where}; the sender's clock (200 received) ` +
       `against PostgreSQL's (same machine)`,
     `   to the commit of its proposal_transitions row: ${spreadText(r.endToEnd)} over ${r.matched}/${r.ok200} deliveries`,
-    `   to proposal_transitions.at (= proposals.updated_at; the kick's clock as it ran the event): ${spreadText(r.endToEndAt)}`,
-    `   parts, p50 / p99: 200 → relay commit ${ms(r.parts.toRelay.p50Ms)} / ${ms(r.parts.toRelay.p99Ms)} ms; relay commit → kick runs ` +
-      `the event (pg-boss NOTIFY, fetch) ${ms(r.parts.toKick.p50Ms)} / ${ms(r.parts.toKick.p99Ms)} ms; event → its commit ` +
+    `   to proposal_transitions.at (= proposals.updated_at; the turn's clock as it ran the event): ${spreadText(r.endToEndAt)}`,
+    `   parts, p50 / p99: 200 → relay commit ${ms(r.parts.toRelay.p50Ms)} / ${ms(r.parts.toRelay.p99Ms)} ms; relay commit → turn runs ` +
+      `the event (pg-boss NOTIFY, fetch) ${ms(r.parts.toTurn.p50Ms)} / ${ms(r.parts.toTurn.p99Ms)} ms; event → its commit ` +
       `${ms(r.parts.toCommit.p50Ms)} / ${ms(r.parts.toCommit.p99Ms)} ms`,
     `   webhook answer ${spreadText(r.answer)}; sender lag ≤ ${r.maxLagMs.toFixed(1)} ms; checks: ${r.ok200}/${r.sent} answered 200, ` +
       `${r.pgEvents} events in PostgreSQL and ${r.sqliteEvents} in the spool for ${r.ok200All} 200s, ${r.done} done, ` +
       `${r.transitions} transitions ${rateOk(r) ? 'ok' : 'MISMATCH'}`,
-    `   processing: ${r.kicks} kicks (${(r.pgEvents / Math.max(1, r.kicks)).toFixed(1)} events each) in ${r.transactions} ` +
-      `transactions (${(r.kicks / Math.max(1, r.transactions)).toFixed(1)} kicks each); from the first send to every event ` +
+    `   processing: ${r.turns} turns (${(r.pgEvents / Math.max(1, r.turns)).toFixed(1)} events each) in ${r.transactions} ` +
+      `transactions (${(r.turns / Math.max(1, r.transactions)).toFixed(1)} turns each); from the first send to every event ` +
       `processed, ${cpuText(r.cpu, 'delivery', r.machine)}`,
   ];
 }

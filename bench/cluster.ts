@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { Client } from 'pg';
-import { startEngine } from '../src/cluster/engine';
-import { migratePostgres } from '../src/cluster/pg-migrate';
+import { startEngine } from '../src/postgres/pg-queues';
+import { migratePostgres } from '../src/postgres/pg-migrate';
 import { workKeyOf } from '../src/domain/work-key';
-import { sqlOf } from '../src/cluster/pg-sql';
+import { sqlOf } from '../src/postgres/pg-sql';
 import { HAPPY_PATH } from '../src/domain/lifecycle';
 import {
   busyCores,
@@ -11,7 +11,7 @@ import {
   cpuSnapshot,
   cpuUse,
   type CpuSnapshot,
-  kicks,
+  turns,
   type CpuUse,
   type Layout,
   layoutOf,
@@ -42,7 +42,7 @@ import type { LoadResult } from './protocol';
  *
  * 1. ingest per replica: the load generator of the HTTP rows (load.ts, c=50) against the receiver
  *    in SQLite mode, against one replica in cluster mode (`serve` with DATABASE_URL: its own
- *    SQLite spool, the relay and the kick workers running, PostgreSQL on this machine), and against
+ *    SQLite spool, the relay and the turn workers running, PostgreSQL on this machine), and against
  *    an ingest-only replica (CLUSTER_CONCURRENCY=0: the relay only; once the load is over, a
  *    replica with workers starts and processes the backlog, so that the same checks hold),
  *    alternating (ABC CBA), the median of each; the ratio's target is ≥ 0.9. On 2 cores or more,
@@ -51,8 +51,8 @@ import type { LoadResult } from './protocol';
  * 2. relay lag, from a delivery's receipt at the replica to the commit of the relay's batch in
  *    PostgreSQL, computed per delivery from PostgreSQL (the commit timestamp of its `deliveries`
  *    row), at the load of row 1 and at a fixed rate (open loop);
- * 3. processing throughput: pending life-cycle events written with SQL and one kick per work key
- *    queued through the real engine (src/cluster/engine.ts) before the replica starts, then timed
+ * 3. processing throughput: pending life-cycle events written with SQL and one turn per work key
+ *    queued through the real engine (src/postgres/pg-queues.ts) before the replica starts, then timed
  *    while one replica drains them (target ≥ 2 000 events/s), with the SQLite pipeline's drain of
  *    the same count as the baseline;
  * 4. end to end: for each delivery of the fixed-rate run, from its 200 at the sender to the commit
@@ -85,7 +85,7 @@ export const CLUSTER_INGEST_TARGET = 0.9;
 // Results
 
 /**
- * Row 1's modes: the receiver on SQLite alone; a cluster replica with its kick workers
+ * Row 1's modes: the receiver on SQLite alone; a cluster replica with its turn workers
  * (CLUSTER_CONCURRENCY 4); an ingest-only cluster replica (CLUSTER_CONCURRENCY=0).
  */
 export type IngestMode = 'sqlite' | 'cluster' | 'ingest-only';
@@ -135,8 +135,8 @@ export interface DrainRun {
   done: number;
   transitions: number;
   orderViolations: number;
-  /** Kick jobs completed, and processing transactions (each takes a batch of up to 8 kicks). */
-  kicks: number;
+  /** Turn jobs completed, and processing transactions (each takes a batch of up to 8 turns). */
+  turns: number;
   transactions: number;
   /** CPU per event while draining, and the machine's busy cores (everyone's). */
   cpu: CpuUse;
@@ -345,7 +345,7 @@ function backlogEvent(
 }
 
 /**
- * Writes `events` pending events and one kick per proposal, through the real engine, in
+ * Writes `events` pending events and one turn per proposal, through the real engine, in
  * transactions of 2 000 (as relay batches would, without a replica running); returns the proposals.
  */
 async function prefillBacklog(db: RunDatabase, events: number, migrationsDir?: string): Promise<number> {
@@ -372,7 +372,7 @@ async function prefillBacklog(db: RunDatabase, events: number, migrationsDir?: s
           batch.map((e) => e.body),
         ],
       );
-      await engine.kick(sqlOf(client), [...new Set(rows.rows.map(workKeyOf))]);
+      await engine.queueTurns(sqlOf(client), [...new Set(rows.rows.map(workKeyOf))]);
       await client.query('COMMIT');
     }
   } finally {
@@ -465,7 +465,7 @@ async function drainFigures(
       `SELECT count(*) AS n FROM (SELECT event_id < lag(event_id) OVER (PARTITION BY nu_proposta ORDER BY id) AS bad
        FROM proposal_transitions) t WHERE bad`,
     ),
-    kicks: await kicks(db),
+    turns: await turns(db),
     transactions: await transactions(db),
     cpu: run.cpu,
     machine: machineLoad(),

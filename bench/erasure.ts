@@ -2,8 +2,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import Database from '../src/store/sqlite-driver';
-import { countInFile } from '../src/store/scrub';
+import Database from '../src/sqlite/sqlite-driver';
+import { countInFile } from '../src/sqlite/scrub';
 import { cpfForms } from '../src/domain/subject';
 import { fixed, percentile } from '../rigs/harness';
 import { prefillDatabase, SUBJECT_NU } from './prefill';
@@ -19,7 +19,7 @@ import { RECEIVER_BIN } from './run-options';
  *    `subject erase` running as a process of its own on the same file, started as the window
  *    starts, then a window after it. The receiver and the load share core 0, the erase has core 1
  *    (cluster row 1's layout): what the erase costs the answers is its locks, not its CPU. After
- *    the erase the file's raw bytes must hold no copy of the CPF (store/scrub.ts `countInFile`).
+ *    the erase the file's raw bytes must hold no copy of the CPF (sqlite/scrub.ts `countInFile`).
  * 2. Find on a large log: `subject find` as a process on a log of `findEvents` events (the person
  *    ~100 of them over 4 proposals), twice: the first run hashes the whole log (the subject index
  *    pass), the second finds the index built. Beside it, in this process, what the lookup is made

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import Database from '../src/store/sqlite-driver';
-import { openStore } from '../src/store/store';
+import Database from '../src/sqlite/sqlite-driver';
+import { openStore } from '../src/sqlite/store';
 import { FLOW } from '../rigs/deliveries';
 import { cpuMicros, percentile, pinToCpus, until } from '../rigs/harness';
 import {

@@ -2,10 +2,10 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'pg';
 import { startLocalPostgres } from '../rigs/local-postgres';
-import { migratePostgres } from '../src/cluster/pg-migrate';
-import { clientRunners, pgStoreSql } from '../src/cluster/pg-store-sql';
+import { migratePostgres } from '../src/postgres/pg-migrate';
+import { clientRunners, pgStoreSql } from '../src/postgres/pg-statements';
 import { type BatchReport, prunePass } from '../src/core/prune-pass';
-import { RELAY_LOCK_KEY } from '../src/cluster/relay';
+import { RELAY_LOCK_KEY } from '../src/postgres/pg-locks';
 import { retentionCutoff } from '../src/domain/retention';
 import { percentile } from '../rigs/harness';
 

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { EVENTOS } from '../src/domain/catalogue';
 import { createLogger } from '../src/logger';
-import { Pipeline } from '../src/pipeline/pipeline';
-import { openDatabase } from '../src/store/database';
-import { openStore } from '../src/store/store';
+import { Pipeline } from '../src/runtime/single/pipeline';
+import { openDatabase } from '../src/sqlite/database';
+import { openStore } from '../src/sqlite/store';
 
 /**
  * Pipeline figure (issue #3): events/s drained from a backlog of stored `pending` events, through

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../src/clock';
 import { createLogger } from '../src/logger';
-import { RegistryPoller } from '../src/registry/poller';
-import { openStore } from '../src/store/store';
+import { RegistryPoller } from '../src/runtime/single/poller';
+import { openStore } from '../src/sqlite/store';
 
 /**
  * Poller figure (issue #4): thousands of tracked registrations waiting for their next poll must

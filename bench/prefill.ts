@@ -1,6 +1,6 @@
 import type { Statement } from 'better-sqlite3';
 import { EVENTOS } from '../src/domain/catalogue';
-import { openStore } from '../src/store/store';
+import { openStore } from '../src/sqlite/store';
 
 /**
  * Fills a database as a year of production would: `events` (all processed), their `deliveries`

@@ -8,6 +8,6 @@
  * garbage dies young either way; the receiver's peak RSS at c=50 fell by 20–25 MB (ingest 185–190
  * → 163–172 MB, with forwarding 224–234 → 195–212 MB) with req/s and CPU per request unchanged
  * within this machine's noise (issue 23; docs/benchmark.md). The forwarding thread's own young
- * generation is set in code (forwarding/sender-thread.ts).
+ * generation is set in code (runtime/sender-thread.ts).
  */
 export const RECEIVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4'];

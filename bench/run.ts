@@ -38,7 +38,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from '../src/store/sqlite-driver';
+import Database from '../src/sqlite/sqlite-driver';
 import type { LoadMessage, LoadResult, LoadSpec } from './protocol';
 import {
   BenchError,

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from '../src/store/sqlite-driver';
+import Database from '../src/sqlite/sqlite-driver';
 import { metricsOf, startStarvedPostgres } from './cluster-pg';
 import { cpuMicros, metric, peakRss, percentile, pinToCpus, until } from '../rigs/harness';
 import { DestinationChild } from './destination';

@@ -1,4 +1,4 @@
-import Database from '../src/store/sqlite-driver';
+import Database from '../src/sqlite/sqlite-driver';
 import type { Evento } from '../src/domain/catalogue';
 import { replay } from '../src/domain/lifecycle';
 import { CPFS } from './deliveries';
@@ -54,7 +54,7 @@ export interface ClusterChecks extends ForwardChecks {
   /** Transition rows whose event is not one of this run's life-cycle events (must be 0). */
   strayTransitions: number;
   transitions: number;
-  /** Events that needed more than one handler run, or hold an error: information (a kick cut by the restart). */
+  /** Events that needed more than one handler run, or hold an error: information (a turn cut by the restart). */
   retriedEvents: number;
   proposals: number;
   /** Proposals whose transitions, by id, do not have strictly increasing event_id (must be 0). */
@@ -147,7 +147,7 @@ export interface ClusterCrashResult {
   loadMs: number;
   /** The end-of-state query gave up waiting (must be false). */
   catchUpTimedOut: boolean;
-  /** When it did: the first events still open, with every kick of their keys. */
+  /** When it did: the first events still open, with every turn of their keys. */
   openAtTimeout: string[];
   /** Replica exits nobody asked for (must be none). */
   unexpectedExits: string[];

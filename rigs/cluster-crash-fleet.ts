@@ -635,7 +635,7 @@ export interface CatchUp {
   relayAt: number | null;
   doneAt: number | null;
   timedOut: boolean;
-  /** At a timeout: the events still open, with their keys' kicks. */
+  /** At a timeout: the events still open, with their keys' turns. */
   open?: string[];
 }
 
@@ -669,8 +669,8 @@ export async function waitCaughtUp(fleet: Fleet, databaseUrl: string, until: num
 }
 
 /**
- * At a catch-up timeout: the first events still open and every pg-boss kick of their keys (state,
- * retries, when it started and ended), so that a failure says whether a key had no kick left.
+ * At a catch-up timeout: the first events still open and every pg-boss turn of their keys (state,
+ * retries, when it started and ended), so that a failure says whether a key had no turn left.
  */
 async function openKeys(client: Client): Promise<string[]> {
   const open = await client.query<{ id: string; key: string; status: string; attempts: number }>(
@@ -678,15 +678,15 @@ async function openKeys(client: Client): Promise<string[]> {
        THEN 'r:' || request_id ELSE 'e:' || id END AS key, status, attempts
      FROM events WHERE status IN ('pending', 'failed') ORDER BY id LIMIT 10`,
   );
-  const jobs = await client.query<{ key: string; kicks: string }>(
+  const jobs = await client.query<{ key: string; turns: string }>(
     `SELECT singleton_key AS key, string_agg(state || ' x' || retry_count || ' ' || coalesce(to_char(started_on, 'HH24:MI:SS.MS'), '-')
-       || '..' || coalesce(to_char(completed_on, 'HH24:MI:SS.MS'), '-'), ', ' ORDER BY created_on) AS kicks
+       || '..' || coalesce(to_char(completed_on, 'HH24:MI:SS.MS'), '-'), ', ' ORDER BY created_on) AS turns
      FROM pgboss.job WHERE name = 'consig_events' AND singleton_key = ANY($1) GROUP BY 1`,
     [open.rows.map((e) => e.key)],
   );
-  const kicks = new Map(jobs.rows.map((j) => [j.key, j.kicks]));
+  const turns = new Map(jobs.rows.map((j) => [j.key, j.turns]));
   return open.rows.map(
-    (e) => `event ${e.id} ${e.status} (${e.attempts} attempts), ${e.key}: ${kicks.get(e.key) ?? 'no kick'}`,
+    (e) => `event ${e.id} ${e.status} (${e.attempts} attempts), ${e.key}: ${turns.get(e.key) ?? 'no turn'}`,
   );
 }
 

@@ -20,7 +20,7 @@ import { verifyStandardWebhook } from '../src/domain/forwarding/standard-webhook
 export const FORWARD_DESTINATION = 'crm';
 /** `whsec_` + base64: the Standard Webhooks form, which the `standardwebhooks` library takes as is. */
 export const FORWARD_SECRET = `whsec_${Buffer.from('cluster-crash-forward-secret-32b').toString('base64')}`;
-/** The class of the destinations' advisory locks (src/cluster/forwarder.ts FORWARD_LOCK_CLASS, "cfFW"). */
+/** The class of the destinations' advisory locks (src/runtime/cluster/forwarder.ts FORWARD_LOCK_CLASS, "cfFW"). */
 const FORWARD_LOCK_CLASS = 0x63664657;
 
 /** One request the destination got. */

@@ -3,7 +3,7 @@ import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import Database from '../src/store/sqlite-driver';
+import Database from '../src/sqlite/sqlite-driver';
 import type { Evento } from '../src/domain/catalogue';
 import { type ProposalStatus, replay } from '../src/domain/lifecycle';
 import { seededRandom } from '../src/domain/random';

@@ -2,7 +2,7 @@
 /**
  * The Docker build stage runs this after `npm run build` and `npm prune --omit=dev`: it removes from
  * node_modules the native code this Node never loads, which pruning keeps (both are dependencies).
- * src/store/sqlite-driver.ts says which better-sqlite3 this Node loads (13.x, `better-sqlite3-napi`,
+ * src/sqlite/sqlite-driver.ts says which better-sqlite3 this Node loads (13.x, `better-sqlite3-napi`,
  * from Node 22 on; 12.x on Node 20): the other one goes. Of the one kept, only the binary it loads
  * stays (its own compiled one, or the prebuilt one for this platform), without the SQLite sources,
  * the C++ sources, the build's objects or the prebuilt binaries for other platforms. It then loads
@@ -41,7 +41,7 @@ function loadedBinary(dir) {
 }
 
 function main() {
-  const { SQLITE_PACKAGE } = require(join(root, 'dist', 'src', 'store', 'sqlite-driver.js'));
+  const { SQLITE_PACKAGE } = require(join(root, 'dist', 'src', 'sqlite', 'sqlite-driver.js'));
   for (const name of ['better-sqlite3', 'better-sqlite3-napi'])
     if (name !== SQLITE_PACKAGE) remove(join(modules, name));
 

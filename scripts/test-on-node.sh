@@ -21,7 +21,7 @@ echo "== tests on Node $(node --version)"
 git clone -q "$here" "$work/repo"
 cd "$work/repo"
 if [ "$major" -ge 22 ]; then
-  # better-sqlite3 12.x serves Node 20 only; from Node 22 on, src/store/sqlite-driver.ts loads 13.x,
+  # better-sqlite3 12.x serves Node 20 only; from Node 22 on, src/sqlite/sqlite-driver.ts loads 13.x,
   # whose binary ships in its package. No other dependency has an install script, so skipping them
   # saves compiling 12.x (minutes of one core) for nothing.
   npm ci --no-audit --no-fund --ignore-scripts

@@ -237,7 +237,7 @@ const schema = z.object({
   RELAY_INTERVAL_MS: int(10, 60000, 100),
   // 0: an ingest-only replica (relays, processes nothing); another replica must process.
   CLUSTER_CONCURRENCY: int(0, 64, 4),
-  // How long a frozen or partitioned replica can hold the others' locks (src/cluster/connection.ts).
+  // How long a frozen or partitioned replica can hold the others' locks (src/postgres/connection.ts).
   PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(1000, 3_600_000, 10_000),
   PG_LOCK_TIMEOUT_MS: int(100, 600_000, 5_000),
   // The hold-back window's bound: a relay silent this long no longer holds processing back.
@@ -427,13 +427,13 @@ export interface ClusterConfig {
   readonly relayIntervalMs: number;
   /**
    * CLUSTER_CONCURRENCY: work keys this replica processes at once on PostgreSQL; 0 makes it
-   * ingest-only (it acknowledges and relays, runs no kick or registry-poll workers and sends no
+   * ingest-only (it acknowledges and relays, runs no turn or registry-poll workers and sends no
    * destination). @default 4
    */
   readonly concurrency: number;
   /**
    * PG_IDLE_IN_TRANSACTION_TIMEOUT_MS (default 10000) and PG_LOCK_TIMEOUT_MS (default 5000): the
-   * bounds every connection to PostgreSQL carries (src/cluster/connection.ts).
+   * bounds every connection to PostgreSQL carries (src/postgres/connection.ts).
    */
   readonly limits: { readonly idleInTransactionMs: number; readonly lockTimeoutMs: number };
   /**

@@ -6,29 +6,25 @@ import type { Config } from './config';
 import type { PollScheduleOptions } from './domain/registry';
 import type { SenderMetrics } from './forwarding/sender';
 import { type DeliveryWatch, startDeliveryWatch } from './http/delivery-watch';
-import { openDeliveryAlarm } from './open-store';
+import { openDeliveryAlarm } from './sqlite/sqlite-delivery-alarm';
 import type { AppDeps } from './http/app';
 import { FeedWaiters } from './http/admin/feed-waiters';
 import { createHttpServer } from './http/server';
 import type { Logger } from './logger';
 import { createMetrics, type Metrics } from './metrics';
-import { AnswerFirst } from './pipeline/answer-first';
-import {
-  clusterMode,
-  type LocalFile,
-  type ModeParts,
-  type SqliteProcessing,
-  sqliteMode,
-} from './receiver-mode';
+import { AnswerFirst } from './runtime/answer-first';
+import type { LocalFile, ModeParts, Runtime, ServerParts } from './runtime/receiver-mode';
+import { sqliteMode } from './runtime/single/single-mode';
+import { clusterMode } from './runtime/cluster/cluster-mode';
 import type { StartOptions } from './start-options';
+import { onStore, storeTarget } from './store-factory';
 import { packageVersion } from './package-version';
 import type { Traces } from './domain/tracing';
 import { startTracing, type TracingHandle, type TracingSettings } from './tracing';
-import type { ClusterNode } from './cluster/node';
-import { IngestWriter } from './store/ingest-writer';
+import { IngestWriter } from './sqlite/ingest-writer';
 import type { NewEvent } from './domain/event-status';
-import { SQLITE_DRIVER } from './store/sqlite-driver';
-import type { Store } from './store/store';
+import { SQLITE_DRIVER } from './sqlite/database';
+import type { Store } from './sqlite/store';
 
 export type { StartOptions } from './start-options';
 
@@ -40,12 +36,10 @@ export interface Receiver {
   readonly writer: IngestWriter;
   readonly metrics: Metrics;
   /**
-   * SQLite mode's processing on the file (the router, the pipeline, the poller, the forwarding
-   * sender, the processing lease); null in cluster mode, where `cluster` processes.
+   * The runtime, named for neither mode: SQLite mode's processing under the file's lease, or a
+   * replica's relay and workers (DATABASE_URL): its state, readiness, sender, ….
    */
-  readonly sqlite: SqliteProcessing | null;
-  /** Cluster mode's relay and workers (DATABASE_URL); null on SQLite alone. */
-  readonly cluster: ClusterNode | null;
+  readonly runtime: Runtime;
   /** Answers first (issue 23): background work waits while webhook answers are being made. */
   readonly answers: AnswerFirst;
   /** Stops accepting, finishes in-flight requests and their commits, closes the database. */
@@ -55,9 +49,11 @@ export interface Receiver {
 export async function startReceiver(config: Config, options: StartOptions): Promise<Receiver> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
-  // The one place the mode is chosen (contract §10); what differs by mode comes from it, stage by stage.
-  const mode =
-    config.cluster === null ? sqliteMode(config, options) : clusterMode(config, config.cluster, options);
+  // The mode, chosen once with the store (contract §10); what differs by mode comes from it, stage by stage.
+  const mode = onStore(storeTarget(config), {
+    sqlite: (target) => sqliteMode(config, target, options),
+    postgres: (target) => clusterMode(config, target, options),
+  });
   const partner = mode.partnerHandlers();
   const file = mode.open();
   const { store } = file;
@@ -78,7 +74,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
   // interface §6.1, rule 4: the run of failed answers, stored across restarts, and the silence check.
   const deliveryWatch = startDeliveryWatch(config, {
     ...{ metrics, logger, clock, shared: running.sharedAnswers },
-    alarm: openDeliveryAlarm(config),
+    alarm: openDeliveryAlarm(config.databasePath),
   });
 
   const parts = { store, writer, metrics, logger, clock, serviceClient, deliveryWatch, feedWaiters, answers };
@@ -109,8 +105,7 @@ export async function startReceiver(config: Config, options: StartOptions): Prom
     await tracing?.handle.shutdown();
     logger.info('consig-receiver stopped');
   });
-  const { sqlite, cluster } = running;
-  return { server, url, store, writer, metrics, sqlite, cluster, answers, close };
+  return { server, url, store, writer, metrics, runtime: running.runtime, answers, close };
 }
 
 /**
@@ -204,7 +199,7 @@ function senderMetrics(metrics: Metrics): SenderMetrics {
 function buildServer(
   config: Config,
   deps: Pick<AppDeps, 'store' | 'writer' | 'metrics' | 'logger' | 'clock'> &
-    ModeParts['http'] & {
+    ServerParts & {
       // Answers first: the webhook handler reports each answer; the console shows the deferral.
       answers: AnswerFirst;
       serviceClient: ServiceClient | null;
@@ -216,7 +211,7 @@ function buildServer(
 ): Server {
   const { feedWaiters, nudgeSender, ...rest } = deps;
   return createHttpServer({
-    // With what differs by mode: processing, readiness, the logs and the shared gauges (receiver-mode.ts).
+    // With what differs by mode: processing, readiness, the logs and the shared gauges (runtime/receiver-mode.ts `ServerParts`).
     ...rest,
     config,
     registryGraceMs: config.registry.webhookGraceMs,

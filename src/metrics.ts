@@ -38,7 +38,7 @@ export interface MetricsOptions {
 }
 
 /**
- * The `evento` label of a handler run (pipeline.ts, cluster/kick.ts: `event.evento ?? event.kind`):
+ * The `evento` label of a handler run (pipeline.ts, runtime/cluster/turn.ts: `event.evento ?? event.kind`):
  * the catalogue's eventos, and the kind of an event that has none.
  */
 const KINDS_WITHOUT_EVENTO: Record<Exclude<EventKind, 'event'>, null> = { registry: null, poll: null };
@@ -320,7 +320,7 @@ export function createMetrics(options: MetricsOptions = {}) {
   });
   const watermarkLag = new Gauge({
     name: 'consig_cluster_watermark_lag_seconds',
-    help: "Cluster mode: this replica's order clock (PostgreSQL's time as it estimates it) minus the hold-back watermark at its relay's last turn (events younger than this wait)",
+    help: "Cluster mode: this replica's order clock (PostgreSQL's time as it estimates it) minus the hold-back watermark at its relay's last beat (events younger than this wait)",
     registers: [registry],
   });
   const watermarkWaiting = new Gauge({

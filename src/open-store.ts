@@ -1,29 +1,25 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
-import { withPgCommandStore, type LocalSpool, type PgCommandAccess } from './cluster/pg-store-port';
-import { describePgTarget, knownSpools, pgError, pgTarget, verifySpool } from './cluster/pg-reads';
-import { inspectPostgres, migratePostgres, type PgMigration } from './cluster/pg-migrate';
-import { migrationFileName } from './domain/migration-files';
-import { Pool } from 'pg';
 import type { Config } from './config';
 import { consoleAudit } from './core/console-session-queries';
 import { type CommandStore, commandStore, type StorePort } from './core/store-port';
 import type { NewAuditEntry } from './domain/console';
+import { UsageError, StorageError } from './domain/errors';
 import type { StoreQuery } from './domain/sql/store-sql';
-import { StorageError, UsageError } from './domain/errors';
-import type { SpoolVerdict } from './domain/relay-gap';
-import { EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase } from './store/database';
-import { privateDatabaseFile, stderrModeNotice } from './store/file-mode';
-import { deliveryAlarmRepo } from './store/delivery-alarm-repo';
-import { appliedVersions, assertKnown, loadMigrations, type Migration, migrate } from './store/migrate';
-import { openSpool } from './store/spool';
-import { openStore, type Store } from './store/store';
-import { sqliteStorePort } from './store/sqlite-port';
+import { migratePostgresStores, migrateSqliteStore, type StoreMigration } from './migrate-stores';
+import { type LocalSpool, type PgCommandAccess, withPgCommandStore } from './postgres/pg-port';
+import { privateDatabaseFile, stderrModeNotice } from './sqlite/file-mode';
+import { sqliteStorePort } from './sqlite/sqlite-port';
+import { openSpool } from './sqlite/spool';
+import { openStore, type Store } from './sqlite/store';
+import { onStore, type PostgresTarget, type SqliteTarget, storeTarget } from './store-factory';
+import { type SpoolsVerified, verifySpools } from './verify-spools';
 
 /**
- * The one place the commands open a store (issue 33): PostgreSQL when DATABASE_URL is set (cluster
- * mode, contract §10), else the SQLite file; the port (core/store-port.ts) is opened here and
- * nowhere else in cli/, and the commands get the facade built from it ({@link CommandStore}). The
- * server's composition root (receiver-mode.ts) builds the same port on its own connections.
+ * The commands' store (issue 33): PostgreSQL when DATABASE_URL is set (cluster mode, contract
+ * §10), else the SQLite file, chosen once by the store factory ({@link commandStores}); the port
+ * (core/store-port.ts) is opened here and nowhere else in cli/, and the commands get the facade
+ * built from it ({@link CommandStore}). The server builds the same port on its own connections
+ * (each mode's composition in src/runtime/).
  */
 
 /**
@@ -47,13 +43,73 @@ export interface CommandSession {
   spool?: boolean;
 }
 
+/** What the commands do with the store of their configuration, each store its own way. */
+export interface CommandStores {
+  /** Opens the store port for `session`, runs `use` on it and closes it, whatever happens. */
+  withPort<T>(
+    session: CommandSession,
+    use: <Q extends StoreQuery>(port: StorePort<Q>) => Promise<T>,
+  ): Promise<T>;
+  /** Whether there is a log to record in (a SQLite file that does not exist is not created for it). */
+  hasLog(): boolean;
+  /** `migrate` (migrate-stores.ts); `say`: the lines of a runner that waits. */
+  migrate(dryRun: boolean, say: (line: string) => void): Promise<StoreMigration[]>;
+  /** `relay verify` (verify-spools.ts): cluster mode only. */
+  verifySpools(paths: readonly string[]): Promise<SpoolsVerified>;
+}
+
+/** The commands' store, chosen once (store-factory.ts). */
+export function commandStores(config: Config): CommandStores {
+  return onStore(storeTarget(config), {
+    sqlite: (target) => sqliteCommands(config, target),
+    postgres: (target) => postgresCommands(config, target),
+  });
+}
+
+function sqliteCommands(config: Config, target: SqliteTarget): CommandStores {
+  return {
+    withPort: async (session, use) => {
+      const store =
+        session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
+      try {
+        return await use(sqliteStorePort(store));
+      } finally {
+        store.close();
+      }
+    },
+    hasLog: () => existsSync(target.databasePath),
+    migrate: async (dryRun) => migrateSqliteStore(config, dryRun),
+    verifySpools: () =>
+      Promise.reject(
+        new UsageError('relay verify compares spools with PostgreSQL: set DATABASE_URL (cluster mode)'),
+      ),
+  };
+}
+
+function postgresCommands(config: Config, target: PostgresTarget): CommandStores {
+  return {
+    withPort: (session, use) => {
+      const checked = session.spool ? spoolBeside(config) : null;
+      return withPgCommandStore(
+        target.cluster.databaseUrl,
+        session,
+        () => checked ?? spoolBeside(config),
+        use,
+      );
+    },
+    hasLog: () => true,
+    migrate: (dryRun, say) => migratePostgresStores(config, target, dryRun, say),
+    verifySpools: (paths) => verifySpools(config, target, paths),
+  };
+}
+
 /** Opens the store of `config`, runs `use` on its facade and closes it, whatever happens. */
 export function withCommandStore<T>(
   config: Config,
   session: CommandSession,
   use: (store: CommandStore) => Promise<T>,
 ): Promise<T> {
-  return withStorePort(config, session, (port) => use(commandStore(port)));
+  return commandStores(config).withPort(session, (port) => use(commandStore(port)));
 }
 
 /**
@@ -68,31 +124,12 @@ export async function recordCommandAudit(
   command: string,
   entry: NewAuditEntry,
 ): Promise<string | null> {
-  if (!config.cluster && !existsSync(config.databasePath)) return null;
-  return withStorePort(config, { access: 'write', command }, async (port) => {
+  const stores = commandStores(config);
+  if (!stores.hasLog()) return null;
+  return stores.withPort({ access: 'write', command }, async (port) => {
     await consoleAudit(port.sql).record(entry);
     return port.name;
   });
-}
-
-/** Opens the store port of `config` (the mode chosen here), runs `use` on it and closes it. */
-async function withStorePort<T>(
-  config: Config,
-  session: CommandSession,
-  use: <Q extends StoreQuery>(port: StorePort<Q>) => Promise<T>,
-): Promise<T> {
-  const cluster = config.cluster; // the one place the commands look at the mode
-  if (cluster) {
-    const checked = session.spool ? spoolBeside(config) : null;
-    return withPgCommandStore(cluster.databaseUrl, session, () => checked ?? spoolBeside(config), use);
-  }
-  const store =
-    session.access === 'write' ? openWritable(config, session.create ?? false) : openReadOnly(config);
-  try {
-    return await use(sqliteStorePort(store));
-  } finally {
-    store.close();
-  }
 }
 
 /** The SQLite file, read-only; a missing one is said clearly. */
@@ -121,7 +158,7 @@ function openWritable(config: Config, create: boolean): Store {
 
 /**
  * `backup <file>`: SQLite's online backup of the file into `target`, which is created 0600 first
- * (store/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
+ * (sqlite/file-mode.ts: a backup holds what the log holds), or tightened to it when `--force`
  * overwrites a file readable by others. A target this created is removed if the copy fails.
  */
 export async function backupDatabase(config: Config, target: string): Promise<{ totalPages: number }> {
@@ -170,40 +207,6 @@ function recordBackupIn(config: Config, target: string): void {
   }
 }
 
-/** `migrate`: applies the SQLite file's pending migrations; returns those it applied. */
-export function migrateFile(config: Config): ReturnType<typeof migrate> {
-  const db = openDatabase(config.databasePath, {
-    synchronous: config.sqlite.synchronous,
-    // A start waits for the write lock longer than a request would: another process starting at the
-    // same moment (a rolling restart, `migrate` beside `serve`) may hold it for a whole migration, and
-    // 1 s (SQLITE_BUSY_TIMEOUT_MS's default) failed first starts with "database is locked" on a loaded
-    // host (test/e2e/concurrent-migrations.test.ts). Nothing answers on this connection meanwhile.
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, MIGRATION_BUSY_TIMEOUT_MS),
-  });
-  try {
-    return migrate(db, loadMigrations());
-  } finally {
-    db.close();
-  }
-}
-
-/** How long a migration waits for SQLite's write lock at least. */
-export const MIGRATION_BUSY_TIMEOUT_MS = 30_000;
-
-/**
- * The delivery alarm's stored run (http/delivery-watch.ts), on a connection of its own to
- * DATABASE_PATH with a short busy timeout: a write of the alarm's row must not hold the event loop
- * for SQLITE_BUSY_TIMEOUT_MS when another connection has the lock.
- */
-export function openDeliveryAlarm(config: Pick<Config, 'databasePath'>) {
-  const db = openDatabase(config.databasePath, {
-    // The run is an alarm, not a delivery: losing its last change to a power cut is acceptable.
-    synchronous: 'NORMAL',
-    busyTimeoutMs: EVENT_LOOP_BUSY_TIMEOUT_MS,
-  });
-  return { repo: deliveryAlarmRepo(db), close: () => db.close() };
-}
-
 /** The spool at DATABASE_PATH as `prune` finds it: checked readable now; `prune` null when there is none. */
 function spoolBeside(config: Config): LocalSpool {
   const path = config.databasePath;
@@ -220,152 +223,4 @@ function spoolBeside(config: Config): LocalSpool {
       }
     },
   };
-}
-
-/** What `relay verify` compares: each spool file's verdict, and every spool PostgreSQL knows. */
-export interface SpoolsVerified {
-  database: string;
-  verdicts: (SpoolVerdict & { path: string })[];
-  known: { spool: string; replica: string; relayed_through: number }[];
-}
-
-/**
- * `relay verify` (cluster mode): the spool files at `paths` (default DATABASE_PATH, the spool of a
- * replica run beside this command) read in one snapshot each, then compared with PostgreSQL.
- */
-export async function verifySpools(config: Config, paths: readonly string[]): Promise<SpoolsVerified> {
-  const cluster = config.cluster;
-  if (!cluster)
-    throw new UsageError('relay verify compares spools with PostgreSQL: set DATABASE_URL (cluster mode)');
-  const files = paths.length > 0 ? paths : [config.databasePath];
-  const facts = files.map((path) => {
-    if (!existsSync(path)) throw new StorageError(`no spool at ${path}`);
-    const store = openStore(path, { readonly: true, busyTimeoutMs: config.sqlite.busyTimeoutMs });
-    try {
-      return { path, facts: openSpool(store.db).facts() };
-    } finally {
-      store.close();
-    }
-  });
-  const none = () => ({ path: config.databasePath, prune: null });
-  return withPgCommandStore(cluster.databaseUrl, { access: 'read', command: 'relay-verify' }, none, (port) =>
-    port.sql.read(async (q) => {
-      const verdicts: SpoolsVerified['verdicts'] = [];
-      for (const f of facts) verdicts.push({ path: f.path, ...(await verifySpool(q, f.facts)) });
-      return { database: port.name, verdicts, known: await knownSpools(q) };
-    }),
-  );
-}
-
-/** What one store got (or would get). */
-export interface StoreMigration {
-  store: 'postgres' | 'sqlite';
-  /** postgres://host:port/database, or the SQLite file's path. */
-  target: string;
-  /** The migrations applied (or, dry run, to apply), in order; PostgreSQL's with their compat. */
-  applied: { file: string; compat?: string }[];
-  /** Set when nothing was done to this store, and why (no file there). */
-  skipped?: string;
-  /** Said once when PostgreSQL's schema is newer than this code and every newer migration is `previous`. */
-  note?: string;
-}
-
-/**
- * `migrate` (cli/migrate-command.ts, issue 46): with DATABASE_URL, PostgreSQL under the runner's
- * advisory lock, then the spool at DATABASE_PATH when that file exists (a Job run without the
- * replica's volume creates no stray spool); without it, the SQLite file, created when missing.
- * `dryRun`: what would be applied, nothing changed (schema_migrations read, the file read-only).
- */
-export async function migrateStores(
-  config: Config,
-  dryRun: boolean,
-  say: (line: string) => void = () => {},
-): Promise<StoreMigration[]> {
-  if (config.cluster === null) return [migrateSqlite(config, dryRun)];
-  const pg = await migratePg(config.cluster.databaseUrl, dryRun, say);
-  if (existsSync(config.databasePath)) return [pg, migrateSqlite(config, dryRun)];
-  const skipped = 'no spool there (a replica migrates its own at start, or run `migrate` beside it)';
-  return [pg, { store: 'sqlite', target: config.databasePath, applied: [], skipped }];
-}
-
-async function migratePg(
-  databaseUrl: string,
-  dryRun: boolean,
-  say: (line: string) => void,
-): Promise<StoreMigration> {
-  const target = pgTarget(databaseUrl);
-  const pool = new Pool({
-    connectionString: databaseUrl,
-    max: 1,
-    connectionTimeoutMillis: 10_000,
-    application_name: 'consig-receiver migrate',
-  });
-  pool.on('error', () => {});
-  let note: string | undefined;
-  try {
-    let applied: PgMigration[];
-    if (dryRun) {
-      const { verdict, pending } = await inspectPostgres(pool);
-      if (verdict.kind === 'newer') note = verdict.message;
-      applied = pending;
-    } else
-      applied = await migratePostgres(pool, {
-        logger: migrationLines(say),
-        onVerdict: (v) => {
-          if (v.kind === 'newer') note = v.message;
-        },
-      });
-    const files = applied.map((m) => ({ file: migrationFileName(m), compat: m.compat }));
-    return { store: 'postgres', target: describePgTarget(target), applied: files, ...(note ? { note } : {}) };
-  } catch (err) {
-    throw pgError(err, target, databaseUrl, false);
-  } finally {
-    await pool.end().catch(() => {});
-  }
-}
-
-/**
- * What the runner logs while it waits (another runner's lock, a lock conflict tried again), as
- * lines: its message, then which file, which try, how long. What it applied is the command's result.
- */
-function migrationLines(say: (line: string) => void) {
-  const line = (fields: Record<string, unknown>, message: string) => {
-    const { migration, attempt, retry_in_ms: retryIn, err } = fields;
-    const detail = [
-      migration === undefined ? '' : `${String(migration)}`,
-      attempt === undefined ? '' : `try ${String(attempt)}`,
-      retryIn === undefined ? '' : `again in ${String(retryIn)} ms`,
-      err === undefined ? '' : String(err),
-    ].filter((d) => d !== '');
-    say(detail.length === 0 ? message : `${message} (${detail.join('; ')})`);
-  };
-  return {
-    info: (fields: Record<string, unknown>, message: string) => {
-      if (fields.lockKey !== undefined) line({}, message);
-    },
-    warn: line,
-  };
-}
-
-function migrateSqlite(config: Config, dryRun: boolean): StoreMigration {
-  const path = config.databasePath;
-  const applied = dryRun ? pendingSqlite(config) : migrateFile(config);
-  return { store: 'sqlite', target: path, applied: applied.map((m) => ({ file: migrationFileName(m) })) };
-}
-
-/** What `migrate` would apply to the SQLite file, read without writing (all of them for no file). */
-function pendingSqlite(config: Config): Migration[] {
-  const migrations = loadMigrations();
-  if (!existsSync(config.databasePath)) return migrations;
-  const db = openDatabase(config.databasePath, {
-    readonly: true,
-    busyTimeoutMs: Math.max(config.sqlite.busyTimeoutMs, MIGRATION_BUSY_TIMEOUT_MS),
-  });
-  try {
-    assertKnown(db, migrations);
-    const done = new Set(appliedVersions(db));
-    return migrations.filter((m) => !done.has(m.version));
-  } finally {
-    db.close();
-  }
 }

@@ -5,8 +5,8 @@ import type { HandlerRouter } from './domain/event-router';
 import type { Logger } from './logger';
 
 /**
- * What startReceiver takes besides the configuration. Its own file so that main.ts and
- * receiver-mode.ts (what differs by mode) both read it without importing each other.
+ * What startReceiver takes besides the configuration. Its own file so that main.ts and the
+ * modes' composition (src/runtime/, what differs by mode) both read it without importing each other.
  */
 export interface StartOptions {
   logger: Logger;
@@ -15,7 +15,7 @@ export interface StartOptions {
   /**
    * A partner's own handlers, written once for both modes: `router.on(name, async (event, { sql,
    * now, logger }) => …)`, each awaited inside the event's transaction (SQLite mode: its own
-   * transaction on the file; cluster mode: the event's savepoint of the kick), after the built-in
+   * transaction on the file; cluster mode: the event's savepoint of the turn), after the built-in
    * handlers and before forwarding, writing with `sql.query(text, [$1, $2…])` (docs/handlers.md).
    * @default none
    */

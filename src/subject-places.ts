@@ -8,10 +8,10 @@ import type { StoreQuery } from './domain/sql/store-sql';
 import type { AuditAction } from './domain/console';
 import { cpfForms, subjectHash } from './domain/subject';
 import { withCommandStore } from './open-store';
-import { countInFileYielding } from './store/scrub';
-import { openStore } from './store/store';
-import { sqliteStorePort } from './store/sqlite-port';
-import { appendJournal, journalPath, keyCheck, readJournal } from './store/subject-journal';
+import { countInFileYielding } from './sqlite/scrub';
+import { openStore } from './sqlite/store';
+import { sqliteStorePort } from './sqlite/sqlite-port';
+import { appendJournal, journalPath, keyCheck, readJournal } from './sqlite/subject-journal';
 
 /**
  * One person, everywhere the receiver put their data (issue 45, docs/privacy.md): the log (the
@@ -33,21 +33,24 @@ const AUDIT: Record<SubjectRun['action'], AuditAction> = {
 
 /** `subject find|export|erase` (the command): the log it opens, the spool beside it, the backups. */
 export async function subjectEverywhere(config: Config, run: SubjectRun): Promise<SubjectReport> {
-  const cluster = Boolean(config.cluster);
-  const { log, backups, key } = await withCommandStore(
+  const { log, file, backups, key } = await withCommandStore(
     config,
     { access: 'write', command: 'subject', spool: run.action === 'erase' },
     async (store) => ({
-      log: await subjectOnPort(store.subjects, store.name, run, logWhere(config)),
-      backups: cluster ? [] : await store.subjects.backups(),
+      log: await subjectOnPort(store.subjects, store.name, run, logWhere(store.file)),
+      file: store.file,
+      backups: store.file === null ? [] : await store.subjects.backups(),
       key: await store.subjects.key(run.now),
     }),
   );
-  // A replica's spool is live (it answers deliveries): rewritten only when asked, like the log. It
-  // hashes under PostgreSQL's key, so that one person has one hash in both.
+  // A log a server holds (PostgreSQL) leaves DATABASE_PATH to a replica's spool, which is live (it
+  // answers deliveries): rewritten only when asked, like the log. It hashes under PostgreSQL's key,
+  // so that one person has one hash in both.
   const spool =
-    cluster && existsSync(config.databasePath) ? await onFile(config.databasePath, run, true, key) : null;
-  return { log, spool, backups: await backupPlaces(backups, run), journal: journalled(config, run, log) };
+    file === null && existsSync(config.databasePath)
+      ? await onFile(config.databasePath, run, true, key)
+      : null;
+  return { log, spool, backups: await backupPlaces(backups, run), journal: journalled(file, run, log) };
 }
 
 /**
@@ -56,33 +59,31 @@ export async function subjectEverywhere(config: Config, run: SubjectRun): Promis
  * the file it holds open), the backups `backup` recorded in a SQLite log, and the journal beside it.
  */
 export function subjectsOnServer(
-  config: Config,
   log: StorePort<StoreQuery>,
   spool: StorePort<StoreQuery> | null,
 ): SubjectService {
   const subjects = adminStore(log).subjects;
   const spoolSubjects = spool === null ? null : adminStore(spool).subjects;
-  const cluster = Boolean(config.cluster);
   return async (run) => {
-    const logPlace = await subjectOnPort(subjects, log.name, run, logWhere(config));
+    const logPlace = await subjectOnPort(subjects, log.name, run, logWhere(log.file));
     if (spoolSubjects !== null) await spoolSubjects.adoptKey(await subjects.key(run.now), run.now);
     const spoolPlace =
       spool === null || spoolSubjects === null
         ? null
         : await subjectOnPort(spoolSubjects, spool.name, run, { files: [spool.name], log: false });
-    const backups = cluster ? [] : await subjects.backups();
+    const backups = log.file === null ? [] : await subjects.backups();
     return {
       log: logPlace,
       spool: spoolPlace,
       backups: await backupPlaces(backups, run),
-      journal: journalled(config, run, logPlace),
+      journal: journalled(log.file, run, logPlace),
     };
   };
 }
 
-/** Where the log's bytes are searched: the SQLite file (SQLite mode); nowhere on PostgreSQL. */
-function logWhere(config: Config): { files: readonly string[]; log: boolean } {
-  return { files: config.cluster ? [] : [config.databasePath], log: true };
+/** Where the log's bytes are searched: its file (SQLite, the port's `file`); nowhere on PostgreSQL. */
+function logWhere(file: string | null): { files: readonly string[]; log: boolean } {
+  return { files: file === null ? [] : [file], log: true };
 }
 
 /** Each backup `backup` recorded: the person on it, or that it is gone. */
@@ -97,15 +98,15 @@ async function backupPlaces(backups: readonly { path: string }[], run: SubjectRu
  * An erasure of a SQLite log, appended to the journal beside it (a restored copy of the log erases
  * it again, {@link reapplyJournal}); the journal's path, or null when nothing was appended.
  */
-function journalled(config: Config, run: SubjectRun, log: PlaceReport): string | null {
-  if (config.cluster || log.erasure === undefined) return null;
-  appendJournal(config.databasePath, {
+function journalled(file: string | null, run: SubjectRun, log: PlaceReport): string | null {
+  if (file === null || log.erasure === undefined) return null;
+  appendJournal(file, {
     erasure_id: log.erasure.erasure_id,
     subject_hash: log.hash,
     requested_at: run.now.toISOString(),
     key_check: log.keyCheck,
   });
-  return journalPath(config.databasePath);
+  return journalPath(file);
 }
 
 /**
@@ -186,7 +187,7 @@ function auditEntry(run: SubjectRun, hash: string, h: SubjectHoldings) {
 
 /**
  * A restored copy of a SQLite log holds the people erased after it was taken: each erasure of the
- * journal beside the file (store/subject-journal.ts) that the log does not record is made again,
+ * journal beside the file (sqlite/subject-journal.ts) that the log does not record is made again,
  * by the subject hash it holds (no CPF: the audit's details are not searched). Run by `serve` when
  * it starts processing, which first makes sure the log has its subject key: every backup taken from
  * then on carries it, so the journal's hashes match a restored copy. An entry under another key (a

@@ -1,5 +1,6 @@
 import type { Config } from '../config';
-import { migrateStores, type StoreMigration } from '../open-store';
+import type { StoreMigration } from '../migrate-stores';
+import { commandStores } from '../open-store';
 import type { Output } from './log-commands';
 
 /**
@@ -22,7 +23,9 @@ export async function migrateCommand(
   const dryRun = opts.dryRun === true;
   // While it waits (another runner's lock, a lock conflict tried again): one line each on stderr,
   // so that a Job's log says why it takes long; stdout keeps the result alone (--json).
-  const results = await migrateStores(config, dryRun, (line) => io.err(`consig-receiver migrate: ${line}`));
+  const results = await commandStores(config).migrate(dryRun, (line) =>
+    io.err(`consig-receiver migrate: ${line}`),
+  );
   if (opts.json) io.out(JSON.stringify({ dryRun, stores: results }));
   else for (const r of results) io.out(lineOf(r, dryRun));
 }

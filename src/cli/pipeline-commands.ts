@@ -6,7 +6,7 @@ import type { Output } from './log-commands';
 
 /**
  * `replay <event-id>…` or `replay --status dead`: put events back in the queue (in cluster mode,
- * each work key kicked through pg-boss in the same transaction).
+ * each work key's turn queued through pg-boss in the same transaction).
  */
 export async function replayCommand(
   config: Config,

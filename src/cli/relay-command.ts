@@ -1,7 +1,8 @@
 import type { Config } from '../config';
 import { ConsigError } from '../domain/errors';
 import { hasGap, type SpoolGap } from '../domain/relay-gap';
-import { type SpoolsVerified, verifySpools } from '../open-store';
+import { commandStores } from '../open-store';
+import type { SpoolsVerified } from '../verify-spools';
 import type { Output } from './log-commands';
 
 /**
@@ -16,7 +17,7 @@ export async function relayVerifyCommand(
   opts: { json?: boolean },
   io: Output,
 ): Promise<void> {
-  const result = await verifySpools(config, paths);
+  const result = await commandStores(config).verifySpools(paths);
   if (opts.json) io.out(JSON.stringify(result));
   else for (const line of reportLines(result)) io.out(line);
   const gaps = result.verdicts.filter(hasGap).length;

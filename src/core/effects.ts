@@ -24,8 +24,13 @@ import { type Dialect, perDialect } from '../domain/sql/dialect';
  * nothing, a registration already tracked is only filled in.
  */
 
-/** A statement of the effects: `$n` placeholders; PostgreSQL prepares it under `name`. */
-export interface EffectStatement {
+/**
+ * A statement with a name of its own (the effects', the event step's, the turn lock's): `$n`
+ * placeholders; PostgreSQL prepares it under `name` once per connection, SQLite once per connection
+ * by identity. A statement, not a runner: PgSql `prepared` and the step's ops run it. One name, one
+ * text: each is a module constant.
+ */
+export interface NamedStatement {
   readonly name: string;
   readonly text: string;
   /** Each row an array of its values, in column order (SQLite's `raw`, node-postgres's `rowMode`). */
@@ -38,7 +43,7 @@ export interface EffectStatement {
  * `next_poll_at`, written with it).
  */
 export type EffectStep =
-  | { readonly statement: EffectStatement; readonly params: readonly unknown[] }
+  | { readonly statement: NamedStatement; readonly params: readonly unknown[] }
   | { readonly firstPoll: { readonly requestId: string; readonly at: Date } };
 
 /** A program: yields its steps, is given each statement's rows back, returns `R`. */
@@ -54,7 +59,7 @@ export interface EffectsEnv {
   readonly schedule: PollScheduleOptions;
   /**
    * Proposal statuses the caller already holds, by {@link proposalKey} (null: no row), each row
-   * locked in this transaction (cluster/kick.ts locks a batch's at once). Read instead of the row,
+   * locked in this transaction (runtime/cluster/turn.ts locks a batch's at once). Read instead of the row,
    * and kept up to date with each event's effects. Only valid while nothing of it is rolled back.
    * @default none (each event reads its proposal)
    */
@@ -67,7 +72,7 @@ export interface EffectsEnv {
   readonly erased?: ReadonlySet<string>;
 }
 
-const statement = (name: string, text: string): EffectStatement => ({ name: `consig_effects_${name}`, text });
+const statement = (name: string, text: string): NamedStatement => ({ name: `consig_effects_${name}`, text });
 
 /**
  * The reads that lock their row (PostgreSQL; SQLite's one writer already holds the file), built once
@@ -147,7 +152,7 @@ const SQL = {
   ),
 } as const;
 
-const run = (s: EffectStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
+const run = (s: NamedStatement, params: readonly unknown[]): EffectStep => ({ statement: s, params });
 
 /** nu_proposta as the store keeps it ({@link Dialect.storedNu}). */
 function nuValue(dialect: Dialect, nu: number | string | null): number | string | null {
@@ -233,7 +238,7 @@ function* lifecycleEffects(event: EventFacts, env: EffectsEnv): EffectProgram<bo
  * Starts tracking a registration, its first poll queued in the same transaction; one already
  * tracked only gets its missing fields filled. Returns whether it was new.
  */
-export function* trackEffects(
+export function* startTracking(
   e: Extract<RegistryEffect, { type: 'track' }>,
   dialect: Dialect,
   now: string,
@@ -253,7 +258,7 @@ function* registryEffects(effects: readonly RegistryEffect[], env: EffectsEnv): 
   for (const e of effects) {
     switch (e.type) {
       case 'track':
-        yield* trackEffects(e, env.dialect, now);
+        yield* startTracking(e, env.dialect, now);
         break;
       case 'fill':
         yield run(SQL.fill, [e.correlationId, nuValue(env.dialect, e.nuProposta), now, e.requestId]);

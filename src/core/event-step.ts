@@ -7,7 +7,7 @@ import { type HandlerStage, stagesFor } from '../domain/handler-order';
 import { effectsFrom, effectsParams, type EffectsRow, OUTBOX_EFFECTS } from '../domain/sql/outbox-effects';
 import { erasedEvent } from '../domain/subject';
 import { processingAttributes, processingName, type TraceAttributes, type Traces } from '../domain/tracing';
-import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } from './effects';
+import { type EffectsEnv, type NamedStatement, type EffectStep, stageEffects } from './effects';
 
 /**
  * The event step, written once for both stores (issue 33): what processing one loaded event does,
@@ -18,11 +18,11 @@ import { type EffectsEnv, type EffectStatement, type EffectStep, stageEffects } 
  *
  * A store runs it with a driver ({@link driveSync}, {@link drive}) given its {@link StepOps}:
  * SQLite mode's turn synchronously on the pipeline's connection (an event a partner's async handler
- * handles runs on the async driver, in a transaction of its own: pipeline/pipeline.ts); cluster
- * mode's kick awaited in pg-boss's transaction (cluster/kick.ts, whose fast pass runs a batch's
+ * handles runs on the async driver, in a transaction of its own: runtime/single/pipeline.ts); cluster
+ * mode's turn awaited in pg-boss's transaction (runtime/cluster/turn.ts, whose fast pass runs a batch's
  * events under one savepoint, their done marks written together: its ops skip the per-event
  * savepoints, collect the done marks, and abort the pass at a rollback). What runs the events, and
- * when (the p-queue under the file lease; pg-boss kicks under the watermark), stays each store's.
+ * when (the p-queue under the file lease; pg-boss turns under the watermark), stays each store's.
  */
 
 /** What the step asks of its store beyond effects.ts's statements and first polls. */
@@ -69,7 +69,7 @@ export interface StepEvent {
   readonly threw?: Error;
 }
 
-const statement = (name: string, text: string): EffectStatement => ({ name: `consig_step_${name}`, text });
+const statement = (name: string, text: string): NamedStatement => ({ name: `consig_step_${name}`, text });
 
 /** The step's own statements, the same text on both stores. */
 export const STEP_SQL = {
@@ -85,7 +85,7 @@ export const STEP_SQL = {
     `UPDATE events SET status = $2, attempts = $3, last_error = $4, next_attempt_at = $5, processed_at = $6
        WHERE id = $1`,
   ),
-  outbox: { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS, rowMode: 'array' } as EffectStatement,
+  outbox: { name: 'consig_outbox_effects', text: OUTBOX_EFFECTS, rowMode: 'array' } as NamedStatement,
   // An event of a proposal whose personal data was erased, stored erased (domain/subject.ts).
   erasedBody: statement('erased_body', 'UPDATE events SET body = $1 WHERE id = $2'),
 } as const;
@@ -207,9 +207,13 @@ function processedOf(event: HandlerEvent): ProcessedEvent {
   };
 }
 
-/** How a store answers a step's requests: `sync` at once, `async` at once or by a promise. */
+/**
+ * How a store answers a step's requests (sqlite/sqlite-step-ops.ts, postgres/pg-step-ops.ts): the
+ * step's interpreter, not a statement runner (its `rows` hands a statement to the store's own:
+ * SQLite's prepared handles, PostgreSQL's PgSql). `sync` at once, `async` at once or by a promise.
+ */
 export interface StepOps<P extends 'sync' | 'async'> {
-  rows(statement: EffectStatement, params: readonly unknown[]): Answer<P, readonly unknown[]>;
+  rows(statement: NamedStatement, params: readonly unknown[]): Answer<P, readonly unknown[]>;
   firstPoll(requestId: string, at: Date): Answer<P, void>;
   savepoint(kind: 'set' | 'release' | 'rollback', error: Error | undefined): Answer<P, void>;
   partner(event: HandlerEvent, now: Date): Answer<P, void>;
@@ -305,7 +309,7 @@ export function tellFailure(failure: HandlerFailure, event: HandlerEvent, sinks:
   sinks.logger[failure.log.level](failure.log.fields, failure.log.message);
 }
 
-/** What a store's processing settings make of the step's options (SQLite mode's and a kick's alike). */
+/** What a store's processing settings make of the step's options (SQLite mode's and a turn's alike). */
 export function stepOptionsOf(
   settings: Pick<StepOptions, 'maxAttempts' | 'backoff'> & {
     outbox?: StepOptions['outbox'] | undefined;

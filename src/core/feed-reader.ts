@@ -6,8 +6,8 @@ import type { StoreSql } from '../domain/sql/store-sql';
 
 /**
  * The change feed (contract §8), written once for both stores: `forward_messages.id` follows commit
- * order in both (SQLite commits one write at a time and takes the id inside it; PostgreSQL's kick
- * holds a lock for its inserts until its commit, cluster/pg-outbox.ts), so a cursor never skips a
+ * order in both (SQLite commits one write at a time and takes the id inside it; PostgreSQL's turn
+ * holds a lock for its inserts until its commit, postgres/pg-outbox.ts), so a cursor never skips a
  * message committed after it was handed out.
  */
 

@@ -5,7 +5,7 @@ import { type MigrationFile, orderMigrationFiles } from '../domain/migration-fil
 
 /**
  * The migration folders beside the package, read one way for both stores: SQLite's `migrations/`
- * (store/migrate.ts), PostgreSQL's `migrations-pg/` (cluster/pg-migrate.ts). Names and numbering
+ * (sqlite/sqlite-migrate.ts), PostgreSQL's `migrations-pg/` (postgres/pg-migrate.ts). Names and numbering
  * are domain/migration-files.ts's; each store applies them its own way (SQLite synchronously at
  * startup, PostgreSQL under an advisory lock).
  */

@@ -8,7 +8,7 @@ import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
  * RETENTION_DAYS and `prune` (contract §10), written once for both stores (issue 24): the rule is
  * domain/retention.ts's (what goes, what stays, the batch sizes, the log lines); here are its
  * statements, on the SQLite file or on PostgreSQL ({@link StoreSql}). Used by the `serve` timers of
- * both modes (pipeline/retention-schedule.ts, cluster/pg-retention.ts) and by `prune`.
+ * both modes (runtime/retention-schedule.ts, runtime/cluster/pg-retention.ts) and by `prune`.
  *
  * A pass walks each table by id from the start in batches, each batch one short transaction, and
  * the event loop turns between batches: the receiver's own writes never wait for more than one
@@ -75,7 +75,7 @@ export async function prunePass(
 /**
  * Removes the personal fields of proposals final and unchanged since before `cutoff` (issue 45,
  * domain/retention.ts), marking them as an erasure does (`personal_erased_at`, no erasure id), a
- * batch per transaction; on PostgreSQL a proposal a kick holds is left for the next pass.
+ * batch per transaction; on PostgreSQL a proposal a turn holds is left for the next pass.
  */
 export async function prunePersonal(
   log: StoreSql,
@@ -109,7 +109,7 @@ export async function prunePersonal(
 
 /**
  * Runs `batch` until it says the walk is done, a turn of the event loop apart, asking `shouldStop`
- * before each: every retention walk (the log's tables here, a replica's spool in store/spool.ts).
+ * before each: every retention walk (the log's tables here, a replica's spool in sqlite/spool.ts).
  */
 export async function walk(
   options: Pick<PruneOptions, 'shouldStop' | 'onBatch' | 'pauseMs'>,

@@ -15,7 +15,7 @@ import type { StoreQuery } from '../domain/sql/store-sql';
  *
  * What processing needs to see a replay is each store's: SQLite's in-process pipeline is swept
  * after the commit; PostgreSQL holds the events' work keys before their rows are locked and queues
- * a kick of each key in the same transaction ({@link ReplayHooks}, cluster/pg-store-port.ts).
+ * a turn of each key in the same transaction ({@link ReplayHooks}, postgres/pg-port.ts).
  */
 
 export async function replayEvents(
@@ -28,8 +28,8 @@ export async function replayEvents(
   if (ids.length === 0) return result;
   const select = `SELECT id, status, nu_proposta, request_id FROM events WHERE ${q.dialect.inIds('id', '$1')} ORDER BY id`;
   const list = q.dialect.idList(ids);
-  // The keys first (an event's key never changes), held before any row is locked (kick-lock.ts): a
-  // kick running now on one of them finishes first, and the status read is the one replaced.
+  // The keys first (an event's key never changes), held before any row is locked (postgres/pg-locks.ts): a
+  // turn running now on one of them finishes first, and the status read is the one replaced.
   if (hooks.hold) await hooks.hold(await q.rows<ReplayedEvent>(select, [list]));
   // Locked (SQLite's write transaction holds the whole file already).
   const rows = await q.rows<ReplayedEvent>(`${select}${q.dialect.rowLock('UPDATE')}`, [list]);

@@ -17,7 +17,7 @@ import { type StoreQuery, type StoreSql, loneRows } from '../domain/sql/store-sq
  * for both stores (issue 24): the {@link SenderStore} of forwarding/sender.ts, and each
  * destination's gauges for `/metrics` and `stats`. SQLite mode runs it in the sender thread on a
  * connection of its own; cluster mode on the pool of the replica holding the destination's lock
- * (cluster/forwarder.ts), so these reads see no other sender's writes. Operators' writes (replay,
+ * (runtime/cluster/forwarder.ts), so these reads see no other sender's writes. Operators' writes (replay,
  * pause) are guarded against in both.
  *
  * The sender's reads run for every message sent: each is one statement, run alone

@@ -4,8 +4,10 @@ import type { ProposalStatus } from '../domain/lifecycle';
 import type { PruneSummary, SpoolPruneSummary } from '../domain/retention';
 import type { StoreQuery, StoreSql } from '../domain/sql/store-sql';
 import type { StuckCutoff } from '../domain/stuck';
-import { trackEffect } from '../domain/event-effects';
-import { type EffectProgram, trackEffects } from './effects';
+import { newTracking } from '../domain/event-effects';
+import { type EffectProgram, startTracking } from './effects';
+import type { StoreGauges } from './gauges';
+import type { DestinationGauges } from '../domain/forwarding/sender-store';
 import { overviewFigures, type AlarmFigures, updateRollup } from './console-overview';
 import {
   countBy,
@@ -32,9 +34,9 @@ import { adoptSubjectKey, indexSubjects, subjectKey } from './subject-index';
 /**
  * The one store interface (issue 33): what the receiver's consumers — the admin API, the console,
  * the commands — need of a store, narrowed to what differs between SQLite and PostgreSQL. Each
- * store has one adapter per way it is reached (store/sqlite-port.ts: the SQLite file; cluster/
- * pg-store-port.ts: a replica's pool, a command's own connection), opened in one place
- * (src/open-store.ts for the commands, src/receiver-mode.ts for the server). Everything the
+ * store has one adapter per way it is reached (sqlite/sqlite-port.ts: the SQLite file;
+ * postgres/pg-port.ts: a replica's pool, a command's own connection), opened in one place
+ * (src/open-store.ts for the commands, each mode's composition in src/runtime/ for the server). Everything the
  * consumers see is built from it once, below ({@link adminStore}, {@link consoleStore},
  * {@link commandStore}), with the code written once for both stores (src/core/): the stores differ
  * only in the members of this interface and in their {@link StoreQuery.dialect}.
@@ -45,12 +47,23 @@ import { adoptSubjectKey, indexSubjects, subjectKey } from './subject-index';
 export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /** The store as messages name it: the SQLite file's path, or postgres://host:port/database. */
   readonly name: string;
+  /**
+   * Whether the store may be away while this process runs (PostgreSQL: a server elsewhere, which
+   * restarts and fails over): its calls then reject with a StorageError, which the routes answer 503
+   * (the client asks again). False for the SQLite file, this process's own.
+   */
+  readonly mayBeAway: boolean;
+  /**
+   * The file that holds the log (the SQLite file: an erasure searches its bytes, appends to the
+   * journal beside it and reaches the backups it records); null where a server holds it (PostgreSQL).
+   */
+  readonly file: string | null;
   /** Snapshots and transactions (domain/sql/store-sql.ts). */
   readonly sql: StoreSql<Q>;
   /**
    * `fn` (the replay rule, core/replay.ts) in one transaction, with the store's way of making
    * processing look at once (SQLite: the in-process pipeline's sweep, after the commit; PostgreSQL:
-   * a kick of each work key, in the transaction).
+   * a turn of each work key, in the transaction).
    */
   replaying(fn: (q: StoreQuery, hooks?: ReplayHooks) => Promise<ReplayResult>): Promise<ReplayResult>;
   /**
@@ -62,6 +75,12 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   readonly senderWake: SenderWake;
   /** The overview's figures each store keeps its own way (the delivery alarm's run), read with `q`. */
   consoleFigures(q: Q): Promise<AlarmFigures>;
+  /**
+   * The log's figures `/metrics` shows (core/gauges.ts), with the destinations' gauges where the
+   * store reads them with the log's (PostgreSQL); null when the store does not answer now (the
+   * gauges keep their last values).
+   */
+  gauges(cutoffs: readonly StuckCutoff[]): Promise<LogGauges | null>;
   /** `stats`' figures each store keeps its own way (size on disk, forwarding), read with `q`. */
   statsFigures(q: Q, destinations: readonly string[]): Promise<StoreStats>;
   /** Calls `onChange` when the outbox may have more (PostgreSQL's NOTIFY; never on SQLite). */
@@ -74,11 +93,14 @@ export interface StorePort<Q extends StoreQuery = StoreQuery> {
   /**
    * An erasure's physical step (issue 45, docs/privacy.md): the old versions of the rows it rewrote
    * made unreadable where the store can (SQLite: the WAL truncated and the file's bytes searched for
-   * `forms`, VACUUM when asked and needed, store/scrub.ts; PostgreSQL: VACUUM of the tables, FULL
+   * `forms`, VACUUM when asked and needed, sqlite/scrub.ts; PostgreSQL: VACUUM of the tables, FULL
    * when asked).
    */
   scrub(forms: readonly string[], options: { vacuum: boolean }): Promise<ScrubOutcome>;
 }
+
+/** What {@link StorePort.gauges} reads. */
+export type LogGauges = StoreGauges & { forwarding?: DestinationGauges[] };
 
 /** What {@link StorePort.scrub} did and found. */
 export interface ScrubOutcome {
@@ -117,12 +139,12 @@ export function adminStore(port: StorePort<StoreQuery>) {
       port.replaying((q, hooks) => replayEvents(q, ids, now, hooks)),
     /**
      * Tracks a registration declared here or started through the service's client (`queued`, first
-     * poll after `graceMs`, domain/event-effects.ts `trackEffect`); one already tracked only gets its
+     * poll after `graceMs`, domain/event-effects.ts `newTracking`); one already tracked only gets its
      * missing fields. `created`: it was new.
      */
-    track: async (t: Parameters<typeof trackEffect>[0], now: Date, graceMs: number) => {
-      const effect = trackEffect(t, now.getTime(), { graceMs });
-      const created = await port.effects(trackEffects(effect, port.sql.dialect, now.toISOString()));
+    track: async (t: Parameters<typeof newTracking>[0], now: Date, graceMs: number) => {
+      const tracking = newTracking(t, now.getTime(), { graceMs });
+      const created = await port.effects(startTracking(tracking, port.sql.dialect, now.toISOString()));
       return { created, averbacao: await reads.averbacao(t.requestId) };
     },
     /** The forwarding tables (contract §8); the writes wake the sender. */
@@ -234,6 +256,8 @@ export function commandStore<Q extends StoreQuery>(port: StorePort<Q>) {
     ...adminStore(port),
     /** The store as messages name it: the SQLite file, or PostgreSQL's host, port and database. */
     name: port.name,
+    /** {@link StorePort.file}. */
+    file: port.file,
     latestProposals: (statuses: readonly ProposalStatus[], limit: number) =>
       sql.read((q) => latestProposals(q, statuses, { limit })),
     stuckProposals: (cutoffs: readonly StuckCutoff[], limit: number) =>

@@ -37,7 +37,7 @@ export interface PlaceReport {
   /** The log's name, or a file's path. */
   place: string;
   hash: string;
-  /** Which key the hash is under (store/subject-journal.ts keyCheck). */
+  /** Which key the hash is under (sqlite/subject-journal.ts keyCheck). */
   keyCheck: string;
   holdings: SubjectHoldings;
   /** Copies of the CPF in the file's raw bytes (SQLite files); null for PostgreSQL. */

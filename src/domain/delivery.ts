@@ -195,7 +195,7 @@ export interface NewDelivery {
   detail: string | null;
   /**
    * Cluster mode: PostgreSQL's time when the request arrived, as this replica estimates it (the
-   * order its event is processed in, cluster/order-clock.ts); null or absent otherwise.
+   * order its event is processed in, runtime/cluster/order-clock.ts); null or absent otherwise.
    */
   orderAt?: string | null;
 }
@@ -218,7 +218,7 @@ export type PendingDelivery = Omit<
   startedAt: number;
 };
 
-/** What stores a delivery and its event (store/ingest-writer.ts `IngestWriter`, group commit). */
+/** What stores a delivery and its event (sqlite/ingest-writer.ts `IngestWriter`, group commit). */
 export interface DeliveryWriter {
   /** Stores the event and its delivery row in one commit; resolves once it is durable. */
   ingest(event: NewEvent, delivery: PendingDelivery): Promise<IngestResult>;

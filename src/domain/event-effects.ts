@@ -12,7 +12,7 @@ import {
 /**
  * What an event does, decided from the state its handler loaded (contract §6, interface §4.4),
  * as a list of effects for a store to apply in the event's transaction. The SQLite pipeline and the
- * PostgreSQL kick (cluster mode) load the same state and apply the same effects, each in its own
+ * PostgreSQL turn (cluster mode) load the same state and apply the same effects, each in its own
  * store: the rules live here once (issue 13: "one life cycle, two stores"). Pure: no I/O, no clock
  * (`nowMs` is passed in).
  */
@@ -122,11 +122,12 @@ const firstPoll = (nowMs: number, schedule: PollScheduleOptions): string =>
   new Date(firstPollAt(nowMs, schedule)).toISOString();
 
 /**
- * A registration declared here (the `track` command, `POST /admin/averbacoes/track`) or started
- * through the service's client: `queued` until the service says more, first poll after the
- * webhook's grace. Both stores write it through core/effects.ts `trackEffects`.
+ * The tracking a registration declared here (the `track` command, `POST /admin/averbacoes/track`)
+ * or started through the service's client begins with: `queued` until the service says more, first
+ * poll after the webhook's grace. A decision, as the other effects here: both stores write it
+ * through core/effects.ts `startTracking`.
  */
-export function trackEffect(
+export function newTracking(
   t: {
     requestId: string;
     correlationId: string | null;

@@ -45,7 +45,7 @@ export interface ReplayedEvent {
 export interface ReplayHooks {
   /** Before the rows are read for update (PostgreSQL: the work keys' advisory locks). */
   hold?(events: readonly ReplayedEvent[]): Promise<void>;
-  /** After the events are queued again (PostgreSQL: a kick per work key). */
+  /** After the events are queued again (PostgreSQL: a turn per work key). */
   queued?(events: readonly ReplayedEvent[]): Promise<void>;
 }
 

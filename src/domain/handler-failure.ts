@@ -3,7 +3,7 @@ import { maskCpfsInText } from './privacy';
 
 /**
  * What a failing handler does to its event, in either store (SQLite mode's pipeline, cluster mode's
- * kick): the attempt is counted; below `maxAttempts` the event is `failed` and waits for its retry
+ * turn): the attempt is counted; below `maxAttempts` the event is `failed` and waits for its retry
  * (its proposal waits with it, order is kept), at `maxAttempts` it is `dead` (replayable) and its
  * proposal moves on. The store only records it and writes the log line given here.
  *

@@ -7,7 +7,7 @@ import { type HandlerEvent, type Router, routeName } from './event-router';
  * registry results and poll answers update it, then the partner's handlers (which see all that
  * done), and the forwarding outbox last, since it reads back what every other handler recorded
  * (contract §8). SQLite mode registers its handlers with {@link registerInOrder}; cluster mode runs
- * {@link stagesFor}'s list (cluster/kick.ts); the built-in stages' statements are core/effects.ts's.
+ * {@link stagesFor}'s list (runtime/cluster/turn.ts); the built-in stages' statements are core/effects.ts's.
  */
 export const HANDLER_ORDER = [
   'lifecycle',

@@ -6,7 +6,7 @@ import { canonicalNuProposta } from './normalize';
 /**
  * The rows the commands, the admin API and the console show, in the shapes of the SQLite log: both
  * stores hand them over so (PostgreSQL's reads convert ids, times, numbers and flags to these, see
- * cluster/pg-reads.ts), so that one renderer serves both. Beside them: `EventRow`
+ * postgres/pg-reads.ts), so that one renderer serves both. Beside them: `EventRow`
  * (event-status.ts) and `DeliveryRow` (delivery.ts).
  */
 
@@ -58,7 +58,7 @@ const integerText = new RegExp(INTEGER_TEXT);
 
 /**
  * `nu_proposta` as the SQLite log holds it: an integer as a number, anything else as the text
- * (PostgreSQL keeps it as text: cluster/pg-reads.ts, src/core/).
+ * (PostgreSQL keeps it as text: postgres/pg-reads.ts, src/core/).
  */
 export function logNuProposta(value: string): number | string;
 export function logNuProposta(value: string | null): number | string | null;

@@ -5,7 +5,7 @@ import { migrationFileName } from './migration-files';
  * Mixed versions on one PostgreSQL (issue 46, item 1): each migration of `migrations-pg/` says
  * whether the previous release runs on the schema it makes (expand/contract). A replica whose code
  * knows fewer migrations than the database has runs when every migration it does not know says
- * `previous`, and refuses otherwise. Pure: the runner (cluster/pg-migrate.ts) reads the files and
+ * `previous`, and refuses otherwise. Pure: the runner (postgres/pg-migrate.ts) reads the files and
  * `schema_migrations`.
  *
  * - `previous`: additive and harmless to the release before (a new table, a nullable column, an
@@ -47,7 +47,7 @@ export const RELEASED_COMPAT: Readonly<Record<number, { compat: Compat; reason: 
   6: {
     compat: 'breaking',
     reason:
-      'relay_spools gets NOT NULL heartbeat columns the previous relay does not fill, and kicks order by received_at up to a watermark it does not publish',
+      'relay_spools gets NOT NULL heartbeat columns the previous relay does not fill, and turns order by received_at up to a watermark it does not publish',
   },
   7: {
     compat: 'previous',

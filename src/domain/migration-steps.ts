@@ -3,13 +3,13 @@ import { MigrationError } from './errors';
 import { migrationFileName } from './migration-files';
 
 /**
- * How the PostgreSQL runner (cluster/pg-migrate.ts) applies one migration on a live database
+ * How the PostgreSQL runner (postgres/pg-migrate.ts) applies one migration on a live database
  * (issue 46, item 2), as rules it can ask: which files run outside a transaction, what a
  * lock conflict is, and how long to wait before trying again. Pure.
  *
  * A migration runs in a transaction of its own, with a short `lock_timeout` and under the relays'
  * own lock: waiting behind a long read (a report, a `pg_dump`) it gives up after the timeout
- * instead of queueing every relay and kick behind its ACCESS EXCLUSIVE request, and it is tried
+ * instead of queueing every relay and turn behind its ACCESS EXCLUSIVE request, and it is tried
  * again later. Some statements cannot run in a transaction at all (`CREATE INDEX CONCURRENTLY`,
  * the way to index a live table without blocking its writes): a file says so on its second line,
  * `-- migrate: outside-transaction`, and then holds exactly one statement.
@@ -72,7 +72,7 @@ export function outsideStatement(m: { version: number; name: string; sql: string
 /**
  * PostgreSQL's codes for a lock a migration could not have in time: `lock_not_available` (its
  * `lock_timeout` ran out) and `deadlock_detected` (it was chosen to break a cycle with a relay or a
- * kick). Either rolls the migration back whole; trying again later is safe.
+ * turn). Either rolls the migration back whole; trying again later is safe.
  */
 export function isLockConflict(code: unknown): boolean {
   return code === '55P03' || code === '40P01';

@@ -11,8 +11,8 @@ import {
 
 /**
  * Every decision of one registry poll (interface §4.3: the status query is the fallback when the
- * registry webhook is late), for both stores: SQLite mode's poller (registry/poller.ts) and cluster
- * mode's poll job (cluster/poll-job.ts) load the registration, call these, and apply what they
+ * registry webhook is late), for both stores: SQLite mode's poller (runtime/single/poller.ts) and cluster
+ * mode's poll job (runtime/cluster/poll-job.ts) load the registration, call these, and apply what they
  * return: the event to store, the row's new schedule, whether it went stale, the log line. Pure: the
  * clock and the jitter's random are passed in.
  */

@@ -35,7 +35,7 @@ export function idRuns(ids: readonly number[]): SpoolGap[] {
   return runs;
 }
 
-/** What a spool file says of itself (store/spool.ts `facts`), for `relay verify`. */
+/** What a spool file says of itself (sqlite/spool.ts `facts`), for `relay verify`. */
 export interface SpoolFacts {
   id: string;
   relayedThrough: number;

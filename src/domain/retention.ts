@@ -16,7 +16,7 @@ import type { EventStatus } from './event-status';
  *   statuses, dates and amounts stay (docs/privacy.md, the legal-hold set); the proposal is marked
  *   `personal_erased_at`, so no later event brings them back.
  * - In cluster mode, a replica's spool: deliveries relayed and received before the cutoff, and the
- *   events they stored (store/spool.ts; never a row not relayed yet, never the newest row).
+ *   events they stored (sqlite/spool.ts; never a row not relayed yet, never the newest row).
  *
  * A pass removes bodies first, then messages (then, in cluster mode, the spool); each store walks
  * its tables in short transactions of the sizes in {@link RETENTION_BATCH} and logs what it removed
@@ -61,7 +61,7 @@ export function isBeforeCutoff(atIso: string, cutoffIso: string): boolean {
  * receiver's own writes never wait for long. They differ by store because a batch holds different
  * things: on SQLite the whole file's write lock, on PostgreSQL only the batch's row locks
  * (bench/pg-retention.ts measures how long). A running replica's spool batch sits between two
- * answers on the thread that sends them (store/spool.ts `pruneSpoolPaced`).
+ * answers on the thread that sends them (sqlite/spool.ts `pruneSpoolPaced`).
  */
 export const RETENTION_BATCH = {
   sqlite: { bodies: 2000, messages: 500, proposals: 500 },

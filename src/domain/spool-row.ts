@@ -1,7 +1,7 @@
 /**
  * One row of a replica's spool as cluster mode's relay reads it (contract §10): a delivery and the
- * event it stored. The shape the SQLite side (store/spool.ts) produces and the relay
- * (cluster/relay.ts) writes to PostgreSQL; here so that neither layer imports the other.
+ * event it stored. The shape the SQLite side (sqlite/spool.ts) produces and the relay
+ * (runtime/cluster/relay.ts) writes to PostgreSQL; here so that neither layer imports the other.
  */
 
 /** One spooled delivery and, when it stored an event (accepted, quarantined), that event. */
@@ -9,7 +9,7 @@ export interface SpoolRow {
   id: number;
   received_at: string;
   /**
-   * PostgreSQL's time when the request arrived, as the replica estimated it (cluster/order-clock.ts,
+   * PostgreSQL's time when the request arrived, as the replica estimated it (runtime/cluster/order-clock.ts,
    * migrations/0012): what its event is ordered by. null before the relay's first heartbeat, and in
    * a spool written by an older version or in SQLite mode (received_at stands for it).
    */

@@ -1,3 +1,5 @@
+import type { SchemaHold } from './migration-compat';
+
 /**
  * The hold-back window of cluster mode (docs/cluster.md §10): a work key's events are processed in
  * `received_at` order, and only once every relay still counted has moved past them, so that a
@@ -116,4 +118,19 @@ export function clockOffsetMs(sentAt: Date, pgNow: Date, receivedAt: Date): numb
  */
 export function readyForTraffic(o: { beaten: boolean; sinceStartMs: number; maxMs: number }): boolean {
   return o.beaten || o.sinceStartMs >= o.maxMs;
+}
+
+/** What `/readyz` reports of a runtime, and what the webhook routes ask (http/, runtime/). */
+export interface Readiness {
+  ready: boolean;
+  ordered: boolean;
+  /** Why the replica refuses PostgreSQL's schema (issue 46): out of rotation, webhooks 503. */
+  refused?: string;
+  /** Its schema is not in place yet: it is migrating, or waiting for another replica's migration (issue 46). */
+  migrating?: boolean;
+  /**
+   * Why the webhook routes answer 503 now instead of acknowledging, or undefined while they
+   * acknowledge: the schema refused, being migrated, or not read yet (issue 46, `schemaHold`).
+   */
+  holdWebhooks?: SchemaHold;
 }

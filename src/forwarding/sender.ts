@@ -36,7 +36,7 @@ import { type AttemptAnswer, AttemptPools, sendAttempt } from './http-attempt';
  * The forwarding sender (contract §8): moves the outbox's pending deliveries to their destinations.
  * Runs only where one process sends each destination: in SQLite mode the process holding the
  * processing lease, like the pipeline (on a worker thread, sender-thread.ts); in cluster mode the
- * replica holding the destination's PostgreSQL lock (cluster/forwarder.ts). The outbox is a
+ * replica holding the destination's PostgreSQL lock (runtime/cluster/forwarder.ts). The outbox is a
  * {@link SenderStore}: core/sender-queries.ts, on SQLite or on PostgreSQL.
  *
  * - Per destination, up to `concurrency` requests in flight, never two of one order key (proposal):

@@ -11,31 +11,14 @@ import type { StoreQuery } from '../domain/sql/store-sql';
 import type { DeliveryWriter } from '../domain/delivery';
 import type { FeedWaiters } from './admin/feed-waiters';
 import type { DeliveryWatch } from './delivery-watch';
-import type { InFlightRequests } from './in-flight';
-import type { MetricsRouteDeps } from './metrics-route';
-import type { WebhookHandler } from './webhook-handler';
-import type { WebhookHold } from './rejections';
+import type { InFlightAnswers, WebhookHandler } from './webhook-handler';
+import type { Readiness } from '../domain/watermark';
 
 /**
  * What the Express app is built from (createApp in app.ts). Its own file, so that the routers,
  * which take it, and app.ts, which mounts them, do not import each other.
  */
 import type { Traces } from '../domain/tracing';
-
-/** A cluster replica's readiness (ClusterNode.readiness), as `/readyz` reports it. */
-export interface Readiness {
-  ready: boolean;
-  ordered: boolean;
-  /** Why the replica refuses PostgreSQL's schema (issue 46): out of rotation, webhooks 503. */
-  refused?: string;
-  /** Its schema is not in place yet: it is migrating, or waiting for another replica's migration (issue 46). */
-  migrating?: boolean;
-  /**
-   * Why the webhook routes answer 503 now instead of acknowledging, or undefined while they
-   * acknowledge: the schema refused, being migrated, or not read yet (issue 46).
-   */
-  holdWebhooks?: WebhookHold;
-}
 
 export interface AppDeps {
   config: Pick<Config, 'webhookSecrets' | 'signatureHeader' | 'maxBodyBytes' | 'adminToken'> &
@@ -54,7 +37,8 @@ export interface AppDeps {
   /**
    * The store the admin API, the console and /metrics read and write (core/store-port.ts): the
    * SQLite file, or PostgreSQL in cluster mode (the ClusterNode's, rejecting with a StorageError
-   * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page).
+   * while PostgreSQL is away: `/admin/*` answers 503, the console a 503 page). The routes ask it
+   * what differs between stores (`mayBeAway`, `gauges`), never another dependency.
    */
   storePort: StorePort<StoreQuery>;
   writer: DeliveryWriter;
@@ -95,7 +79,7 @@ export interface AppDeps {
   readiness?: (() => Readiness) | undefined;
   /**
    * Cluster mode (DATABASE_URL): this replica's relay, which the console's overview shows (the
-   * spool's backlog and lag); its presence tells the routes that `storePort` is PostgreSQL.
+   * spool's backlog and lag).
    * @default undefined (SQLite mode)
    */
   relay?: ConsoleRelay | undefined;
@@ -106,8 +90,6 @@ export interface AppDeps {
    * @default undefined (those answer 503 `subjects_unavailable`)
    */
   subjects?: SubjectService | undefined;
-  /** Cluster mode: /metrics reads the log's figures from PostgreSQL (see metrics-route.ts). */
-  sharedGauges?: MetricsRouteDeps['sharedGauges'];
   /**
    * The webhook handler to mount, so that the fast path and Express share one (and one run of the
    * deactivation alarm).
@@ -124,7 +106,7 @@ export interface AppDeps {
    * Cluster mode: the webhook requests being answered, which the relay's heartbeat may not cover yet.
    * @default undefined (not tracked)
    */
-  inFlight?: InFlightRequests | undefined;
+  inFlight?: InFlightAnswers | undefined;
   /**
    * Answers first (issue 23): the webhook handler reports each answer's start and end, and the
    * console's overview shows whether background work is deferred.
@@ -152,14 +134,14 @@ export interface AppDeps {
     | undefined;
 }
 
-/** The local file as the HTTP server sees it (store/store.ts `Store` is one). */
+/** The local file as the HTTP server sees it (sqlite/store.ts `Store` is one). */
 export interface LocalFile {
   readonly path: string;
   /** Proves the file is open, migrated and takes a write; throws StorageError otherwise. */
   probeWrite(now: Date): void;
 }
 
-/** This replica's relay as the overview shows it (store/spool.ts `Spool` has both). */
+/** This replica's relay as the overview shows it (sqlite/spool.ts `Spool` has both). */
 export interface ConsoleRelay {
   /** The spool's identity: its row in PostgreSQL's `relay_spools`. */
   readonly id: string;

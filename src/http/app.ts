@@ -17,7 +17,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('etag', false);
   app.use(webhookRoutes(deps.webhook ?? webhookHandlerFor(deps)));
   app.use(healthRoutes(deps));
-  app.use(metricsRoute({ ...deps, sql: deps.storePort.sql }));
+  app.use(metricsRoute({ ...deps, port: deps.storePort }));
   app.use('/admin', adminRouter(deps));
   app.use('/console', consoleRouter(deps));
   app.use(faviconRoute(deps));

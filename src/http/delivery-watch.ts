@@ -35,7 +35,7 @@ import type { Metrics } from '../metrics';
  * in memory and is retried by the next check, so the alarm still speaks while the disk refuses.
  */
 
-/** The stored run of the alarm (store/delivery-alarm-repo.ts on the SQLite file). */
+/** The stored run of the alarm (sqlite/sqlite-delivery-alarm.ts on the SQLite file). */
 export interface DeliveryAlarmRepo {
   load(): DeliveryAlarmState;
   save(state: DeliveryAlarmState, now: Date): void;
@@ -327,7 +327,7 @@ export class DeliveryWatch {
 }
 
 /**
- * The watch `serve` runs, on `alarm` (open-store.ts `openDeliveryAlarm`: its own connection to
+ * The watch `serve` runs, on `alarm` (sqlite/sqlite-delivery-alarm.ts `openDeliveryAlarm`: its own connection to
  * DATABASE_PATH), loaded with the stored run and checking on a timer. `stop()` closes the alarm's
  * connection.
  */

@@ -1,7 +1,8 @@
 import { Router } from 'express';
 import type { Clock } from '../clock';
 import type { Logger } from '../logger';
-import type { LocalFile, Readiness } from './app-deps';
+import type { Readiness } from '../domain/watermark';
+import type { LocalFile } from './app-deps';
 import { BUSY_RETRY_AFTER_SECONDS } from './errors';
 
 /**

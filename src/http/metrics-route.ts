@@ -3,36 +3,30 @@ import type { Clock } from '../clock';
 import type { Config } from '../config';
 import { EVENT_STATUSES } from '../domain/event-status';
 import { REGISTRY_STATUSES } from '../domain/catalogue';
-import { DEFAULT_STUCK_AFTER, type StuckCutoff, stuckCutoffs } from '../domain/stuck';
+import { DEFAULT_STUCK_AFTER, stuckCutoffs } from '../domain/stuck';
 import type { Metrics } from '../metrics';
-import { type StoreGauges, storeGauges } from '../core/gauges';
-import type { StoreSql } from '../domain/sql/store-sql';
+import type { StoreGauges } from '../core/gauges';
+import type { StorePort } from '../core/store-port';
 
 /** `/metrics`: Prometheus text; the gauges read from the database are refreshed per scrape. */
 export interface MetricsRouteDeps {
-  /** The store's statements (core/store-port.ts `StorePort.sql`). */
-  sql: StoreSql;
+  /** The store (core/store-port.ts): its `gauges`, the log's figures wherever the log is. */
+  port: Pick<StorePort, 'gauges'>;
   metrics: Metrics;
   clock: Clock;
   /** STUCK_AFTER. @default DEFAULT_STUCK_AFTER */
   config?: Partial<Pick<Config, 'stuckAfter'>>;
-  /**
-   * Cluster mode: the log's figures come from PostgreSQL (this file is only the spool); null when
-   * it does not answer (the gauges keep their last values).
-   * @default undefined (read from the SQLite file)
-   */
-  sharedGauges?: ((cutoffs: readonly StuckCutoff[]) => Promise<SharedFigures | null>) | undefined;
 }
 
 export function metricsRoute(deps: MetricsRouteDeps): Router {
   const { metrics, clock } = deps;
-  const log = deps.sql;
   const stuckAfter = deps.config?.stuckAfter ?? DEFAULT_STUCK_AFTER;
   const router = Router();
   router.get('/metrics', async (_req, res) => {
     const now = clock.now();
     const cutoffs = stuckCutoffs(stuckAfter, now);
-    const figures = deps.sharedGauges ? await deps.sharedGauges(cutoffs) : await localFigures(log, cutoffs);
+    // null: the store does not answer now (PostgreSQL away); the gauges keep their last values.
+    const figures = await deps.port.gauges(cutoffs);
     if (figures !== null) setFigures(metrics, figures, now);
     res.set('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
@@ -41,10 +35,6 @@ export function metricsRoute(deps: MetricsRouteDeps): Router {
 
 /** The log's figures, wherever the log is (SQLite here, PostgreSQL in cluster mode): core/gauges.ts. */
 export type SharedFigures = StoreGauges;
-
-function localFigures(log: StoreSql, cutoffs: readonly StuckCutoff[]): Promise<SharedFigures> {
-  return log.read((q) => storeGauges(q, cutoffs));
-}
 
 function setFigures(metrics: Metrics, f: SharedFigures, now: Date): void {
   // Every status, 0 included: a status whose last row left (dead letters replayed) reads 0, not

@@ -21,7 +21,6 @@ import {
   type WebhookHold,
 } from './rejections';
 import { DeliveryWatch } from './delivery-watch';
-import type { InFlightRequests } from './in-flight';
 
 /**
  * The webhook path of contract §4: read the raw body (bounded while reading), verify the signature
@@ -29,6 +28,18 @@ import type { InFlightRequests } from './in-flight';
  * store; no handler runs inside the request. Framework-free: it takes Node's request and response,
  * so production calls it before Express and the Express route is a one-line adapter.
  */
+
+/**
+ * The answers under way, as a replica's relay must know them (its heartbeat may not cover a request
+ * whose delivery is not in the spool yet): each request begins with its received_at and ends with
+ * its answer.
+ */
+export interface InFlightAnswers {
+  /** A request arrived at `receivedAt`: its order time (null: received_at stands for it) and its token. */
+  begin(receivedAt: string): { token: number; orderAt: string | null };
+  /** Its answer left (after its spool commit, for a stored delivery). */
+  end(token: number): void;
+}
 
 export interface WebhookDeps {
   /** WEBHOOK_SECRETS: any one that matches is accepted (rotation). */
@@ -58,10 +69,11 @@ export interface WebhookDeps {
    */
   watch?: DeliveryWatch | undefined;
   /**
-   * Cluster mode: the requests being answered, for the relay's heartbeat (in-flight.ts).
+   * Cluster mode: the requests being answered, for the relay's heartbeat (the cluster runtime's
+   * in-flight.ts).
    * @default undefined (not tracked)
    */
-  inFlight?: InFlightRequests | undefined;
+  inFlight?: InFlightAnswers | undefined;
   /**
    * Cluster mode (issue 46): why this replica takes no delivery now (it refuses PostgreSQL's schema,
    * migrates it, or has not read it yet), or undefined while it does. Refused: 503 with Retry-After
@@ -109,7 +121,7 @@ interface RequestFacts {
   /** Monotonic milliseconds, for the latency. */
   startedAt: number;
   receivedAt: string;
-  /** Cluster mode: PostgreSQL's time as this replica estimates it (in-flight.ts); null otherwise. */
+  /** Cluster mode: PostgreSQL's time as this replica estimates it (the runtime's in-flight.ts); null otherwise. */
   orderAt: string | null;
   remote: string;
   /** Its entry in `deps.inFlight`, ended when the answer is measured. */

@@ -26,7 +26,7 @@ beforeAll(async () => {
   replica = await startTestReceiver({
     env: { DATABASE_URL: url, REPLICA_ID: 'replica-a', RELAY_INTERVAL_MS: '20', ADMIN_TOKEN: ADMIN },
   });
-  await waitFor(() => replica.cluster?.state === 'running', 'the replica connected to PostgreSQL');
+  await waitFor(() => replica.runtime.state === 'running', 'the replica connected to PostgreSQL');
   const pool = openPool(url);
   try {
     await play(replica, pool, scenario());

@@ -309,7 +309,7 @@ function assembleRuntime(stage: Stage): void {
   runtimeWorkdir = hostPath(runtimeRoot, workdir, '.');
 }
 
-/** better-sqlite3 12.x: the image's Node (>= 22) loads 13.x (src/store/sqlite-driver.ts), the build removes 12.x. */
+/** better-sqlite3 12.x: the image's Node (>= 22) loads 13.x (src/sqlite/sqlite-driver.ts), the build removes 12.x. */
 const UNUSED_SQLITE = 'better-sqlite3';
 
 /** Native binaries and build objects under `dir`. */

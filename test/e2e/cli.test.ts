@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { runCli, runCliAsync, startServe } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';

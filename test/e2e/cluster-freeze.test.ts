@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
-import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
+import { FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
+import { RELAY_LOCK_KEY } from '../../src/postgres/pg-locks';
 import { FakeDestination } from '../helpers/destination';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
@@ -16,12 +16,12 @@ import { tempDir } from '../helpers/tmp';
  * its own lock and sends nothing more — or SIGKILLed there. Meanwhile the other replicas keep
  * receiving deliveries, and each one's relay lag (answer → row in PostgreSQL) is measured. After
  * SIGCONT (or a restart on its spool) everything is relayed and processed exactly once. And a
- * replica only slow (a kick lock held long by a live transaction) does not hold the relay lock for
+ * replica only slow (a turn lock held long by a live transaction) does not hold the relay lock for
  * the others while its relay waits behind it.
  *
  * What bounds it: idle_in_transaction_session_timeout (10 s by default) ends the frozen replica's
  * transaction on the server; the relay's lock_timeout (5 s) keeps a relay that waits behind it from
- * holding the relay lock for the others meanwhile (src/cluster/connection.ts).
+ * holding the relay lock for the others meanwhile (src/postgres/connection.ts).
  */
 
 const bed = pgBed({ prefix: 'freeze' });
@@ -213,7 +213,7 @@ const RELAY_LOCK = {
   objid: String(RELAY_LOCK_KEY & 0xffffffffn),
 };
 
-/** Whether `replica`'s relay waits for a lock (the kick lock the test holds): it takes them first. */
+/** Whether `replica`'s relay waits for a lock (the turn lock the test holds): it takes them first. */
 async function relayWaiting(pool: Pool, replica: string): Promise<boolean> {
   const n = await count(
     pool,
@@ -237,8 +237,8 @@ async function holdsRelayLockWaiting(pool: Pool, replica: string): Promise<boole
   return n === 1;
 }
 
-/** A transaction of the test holding a key's kick lock exclusively, as a running kick would. */
-async function holdKickLock(pool: Pool, key: string): Promise<PoolClient> {
+/** A transaction of the test holding a key's turn lock exclusively, as a running turn would. */
+async function holdTurnLock(pool: Pool, key: string): Promise<PoolClient> {
   const client = await pool.connect();
   await client.query('BEGIN');
   await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('consig-kick:' || $1, 0))`, [key]);
@@ -248,8 +248,8 @@ async function holdKickLock(pool: Pool, key: string): Promise<PoolClient> {
 /**
  * A transaction of the test inserting, uncommitted, the event row a delivery with `webhookId` will
  * make: a relay batch bringing that delivery takes the relay lock, then waits on the row's unique
- * key for this transaction (the relay takes the kick locks it needs before the relay lock, so a
- * held kick lock no longer makes it wait while holding it).
+ * key for this transaction (the relay takes the turn locks it needs before the relay lock, so a
+ * held turn lock no longer makes it wait while holding it).
  */
 async function holdEventRow(pool: Pool, webhookId: string): Promise<PoolClient> {
   const client = await pool.connect();
@@ -330,8 +330,8 @@ it('a replica SIGKILLed while its relay holds the relay lock: the others keep re
   await expectExactlyOnce(bed.pool, load.sent() + 1);
 }, 120_000);
 
-it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lock: the relays of the others go on (lag < 20 s); continued, everything is processed once', async () => {
-  // Two ingest-only replicas relay; only `worker` processes, so the kick of the key is its own.
+it('a processing replica SIGSTOPped inside a turn that holds its key’s turn lock: the relays of the others go on (lag < 20 s); continued, everything is processed once', async () => {
+  // Two ingest-only replicas relay; only `worker` processes, so the turn of the key is its own.
   const a = await replica('replica-a', '0');
   const c = await replica('replica-c', '0');
   const worker = await replica('replica-w', '2');
@@ -341,7 +341,7 @@ it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lo
     async () => (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE status = 'done'")) === 1,
     'the proposal created',
   );
-  // The test holds the proposal's row: the worker's kick takes the key's kick lock, then waits here.
+  // The test holds the proposal's row: the worker's turn takes the key's turn lock, then waits here.
   const row = await bed.pool.connect();
   await row.query('BEGIN');
   await row.query('SELECT 1 FROM proposals WHERE nu_proposta = $1 FOR UPDATE', [String(nu)]);
@@ -354,14 +354,14 @@ it('a processing replica SIGSTOPped inside a kick that holds its key’s kick lo
           `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
            WHERE s.application_name = 'consig-receiver:pg-boss' AND NOT l.granted`,
         )) > 0,
-      'the kick waiting for the proposal’s row',
+      'the turn waiting for the proposal’s row',
     );
     worker.child.kill('SIGSTOP');
   } finally {
     await row.query('COMMIT');
     row.release();
   }
-  // The kick lock of the proposal is held by the frozen kick: a relay of that proposal's next event
+  // The turn lock of the proposal is held by the frozen turn: a relay of that proposal's next event
   // would wait for it holding the relay lock, and every other relay behind it.
   await send(c, nu, 'proposta.aprovada');
   const load = steadyLoad(bed.pool, [a, c], 30_000);
@@ -420,31 +420,31 @@ it('the replica sending a destination SIGSTOPped: another replica takes the dest
   }
 }, 120_000);
 
-it('a relay waiting behind a slow kick (a key’s kick lock held 25 s by a live transaction) does not hold the relay lock meanwhile: the others keep relaying, and its batch goes in once, after', async () => {
+it('a relay waiting behind a slow turn (a key’s turn lock held 25 s by a live transaction) does not hold the relay lock meanwhile: the others keep relaying, and its batch goes in once, after', async () => {
   const a = await replica('replica-a');
   const b = await replica('replica-b');
   const load = steadyLoad(bed.pool, [a], 40_000);
   await waitFor(() => load.sent() >= 4, 'load running');
 
   // Not frozen, only slow: the holder is alive and its session is not idle-bounded (the test's own).
-  const kickLock = await holdKickLock(bed.pool, 'p:5501');
+  const turnLock = await holdTurnLock(bed.pool, 'p:5501');
   let worstWhileHeld: number;
   try {
     await send(b, 5501);
-    // Its relay either waits for the kick lock (before it takes the relay lock) or, when the
-    // watermark has not reached the event yet, relays it and holds the key (held_keys) for a kick
+    // Its relay either waits for the turn lock (before it takes the relay lock) or, when the
+    // watermark has not reached the event yet, relays it and holds the key (held_keys) for a turn
     // that waits instead: either way it must not keep the relay lock from replica-a meanwhile.
     await waitFor(
       async () =>
         (await relayWaiting(bed.pool, 'replica-b')) ||
         (await count(bed.pool, "SELECT count(*) AS n FROM events WHERE nu_proposta = '5501'")) === 1,
-      'replica-b’s relay waiting for the kick lock, or its event relayed',
+      'replica-b’s relay waiting for the turn lock, or its event relayed',
     );
     await new Promise((r) => setTimeout(r, 25_000));
     worstWhileHeld = load.worstMs();
   } finally {
-    await kickLock.query('COMMIT');
-    kickLock.release();
+    await turnLock.query('COMMIT');
+    turnLock.release();
   }
   await load.stop();
 

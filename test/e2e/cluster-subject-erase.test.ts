@@ -1,7 +1,7 @@
 import { closeSync, openSync, readdirSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { countInFile } from '../../src/store/scrub';
+import { countInFile } from '../../src/sqlite/scrub';
 import { cpfForms } from '../../src/domain/subject';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
@@ -520,7 +520,7 @@ describe('subject erase in cluster mode: two replicas, one PostgreSQL (issue 45,
    * to a standby that lagged is repaired from them), so an erasure run beside one replica must reach
    * the others' spools: each replica applies PostgreSQL's erasures to its own. Found by this file's
    * first version: replica 2's spool held 9 raw copies of A's CPF before the erasure and 9 after it
-   * (src/store/spool.ts prunes relayed rows only in its retention pass).
+   * (src/sqlite/spool.ts prunes relayed rows only in its retention pass).
    */
   it("replica 2's spool holds no raw copy of A's CPF soon after the erasure ran beside replica 1 (docs/privacy.md §6)", async () => {
     const r1 = await replica('r1');

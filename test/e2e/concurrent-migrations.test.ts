@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { openDatabase } from '../../src/store/database';
-import { loadMigrations, migrate } from '../../src/store/migrate';
+import { openDatabase } from '../../src/sqlite/database';
+import { loadMigrations, migrate } from '../../src/sqlite/sqlite-migrate';
 import { runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 

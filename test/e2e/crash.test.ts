@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import type { Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';

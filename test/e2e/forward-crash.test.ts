@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HAPPY_PATH } from '../../src/domain/lifecycle';
 import { seededRandom } from '../../src/domain/random';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { bodyOf, FakeDestination, orderViolations, type Responder } from '../helpers/destination';
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { delivery, signed } from '../helpers/payloads';
 import { serveOnOneFile } from '../helpers/process';
 
@@ -31,7 +31,7 @@ interface Answer {
 }
 
 /** The receiver's own choice of better-sqlite3 for this Node (12.x on Node 20, 13.x from 22), built. */
-const DRIVER = join(__dirname, '..', '..', 'dist', 'src', 'store', 'sqlite-driver.js');
+const DRIVER = join(__dirname, '..', '..', 'dist', 'src', 'sqlite', 'sqlite-driver.js');
 
 /** Holds the file's write lock from another process; resolves once it holds it. */
 function holdWriteLock(path: string, ms: number): Promise<{ child: ChildProcess; released: Promise<void> }> {

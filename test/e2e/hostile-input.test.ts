@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { sign } from '../../src/domain/signature';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { type ServerProcess, startServe } from '../helpers/process';

@@ -3,7 +3,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/logger';
 import { type Simulator, startSimulator } from '../../src/simulator';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { type FakeService, startFakeService } from '../helpers/fake-service';
 import { runCli, runCliAsync } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';

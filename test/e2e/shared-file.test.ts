@@ -1,4 +1,4 @@
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { delivery, HAPPY_PATH, postRaw, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { stablePort } from '../../rigs/harness';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { createServiceClient } from '../../src/client';
 import { EVENTOS } from '../../src/domain/catalogue';
 import { createLogger } from '../../src/logger';

@@ -11,8 +11,8 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { openDatabase } from '../../src/store/database';
-import { loadMigrations, migrate } from '../../src/store/migrate';
+import { openDatabase } from '../../src/sqlite/database';
+import { loadMigrations, migrate } from '../../src/sqlite/sqlite-migrate';
 import { BIN, type RunResult } from '../helpers/process';
 import { tempDir } from '../helpers/tmp';
 

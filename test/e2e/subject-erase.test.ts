@@ -1,6 +1,6 @@
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { bodyOf, FakeDestination, type Received } from '../helpers/destination';
 import { delivery, HAPPY_PATH, postRaw, SECRET, signed } from '../helpers/payloads';
 import { runCliAsync, type ServerProcess, startServe } from '../helpers/process';

@@ -10,9 +10,9 @@ import { createApp } from '../../src/http/app';
 import { createHttpServer } from '../../src/http/server';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
-import { IngestWriter } from '../../src/store/ingest-writer';
-import { openStore, type Store } from '../../src/store/store';
-import { sqliteStorePort } from '../../src/store/sqlite-port';
+import { IngestWriter } from '../../src/sqlite/ingest-writer';
+import { openStore, type Store } from '../../src/sqlite/store';
+import { sqliteStorePort } from '../../src/sqlite/sqlite-port';
 import { SECRET } from './payloads';
 import { tempDir } from './tmp';
 

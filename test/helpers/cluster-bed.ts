@@ -78,7 +78,7 @@ export function clusterBed(options: { prefix: string; env?: Record<string, strin
       receivers.push(r);
       // Connected, and its relay has published a heartbeat: what a load balancer waits for (/readyz).
       await waitFor(
-        () => r.cluster?.state === 'running' && r.cluster.readiness().ordered,
+        () => r.runtime.state === 'running' && r.runtime.readiness().ordered,
         'replica connected to PostgreSQL, its relay beating',
       );
       return r;
@@ -87,7 +87,7 @@ export function clusterBed(options: { prefix: string; env?: Record<string, strin
     async sqliteReceiver(env: Record<string, string> = {}, start: ReplicaStart = {}): Promise<TestReceiver> {
       const r = await startTestReceiver({ ...start, env: { ...(options.env ?? {}), ...env } });
       receivers.push(r);
-      if (r.cluster !== null) throw new Error('a SQLite receiver started in cluster mode');
+      if (r.clustered) throw new Error('a SQLite receiver started in cluster mode');
       return r;
     },
     /** Any receiver, stopped after the test like the others. */

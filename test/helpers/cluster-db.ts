@@ -1,9 +1,9 @@
 import { Client, Pool } from 'pg';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
-import { Relay } from '../../src/cluster/relay';
-import type { Sql } from '../../src/cluster/pg-sql';
-import type { Db } from '../../src/store/database';
-import { openSpool, type Spool } from '../../src/store/spool';
+import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
+import { Relay } from '../../src/runtime/cluster/relay';
+import type { PgSql } from '../../src/postgres/pg-sql';
+import type { Db } from '../../src/sqlite/database';
+import { openSpool, type Spool } from '../../src/sqlite/spool';
 import { postRaw, type PostResult, SECRET, signed } from './payloads';
 import { withClient } from './postgres';
 
@@ -83,14 +83,14 @@ export function memoryLogger(): {
   };
 }
 
-export type KickFn = (sql: Sql, keys: readonly string[]) => Promise<void>;
+export type QueueTurns = (sql: PgSql, keys: readonly string[]) => Promise<void>;
 
-/** A kick that only records the work keys each batch asked for (one array per committed or tried batch). */
-export function recordingKick(): { calls: string[][]; kick: KickFn } {
+/** A turn that only records the work keys each batch asked for (one array per committed or tried batch). */
+export function recordingTurns(): { calls: string[][]; queueTurns: QueueTurns } {
   const calls: string[][] = [];
   return {
     calls,
-    kick: async (_sql, keys) => {
+    queueTurns: async (_sql, keys) => {
       calls.push([...keys]);
     },
   };
@@ -100,14 +100,14 @@ export function recordingKick(): { calls: string[][]; kick: KickFn } {
 export function relayOf(
   pool: Pool,
   db: Db,
-  options: { replicaId: string; kick: KickFn; batch?: number; onError?: (err: Error) => void },
+  options: { replicaId: string; queueTurns: QueueTurns; batch?: number; onError?: (err: Error) => void },
 ): { relay: Relay; spool: Spool } {
   const spool = openSpool(db);
   const relay = new Relay(pool, spool, {
     replicaId: options.replicaId,
     batch: options.batch ?? 1000,
     intervalMs: 20,
-    kick: options.kick,
+    queueTurns: options.queueTurns,
     now: () => new Date(),
     logger: memoryLogger(),
     onError: options.onError,
@@ -149,7 +149,7 @@ export function sendSigned(
 /**
  * Installs, in a cluster database (migrated), a trigger that makes the life-cycle handler fail for
  * chosen events: recording a transition of an event whose dedup key is in `test_failures` raises.
- * The kick sees a handler that throws, as a partner's failing handler would in SQLite mode.
+ * The turn sees a handler that throws, as a partner's failing handler would in SQLite mode.
  */
 export async function installFailureTrigger(pool: Pool): Promise<void> {
   await pool.query(`

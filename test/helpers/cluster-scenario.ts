@@ -61,7 +61,7 @@ export async function settled(
   deliveries: number,
 ): Promise<void> {
   const figures = async () =>
-    r.cluster === null
+    !r.clustered
       ? [
           sqliteCount(r, 'SELECT count(*) AS n FROM events'),
           sqliteCount(r, UNFINISHED),

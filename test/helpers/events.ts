@@ -3,9 +3,9 @@ import type { DeliveryRow } from '../../src/domain/delivery';
 import type { EventRow } from '../../src/domain/event-status';
 import { clampLimit } from '../../src/domain/list-limit';
 import { EVENT_COLUMNS, type EventFilter, eventsQuery } from '../../src/domain/sql/read-statements';
-import type { Db } from '../../src/store/database';
+import type { Db } from '../../src/sqlite/database';
 import type { NewEvent } from '../../src/domain/event-status';
-import { prepareShared } from '../../src/store/handler-sql';
+import { prepareShared } from '../../src/sqlite/sqlite-prepare';
 
 /** A pending `proposta.criada` of proposal 1 as the writer stores it, keyed `key` (dedup key and webhook_id). */
 export function pendingEvent(key: string, body = `{"k":"${key}"}`): NewEvent {

@@ -8,7 +8,7 @@ import {
   migratePostgres,
   type MigratePostgresOptions,
   type PgMigration,
-} from '../../src/cluster/pg-migrate';
+} from '../../src/postgres/pg-migrate';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { migrationFileName } from '../../src/domain/migration-files';
 import ts from 'typescript';
@@ -191,7 +191,7 @@ export interface MigratorReport {
 
 /**
  * A separate process running migratePostgres on a pool of its own, as a replica does when it starts.
- * `module` is transpileForChild('src/cluster/pg-migrate.ts', …).
+ * `module` is transpileForChild('src/postgres/pg-migrate.ts', …).
  */
 export async function runMigratorProcess(module: string, url: string, dir: string): Promise<MigratorReport> {
   const result = await runNode(

@@ -11,6 +11,8 @@ import { delivery, postRaw, SECRET, signed } from './payloads';
 import { tempDir } from './tmp';
 
 export interface TestReceiver extends Receiver {
+  /** Whether it runs in cluster mode (DATABASE_URL set), as its configuration says. */
+  clustered: boolean;
   logs: LogSink;
   dbPath: string;
   send(body: unknown, path?: string): ReturnType<typeof postRaw>;
@@ -54,6 +56,7 @@ export async function startTestReceiver(
   });
   return {
     ...receiver,
+    clustered: config.cluster !== null,
     logs,
     dbPath,
     send(body: unknown, path = '/webhooks') {

@@ -45,7 +45,7 @@ it('does not build a tree built after its last change', () => {
 
 it.each([
   ['a source edited', 'src/cli/bin.ts', 'src'],
-  ['a source added', 'src/store/new-table.ts', 'src'],
+  ['a source added', 'src/sqlite/new-table.ts', 'src'],
   ['a benchmark edited', 'bench/run.ts', 'bench'],
   ['the compiler settings', 'tsconfig.json', 'tsconfig.json'],
 ])('builds again after %s', (_what, path, named) => {

@@ -64,7 +64,7 @@ function normaliser(keyOf: ReadonlyMap<number, string>) {
     if (typeof v !== 'object') return v;
     const row = v as Record<string, unknown>;
     // An event stored `ignored` or `invalid` is final on arrival: SQLite leaves its processed_at
-    // null, PostgreSQL's relay sets it (src/cluster/relay.ts). A difference of the tables, not of
+    // null, PostgreSQL's relay sets it (src/runtime/cluster/relay.ts). A difference of the tables, not of
     // the routes.
     const finalOnArrival = row.status === 'ignored' || row.status === 'invalid';
     return Object.fromEntries(
@@ -313,7 +313,7 @@ describe('one admin API, two stores', () => {
 });
 
 describe('writes on PostgreSQL', () => {
-  it('an event replayed is pending again, kicked in the same transaction, and processed once more', async () => {
+  it('an event replayed is pending again, queued in the same transaction, and processed once more', async () => {
     const node = await replica();
     const criada = delivery('proposta.criada', { nu_proposta: 9201 });
     await sendSigned(node.url, criada);
@@ -324,7 +324,7 @@ describe('writes on PostgreSQL', () => {
 
     const replayed = await admin(node, `/events/${first.id}/replay`, { method: 'POST' });
     expect(replayed).toMatchObject({ status: 202, body: { status: 'queued', event_ids: [first.id] } });
-    // Nothing but the kick queued with it runs the event again (no sweep in cluster mode).
+    // Nothing but the turn queued with it runs the event again (no sweep in cluster mode).
     const again = await waitFor(async () => {
       const { event } = (await admin(node, `/events/${first.id}`)).body;
       return event.status === 'done' && event.processed_at > first.processed_at && event;
@@ -364,7 +364,7 @@ describe('writes on PostgreSQL', () => {
         await sendSigned(node.url, delivery(evento, { nu_proposta: 9301 }));
       await settled(node, bed.pool, 2, 2);
       await listener.settled();
-      const kicks = listener.received();
+      const turns = listener.received();
       expect((await admin(node, '/forwards?destination=erp&status=pending')).body.forwards).toHaveLength(2);
       expect(dest.requests).toHaveLength(0);
 
@@ -378,7 +378,7 @@ describe('writes on PostgreSQL', () => {
         body: { status: 'resumed', destination: { paused: false } },
       });
       await listener.settled();
-      expect(listener.received()).toBe(kicks + 1);
+      expect(listener.received()).toBe(turns + 1);
       await waitFor(() => dest.accepted().length === 2, 'both messages delivered once erp resumed');
       await waitFor(
         async () =>
@@ -397,7 +397,7 @@ describe('writes on PostgreSQL', () => {
         body: { status: 'queued', replayed: 1, by_status: { delivered: 1 }, delivery: { id: latest.id } },
       });
       await listener.settled();
-      expect(listener.received()).toBe(kicks + 2);
+      expect(listener.received()).toBe(turns + 2);
       await waitFor(() => dest.accepted().length === 3, 'the replayed delivery sent again');
       expect(dest.accepted()[2]!.webhookId).toBe(latest.webhook_id);
 
@@ -413,14 +413,14 @@ describe('writes on PostgreSQL', () => {
       });
       expect(dry).toMatchObject({ status: 200, body: { dry_run: true, matched: 2 } });
       await listener.settled();
-      expect(listener.received()).toBe(kicks + 2);
+      expect(listener.received()).toBe(turns + 2);
       const bulk = await admin(node, '/forwards/replay', {
         method: 'POST',
         json: { destination: 'erp', status: 'delivered', nu_proposta: 9301 },
       });
       expect(bulk).toMatchObject({ status: 202, body: { status: 'queued', replayed: 2 } });
       await listener.settled();
-      expect(listener.received()).toBe(kicks + 3);
+      expect(listener.received()).toBe(turns + 3);
       await waitFor(() => dest.accepted().length === 5, 'both sent again');
 
       // Backfill: a destination configured after the messages were stored gets a delivery for each

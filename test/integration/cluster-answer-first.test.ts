@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
-import { openSpool } from '../../src/store/spool';
+import type { ForwardSenderThread } from '../../src/runtime/sender-thread';
+import { openSpool } from '../../src/sqlite/spool';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, waitFor } from '../helpers/cluster-db';
 import { FakeDestination, orderViolations } from '../helpers/destination';
@@ -9,7 +9,7 @@ import { sendBurst as burst, type TestReceiver } from '../helpers/receiver';
 
 /**
  * Issue 23 in cluster mode: while a webhook answer is being made on a replica, its background work
- * waits — the relay (spool → PostgreSQL) and the kicks (pg-boss jobs → processing) — and nothing is
+ * waits — the relay (spool → PostgreSQL) and the turns (pg-boss jobs → processing) — and nothing is
  * dropped: the spool keeps what it acknowledged, PostgreSQL keeps the pending events. A real
  * replica (the whole receiver with DATABASE_URL) on a real PostgreSQL. No durations are asserted:
  * counters before and after a burst.
@@ -31,7 +31,7 @@ async function idle(): Promise<void> {
   for (let i = 0; i < 15; i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
-it('a burst is answered while the relay and the kicks wait; once no answer is being made everything is processed, in order', async () => {
+it('a burst is answered while the relay and the turns wait; once no answer is being made everything is processed, in order', async () => {
   const r = await bed.replica({}, { deferral: NO_SLICE });
   // An ingest-only replica (no workers): what it relays is processed by r's workers alone.
   const ingest = await bed.replica({ REPLICA_ID: 'replica-b', CLUSTER_CONCURRENCY: '0' });
@@ -45,7 +45,7 @@ it('a burst is answered while the relay and the kicks wait; once no answer is be
   expect(spooled(r)).toBe(60);
   expect(await inPostgres()).toBe(10);
 
-  // The other replica's burst reaches PostgreSQL through its own relay: its kicks are queued in
+  // The other replica's burst reaches PostgreSQL through its own relay: its turns are queued in
   // pg-boss, and r's workers, the only ones, wait at the gate with them.
   await burst(ingest, 935_000, 30, 10);
   await waitFor(async () => (await inPostgres()) === 40, "the other replica's burst relayed");
@@ -103,8 +103,8 @@ async function setPaused(r: TestReceiver, paused: boolean): Promise<void> {
   expect(res.status).toBe(200);
 }
 
-/** The thread that sends for the replica (forwarding/sender-thread.ts), and the destinations it holds. */
-const sendingOf = (r: TestReceiver) => r.cluster!.sending as ForwardSenderThread;
+/** The thread that sends for the replica (runtime/sender-thread.ts), and the destinations it holds. */
+const sendingOf = (r: TestReceiver) => r.runtime.sender as ForwardSenderThread;
 
 it('the forwarding thread sends nothing while an answer is being made; once none is, it sends the backlog, in order', async () => {
   const d = await FakeDestination.start();

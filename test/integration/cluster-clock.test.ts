@@ -17,7 +17,7 @@ import type { TestReceiver } from '../helpers/receiver';
  * whole receiver with DATABASE_URL, in this process) behind a round-robin on one real PostgreSQL;
  * one replica's wall clock is set off PostgreSQL's through the clock the receiver is given
  * (StartOptions.clock, the one clock every part of a replica reads: webhook received_at, the relay,
- * the kicks); its monotonic clock is the process's, as a real machine's is whatever its wall clock
+ * the turns); its monotonic clock is the process's, as a real machine's is whatever its wall clock
  * says. Each proposal's next delivery is sent ~50 ms after the previous answer, to the next replica,
  * life cycles and the order-sensitive paths (`averbacao.solicitada` then `proposta.negada` ends at
  * averbacao_solicitada, the reverse at negada). Before issue 36 a replica 100 ms off reordered most
@@ -182,7 +182,7 @@ async function run(
     await bed.replica({ REPLICA_ID: 'replica-off', ...holdback }, { clock: shiftedClock(shift) }),
   ];
   // When each transition was recorded, on PostgreSQL's clock (this machine's): a column of this
-  // test's database only, filled by its default (the kicks write `at` on their replica's clock).
+  // test's database only, filled by its default (the turns write `at` on their replica's clock).
   await bed.pool.query(
     'ALTER TABLE proposal_transitions ADD COLUMN recorded_at timestamptz DEFAULT clock_timestamp()',
   );

@@ -351,7 +351,7 @@ describe('the relay on the overview', () => {
     );
 
     // Woken, A's relay takes it: its backlog is empty, and the delay of its last batch is the five minutes.
-    a.cluster!.nudge();
+    a.runtime.nudge();
     await waitFor(
       async () => (await count(bed.pool, 'SELECT count(*) AS n FROM deliveries')) === 3,
       'relayed',
@@ -404,7 +404,7 @@ describe('PostgreSQL away', () => {
       DATABASE_URL: 'postgres://consig@127.0.0.1:9/nowhere',
       REPLICA_ID: 'replica-z',
     });
-    expect(r.cluster?.state).toBe('connecting');
+    expect(r.runtime.state).toBe('connecting');
     const c = new ConsoleClient(r.url);
     expect((await c.get('/console/login')).status).toBe(200);
     const signIn = await c.post('/console/login', { token: ADMIN });

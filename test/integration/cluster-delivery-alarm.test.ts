@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
 import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
-import { readSharedAnswers } from '../../src/cluster/pg-delivery-alarm';
-import { checkOut, sqlOf } from '../../src/cluster/pg-sql';
+import { readSharedAnswers } from '../../src/postgres/pg-delivery-alarm';
+import { checkOut, sqlOf } from '../../src/postgres/pg-sql';
 import { DeliveryWatch } from '../../src/http/delivery-watch';
 import { createLogger } from '../../src/logger';
 import { createMetrics, type Metrics } from '../../src/metrics';

@@ -1,17 +1,18 @@
 import type { Pool } from 'pg';
-import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
+import { ClusterForwarder, FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { pgStoreQuery, pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
+import { pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
 import { destinationGauges, senderStore } from '../../src/core/sender-queries';
-import { checkOut } from '../../src/cluster/pg-sql';
+import { checkOut } from '../../src/postgres/pg-sql';
 import { systemClock } from '../../src/clock';
 import type { BackgroundGate } from '../../src/domain/answer-first';
-import { AnswerFirst } from '../../src/pipeline/answer-first';
+import { AnswerFirst } from '../../src/runtime/answer-first';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import { serializeMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
 import { ForwardSender } from '../../src/forwarding/sender';
-import type { SenderControl } from '../../src/forwarding/sender-thread';
+import type { SenderControl } from '../../src/runtime/sender-thread';
 import { createLogger } from '../../src/logger';
 import { LogSink } from '../helpers/app';
 import { type LogLine, memoryLogger, openPool, rows, waitFor } from '../helpers/cluster-db';
@@ -27,8 +28,8 @@ import { createTestDatabase, startTestPostgres, workerPostgres, migrateUrl } fro
 import { startLatencyProxy } from '../helpers/latency-proxy';
 
 /**
- * Forwarding in cluster mode (contract §8, §10; src/cluster/forwarder.ts), unmocked: a real
- * PostgreSQL this file starts, the outbox filled with SQL as the kick fills it (messages and their
+ * Forwarding in cluster mode (contract §8, §10; src/runtime/cluster/forwarder.ts), unmocked: a real
+ * PostgreSQL this file starts, the outbox filled with SQL as the turn fills it (messages and their
  * deliveries committed together, then `pg_notify('consig_forward', '')`), ClusterForwarders as the
  * replicas run them (the real ForwardSender on the PostgreSQL store), and destinations that are real
  * HTTP servers on loopback (test/helpers/destination.ts). Signatures are checked with the reference
@@ -154,7 +155,7 @@ function replica(
 }
 
 /**
- * Stores the messages of one life-cycle event per entry, as the kick does: the event, its messages
+ * Stores the messages of one life-cycle event per entry, as the turn does: the event, its messages
  * (the real `messagesFor`, bodies with the CPF in full) and a delivery per destination, due at once,
  * in one transaction; then the notification. Returns the messages in id order.
  */
@@ -778,7 +779,7 @@ describe('the sender store on PostgreSQL (core/sender-queries.ts)', () => {
       ],
       [],
     );
-    const gauges = await destinationGauges(pgStoreQuery(db.pool), ['y', 'x', 'none']);
+    const gauges = await destinationGauges(sqlOf(db.pool), ['y', 'x', 'none']);
     expect(gauges.map((g) => [g.destination, g.pending, g.dead, g.paused])).toEqual([
       ['y', messages.length, 0, 1],
       ['x', messages.length - 1, 1, 0],

@@ -7,7 +7,7 @@ import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * A partner's own handlers in cluster mode (`configureHandlers`): awaited inside each event's
- * savepoint of the kick's transaction, after the life cycle, so what they write with `ctx.sql`
+ * savepoint of the turn's transaction, after the life cycle, so what they write with `ctx.sql`
  * commits exactly once with the event, or rolls back with it (and with the life cycle's effects)
  * when one throws. Real replicas on a real PostgreSQL this file starts.
  */

@@ -1,18 +1,18 @@
 import type { Pool } from 'pg';
-import { lockKeys } from '../../src/cluster/kick-lock';
-import { Relay, type RelayOptions } from '../../src/cluster/relay';
-import { sqlOf } from '../../src/cluster/pg-sql';
-import { openSpool } from '../../src/store/spool';
+import { lockKeys } from '../../src/postgres/pg-locks';
+import { Relay, type RelayOptions } from '../../src/runtime/cluster/relay';
+import { sqlOf } from '../../src/postgres/pg-sql';
+import { openSpool } from '../../src/sqlite/spool';
 import { startTestApp, type TestApp } from '../helpers/app';
-import { count, memoryLogger, recordingKick, rows, sendSigned, waitFor } from '../helpers/cluster-db';
+import { count, memoryLogger, recordingTurns, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
 import { pgBed } from '../helpers/cluster-bed';
 import { migrateUrl } from '../helpers/postgres';
 
 /**
  * The hold-back window's relay side (docs/cluster.md §10), on real SQLite spools (the receiving
- * half of real replicas) and a real PostgreSQL: what a batch kicks and what it holds, what a turn
- * releases, a silent relay dropped from the watermark, and a relay waiting for a kick without
+ * half of real replicas) and a real PostgreSQL: what a batch queues turns for and what it holds, what a turn
+ * releases, a silent relay dropped from the watermark, and a relay waiting for a turn without
  * holding the others' relays up.
  */
 
@@ -38,44 +38,44 @@ async function ack(app: TestApp, nu: number, evento = 'proposta.criada'): Promis
   expect(res.status).toBe(200);
 }
 
-/** A relay of `app`'s spool as ClusterNode builds one, its kicks recorded. */
+/** A relay of `app`'s spool as ClusterNode builds one, its turns recorded. */
 function relayOf(app: TestApp, replicaId: string, extra: Partial<RelayOptions> = {}) {
-  const kicks = recordingKick();
+  const turns = recordingTurns();
   const logger = memoryLogger();
   const late: number[] = [];
   const relay = new Relay(pool, openSpool(app.store.db), {
     replicaId,
     batch: 1000,
     intervalMs: 20,
-    kick: kicks.kick,
+    queueTurns: turns.queueTurns,
     now: () => new Date(),
     logger,
     onLate: (n) => late.push(n),
     ...extra,
   });
-  return { relay, kicks: kicks.calls, logger, late };
+  return { relay, turns: turns.calls, logger, late };
 }
 
 const held = () => rows<{ key: string }>(pool, 'SELECT key FROM held_keys ORDER BY key');
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-it('an event above the watermark is held, not kicked, and released by the turn of the relay that moves past it', async () => {
+it('an event above the watermark is held, not queued, and released by the beat of the relay that moves past it', async () => {
   const a = await replica();
   const b = await replica();
   const ra = relayOf(a, 'replica-a');
   const rb = relayOf(b, 'replica-b');
-  await rb.relay.turn(); // b's heartbeat, before the delivery below
+  await rb.relay.beat(); // b's heartbeat, before the delivery below
   await ack(a, 4401);
   expect(await ra.relay.relayOnce()).toBe(1);
   // b has not said it is past the delivery: the key waits.
-  expect(ra.kicks.flat()).toEqual([]);
+  expect(ra.turns.flat()).toEqual([]);
   expect(await held()).toEqual([{ key: 'p:4401' }]);
-  await ra.relay.turn();
+  await ra.relay.beat();
   expect(await held()).toEqual([{ key: 'p:4401' }]);
-  expect(ra.kicks.flat()).toEqual([]);
-  // b's next turn (an idle replica's heartbeat) moves the watermark past it and releases it.
-  await rb.relay.turn();
-  expect(rb.kicks.flat()).toEqual(['p:4401']);
+  expect(ra.turns.flat()).toEqual([]);
+  // b's next beat (an idle replica's heartbeat) moves the watermark past it and releases it.
+  await rb.relay.beat();
+  expect(rb.turns.flat()).toEqual(['p:4401']);
   expect(await held()).toEqual([]);
   const spools = await rows<{ replica: string; ok: boolean }>(
     pool,
@@ -96,43 +96,43 @@ it('a relay silent longer than CLUSTER_HOLDBACK_MAX_MS is dropped once another h
   const holdbackMaxMs = 1000;
   const ra = relayOf(a, 'replica-a', { holdbackMaxMs });
   const rb = relayOf(b, 'replica-b', { holdbackMaxMs });
-  await rb.relay.turn();
+  await rb.relay.beat();
   await ack(b, 4411, 'proposta.criada'); // acknowledged by b, which then falls silent
   await ack(a, 4411, 'proposta.pre_aprovada');
   expect(await ra.relay.relayOnce()).toBe(1);
-  expect(ra.kicks.flat()).toEqual([]); // b still holds the watermark
+  expect(ra.turns.flat()).toEqual([]); // b still holds the watermark
   // a keeps turning; once b has been silent, and a live, for the max, b is dropped and a's event released.
   await waitFor(async () => {
-    await ra.relay.turn();
+    await ra.relay.beat();
     await sleep(50);
-    return ra.kicks.flat().includes('p:4411');
+    return ra.turns.flat().includes('p:4411');
   }, "a's event released once b is dropped");
   expect(await held()).toEqual([]);
   // b comes back: its delivery is older than what the watermark passed, so it is relayed late. a has
   // just turned, as a live replica does.
-  await ra.relay.turn();
+  await ra.relay.beat();
   expect(await rb.relay.relayOnce()).toBe(1);
   expect(rb.late).toEqual([1]);
   expect(rb.logger.lines.filter((l) => l.level === 'warn').map((l) => l.fields.late)).toEqual([1]);
   expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(2);
 });
 
-it('a relay waiting for a running kick of one of its keys does not hold the other replicas’ relays up', async () => {
+it('a relay waiting for a running turn of one of its keys does not hold the other replicas’ relays up', async () => {
   const a = await replica();
   const b = await replica();
   await ack(a, 4421);
   await ack(b, 4422);
   const ra = relayOf(a, 'replica-a');
   const rb = relayOf(b, 'replica-b');
-  // A kick running on p:4421: its exclusive kick lock, held by this transaction.
-  const kick = await pool.connect();
+  // A turn running on p:4421: its exclusive turn lock, held by this transaction.
+  const turn = await pool.connect();
   try {
-    await kick.query('BEGIN');
-    await lockKeys(sqlOf(kick), ['p:4421']);
+    await turn.query('BEGIN');
+    await lockKeys(sqlOf(turn), ['p:4421']);
     const first = ra.relay.relayOnce();
     await waitFor(
       () => count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"),
-      "a's batch waiting for the kick lock",
+      "a's batch waiting for the turn lock",
     );
     // b's batch goes through while a's still waits (before issue 22, a waited holding the relay lock).
     let timer: NodeJS.Timeout | undefined;
@@ -140,11 +140,11 @@ it('a relay waiting for a running kick of one of its keys does not hold the othe
     const second = await Promise.race([rb.relay.relayOnce(), blocked]);
     clearTimeout(timer);
     expect(second).toBe(1);
-    expect(rb.kicks.flat()).toEqual(['p:4422']);
-    await kick.query('COMMIT');
+    expect(rb.turns.flat()).toEqual(['p:4422']);
+    await turn.query('COMMIT');
     expect(await first).toBe(1);
-    expect(ra.kicks.flat()).toEqual(['p:4421']);
+    expect(ra.turns.flat()).toEqual(['p:4421']);
   } finally {
-    kick.release();
+    turn.release();
   }
 });

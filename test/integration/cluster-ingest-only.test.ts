@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
-import { EVENTS_QUEUE, POLL_QUEUE } from '../../src/cluster/engine';
-import { FORWARD_LOCK_CLASS } from '../../src/cluster/forwarder';
-import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
+import { EVENTS_QUEUE, POLL_QUEUE } from '../../src/postgres/pg-queues';
+import { FORWARD_LOCK_CLASS } from '../../src/runtime/cluster/forwarder';
+import { RETENTION_QUEUE } from '../../src/runtime/cluster/pg-retention';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { FakeDestination } from '../helpers/destination';
@@ -11,7 +11,7 @@ import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * Ingest-only replicas (CLUSTER_CONCURRENCY=0): a replica that acknowledges and relays to
- * PostgreSQL, queues the kicks, serves the admin API and the feed, but registers no kick or
+ * PostgreSQL, queues the turns, serves the admin API and the feed, but registers no turn or
  * registry-poll worker in pg-boss and takes no destination; a replica with workers processes and
  * sends everything. Real replicas (the whole receiver with DATABASE_URL), a real PostgreSQL this
  * file starts, a real HTTP destination and a real HTTP fake of the service.
@@ -73,7 +73,7 @@ const forwardLocks = () =>
     [FORWARD_LOCK_CLASS],
   );
 
-const kickStates = () =>
+const turnStates = () =>
   rows<{ state: string; n: string }>(
     pool,
     'SELECT state, count(*) AS n FROM pgboss.job WHERE name = $1 GROUP BY state ORDER BY state',
@@ -82,7 +82,7 @@ const kickStates = () =>
 
 /**
  * How long the test watches an ingest-only replica do nothing. A replica with workers fetches a
- * kick at once on pg-boss's NOTIFY, and polls every 0.5 s besides (src/cluster/node.ts); the tests'
+ * turn at once on pg-boss's NOTIFY, and polls every 0.5 s besides (src/runtime/cluster/node.ts); the tests'
  * handler backoff is 10–40 ms. Three seconds is six polling intervals: with workers running, every
  * event here would be done long before.
  */
@@ -91,10 +91,10 @@ const IDLE_WATCH_MS = 3000;
 it('an ingest-only replica acknowledges and relays but processes nothing; a processing replica then processes it all', async () => {
   const a = await replica('ingest-a', '0', { RETENTION_DAYS: '30' });
 
-  // No kick or registry-poll worker in pg-boss; retention is still offered and taken (hourly, mostly
+  // No turn or registry-poll worker in pg-boss; retention is still offered and taken (hourly, mostly
   // PostgreSQL's work); no destination's lock.
-  expect(a.cluster!.workerQueues()).toEqual([RETENTION_QUEUE]);
-  expect(a.cluster!.processing).toBe(false);
+  expect(a.runtime.workerQueues()).toEqual([RETENTION_QUEUE]);
+  expect(a.runtime.processing).toBe(false);
   expect(await readyz(a)).toEqual({
     status: 200,
     body: { status: 'ready', processing: false, ordered: true },
@@ -118,8 +118,8 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
     async () => (await count(pool, 'SELECT count(*) AS n FROM events')) === sent.length,
     'every delivery relayed to PostgreSQL',
   );
-  // The relay queued one kick per work key, in its transaction.
-  expect(await kickStates()).toEqual([{ state: 'created', n: '3' }]);
+  // The relay queued one turn per work key, in its transaction.
+  expect(await turnStates()).toEqual([{ state: 'created', n: '3' }]);
 
   await new Promise((r) => setTimeout(r, IDLE_WATCH_MS));
   expect(await rows(pool, 'SELECT status, count(*) AS n FROM events GROUP BY status')).toEqual([
@@ -127,9 +127,9 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   ]);
   expect(await count(pool, 'SELECT count(*) AS n FROM proposals')).toBe(0);
   expect(await count(pool, 'SELECT count(*) AS n FROM averbacoes')).toBe(0);
-  expect(await kickStates()).toEqual([{ state: 'created', n: '3' }]);
+  expect(await turnStates()).toEqual([{ state: 'created', n: '3' }]);
   expect(service.requestsTo('GET', '/request/')).toEqual([]);
-  expect(a.cluster!.sending?.holding()).toEqual([]);
+  expect(a.runtime.sender?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(0);
   expect(destination.requests).toEqual([]);
   // Nothing processed, so nothing stored for the feed; the route answers all the same.
@@ -138,8 +138,8 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   expect(((await empty.json()) as { messages: unknown[] }).messages).toEqual([]);
 
   const b = await replica('processing-b', '2');
-  expect(b.cluster!.workerQueues()).toEqual([EVENTS_QUEUE, POLL_QUEUE]);
-  expect(b.cluster!.processing).toBe(true);
+  expect(b.runtime.workerQueues()).toEqual([EVENTS_QUEUE, POLL_QUEUE]);
+  expect(b.runtime.processing).toBe(true);
   expect(await readyz(b)).toEqual({
     status: 200,
     body: { status: 'ready', processing: true, ordered: true },
@@ -162,9 +162,9 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
     'the registration polled to completion',
   );
   // b sends the destination; a still holds nothing.
-  await waitFor(() => b.cluster!.sending?.holding().includes('default'), 'b holds the destination');
+  await waitFor(() => b.runtime.sender?.holding().includes('default'), 'b holds the destination');
   await waitFor(() => destination.requests.length > 0, 'messages sent to the destination');
-  expect(a.cluster!.sending?.holding()).toEqual([]);
+  expect(a.runtime.sender?.holding()).toEqual([]);
   expect(await forwardLocks()).toBe(1);
 
   // The ingest-only replica goes on answering; what it takes now is processed by b.
@@ -183,5 +183,5 @@ it('an ingest-only replica acknowledges and relays but processes nothing; a proc
   const messages = ((await feed.json()) as { messages: { type: string }[] }).messages;
   expect(messages.filter((m) => m.type === 'proposal.changed').length).toBeGreaterThanOrEqual(7);
   expect(await scrape(a)).toEqual({ holder: 0, connected: 1 });
-  expect(a.cluster!.workerQueues()).toEqual([RETENTION_QUEUE]);
+  expect(a.runtime.workerQueues()).toEqual([RETENTION_QUEUE]);
 });

@@ -9,7 +9,7 @@ import type { TestReceiver } from '../helpers/receiver';
 
 /**
  * Issue 22, item 1: per-proposal order across replicas. Three real replicas (the whole receiver
- * with DATABASE_URL, each with its own spool, relay and kick workers) behind a global round-robin,
+ * with DATABASE_URL, each with its own spool, relay and turn workers) behind a global round-robin,
  * on one real PostgreSQL; each proposal's next event is sent ~50 ms after the previous one was
  * answered, so consecutive events of a proposal are acknowledged by different replicas. One
  * replica reaches PostgreSQL through a proxy that delays every packet by 60 ms and stalls for
@@ -275,8 +275,8 @@ it('at the default CLUSTER_HOLDBACK_MAX_MS: a replica cut off from PostgreSQL ho
   );
   expect(late?.before).toBe(true);
   // Counted late by the cut replica's relay (ConsigRelayedLate), whether its first transaction back
-  // is a batch or an idle turn that moves the watermark back below the delivery first: the relay
-  // compares with the highest watermark it read (src/cluster/relay.ts).
+  // is a batch or an idle beat that moves the watermark back below the delivery first: the relay
+  // compares with the highest watermark it read (src/runtime/cluster/relay.ts).
   expect(await lateRelayed(cut)).toBe(1);
   expect(await lateRelayed(near)).toBe(0);
 }, 120_000);

@@ -2,8 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { OUTBOX_LOCK_KEY, storeOutbox } from '../../src/cluster/pg-outbox';
-import { checkOut, sqlOf } from '../../src/cluster/pg-sql';
+import { OUTBOX_LOCK_KEY, storeOutbox } from '../../src/postgres/pg-outbox';
+import { checkOut, sqlOf } from '../../src/postgres/pg-sql';
 import type { OutboxEntry } from '../../src/domain/forwarding/messages';
 import { count, openPool, rows, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';
@@ -13,7 +13,7 @@ import { bodyOf, FakeDestination } from '../helpers/destination';
 import { tempDir } from '../helpers/tmp';
 
 /**
- * The outbox in cluster mode, end to end (contract §8, issue 13): the kicks write it, the replica
+ * The outbox in cluster mode, end to end (contract §8, issue 13): the turns write it, the replica
  * holding a destination's lock sends it, `/admin/feed` on any replica reads it; its ids follow
  * commit order (the outbox lock), so a cursor never skips a message. Real receivers, a real
  * PostgreSQL this file starts, a real HTTP destination.
@@ -56,7 +56,7 @@ async function replica(name: string, env: Record<string, string> = {}): Promise<
     },
   });
   receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', `replica ${name} connected to PostgreSQL`);
+  await waitFor(() => r.runtime.state === 'running', `replica ${name} connected to PostgreSQL`);
   return r;
 }
 
@@ -253,7 +253,7 @@ it('forwarding: two replicas, every change delivered to the destination once, in
       expect(path).toEqual(['em_analise', 'pre_aprovada', 'aprovada', 'averbacao_solicitada']);
     }
     // Exactly one replica holds the destination; the figures of /metrics come from PostgreSQL on both.
-    const holders = [a, b].filter((r) => r.cluster?.sending?.holding().includes('crm'));
+    const holders = [a, b].filter((r) => r.runtime.sender?.holding().includes('crm'));
     expect(holders).toHaveLength(1);
     for (const r of [a, b]) {
       const metrics = await (await fetch(`${r.url}/metrics`)).text();

@@ -1,10 +1,10 @@
 import { readdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { POLL_QUEUE, startEngine } from '../../src/cluster/engine';
-import { runKicks } from '../../src/cluster/kick';
+import { POLL_QUEUE, startEngine } from '../../src/postgres/pg-queues';
+import { runTurns } from '../../src/runtime/cluster/turn';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,
@@ -14,7 +14,7 @@ import {
   installFailureTrigger,
   memoryLogger,
   openPool,
-  recordingKick,
+  recordingTurns,
   relayOf,
   rows,
   sendSigned,
@@ -30,7 +30,7 @@ import { tempDir } from '../helpers/tmp';
 
 /**
  * Processing in cluster mode (contract §10, docs/cluster.md §5), unmocked: real receivers with
- * DATABASE_URL (spool → relay → pg-boss kicks → PostgreSQL effects) on a real PostgreSQL this file
+ * DATABASE_URL (spool → relay → pg-boss turns → PostgreSQL effects) on a real PostgreSQL this file
  * starts, compared with a receiver on SQLite alone given the same deliveries; failures provoked
  * for real by a trigger in the test database; registry polls against a real HTTP fake of the service.
  */
@@ -75,7 +75,7 @@ async function clusterReplica(name: string, env: Record<string, string> = {}): P
     },
   });
   receivers.push(r);
-  await waitFor(() => r.cluster?.state === 'running', `replica ${name} connected to PostgreSQL`);
+  await waitFor(() => r.runtime.state === 'running', `replica ${name} connected to PostgreSQL`);
   return r;
 }
 
@@ -83,7 +83,7 @@ async function clusterReplica(name: string, env: Record<string, string> = {}): P
 async function sqliteReceiver(env: Record<string, string> = {}): Promise<TestReceiver> {
   const r = await startTestReceiver({ env });
   receivers.push(r);
-  expect(r.cluster).toBeNull();
+  expect(r.clustered).toBe(false);
   return r;
 }
 
@@ -102,7 +102,7 @@ const webhookId = (body: Record<string, unknown>) => (body.metadata as { webhook
 
 /**
  * How long a due job (a handler retry, a registry poll) may take to be picked up before the test
- * calls it lost. The workers are configured to poll every 0.5–1 s (src/cluster/node.ts) and the
+ * calls it lost. The workers are configured to poll every 0.5–1 s (src/runtime/cluster/node.ts) and the
  * tests' backoff is 10–40 ms: this is a bound for a hang, far above either, not a performance figure.
  */
 const DUE_JOB_BOUND_MS = 15_000;
@@ -554,7 +554,7 @@ describe('a handler that fails', () => {
     ]);
 
     // The handler works again; `replay --status dead` (the real CLI, on PostgreSQL) requeues the
-    // dead letter and kicks its proposal: it is processed once more, recorded late.
+    // dead letter and turns its proposal: it is processed once more, recorded late.
     await dropFailureTrigger(pool);
     const cliEnv = { DATABASE_URL: url, WEBHOOK_SECRETS: 'unused-by-replay' };
     const replayed = await runCliAsync(['replay', '--status', 'dead', '--json'], cliEnv);
@@ -582,22 +582,22 @@ describe('a handler that fails', () => {
 
 // --- exactly once ------------------------------------------------------------------------------------
 
-const kickOptions = () => ({
+const turnOptions = () => ({
   schedule: { graceMs: 60_000, intervalMs: 1000, maxIntervalMs: 2000, maxAgeMs: 3_600_000 },
   schedulePoll: async () => undefined,
   now: () => new Date(),
   maxAttempts: 5,
   backoff: { baseMs: 10, maxMs: 40 },
-  kick: recordingKick().kick,
+  queueTurns: recordingTurns().queueTurns,
   logger: memoryLogger(),
 });
 
-/** Runs one kick of `key` in a transaction of its own, committed or rolled back. */
-async function kickOnce(key: string, end: 'COMMIT' | 'ROLLBACK'): Promise<number> {
+/** Runs one turn of `key` in a transaction of its own, committed or rolled back. */
+async function turnOnce(key: string, end: 'COMMIT' | 'ROLLBACK'): Promise<number> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    const n = await runKicks(sqlOf(client), [key], kickOptions());
+    const n = await runTurns(sqlOf(client), [key], turnOptions());
     await client.query(end);
     return n;
   } finally {
@@ -621,7 +621,7 @@ describe("pg-boss's queue gone", () => {
 });
 
 describe('exactly once', () => {
-  it('a kick rolled back leaves its events pending; the same kick twice at once applies each event once', async () => {
+  it('a turn rolled back leaves its events pending; the same turn twice at once applies each event once', async () => {
     await migrateUrl(url);
     const app = await startTestApp();
     apps.push(app);
@@ -629,20 +629,20 @@ describe('exactly once', () => {
       delivery(evento, { nu_proposta: 9301 }),
     );
     for (const body of bodies) await ack(app, body);
-    const kicks = recordingKick();
-    await drain(relayOf(pool, app.store.db, { replicaId: 'replica-a', kick: kicks.kick }).relay);
-    expect(kicks.calls.flat()).toEqual(['p:9301']);
+    const turns = recordingTurns();
+    await drain(relayOf(pool, app.store.db, { replicaId: 'replica-a', queueTurns: turns.queueTurns }).relay);
+    expect(turns.calls.flat()).toEqual(['p:9301']);
 
-    // The kick dies before its commit: nothing of it stays.
-    expect(await kickOnce('p:9301', 'ROLLBACK')).toBe(3);
+    // The turn dies before its commit: nothing of it stays.
+    expect(await turnOnce('p:9301', 'ROLLBACK')).toBe(3);
     expect(await count(pool, "SELECT count(*) AS n FROM events WHERE status = 'pending'")).toBe(3);
     expect(await count(pool, 'SELECT count(*) AS n FROM proposal_transitions')).toBe(0);
     expect(await count(pool, 'SELECT count(*) AS n FROM proposals')).toBe(0);
 
-    // Two runs of the kick at once (an expired claim running beside its retry): one does the work.
-    const both = await Promise.all([kickOnce('p:9301', 'COMMIT'), kickOnce('p:9301', 'COMMIT')]);
+    // Two runs of the turn at once (an expired claim running beside its retry): one does the work.
+    const both = await Promise.all([turnOnce('p:9301', 'COMMIT'), turnOnce('p:9301', 'COMMIT')]);
     expect(both.sort()).toEqual([0, 3]);
-    expect(await kickOnce('p:9301', 'COMMIT')).toBe(0);
+    expect(await turnOnce('p:9301', 'COMMIT')).toBe(0);
     expect(await count(pool, 'SELECT count(*) AS n FROM proposal_transitions')).toBe(3);
     expect(await count(pool, "SELECT count(*) AS n FROM events WHERE status = 'done' AND attempts = 1")).toBe(
       3,
@@ -950,11 +950,11 @@ describe('what each mode builds', () => {
 
   it('cluster mode builds only what it runs: no SQLite processing, no pipeline or lease connection on its spool', async () => {
     const alone = await sqliteReceiver();
-    expect(alone.sqlite?.leadership).toBeDefined();
+    expect(alone.clustered).toBe(false);
     // SQLite mode: the store's, the pipeline's, the processing lease's and the delivery watch's.
     expect(connectionsTo(alone.dbPath)).toBe(4);
     const replica = await clusterReplica('spool-only');
-    expect(replica.sqlite).toBeNull();
+    expect(replica.clustered).toBe(true);
     // Cluster mode: the store's (the relay reads the spool on it) and the delivery watch's; no
     // pipeline's or lease's: processing is on PostgreSQL.
     expect(connectionsTo(replica.dbPath)).toBe(2);

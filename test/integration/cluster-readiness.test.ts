@@ -1,5 +1,5 @@
 import { type AddressInfo, createServer, type Socket } from 'node:net';
-import { MIGRATION_LOCK_KEY } from '../../src/cluster/pg-migrate';
+import { MIGRATION_LOCK_KEY } from '../../src/postgres/pg-migrate';
 import { clusterBed } from '../helpers/cluster-bed';
 import { sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';

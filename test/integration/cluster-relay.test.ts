@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { type Engine, EVENTS_QUEUE, type KickData, startEngine } from '../../src/cluster/engine';
-import { Relay } from '../../src/cluster/relay';
+import { type Engine, EVENTS_QUEUE, type TurnData, startEngine } from '../../src/postgres/pg-queues';
+import { Relay } from '../../src/runtime/cluster/relay';
 import type { SpoolGap } from '../../src/domain/relay-gap';
-import { openSpool } from '../../src/store/spool';
+import { openSpool } from '../../src/sqlite/spool';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { lockKeys } from '../../src/cluster/kick-lock';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { lockKeys } from '../../src/postgres/pg-locks';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { runCliAsync } from '../helpers/process';
 import {
@@ -14,7 +14,7 @@ import {
   drain,
   memoryLogger,
   openPool,
-  recordingKick,
+  recordingTurns,
   relayOf,
   rows,
   sendSigned,
@@ -156,10 +156,10 @@ describe('deduplication across replicas', () => {
     const body = delivery('proposta.criada', { nu_proposta: 501 });
     await ack(a, body, 'accepted');
     await ack(b, body, 'accepted');
-    const ka = recordingKick();
-    const kb = recordingKick();
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: ka.kick }).relay);
-    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', kick: kb.kick }).relay);
+    const ka = recordingTurns();
+    const kb = recordingTurns();
+    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: ka.queueTurns }).relay);
+    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', queueTurns: kb.queueTurns }).relay);
 
     const events = await pgEvents();
     expect(events).toHaveLength(1);
@@ -179,7 +179,7 @@ describe('deduplication across replicas', () => {
       ['replica-a', 'accepted', e.id],
       ['replica-b', 'accepted', e.id],
     ]);
-    // The copy needs no processing: only the first relay kicked the proposal's key.
+    // The copy needs no processing: only the first relay queued the proposal's key.
     expect(ka.calls.flat()).toEqual(['p:501']);
     expect(kb.calls.flat()).toEqual([]);
     const spools = await rows<{ replica: string; relayed_through: string }>(
@@ -199,7 +199,7 @@ describe('deduplication across replicas', () => {
     const two = delivery('proposta.criada', { nu_proposta: 512 });
     await ack(a, one, 'accepted');
     await ack(a, one, 'duplicate');
-    const ra = relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    const ra = relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: recordingTurns().queueTurns });
     await drain(ra.relay); // original and its duplicate in one batch
     expect((await pgEvent(webhookId(one))).duplicates).toBe(1);
 
@@ -210,7 +210,9 @@ describe('deduplication across replicas', () => {
     // The other replica: its first copy (accepted there) and its own duplicate answer.
     await ack(b, one, 'accepted');
     await ack(b, one, 'duplicate');
-    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', kick: recordingKick().kick }).relay);
+    await drain(
+      relayOf(pool, b.store.db, { replicaId: 'replica-b', queueTurns: recordingTurns().queueTurns }).relay,
+    );
     const e = await pgEvent(webhookId(one));
     expect(e.duplicates).toBe(4);
     expect(e.first_replica).toBe('replica-a');
@@ -220,7 +222,7 @@ describe('deduplication across replicas', () => {
     await ack(a, two, 'duplicate');
     const single = relayOf(pool, a.store.db, {
       replicaId: 'replica-a',
-      kick: recordingKick().kick,
+      queueTurns: recordingTurns().queueTurns,
       batch: 1,
     });
     expect(await drain(single.relay)).toBe(2);
@@ -236,7 +238,7 @@ describe('deduplication across replicas', () => {
 });
 
 describe('a batch relayed again', () => {
-  it('after a crash between PostgreSQL’s COMMIT and the spool’s cursor: no count changes, no row is inserted, nothing is kicked', async () => {
+  it('after a crash between PostgreSQL’s COMMIT and the spool’s cursor: no count changes, no row is inserted, nothing is queued', async () => {
     const a = await replica();
     const b = await replica();
     const d1 = delivery('proposta.criada', { nu_proposta: 601 });
@@ -252,9 +254,11 @@ describe('a batch relayed again', () => {
     await spooledCount(a, 5);
     await ack(b, d1, 'accepted');
 
-    const kicks = recordingKick();
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: kicks.kick, batch: 2 }).relay);
-    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', kick: kicks.kick }).relay);
+    const turns = recordingTurns();
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: turns.queueTurns, batch: 2 }).relay,
+    );
+    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', queueTurns: turns.queueTurns }).relay);
     const snapshot = async () => ({
       events: await pgEvents(),
       deliveries: await rows(pool, 'SELECT * FROM deliveries ORDER BY id'),
@@ -264,15 +268,19 @@ describe('a batch relayed again', () => {
     expect(before.events).toHaveLength(3);
     expect(before.deliveries).toHaveLength(6);
     expect((await pgEvent(webhookId(d1))).duplicates).toBe(2);
-    const kicked = kicks.calls.flat().length;
-    expect(kicked).toBeGreaterThan(0);
+    const queued = turns.calls.flat().length;
+    expect(queued).toBeGreaterThan(0);
 
     // The crash: PostgreSQL has the batches, the spool's cursor never moved.
     a.store.db.prepare('UPDATE relay_cursor SET relayed_through = 0').run();
-    const again = relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: kicks.kick, batch: 2 });
+    const again = relayOf(pool, a.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: turns.queueTurns,
+      batch: 2,
+    });
     expect(await drain(again.relay)).toBe(3); // it did send the 5 rows again
     expect(await snapshot()).toEqual(before);
-    expect(kicks.calls.flat()).toHaveLength(kicked);
+    expect(turns.calls.flat()).toHaveLength(queued);
     expect(again.spool.relayedThrough()).toBe(5);
 
     // Half the spool again, followed by a new delivery and a new duplicate answer: only those count.
@@ -280,7 +288,9 @@ describe('a batch relayed again', () => {
     const d3 = delivery('proposta.criada', { nu_proposta: 602 });
     await ack(a, d3, 'accepted');
     await ack(a, d2, 'duplicate');
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: kicks.kick, batch: 2 }).relay);
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: turns.queueTurns, batch: 2 }).relay,
+    );
     const after = await snapshot();
     expect(after.deliveries).toHaveLength(8);
     expect(after.events).toHaveLength(4);
@@ -288,12 +298,12 @@ describe('a batch relayed again', () => {
     expect((await pgEvent(webhookId(d2))).duplicates).toBe(1);
     expect((await pgEvent(webhookId(d3))).duplicates).toBe(0);
     // Only the new event needs processing. Replica b's last heartbeat is older than it, so the
-    // watermark has not reached it: its key is held (released by a relay's next turn), not kicked.
-    expect(kicks.calls.flat().slice(kicked)).toEqual([]);
+    // watermark has not reached it: its key is held (released by a relay's next beat), not queued.
+    expect(turns.calls.flat().slice(queued)).toEqual([]);
     expect(await rows(pool, 'SELECT key FROM held_keys')).toEqual([{ key: 'p:602' }]);
   });
 
-  it('a batch whose kick fails is rolled back whole, and relayed in full on the next try', async () => {
+  it('a batch whose turn fails is rolled back whole, and relayed in full on the next try', async () => {
     const a = await replica();
     const d1 = delivery('proposta.criada', { nu_proposta: 611 });
     await ack(a, d1, 'accepted');
@@ -301,11 +311,11 @@ describe('a batch relayed again', () => {
     let fail = true;
     const { relay, spool } = relayOf(pool, a.store.db, {
       replicaId: 'replica-a',
-      kick: async () => {
-        if (fail) throw new Error('kick refused');
+      queueTurns: async () => {
+        if (fail) throw new Error('turn refused');
       },
     });
-    await expect(relay.relayOnce()).rejects.toThrow('kick refused');
+    await expect(relay.relayOnce()).rejects.toThrow('turn refused');
     expect(await count(pool, 'SELECT count(*) AS n FROM deliveries')).toBe(0);
     expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(0);
     expect(spool.relayedThrough()).toBe(0);
@@ -317,7 +327,7 @@ describe('a batch relayed again', () => {
 });
 
 describe('what arrives, and how', () => {
-  it('quarantined and ignored events arrive with their status and are not kicked (pg-boss)', async () => {
+  it('quarantined and ignored events arrive with their status and are not queued (pg-boss)', async () => {
     const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
     engines.push(engine);
     const a = await replica();
@@ -330,7 +340,7 @@ describe('what arrives, and how', () => {
     await ack(a, { requestId: 'req-703', status: 'processing' }, 'accepted', '/webhooks/registry');
     const { relay } = relayOf(pool, a.store.db, {
       replicaId: 'replica-a',
-      kick: (sql, keys) => engine.kick(sql, keys),
+      queueTurns: (sql, keys) => engine.queueTurns(sql, keys),
     });
     await drain(relay);
 
@@ -364,7 +374,7 @@ describe('what arrives, and how', () => {
     expect(quarantined.map((d) => d.event_id)).toEqual([notJson!.id, notObject!.id]);
   });
 
-  it('one kick per work key however many of its events a batch carries; none for a batch of copies', async () => {
+  it('one turn per work key however many of its events a batch carries; none for a batch of copies', async () => {
     const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
     engines.push(engine);
     const a = await replica();
@@ -376,8 +386,12 @@ describe('what arrives, and how', () => {
       await ack(a, body, 'accepted');
       await ack(b, body, 'accepted');
     }
-    await drain(relayOf(pool, a.store.db, { replicaId: 'a', kick: (s, k) => engine.kick(s, k) }).relay);
-    await drain(relayOf(pool, b.store.db, { replicaId: 'b', kick: (s, k) => engine.kick(s, k) }).relay);
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'a', queueTurns: (s, k) => engine.queueTurns(s, k) }).relay,
+    );
+    await drain(
+      relayOf(pool, b.store.db, { replicaId: 'b', queueTurns: (s, k) => engine.queueTurns(s, k) }).relay,
+    );
     expect(
       await count(pool, 'SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND singleton_key = $2', [
         EVENTS_QUEUE,
@@ -399,7 +413,9 @@ describe('what arrives, and how', () => {
     expect(big.status).toBe(413);
     await ack(a, good, 'accepted');
     await spooledCount(a, 4);
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick }).relay);
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: recordingTurns().queueTurns }).relay,
+    );
 
     const deliveries = await pgDeliveries();
     expect(deliveries.map((d) => [d.outcome, d.http_status, d.event_id === null])).toEqual([
@@ -455,7 +471,9 @@ describe('what arrives, and how', () => {
       keys.push(row.dedup_key);
     }
     expect(keys[2]).toBe(`sha256:${createHash('sha256').update(notUtf8).digest('hex')}`);
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick }).relay);
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: recordingTurns().queueTurns }).relay,
+    );
     for (const [i, s] of sent.entries()) {
       const e = await pgEvent(keys[i]!);
       expect(e.body_bytes).toBe(s.raw.length);
@@ -467,13 +485,19 @@ describe('what arrives, and how', () => {
     const first = await replica();
     const d = [1, 2, 3, 4, 5].map((i) => delivery('proposta.criada', { nu_proposta: 740 + i }));
     for (const body of d.slice(0, 3)) await ack(first, body, 'accepted');
-    const old = relayOf(pool, first.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    const old = relayOf(pool, first.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: recordingTurns().queueTurns,
+    });
     await drain(old.relay);
     await apps.splice(apps.indexOf(first), 1)[0]!.close(); // the volume is gone
 
     const second = await replica();
     for (const body of [d[3]!, d[4]!, d[0]!]) await ack(second, body, 'accepted');
-    const fresh = relayOf(pool, second.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    const fresh = relayOf(pool, second.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: recordingTurns().queueTurns,
+    });
     expect(fresh.spool.id).not.toBe(old.spool.id);
     expect(fresh.spool.relayedThrough()).toBe(0);
     await drain(fresh.relay);
@@ -513,7 +537,7 @@ describe('PostgreSQL away', () => {
       const errors: Error[] = [];
       const { relay, spool } = relayOf(ownPool, a.store.db, {
         replicaId: 'replica-a',
-        kick: recordingKick().kick,
+        queueTurns: recordingTurns().queueTurns,
         onError: (err) => errors.push(err),
       });
       expect(await relay.relayOnce()).toBe(5);
@@ -559,7 +583,7 @@ describe('PostgreSQL away', () => {
       for (const body of bodies) await ack(a, body, 'accepted');
       const { relay, spool } = relayOf(ownPool, a.store.db, {
         replicaId: 'replica-a',
-        kick: recordingKick().kick,
+        queueTurns: recordingTurns().queueTurns,
       });
       expect(await relay.relayOnce()).toBe(3);
       expect(spool.backlog().count).toBe(0); // the spool will not send them again
@@ -600,7 +624,7 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
       replicaId: 'replica-a',
       batch: 2,
       intervalMs: 20,
-      kick: recordingKick().kick,
+      queueTurns: recordingTurns().queueTurns,
       now: () => new Date(),
       logger,
       onGap: (gap, resend) => void gaps.push([gap, resend]),
@@ -610,8 +634,8 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
 
     await loseBatchesAfter(spool.id, 2);
     await ack(a, bodies[4], 'accepted');
-    // An idle turn first: it must not publish the spool's cursor (4) over what PostgreSQL lacks.
-    expect(await relay.turn()).toBe(0);
+    // An idle beat first: it must not publish the spool's cursor (4) over what PostgreSQL lacks.
+    expect(await relay.beat()).toBe(0);
     expect(await rows(pool, 'SELECT relayed_through FROM relay_spools')).toEqual([{ relayed_through: '2' }]);
     expect(spool.relayedThrough()).toBe(2); // rewound on disk too: retention keeps rows 3 and 4
     expect(gaps).toEqual([[{ from: 3, through: 4 }, 2]]);
@@ -636,7 +660,9 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
     const a = await replica();
     const bodies = Array.from({ length: 6 }, (_, i) => delivery('proposta.criada', { nu_proposta: 910 + i }));
     for (const body of bodies.slice(0, 3)) await ack(a, body, 'accepted');
-    await drain(relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick }).relay);
+    await drain(
+      relayOf(pool, a.store.db, { replicaId: 'replica-a', queueTurns: recordingTurns().queueTurns }).relay,
+    );
     const spoolId = openSpool(a.store.db).id;
     // Lost everything, the spool's record included: the standby never saw this spool.
     await loseBatchesAfter(spoolId, 0);
@@ -646,7 +672,7 @@ describe('PostgreSQL lost commits (a standby promoted while it lagged; issue 32)
     // A new process: its cursor is the spool's (3), PostgreSQL has nothing of it.
     const restarted = relayOf(pool, a.store.db, {
       replicaId: 'replica-a',
-      kick: recordingKick().kick,
+      queueTurns: recordingTurns().queueTurns,
       batch: 2,
     });
     expect(await restarted.relay.relayOnce()).toBe(2); // the batch from 3 abandoned; 1-2 sent instead
@@ -663,9 +689,14 @@ describe('relay verify (the built CLI)', () => {
     for (let i = 0; i < 4; i += 1)
       await ack(a, delivery('proposta.criada', { nu_proposta: 930 + i }), 'accepted');
     await ack(b, delivery('proposta.criada', { nu_proposta: 939 }), 'accepted');
-    const relayA = relayOf(pool, a.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    const relayA = relayOf(pool, a.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: recordingTurns().queueTurns,
+    });
     await drain(relayA.relay);
-    await drain(relayOf(pool, b.store.db, { replicaId: 'replica-b', kick: recordingKick().kick }).relay);
+    await drain(
+      relayOf(pool, b.store.db, { replicaId: 'replica-b', queueTurns: recordingTurns().queueTurns }).relay,
+    );
     await ack(a, delivery('proposta.criada', { nu_proposta: 935 }), 'accepted'); // not relayed yet
     const verify = (...args: string[]) =>
       runCliAsync(['relay', 'verify', ...args], { DATABASE_URL: url, DATABASE_PATH: a.dbPath });
@@ -713,13 +744,13 @@ describe('relay verify (the built CLI)', () => {
   });
 });
 
-describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
+describe('a new PostgreSQL timeline (postgres/pg-queues.ts releaseClaimsBefore)', () => {
   it('the first replica to see it fails the claims left from before, so they run at once; once per timeline', async () => {
     const engine = await startEngine(url, { max: 3, logger: memoryLogger() });
     engines.push(engine);
-    await engine.kick(sqlOf(pool), ['p:1', 'p:2']);
+    await engine.queueTurns(sqlOf(pool), ['p:1', 'p:2']);
     // Claimed by a worker that died with the old primary: never completed, never failed.
-    const claimed = await engine.boss.fetch<KickData>(EVENTS_QUEUE, { batchSize: 2 });
+    const claimed = await engine.boss.fetch<TurnData>(EVENTS_QUEUE, { batchSize: 2 });
     expect(claimed).toHaveLength(2);
     const stateOf = async (id: string) => (await engine.boss.getJobById(EVENTS_QUEUE, id))?.state;
     expect(await stateOf(claimed[0]!.id)).toBe('active');
@@ -737,32 +768,32 @@ describe('a new PostgreSQL timeline (engine.ts releaseClaimsBefore)', () => {
   });
 });
 
-describe('the kick lock (kick-lock.ts)', () => {
+describe('the turn lock (postgres/pg-locks.ts)', () => {
   const waiting = () =>
     count(pool, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
 
-  it('a batch waits for a kick running on one of its keys, and commits once it has', async () => {
+  it('a batch waits for a turn running on one of its keys, and commits once it has', async () => {
     const a = await replica();
     await ack(a, delivery('proposta.criada', { nu_proposta: 841 }), 'accepted');
-    const kick = await pool.connect();
+    const turn = await pool.connect();
     try {
-      await kick.query('BEGIN');
-      await lockKeys(sqlOf(kick), ['p:841']);
+      await turn.query('BEGIN');
+      await lockKeys(sqlOf(turn), ['p:841']);
       const relaying = relayOf(pool, a.store.db, {
         replicaId: 'a',
-        kick: recordingKick().kick,
+        queueTurns: recordingTurns().queueTurns,
       }).relay.relayOnce();
-      await waitFor(waiting, 'the batch waiting for the kick');
+      await waitFor(waiting, 'the batch waiting for the turn');
       expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(0);
-      await kick.query('COMMIT');
+      await turn.query('COMMIT');
       expect(await relaying).toBe(1);
       expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(1);
     } finally {
-      kick.release();
+      turn.release();
     }
   });
 
-  it('a kick that starts while a batch adds to its key waits for the batch, and then sees its event', async () => {
+  it('a turn that starts while a batch adds to its key waits for the batch, and then sees its event', async () => {
     const a = await replica();
     await ack(a, delivery('proposta.criada', { nu_proposta: 842 }), 'accepted');
     let reached!: () => void;
@@ -771,26 +802,26 @@ describe('the kick lock (kick-lock.ts)', () => {
     const gate = new Promise<void>((r) => (release = r));
     const { relay } = relayOf(pool, a.store.db, {
       replicaId: 'a',
-      kick: async () => {
+      queueTurns: async () => {
         reached();
         await gate; // the batch holds its transaction open after its INSERTs
       },
     });
     const relaying = relay.relayOnce();
     await inFlight;
-    const kick = await pool.connect();
+    const turn = await pool.connect();
     try {
-      await kick.query('BEGIN');
-      const locked = lockKeys(sqlOf(kick), ['p:842']);
-      await waitFor(waiting, 'the kick waiting for the batch');
+      await turn.query('BEGIN');
+      const locked = lockKeys(sqlOf(turn), ['p:842']);
+      await waitFor(waiting, 'the turn waiting for the batch');
       release();
       await locked;
-      const seen = await kick.query("SELECT count(*)::int AS n FROM events WHERE nu_proposta = '842'");
+      const seen = await turn.query("SELECT count(*)::int AS n FROM events WHERE nu_proposta = '842'");
       expect(seen.rows[0].n).toBe(1);
-      await kick.query('COMMIT');
+      await turn.query('COMMIT');
       expect(await relaying).toBe(1);
     } finally {
-      kick.release();
+      turn.release();
     }
   });
 });
@@ -810,8 +841,16 @@ describe('events.id is commit order', () => {
         await ack(app, body, 'accepted');
         order.get(app)!.push(webhookId(body));
       }
-    const ra = relayOf(pool, a.store.db, { replicaId: 'a', kick: recordingKick().kick, batch: 4 });
-    const rb = relayOf(pool, b.store.db, { replicaId: 'b', kick: recordingKick().kick, batch: 4 });
+    const ra = relayOf(pool, a.store.db, {
+      replicaId: 'a',
+      queueTurns: recordingTurns().queueTurns,
+      batch: 4,
+    });
+    const rb = relayOf(pool, b.store.db, {
+      replicaId: 'b',
+      queueTurns: recordingTurns().queueTurns,
+      batch: 4,
+    });
     for (;;) {
       const [na, nb] = await Promise.all([ra.relay.relayOnce(), rb.relay.relayOnce()]);
       if (na === 0 && nb === 0) break;
@@ -852,12 +891,12 @@ describe('events.id is commit order', () => {
     const gate = new Promise<void>((r) => (release = r));
     const ra = relayOf(pool, a.store.db, {
       replicaId: 'a',
-      kick: async () => {
+      queueTurns: async () => {
         reached();
         await gate; // A holds its transaction open after its INSERTs
       },
     });
-    const rb = relayOf(pool, b.store.db, { replicaId: 'b', kick: recordingKick().kick });
+    const rb = relayOf(pool, b.store.db, { replicaId: 'b', queueTurns: recordingTurns().queueTurns });
     const first = ra.relay.relayOnce();
     await inFlight;
     const second = rb.relay.relayOnce();

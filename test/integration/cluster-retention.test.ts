@@ -2,23 +2,23 @@ import { createServer } from 'node:net';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool, PoolClient } from 'pg';
-import { ClusterNode } from '../../src/cluster/node';
-import { pgStoreSql, transactionOn } from '../../src/cluster/pg-store-sql';
-import { RETENTION_QUEUE } from '../../src/cluster/pg-retention';
+import { ClusterNode } from '../../src/runtime/cluster/node';
+import { pgStoreSql, transactionOn } from '../../src/postgres/pg-statements';
+import { RETENTION_QUEUE } from '../../src/runtime/cluster/pg-retention';
 import { PassInterrupted, pruneBodies, pruneForwarded } from '../../src/core/prune-pass';
 import { EVENT_STATUSES } from '../../src/domain/event-status';
 import { retentionCutoff } from '../../src/domain/retention';
-import type { Db } from '../../src/store/database';
+import type { Db } from '../../src/sqlite/database';
 import type { StoreSql } from '../../src/domain/sql/store-sql';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openSpool } from '../../src/store/spool';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openSpool } from '../../src/sqlite/spool';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { startTestApp, type TestApp } from '../helpers/app';
 import {
   count,
   drain,
   memoryLogger,
-  recordingKick,
+  recordingTurns,
   relayOf,
   rows,
   sendSigned,
@@ -387,13 +387,16 @@ describe("the spool's relayed rows", () => {
     app: TestApp;
     relay: ReturnType<typeof relayOf>['relay'];
     spool: ReturnType<typeof relayOf>['spool'];
-    kicks: string[][];
+    turns: string[][];
   }> {
     const app = await startTestApp();
     closers.push(() => app.close());
-    const recorded = recordingKick();
-    const { relay, spool } = relayOf(pool, app.store.db, { replicaId: 'replica-a', kick: recorded.kick });
-    return { app, relay, spool, kicks: recorded.calls };
+    const recorded = recordingTurns();
+    const { relay, spool } = relayOf(pool, app.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: recorded.queueTurns,
+    });
+    return { app, relay, spool, turns: recorded.calls };
   }
 
   async function ack(app: TestApp, body: unknown, status: string): Promise<void> {
@@ -416,7 +419,7 @@ describe("the spool's relayed rows", () => {
   };
 
   it('removes only rows that are relayed and old; what is left is still relayed, and a redelivery is one event', async () => {
-    const { app, relay, spool, kicks } = await relayedReplica();
+    const { app, relay, spool, turns } = await relayedReplica();
     const db = app.store.db;
     const a = delivery('proposta.criada');
     await ack(app, a, 'accepted'); // 1
@@ -449,7 +452,7 @@ describe("the spool's relayed rows", () => {
     expect(await count(pool, 'SELECT count(*) AS n FROM events')).toBe(5);
 
     // `a` again: the spool no longer knows it and answers accepted; PostgreSQL keeps one event, a
-    // duplicate more (the local one before, this one now), and no kick for it.
+    // duplicate more (the local one before, this one now), and no turn for it.
     const key = (a.metadata as { webhook_id: string }).webhook_id;
     const [before] = await rows<{ duplicates: number }>(
       pool,
@@ -457,7 +460,7 @@ describe("the spool's relayed rows", () => {
       [key],
     );
     expect(before?.duplicates).toBe(1);
-    kicks.length = 0;
+    turns.length = 0;
     await ack(app, a, 'accepted');
     await drain(relay);
     const copies = await rows<{ id: string; duplicates: number }>(
@@ -467,7 +470,7 @@ describe("the spool's relayed rows", () => {
     );
     expect(copies).toHaveLength(1);
     expect(copies[0]?.duplicates).toBe(2);
-    expect(kicks.flat()).toEqual([]);
+    expect(turns.flat()).toEqual([]);
     const linked = await rows<{ event_id: string | null }>(
       pool,
       'SELECT event_id FROM deliveries WHERE dedup_key = $1 ORDER BY id',
@@ -518,7 +521,7 @@ describe('a replica with RETENTION_DAYS', () => {
     // A first run without retention: three deliveries, relayed.
     const first = await startTestReceiver({ dir, env });
     // It acknowledges once it has read PostgreSQL's schema (issue 46).
-    await waitFor(() => first.cluster?.readiness().holdWebhooks === undefined, 'the schema read');
+    await waitFor(() => first.runtime.readiness().holdWebhooks === undefined, 'the schema read');
     for (let i = 0; i < 3; i += 1)
       expect((await first.send(delivery('proposta.criada'))).body.status).toBe('accepted');
     await waitFor(async () => (await count(pool, 'SELECT count(*) AS n FROM deliveries')) === 3, 'relayed');
@@ -561,7 +564,10 @@ describe('prune, the command, in cluster mode', () => {
   /** A spool with two relayed deliveries aged past the retention and one recent one. */
   async function spoolBeside(): Promise<string> {
     const app = await startTestApp();
-    const { relay } = relayOf(pool, app.store.db, { replicaId: 'replica-a', kick: recordingKick().kick });
+    const { relay } = relayOf(pool, app.store.db, {
+      replicaId: 'replica-a',
+      queueTurns: recordingTurns().queueTurns,
+    });
     for (let i = 0; i < 3; i += 1) {
       const res = await sendSigned(app.url, delivery('proposta.criada'));
       expect(res.body.status).toBe('accepted');

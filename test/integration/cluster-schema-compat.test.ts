@@ -1,10 +1,10 @@
-import { loadMigrations } from '../../src/store/migrate';
+import { loadMigrations } from '../../src/sqlite/sqlite-migrate';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadPgMigrations } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations } from '../../src/postgres/pg-migrate';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { migrationFileName } from '../../src/domain/migration-files';
-import { openStore } from '../../src/store/store';
+import { openStore } from '../../src/sqlite/store';
 import { clusterBed } from '../helpers/cluster-bed';
 import { count, sendSigned, waitFor } from '../helpers/cluster-db';
 import { delivery } from '../helpers/payloads';

@@ -1,7 +1,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Pool } from 'pg';
-import { connectionSettings } from '../../src/cluster/connection';
-import { checkOut } from '../../src/cluster/pg-sql';
+import { connectionSettings } from '../../src/postgres/connection';
+import { checkOut } from '../../src/postgres/pg-sql';
 
 /**
  * A connection PostgreSQL ends while it is handed from one caller to the next must not take the

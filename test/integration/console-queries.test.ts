@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { rollupHours, updateRollup } from '../../src/core/console-overview';
 import { adminStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
-import { sqliteStorePort } from '../../src/store/sqlite-port';
+import { sqliteStorePort } from '../../src/sqlite/sqlite-port';
 import type { NewEvent } from '../../src/domain/event-status';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { tempDir } from '../helpers/tmp';
 
 /**

@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pgStoreQuery } from '../../src/cluster/pg-store-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { consoleAudit } from '../../src/core/console-session-queries';
 import { type AuditRow, type NewRefusal, REFUSAL_ROWS_PER_WINDOW } from '../../src/domain/console';
 import { postgresDialect } from '../../src/domain/sql/dialect';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import Database from '../../src/store/sqlite-driver';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import Database from '../../src/sqlite/sqlite-driver';
 import { clusterBed } from '../helpers/cluster-bed';
 import { rows, waitFor } from '../helpers/cluster-db';
 import { ConsoleClient } from '../helpers/console-client';
@@ -81,7 +81,7 @@ const cluster: Mode = {
   cliEnv: () => ({ DATABASE_URL: bed.url }),
   // Its statements on the pool, as the console's store runs them (src/core/console-session-queries.ts).
   refuse: (r) => {
-    const q = pgStoreQuery(bed.pool);
+    const q = sqlOf(bed.pool);
     return consoleAudit({ dialect: postgresDialect, read: (fn) => fn(q), write: (fn) => fn(q) }).refuse(r);
   },
 };

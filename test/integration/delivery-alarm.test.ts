@@ -6,16 +6,16 @@ import type { DestinationStream } from 'pino';
 import type { Clock } from '../../src/clock';
 import { loadConfig } from '../../src/config';
 import { DeliveryWatch, startDeliveryWatch } from '../../src/http/delivery-watch';
-import { openDeliveryAlarm } from '../../src/open-store';
+import { openDeliveryAlarm } from '../../src/sqlite/sqlite-delivery-alarm';
 import { createHttpServer } from '../../src/http/server';
 import { createWebhookHandler } from '../../src/http/webhook-handler';
 import { createLogger } from '../../src/logger';
 import { createMetrics, type Metrics } from '../../src/metrics';
-import { deliveryAlarmRepo } from '../../src/store/delivery-alarm-repo';
-import { IngestWriter } from '../../src/store/ingest-writer';
-import Database from '../../src/store/sqlite-driver';
-import { openStore, type Store } from '../../src/store/store';
-import { sqliteStorePort } from '../../src/store/sqlite-port';
+import { deliveryAlarmRepo } from '../../src/sqlite/sqlite-delivery-alarm';
+import { IngestWriter } from '../../src/sqlite/ingest-writer';
+import Database from '../../src/sqlite/sqlite-driver';
+import { openStore, type Store } from '../../src/sqlite/store';
+import { sqliteStorePort } from '../../src/sqlite/sqlite-port';
 import { LogSink } from '../helpers/app';
 import { delivery, postRaw, SECRET, signed } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';
@@ -74,7 +74,7 @@ async function startReceiver(
   // A timer far beyond the test: every check below is called by the test itself.
   const watch = startDeliveryWatch(config, {
     ...{ metrics, logger, clock, checkIntervalMs: 10 * HOUR },
-    alarm: openDeliveryAlarm(config),
+    alarm: openDeliveryAlarm(config.databasePath),
   });
   const webhook = createWebhookHandler({
     ...config,

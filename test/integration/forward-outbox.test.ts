@@ -6,15 +6,15 @@ import type { Evento } from '../../src/domain/catalogue';
 import { classifyDelivery, type Route } from '../../src/domain/delivery';
 import { bodyFor, type MessageBody } from '../../src/domain/forwarding/messages';
 import { HandlerRouter } from '../../src/domain/event-router';
-import { type Db, openDatabase } from '../../src/store/database';
+import { type Db, openDatabase } from '../../src/sqlite/database';
 import { createLogger } from '../../src/logger';
-import { Pipeline } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/runtime/single/pipeline';
 import { workKeyOf } from '../../src/domain/work-key';
 import type { NewEvent } from '../../src/domain/event-status';
-import { IngestWriter } from '../../src/store/ingest-writer';
+import { IngestWriter } from '../../src/sqlite/ingest-writer';
 import { replayEvents } from '../../src/core/replay';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { delivery, eventually } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';
 import { eventById } from '../helpers/events';
@@ -73,7 +73,7 @@ let pipeline: Pipeline;
 let partnerDb: Db | null = null;
 
 /**
- * The processing side as receiver-mode.ts builds it; `partner` registers the partner's handlers
+ * The processing side as runtime/single/single-mode.ts builds it; `partner` registers the partner's handlers
  * (configureHandlers: the partner stage, before the outbox's), run on a connection of their own.
  */
 function start(partner?: (router: HandlerRouter) => void): void {

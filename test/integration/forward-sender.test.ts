@@ -6,14 +6,14 @@ import type { CircuitState } from '../../src/domain/forwarding/circuit';
 import { type Destination, parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import type { OutgoingMessage } from '../../src/domain/forwarding/messages';
 import { ForwardSender } from '../../src/forwarding/sender';
-import type { ForwardSenderThread } from '../../src/forwarding/sender-thread';
+import type { ForwardSenderThread } from '../../src/runtime/sender-thread';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { senderStore } from '../../src/core/sender-queries';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { forwardOutbox } from '../../src/store/forward-outbox';
-import { openStore, type Store } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { forwardOutbox } from '../../src/sqlite/sqlite-outbox';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { LogSink } from '../helpers/app';
 import {
   bodyOf,
@@ -393,7 +393,7 @@ describe('through the whole receiver', () => {
     const first = await receiverWith(config, dir, { SHUTDOWN_TIMEOUT_MS: '200' });
     await sendEvents(first, 810_008, ['proposta.criada']);
     await eventually(
-      () => d.requests.length === 1 && first.sqlite!.sender.inFlight === 1,
+      () => d.requests.length === 1 && first.runtime.sender!.inFlight === 1,
       'the request in flight',
     );
     await first.stop();
@@ -418,7 +418,7 @@ describe('through the whole receiver', () => {
     // The first three requests (each proposal's first message) answered while the sender stops.
     const d = await destination((req) => (req.seq < 3 ? { delayMs: 500 } : undefined));
     const r = await receiverWith([entry('refused', d)]);
-    const sender = r.sqlite!.sender as ForwardSenderThread;
+    const sender = r.runtime.sender! as ForwardSenderThread;
     for (const nu of [810_030, 810_031, 810_032]) await sendEvents(r, nu, ['proposta.criada']);
     await eventually(() => d.requests.length === 3, "each proposal's first message open");
     // A refusal the test can take back: every attempt's INSERT fails, as on a full disk.
@@ -475,7 +475,7 @@ describe('through the whole receiver', () => {
       req.seq === 0 ? { delayMs: 30_000 } : req.seq === 1 ? { status: 500 } : undefined,
     );
     const r = await receiverWith([entry('sturdy', d, { timeout_ms: 60_000 })]);
-    const sender = r.sqlite!.sender as ForwardSenderThread;
+    const sender = r.runtime.sender! as ForwardSenderThread;
     await sendEvents(r, 810_018, ['proposta.criada']);
     await eventually(() => d.requests.length === 1 && sender.inFlight === 1, 'the request in flight');
     const ended = sender.thread;
@@ -575,7 +575,7 @@ describe('through the whole receiver', () => {
       ['pending', 0],
       ['pending', 0],
     ]);
-    await eventually(() => r.sqlite!.sender.inFlight === 1, 'only the slow request in flight');
+    await eventually(() => r.runtime.sender!.inFlight === 1, 'only the slow request in flight');
   });
 
   it('two destinations are independent: one failing does not hold the other; metrics per destination', async () => {
@@ -621,8 +621,8 @@ describe('through the whole receiver', () => {
     for (let nu = 840_001; nu <= 840_008; nu++) await sendEvents(first, nu, ['proposta.criada']);
     await eventually(
       () =>
-        first.sqlite!.sender.circuits().get('breaker')?.state === 'open' &&
-        first.sqlite!.sender.inFlight === 0,
+        first.runtime.sender!.circuits().get('breaker')?.state === 'open' &&
+        first.runtime.sender!.inFlight === 0,
       'circuit open, nothing in flight',
     );
     expect(sample(await metricsText(first), 'consig_forward_circuit_state', 'destination="breaker"')).toBe(2);
@@ -692,7 +692,7 @@ describe('through the whole receiver', () => {
     await allDelivered(r, 'revived', 2);
     // The sender runs in a thread: its state reaches this one just after the rows it wrote.
     await eventually(
-      () => r.sqlite!.sender.circuits().get('revived')?.state === 'closed',
+      () => r.runtime.sender!.circuits().get('revived')?.state === 'closed',
       'the circuit closed',
     );
   });

@@ -5,8 +5,8 @@ import {
   type BatchInfo,
   IngestWriter,
   type PendingDelivery,
-} from '../../src/store/ingest-writer';
-import { openStore, type Store } from '../../src/store/store';
+} from '../../src/sqlite/ingest-writer';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { deliveriesByOutcome, eventByDedupKey, pendingEvent } from '../helpers/events';
 import { tempDir } from '../helpers/tmp';
 

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { createLogger } from '../../src/logger';
 import { StorageError } from '../../src/domain/errors';
-import { Pipeline } from '../../src/pipeline/pipeline';
-import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from '../../src/store/database';
-import { type AuditLoss, type BatchInfo, IngestWriter } from '../../src/store/ingest-writer';
-import { openStore, type Store } from '../../src/store/store';
+import { Pipeline } from '../../src/runtime/single/pipeline';
+import { type Db, EVENT_LOOP_BUSY_TIMEOUT_MS, openDatabase, setBusyTimeout } from '../../src/sqlite/database';
+import { type AuditLoss, type BatchInfo, IngestWriter } from '../../src/sqlite/ingest-writer';
+import { openStore, type Store } from '../../src/sqlite/store';
 import { delivery } from '../helpers/payloads';
 import { eventually, startTestReceiver } from '../helpers/receiver';
 import { pendingEvent } from '../helpers/events';

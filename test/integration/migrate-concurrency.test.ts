@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { type Db, openDatabase } from '../../src/store/database';
-import { appliedVersions, loadMigrations, type Migration, migrate } from '../../src/store/migrate';
+import { type Db, openDatabase } from '../../src/sqlite/database';
+import { appliedVersions, loadMigrations, type Migration, migrate } from '../../src/sqlite/sqlite-migrate';
 import { tempDir } from '../helpers/tmp';
 
 /**

@@ -1,10 +1,10 @@
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { join } from 'node:path';
-import { openStore } from '../../src/store/store';
-import { forwardOutbox } from '../../src/store/forward-outbox';
+import { openStore } from '../../src/sqlite/store';
+import { forwardOutbox } from '../../src/sqlite/sqlite-outbox';
 import { pruneForwarded } from '../../src/core/prune-pass';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
 import { tempDir } from '../helpers/tmp';
 import {
   deliveriesStored,

@@ -505,7 +505,7 @@ it('start-averbacao tracks what it started in PostgreSQL, where every replica po
         status: 'queued',
       },
     ]);
-    // Its first poll is queued in the same transaction, as `track` does (pg-store-port.ts `effects`).
+    // Its first poll is queued in the same transaction, as `track` does (postgres/pg-port.ts `effects`).
     const jobs = await withClient(url, async (c) =>
       Number(
         (await c.query("SELECT count(*) AS n FROM pgboss.job WHERE data::text LIKE '%req-pg-started-1%'"))

@@ -3,17 +3,17 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { clientRunners, pgStoreSql } from '../../src/cluster/pg-store-sql';
+import { clientRunners, pgStoreSql } from '../../src/postgres/pg-statements';
 import { forwardAdmin } from '../../src/core/forward-admin';
-import { storeOutbox } from '../../src/cluster/pg-outbox';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { storeOutbox } from '../../src/postgres/pg-outbox';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { CHUNK_ROWS } from '../../src/domain/forwarding/admin';
 import { parseDestinationsFile } from '../../src/domain/forwarding/destinations';
 import { destinationWants, type OutgoingMessage } from '../../src/domain/forwarding/messages';
 import type { ProposalStatus } from '../../src/domain/lifecycle';
-import { forwardOutbox } from '../../src/store/forward-outbox';
-import Database from '../../src/store/sqlite-driver';
-import { openStore } from '../../src/store/store';
+import { forwardOutbox } from '../../src/sqlite/sqlite-outbox';
+import Database from '../../src/sqlite/sqlite-driver';
+import { openStore } from '../../src/sqlite/store';
 import { listenOutbox } from '../helpers/cluster-db';
 import { maskCpf } from '../../src/domain/privacy';
 import { CPF, lifecycleMessages } from '../helpers/outbox';
@@ -25,7 +25,7 @@ import { tempDir } from '../helpers/tmp';
 /**
  * `forwards …` and `feed` in cluster mode (contract §8, §10): the built CLI, run as a child with
  * DATABASE_URL, on a real PostgreSQL migrated with migrations-pg/ whose outbox was written by the
- * kicks' own statement (storeOutbox). The same rows are written to a SQLite file with the
+ * turns' own statement (storeOutbox). The same rows are written to a SQLite file with the
  * pipeline's statement (forwardOutbox) and the same updates, and each command must print the same
  * thing on both, `--json` to the byte, except where a write's own time differs.
  */
@@ -594,7 +594,7 @@ describe('feed', () => {
     expectOneLineError(cluster(['feed', '--types', 'x']), 2, /--types expects/);
   });
 
-  it('--follow prints a message committed by a kick, and exits 0 on SIGTERM with the cursor', async () => {
+  it('--follow prints a message committed by a turn, and exits 0 on SIGTERM with the cursor', async () => {
     const child: ChildProcess = spawn(process.execPath, [BIN, 'feed', '--follow'], {
       env: { PATH: process.env.PATH ?? '', ...BASE_ENV(), DATABASE_URL: url },
       stdio: ['ignore', 'pipe', 'pipe'],

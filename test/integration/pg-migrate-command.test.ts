@@ -1,7 +1,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadPgMigrations, MIGRATION_LOCK_KEY } from '../../src/cluster/pg-migrate';
-import { loadMigrations } from '../../src/store/migrate';
+import { loadPgMigrations, MIGRATION_LOCK_KEY } from '../../src/postgres/pg-migrate';
+import { loadMigrations } from '../../src/sqlite/sqlite-migrate';
 import { pgBed } from '../helpers/cluster-bed';
 import { count, waitFor } from '../helpers/cluster-db';
 import { runCliAsync } from '../helpers/process';

@@ -1,7 +1,7 @@
 import type { Client } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { loadPgMigrations } from '../../src/cluster/pg-migrate';
-import { RELAY_LOCK_KEY } from '../../src/cluster/relay';
+import { loadPgMigrations } from '../../src/postgres/pg-migrate';
+import { RELAY_LOCK_KEY } from '../../src/postgres/pg-locks';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { waitFor } from '../helpers/cluster-db';
 import {

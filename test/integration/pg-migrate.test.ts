@@ -1,12 +1,12 @@
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
-import { loadPgMigrations, migratePostgres } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations, migratePostgres } from '../../src/postgres/pg-migrate';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { MigrationError } from '../../src/domain/errors';
-import { migrate } from '../../src/store/migrate';
+import { migrate } from '../../src/sqlite/sqlite-migrate';
 import {
   createTestDatabase,
   runMigratorProcess,
@@ -145,7 +145,7 @@ describe('migratePostgres', () => {
       [`${next(2)}_more.sql`]: `-- compat: previous\nINSERT INTO migration_runs VALUES (${realCount + 2}, pg_backend_pid());`,
     });
     const build = tempDir('consig-pg-child-');
-    const module = transpileForChild('src/cluster/pg-migrate.ts', build.dir);
+    const module = transpileForChild('src/postgres/pg-migrate.ts', build.dir);
     const reports = await Promise.all([1, 2, 3].map(() => runMigratorProcess(module, url, dir))).finally(
       build.cleanup,
     );

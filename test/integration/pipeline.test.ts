@@ -1,4 +1,4 @@
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { EVENTOS, type Evento } from '../../src/domain/catalogue';
 import { replay } from '../../src/domain/lifecycle';
 import { delivery } from '../helpers/payloads';

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { loadConfig } from '../../src/config';
-import { openStore } from '../../src/store/store';
+import { openStore } from '../../src/sqlite/store';
 import { trackCommand } from '../../src/cli/registry-commands';
 import {
   averbacoesCommand,

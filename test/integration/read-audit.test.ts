@@ -1,7 +1,7 @@
 import type { AuditRow as ConsoleAuditRow } from '../../src/domain/console';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openDatabase } from '../../src/store/database';
+import { openDatabase } from '../../src/sqlite/database';
 import { ConsoleClient } from '../helpers/console-client';
 import { delivery, eventually, startTestReceiver, type TestReceiver } from '../helpers/receiver';
 import { tempDir } from '../helpers/tmp';

@@ -54,7 +54,7 @@ const statusReply = (requestId: string, status: string) => ({
 async function pollerHadItsChance(rec: TestReceiver, witness: string): Promise<void> {
   await track(rec, witness);
   await eventually(() => fake.requestsTo('GET', `/request/${witness}`).length > 0, 'the witness polled');
-  await rec.sqlite?.poller?.onIdle();
+  await rec.runtime.pollsSettled();
 }
 
 it('the registry webhook never comes: the poller asks /request/:id, sees processing then completed', async () => {

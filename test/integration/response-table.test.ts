@@ -1,4 +1,4 @@
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import { sign } from '../../src/domain/signature';
 import { type ServerPath, startTestApp, type TestApp } from '../helpers/app';
 import { delivery, SECRET } from '../helpers/payloads';

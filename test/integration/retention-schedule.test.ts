@@ -7,16 +7,16 @@ import {
   scheduleRetention,
   type RetentionScheduleOptions,
   spoolPass,
-} from '../../src/pipeline/retention-schedule';
-import { openDatabase } from '../../src/store/database';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openSpool, type Spool } from '../../src/store/spool';
+} from '../../src/runtime/retention-schedule';
+import { openDatabase } from '../../src/sqlite/database';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openSpool, type Spool } from '../../src/sqlite/spool';
 import { LogSink, startTestApp, type TestApp } from '../helpers/app';
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { eventually } from '../helpers/receiver';
 
 /**
- * RETENTION_DAYS' timer (src/pipeline/retention-schedule.ts), one for SQLite mode's log and for a
+ * RETENTION_DAYS' timer (src/runtime/retention-schedule.ts), one for SQLite mode's log and for a
  * cluster replica's own spool, on a real SQLite file filled over real HTTP: the first pass right
  * after start, hourly after, a locked file tried again in a minute, stop between two batches, and
  * what each logs. The spool's rows count as relayed once the relay's cursor is past them
@@ -47,7 +47,7 @@ const lines = (msg: string) => logs.lines.filter((l) => l.msg === msg);
 const deliveryIds = () =>
   (app.store.db.prepare('SELECT id FROM deliveries ORDER BY id').all() as { id: number }[]).map((r) => r.id);
 
-/** As receiver-mode.ts composes them. */
+/** As the modes compose them (runtime/single/single-mode.ts, runtime/cluster/cluster-mode.ts). */
 const options = (more: Partial<RetentionScheduleOptions> = {}): RetentionScheduleOptions => ({
   days: DAYS,
   clock: systemClock,

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore } from '../../src/store/store';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openStore } from '../../src/sqlite/store';
 import { tempDir } from '../helpers/tmp';
 
 /**

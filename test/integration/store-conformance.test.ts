@@ -2,16 +2,16 @@ import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { LocalPostgres } from '../../rigs/local-postgres';
 import { type CommandSession, withCommandStore } from '../../src/open-store';
-import { pgPoolStorePort } from '../../src/cluster/pg-store-port';
+import { pgPoolStorePort } from '../../src/postgres/pg-port';
 import { type CommandStore, type ConsoleStore, consoleStore } from '../../src/core/store-port';
-import { sqliteStorePort } from '../../src/store/sqlite-port';
-import { pgStoreSql, poolRunners } from '../../src/cluster/pg-store-sql';
-import { OUTBOX_CHANNEL } from '../../src/cluster/pg-outbox';
+import { sqliteStorePort } from '../../src/sqlite/sqlite-port';
+import { pgStoreSql, poolRunners } from '../../src/postgres/pg-statements';
+import { OUTBOX_CHANNEL } from '../../src/postgres/pg-outbox';
 import { STEP_SQL } from '../../src/core/event-step';
 import { postgresDialect, sqliteDialect } from '../../src/domain/sql/dialect';
-import { prepareShared } from '../../src/store/handler-sql';
+import { prepareShared } from '../../src/sqlite/sqlite-prepare';
 import { effectsFrom, effectsParams, type EffectsRow } from '../../src/domain/sql/outbox-effects';
-import { sqlOf } from '../../src/cluster/pg-sql';
+import { sqlOf } from '../../src/postgres/pg-sql';
 import { type Config, loadConfig } from '../../src/config';
 import {
   type BatchReport,
@@ -48,13 +48,13 @@ import { MARK_STALE, RECORD_POLL } from '../../src/domain/sql/registry-poll-stat
 import { storeGauges } from '../../src/core/gauges';
 import { destinationGauges, forwardingFigures, senderStore } from '../../src/core/sender-queries';
 import { latestProposals, type ProposalKey, stuckProposals } from '../../src/core/proposal-lists';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { averbacoesRepo, openStore, type Store } from '../../src/store/store';
-import { openDatabase } from '../../src/store/database';
-import { runKicks } from '../../src/cluster/kick';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { averbacoesRepo, openStore, type Store } from '../../src/sqlite/store';
+import { openDatabase } from '../../src/sqlite/database';
+import { runTurns } from '../../src/runtime/cluster/turn';
 import { type HandlerEvent, HandlerRouter } from '../../src/domain/event-router';
 import type { Logger } from '../../src/logger';
-import { Pipeline } from '../../src/pipeline/pipeline';
+import { Pipeline } from '../../src/runtime/single/pipeline';
 import { workKeyOf } from '../../src/domain/work-key';
 import { type LogLine, memoryLogger, openPool } from '../helpers/cluster-db';
 import { createTestDatabase, withClient, workerPostgres, migrateUrl } from '../helpers/postgres';
@@ -102,7 +102,7 @@ interface Opened {
   sender: SenderStore;
   /**
    * The outbox's read-back (domain/sql/outbox-effects.ts) and the entries it gives, as the
-   * forwarding handler (SQLite) or the kick (PostgreSQL) runs it: feed on, no destination.
+   * forwarding handler (SQLite) or the turn (PostgreSQL) runs it: feed on, no destination.
    */
   outboxOf(event: ProcessedEvent, now: Date): Promise<OutboxEntry[]>;
   /** The log as code written once for both stores reaches it (src/core/). */
@@ -137,7 +137,7 @@ interface Processing {
   /**
    * Runs every runnable event as the store's scheduler does, the clock at `now`, until none is left
    * runnable: SQLite mode's pipeline started on the file (its backlog recovered) until idle, then
-   * stopped; cluster mode's kicks of every key with work, in one transaction (a batch of kicks).
+   * stopped; cluster mode's turns of every key with work, in one transaction (a batch of turns).
    */
   run(now: Date, handlers?: HandlerRouter): Promise<RunReport>;
 }
@@ -151,7 +151,7 @@ const PROCESSING = {
   outbox: { destinations: [] as Destination[], feedEnabled: true },
 };
 
-/** SQLite mode's processing on the file at `path`: the pipeline as receiver-mode.ts builds it. */
+/** SQLite mode's processing on the file at `path`: the pipeline as runtime/single/single-mode.ts builds it. */
 function sqliteProcessing(path: string, store: Store): Processing {
   return {
     store: async (e) => {
@@ -209,7 +209,7 @@ function sqliteProcessing(path: string, store: Store): Processing {
   };
 }
 
-/** Cluster mode's processing on `pool`: a batch of kicks of every key with work, as ClusterNode runs it. */
+/** Cluster mode's processing on `pool`: a batch of turns of every key with work, as ClusterNode runs it. */
 function postgresProcessing(pool: Pool): Processing {
   return {
     store: async (e) => {
@@ -243,9 +243,9 @@ function postgresProcessing(pool: Pool): Processing {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        await runKicks(sqlOf(client), keys, {
+        await runTurns(sqlOf(client), keys, {
           ...PROCESSING,
-          kick: async () => undefined,
+          queueTurns: async () => undefined,
           schedulePoll: async () => undefined,
           now: () => now,
           logger,
@@ -340,7 +340,7 @@ const DRIVERS: Driver[] = [
             averbacoes.markStale(requestId, now);
           },
         },
-        // As the sender thread builds it (forwarding/sender-worker.ts).
+        // As the sender thread builds it (runtime/sender-worker.ts).
         sender: senderStore(sqliteStoreSql(store.db)),
         // As the event step runs it in the pipeline's turn (core/event-step.ts).
         outboxOf: async (event, now) => {
@@ -379,7 +379,7 @@ const DRIVERS: Driver[] = [
         pool,
         name: 'conformance',
         running: () => true,
-        kick: async () => undefined,
+        queueTurns: async () => undefined,
         schedulePoll: async () => undefined,
       });
       let spoolId = 0;
@@ -405,7 +405,7 @@ const DRIVERS: Driver[] = [
         notify: async () => {
           await pool.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, '']);
         },
-        // As the poll job runs them (cluster/poll-job.ts).
+        // As the poll job runs them (runtime/cluster/poll-job.ts).
         poll: {
           record: async (requestId, p) => {
             const { rows } = await pool.query<{ polling: boolean }>(RECORD_POLL, [
@@ -421,9 +421,9 @@ const DRIVERS: Driver[] = [
             await pool.query(MARK_STALE, [requestId, now]);
           },
         },
-        // As cluster/forwarder.ts builds it.
+        // As runtime/cluster/forwarder.ts builds it.
         sender: senderStore(pgStoreSql(poolRunners(pool), pool)),
-        // As the event step runs it in a kick (core/event-step.ts): a named prepared statement.
+        // As the event step runs it in a turn (core/event-step.ts): a named prepared statement.
         outboxOf: async (event, now) => {
           const [row] = await sqlOf(pool).prepared<EffectsRow>(STEP_SQL.outbox, effectsParams(event));
           return outboxEntries(effectsFrom(postgresDialect, event, row!), now.toISOString(), [], true);
@@ -1491,7 +1491,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
 
   /**
    * The forwarding sender's outbox (domain/forwarding/sender-store.ts `SenderStore`):
-   * core/sender-queries.ts on each store's StoreSql, as the sender thread and cluster/forwarder.ts
+   * core/sender-queries.ts on each store's StoreSql, as the sender thread and runtime/cluster/forwarder.ts
    * build it, on the same outbox rows ({@link OUTBOX}).
    */
   describe("the forwarding sender's outbox", () => {
@@ -2158,7 +2158,7 @@ describe.each(DRIVERS)('the stores on $name', (driver) => {
   /**
    * Processing (issue 33): the same deliveries through each store give the same transitions,
    * outbox messages, retries, dead letters and handler calls. The event step is written once
-   * (core/event-step.ts); what runs it is each store's (SQLite mode's pipeline, cluster mode's kicks).
+   * (core/event-step.ts); what runs it is each store's (SQLite mode's pipeline, cluster mode's turns).
    */
   describe('processing', () => {
     const T = new Date(T0);
@@ -3259,7 +3259,7 @@ const OUTBOX: [number, string, string, 'pending' | 'delivered' | 'dead', string 
 const traceContextOf = (id: number): string | null =>
   id === 2 ? '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 vendor=abc' : null;
 
-/** Writes {@link OUTBOX}: messages as the pipeline or a kick stores them, their deliveries, erp's pause. */
+/** Writes {@link OUTBOX}: messages as the pipeline or a turn stores them, their deliveries, erp's pause. */
 async function seedOutbox(store: Opened): Promise<void> {
   for (const [id, destination, orderKey, status, next] of OUTBOX) {
     const created = at((id - 60) * MINUTE);

@@ -7,9 +7,9 @@ import {
   stuckCounts,
   stuckProposals,
 } from '../../src/core/proposal-lists';
-import { sqliteStoreSql } from '../../src/store/sqlite-store-sql';
-import { openStore, type Store } from '../../src/store/store';
-import type { Db } from '../../src/store/database';
+import { sqliteStoreSql } from '../../src/sqlite/sqlite-statements';
+import { openStore, type Store } from '../../src/sqlite/store';
+import type { Db } from '../../src/sqlite/database';
 import { startTestApp, type TestApp } from '../helpers/app';
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { tempDir } from '../helpers/tmp';

@@ -1,5 +1,5 @@
 import { request as httpRequest } from 'node:http';
-import Database from '../../src/store/sqlite-driver';
+import Database from '../../src/sqlite/sqlite-driver';
 import request from 'supertest';
 import { sign } from '../../src/domain/signature';
 import { startTestApp, type TestApp } from '../helpers/app';

@@ -1,4 +1,4 @@
-import { InFlightRequests } from '../../src/http/in-flight';
+import { InFlightRequests } from '../../src/runtime/cluster/in-flight';
 
 describe('InFlightRequests', () => {
   it('gives the received_at of the oldest request still open, whatever order they end in', () => {

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { loadPgMigrations } from '../../src/cluster/pg-migrate';
+import { loadPgMigrations } from '../../src/postgres/pg-migrate';
 import { migrationFolder } from '../../src/core/migration-folder';
 import { migrationFileName } from '../../src/domain/migration-files';
 import { tempDir } from '../helpers/tmp';

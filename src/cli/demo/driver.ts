@@ -1,6 +1,6 @@
 import type { AverbacaoAccepted, ServiceClient } from '../../client';
 import type { Simulator } from '../../simulator';
-import type { Store } from '../../store/store';
+import type { Store } from '../../sqlite/store';
 
 /**
  * The moves a demo scenario makes: asks the simulator (the service's side) to act, then waits

@@ -1,5 +1,5 @@
 import type { ReceivedMessage } from '../../lender/consumer';
-import type { Store } from '../../store/store';
+import type { Store } from '../../sqlite/store';
 import type { Output } from '../log-commands';
 import { renderTable } from '../table';
 import type { DemoLender } from './lenders';

@@ -1,4 +1,4 @@
-import type { Store } from '../../store/store';
+import type { Store } from '../../sqlite/store';
 import type { Output } from '../log-commands';
 
 /** Progress lines, each stamped with the seconds since the demo began (`[  1.2s] …`). */

@@ -22,7 +22,7 @@ export interface DemoFiles {
 /** A new, empty database next to a new log file and the destinations file's place. */
 export function freshFiles(database: string): DemoFiles {
   const dbPath = resolve(database);
-  // Owner only, as the receiver creates its data directory (store/file-mode.ts).
+  // Owner only, as the receiver creates its data directory (sqlite/file-mode.ts).
   mkdirSync(dirname(dbPath), { recursive: true, mode: 0o700 });
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${dbPath}${suffix}`, { force: true });
   const logPath = join(dirname(dbPath), 'demo-receiver.log');

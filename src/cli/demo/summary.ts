@@ -1,4 +1,4 @@
-import type { Store } from '../../store/store';
+import type { Store } from '../../sqlite/store';
 import type { Output } from '../log-commands';
 import { renderTable } from '../table';
 import type { DrivenProposal } from './scenarios';

@@ -73,7 +73,7 @@ export interface Dialect {
   storedNu(nu: number | string): number | string;
   /** A row's `nu_proposta` as the SQLite log holds it (an integer as a number), from the store's. */
   logNu(nu: number | string | null): number | string | null;
-  /** How values come out of the store's driver without the log's types (the kick's connection). */
+  /** How values come out of the store's driver without the log's types (the turn's connection). */
   readonly raw: RawValues;
 
   /** A row lock for the rows a SELECT reads (`' FOR …'`), or nothing where a write holds them all. */

@@ -11,8 +11,8 @@ import type { Dialect, RawValues } from './dialect';
  * The outbox's read-back (contract §8), one statement and one mapping for both stores: what a
  * processed event left behind in its transaction — its transition, the proposal, the proposal's
  * latest averbação, and the registration the event names (the proposal it is tracked for, and the
- * averbação when this event finished it). store/forward-outbox.ts runs it on SQLite, synchronously,
- * once per event inside the pipeline's transaction; cluster/pg-outbox.ts runs it on PostgreSQL as a
+ * averbação when this event finished it). sqlite/sqlite-outbox.ts runs it on SQLite, synchronously,
+ * once per event inside the pipeline's transaction; postgres/pg-outbox.ts runs it on PostgreSQL as a
  * named prepared statement, in the event's savepoint. domain/forwarding/messages.ts `outboxEntries`
  * then decides the messages.
  *
@@ -71,7 +71,7 @@ const C: Record<string, number> = Object.fromEntries(COLUMNS.map(([, name], i) =
 /**
  * $1 the event's id, $2 its registration's request id ({@link effectsParams}). Always one row. The
  * `e` row casts the values once (`bigint` and `text` read alike in both dialects), so that each
- * placeholder appears once, in order: SQLite binds them by position (store/handler-sql.ts
+ * placeholder appears once, in order: SQLite binds them by position (sqlite/sqlite-prepare.ts
  * `prepareShared`).
  */
 export const OUTBOX_EFFECTS = `SELECT ${COLUMNS.map(([expression]) => expression).join(', ')}

@@ -1,11 +1,11 @@
 /**
  * The log's reads for the commands, the admin API and the console, one text for both stores:
  * core/store-reads.ts and core/console-reads.ts run these through StoreSql (and the SQLite
- * repositories of store/store.ts, for the tests and the demo), with PostgreSQL's `$n` placeholders
+ * repositories of sqlite/store.ts, for the tests and the demo), with PostgreSQL's `$n` placeholders
  * (see registry-poll-statements.ts for how SQLite runs them). Each store binds its own
  * representation of a value (`nu_proposta` an integer or text in SQLite, text in PostgreSQL; a flag
  * 0/1 or a boolean), and PostgreSQL's driver turns what it reads into the SQLite log's shapes
- * (cluster/pg-store-sql.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
+ * (postgres/pg-statements.ts STORE_TYPES). The column lists are the SQLite tables' own, in their order.
  */
 
 /** A statement and its values, in the order of its `$1`, `$2`, …. */

@@ -1,10 +1,10 @@
 /**
- * Statements both stores run as they are, SQLite (store/store.ts `averbacoesRepo`) and PostgreSQL
- * (cluster/poll-job.ts): one text, with PostgreSQL's numbered `$1` placeholders, which SQLite runs
- * as `?`, each bound by position with the value its number names (store/handler-sql.ts
+ * Statements both stores run as they are, SQLite (sqlite/store.ts `averbacoesRepo`) and PostgreSQL
+ * (runtime/cluster/poll-job.ts): one text, with PostgreSQL's numbered `$1` placeholders, which SQLite runs
+ * as `?`, each bound by position with the value its number names (sqlite/sqlite-prepare.ts
  * `prepareShared`). They live in
- * domain/ only because it is the one folder both stores may import (cluster/ imports nothing else of
- * the receiver); they are text, and run nothing. A statement whose dialects disagree stays in its
+ * domain/ only because it is the one folder both stores may import (postgres/ and sqlite/ import
+ * nothing else of the receiver but core/); they are text, and run nothing. A statement whose dialects disagree stays in its
  * store.
  */
 

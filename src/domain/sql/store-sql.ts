@@ -1,19 +1,24 @@
 import type { Dialect } from './dialect';
 
 /**
- * The one shape through which code written once for both stores reaches the log (issue 24; the
- * pattern pg-boss uses for its backends: one SQL path, a one-method adapter per database, a few
- * capability flags). src/core/ holds that code; store/sqlite-store-sql.ts (SQLite) and
- * cluster/pg-store-sql.ts (PostgreSQL) are the two adapters. Statements use PostgreSQL's `$1`, `$2`, …
- * (SQLite runs them as store/handler-sql.ts `prepareShared` does).
+ * How the code written once for both stores (src/core/) reaches the log, on either store — the
+ * SQLite file or PostgreSQL (issue 24; the pattern pg-boss uses for its backends: one SQL path, an
+ * adapter per database, a few capability flags): {@link StoreSql} opens a snapshot or a transaction,
+ * {@link StoreQuery} runs the statements in it. sqlite/sqlite-statements.ts and
+ * postgres/pg-statements.ts are the two adapters. Statements use PostgreSQL's `$1`, `$2`, … (SQLite
+ * runs them as sqlite/sqlite-prepare.ts `prepareShared` does).
  *
  * Rows come back in the SQLite log's representation in both stores: ids and counts as numbers,
- * flags 0/1, instants as `Date#toISOString()` text (cluster/pg-store-sql.ts STORE_TYPES), so one mapper
+ * flags 0/1, instants as `Date#toISOString()` text (postgres/pg-statements.ts STORE_TYPES), so one mapper
  * serves both. Where the stores differ, the code asks {@link StoreQuery.dialect}, one value per store
  * of the primitives that differ (domain/sql/dialect.ts).
  */
 
-/** Statements on one connection, inside the snapshot or transaction {@link StoreSql} opened. */
+/**
+ * Statements on one connection of either store, inside the snapshot or transaction {@link StoreSql}
+ * opened: one of the three statement runners (with PostgreSQL's postgres/pg-sql.ts `PgSql`, which
+ * is one too, and a partner's domain/event-router.ts `HandlerSql`).
+ */
 export interface StoreQuery {
   readonly dialect: Dialect;
   /** The rows of a statement. */
@@ -23,8 +28,9 @@ export interface StoreQuery {
 }
 
 /**
- * `Q`: what the statements run on; an adapter may hand more than {@link StoreQuery} (PostgreSQL's
- * carries its connection, so that the store's own figures read in the same snapshot).
+ * The snapshots and transactions of either store, each handed to a function as the
+ * {@link StoreQuery} its statements run on. `Q`: what that is; an adapter may hand more (PostgreSQL's
+ * is a PgSql, so that the store's own figures read in the same snapshot).
  */
 export interface StoreSql<Q extends StoreQuery = StoreQuery> {
   readonly dialect: Dialect;

@@ -32,7 +32,7 @@ export function adminRouter(deps: AppDeps): Router {
   router.use(forwardRoutes(deps, log.forwards, audited));
   router.use(feedRoutes(deps, log.feed, adminReadAudit(deps, 'feed_read'), log.feedShared));
   router.use(subjectRoutes(deps));
-  if (deps.relay !== undefined) router.use(storeUnavailableAs503);
+  if (deps.storePort.mayBeAway) router.use(storeUnavailableAs503);
   return router;
 }
 

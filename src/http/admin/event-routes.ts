@@ -42,7 +42,7 @@ export function eventRoutes(deps: Pick<AppDeps, 'clock'>, log: AdminStore, audit
     res.json({ event: { ...found.event, body: json } });
   });
 
-  // The one replay rule (core/replay.ts; on PostgreSQL with its kicks, cluster/pg-store-port.ts), shared
+  // The one replay rule (core/replay.ts; on PostgreSQL with its turns, postgres/pg-port.ts), shared
   // with the `replay` command and the console.
   router.post('/events/:id/replay', async (req, res) => {
     const id = eventId(req);

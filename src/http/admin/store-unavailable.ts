@@ -8,7 +8,7 @@ export const STORE_UNAVAILABLE =
 
 /**
  * Cluster mode: a read or write the log could not do because PostgreSQL is away (a StorageError,
- * src/cluster/pg-store-port.ts) is answered 503 `log_unavailable` with a Retry-After, never a 500.
+ * src/postgres/pg-port.ts) is answered 503 `log_unavailable` with a Retry-After, never a 500.
  */
 export const storeUnavailableAs503: ErrorRequestHandler = (err: unknown, _req, _res, next) => {
   next(err instanceof StorageError ? new HttpError(503, 'log_unavailable', STORE_UNAVAILABLE) : err);

@@ -64,11 +64,11 @@ function headersWith(policy: () => string): RequestHandler {
 
 /**
  * The log cannot answer now: the SQLite file is locked by another connection, or (cluster mode)
- * PostgreSQL does not answer this replica (a StorageError of src/cluster/pg-store-port.ts). A 503
+ * PostgreSQL does not answer this replica (a StorageError of src/postgres/pg-port.ts). A 503
  * page asking to come back, never a 500: the process stays up and nothing was changed (the write
  * that failed was its request's only one, or its transaction rolled back).
  */
-function unavailablePage(err: unknown, cluster: boolean): string | undefined {
+function unavailablePage(err: unknown, mayBeAway: boolean): string | undefined {
   if (isLockBusy(err))
     return messagePage(
       'Busy',
@@ -76,7 +76,7 @@ function unavailablePage(err: unknown, cluster: boolean): string | undefined {
     );
   // A page that would show personal data whose audit row could not be written (page-routes.ts).
   if (err instanceof HttpError && err.status === 503) return messagePage('Unavailable', err.message);
-  if (cluster && err instanceof StorageError)
+  if (mayBeAway && err instanceof StorageError)
     return messagePage(
       'Unavailable',
       'PostgreSQL is not reachable from this replica right now: try again in a moment. Nothing was changed.',
@@ -93,7 +93,7 @@ function consoleErrors(logger: Logger, d: ReturnType<typeof consoleDeps>) {
     _next: NextFunction,
   ): void => {
     if (res.headersSent) return;
-    const unavailable = unavailablePage(err, d.cluster);
+    const unavailable = unavailablePage(err, d.mayBeAway);
     if (unavailable !== undefined) {
       res.status(503).set('retry-after', '1').send(unavailable);
       return;

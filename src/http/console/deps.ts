@@ -15,8 +15,11 @@ export interface ConsoleDeps {
   logger: Logger;
   /** The log the pages read and the actions write: the SQLite file, or PostgreSQL in cluster mode. */
   log: ConsoleStore;
-  /** Cluster mode: `log` is PostgreSQL's, shared by the replicas. */
-  cluster: boolean;
+  /**
+   * Whether `log` may be away while the console runs (PostgreSQL, shared by the replicas; the
+   * store port's `mayBeAway`): a StorageError is then a 503 page asking to come back.
+   */
+  mayBeAway: boolean;
   /**
    * Cluster mode: this replica's relay, whose figures the overview shows (its spool's backlog and
    * lag); undefined in SQLite mode.
@@ -81,7 +84,7 @@ export function consoleDeps(deps: AppDeps): ConsoleDeps {
     clock: deps.clock,
     logger: deps.logger,
     log,
-    cluster: deps.relay !== undefined,
+    mayBeAway: deps.storePort.mayBeAway,
     relay: deps.relay,
     overload:
       deps.answers === undefined

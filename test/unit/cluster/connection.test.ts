@@ -1,4 +1,4 @@
-import { connectionSettings, describeDatabase, redactedMessage } from '../../../src/cluster/connection';
+import { connectionSettings, describeDatabase, redactedMessage } from '../../../src/postgres/connection';
 
 /**
  * What a replica's connections carry and what its logs may say of DATABASE_URL (issue 22, items 2

@@ -1,4 +1,4 @@
-import { OrderClock, ReadingLog } from '../../../src/cluster/order-clock';
+import { OrderClock, ReadingLog } from '../../../src/runtime/cluster/order-clock';
 
 /**
  * The replica's estimate of PostgreSQL's clock (issue 36) driven by a clock source whose wall and

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { consoleStore } from '../../../src/core/store-port';
-import { sqliteStorePort } from '../../../src/store/sqlite-port';
-import { openStore, type Store } from '../../../src/store/store';
+import { sqliteStorePort } from '../../../src/sqlite/sqlite-port';
+import { openStore, type Store } from '../../../src/sqlite/store';
 import { tempDir } from '../../helpers/tmp';
 import {
   clearedCookie,

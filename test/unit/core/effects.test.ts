@@ -3,7 +3,7 @@ import {
   type EffectsEnv,
   proposalKey,
   stageEffects,
-  trackEffects,
+  startTracking,
 } from '../../../src/core/effects';
 import type { EventFacts } from '../../../src/domain/event-effects';
 import type { BuiltInStage } from '../../../src/domain/handler-order';
@@ -169,7 +169,7 @@ describe('registry tracking and results', () => {
       via: 'declared' as const,
       nextPollAt: null,
     };
-    expect(drive(trackEffects(effect, sqliteDialect, NOW.toISOString()), { track: [{}] }).result).toBe(true);
-    expect(drive(trackEffects(effect, sqliteDialect, NOW.toISOString())).result).toBe(false);
+    expect(drive(startTracking(effect, sqliteDialect, NOW.toISOString()), { track: [{}] }).result).toBe(true);
+    expect(drive(startTracking(effect, sqliteDialect, NOW.toISOString())).result).toBe(false);
   });
 });

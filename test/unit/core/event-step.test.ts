@@ -172,7 +172,7 @@ describe('the event step', () => {
     },
   );
 
-  it('an attempt that already threw (a kick that ran it in its fast pass) is recorded, not run again', () => {
+  it('an attempt that already threw (a turn that ran it in its fast pass) is recorded, not run again', () => {
     const r = recording();
     const threw = new Error('partner said no');
     const report = driveSync(
