@@ -56,9 +56,18 @@ export async function startHaproxy(
   const port = await freePort();
   const socket = join(dir, 'haproxy.sock');
   const configPath = join(dir, 'haproxy.cfg');
+  // A free port for each listener the shipped file binds on 127.0.0.1 (`last-resort`).
+  const internalPorts: Record<number, number> = {};
+  for (const [, shippedPort] of shippedHaproxyConfig().matchAll(/^\s*bind\s+127\.0\.0\.1:(\d+)/gm))
+    internalPorts[Number(shippedPort)] = await freePort();
   writeFileSync(
     configPath,
-    deriveHaproxyConfig(shippedHaproxyConfig(), { bindPort: port, servers, statsSocket: socket }),
+    deriveHaproxyConfig(shippedHaproxyConfig(), {
+      bindPort: port,
+      internalPorts,
+      servers,
+      statsSocket: socket,
+    }),
   );
   const check = spawnSync(bin, ['-c', '-q', '-f', configPath], { encoding: 'utf8' });
   if (check.status !== 0)

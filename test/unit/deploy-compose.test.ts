@@ -121,12 +121,20 @@ function secretProblems(file: Obj): string[] {
   return out;
 }
 
+/** The sections of an HAProxy configuration (`backend consig`, `listen last-resort`, …), each with its lines. */
+function haproxySections(cfg: string): string[] {
+  return cfg.split(/\n(?=\S)/);
+}
+
+/** What the readiness-checked backend (the section that checks /readyz) lacks. */
 function haproxyProblems(cfg: string, file: Obj): string[] {
   const out: string[] = [];
-  if (!/^\s*option httpchk GET \/readyz\s*$/m.test(cfg)) out.push('HAProxy does not check /readyz');
-  for (const [name] of replicas(file))
-    if (!new RegExp(`^\\s*server \\S+ ${name}:3000 check\\s*$`, 'm').test(cfg))
-      out.push(`HAProxy sends nothing to ${name}, or does not check it`);
+  const backend = haproxySections(cfg).find((s) => /^\s*option httpchk GET \/readyz\s*$/m.test(s));
+  if (backend === undefined) out.push('HAProxy does not check /readyz');
+  if (backend !== undefined)
+    for (const [name] of replicas(file))
+      if (!new RegExp(`^\\s*server \\S+ ${name}:3000 check\\s*$`, 'm').test(backend))
+        out.push(`HAProxy sends nothing to ${name}, or does not check it`);
   return out;
 }
 
@@ -187,12 +195,13 @@ describe('deploy/compose/compose.yaml', () => {
   it('puts HAProxy in front of every replica, checking /readyz, as docs/cluster-mode.md shows', () => {
     expect(haproxyProblems(haproxy, compose)).toEqual([]);
     expect(compose.services.lb.volumes).toContain('./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro');
-    expect(
-      haproxyProblems(
-        haproxy.replace('GET /readyz', 'GET /healthz').replace(/^.*server b .*$/m, ''),
-        compose,
-      ),
-    ).toEqual(['HAProxy does not check /readyz', 'HAProxy sends nothing to replica-b, or does not check it']);
+    expect(haproxyProblems(haproxy.replace('GET /readyz', 'GET /healthz'), compose)).toEqual([
+      'HAProxy does not check /readyz',
+    ]);
+    // replica-b's line in the readiness-checked backend (the first); the last resort's is not enough.
+    expect(haproxyProblems(haproxy.replace(/^.*server b .*$/m, ''), compose)).toEqual([
+      'HAProxy sends nothing to replica-b, or does not check it',
+    ]);
     // The guide's excerpt: every line of it is a line of the file.
     const guide = read('docs/cluster-mode.md');
     const excerpt = /```\n# haproxy\.cfg \(the relevant part\)\n([\s\S]*?)```/.exec(guide)?.[1];

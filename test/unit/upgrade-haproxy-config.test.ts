@@ -21,6 +21,7 @@ const servers = [
 ];
 const derived = deriveHaproxyConfig(shipped, {
   bindPort: 18080,
+  internalPorts: { 8081: 18081 },
   servers,
   statsSocket: '/tmp/x/haproxy.sock',
 });
@@ -41,23 +42,38 @@ describe('the upgrade tier’s HAProxy configuration, derived from deploy/compos
     for (const line of [
       'option httpchk GET /readyz',
       'http-check expect status 200',
-      'default-server inter 2s fall 2 rise 2 resolvers docker init-addr last,libc,none',
+      'default-server inter 500ms fastinter 250ms downinter 250ms fall 1 rise 2 observe layer7 error-limit 1 on-error mark-down resolvers docker init-addr last,libc,none',
       'retry-on conn-failure empty-response 503',
-      'retries 2',
+      'retries 3',
       'option redispatch 1',
+      'server last-resort 127.0.0.1:8081 backup',
+      'listen last-resort',
+      'option httpchk GET /healthz',
     ]) {
       expect(directives(shipped)).toContain(line);
-      expect(directives(derived)).toContain(line);
+      expect(directives(derived).map((d) => d.replace(':18081', ':8081'))).toContain(line);
     }
   });
 
-  it('binds loopback on the given port and has one checked server per slot, with the shipped server options', () => {
-    expect(directives(derived).filter(isBind)).toEqual(['bind 127.0.0.1:18080']);
-    expect(directives(derived).filter(isServer)).toEqual([
+  it('binds loopback on the given ports and has one checked server per slot in each section, with the shipped server options', () => {
+    expect(directives(derived).filter(isBind)).toEqual(['bind 127.0.0.1:18080', 'bind 127.0.0.1:18081']);
+    const slots = [
       'server s1 127.0.0.1:20001 check',
       'server s2 127.0.0.1:20002 check',
       'server s3 127.0.0.1:20003 check',
+    ];
+    // The readiness-checked backend's slots and its last resort, then the last-resort listener's slots.
+    expect(directives(derived).filter(isServer)).toEqual([
+      ...slots,
+      'server last-resort 127.0.0.1:18081 backup',
+      ...slots,
     ]);
+  });
+
+  it('refuses a loopback listener it has no test port for', () => {
+    expect(() =>
+      deriveHaproxyConfig(shipped, { bindPort: 1, internalPorts: {}, servers, statsSocket: 's' }),
+    ).toThrow(/127\.0\.0\.1:8081 has no test port/);
   });
 
   it('refuses a shipped file it cannot follow', () => {
@@ -65,8 +81,8 @@ describe('the upgrade tier’s HAProxy configuration, derived from deploy/compos
       .split('\n')
       .filter((l) => !/^\s*server /.test(l))
       .join('\n');
-    expect(() => deriveHaproxyConfig(noServers, { bindPort: 1, servers, statsSocket: 's' })).toThrow(
-      /expected one bind line, server lines and a global section/,
-    );
+    expect(() =>
+      deriveHaproxyConfig(noServers, { bindPort: 1, internalPorts: { 8081: 2 }, servers, statsSocket: 's' }),
+    ).toThrow(/expected one public bind line, server lines and a global section/);
   });
 });
