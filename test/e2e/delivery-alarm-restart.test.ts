@@ -1,5 +1,6 @@
 import { delivery, postRaw, signed } from '../helpers/payloads';
 import { type ServerProcess, serveOnOneFile } from '../helpers/process';
+import { eventually } from '../helpers/receiver';
 
 /**
  * Real processes: the run of failed answers that deactivates the callback (interface §6.1, rule 4)
@@ -48,6 +49,9 @@ it('the run of failed answers survives SIGKILL and SIGTERM: the third 413 raises
   expect(await gauges(second)).toEqual({ failed: 2, alarm: 0 });
   expect((await send(second, tooBig())).status).toBe(413);
   expect(await gauges(second)).toEqual({ failed: 3, alarm: 1 });
+  // The log line reaches this process through the child's stdout, maybe after the answers (a CI
+  // run read the output before it came); then exactly one.
+  await eventually(() => alarmLines(second).length > 0, 'the alarm logged', 10_000);
   expect(alarmLines(second)).toEqual([expect.stringMatching(/3 consecutive .*MAX_BODY_BYTES \(300\)/)]);
   second.child.kill('SIGTERM');
   expect((await second.exited).code).toBe(0);
