@@ -3,7 +3,7 @@ import { sleep } from '../../rigs/harness';
 import { startLoad } from './failover-load';
 import { SECRET } from './payloads';
 import { withClient } from './postgres';
-import type { Release } from './release';
+import { previousDefects, type Release } from './release';
 import { UpgradeBed } from './upgrade-bed';
 import { badColumns, checkUpgrade, TABLE_HEADER, tableRow, type UpgradeFigures } from './upgrade-checks';
 
@@ -41,6 +41,19 @@ export interface Scenario {
   previous: Release;
   /** What happens under the load. */
   steps(ctx: StepContext): Promise<void>;
+  /**
+   * Replicas of the previous release meet a breaking migration while they run. Two things of that
+   * moment are not counted against the run, each bounded:
+   * - with the defect `acknowledges-during-breaking-landing` (previous-release.json), as many
+   *   transitions not applied, and as many proposals out of order, as deliveries relayed after the
+   *   watermark (consig_relay_late_total, summed); an ordering fault with no late relay to account
+   *   for it still fails;
+   * - up to {@link SWITCH_NON200} deliveries answered 503: those in flight in the instant the old
+   *   replicas start refusing while the new one is not yet in rotation, before HAProxy takes each
+   *   refusing replica out at the first delivery it fails (deploy/compose/haproxy.cfg; 1 to 3 seen).
+   *   The harness sends each again, as the service does: none is lost (acked lost stays 0).
+   */
+  breakingUnderPrevious?: boolean;
 }
 
 export interface Outcome {
@@ -53,7 +66,14 @@ export interface Outcome {
   /** SIGTERM's exit code of every replica the run stopped, as `slot release: code`. */
   exits: string[];
   bed: UpgradeBed;
+  /** Ordering faults not counted against the run ({@link Scenario.breakingUnderPrevious}): the late relays. */
+  tolerated: number;
+  /** Non-200 answers not counted against the run ({@link Scenario.breakingUnderPrevious}): up to {@link SWITCH_NON200}. */
+  toleratedNon200: number;
 }
+
+/** {@link Scenario.breakingUnderPrevious}: the 503s of a breaking migration's landing not counted, at most. */
+export const SWITCH_NON200 = 4;
 
 /** Runs a scenario; the bed is closed, its files kept until {@link expectClean} passes. */
 export async function runScenario(s: Scenario): Promise<Outcome> {
@@ -101,7 +121,18 @@ export async function runScenario(s: Scenario): Promise<Outcome> {
       ),
     );
     notes['wall time of the run'] = `${((Date.now() - began) / 1000).toFixed(1)} s`;
-    return { run: s.run, figures, notes, unmet, drained, exits, bed };
+    const tolerated =
+      s.breakingUnderPrevious === true && previousDefects().includes('acknowledges-during-breaking-landing')
+        ? bed.relayTotals().late
+        : 0;
+    if (tolerated > 0)
+      notes['not counted: ordering faults up to the deliveries relayed late, the previous release’s'] =
+        String(tolerated);
+    const toleratedNon200 = s.breakingUnderPrevious === true ? Math.min(figures.non200, SWITCH_NON200) : 0;
+    if (toleratedNon200 > 0)
+      notes['not counted: deliveries answered 503 as the breaking migration landed (sent again, none lost)'] =
+        String(toleratedNon200);
+    return { run: s.run, figures, notes, unmet, drained, exits, bed, tolerated, toleratedNon200 };
   } catch (err) {
     await bed.close().catch(() => undefined);
     (err as Error).message += `\n\nreplica and HAProxy logs kept in ${bed.dir}`;
@@ -158,7 +189,13 @@ export function expectClean(o: Outcome): void {
     expect(o.unmet).toEqual([]);
     expect(o.figures.acknowledged).toBeGreaterThan(PER_SECOND * 10);
     expect(o.drained).toBe(true);
-    expect(Object.entries(badColumns(o.figures)).filter(([, n]) => n !== 0)).toEqual([]);
+    const bad = badColumns({
+      ...o.figures,
+      non200: o.figures.non200 - o.toleratedNon200,
+      transitionsNotApplied: Math.max(0, o.figures.transitionsNotApplied - o.tolerated),
+      outOfOrder: Math.max(0, o.figures.outOfOrder - o.tolerated),
+    });
+    expect(Object.entries(bad).filter(([, n]) => n !== 0)).toEqual([]);
     // interface §6.1, rule 2: an answer within 5 seconds.
     expect(o.figures.worstAnswerMs).toBeLessThan(5000);
     expect(o.exits.filter((e) => !e.endsWith(': 0') && !e.includes('exited by itself'))).toEqual([]);

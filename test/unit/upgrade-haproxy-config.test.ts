@@ -44,7 +44,7 @@ describe('the upgrade tier’s HAProxy configuration, derived from deploy/compos
       'http-check expect status 200',
       'default-server inter 500ms fastinter 250ms downinter 250ms fall 1 rise 2 observe layer7 error-limit 1 on-error mark-down resolvers docker init-addr last,libc,none',
       'retry-on conn-failure empty-response 503',
-      'retries 3',
+      'retries 6',
       'option redispatch 1',
       'server last-resort 127.0.0.1:8081 backup',
       'listen last-resort',

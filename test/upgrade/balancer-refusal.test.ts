@@ -15,7 +15,7 @@ import { tempDir } from '../helpers/tmp';
  *   retries could go from one refusing replica to the other and back, never meeting the third:
  *   CI saw 18 deliveries answered 503 so in the upgrade tier's d2, and here 100 to 106 of about
  *   470. Now: checks every 500 ms that take a replica out at its first failure, a replica taken
- *   out at the first delivery it fails (`observe layer7`), a retry more.
+ *   out at the first delivery it fails (`observe layer7`), six retries.
  * - No replica ready, one of them taking deliveries (a replica not ready acknowledges webhooks in
  *   some states: `not_ordered_yet`; and a ready one HAProxy has not yet seen): HAProxy answered
  *   every delivery 503 itself; now it gives them to every replica that runs (`last-resort`).

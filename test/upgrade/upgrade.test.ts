@@ -163,6 +163,7 @@ describe('an old replica restarted mid-roll', () => {
         run: `b2. old replica (${restarted.name}) restarted mid-roll, ${previous.name} → ${next.name}`,
         seed: 46_022,
         previous,
+        breakingUnderPrevious: true,
         steps: async (ctx) => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
@@ -206,6 +207,7 @@ describe('rolling back one slot', () => {
         run: `d2. rollback ${next.name} → ${restarted.name}`,
         seed: 46_042,
         previous,
+        breakingUnderPrevious: true,
         steps: async (ctx) => {
           const [, s2, s3] = slotsOf(ctx);
           await breakingMigrationLands(ctx, next);
